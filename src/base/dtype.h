@@ -1,0 +1,34 @@
+// Element types of checkpoint tensors and of the engine's buffers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace tachyon {
+
+enum class DType : uint8_t { F32, F16, BF16, F64, I64, I32, I16, I8, U8, Bool };
+
+size_t dtype_size(DType dtype);
+std::string_view dtype_name(DType dtype);                        // safetensors spelling: "F32", "BF16", ...
+std::optional<DType> dtype_from_name(std::string_view name);     // inverse of dtype_name
+
+// Scalar conversions used by loaders and reference kernels (round-to-nearest-even).
+inline float bf16_to_f32(uint16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t bits;
+  __builtin_memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);  // NaN stays NaN
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);
+
+}  // namespace tachyon

@@ -1,0 +1,102 @@
+#include "kernels/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "base/error.h"
+#include "base/thread_pool.h"
+#include "kernels/cpu/isa/matmul.h"
+#include "kernels/reference/rowwise.h"
+
+namespace tachyon::kernels {
+
+namespace {
+ThreadPool& pool() { return ThreadPool::global(); }
+}  // namespace
+
+std::string CpuBackend::name() const { return std::string("cpu/") + cpu::isa_kernels().name; }
+
+void CpuBackend::embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) {
+  pool().parallel_for(rows, [&](size_t b, size_t e) {
+    for (size_t r = b; r < e; ++r) rowwise::embedding_row(table, ids[r], scale, out + r * table.cols);
+  }, 16);
+}
+
+void CpuBackend::rms_norm(const float* x, const Weight& w, int64_t rows, int64_t dim, float eps, float weight_offset,
+                          float* out) {
+  pool().parallel_for(rows, [&](size_t b, size_t e) {
+    for (size_t r = b; r < e; ++r) rowwise::rms_norm_row(x + r * dim, w, dim, eps, weight_offset, out + r * dim);
+  }, 16);
+}
+
+void CpuBackend::matmul(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* out) {
+  const auto& isa = cpu::isa_kernels();
+  // Split output features over threads in units of 24 (a multiple of every tile width);
+  // small matmuls stay on one thread, where a fork-join would cost more than it saves.
+  const int64_t unit = 24, units = (w.rows + unit - 1) / unit;
+  const size_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, w.cols * rows));
+  pool().parallel_for(units, [&](size_t b, size_t e) {
+    const int64_t n0 = static_cast<int64_t>(b) * unit, n1 = std::min<int64_t>(w.rows, static_cast<int64_t>(e) * unit);
+    isa.matmul_range(x, rows, w, n0, n1, out, w.rows);
+    if (bias && !bias->empty())
+      for (int64_t m = 0; m < rows; ++m)
+        for (int64_t n = n0; n < n1; ++n) out[m * w.rows + n] += rowwise::load_weight(*bias, n);
+  }, grain);
+}
+
+void CpuBackend::rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const RopeTable& table,
+                      const int32_t* positions) {
+  pool().parallel_for(rows, [&](size_t b, size_t e) {
+    for (size_t r = b; r < e; ++r) rowwise::rope_row(x + r * heads * head_dim, heads, head_dim, table, positions[r]);
+  }, 8);
+}
+
+void CpuBackend::gated_activation(const float* gate_up, int64_t rows, int64_t dim, Activation act, float* out) {
+  pool().parallel_for(rows, [&](size_t b, size_t e) {
+    for (size_t r = b; r < e; ++r) rowwise::gated_activation_row(gate_up + r * 2 * dim, dim, act, out + r * dim);
+  }, 4);
+}
+
+void CpuBackend::attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
+                           const AttentionParams& p, float* out) {
+  const auto& isa = cpu::isa_kernels();
+  const int64_t d = kv.head_dim, width = kv.num_kv_heads * d, group = p.num_heads / kv.num_kv_heads;
+  // One work item per (row, head); each reduces over its keys in position order.
+  pool().parallel_for(rows * p.num_heads, [&](size_t b, size_t e) {
+    thread_local std::vector<float> scores;
+    for (size_t item = b; item < e; ++item) {
+      const int64_t r = static_cast<int64_t>(item) / p.num_heads, h = static_cast<int64_t>(item) % p.num_heads;
+      const int32_t pos = meta.positions[r];
+      const int32_t lo =
+          p.sliding_window > 0 ? std::max<int32_t>(0, pos - static_cast<int32_t>(p.sliding_window) + 1) : 0;
+      const int64_t kvh = h / group;
+      const float* qh = q + (r * p.num_heads + h) * d;
+      const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[r]];
+      scores.resize(static_cast<size_t>(pos - lo + 1));
+      float mx = p.sinks ? p.sinks[h] : -std::numeric_limits<float>::infinity();
+      for (int32_t j = lo; j <= pos; ++j) {
+        const int64_t slot = static_cast<int64_t>(table[j / kv.block_size]) * kv.block_size + j % kv.block_size;
+        float s = isa.dot_f32(qh, kv.k + slot * width + kvh * d, d) * p.scale;
+        if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
+        scores[j - lo] = s;
+        mx = std::max(mx, s);
+      }
+      float sum = p.sinks ? std::exp(p.sinks[h] - mx) : 0.f;
+      for (float& s : scores) sum += (s = std::exp(s - mx));
+      float* oh = out + (r * p.num_heads + h) * d;
+      std::fill(oh, oh + d, 0.f);
+      for (int32_t j = lo; j <= pos; ++j) {
+        const int64_t slot = static_cast<int64_t>(table[j / kv.block_size]) * kv.block_size + j % kv.block_size;
+        const float* vj = kv.v + slot * width + kvh * d;
+        const float pj = scores[j - lo];
+        for (int64_t i = 0; i < d; ++i) oh[i] += pj * vj[i];
+      }
+      const float inv = 1.f / sum;
+      for (int64_t i = 0; i < d; ++i) oh[i] *= inv;
+    }
+  });
+}
+
+}  // namespace tachyon::kernels

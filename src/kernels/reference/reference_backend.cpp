@@ -1,0 +1,98 @@
+#include "kernels/reference/reference_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <vector>
+
+#include "kernels/reference/rowwise.h"
+
+namespace tachyon::kernels {
+
+void* ReferenceBackend::allocate(size_t bytes) {
+  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+void ReferenceBackend::deallocate(void* ptr) { std::free(ptr); }
+void ReferenceBackend::copy_to_host(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+void ReferenceBackend::copy_to_device(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+
+void ReferenceBackend::embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) {
+  for (int64_t r = 0; r < rows; ++r) rowwise::embedding_row(table, ids[r], scale, out + r * table.cols);
+}
+
+void ReferenceBackend::rms_norm(const float* x, const Weight& w, int64_t rows, int64_t dim, float eps,
+                                float weight_offset, float* out) {
+  for (int64_t r = 0; r < rows; ++r) rowwise::rms_norm_row(x + r * dim, w, dim, eps, weight_offset, out + r * dim);
+}
+
+void ReferenceBackend::matmul(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* out) {
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t n = 0; n < w.rows; ++n) {
+      double acc = 0;  // the oracle reduces in double: a different order than every fast kernel
+      for (int64_t k = 0; k < w.cols; ++k) acc += double(x[m * w.cols + k]) * rowwise::load_weight(w, n * w.cols + k);
+      if (bias && !bias->empty()) acc += rowwise::load_weight(*bias, n);
+      out[m * w.rows + n] = static_cast<float>(acc);
+    }
+}
+
+void ReferenceBackend::rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const RopeTable& table,
+                            const int32_t* positions) {
+  for (int64_t r = 0; r < rows; ++r) rowwise::rope_row(x + r * heads * head_dim, heads, head_dim, table, positions[r]);
+}
+
+void ReferenceBackend::gated_activation(const float* gate_up, int64_t rows, int64_t dim, Activation act, float* out) {
+  for (int64_t r = 0; r < rows; ++r) rowwise::gated_activation_row(gate_up + r * 2 * dim, dim, act, out + r * dim);
+}
+
+void ReferenceBackend::gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t width, float* dst) {
+  for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * width, src + rows[i] * width, width * sizeof(float));
+}
+
+void ReferenceBackend::add(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void ReferenceBackend::write_kv(const float* k, const float* v, int64_t rows, const PagedKv& kv,
+                                const AttentionMeta& meta) {
+  for (int64_t r = 0; r < rows; ++r) rowwise::write_kv_row(k, v, kv, meta, r);
+}
+
+void ReferenceBackend::attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
+                                 const AttentionParams& p, float* out) {
+  const int64_t d = kv.head_dim, width = kv.num_kv_heads * d, group = p.num_heads / kv.num_kv_heads;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t pos = meta.positions[r];
+    const int32_t lo = p.sliding_window > 0 ? std::max<int32_t>(0, pos - static_cast<int32_t>(p.sliding_window) + 1) : 0;
+    for (int64_t h = 0; h < p.num_heads; ++h) {
+      const float* qh = q + (r * p.num_heads + h) * d;
+      const int64_t kvh = h / group;
+      std::vector<double> scores;
+      for (int32_t j = lo; j <= pos; ++j) {
+        const float* kj = kv.k + rowwise::kv_slot(kv, meta, r, j) * width + kvh * d;
+        double s = 0;
+        for (int64_t i = 0; i < d; ++i) s += double(qh[i]) * kj[i];
+        s *= p.scale;
+        if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
+        scores.push_back(s);
+      }
+      double mx = p.sinks ? p.sinks[h] : -std::numeric_limits<double>::infinity();
+      for (double s : scores) mx = std::max(mx, s);
+      double sum = p.sinks ? std::exp(p.sinks[h] - mx) : 0;
+      for (double& s : scores) sum += (s = std::exp(s - mx));
+      float* oh = out + (r * p.num_heads + h) * d;
+      for (int64_t i = 0; i < d; ++i) {
+        double acc = 0;
+        for (int32_t j = lo; j <= pos; ++j)
+          acc += scores[j - lo] * kv.v[rowwise::kv_slot(kv, meta, r, j) * width + kvh * d + i];
+        oh[i] = static_cast<float>(acc / sum);
+      }
+    }
+  }
+}
+
+}  // namespace tachyon::kernels

@@ -1,0 +1,32 @@
+// The scalar oracle: every op written the obvious way, single-threaded. Slow; used by
+// kernel tests as the reference every other backend is compared with.
+#pragma once
+
+#include "kernels/backend.h"
+
+namespace tachyon::kernels {
+
+class ReferenceBackend : public Backend {
+ public:
+  std::string name() const override { return "reference"; }
+  void* allocate(size_t bytes) override;
+  void deallocate(void* ptr) override;
+  Weight upload_weight(const Weight& host) override { return host; }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override;
+  void copy_to_device(void* dst, const void* src, size_t bytes) override;
+
+  void embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) override;
+  void rms_norm(const float* x, const Weight& w, int64_t rows, int64_t dim, float eps, float weight_offset,
+                float* out) override;
+  void matmul(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* out) override;
+  void rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const RopeTable& table,
+            const int32_t* positions) override;
+  void gated_activation(const float* gate_up, int64_t rows, int64_t dim, Activation act, float* out) override;
+  void gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t width, float* dst) override;
+  void add(float* x, const float* y, int64_t n) override;
+  void write_kv(const float* k, const float* v, int64_t rows, const PagedKv& kv, const AttentionMeta& meta) override;
+  void attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
+                 const AttentionParams& params, float* out) override;
+};
+
+}  // namespace tachyon::kernels

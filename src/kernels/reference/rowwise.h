@@ -1,0 +1,75 @@
+// Row-wise scalar ops shared by the reference backend (serial) and the CPU backend (rows in
+// parallel). They are elementwise or reduce within one row in a fixed order, so both
+// backends produce identical bits; the ops with real reduction choices (matmul, attention)
+// have independent implementations that are tested against each other.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/ops.h"
+
+namespace tachyon::kernels::rowwise {
+
+inline float load_weight(const Weight& w, int64_t index) {
+  switch (w.dtype) {
+    case DType::F32: return static_cast<const float*>(w.data)[index];
+    case DType::BF16: return tachyon::bf16_to_f32(static_cast<const uint16_t*>(w.data)[index]);
+    case DType::F16: return tachyon::f16_to_f32(static_cast<const uint16_t*>(w.data)[index]);
+    default: return NAN;
+  }
+}
+
+inline void embedding_row(const Weight& table, int32_t id, float scale, float* out) {
+  for (int64_t i = 0; i < table.cols; ++i) out[i] = load_weight(table, id * table.cols + i) * scale;
+}
+
+inline void rms_norm_row(const float* x, const Weight& w, int64_t dim, float eps, float weight_offset, float* out) {
+  float sum = 0.f;
+  for (int64_t i = 0; i < dim; ++i) sum += x[i] * x[i];
+  const float inv = 1.f / std::sqrt(sum / static_cast<float>(dim) + eps);
+  for (int64_t i = 0; i < dim; ++i) out[i] = (weight_offset + load_weight(w, i)) * (x[i] * inv);
+}
+
+inline void rope_row(float* x, int64_t heads, int64_t head_dim, const RopeTable& table, int32_t position) {
+  const int64_t half = table.rotary_dim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const float freq = static_cast<float>(position) * table.inv_freq[i];
+    const float c = std::cos(freq) * table.attention_scaling, s = std::sin(freq) * table.attention_scaling;
+    for (int64_t h = 0; h < heads; ++h) {
+      float* xh = x + h * head_dim;
+      const int64_t a = table.interleaved ? 2 * i : i, b = table.interleaved ? 2 * i + 1 : i + half;
+      const float x1 = xh[a], x2 = xh[b];
+      xh[a] = x1 * c + (-x2) * s;
+      xh[b] = x2 * c + x1 * s;
+    }
+  }
+}
+
+inline float silu(float x) { return x / (1.f + std::exp(-x)); }
+inline float gelu_tanh(float x) {
+  const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+  return 0.5f * x * (1.f + std::tanh(k * (x + 0.044715f * x * x * x)));
+}
+
+inline void gated_activation_row(const float* gate_up, int64_t dim, Activation act, float* out) {
+  for (int64_t i = 0; i < dim; ++i) {
+    const float g = gate_up[i];
+    out[i] = (act == Activation::SiLU ? silu(g) : gelu_tanh(g)) * gate_up[dim + i];
+  }
+}
+
+inline int64_t kv_slot(const PagedKv& kv, const AttentionMeta& meta, int64_t row, int32_t position) {
+  const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[row]];
+  return static_cast<int64_t>(table[position / kv.block_size]) * kv.block_size + position % kv.block_size;
+}
+
+inline void write_kv_row(const float* k, const float* v, const PagedKv& kv, const AttentionMeta& meta, int64_t row) {
+  const int64_t width = kv.num_kv_heads * kv.head_dim;
+  const int64_t slot = kv_slot(kv, meta, row, meta.positions[row]);
+  std::memcpy(kv.k + slot * width, k + row * width, width * sizeof(float));
+  std::memcpy(kv.v + slot * width, v + row * width, width * sizeof(float));
+}
+
+}  // namespace tachyon::kernels::rowwise

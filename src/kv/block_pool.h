@@ -1,0 +1,65 @@
+// The KV block pool: block ids, reference counts, a free list, and the prefix-cache index.
+// No tensors: the storage for block i lives in KvStorage at index i.
+//
+// A block is in one of three states:
+//   in use      refcount > 0 (held by one or more sequences' block tables)
+//   cached      refcount == 0 but it still holds a full block whose content hash is known;
+//               it sits in the free list and can be revived by `find_cached` until evicted
+//   free        refcount == 0, no hash
+// The free list is LRU-ordered: `allocate` takes the block released longest ago, evicting its
+// hash if it had one; released blocks go to the back. So cached blocks survive as long as
+// possible.
+//
+//   BlockPool pool(1024);
+//   auto id = pool.allocate();            // std::nullopt when every block is in use
+//   pool.set_hash(*id, chain_hash);       // once the block is full (prefix caching)
+//   pool.release(*id);                    // refcount 0: cached, evictable
+//   auto hit = pool.find_cached(chain_hash);  // revived with refcount 1
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+namespace tachyon::kv {
+
+using BlockId = int32_t;
+using BlockHash = uint64_t;
+
+class BlockPool {
+ public:
+  explicit BlockPool(int32_t num_blocks);
+
+  int32_t num_blocks() const { return static_cast<int32_t>(blocks_.size()); }
+  int32_t num_free() const { return static_cast<int32_t>(free_list_.size()); }  // free + cached
+  int32_t num_cached() const { return static_cast<int32_t>(by_hash_.size()); }
+
+  std::optional<BlockId> allocate();  // refcount 1, no hash
+  void retain(BlockId id);            // refcount + 1 (sharing)
+  void release(BlockId id);           // refcount - 1; at 0 the block joins the back of the free list
+  int32_t refcount(BlockId id) const { return blocks_[id].refcount; }
+
+  // Prefix caching: the hash of a full block's content chain (see prefix_hash.h).
+  void set_hash(BlockId id, BlockHash hash);
+  std::optional<BlockHash> hash_of(BlockId id) const;
+  // The block holding `hash`, retained (refcount + 1; revived from the free list if cached).
+  std::optional<BlockId> find_cached(BlockHash hash);
+  // Drops every cached hash (e.g. after weights change); in-use blocks keep theirs.
+  void clear_cache();
+
+ private:
+  struct Block {
+    int32_t refcount = 0;
+    std::optional<BlockHash> hash;
+    std::list<BlockId>::iterator free_position;
+  };
+  void drop_hash(BlockId id);
+
+  std::vector<Block> blocks_;
+  std::list<BlockId> free_list_;  // front: least recently released
+  std::unordered_map<BlockHash, BlockId> by_hash_;
+};
+
+}  // namespace tachyon::kv

@@ -1,0 +1,48 @@
+// The one data structure every forward pass consumes: a ragged batch of token rows from
+// many sequences. Prefill, chunked prefill, decode, speculative verification and many
+// requests at once are all just different Batches (DESIGN.md "The step").
+//
+//   Batch batch;
+//   batch.add(seq_a, prompt_ids, /*first_position=*/0, LogitRows::Last);   // prefill
+//   batch.add(seq_b, {last_token}, /*first_position=*/57, LogitRows::Last); // decode
+//   StepOutput out = model.forward(batch, kv);
+//   // out.logits row 0 belongs to seq_a's last row, row 1 to seq_b's.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kv/kv_cache.h"
+
+namespace tachyon::model {
+
+enum class LogitRows { None, Last, All };
+
+struct Batch {
+  std::vector<int32_t> tokens;       // [num_rows] token ids
+  std::vector<int32_t> positions;    // [num_rows] absolute positions
+  std::vector<int32_t> row_seq;      // [num_rows] index into `seqs`
+  std::vector<kv::SeqId> seqs;       // [num_seqs] the KV sequence of each entry
+  std::vector<int32_t> logit_rows;   // rows whose logits are returned, in this order
+  std::vector<int32_t> hidden_rows;  // rows whose final hidden state (before the final norm) is returned
+
+  int64_t num_rows() const { return static_cast<int64_t>(tokens.size()); }
+
+  // Appends `ids` of sequence `seq` at positions first_position, first_position + 1, ...
+  void add(kv::SeqId seq, std::span<const int32_t> ids, int32_t first_position, LogitRows logits = LogitRows::Last,
+           bool want_hidden = false);
+  void clear();
+};
+
+struct StepOutput {
+  std::vector<float> logits;  // [logit_rows.size(), vocab_size] float32, host
+  std::vector<float> hidden;  // [hidden_rows.size(), hidden_size] float32, host
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  std::span<const float> logits_row(size_t i) const {
+    return {logits.data() + i * vocab_size, static_cast<size_t>(vocab_size)};
+  }
+};
+
+}  // namespace tachyon::model

@@ -1,0 +1,77 @@
+#include "model/blocks/attention.h"
+
+#include <algorithm>
+
+#include "model/rope.h"
+
+namespace tachyon::model {
+
+void bind_attention(WeightBinder& b, AttentionWeights& w, const std::string& p, const AttentionOptions& o,
+                    bool qkv_bias, bool o_bias, bool qk_norm) {
+  const int64_t q_dim = o.num_heads * o.head_dim, kv_dim = o.num_kv_heads * o.head_dim;
+  b.bind(&w.q, p + "q_proj.weight", {q_dim, o.hidden});
+  b.bind(&w.k, p + "k_proj.weight", {kv_dim, o.hidden});
+  b.bind(&w.v, p + "v_proj.weight", {kv_dim, o.hidden});
+  b.bind(&w.o, p + "o_proj.weight", {o.hidden, q_dim});
+  if (qkv_bias) {
+    b.bind(&w.q_bias, p + "q_proj.bias", {q_dim});
+    b.bind(&w.k_bias, p + "k_proj.bias", {kv_dim});
+    b.bind(&w.v_bias, p + "v_proj.bias", {kv_dim});
+  }
+  if (o_bias) b.bind(&w.o_bias, p + "o_proj.bias", {o.hidden});
+  if (qk_norm) {
+    b.bind(&w.q_norm, p + "q_norm.weight", {o.head_dim});
+    b.bind(&w.k_norm, p + "k_norm.weight", {o.head_dim});
+  }
+}
+
+namespace {
+
+void apply_rope(StepContext& ctx, const AttentionOptions& o, float* x, int64_t heads) {
+  if (!rope_depends_on_length(o.rope_params)) {
+    ctx.backend.rope(x, ctx.rows, heads, o.head_dim, o.rope, ctx.batch.positions.data());
+    return;
+  }
+  // Dynamic NTK: the base depends on the sequence's length in this forward (transformers
+  // recomputes it from the largest position of the call); done per sequence so a row's
+  // result does not depend on its batch-mates.
+  for (size_t s = 0; s + 1 < ctx.seq_row_begin.size(); ++s) {
+    const int32_t begin = ctx.seq_row_begin[s], end = ctx.seq_row_begin[s + 1];
+    if (begin == end) continue;
+    const int32_t max_pos = *std::max_element(ctx.batch.positions.begin() + begin, ctx.batch.positions.begin() + end);
+    const kernels::RopeTable table = make_rope_table(o.rope_params, o.head_dim, o.max_position_embeddings, max_pos + 1);
+    ctx.backend.rope(x + static_cast<int64_t>(begin) * heads * o.head_dim, end - begin, heads, o.head_dim, table,
+                     ctx.batch.positions.data() + begin);
+  }
+}
+
+}  // namespace
+
+void attention_forward(StepContext& ctx, Workspace& ws, const AttentionWeights& w, const AttentionOptions& o,
+                       const kernels::PagedKv& kv, const float* x, float* out) {
+  auto& be = ctx.backend;
+  const int64_t rows = ctx.rows, q_dim = o.num_heads * o.head_dim, kv_dim = o.num_kv_heads * o.head_dim;
+  float* q = ws.get(Workspace::kQ, rows * q_dim);         // [rows, H, D]
+  float* k = ws.get(Workspace::kK, rows * kv_dim);        // [rows, KV, D]
+  float* v = ws.get(Workspace::kV, rows * kv_dim);        // [rows, KV, D]
+  float* attn = ws.get(Workspace::kAttn, rows * q_dim);   // [rows, H, D]
+  be.matmul(x, rows, w.q, &w.q_bias, q);
+  be.matmul(x, rows, w.k, &w.k_bias, k);
+  be.matmul(x, rows, w.v, &w.v_bias, v);
+  if (!w.q_norm.empty()) {
+    be.rms_norm(q, w.q_norm, rows * o.num_heads, o.head_dim, o.norm_eps, o.norm_weight_offset, q);
+    be.rms_norm(k, w.k_norm, rows * o.num_kv_heads, o.head_dim, o.norm_eps, o.norm_weight_offset, k);
+  }
+  apply_rope(ctx, o, q, o.num_heads);
+  apply_rope(ctx, o, k, o.num_kv_heads);
+  be.write_kv(k, v, rows, kv, ctx.meta);
+  kernels::AttentionParams params;
+  params.num_heads = o.num_heads;
+  params.scale = o.scale;
+  params.sliding_window = o.sliding_window;
+  params.softcap = o.softcap;
+  be.attention(q, rows, kv, ctx.meta, params, attn);
+  be.matmul(attn, rows, w.o, &w.o_bias, out);
+}
+
+}  // namespace tachyon::model

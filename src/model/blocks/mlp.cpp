@@ -1,0 +1,20 @@
+#include "model/blocks/mlp.h"
+
+namespace tachyon::model {
+
+void bind_gated_mlp(WeightBinder& b, GatedMlpWeights& w, const std::string& p, int64_t hidden, int64_t intermediate) {
+  b.bind_fused(&w.gate_up, {p + "gate_proj.weight", p + "up_proj.weight"}, {{intermediate, hidden}, {intermediate, hidden}});
+  b.bind(&w.down, p + "down_proj.weight", {hidden, intermediate});
+}
+
+void gated_mlp_forward(StepContext& ctx, Workspace& ws, const GatedMlpWeights& w, kernels::Activation act,
+                       const float* x, float* out) {
+  const int64_t rows = ctx.rows, inter = w.down.cols;
+  float* gate_up = ws.get(Workspace::kGateUp, rows * 2 * inter);
+  float* h = ws.get(Workspace::kAct, rows * inter);
+  ctx.backend.matmul(x, rows, w.gate_up, nullptr, gate_up);
+  ctx.backend.gated_activation(gate_up, rows, inter, act, h);
+  ctx.backend.matmul(h, rows, w.down, nullptr, out);
+}
+
+}  // namespace tachyon::model

@@ -1,0 +1,49 @@
+#include "model/blocks/step_context.h"
+
+#include "base/error.h"
+
+namespace tachyon::model {
+
+Workspace::~Workspace() {
+  for (float* b : buffers_)
+    if (b) backend_.deallocate(b);
+}
+
+float* Workspace::get(Slot slot, int64_t num_floats) {
+  if (num_floats > sizes_[slot]) {
+    if (buffers_[slot]) backend_.deallocate(buffers_[slot]);
+    const int64_t size = std::max<int64_t>(num_floats, sizes_[slot] * 3 / 2);
+    buffers_[slot] = static_cast<float*>(backend_.allocate(static_cast<size_t>(size) * sizeof(float)));
+    sizes_[slot] = size;
+  }
+  return buffers_[slot];
+}
+
+StepContext::StepContext(kernels::Backend& b, const Batch& batch_, const kv::KvCache& kv)
+    : backend(b), batch(batch_), rows(batch_.num_rows()) {
+  TACHYON_CHECK(batch.positions.size() == batch.tokens.size() && batch.row_seq.size() == batch.tokens.size(),
+                "batch arrays disagree in length");
+  block_table_offsets.push_back(0);
+  for (kv::SeqId seq : batch.seqs) {
+    const auto& table = kv.block_table(seq);
+    block_tables.insert(block_tables.end(), table.begin(), table.end());
+    block_table_offsets.push_back(static_cast<int32_t>(block_tables.size()));
+  }
+  seq_row_begin.assign(batch.seqs.size() + 1, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t s = batch.row_seq[r];
+    TACHYON_CHECK(s >= 0 && s < static_cast<int32_t>(batch.seqs.size()), "row {} names sequence {}", r, s);
+    TACHYON_CHECK(r == 0 || batch.row_seq[r - 1] <= s, "rows of a sequence must be contiguous");
+    TACHYON_CHECK(batch.positions[r] >= 0 && batch.positions[r] < kv.num_tokens(batch.seqs[s]),
+                  "row {} has position {} but sequence {} has KV reserved for {} tokens", r, batch.positions[r],
+                  batch.seqs[s], kv.num_tokens(batch.seqs[s]));
+    seq_row_begin[s + 1] = static_cast<int32_t>(r + 1);
+  }
+  for (size_t s = 1; s < seq_row_begin.size(); ++s) seq_row_begin[s] = std::max(seq_row_begin[s], seq_row_begin[s - 1]);
+  meta.positions = batch.positions.data();
+  meta.row_seq = batch.row_seq.data();
+  meta.block_tables = block_tables.data();
+  meta.block_table_offsets = block_table_offsets.data();
+}
+
+}  // namespace tachyon::model

@@ -1,0 +1,44 @@
+// What every block of one forward pass shares: the backend, the batch, the attention
+// metadata derived from the batch and the KV cache, and the grow-only workspace.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kv/kv_cache.h"
+#include "model/batch.h"
+
+namespace tachyon::model {
+
+// Activation buffers on the backend, reused across steps; they only grow, so a steady
+// decode loop allocates nothing.
+class Workspace {
+ public:
+  enum Slot { kResidual, kNormed, kQ, kK, kV, kAttn, kProj, kGateUp, kAct, kLogitIn, kLogits, kHidden, kNumSlots };
+  explicit Workspace(kernels::Backend& backend) : backend_(backend) {}
+  ~Workspace();
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  float* get(Slot slot, int64_t num_floats);
+
+ private:
+  kernels::Backend& backend_;
+  std::array<float*, kNumSlots> buffers_{};
+  std::array<int64_t, kNumSlots> sizes_{};
+};
+
+struct StepContext {
+  StepContext(kernels::Backend& backend, const Batch& batch, const kv::KvCache& kv);
+
+  kernels::Backend& backend;
+  const Batch& batch;
+  int64_t rows;
+  kernels::AttentionMeta meta;            // points into the vectors below and into `batch`
+  std::vector<int32_t> block_tables;      // every sequence's block table, concatenated
+  std::vector<int32_t> block_table_offsets;
+  std::vector<int32_t> seq_row_begin;     // [num_seqs + 1] rows of sequence i: [begin[i], begin[i + 1])
+};
+
+}  // namespace tachyon::model

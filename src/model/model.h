@@ -1,0 +1,40 @@
+// A loaded model: `forward` over a ragged Batch, writing K/V into the KvCache and returning
+// logits (and hidden states) for the requested rows. The model knows nothing of requests,
+// sampling or scheduling.
+//
+//   auto backend = kernels::make_backend("cpu");
+//   auto model = load_model("models/tachyon-demo", *backend);   // fail-closed
+//   kv::KvCache kv(*backend, model->kv_layout(/*num_blocks=*/256));
+//   auto seq = kv.add_sequence();
+//   kv.reserve(seq, ids.size());
+//   Batch batch; batch.add(seq, ids, 0, LogitRows::All);
+//   StepOutput out = model->forward(batch, kv);
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "io/config.h"
+#include "kernels/backend.h"
+#include "kv/kv_cache.h"
+#include "model/batch.h"
+
+namespace tachyon::model {
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  // Preconditions: every sequence of the batch has KV reserved up to its largest position;
+  // positions of a sequence's rows are consecutive and follow what the cache already holds.
+  virtual StepOutput forward(const Batch& batch, kv::KvCache& kv) = 0;
+
+  virtual const io::ModelConfig& config() const = 0;
+  virtual kv::KvLayout kv_layout(int32_t num_blocks, int32_t block_size = 16) const = 0;
+  virtual kernels::Backend& backend() = 0;
+};
+
+// Loads config.json + safetensors from `dir`, picks the architecture by `architectures`
+// (or `model_type`), checks every tensor, and returns the model on `backend`.
+std::unique_ptr<Model> load_model(const std::string& dir, kernels::Backend& backend);
+
+}  // namespace tachyon::model

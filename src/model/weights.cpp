@@ -1,0 +1,95 @@
+#include "model/weights.h"
+
+#include <cstring>
+
+#include "base/error.h"
+
+namespace tachyon::model {
+
+namespace {
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+bool is_float_dtype(DType d) { return d == DType::F32 || d == DType::BF16 || d == DType::F16; }
+}  // namespace
+
+void WeightBinder::bind(Weight* target, const std::string& name, std::vector<int64_t> shape) {
+  bindings_.push_back({target, {name}, {std::move(shape)}, false});
+}
+
+void WeightBinder::bind_optional(Weight* target, const std::string& name, std::vector<int64_t> shape) {
+  bindings_.push_back({target, {name}, {std::move(shape)}, true});
+}
+
+void WeightBinder::bind_fused(Weight* target, const std::vector<std::string>& names,
+                              const std::vector<std::vector<int64_t>>& shapes) {
+  TACHYON_CHECK(names.size() == shapes.size() && !names.empty(), "bind_fused needs one shape per name");
+  bindings_.push_back({target, names, shapes, false});
+}
+
+void WeightBinder::load() {
+  std::vector<std::string> problems;
+  for (const Binding& b : bindings_) {
+    for (size_t i = 0; i < b.names.size(); ++i) {
+      const std::string& name = b.names[i];
+      if (!checkpoint_.has(name)) {
+        if (!b.optional) problems.push_back(fmt::format("tensor '{}' is missing (expected shape {})", name,
+                                                        shape_string(b.shapes[i])));
+        continue;
+      }
+      const io::TensorView& t = checkpoint_.get(name);
+      if (t.shape != b.shapes[i])
+        problems.push_back(fmt::format("tensor '{}' in {} has shape {} but the config implies {}", name, t.file,
+                                       t.shape_string(), shape_string(b.shapes[i])));
+      else if (!is_float_dtype(t.dtype))
+        problems.push_back(fmt::format("tensor '{}' in {} has dtype {}; expected F32, BF16 or F16", name, t.file,
+                                       dtype_name(t.dtype)));
+    }
+    // Parts of a fused weight must share a dtype.
+    if (b.names.size() > 1 && problems.empty()) {
+      const DType d0 = checkpoint_.get(b.names[0]).dtype;
+      for (const auto& name : b.names)
+        if (checkpoint_.get(name).dtype != d0)
+          problems.push_back(fmt::format("tensors '{}' and '{}' have different dtypes", b.names[0], name));
+    }
+  }
+  if (!problems.empty()) {
+    std::string message = fmt::format("{}: the checkpoint does not match the model config:", checkpoint_.location());
+    for (const auto& p : problems) message += "\n  " + p;
+    throw Error(message);
+  }
+
+  for (const Binding& b : bindings_) {
+    if (!checkpoint_.has(b.names[0])) {
+      *b.target = Weight{};
+      continue;
+    }
+    if (b.names.size() == 1) {
+      const io::TensorView& t = checkpoint_.get(b.names[0]);
+      const int64_t cols = t.shape.size() >= 2 ? t.shape[1] : t.shape[0];
+      const int64_t rows = t.shape.size() >= 2 ? t.shape[0] : 1;
+      *b.target = backend_.upload_weight(Weight{t.data, t.dtype, rows, cols});
+      continue;
+    }
+    const DType dtype = checkpoint_.get(b.names[0]).dtype;
+    const bool is_vector = b.shapes[0].size() == 1;
+    int64_t rows = 0, cols = is_vector ? 0 : b.shapes[0][1];
+    size_t bytes = 0;
+    for (const auto& name : b.names) bytes += checkpoint_.get(name).num_bytes;
+    for (const auto& shape : b.shapes) is_vector ? cols += shape[0] : rows += shape[0];
+    if (is_vector) rows = 1;
+    void* buffer = backend_.allocate(bytes);
+    owned_.push_back(buffer);
+    size_t offset = 0;
+    for (const auto& name : b.names) {
+      const io::TensorView& t = checkpoint_.get(name);
+      backend_.copy_to_device(static_cast<char*>(buffer) + offset, t.data, t.num_bytes);
+      offset += t.num_bytes;
+    }
+    *b.target = Weight{buffer, dtype, rows, cols};
+  }
+}
+
+}  // namespace tachyon::model

@@ -1,0 +1,54 @@
+// Fail-closed weight loading. An architecture binds every tensor it needs to a field,
+// with the shape it expects; `load()` then checks all of them — presence, shape, dtype —
+// before anything runs, and throws one message naming each bad tensor and its file.
+// Only then are the weights handed to the backend (fused where asked).
+//
+//   WeightBinder w(checkpoint, backend);
+//   w.bind(&layer.input_norm, p + "input_layernorm.weight", {hidden});
+//   w.bind_fused(&layer.qkv, {p + "q_proj.weight", p + "k_proj.weight", p + "v_proj.weight"},
+//                {{q_dim, hidden}, {kv_dim, hidden}, {kv_dim, hidden}});
+//   w.bind_optional(&lm_head, "lm_head.weight", {vocab, hidden});  // absent: stays empty
+//   w.load();
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "kernels/backend.h"
+
+namespace tachyon::model {
+
+using kernels::Weight;
+
+class WeightBinder {
+ public:
+  WeightBinder(const io::Checkpoint& checkpoint, kernels::Backend& backend) : checkpoint_(checkpoint), backend_(backend) {}
+
+  void bind(Weight* target, const std::string& name, std::vector<int64_t> shape);
+  void bind_optional(Weight* target, const std::string& name, std::vector<int64_t> shape);
+  // Concatenates the tensors along dim 0 into one weight (e.g. q/k/v into qkv). All parts
+  // must be present with the given shapes; 1-D parts (biases) concatenate the same way.
+  void bind_fused(Weight* target, const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes);
+
+  // Validates every binding, then loads. Throws tachyon::Error listing every problem.
+  void load();
+
+  // Owned device buffers of fused weights; free with the backend when the model goes.
+  std::vector<void*> take_owned_buffers() { return std::move(owned_); }
+
+ private:
+  struct Binding {
+    Weight* target;
+    std::vector<std::string> names;
+    std::vector<std::vector<int64_t>> shapes;
+    bool optional;
+  };
+  std::vector<Binding> bindings_;
+  std::vector<void*> owned_;
+  const io::Checkpoint& checkpoint_;
+  kernels::Backend& backend_;
+};
+
+}  // namespace tachyon::model

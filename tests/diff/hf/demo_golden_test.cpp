@@ -1,0 +1,32 @@
+// The embedded default model (models/tachyon-demo) against its golden.safetensors, computed
+// by transformers in float32 from the bf16 shards (MODEL_CARD.md "Golden outputs").
+#include <gtest/gtest.h>
+
+#include "model_runner.h"
+
+namespace tachyon::testing {
+namespace {
+
+const std::string kDemo = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo";
+
+TEST(DemoGolden, LogitsHiddenStatesAndGreedyMatchTransformers) {
+  ModelRunner runner(kDemo);
+  const auto golden = io::Checkpoint::open_file(kDemo + "/golden.safetensors");
+  for (const std::string p : {"code", "chat"}) {
+    const auto ids = read_ids(golden, p + ".input_ids");
+    EXPECT_LE(relative_error(runner.full_logits(ids), read_f32(golden, p + ".logits")), 1e-3) << p;
+    // Hidden states before the final norm (what MTP consumes).
+    auto seq = runner.kv->add_sequence();
+    runner.kv->reserve(seq, static_cast<int32_t>(ids.size()));
+    model::Batch batch;
+    batch.add(seq, ids, 0, model::LogitRows::None, /*want_hidden=*/true);
+    auto out = runner.model->forward(batch, *runner.kv);
+    runner.kv->remove_sequence(seq);
+    EXPECT_LE(relative_error(out.hidden, read_f32(golden, p + ".hidden_prenorm")), 1e-3) << p;
+    const auto expected = read_ids(golden, p + ".greedy_tokens");
+    EXPECT_EQ(runner.greedy(ids, static_cast<int>(expected.size())).first, expected) << p;
+  }
+}
+
+}  // namespace
+}  // namespace tachyon::testing
