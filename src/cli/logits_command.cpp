@@ -1,0 +1,63 @@
+// `tachyon logits MODEL_DIR --ids 1,2,3 --out FILE.safetensors`: one forward over the ids,
+// every position's logits written as float32 tensor `logits` [T, V], so any checkpoint can
+// be compared with any reference.
+#include <cstdio>
+
+#include "base/error.h"
+#include "cli/commands.h"
+#include "io/safetensors.h"
+#include "kernels/backend.h"
+#include "model/model.h"
+
+namespace tachyon::cli {
+
+std::vector<int32_t> parse_id_list(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(start, end - start);
+    try {
+      size_t used = 0;
+      const long v = std::stol(item, &used);
+      if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(item);
+      ids.push_back(static_cast<int32_t>(v));
+    } catch (const std::exception&) {
+      throw Error("--ids: '{}' is not a token id (expected comma-separated non-negative integers)", item);
+    }
+    start = end + 1;
+  }
+  return ids;
+}
+
+Command add_logits_command(CLI::App& app) {
+  struct Options {
+    std::string model_dir, ids, out, device = "cpu";
+  };
+  auto opt = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("logits", "Write the logits of every position of --ids to a safetensors file");
+  cmd->add_option("model", opt->model_dir, "Model directory (config.json + safetensors)")->required();
+  cmd->add_option("--ids", opt->ids, "Comma-separated token ids")->required();
+  cmd->add_option("--out", opt->out, "Output .safetensors file (tensor 'logits' [T, V] float32)")->required();
+  cmd->add_option("--device", opt->device, "cpu");
+  return [opt] {
+    const auto ids = parse_id_list(opt->ids);
+    auto backend = kernels::make_backend(opt->device);
+    auto model = model::load_model(opt->model_dir, *backend);
+    const int32_t block_size = 16;
+    kv::KvCache kv(*backend, model->kv_layout(static_cast<int32_t>(ids.size() + block_size - 1) / block_size + 1, block_size));
+    const auto seq = kv.add_sequence();
+    kv.reserve(seq, static_cast<int32_t>(ids.size()));
+    model::Batch batch;
+    batch.add(seq, ids, 0, model::LogitRows::All);
+    const auto out = model->forward(batch, kv);
+    io::write_safetensors(opt->out, {{"logits", DType::F32, {static_cast<int64_t>(ids.size()), out.vocab_size}, out.logits.data()}},
+                          {{"model", opt->model_dir}, {"ids", opt->ids}});
+    std::fprintf(stderr, "wrote logits [%zu, %lld] to %s\n", ids.size(), static_cast<long long>(out.vocab_size),
+                 opt->out.c_str());
+    return 0;
+  };
+}
+
+}  // namespace tachyon::cli

@@ -1,0 +1,91 @@
+// `tachyon run [MODEL_DIR] ["prompt"] [--ids ...] [--max-tokens N --temperature T --top-p P
+// --top-k K --seed S]`: streams a completion to the terminal. With no prompt and no --ids
+// it reads prompts from stdin, one per line (interactive completion).
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "base/error.h"
+#include "cli/commands.h"
+#include "cli/default_model.h"
+#include "cli/generate.h"
+#include "io/config.h"
+#include "kernels/backend.h"
+#include "model/model.h"
+
+namespace tachyon::cli {
+
+namespace {
+
+struct RunOptions {
+  std::string model_dir, prompt, ids, device = "cpu";
+  int max_tokens = 128;
+  sampling::SamplingParams sampling;
+  uint64_t seed = 0;
+  bool show_ids = false;
+};
+
+}  // namespace
+
+Command add_run_command(CLI::App& app) {
+  auto opt = std::make_shared<RunOptions>();
+  opt->sampling.temperature = 0.f;
+  auto* cmd = app.add_subcommand("run", "Complete a prompt in the terminal (default: the embedded demo model)");
+  cmd->add_option("model", opt->model_dir, "Model directory (default: the embedded tachyon-demo)");
+  cmd->add_option("prompt", opt->prompt, "Prompt text; omit for interactive mode");
+  cmd->add_option("--ids", opt->ids, "Prompt as comma-separated token ids instead of text");
+  cmd->add_option("--max-tokens,-n", opt->max_tokens, "Tokens to generate")->check(CLI::PositiveNumber);
+  cmd->add_option("--temperature", opt->sampling.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", opt->sampling.top_p, "Nucleus sampling mass");
+  cmd->add_option("--top-k", opt->sampling.top_k, "Keep the k most likely tokens (0 = off)");
+  cmd->add_option("--min-p", opt->sampling.min_p, "Drop tokens below min_p x the best probability");
+  cmd->add_option("--repetition-penalty", opt->sampling.repetition_penalty, "HF repetition penalty");
+  cmd->add_option("--seed", opt->seed, "RNG seed (same seed, same output)");
+  cmd->add_option("--device", opt->device, "cpu");
+  cmd->add_flag("--show-ids", opt->show_ids, "Print token ids instead of text");
+  return [opt, cmd] {
+    // A single positional that is not a directory is the prompt for the default model.
+    if (!opt->model_dir.empty() && !std::filesystem::is_directory(opt->model_dir) && opt->prompt.empty()) {
+      opt->prompt = opt->model_dir;
+      opt->model_dir.clear();
+    }
+    if (opt->model_dir.empty()) opt->model_dir = default_model_dir();
+    if (cmd->count("--seed")) opt->sampling.seed = opt->seed;
+    auto backend = kernels::make_backend(opt->device);
+    auto model = model::load_model(opt->model_dir, *backend);
+    opt->sampling.validate(model->config().vocab_size);
+    Generator gen(*model, opt->model_dir, opt->max_tokens + 4096);
+    const bool text_out = gen.has_tokenizer() && !opt->show_ids;
+
+    auto complete = [&](const std::vector<int32_t>& prompt_ids) {
+      const auto start = std::chrono::steady_clock::now();
+      auto result = gen.generate(prompt_ids, opt->sampling, opt->max_tokens, [&](int32_t id, const std::string& text) {
+        if (text_out) std::fputs(text.c_str(), stdout);
+        else std::printf("%d ", id);
+        std::fflush(stdout);
+      });
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::printf("\n");
+      std::fprintf(stderr, "[%zu prompt tokens, %zu generated, %.1f tok/s, stop: %s]\n", prompt_ids.size(),
+                   result.tokens.size(), static_cast<double>(result.tokens.size()) / secs, result.stop_reason.c_str());
+    };
+
+    if (!opt->ids.empty()) {
+      complete(parse_id_list(opt->ids));
+    } else if (!opt->prompt.empty()) {
+      complete(gen.encode(opt->prompt));
+    } else {
+      if (!gen.has_tokenizer()) throw Error("{}: no tokenizer.json; give --ids", opt->model_dir);
+      std::fprintf(stderr, "tachyon: interactive completion with %s (Ctrl-D to quit)\n", opt->model_dir.c_str());
+      std::string line;
+      while (std::fprintf(stderr, "> "), std::getline(std::cin, line)) {
+        if (line.empty()) continue;
+        complete(gen.encode(line + "\n"));
+      }
+    }
+    return 0;
+  };
+}
+
+}  // namespace tachyon::cli

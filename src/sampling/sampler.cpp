@@ -1,0 +1,136 @@
+#include "sampling/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "base/error.h"
+
+namespace tachyon::sampling {
+
+void SamplingParams::validate(int64_t vocab_size) const {
+  if (!(temperature >= 0.f) || !std::isfinite(temperature)) throw Error("temperature must be >= 0, got {}", temperature);
+  if (top_k < 0) throw Error("top_k must be >= 0, got {}", top_k);
+  if (!(top_p > 0.f && top_p <= 1.f)) throw Error("top_p must be in (0, 1], got {}", top_p);
+  if (!(min_p >= 0.f && min_p <= 1.f)) throw Error("min_p must be in [0, 1], got {}", min_p);
+  if (!(repetition_penalty > 0.f) || !std::isfinite(repetition_penalty))
+    throw Error("repetition_penalty must be > 0, got {}", repetition_penalty);
+  if (!(presence_penalty >= -2.f && presence_penalty <= 2.f))
+    throw Error("presence_penalty must be in [-2, 2], got {}", presence_penalty);
+  if (!(frequency_penalty >= -2.f && frequency_penalty <= 2.f))
+    throw Error("frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0 || id >= vocab_size) throw Error("logit_bias names token {} outside the vocabulary [0, {})", id, vocab_size);
+    if (!(bias >= -100.f && bias <= 100.f)) throw Error("logit_bias for token {} must be in [-100, 100], got {}", id, bias);
+  }
+}
+
+void apply_processors(const SamplingParams& p, const TokenHistory& history, std::span<float> logits) {
+  const int64_t vocab = static_cast<int64_t>(logits.size());
+  for (const auto& [id, bias] : p.logit_bias)
+    if (id >= 0 && id < vocab) logits[id] += bias;
+  if (p.repetition_penalty != 1.f) {
+    std::vector<int32_t> seen;
+    seen.insert(seen.end(), history.prompt.begin(), history.prompt.end());
+    seen.insert(seen.end(), history.generated.begin(), history.generated.end());
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    for (int32_t id : seen) {
+      if (id < 0 || id >= vocab) continue;
+      float& l = logits[id];
+      l = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
+    }
+  }
+  if (p.presence_penalty != 0.f || p.frequency_penalty != 0.f) {
+    std::unordered_map<int32_t, int32_t> counts;
+    for (int32_t id : history.generated) ++counts[id];
+    for (const auto& [id, count] : counts) {
+      if (id < 0 || id >= vocab) continue;
+      logits[id] -= p.presence_penalty + p.frequency_penalty * static_cast<float>(count);
+    }
+  }
+}
+
+int32_t argmax(std::span<const float> logits) {
+  int32_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i)
+    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
+  return best;
+}
+
+std::vector<float> log_softmax(std::span<const float> logits) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (float l : logits) mx = std::max(mx, l);
+  double sum = 0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l - mx));
+  const float log_sum = static_cast<float>(std::log(sum));
+  std::vector<float> out(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) out[i] = logits[i] - mx - log_sum;
+  return out;
+}
+
+std::vector<Candidate> distribution(const SamplingParams& p, std::span<const float> logits) {
+  std::vector<Candidate> c;
+  if (p.greedy()) {
+    c.push_back({argmax(logits), 1.f});
+    return c;
+  }
+  c.reserve(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (logits[i] > -std::numeric_limits<float>::infinity()) c.push_back({static_cast<int32_t>(i), logits[i] / p.temperature});
+  auto by_logit = [](const Candidate& a, const Candidate& b) { return a.p > b.p || (a.p == b.p && a.id < b.id); };
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < c.size()) {
+    std::partial_sort(c.begin(), c.begin() + p.top_k, c.end(), by_logit);
+    c.resize(static_cast<size_t>(p.top_k));
+  } else {
+    std::sort(c.begin(), c.end(), by_logit);
+  }
+  if (c.empty()) throw Error("every token was masked out by the sampling parameters");
+  // softmax over the survivors (logits already divided by temperature)
+  const float mx = c.front().p;
+  double sum = 0;
+  for (auto& x : c) sum += (x.p = std::exp(x.p - mx));
+  for (auto& x : c) x.p = static_cast<float>(x.p / sum);
+  if (p.top_p < 1.f) {  // smallest prefix whose mass reaches top_p
+    double cum = 0;
+    size_t keep = 0;
+    while (keep < c.size()) {
+      cum += c[keep++].p;
+      if (cum >= p.top_p) break;
+    }
+    c.resize(keep);
+  }
+  if (p.min_p > 0.f) {
+    const float threshold = p.min_p * c.front().p;
+    size_t keep = 1;
+    while (keep < c.size() && c[keep].p >= threshold) ++keep;
+    c.resize(keep);
+  }
+  double total = 0;
+  for (const auto& x : c) total += x.p;
+  for (auto& x : c) x.p = static_cast<float>(x.p / total);
+  return c;
+}
+
+Sampler::Sampler(const SamplingParams& params)
+    : params_(params), rng_(params.seed ? *params.seed : std::random_device{}()) {}
+
+double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
+
+int32_t Sampler::draw(const std::vector<Candidate>& dist) {
+  const double u = uniform();
+  double cum = 0;
+  for (const auto& c : dist) {
+    cum += c.p;
+    if (u < cum) return c.id;
+  }
+  return dist.back().id;  // rounding left a sliver above the last cumulative sum
+}
+
+int32_t Sampler::sample(std::span<float> logits, const TokenHistory& history) {
+  apply_processors(params_, history, logits);
+  if (params_.greedy()) return argmax(logits);
+  return draw(distribution(params_, logits));
+}
+
+}  // namespace tachyon::sampling

@@ -1,0 +1,80 @@
+// Turning one row of logits into a token: logits processors (logit bias, repetition /
+// presence / frequency penalties), temperature, truncation (top-k, top-p, min-p), then a
+// draw from a seeded RNG. Temperature 0 is greedy (argmax after the processors).
+//
+// Order, as vLLM and llama.cpp apply it: bias → penalties → temperature → top-k → top-p →
+// min-p → sample. `distribution()` exposes the final distribution so speculative
+// verification can do exact rejection sampling against it.
+//
+//   SamplingParams p; p.temperature = 0.7f; p.top_p = 0.9f; p.seed = 42;
+//   Sampler sampler(p);
+//   int32_t token = sampler.sample(logits, history);   // history: prompt + generated ids
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace tachyon::sampling {
+
+struct SamplingParams {
+  float temperature = 1.f;         // 0: greedy
+  int32_t top_k = 0;               // 0: off
+  float top_p = 1.f;               // 1: off
+  float min_p = 0.f;               // 0: off
+  float repetition_penalty = 1.f;  // HF rule over prompt + generated tokens; 1: off
+  float presence_penalty = 0.f;    // OpenAI rule over generated tokens
+  float frequency_penalty = 0.f;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logits of these ids
+  std::optional<uint64_t> seed;    // unseeded: a random seed per request
+
+  bool greedy() const { return temperature <= 0.f; }
+  // Throws tachyon::Error naming the first out-of-range field.
+  void validate(int64_t vocab_size) const;
+};
+
+// Tokens seen so far by one request: what penalties look at.
+struct TokenHistory {
+  std::span<const int32_t> prompt;
+  std::span<const int32_t> generated;
+};
+
+// Applies bias and penalties in place (no temperature).
+void apply_processors(const SamplingParams& params, const TokenHistory& history, std::span<float> logits);
+
+// Index of the largest logit; ties go to the lowest id (stable, batch-independent).
+int32_t argmax(std::span<const float> logits);
+
+// The sparse final distribution after temperature and truncation, sorted by descending
+// probability (ties by ascending id), probabilities summing to 1.
+struct Candidate {
+  int32_t id;
+  float p;
+};
+std::vector<Candidate> distribution(const SamplingParams& params, std::span<const float> processed_logits);
+
+// log softmax of the processed logits (for logprobs / top_logprobs).
+std::vector<float> log_softmax(std::span<const float> logits);
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+  const SamplingParams& params() const { return params_; }
+
+  // Processes `logits` in place and returns the chosen token.
+  int32_t sample(std::span<float> logits, const TokenHistory& history);
+  // A uniform draw in [0, 1) from this request's RNG (rejection sampling uses it too).
+  double uniform();
+  // Draws from a distribution produced by `distribution()`.
+  int32_t draw(const std::vector<Candidate>& dist);
+
+ private:
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace tachyon::sampling

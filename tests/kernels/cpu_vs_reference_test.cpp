@@ -1,0 +1,153 @@
+// Every op of the CPU backend against the scalar reference, for every weight dtype, on
+// awkward sizes (tails of the 8-wide SIMD loop, rows not a multiple of the tile).
+// Plus the exactness property of DESIGN.md: a row's bits do not depend on the batch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/isa/matmul.h"
+
+namespace tachyon::kernels {
+namespace {
+
+struct HostWeight {
+  std::vector<uint16_t> half;
+  std::vector<float> full;
+  Weight view;
+};
+
+HostWeight random_weight(DType dtype, int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.f, 0.5f);
+  HostWeight w;
+  w.full.resize(static_cast<size_t>(rows * cols));
+  for (auto& x : w.full) x = dist(rng);
+  if (dtype == DType::F32) {
+    w.view = {w.full.data(), dtype, rows, cols};
+  } else {
+    for (float x : w.full) w.half.push_back(dtype == DType::BF16 ? f32_to_bf16(x) : f32_to_f16(x));
+    w.view = {w.half.data(), dtype, rows, cols};
+  }
+  return w;
+}
+
+std::vector<float> random_vec(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, s = 1e-30;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d = std::max(d, std::fabs(double(a[i]) - b[i]));
+    s = std::max(s, std::fabs(double(b[i])));
+  }
+  return d / s;
+}
+
+class Kernels : public ::testing::TestWithParam<DType> {
+ protected:
+  std::unique_ptr<Backend> cpu = make_backend("cpu"), ref = make_backend("reference");
+  std::mt19937 rng{42};
+};
+
+TEST_P(Kernels, MatmulMatchesReference) {
+  for (auto [rows, n, k] : {std::tuple{1, 37, 19}, {3, 50, 64}, {4, 24, 8}, {7, 101, 130}, {65, 33, 72}}) {
+    auto w = random_weight(GetParam(), n, k, rng);
+    auto bias = random_weight(GetParam(), 1, n, rng);
+    auto x = random_vec(static_cast<size_t>(rows * k), rng);
+    std::vector<float> a(static_cast<size_t>(rows * n)), b(a.size());
+    cpu->matmul(x.data(), rows, w.view, &bias.view, a.data());
+    ref->matmul(x.data(), rows, w.view, &bias.view, b.data());
+    EXPECT_LT(max_rel(a, b), 1e-5) << rows << "x" << n << "x" << k;
+  }
+}
+
+TEST_P(Kernels, MatmulRowIsBitIdenticalWhateverTheBatch) {
+  const int64_t n = 77, k = 203;
+  auto w = random_weight(GetParam(), n, k, rng);
+  auto x = random_vec(static_cast<size_t>(40 * k), rng);
+  std::vector<float> batched(static_cast<size_t>(40 * n));
+  cpu->matmul(x.data(), 40, w.view, nullptr, batched.data());
+  for (int64_t r : {0, 3, 17, 39}) {
+    std::vector<float> alone(static_cast<size_t>(n));
+    cpu->matmul(x.data() + r * k, 1, w.view, nullptr, alone.data());
+    EXPECT_EQ(0, std::memcmp(alone.data(), batched.data() + r * n, n * sizeof(float))) << "row " << r;
+  }
+}
+
+TEST(KernelsIsa, Avx2AndPortableMatmulAreBitIdentical) {
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(7);
+  for (DType d : {DType::F32, DType::BF16, DType::F16}) {
+    auto w = random_weight(d, 29, 45, rng);
+    auto x = random_vec(5 * 45, rng);
+    std::vector<float> a(5 * 29), b(5 * 29);
+    cpu::matmul_range_avx2(x.data(), 5, w.view, 0, 29, a.data(), 29);
+    cpu::matmul_range_portable(x.data(), 5, w.view, 0, 29, b.data(), 29);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << dtype_name(d);
+  }
+#else
+  GTEST_SKIP() << "not x86-64";
+#endif
+}
+
+TEST_P(Kernels, RowwiseOpsMatchReference) {
+  const int64_t rows = 5, dim = 40;
+  auto w = random_weight(GetParam(), 1, dim, rng);
+  auto x = random_vec(static_cast<size_t>(rows * dim), rng);
+  std::vector<float> a(x.size()), b(x.size());
+  cpu->rms_norm(x.data(), w.view, rows, dim, 1e-6f, 1.f, a.data());
+  ref->rms_norm(x.data(), w.view, rows, dim, 1e-6f, 1.f, b.data());
+  EXPECT_EQ(a, b);
+  std::vector<int32_t> ids = {3, 0, 7};
+  auto table = random_weight(GetParam(), 8, dim, rng);
+  std::vector<float> ea(3 * dim), eb(3 * dim);
+  cpu->embedding(table.view, ids.data(), 3, 2.f, ea.data());
+  ref->embedding(table.view, ids.data(), 3, 2.f, eb.data());
+  EXPECT_EQ(ea, eb);
+  std::vector<float> ga(rows * dim / 2), gb(ga.size());
+  for (auto act : {Activation::SiLU, Activation::GeluTanh}) {
+    cpu->gated_activation(x.data(), rows, dim / 2, act, ga.data());
+    ref->gated_activation(x.data(), rows, dim / 2, act, gb.data());
+    EXPECT_EQ(ga, gb);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, Kernels, ::testing::Values(DType::F32, DType::BF16, DType::F16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// Paged attention over a scattered block table, with GQA, sliding window, softcap and sinks.
+TEST(Attention, PagedMatchesReference) {
+  std::mt19937 rng(3);
+  auto cpu = make_backend("cpu"), ref = make_backend("reference");
+  const int64_t heads = 4, kv_heads = 2, d = 24, bs = 4, blocks = 12;
+  std::vector<float> kc = random_vec(blocks * bs * kv_heads * d, rng), vc = random_vec(kc.size(), rng);
+  PagedKv kv{kc.data(), vc.data(), static_cast<int32_t>(bs), kv_heads, d};
+  // Two sequences: 0 uses blocks {5, 2, 9}, 1 uses {1, 7, 0, 11}.
+  std::vector<int32_t> tables = {5, 2, 9, 1, 7, 0, 11}, offsets = {0, 3, 7};
+  std::vector<int32_t> positions = {10, 11, 3, 14, 15}, row_seq = {0, 0, 1, 1, 1};
+  AttentionMeta meta{positions.data(), row_seq.data(), tables.data(), offsets.data()};
+  auto q = random_vec(positions.size() * heads * d, rng);
+  std::vector<float> sinks = {0.5f, -1.f, 2.f, 0.f};
+  for (int variant = 0; variant < 4; ++variant) {
+    AttentionParams p;
+    p.num_heads = heads;
+    p.scale = 0.2f;
+    if (variant == 1) p.sliding_window = 5;
+    if (variant == 2) p.softcap = 3.f;
+    if (variant == 3) p.sinks = sinks.data();
+    std::vector<float> a(q.size()), b(q.size());
+    cpu->attention(q.data(), 5, kv, meta, p, a.data());
+    ref->attention(q.data(), 5, kv, meta, p, b.data());
+    EXPECT_LT(max_rel(a, b), 1e-5) << "variant " << variant;
+  }
+}
+
+}  // namespace
+}  // namespace tachyon::kernels
