@@ -27,7 +27,9 @@ class Backend {
   // Memory (device). Allocations are for load time and grow-only workspaces.
   virtual void* allocate(size_t bytes) = 0;
   virtual void deallocate(void* ptr) = 0;
-  // Makes a weight usable by this backend (the CPU uses the mmapped bytes in place).
+  // Copies a row-major host weight into backend memory, in the layout this backend's
+  // kernels read (the CPU repacks matrices into Panel64). The backend owns the copy until
+  // it is destroyed; the host bytes may be released afterwards.
   virtual Weight upload_weight(const Weight& host) = 0;
   virtual void copy_to_host(void* host_dst, const void* device_src, size_t bytes) = 0;
   virtual void copy_to_device(void* device_dst, const void* host_src, size_t bytes) = 0;

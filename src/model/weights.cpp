@@ -73,22 +73,18 @@ void WeightBinder::load() {
       *b.target = backend_.upload_weight(Weight{t.data, t.dtype, rows, cols});
       continue;
     }
+    // Fused: concatenate the parts row-wise on the host, then upload once.
     const DType dtype = checkpoint_.get(b.names[0]).dtype;
     const bool is_vector = b.shapes[0].size() == 1;
     int64_t rows = 0, cols = is_vector ? 0 : b.shapes[0][1];
-    size_t bytes = 0;
-    for (const auto& name : b.names) bytes += checkpoint_.get(name).num_bytes;
     for (const auto& shape : b.shapes) is_vector ? cols += shape[0] : rows += shape[0];
     if (is_vector) rows = 1;
-    void* buffer = backend_.allocate(bytes);
-    owned_.push_back(buffer);
-    size_t offset = 0;
+    std::vector<uint8_t> host;
     for (const auto& name : b.names) {
       const io::TensorView& t = checkpoint_.get(name);
-      backend_.copy_to_device(static_cast<char*>(buffer) + offset, t.data, t.num_bytes);
-      offset += t.num_bytes;
+      host.insert(host.end(), static_cast<const uint8_t*>(t.data), static_cast<const uint8_t*>(t.data) + t.num_bytes);
     }
-    *b.target = Weight{buffer, dtype, rows, cols};
+    *b.target = backend_.upload_weight(Weight{host.data(), dtype, rows, cols});
   }
 }
 

@@ -1,7 +1,8 @@
 // Fail-closed weight loading. An architecture binds every tensor it needs to a field,
 // with the shape it expects; `load()` then checks all of them — presence, shape, dtype —
 // before anything runs, and throws one message naming each bad tensor and its file.
-// Only then are the weights handed to the backend (fused where asked).
+// Only then are the weights handed to the backend (fused where asked), which keeps its own
+// copy in the layout its kernels read.
 //
 //   WeightBinder w(checkpoint, backend);
 //   w.bind(&layer.input_norm, p + "input_layernorm.weight", {hidden});
@@ -35,9 +36,6 @@ class WeightBinder {
   // Validates every binding, then loads. Throws tachyon::Error listing every problem.
   void load();
 
-  // Owned device buffers of fused weights; free with the backend when the model goes.
-  std::vector<void*> take_owned_buffers() { return std::move(owned_); }
-
  private:
   struct Binding {
     Weight* target;
@@ -46,7 +44,6 @@ class WeightBinder {
     bool optional;
   };
   std::vector<Binding> bindings_;
-  std::vector<void*> owned_;
   const io::Checkpoint& checkpoint_;
   kernels::Backend& backend_;
 };

@@ -61,7 +61,8 @@ TEST_P(Kernels, MatmulMatchesReference) {
     auto bias = random_weight(GetParam(), 1, n, rng);
     auto x = random_vec(static_cast<size_t>(rows * k), rng);
     std::vector<float> a(static_cast<size_t>(rows * n)), b(a.size());
-    cpu->matmul(x.data(), rows, w.view, &bias.view, a.data());
+    const Weight packed = cpu->upload_weight(w.view), packed_bias = cpu->upload_weight(bias.view);
+    cpu->matmul(x.data(), rows, packed, &packed_bias, a.data());
     ref->matmul(x.data(), rows, w.view, &bias.view, b.data());
     EXPECT_LT(max_rel(a, b), 1e-5) << rows << "x" << n << "x" << k;
   }
@@ -71,11 +72,12 @@ TEST_P(Kernels, MatmulRowIsBitIdenticalWhateverTheBatch) {
   const int64_t n = 77, k = 203;
   auto w = random_weight(GetParam(), n, k, rng);
   auto x = random_vec(static_cast<size_t>(40 * k), rng);
+  const Weight packed = cpu->upload_weight(w.view);
   std::vector<float> batched(static_cast<size_t>(40 * n));
-  cpu->matmul(x.data(), 40, w.view, nullptr, batched.data());
+  cpu->matmul(x.data(), 40, packed, nullptr, batched.data());
   for (int64_t r : {0, 3, 17, 39}) {
     std::vector<float> alone(static_cast<size_t>(n));
-    cpu->matmul(x.data() + r * k, 1, w.view, nullptr, alone.data());
+    cpu->matmul(x.data() + r * k, 1, packed, nullptr, alone.data());
     EXPECT_EQ(0, std::memcmp(alone.data(), batched.data() + r * n, n * sizeof(float))) << "row " << r;
   }
 }
@@ -85,11 +87,18 @@ TEST(KernelsIsa, Avx2AndPortableMatmulAreBitIdentical) {
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) GTEST_SKIP() << "no AVX2 on this CPU";
   std::mt19937 rng(7);
   for (DType d : {DType::F32, DType::BF16, DType::F16}) {
-    auto w = random_weight(d, 29, 45, rng);
+    auto w = random_weight(d, 129, 45, rng);
     auto x = random_vec(5 * 45, rng);
-    std::vector<float> a(5 * 29), b(5 * 29);
-    cpu::matmul_range_avx2(x.data(), 5, w.view, 0, 29, a.data(), 29);
-    cpu::matmul_range_portable(x.data(), 5, w.view, 0, 29, b.data(), 29);
+    std::vector<uint8_t> packed_bytes(static_cast<size_t>(cpu::panel64_padded_rows(129) * 45) * dtype_size(d));
+    cpu::pack_panel64(w.view, packed_bytes.data());
+    Weight packed = w.view;
+    packed.data = packed_bytes.data();
+    packed.layout = WeightLayout::Panel64;
+    std::vector<float> a(5 * 129), b(5 * 129), c(5 * 129);
+    cpu::matmul_range_avx2(x.data(), 5, packed, 0, 129, a.data(), 129);
+    cpu::matmul_range_portable(x.data(), 5, packed, 0, 129, b.data(), 129);
+    cpu::matmul_range_portable(x.data(), 5, w.view, 0, 129, c.data(), 129);  // row-major source
+    EXPECT_EQ(0, std::memcmp(b.data(), c.data(), b.size() * sizeof(float))) << dtype_name(d);
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << dtype_name(d);
   }
 #else
@@ -102,13 +111,13 @@ TEST_P(Kernels, RowwiseOpsMatchReference) {
   auto w = random_weight(GetParam(), 1, dim, rng);
   auto x = random_vec(static_cast<size_t>(rows * dim), rng);
   std::vector<float> a(x.size()), b(x.size());
-  cpu->rms_norm(x.data(), w.view, rows, dim, 1e-6f, 1.f, a.data());
+  cpu->rms_norm(x.data(), cpu->upload_weight(w.view), rows, dim, 1e-6f, 1.f, a.data());
   ref->rms_norm(x.data(), w.view, rows, dim, 1e-6f, 1.f, b.data());
   EXPECT_EQ(a, b);
   std::vector<int32_t> ids = {3, 0, 7};
   auto table = random_weight(GetParam(), 8, dim, rng);
   std::vector<float> ea(3 * dim), eb(3 * dim);
-  cpu->embedding(table.view, ids.data(), 3, 2.f, ea.data());
+  cpu->embedding(cpu->upload_weight(table.view), ids.data(), 3, 2.f, ea.data());  // gathers from Panel64
   ref->embedding(table.view, ids.data(), 3, 2.f, eb.data());
   EXPECT_EQ(ea, eb);
   std::vector<float> ga(rows * dim / 2), gb(ga.size());

@@ -31,15 +31,28 @@ void CpuBackend::rms_norm(const float* x, const Weight& w, int64_t rows, int64_t
   }, 16);
 }
 
+Weight CpuBackend::upload_weight(const Weight& host) {
+  if (host.rows <= 1) return ReferenceBackend::upload_weight(host);  // vectors stay as they are
+  const size_t bytes = static_cast<size_t>(cpu::panel64_padded_rows(host.rows) * host.cols) * dtype_size(host.dtype);
+  void* packed = allocate(bytes);
+  cpu::pack_panel64(host, packed);
+  owned_.push_back(packed);
+  Weight w = host;
+  w.data = packed;
+  w.layout = WeightLayout::Panel64;
+  return w;
+}
+
 void CpuBackend::matmul(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* out) {
   const auto& isa = cpu::isa_kernels();
-  // Split output features over threads in units of 24 (a multiple of every tile width);
-  // small matmuls stay on one thread, where a fork-join would cost more than it saves.
-  const int64_t unit = 24, units = (w.rows + unit - 1) / unit;
-  const size_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, w.cols * rows));
-  pool().parallel_for(units, [&](size_t b, size_t e) {
-    const int64_t n0 = static_cast<int64_t>(b) * unit, n1 = std::min<int64_t>(w.rows, static_cast<int64_t>(e) * unit);
-    isa.matmul_range(x, rows, w, n0, n1, out, w.rows);
+  const auto matmul_range = w.layout == WeightLayout::Panel64 ? isa.matmul_range : cpu::matmul_range_portable;
+  // Threads split the output features in whole panels; a small matmul stays on one thread,
+  // where a fork-join would cost more than it saves.
+  const int64_t panels = (w.rows + Weight::kPanel - 1) / Weight::kPanel;
+  const size_t grain = static_cast<size_t>(std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, w.cols * rows * Weight::kPanel)));
+  pool().parallel_for(panels, [&](size_t b, size_t e) {
+    const int64_t n0 = static_cast<int64_t>(b) * Weight::kPanel, n1 = std::min<int64_t>(w.rows, static_cast<int64_t>(e) * Weight::kPanel);
+    matmul_range(x, rows, w, n0, n1, out, w.rows);
     if (bias && !bias->empty())
       for (int64_t m = 0; m < rows; ++m)
         for (int64_t n = n0; n < n1; ++n) out[m * w.rows + n] += rowwise::load_weight(*bias, n);

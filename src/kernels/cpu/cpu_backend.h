@@ -10,6 +10,8 @@ namespace tachyon::kernels {
 class CpuBackend : public ReferenceBackend {
  public:
   std::string name() const override;
+  // Matrices are repacked into Panel64 (see kernels/weight.h); vectors are copied.
+  Weight upload_weight(const Weight& host) override;
 
   void embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) override;
   void rms_norm(const float* x, const Weight& w, int64_t rows, int64_t dim, float eps, float weight_offset,

@@ -8,6 +8,7 @@
 #include <new>
 #include <vector>
 
+#include "base/error.h"
 #include "kernels/reference/rowwise.h"
 
 namespace tachyon::kernels {
@@ -18,6 +19,21 @@ void* ReferenceBackend::allocate(size_t bytes) {
   return p;
 }
 void ReferenceBackend::deallocate(void* ptr) { std::free(ptr); }
+ReferenceBackend::~ReferenceBackend() {
+  for (void* p : owned_) std::free(p);
+}
+
+Weight ReferenceBackend::upload_weight(const Weight& host) {
+  TACHYON_CHECK(host.layout == WeightLayout::RowMajor, "weights arrive row-major");
+  const size_t bytes = static_cast<size_t>(host.rows * host.cols) * dtype_size(host.dtype);
+  void* copy = allocate(bytes);
+  std::memcpy(copy, host.data, bytes);
+  owned_.push_back(copy);
+  Weight w = host;
+  w.data = copy;
+  return w;
+}
+
 void ReferenceBackend::copy_to_host(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 void ReferenceBackend::copy_to_device(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 
@@ -34,7 +50,7 @@ void ReferenceBackend::matmul(const float* x, int64_t rows, const Weight& w, con
   for (int64_t m = 0; m < rows; ++m)
     for (int64_t n = 0; n < w.rows; ++n) {
       double acc = 0;  // the oracle reduces in double: a different order than every fast kernel
-      for (int64_t k = 0; k < w.cols; ++k) acc += double(x[m * w.cols + k]) * rowwise::load_weight(w, n * w.cols + k);
+      for (int64_t k = 0; k < w.cols; ++k) acc += double(x[m * w.cols + k]) * rowwise::load_weight(w, n, k);
       if (bias && !bias->empty()) acc += rowwise::load_weight(*bias, n);
       out[m * w.rows + n] = static_cast<float>(acc);
     }

@@ -2,6 +2,8 @@
 // kernel tests as the reference every other backend is compared with.
 #pragma once
 
+#include <vector>
+
 #include "kernels/backend.h"
 
 namespace tachyon::kernels {
@@ -11,7 +13,9 @@ class ReferenceBackend : public Backend {
   std::string name() const override { return "reference"; }
   void* allocate(size_t bytes) override;
   void deallocate(void* ptr) override;
-  Weight upload_weight(const Weight& host) override { return host; }
+  ~ReferenceBackend() override;
+  // Copies the weight into backend memory (row-major); the backend owns it until destroyed.
+  Weight upload_weight(const Weight& host) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void copy_to_device(void* dst, const void* src, size_t bytes) override;
 
@@ -27,6 +31,9 @@ class ReferenceBackend : public Backend {
   void write_kv(const float* k, const float* v, int64_t rows, const PagedKv& kv, const AttentionMeta& meta) override;
   void attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
                  const AttentionParams& params, float* out) override;
+
+ protected:
+  std::vector<void*> owned_;
 };
 
 }  // namespace tachyon::kernels

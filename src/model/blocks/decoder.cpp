@@ -66,11 +66,6 @@ class DecoderModel final : public Model {
     if (!spec_.tie_word_embeddings) b.bind(&lm_head_, "lm_head.weight", {spec_.vocab_size, hidden});
     b.load();
     if (spec_.tie_word_embeddings) lm_head_ = embed_;
-    owned_ = b.take_owned_buffers();
-  }
-
-  ~DecoderModel() override {
-    for (void* p : owned_) backend_.deallocate(p);
   }
 
   const io::ModelConfig& config() const override { return config_; }
@@ -134,13 +129,12 @@ class DecoderModel final : public Model {
   }
 
   io::ModelConfig config_;
-  std::shared_ptr<io::Checkpoint> checkpoint_;  // keeps the mapping alive: weights point into it
+  std::shared_ptr<io::Checkpoint> checkpoint_;  // the mapping; the backend holds copies of the weights
   kernels::Backend& backend_;
   DecoderSpec spec_;
   Workspace ws_;
   Weight embed_, final_norm_, lm_head_;  // [vocab, hidden], [hidden], [vocab, hidden]
   std::vector<Layer> layers_;
-  std::vector<void*> owned_;
 };
 
 }  // namespace

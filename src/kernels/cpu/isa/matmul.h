@@ -7,8 +7,8 @@
 
 namespace tachyon::kernels::cpu {
 
-// out[m, n] = dot(x[m, :], w[n, :]) for m in [0, rows), n in [n_begin, n_end); `ldo` is out's
-// row stride. No bias. Reduction order: cpu/dot.h.
+// out[m, n] for m in [0, rows), n in [n_begin, n_end) (no bias); `ldo` is out's row stride.
+// For Panel64 weights n_begin must be a multiple of 64. Reduction order: cpu/dot.h.
 using MatmulRangeFn = void (*)(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end,
                                float* out, int64_t ldo);
 using DotF32Fn = float (*)(const float* a, const float* b, int64_t k);
@@ -18,6 +18,7 @@ void matmul_range_portable(const float* x, int64_t rows, const Weight& w, int64_
 float dot_f32_portable(const float* a, const float* b, int64_t k);
 
 #if defined(__x86_64__)
+// Panel64 weights only.
 void matmul_range_avx2(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
                        int64_t ldo);
 float dot_f32_avx2(const float* a, const float* b, int64_t k);
@@ -29,5 +30,10 @@ struct IsaKernels {
   const char* name;
 };
 const IsaKernels& isa_kernels();  // best for this CPU; TACHYON_ISA=portable forces the fallback
+
+// Repacks a row-major weight into Panel64 (same dtype, rows zero-padded to a multiple of 64).
+// `dst` holds padded_rows(rows) · cols elements.
+int64_t panel64_padded_rows(int64_t rows);
+void pack_panel64(const Weight& row_major, void* dst);
 
 }  // namespace tachyon::kernels::cpu

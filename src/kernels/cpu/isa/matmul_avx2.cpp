@@ -1,12 +1,12 @@
-// AVX2 + FMA + F16C matmul. Compiled with -mavx2 -mfma -mf16c; only called when the CPU
-// has them (isa_kernels()). Register tiles of MR rows of x by NR rows of w; every (m, n)
-// dot reduces in the canonical order of cpu/dot.h, so tiles, thread splits and batch
-// sizes never change a result bit.
+// AVX2 + FMA + F16C matmul over Panel64 weights. Compiled with -mavx2 -mfma -mf16c; only
+// called when the CPU has them (isa_kernels()). A register tile is MR rows of x by NV·8
+// consecutive outputs of one panel; lane j of an accumulator is output n's sequential fma
+// chain over k (cpu/dot.h), so any tile, thread split or batch size gives the same bits.
 #include <immintrin.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
+#include <cstdlib>
 
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/isa/matmul.h"
@@ -14,6 +14,8 @@
 namespace tachyon::kernels::cpu {
 
 namespace {
+
+constexpr int64_t kPanel = Weight::kPanel;
 
 template <DType WT>
 inline __m256 load8(const void* base, int64_t index) {
@@ -28,81 +30,56 @@ inline __m256 load8(const void* base, int64_t index) {
   }
 }
 
-template <DType WT>
-inline float load1(const void* base, int64_t index) {
-  if constexpr (WT == DType::F32) return static_cast<const float*>(base)[index];
-  else if constexpr (WT == DType::BF16) return tachyon::bf16_to_f32(static_cast<const uint16_t*>(base)[index]);
-  else return _cvtsh_ss(static_cast<const uint16_t*>(base)[index]);
-}
-
-inline float finish(__m256 acc) {
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, acc);
-  return hsum8(lanes);
-}
-
-// out[i, j] for i < MR, j < NR: rows x[0..MR) and weight rows n0..n0+NR.
-template <DType WT, int MR, int NR>
-void tile(const float* x, const void* w, int64_t n0, int64_t k, float* out, int64_t ldo) {
-  __m256 acc[MR][NR];
+// Outputs [col0, col0 + 8·NV) of the panel starting at element `panel` (k-major, 64 wide),
+// for MR rows of x. Writes only columns < valid (the panel's zero padding is not stored).
+template <DType WT, int MR, int NV>
+void tile(const float* x, int64_t k, const void* w, int64_t panel, int col0, float* out, int64_t ldo, int valid) {
+  __m256 acc[MR][NV];
 #pragma GCC unroll 4
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
-  const int64_t k8 = k - k % 8;
-  for (int64_t t = 0; t < k8; t += 8) {
-    __m256 wv[NR];
+    for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_setzero_ps();
+  int64_t base = panel + col0;
+  for (int64_t t = 0; t < k; ++t, base += kPanel) {
+    __m256 wv[NV];
 #pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) wv[j] = load8<WT>(w, (n0 + j) * k + t);
+    for (int j = 0; j < NV; ++j) wv[j] = load8<WT>(w, base + 8 * j);
 #pragma GCC unroll 4
     for (int i = 0; i < MR; ++i) {
-      const __m256 xv = _mm256_loadu_ps(x + i * k + t);
+      const __m256 xb = _mm256_broadcast_ss(x + i * k + t);
 #pragma GCC unroll 8
-      for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
+      for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_fmadd_ps(xb, wv[j], acc[i][j]);
     }
   }
   for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) {
-      float r = finish(acc[i][j]);
-      for (int64_t t = k8; t < k; ++t) r = std::fma(x[i * k + t], load1<WT>(w, (n0 + j) * k + t), r);
-      out[i * ldo + n0 + j] = r;
-    }
-}
-
-using TileFn = void (*)(const float*, const void*, int64_t, int64_t, float*, int64_t);
-
-template <DType WT, int MR, int... NRs>
-constexpr std::array<TileFn, sizeof...(NRs)> row_of_tiles(std::integer_sequence<int, NRs...>) {
-  return {&tile<WT, MR, NRs + 1>...};
-}
-
-template <DType WT>
-TileFn tile_for(int mr, int nr) {
-  static constexpr auto seq = std::make_integer_sequence<int, 8>{};
-  static constexpr std::array<std::array<TileFn, 8>, 4> table{row_of_tiles<WT, 1>(seq), row_of_tiles<WT, 2>(seq),
-                                                              row_of_tiles<WT, 3>(seq), row_of_tiles<WT, 4>(seq)};
-  return table[mr - 1][nr - 1];
-}
-
-constexpr int nr_for(int mr) { return mr == 1 ? 8 : (mr == 4 ? 3 : 4); }
-
-template <DType WT>
-void matmul_range(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
-                  int64_t ldo) {
-  const int64_t k = w.cols;
-  // Rows of x processed per pass over this thread's weight rows: a block that stays in L2.
-  const int64_t chunk = std::clamp<int64_t>((int64_t{1} << 17) / std::max<int64_t>(k, 1) / 4 * 4, 4, 256);
-  for (int64_t m0 = 0; m0 < rows; m0 += chunk) {
-    const int64_t m1 = std::min(rows, m0 + chunk);
-    const int mr_full = static_cast<int>(std::min<int64_t>(4, m1 - m0));
-    const int nr = nr_for(mr_full);
-    for (int64_t n = n_begin; n < n_end; n += nr) {
-      const int nr_here = static_cast<int>(std::min<int64_t>(nr, n_end - n));
-      for (int64_t m = m0; m < m1; m += 4) {
-        const int mr = static_cast<int>(std::min<int64_t>(4, m1 - m));
-        tile_for<WT>(mr, nr_here)(x + m * k, w.data, n, k, out + m * ldo, ldo);
+    for (int j = 0; j < NV; ++j) {
+      const int c = col0 + 8 * j;
+      if (c + 8 <= valid) {
+        _mm256_storeu_ps(out + i * ldo + c, acc[i][j]);
+      } else if (c < valid) {
+        alignas(32) float lanes[8];
+        _mm256_store_ps(lanes, acc[i][j]);
+        for (int l = 0; c + l < valid; ++l) out[i * ldo + c + l] = lanes[l];
       }
     }
+}
+
+template <DType WT>
+void matmul_panels(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
+                   int64_t ldo) {
+  const int64_t k = w.cols;
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += kPanel) {
+    const int64_t panel = (n0 / kPanel) * k * kPanel;
+    float* o = out + n0;
+    const int valid = static_cast<int>(std::min<int64_t>(kPanel, n_end - n0));
+    int64_t m = 0;
+    // Three rows share each converted weight vector (12 accumulators); leftovers take the
+    // whole panel at once (8 accumulators: enough independent chains to hide FMA latency).
+    for (; m + 3 <= rows; m += 3) {
+      tile<WT, 3, 4>(x + m * k, k, w.data, panel, 0, o + m * ldo, ldo, valid);
+      if (valid > 32) tile<WT, 3, 4>(x + m * k, k, w.data, panel, 32, o + m * ldo, ldo, valid);
+    }
+    for (; m < rows; ++m) tile<WT, 1, 8>(x + m * k, k, w.data, panel, 0, o + m * ldo, ldo, valid);
   }
 }
 
@@ -110,10 +87,11 @@ void matmul_range(const float* x, int64_t rows, const Weight& w, int64_t n_begin
 
 void matmul_range_avx2(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
                        int64_t ldo) {
+  if (w.layout != WeightLayout::Panel64) std::abort();  // the CPU backend packs every matrix
   switch (w.dtype) {
-    case DType::F32: return matmul_range<DType::F32>(x, rows, w, n_begin, n_end, out, ldo);
-    case DType::BF16: return matmul_range<DType::BF16>(x, rows, w, n_begin, n_end, out, ldo);
-    case DType::F16: return matmul_range<DType::F16>(x, rows, w, n_begin, n_end, out, ldo);
+    case DType::F32: return matmul_panels<DType::F32>(x, rows, w, n_begin, n_end, out, ldo);
+    case DType::BF16: return matmul_panels<DType::BF16>(x, rows, w, n_begin, n_end, out, ldo);
+    case DType::F16: return matmul_panels<DType::F16>(x, rows, w, n_begin, n_end, out, ldo);
     default: std::abort();
   }
 }
@@ -122,7 +100,9 @@ float dot_f32_avx2(const float* a, const float* b, int64_t k) {
   __m256 acc = _mm256_setzero_ps();
   const int64_t k8 = k - k % 8;
   for (int64_t t = 0; t < k8; t += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + t), _mm256_loadu_ps(b + t), acc);
-  float r = finish(acc);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc);
+  float r = hsum8(lanes);
   for (int64_t t = k8; t < k; ++t) r = std::fma(a[t], b[t], r);
   return r;
 }

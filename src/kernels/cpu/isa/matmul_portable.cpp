@@ -3,42 +3,36 @@
 
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/isa/matmul.h"
+#include "kernels/reference/rowwise.h"
 
 namespace tachyon::kernels::cpu {
 
 void matmul_range_portable(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
                            int64_t ldo) {
   const int64_t k = w.cols;
-  for (int64_t n = n_begin; n < n_end; ++n) {
-    for (int64_t m = 0; m < rows; ++m) {
-      const float* xr = x + m * k;
-      float r = 0;
-      switch (w.dtype) {
-        case DType::F32: {
-          const float* wr = static_cast<const float*>(w.data) + n * k;
-          r = dot_portable(xr, [&](int64_t i) { return wr[i]; }, k);
-          break;
-        }
-        case DType::BF16: {
-          const uint16_t* wr = static_cast<const uint16_t*>(w.data) + n * k;
-          r = dot_portable(xr, [&](int64_t i) { return tachyon::bf16_to_f32(wr[i]); }, k);
-          break;
-        }
-        case DType::F16: {
-          const uint16_t* wr = static_cast<const uint16_t*>(w.data) + n * k;
-          r = dot_portable(xr, [&](int64_t i) { return tachyon::f16_to_f32(wr[i]); }, k);
-          break;
-        }
-        default:
-          std::abort();  // weights are validated at load
-      }
-      out[m * ldo + n] = r;
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t n = n_begin; n < n_end; ++n) {
+      float acc = 0.f;
+      for (int64_t t = 0; t < k; ++t) acc = std::fma(x[m * k + t], rowwise::load_weight(w, n, t), acc);
+      out[m * ldo + n] = acc;
     }
-  }
 }
 
-float dot_f32_portable(const float* a, const float* b, int64_t k) {
-  return dot_portable(a, [&](int64_t i) { return b[i]; }, k);
+float dot_f32_portable(const float* a, const float* b, int64_t k) { return dot_f32_portable_inline(a, b, k); }
+
+int64_t panel64_padded_rows(int64_t rows) { return (rows + Weight::kPanel - 1) / Weight::kPanel * Weight::kPanel; }
+
+void pack_panel64(const Weight& w, void* dst) {
+  const size_t esize = dtype_size(w.dtype);
+  const int64_t padded = panel64_padded_rows(w.rows);
+  std::memset(dst, 0, static_cast<size_t>(padded * w.cols) * esize);
+  Weight packed = w;
+  packed.layout = WeightLayout::Panel64;
+  const char* src = static_cast<const char*>(w.data);
+  char* out = static_cast<char*>(dst);
+  for (int64_t r = 0; r < w.rows; ++r)
+    for (int64_t c = 0; c < w.cols; ++c)
+      std::memcpy(out + packed.index_of(r, c) * esize, src + (r * w.cols + c) * esize, esize);
 }
 
 const IsaKernels& isa_kernels() {

@@ -1,0 +1,90 @@
+#!/usr/bin/python3
+"""Writes a random-weight bf16 checkpoint with the exact shapes of a real model, for
+benchmarks: `make_random_checkpoint.py OUT_DIR [--shape qwen3-0.6b|qwen3-8b]`.
+
+Weights are N(0, 0.02) (norm weights 1), so the forward pass does the same work as the real
+model; the text it produces is meaningless. Idempotent: an existing complete checkpoint is
+kept. Needs only numpy.
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+SHAPES = {
+    "qwen3-0.6b": dict(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                       num_attention_heads=16, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True),
+    "qwen3-8b": dict(vocab_size=151936, hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
+                     num_attention_heads=32, num_key_value_heads=8, head_dim=128, tie_word_embeddings=False),
+}
+
+
+def tensors(c):
+    h, i, d = c["hidden_size"], c["intermediate_size"], c["head_dim"]
+    q, kv = c["num_attention_heads"] * d, c["num_key_value_heads"] * d
+    yield "model.embed_tokens.weight", (c["vocab_size"], h)
+    for l in range(c["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        yield p + "input_layernorm.weight", (h,)
+        yield p + "post_attention_layernorm.weight", (h,)
+        yield p + "self_attn.q_proj.weight", (q, h)
+        yield p + "self_attn.k_proj.weight", (kv, h)
+        yield p + "self_attn.v_proj.weight", (kv, h)
+        yield p + "self_attn.o_proj.weight", (h, q)
+        yield p + "self_attn.q_norm.weight", (d,)
+        yield p + "self_attn.k_norm.weight", (d,)
+        yield p + "mlp.gate_proj.weight", (i, h)
+        yield p + "mlp.up_proj.weight", (i, h)
+        yield p + "mlp.down_proj.weight", (h, i)
+    yield "model.norm.weight", (h,)
+    if not c["tie_word_embeddings"]:
+        yield "lm_head.weight", (c["vocab_size"], h)
+
+
+def bf16(shape, rng):
+    if len(shape) == 1:
+        return np.full(shape, 0x3F80, dtype=np.uint16)  # 1.0
+    x = rng.standard_normal(shape, dtype=np.float32) * np.float32(0.02)
+    return (x.view(np.uint32) >> 16).astype(np.uint16)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--shape", default="qwen3-0.6b", choices=sorted(SHAPES))
+    args = ap.parse_args()
+    c = SHAPES[args.shape]
+    os.makedirs(args.out, exist_ok=True)
+    weights = os.path.join(args.out, "model.safetensors")
+    done = os.path.join(args.out, ".complete")
+    if os.path.exists(done):
+        print(f"{args.out}: already complete")
+        return
+    specs = list(tensors(c))
+    header, offset = {}, 0
+    for name, shape in specs:
+        n = int(np.prod(shape)) * 2
+        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [offset, offset + n]}
+        offset += n
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    rng = np.random.default_rng(0)
+    with open(weights, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for name, shape in specs:
+            f.write(bf16(shape, rng).tobytes())
+    config = dict(architectures=["Qwen3ForCausalLM"], model_type="qwen3", rms_norm_eps=1e-6,
+                  max_position_embeddings=40960, rope_theta=1000000.0, torch_dtype="bfloat16",
+                  hidden_act="silu", attention_bias=False, bos_token_id=151643, eos_token_id=151645, **c)
+    with open(os.path.join(args.out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    open(done, "w").close()
+    print(f"{args.out}: {offset / 1e9:.2f} GB of bf16 weights ({args.shape})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
