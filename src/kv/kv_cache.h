@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -31,8 +32,12 @@ struct KvLayout {
   int64_t head_dim = 0;
   int32_t block_size = 16;
   int32_t num_blocks = 0;
+  // V is K: one tensor per layer, handed out as both k and v (MLA's latent cache: the
+  // compressed latent + rope key of each token serve as key and, through the absorbed
+  // up-projection, as value).
+  bool shared_kv = false;
   size_t bytes_per_block() const {
-    return static_cast<size_t>(2 * num_layers * block_size * num_kv_heads * head_dim) * sizeof(float);
+    return static_cast<size_t>((shared_kv ? 1 : 2) * num_layers * block_size * num_kv_heads * head_dim) * sizeof(float);
   }
 };
 
@@ -58,6 +63,14 @@ class KvCache {
   // Appends an existing block (a prefix-cache hit, already retained by the caller).
   void append_block(SeqId seq, BlockId block);
 
+  // Prefix caching. `match_prefix` gives an empty sequence the cached blocks that hold a
+  // prefix of `tokens` (whole blocks only, and never the last token, which must be computed
+  // to produce logits); returns the number of tokens it now has KV for.
+  // `register_blocks` records the hash chain of every full block among the first
+  // `num_computed` tokens of the sequence so later requests can share them.
+  int32_t match_prefix(SeqId seq, std::span<const int32_t> tokens);
+  void register_blocks(SeqId seq, std::span<const int32_t> tokens, int32_t num_computed);
+
   int32_t num_tokens(SeqId seq) const;
   const std::vector<BlockId>& block_table(SeqId seq) const;
   int32_t blocks_needed(int32_t num_tokens) const { return (num_tokens + layout_.block_size - 1) / layout_.block_size; }
@@ -69,6 +82,7 @@ class KvCache {
     bool live = false;
     int32_t num_tokens = 0;
     std::vector<BlockId> blocks;
+    std::vector<BlockHash> hashes;  // chain hashes of the first hashes.size() blocks
   };
   Sequence& sequence(SeqId seq);
   const Sequence& sequence(SeqId seq) const;

@@ -1,0 +1,420 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <unordered_map>
+
+#include "base/error.h"
+#include "base/logging.h"
+#include "engine/scheduler.h"
+#include "kv/kv_cache.h"
+
+namespace tachyon::engine {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+}  // namespace
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Abort: return "abort";
+    case FinishReason::Error: return "error";
+    default: return "";
+  }
+}
+
+void Histogram::observe(double seconds) {
+  size_t i = 0;
+  while (i < kBounds.size() && seconds > kBounds[i]) ++i;
+  ++counts[i];
+  sum += seconds;
+  ++count;
+}
+
+// ---- RequestStream -----------------------------------------------------------------
+
+RequestStream::~RequestStream() { cancel(); }
+
+void RequestStream::cancel() {
+  {
+    std::lock_guard lock(mutex_);
+    if (cancelled_) return;
+    cancelled_ = true;
+  }
+  if (engine_) engine_->cancel(id_);
+}
+
+std::optional<RequestOutput> RequestStream::next(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  if (!ready_.wait_for(lock, timeout, [&] { return pending_.has_value(); })) return std::nullopt;
+  std::optional<RequestOutput> out = std::move(pending_);
+  pending_.reset();
+  return out;
+}
+
+void RequestStream::push(RequestOutput out) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!pending_) {
+      pending_ = std::move(out);
+    } else {  // the owner has not collected the last delivery yet: merge
+      auto& p = *pending_;
+      p.tokens.insert(p.tokens.end(), out.tokens.begin(), out.tokens.end());
+      p.logprobs.insert(p.logprobs.end(), out.logprobs.begin(), out.logprobs.end());
+      if (!out.prompt_logprobs.empty()) p.prompt_logprobs = std::move(out.prompt_logprobs);
+      p.finish = out.finish;
+      p.error = std::move(out.error);
+      p.num_prompt_tokens = out.num_prompt_tokens;
+      p.num_cached_prompt_tokens = out.num_cached_prompt_tokens;
+      p.num_generated_tokens = out.num_generated_tokens;
+    }
+  }
+  ready_.notify_all();
+}
+
+// ---- EngineLoop: the engine thread's state -------------------------------------------
+
+class EngineLoop : public KvAllocator {
+ public:
+  EngineLoop(Engine& engine, model::Model& model, const EngineConfig& config, int32_t num_blocks)
+      : engine_(engine),
+        model_(model),
+        config_(config),
+        kv_(model.backend(), model.kv_layout(num_blocks, config.block_size)),
+        scheduler_({config.max_concurrent, config.max_tokens_per_step}, *this) {
+    stats_.kv_blocks_total = num_blocks;
+    thread_ = std::thread([this] { run(); });
+  }
+
+  ~EngineLoop() override {
+    {
+      std::lock_guard lock(inbox_mutex_);
+      stopping_ = true;
+    }
+    inbox_ready_.notify_all();
+    thread_.join();
+  }
+
+  void submit(RequestId id, GenerationRequest request, std::weak_ptr<RequestStream> stream) {
+    {
+      std::lock_guard lock(inbox_mutex_);
+      inbox_.push_back({id, std::move(request), std::move(stream), Clock::now()});
+    }
+    inbox_ready_.notify_all();
+  }
+
+  void cancel(RequestId id) {
+    {
+      std::lock_guard lock(inbox_mutex_);
+      cancelled_.push_back(id);
+    }
+    inbox_ready_.notify_all();
+  }
+
+  EngineStats stats() const {
+    std::lock_guard lock(stats_mutex_);
+    return stats_;
+  }
+
+  // KvAllocator
+  int32_t begin_sequence(RequestId id) override {
+    Active& a = active_.at(id);
+    a.seq = kv_.add_sequence();
+    if (!config_.prefix_cache || a.request.prompt_logprobs) return 0;
+    return kv_.match_prefix(a.seq, a.tokens);
+  }
+  bool reserve(RequestId id, int32_t num_tokens) override { return kv_.reserve(active_.at(id).seq, num_tokens); }
+  void end_sequence(RequestId id) override {
+    Active& a = active_.at(id);
+    if (a.seq >= 0) kv_.remove_sequence(a.seq);
+    a.seq = -1;
+  }
+
+ private:
+  struct Incoming {
+    RequestId id;
+    GenerationRequest request;
+    std::weak_ptr<RequestStream> stream;
+    Clock::time_point submitted;
+  };
+  struct Active {
+    GenerationRequest request;
+    std::weak_ptr<RequestStream> stream;
+    std::vector<int32_t> tokens;  // prompt + generated
+    int32_t num_prompt = 0;
+    int32_t num_cached_prompt = -1;  // known at the first scheduled chunk
+    std::unique_ptr<sampling::Sampler> sampler;
+    kv::SeqId seq = -1;
+    Clock::time_point submitted, last_token;
+    bool first_token_sent = false;
+    RequestOutput pending;  // accumulated this step
+    std::vector<TokenLogprob> prompt_logprobs;
+  };
+
+  void run() {
+    std::vector<float> row;  // scratch logits row, reused
+    model::Batch batch;
+    for (;;) {
+      if (!drain_inbox()) return;
+      if (scheduler_.num_running() == 0 && scheduler_.num_waiting() == 0) continue;
+      StepPlan plan = scheduler_.schedule();
+      for (RequestId id : plan.preempted) log::debug("request {} preempted (KV full)", id);
+      if (plan.chunks.empty()) {
+        // Nothing fits now and nothing runs: the waiting request can never be served.
+        fail_head_of_line();
+        continue;
+      }
+      batch.clear();
+      for (const auto& c : plan.chunks) {
+        Active& a = active_.at(c.id);
+        if (a.num_cached_prompt < 0) {
+          a.num_cached_prompt = c.begin;
+          std::lock_guard lock(stats_mutex_);
+          stats_.prefix_cache_hit_tokens += static_cast<uint64_t>(c.begin);
+        }
+        const auto span = std::span<const int32_t>(a.tokens.data() + c.begin, static_cast<size_t>(c.count));
+        const bool want_prompt_rows = a.request.prompt_logprobs && c.begin < a.num_prompt;
+        batch.add(a.seq, span, c.begin, want_prompt_rows ? model::LogitRows::All
+                                          : (c.completes ? model::LogitRows::Last : model::LogitRows::None));
+      }
+      model::StepOutput out;
+      try {
+        out = model_.forward(batch, kv_);
+      } catch (const std::exception& e) {
+        log::error("forward failed: {}", e.what());
+        for (const auto& c : plan.chunks) finish(c.id, FinishReason::Error, e.what());
+        continue;
+      }
+      size_t logit_row = 0;
+      uint64_t computed_prompt = 0, generated = 0;
+      for (const auto& c : plan.chunks) {
+        Active& a = active_.at(c.id);
+        const bool all_rows = a.request.prompt_logprobs && c.begin < a.num_prompt;
+        if (all_rows) {  // logprob of each next prompt token
+          for (int32_t r = 0; r < c.count; ++r) {
+            const int32_t t = c.begin + r;
+            if (t + 1 < a.num_prompt) a.prompt_logprobs.push_back(logprob_of(out.logits_row(logit_row + r), a.tokens[t + 1], a.request.logprobs));
+          }
+        }
+        computed_prompt += static_cast<uint64_t>(std::max(0, std::min(c.begin + c.count, a.num_prompt) - c.begin));
+        scheduler_.on_computed(c.id, c.count);
+        if (config_.prefix_cache) kv_.register_blocks(a.seq, a.tokens, c.begin + c.count);
+        const size_t rows_used = all_rows ? static_cast<size_t>(c.count) : (c.completes ? 1 : 0);
+        if (c.completes) {
+          const auto logits = out.logits_row(logit_row + rows_used - 1);
+          row.assign(logits.begin(), logits.end());
+          const int32_t token = a.sampler->sample(row, {std::span<const int32_t>(a.tokens.data(), a.num_prompt),
+                                                        std::span<const int32_t>(a.tokens.data() + a.num_prompt,
+                                                                                 a.tokens.size() - a.num_prompt)});
+          if (a.request.logprobs >= 0) a.pending.logprobs.push_back(logprob_of(logits, token, a.request.logprobs));
+          a.tokens.push_back(token);
+          a.pending.tokens.push_back(token);
+          scheduler_.on_token_appended(c.id);
+          ++generated;
+          on_token_timing(a);
+          const int32_t num_generated = static_cast<int32_t>(a.tokens.size()) - a.num_prompt;
+          const auto& stops = a.request.stop_token_ids;
+          if (std::find(stops.begin(), stops.end(), token) != stops.end()) a.pending.finish = FinishReason::Stop;
+          else if (num_generated >= a.request.max_tokens) a.pending.finish = FinishReason::Length;
+        }
+        logit_row += rows_used;
+      }
+      {
+        std::lock_guard lock(stats_mutex_);
+        stats_.computed_prompt_tokens += computed_prompt;
+        stats_.generated_tokens += generated;
+        ++stats_.steps;
+      }
+      for (const auto& c : plan.chunks) deliver(c.id);
+    }
+  }
+
+  TokenLogprob logprob_of(std::span<const float> logits, int32_t token, int32_t top) {
+    const auto lp = sampling::log_softmax(logits);
+    TokenLogprob t{token, lp[token], {}};
+    if (top > 0) {
+      std::vector<int32_t> idx(lp.size());
+      for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int32_t>(i);
+      const size_t k = std::min<size_t>(static_cast<size_t>(top), idx.size());
+      std::partial_sort(idx.begin(), idx.begin() + static_cast<long>(k), idx.end(),
+                        [&](int32_t x, int32_t y) { return lp[x] > lp[y] || (lp[x] == lp[y] && x < y); });
+      for (size_t i = 0; i < k; ++i) t.top.emplace_back(idx[i], lp[idx[i]]);
+    }
+    return t;
+  }
+
+  void on_token_timing(Active& a) {
+    const auto now = Clock::now();
+    std::lock_guard lock(stats_mutex_);
+    if (!a.first_token_sent) stats_.ttft.observe(seconds_between(a.submitted, now));
+    else stats_.inter_token.observe(seconds_between(a.last_token, now));
+    a.first_token_sent = true;
+    a.last_token = now;
+  }
+
+  // Sends what the request accumulated this step; retires it when finished.
+  void deliver(RequestId id) {
+    auto it = active_.find(id);
+    if (it == active_.end()) return;
+    Active& a = it->second;
+    if (a.pending.tokens.empty() && a.pending.finish == FinishReason::None && a.prompt_logprobs.empty()) return;
+    RequestOutput out = std::move(a.pending);
+    a.pending = RequestOutput{};
+    out.num_prompt_tokens = a.num_prompt;
+    out.num_cached_prompt_tokens = std::max(0, a.num_cached_prompt);
+    out.num_generated_tokens = static_cast<int32_t>(a.tokens.size()) - a.num_prompt;
+    if (a.request.prompt_logprobs && static_cast<int32_t>(a.prompt_logprobs.size()) >= a.num_prompt - 1) {
+      out.prompt_logprobs = std::move(a.prompt_logprobs);  // complete: sent once, with this delivery
+      a.prompt_logprobs.clear();
+      a.request.prompt_logprobs = false;
+    }
+    const bool done = out.finish != FinishReason::None;
+    if (auto stream = a.stream.lock()) stream->push(std::move(out));
+    if (done) retire(id, false);
+  }
+
+  void finish(RequestId id, FinishReason reason, const std::string& error) {
+    auto it = active_.find(id);
+    if (it == active_.end()) return;
+    it->second.pending.finish = reason;
+    it->second.pending.error = error;
+    deliver(id);
+  }
+
+  void retire(RequestId id, bool cancelled) {
+    scheduler_.remove(id);
+    active_.erase(id);
+    std::lock_guard lock(stats_mutex_);
+    ++(cancelled ? stats_.requests_cancelled : stats_.requests_finished);
+    refresh_gauges();
+  }
+
+  void fail_head_of_line() {
+    // Only reachable when a single request needs more KV than the pool holds.
+    for (auto& [id, a] : active_) {
+      if (a.seq < 0 && scheduler_.num_running() == 0) {
+        finish(id, FinishReason::Error, "the request needs more KV cache than the server has");
+        return;
+      }
+    }
+  }
+
+  void refresh_gauges() {  // with stats_mutex_ held
+    stats_.queue_depth = scheduler_.num_waiting();
+    stats_.running = scheduler_.num_running();
+    stats_.kv_blocks_free = kv_.pool().num_free();
+    stats_.kv_blocks_cached = kv_.pool().num_cached();
+    stats_.preemptions = scheduler_.num_preemptions();
+  }
+
+  // Moves submissions and cancellations in; waits when idle. Returns false to stop.
+  bool drain_inbox() {
+    std::vector<Incoming> incoming;
+    std::vector<RequestId> cancelled;
+    {
+      std::unique_lock lock(inbox_mutex_);
+      const bool idle = scheduler_.num_running() == 0 && scheduler_.num_waiting() == 0;
+      if (idle) inbox_ready_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancelled_.empty(); });
+      if (stopping_) return false;
+      incoming.swap(inbox_);
+      cancelled.swap(cancelled_);
+    }
+    for (auto& in : incoming) {
+      Active a;
+      a.tokens = in.request.prompt;
+      a.num_prompt = static_cast<int32_t>(in.request.prompt.size());
+      a.sampler = std::make_unique<sampling::Sampler>(in.request.sampling);
+      a.stream = std::move(in.stream);
+      a.submitted = in.submitted;
+      a.request = std::move(in.request);
+      active_.emplace(in.id, std::move(a));
+      scheduler_.add(in.id, active_.at(in.id).num_prompt);
+      std::lock_guard lock(stats_mutex_);
+      ++stats_.requests_started;
+      stats_.prompt_tokens += static_cast<uint64_t>(active_.at(in.id).num_prompt);
+    }
+    for (RequestId id : cancelled) {
+      auto it = active_.find(id);
+      if (it == active_.end()) continue;
+      if (auto stream = it->second.stream.lock()) {
+        RequestOutput out;
+        out.finish = FinishReason::Abort;
+        stream->push(std::move(out));
+      }
+      retire(id, true);
+    }
+    std::lock_guard lock(stats_mutex_);
+    refresh_gauges();
+    return true;
+  }
+
+  Engine& engine_;
+  model::Model& model_;
+  EngineConfig config_;
+  kv::KvCache kv_;
+  Scheduler scheduler_;
+  std::unordered_map<RequestId, Active> active_;
+
+  std::mutex inbox_mutex_;
+  std::condition_variable inbox_ready_;
+  std::vector<Incoming> inbox_;
+  std::vector<RequestId> cancelled_;
+  bool stopping_ = false;
+
+  mutable std::mutex stats_mutex_;
+  EngineStats stats_;
+  std::thread thread_;
+};
+
+// ---- Engine ------------------------------------------------------------------------------
+
+namespace {
+std::atomic<RequestId> next_request_id{1};
+}
+
+Engine::Engine(model::Model& model, const EngineConfig& config) : model_(model), config_(config) {
+  const auto& c = model.config();
+  max_context_ = config.max_context > 0 ? config.max_context : static_cast<int32_t>(c.max_position_embeddings);
+  int32_t num_blocks = config.num_blocks;
+  if (num_blocks <= 0) {
+    const size_t per_block = model.kv_layout(1, config.block_size).bytes_per_block();
+    num_blocks = static_cast<int32_t>(std::max<size_t>(1, config.kv_memory_bytes / per_block));
+  }
+  if (static_cast<int64_t>(num_blocks) * config.block_size < max_context_)
+    log::warn("KV cache holds {} tokens, less than the context of {}: long requests will be refused",
+              static_cast<int64_t>(num_blocks) * config.block_size, max_context_);
+  config_.num_blocks = num_blocks;
+  loop_ = std::make_unique<EngineLoop>(*this, model, config_, num_blocks);
+}
+
+Engine::~Engine() = default;
+
+std::shared_ptr<RequestStream> Engine::submit(GenerationRequest request) {
+  const int64_t vocab = model_.config().vocab_size;
+  if (request.prompt.empty()) throw Error("the prompt is empty");
+  for (int32_t t : request.prompt)
+    if (t < 0 || t >= vocab) throw Error("prompt token id {} is outside the vocabulary [0, {})", t, vocab);
+  if (request.max_tokens < 1) throw Error("max_tokens must be at least 1, got {}", request.max_tokens);
+  const int64_t total = static_cast<int64_t>(request.prompt.size()) + request.max_tokens;
+  if (static_cast<int64_t>(request.prompt.size()) >= max_context_)
+    throw Error("the prompt has {} tokens; the context is {} tokens", request.prompt.size(), max_context_);
+  if (total > max_context_)
+    throw Error("prompt ({} tokens) + max_tokens ({}) exceed the context of {} tokens", request.prompt.size(),
+                request.max_tokens, max_context_);
+  const int64_t kv_capacity = static_cast<int64_t>(config_.num_blocks) * config_.block_size;
+  if (total > kv_capacity)
+    throw Error("prompt + max_tokens ({} tokens) exceed the KV cache of {} tokens", total, kv_capacity);
+  request.sampling.validate(vocab);
+  const RequestId id = next_request_id.fetch_add(1);
+  auto stream = std::shared_ptr<RequestStream>(new RequestStream(this, id));
+  loop_->submit(id, std::move(request), stream);
+  return stream;
+}
+
+void Engine::cancel(RequestId id) { loop_->cancel(id); }
+EngineStats Engine::stats() const { return loop_->stats(); }
+
+}  // namespace tachyon::engine

@@ -1,0 +1,93 @@
+// The engine: one thread that owns the model and the KV pool and runs the step loop
+// (DESIGN.md "Engine and server"): admit requests, schedule every running request's next
+// tokens under a per-step token budget (chunked prefill and decode in one ragged batch),
+// forward, sample, commit, deliver. Prefix caching shares full KV blocks between requests.
+//
+// Thread safety: submit/cancel/stats may be called from any thread. Each request's outputs
+// arrive on its own RequestStream.
+//
+//   Engine engine(*model, {.max_concurrent = 16});
+//   auto stream = engine.submit(request);          // throws tachyon::Error if it can never fit
+//   while (auto out = stream->next(std::chrono::seconds(30))) {
+//     consume(out->tokens);
+//     if (out->finish != FinishReason::None) break;
+//   }
+//   stream->cancel();  // or just drop the stream: the request is cancelled and its blocks freed
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "engine/request.h"
+#include "engine/stats.h"
+#include "model/model.h"
+
+namespace tachyon::engine {
+
+struct EngineConfig {
+  int32_t max_concurrent = 16;        // running requests at most
+  int32_t max_tokens_per_step = 512;  // token budget of one forward (chunked prefill)
+  int32_t block_size = 16;
+  int32_t num_blocks = 0;             // 0: derived from kv_memory_bytes
+  size_t kv_memory_bytes = size_t{1} << 30;
+  int32_t max_context = 0;            // 0: the model's max_position_embeddings
+  bool prefix_cache = true;
+};
+
+class Engine;
+
+// The owner's end of one request. Destroying it cancels the request.
+class RequestStream {
+ public:
+  ~RequestStream();
+  RequestId id() const { return id_; }
+  // Waits up to `timeout` for the next delivery; nullopt on timeout. After a delivery whose
+  // finish != None there are no more.
+  std::optional<RequestOutput> next(std::chrono::milliseconds timeout);
+  void cancel();
+
+ private:
+  friend class Engine;
+  friend class EngineLoop;
+  RequestStream(Engine* engine, RequestId id) : engine_(engine), id_(id) {}
+  void push(RequestOutput out);  // engine thread: merges into the pending delivery
+
+  Engine* engine_;
+  RequestId id_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::optional<RequestOutput> pending_;
+  bool cancelled_ = false;
+};
+
+class Engine {
+ public:
+  Engine(model::Model& model, const EngineConfig& config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates (prompt non-empty, ids in the vocabulary, prompt + max_tokens within the
+  // context, sampling parameters) and queues the request. Throws tachyon::Error naming
+  // the problem; nothing is queued then.
+  std::shared_ptr<RequestStream> submit(GenerationRequest request);
+  void cancel(RequestId id);
+  EngineStats stats() const;
+
+  int32_t max_context() const { return max_context_; }
+  const model::Model& model() const { return model_; }
+
+ private:
+  friend class EngineLoop;
+  model::Model& model_;
+  EngineConfig config_;
+  int32_t max_context_;
+  std::unique_ptr<class EngineLoop> loop_;
+};
+
+}  // namespace tachyon::engine

@@ -1,0 +1,48 @@
+// What a client asks the engine for, and what it gets back, in tokens. Text, templates, stop
+// strings and API shapes are the server's business; the engine sees token ids only.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sampling/sampler.h"
+
+namespace tachyon::engine {
+
+using RequestId = uint64_t;
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;             // token ids, non-empty
+  sampling::SamplingParams sampling;
+  int32_t max_tokens = 256;                // generated tokens at most (>= 1)
+  std::vector<int32_t> stop_token_ids;     // finish with reason "stop" when sampled (EOS ids)
+  int32_t logprobs = -1;                   // -1: none; 0: the chosen token's; k > 0: plus the top k
+  bool prompt_logprobs = false;            // also report logprobs of prompt tokens 1..n-1
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.f;
+  std::vector<std::pair<int32_t, float>> top;  // (token, logprob), best first
+};
+
+enum class FinishReason { None, Stop, Length, Abort, Error };
+const char* finish_reason_name(FinishReason reason);  // "stop" | "length" | "abort" | "error"
+
+// One delivery from the engine to the request's owner: the tokens generated since the last
+// delivery, and whether the request is over.
+struct RequestOutput {
+  std::vector<int32_t> tokens;
+  std::vector<TokenLogprob> logprobs;         // parallel to tokens when requested
+  std::vector<TokenLogprob> prompt_logprobs;  // once, with the first delivery, when requested
+  FinishReason finish = FinishReason::None;
+  std::string error;                          // when finish == Error
+  int32_t num_prompt_tokens = 0;
+  int32_t num_cached_prompt_tokens = 0;       // prompt tokens served from the prefix cache
+  int32_t num_generated_tokens = 0;           // total so far
+};
+
+}  // namespace tachyon::engine

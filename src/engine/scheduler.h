@@ -1,0 +1,93 @@
+// Batch formation, in token counts and block ids only (no tensors, no model): one rule for
+// every case — bring each request's num_computed up to its num_tokens (prompt + generated,
+// drafted tokens included) within the step's token budget. Prefill, chunked prefill,
+// decode and prefix-cache hits are all that rule; there are no phases.
+//
+// KV capacity is asked of a `KvAllocator` (the engine implements it over kv::KvCache), so
+// this file never sees a tensor and its tests run on counts alone.
+//
+//   Scheduler s({.max_concurrent = 8, .max_tokens_per_step = 512}, allocator);
+//   s.add(id, num_prompt_tokens);
+//   StepPlan plan = s.schedule();   // chunks to run now, requests preempted
+//   ... forward ...
+//   s.on_computed(id, n); s.on_token_appended(id);   // after sampling
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <vector>
+
+#include "engine/request.h"
+
+namespace tachyon::engine {
+
+// What the scheduler needs from the KV cache. All calls are about one request's sequence.
+class KvAllocator {
+ public:
+  virtual ~KvAllocator() = default;
+  // Starts the request's sequence; returns how many leading tokens the prefix cache
+  // already holds (0 without caching).
+  virtual int32_t begin_sequence(RequestId id) = 0;
+  // Makes room for tokens [0, num_tokens); false (nothing changed) when out of blocks.
+  virtual bool reserve(RequestId id, int32_t num_tokens) = 0;
+  // Drops the sequence and its blocks (cached blocks stay reusable).
+  virtual void end_sequence(RequestId id) = 0;
+};
+
+struct SchedulerConfig {
+  int32_t max_concurrent = 16;
+  int32_t max_tokens_per_step = 512;
+};
+
+struct ScheduledChunk {
+  RequestId id;
+  int32_t begin;  // first token index (= position) computed in this step
+  int32_t count;  // tokens computed in this step
+  bool completes; // the chunk reaches num_tokens: the last row's logits pick the next token
+};
+
+struct StepPlan {
+  std::vector<ScheduledChunk> chunks;
+  std::vector<RequestId> preempted;  // lost their KV; will recompute from their cached prefix
+  int32_t num_tokens() const;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, KvAllocator& kv) : config_(config), kv_(kv) {}
+
+  void add(RequestId id, int32_t num_tokens);  // joins the waiting queue
+  void remove(RequestId id);                   // finished or cancelled: frees its KV
+  StepPlan schedule();
+
+  // After the forward: `count` more tokens of `id` have KV; then, if a token was sampled,
+  // the request grew by one.
+  void on_computed(RequestId id, int32_t count);
+  void on_token_appended(RequestId id, int32_t count = 1);
+
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_computed(RequestId id) const;
+  int32_t num_tokens(RequestId id) const;
+  uint64_t num_preemptions() const { return preemptions_; }
+
+ private:
+  struct Entry {
+    RequestId id;
+    int32_t num_tokens;
+    int32_t num_computed = 0;
+    bool started = false;  // has a KV sequence
+  };
+  Entry* find(RequestId id);
+  const Entry* find(RequestId id) const;
+  void preempt(Entry& e, StepPlan& plan);
+
+  SchedulerConfig config_;
+  KvAllocator& kv_;
+  std::deque<Entry> waiting_;  // FIFO; preempted requests go to the front
+  std::vector<Entry> running_; // admission order: the newest is preempted first
+  uint64_t preemptions_ = 0;
+};
+
+}  // namespace tachyon::engine

@@ -1,0 +1,32 @@
+// Counters and latency histograms the engine keeps for /metrics.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace tachyon::engine {
+
+// A cumulative histogram with fixed bucket bounds (seconds), Prometheus-style.
+struct Histogram {
+  static constexpr std::array<double, 12> kBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                     0.1,   0.25,   0.5,   1.0,  2.5,   10.0};
+  std::array<uint64_t, kBounds.size() + 1> counts{};  // last: +Inf
+  double sum = 0;
+  uint64_t count = 0;
+  void observe(double seconds);
+};
+
+struct EngineStats {
+  uint64_t requests_started = 0, requests_finished = 0, requests_cancelled = 0;
+  uint64_t prompt_tokens = 0, generated_tokens = 0;
+  uint64_t prefix_cache_hit_tokens = 0;  // prompt tokens whose KV came from the cache
+  uint64_t computed_prompt_tokens = 0;   // prompt tokens actually run through the model
+  uint64_t preemptions = 0;
+  uint64_t steps = 0;
+  int32_t queue_depth = 0, running = 0;
+  int32_t kv_blocks_total = 0, kv_blocks_free = 0, kv_blocks_cached = 0;
+  Histogram ttft, inter_token;
+};
+
+}  // namespace tachyon::engine

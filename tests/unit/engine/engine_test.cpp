@@ -1,0 +1,211 @@
+// The engine on the demo model: continuous batching gives each request exactly the tokens
+// it gets alone, prefix caching skips recomputation, cancellation and preemption lose
+// nothing and leak no KV block.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+#include "base/error.h"
+#include "kernels/backend.h"
+#include "model/model.h"
+
+namespace tachyon::engine {
+namespace {
+
+const std::string kDemo = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo";
+
+struct Fixture {
+  std::unique_ptr<kernels::Backend> backend = kernels::make_backend("cpu");
+  std::unique_ptr<model::Model> model = model::load_model(kDemo, *backend);
+};
+Fixture& fixture() {
+  static Fixture f;
+  return f;
+}
+
+std::vector<int32_t> random_prompt(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> p(n);
+  for (auto& t : p) t = static_cast<int32_t>(rng() % 8000);
+  return p;
+}
+
+// Runs a request to completion; returns its tokens.
+std::vector<int32_t> collect(RequestStream& s, RequestOutput* last = nullptr) {
+  std::vector<int32_t> tokens;
+  for (;;) {
+    auto out = s.next(std::chrono::seconds(120));
+    EXPECT_TRUE(out.has_value()) << "timed out";
+    if (!out) return tokens;
+    tokens.insert(tokens.end(), out->tokens.begin(), out->tokens.end());
+    if (out->finish != FinishReason::None) {
+      if (last) *last = *out;
+      return tokens;
+    }
+  }
+}
+
+// Stats are updated by the engine thread right after the last delivery: wait for it.
+EngineStats idle_stats(const Engine& engine) {
+  for (int i = 0; i < 500; ++i) {
+    const auto st = engine.stats();
+    if (st.running == 0 && st.queue_depth == 0) return st;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return engine.stats();
+}
+
+GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.sampling.temperature = 0;
+  r.max_tokens = max_tokens;
+  return r;
+}
+
+TEST(Engine, ConcurrentRequestsEqualTheSameRequestsAlone) {
+  auto& f = fixture();
+  std::vector<std::vector<int32_t>> prompts, alone;
+  for (uint32_t i = 0; i < 6; ++i) prompts.push_back(random_prompt(5 + 13 * i, i));
+  {
+    Engine engine(*f.model, {.max_concurrent = 1, .max_tokens_per_step = 512, .num_blocks = 256, .prefix_cache = false});
+    for (auto& p : prompts) {
+      auto s = engine.submit(greedy(p, 24));
+      alone.push_back(collect(*s));
+    }
+  }
+  // All at once, with a small step budget so prefills are chunked and mixed with decodes.
+  Engine engine(*f.model, {.max_concurrent = 6, .max_tokens_per_step = 17, .num_blocks = 256});
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (auto& p : prompts) streams.push_back(engine.submit(greedy(p, 24)));
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(collect(*streams[i]), alone[i]) << "request " << i;
+  const auto st = idle_stats(engine);
+  EXPECT_EQ(st.kv_blocks_free, st.kv_blocks_total) << "leaked KV blocks";
+}
+
+TEST(Engine, SecondIdenticalLongPromptPrefillsOnlyItsLastPartialBlock) {
+  auto& f = fixture();
+  Engine engine(*f.model, {.max_concurrent = 4, .max_tokens_per_step = 512, .num_blocks = 512});
+  const auto prompt = random_prompt(2000, 42);
+  RequestOutput first_out, second_out;
+  auto first = collect(*engine.submit(greedy(prompt, 8)), &first_out);
+  const auto computed_before = engine.stats().computed_prompt_tokens;
+  EXPECT_EQ(computed_before, 2000u);
+  auto second = collect(*engine.submit(greedy(prompt, 8)), &second_out);
+  const uint64_t computed = engine.stats().computed_prompt_tokens - computed_before;
+  EXPECT_EQ(computed, 2000u % 16 == 0 ? 16u : 2000u % 16);  // 2000 = 125 blocks: the last block's 16
+  EXPECT_EQ(second_out.num_cached_prompt_tokens, 2000 - static_cast<int32_t>(computed));
+  EXPECT_EQ(first, second);  // token-identical with and without the cache hit
+}
+
+TEST(Engine, OutputsWithAndWithoutPrefixCacheAreIdentical) {
+  auto& f = fixture();
+  const auto system = random_prompt(100, 7);
+  std::vector<std::vector<int32_t>> outs[2];
+  for (int cached = 0; cached < 2; ++cached) {
+    Engine engine(*f.model, {.max_concurrent = 4, .max_tokens_per_step = 64, .num_blocks = 256, .prefix_cache = cached == 1});
+    for (uint32_t q = 0; q < 3; ++q) {
+      auto p = system;
+      auto tail = random_prompt(9 + q, 100 + q);
+      p.insert(p.end(), tail.begin(), tail.end());
+      outs[cached].push_back(collect(*engine.submit(greedy(p, 16))));
+    }
+    if (cached) {
+      EXPECT_GT(engine.stats().prefix_cache_hit_tokens, 0u);
+    }
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+}
+
+TEST(Engine, CancelledRequestsReturnTheirBlocks) {
+  auto& f = fixture();
+  Engine engine(*f.model, {.max_concurrent = 4, .max_tokens_per_step = 512, .num_blocks = 64});
+  auto s = engine.submit(greedy(random_prompt(50, 1), 500));
+  auto first = s->next(std::chrono::seconds(60));
+  ASSERT_TRUE(first.has_value());
+  s.reset();  // the client goes away
+  for (int i = 0; i < 200 && engine.stats().requests_cancelled == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const auto st = engine.stats();
+  EXPECT_EQ(st.requests_cancelled, 1u);
+  EXPECT_EQ(st.running, 0);
+  EXPECT_EQ(st.kv_blocks_free, st.kv_blocks_total);
+}
+
+TEST(Engine, PreemptionUnderTinyKvStillGivesExactOutputs) {
+  auto& f = fixture();
+  std::vector<std::vector<int32_t>> prompts, alone;
+  for (uint32_t i = 0; i < 4; ++i) prompts.push_back(random_prompt(20 + i, 50 + i));
+  {
+    Engine engine(*f.model, {.max_concurrent = 1, .num_blocks = 64, .prefix_cache = false});
+    for (auto& p : prompts) alone.push_back(collect(*engine.submit(greedy(p, 40))));
+  }
+  // 4 requests of up to 64 tokens need 16 blocks; give them 9.
+  Engine engine(*f.model, {.max_concurrent = 4, .num_blocks = 9});
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (auto& p : prompts) streams.push_back(engine.submit(greedy(p, 40)));
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(collect(*streams[i]), alone[i]) << "request " << i;
+  const auto st = idle_stats(engine);
+  EXPECT_GT(st.preemptions, 0u);
+  EXPECT_EQ(st.kv_blocks_free, 9);
+}
+
+TEST(Engine, StopTokensAndLengthFinish) {
+  auto& f = fixture();
+  Engine engine(*f.model, {.num_blocks = 64});
+  const auto prompt = random_prompt(12, 3);
+  RequestOutput last;
+  auto tokens = collect(*engine.submit(greedy(prompt, 10)), &last);
+  ASSERT_EQ(tokens.size(), 10u);
+  EXPECT_EQ(last.finish, FinishReason::Length);
+  auto req = greedy(prompt, 10);
+  req.stop_token_ids = {tokens[3]};
+  auto stopped = collect(*engine.submit(req), &last);
+  EXPECT_EQ(last.finish, FinishReason::Stop);
+  const auto first_stop = std::find(tokens.begin(), tokens.end(), tokens[3]) - tokens.begin();
+  EXPECT_EQ(stopped.size(), static_cast<size_t>(first_stop + 1));
+}
+
+TEST(Engine, RejectsRequestsThatCanNeverFit) {
+  auto& f = fixture();
+  Engine engine(*f.model, {.num_blocks = 8, .max_context = 1000});
+  EXPECT_THROW(engine.submit(greedy({}, 4)), Error);
+  EXPECT_THROW(engine.submit(greedy({1, 2, 99999}, 4)), Error);
+  EXPECT_THROW(engine.submit(greedy(random_prompt(10, 1), 0)), Error);
+  EXPECT_THROW(engine.submit(greedy(random_prompt(990, 1), 20)), Error);  // > context
+  EXPECT_THROW(engine.submit(greedy(random_prompt(120, 1), 20)), Error);  // > 8 blocks of KV
+  auto bad = greedy(random_prompt(10, 1), 4);
+  bad.sampling.top_p = 2;
+  EXPECT_THROW(engine.submit(bad), Error);
+}
+
+TEST(Engine, LogprobsAreReported) {
+  auto& f = fixture();
+  Engine engine(*f.model, {.num_blocks = 64});
+  auto req = greedy(random_prompt(8, 9), 3);
+  req.logprobs = 2;
+  req.prompt_logprobs = true;
+  std::vector<TokenLogprob> lps, prompt_lps;
+  auto s = engine.submit(req);
+  for (;;) {
+    auto out = s->next(std::chrono::seconds(60));
+    ASSERT_TRUE(out);
+    lps.insert(lps.end(), out->logprobs.begin(), out->logprobs.end());
+    if (!out->prompt_logprobs.empty()) prompt_lps = out->prompt_logprobs;
+    if (out->finish != FinishReason::None) break;
+  }
+  ASSERT_EQ(lps.size(), 3u);
+  EXPECT_EQ(prompt_lps.size(), 7u);
+  for (const auto& lp : lps) {
+    ASSERT_EQ(lp.top.size(), 2u);
+    EXPECT_EQ(lp.top[0].first, lp.token);  // greedy: the chosen token is the best
+    EXPECT_LE(lp.logprob, 0.f);
+    EXPECT_GE(lp.top[0].second, lp.top[1].second);
+  }
+}
+
+}  // namespace
+}  // namespace tachyon::engine
