@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <unordered_map>
 
 #include "base/error.h"
 #include "base/logging.h"
 #include "engine/scheduler.h"
 #include "kv/kv_cache.h"
+#include "spec/ngram.h"
+#include "spec/verify.h"
 
 namespace tachyon::engine {
 
@@ -152,6 +155,9 @@ class EngineLoop : public KvAllocator {
     bool first_token_sent = false;
     RequestOutput pending;  // accumulated this step
     std::vector<TokenLogprob> prompt_logprobs;
+    int32_t num_drafts = 0;  // unverified draft tokens at the end of `tokens`
+    bool spec_off = false;
+    SpecUsage spec;
   };
 
   void run() {
@@ -160,27 +166,40 @@ class EngineLoop : public KvAllocator {
     for (;;) {
       if (!drain_inbox()) return;
       if (scheduler_.num_running() == 0 && scheduler_.num_waiting() == 0) continue;
+      propose_drafts();
       StepPlan plan = scheduler_.schedule();
-      for (RequestId id : plan.preempted) log::debug("request {} preempted (KV full)", id);
+      for (RequestId id : plan.preempted) {
+        log::debug("request {} preempted (KV full)", id);
+        drop_drafts(id);
+      }
       if (plan.chunks.empty()) {
         // Nothing fits now and nothing runs: the waiting request can never be served.
         fail_head_of_line();
         continue;
       }
       batch.clear();
-      for (const auto& c : plan.chunks) {
+      bool any_drafts = false;
+      for (auto& c : plan.chunks) {
         Active& a = active_.at(c.id);
         if (a.num_cached_prompt < 0) {
           a.num_cached_prompt = c.begin;
           std::lock_guard lock(stats_mutex_);
           stats_.prefix_cache_hit_tokens += static_cast<uint64_t>(c.begin);
         }
+        if (a.num_drafts > 0) {
+          // Verify only the drafts this step computes; the rest are dropped.
+          const int32_t unscheduled = static_cast<int32_t>(a.tokens.size()) - (c.begin + c.count);
+          if (unscheduled > 0) trim_drafts(c.id, std::min(unscheduled, a.num_drafts));
+          c.completes = c.begin + c.count == static_cast<int32_t>(a.tokens.size());
+          any_drafts |= a.num_drafts > 0;
+        }
         const auto span = std::span<const int32_t>(a.tokens.data() + c.begin, static_cast<size_t>(c.count));
-        const bool want_prompt_rows = a.request.prompt_logprobs && c.begin < a.num_prompt;
-        batch.add(a.seq, span, c.begin, want_prompt_rows ? model::LogitRows::All
-                                          : (c.completes ? model::LogitRows::Last : model::LogitRows::None));
+        const bool all_rows = a.num_drafts > 0 || (a.request.prompt_logprobs && c.begin < a.num_prompt);
+        batch.add(a.seq, span, c.begin,
+                  all_rows ? model::LogitRows::All : (c.completes ? model::LogitRows::Last : model::LogitRows::None));
       }
       model::StepOutput out;
+      const auto t0 = Clock::now();
       try {
         out = model_.forward(batch, kv_);
       } catch (const std::exception& e) {
@@ -188,18 +207,25 @@ class EngineLoop : public KvAllocator {
         for (const auto& c : plan.chunks) finish(c.id, FinishReason::Error, e.what());
         continue;
       }
+      record_step_cost(seconds_between(t0, Clock::now()), plan.chunks.size(), any_drafts);
       size_t logit_row = 0;
       uint64_t computed_prompt = 0, generated = 0;
       for (const auto& c : plan.chunks) {
         Active& a = active_.at(c.id);
+        computed_prompt += static_cast<uint64_t>(std::max(0, std::min(c.begin + c.count, a.num_prompt) - c.begin));
+        if (a.num_drafts > 0) {
+          generated += verify_drafts(c, a, out, logit_row);
+          logit_row += static_cast<size_t>(c.count);
+          continue;
+        }
         const bool all_rows = a.request.prompt_logprobs && c.begin < a.num_prompt;
         if (all_rows) {  // logprob of each next prompt token
           for (int32_t r = 0; r < c.count; ++r) {
             const int32_t t = c.begin + r;
-            if (t + 1 < a.num_prompt) a.prompt_logprobs.push_back(logprob_of(out.logits_row(logit_row + r), a.tokens[t + 1], a.request.logprobs));
+            if (t + 1 < a.num_prompt)
+              a.prompt_logprobs.push_back(logprob_of(out.logits_row(logit_row + r), a.tokens[t + 1], a.request.logprobs));
           }
         }
-        computed_prompt += static_cast<uint64_t>(std::max(0, std::min(c.begin + c.count, a.num_prompt) - c.begin));
         scheduler_.on_computed(c.id, c.count);
         if (config_.prefix_cache) kv_.register_blocks(a.seq, a.tokens, c.begin + c.count);
         const size_t rows_used = all_rows ? static_cast<size_t>(c.count) : (c.completes ? 1 : 0);
@@ -210,15 +236,8 @@ class EngineLoop : public KvAllocator {
                                                         std::span<const int32_t>(a.tokens.data() + a.num_prompt,
                                                                                  a.tokens.size() - a.num_prompt)});
           if (a.request.logprobs >= 0) a.pending.logprobs.push_back(logprob_of(logits, token, a.request.logprobs));
-          a.tokens.push_back(token);
-          a.pending.tokens.push_back(token);
-          scheduler_.on_token_appended(c.id);
+          emit(c.id, a, token);
           ++generated;
-          on_token_timing(a);
-          const int32_t num_generated = static_cast<int32_t>(a.tokens.size()) - a.num_prompt;
-          const auto& stops = a.request.stop_token_ids;
-          if (std::find(stops.begin(), stops.end(), token) != stops.end()) a.pending.finish = FinishReason::Stop;
-          else if (num_generated >= a.request.max_tokens) a.pending.finish = FinishReason::Length;
         }
         logit_row += rows_used;
       }
@@ -230,6 +249,136 @@ class EngineLoop : public KvAllocator {
       }
       for (const auto& c : plan.chunks) deliver(c.id);
     }
+  }
+
+  // Appends a sampled token; decides whether the request is finished.
+  void emit(RequestId id, Active& a, int32_t token) {
+    a.tokens.push_back(token);
+    a.pending.tokens.push_back(token);
+    scheduler_.on_token_appended(id);
+    on_token_timing(a);
+    const int32_t num_generated = static_cast<int32_t>(a.tokens.size()) - a.num_prompt;
+    const auto& stops = a.request.stop_token_ids;
+    if (std::find(stops.begin(), stops.end(), token) != stops.end()) a.pending.finish = FinishReason::Stop;
+    else if (num_generated >= a.request.max_tokens) a.pending.finish = FinishReason::Length;
+  }
+
+  // ---- speculation -------------------------------------------------------------------
+
+  bool speculation_on(const Active& a) const {
+    if (!config_.drafter || a.spec_off) return false;
+    return a.request.speculate.value_or(true);
+  }
+
+  // Drafts for every running request whose only pending token is its last sampled one.
+  void propose_drafts() {
+    if (!config_.drafter) return;
+    for (RequestId id : scheduler_.running_ids()) {
+      Active& a = active_.at(id);
+      if (!speculation_on(a) || a.num_drafts > 0 || a.pending.finish != FinishReason::None) continue;
+      if (scheduler_.num_computed(id) != static_cast<int32_t>(a.tokens.size()) - 1) continue;
+      const int32_t generated = static_cast<int32_t>(a.tokens.size()) - a.num_prompt;
+      const int32_t room = std::min(a.request.max_tokens - generated - 1,
+                                    engine_.max_context() - static_cast<int32_t>(a.tokens.size()) - 1);
+      const int32_t k = std::min(choose_k(a), room);
+      if (k <= 0) continue;
+      auto drafts = config_.drafter->propose(id, a.tokens, k);
+      if (drafts.empty()) continue;
+      a.tokens.insert(a.tokens.end(), drafts.begin(), drafts.end());
+      a.num_drafts = static_cast<int32_t>(drafts.size());
+      scheduler_.on_token_appended(id, a.num_drafts);
+    }
+  }
+
+  // Auto-k: maximise expected tokens per unit of step cost, E(k) = (1 − α^{k+1}) / (1 − α)
+  // over cost(k) = 1 + β·k, with α the request's measured per-draft acceptance and β the
+  // measured marginal cost of a verified row.
+  int32_t choose_k(const Active& a) const {
+    const int32_t k_max = a.request.num_speculative_tokens.value_or(config_.num_speculative_tokens);
+    if (!config_.auto_k || a.request.num_speculative_tokens || a.spec.num_drafted < 8) return k_max;
+    const double alpha = std::clamp(static_cast<double>(a.spec.num_accepted) / a.spec.num_drafted, 0.0, 0.99);
+    const double beta = marginal_row_cost();
+    int32_t best = 1;
+    double best_rate = 0;
+    for (int32_t k = 1; k <= k_max; ++k) {
+      const double rate = (1 - std::pow(alpha, k + 1)) / (1 - alpha) / (1 + beta * k);
+      if (rate > best_rate) best_rate = rate, best = k;
+    }
+    return best;
+  }
+
+  // Step-cost model from measured forwards: per-request time of plain decode steps, and of
+  // steps that verify drafts (per verified row beyond the first).
+  void record_step_cost(double seconds, size_t num_requests, bool with_drafts) {
+    const double per_request = seconds / static_cast<double>(std::max<size_t>(1, num_requests));
+    double& ema = with_drafts ? spec_step_cost_ : plain_step_cost_;
+    ema = ema == 0 ? per_request : 0.9 * ema + 0.1 * per_request;
+  }
+  double marginal_row_cost() const {
+    if (plain_step_cost_ <= 0 || spec_step_cost_ <= 0) return 0.1;  // until measured
+    return std::max(0.0, spec_step_cost_ / plain_step_cost_ - 1.0) / std::max(1, config_.num_speculative_tokens);
+  }
+
+  // Verifies the drafted chunk, commits accepted tokens + the bonus token, rolls back the
+  // rest (KV truncated; nothing copied). Returns the number of tokens emitted.
+  uint64_t verify_drafts(const ScheduledChunk& c, Active& a, const model::StepOutput& out, size_t logit_row) {
+    const int32_t committed = c.begin + 1;  // the last sampled token is committed; drafts follow
+    const std::vector<int32_t> drafts(a.tokens.begin() + committed, a.tokens.end());
+    const auto prompt = std::span<const int32_t>(a.tokens.data(), a.num_prompt);
+    const auto generated = std::span<const int32_t>(a.tokens.data() + a.num_prompt, committed - a.num_prompt);
+    const auto result = spec::verify_chain(
+        drafts, [&](size_t i) { return out.logits_row(logit_row + i); }, *a.sampler, prompt, generated);
+    const int32_t num_computed = committed + result.num_accepted;
+    a.tokens.resize(static_cast<size_t>(committed));
+    a.num_drafts = 0;
+    scheduler_.rollback(c.id, committed, std::min(num_computed, committed));
+    kv_.truncate(a.seq, num_computed);
+    // KV is valid for the accepted drafts: the scheduler counts them as computed once appended.
+    uint64_t emitted = 0;
+    for (size_t i = 0; i < result.tokens.size() && a.pending.finish == FinishReason::None; ++i) {
+      if (a.request.logprobs >= 0)
+        a.pending.logprobs.push_back(logprob_of(out.logits_row(logit_row + i), result.tokens[i], a.request.logprobs));
+      emit(c.id, a, result.tokens[i]);
+      if (static_cast<int32_t>(a.tokens.size()) - 1 < num_computed) scheduler_.on_computed(c.id, 1);  // an accepted draft
+      ++emitted;
+    }
+    if (config_.prefix_cache) kv_.register_blocks(a.seq, a.tokens, std::min<int32_t>(num_computed, a.tokens.size()));
+    a.spec.num_drafted += static_cast<int32_t>(drafts.size());
+    a.spec.num_accepted += result.num_accepted;
+    ++a.spec.num_steps;
+    a.pending.spec = a.spec;
+    // Runtime gate (sticky): after enough evidence, stop when the accepted tokens per step no
+    // longer pay for the measured extra cost of verifying them.
+    if (a.spec.num_steps >= 8) {
+      const double accepted_per_step = static_cast<double>(a.spec.num_accepted) / a.spec.num_steps;
+      const double extra_cost = marginal_row_cost() * static_cast<double>(a.spec.num_drafted) / a.spec.num_steps;
+      if (accepted_per_step < extra_cost) switch_off_speculation(a, "acceptance_gate");
+    }
+    std::lock_guard lock(stats_mutex_);
+    stats_.spec_drafted_tokens += drafts.size();
+    stats_.spec_accepted_tokens += static_cast<uint64_t>(result.num_accepted);
+    ++stats_.spec_steps;
+    return emitted;
+  }
+
+  void switch_off_speculation(Active& a, const char* why) {
+    a.spec_off = true;
+    a.spec.stopped_by = why;
+    a.pending.spec = a.spec;
+    std::lock_guard lock(stats_mutex_);
+    ++stats_.spec_gated_requests;
+  }
+
+  void trim_drafts(RequestId id, int32_t n) {
+    Active& a = active_.at(id);
+    a.tokens.resize(a.tokens.size() - static_cast<size_t>(n));
+    a.num_drafts -= n;
+    scheduler_.rollback(id, static_cast<int32_t>(a.tokens.size()),
+                        std::min(scheduler_.num_computed(id), static_cast<int32_t>(a.tokens.size())));
+  }
+  void drop_drafts(RequestId id) {
+    auto it = active_.find(id);
+    if (it != active_.end() && it->second.num_drafts > 0) trim_drafts(id, it->second.num_drafts);
   }
 
   TokenLogprob logprob_of(std::span<const float> logits, int32_t token, int32_t top) {
@@ -265,7 +414,8 @@ class EngineLoop : public KvAllocator {
     a.pending = RequestOutput{};
     out.num_prompt_tokens = a.num_prompt;
     out.num_cached_prompt_tokens = std::max(0, a.num_cached_prompt);
-    out.num_generated_tokens = static_cast<int32_t>(a.tokens.size()) - a.num_prompt;
+    out.num_generated_tokens = static_cast<int32_t>(a.tokens.size()) - a.num_prompt - a.num_drafts;
+    out.spec = a.spec;
     if (a.request.prompt_logprobs && static_cast<int32_t>(a.prompt_logprobs.size()) >= a.num_prompt - 1) {
       out.prompt_logprobs = std::move(a.prompt_logprobs);  // complete: sent once, with this delivery
       a.prompt_logprobs.clear();
@@ -285,6 +435,7 @@ class EngineLoop : public KvAllocator {
   }
 
   void retire(RequestId id, bool cancelled) {
+    if (config_.drafter) config_.drafter->on_finish(id);
     scheduler_.remove(id);
     active_.erase(id);
     std::lock_guard lock(stats_mutex_);
@@ -330,6 +481,14 @@ class EngineLoop : public KvAllocator {
       a.stream = std::move(in.stream);
       a.submitted = in.submitted;
       a.request = std::move(in.request);
+      if (config_.drafter) {
+        a.spec.method = config_.drafter->name();
+        if (!a.request.speculate.value_or(true)) a.spec_off = true;
+        // Prompt-time gate: a model-free drafter only helps on text that repeats itself.
+        else if (config_.model_free_drafter && a.tokens.size() >= 64 &&
+                 spec::trigram_repetition(a.tokens) < config_.min_prompt_repetition)
+          switch_off_speculation(a, "prompt_gate");
+      }
       active_.emplace(in.id, std::move(a));
       scheduler_.add(in.id, active_.at(in.id).num_prompt);
       std::lock_guard lock(stats_mutex_);
@@ -357,6 +516,7 @@ class EngineLoop : public KvAllocator {
   kv::KvCache kv_;
   Scheduler scheduler_;
   std::unordered_map<RequestId, Active> active_;
+  double plain_step_cost_ = 0, spec_step_cost_ = 0;  // EMA seconds per request of a step
 
   std::mutex inbox_mutex_;
   std::condition_variable inbox_ready_;

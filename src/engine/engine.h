@@ -26,6 +26,7 @@
 #include "engine/request.h"
 #include "engine/stats.h"
 #include "model/model.h"
+#include "spec/drafter.h"
 
 namespace tachyon::engine {
 
@@ -37,6 +38,14 @@ struct EngineConfig {
   size_t kv_memory_bytes = size_t{1} << 30;
   int32_t max_context = 0;            // 0: the model's max_position_embeddings
   bool prefix_cache = true;
+
+  // Speculative decoding: `drafter` (owned by the caller, outliving the engine) proposes
+  // up to `num_speculative_tokens` per step for requests in decode; null disables it.
+  spec::Drafter* drafter = nullptr;
+  int32_t num_speculative_tokens = 4;
+  bool auto_k = true;                  // pick k per request from measured acceptance and step cost
+  bool model_free_drafter = false;     // apply the prompt-time repetition gate
+  double min_prompt_repetition = 0.02; // gate: 3-gram repetition below this turns a model-free drafter off
 };
 
 class Engine;

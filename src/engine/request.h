@@ -21,6 +21,20 @@ struct GenerationRequest {
   std::vector<int32_t> stop_token_ids;     // finish with reason "stop" when sampled (EOS ids)
   int32_t logprobs = -1;                   // -1: none; 0: the chosen token's; k > 0: plus the top k
   bool prompt_logprobs = false;            // also report logprobs of prompt tokens 1..n-1
+  std::optional<bool> speculate;           // per-request override of the server's speculation
+  std::optional<int32_t> num_speculative_tokens;  // per-request k (disables auto-k)
+};
+
+// Speculation statistics of one request (reported in `usage`).
+struct SpecUsage {
+  std::string method;          // drafter name, empty when speculation was off
+  int32_t num_drafted = 0;     // draft tokens verified
+  int32_t num_accepted = 0;    // of which accepted
+  int32_t num_steps = 0;       // verification steps
+  std::string stopped_by;      // "", "prompt_gate" or "acceptance_gate"
+  double mean_accepted_length() const {  // tokens emitted per verification step
+    return num_steps ? 1.0 + static_cast<double>(num_accepted) / num_steps : 0.0;
+  }
 };
 
 struct TokenLogprob {
@@ -43,6 +57,7 @@ struct RequestOutput {
   int32_t num_prompt_tokens = 0;
   int32_t num_cached_prompt_tokens = 0;       // prompt tokens served from the prefix cache
   int32_t num_generated_tokens = 0;           // total so far
+  SpecUsage spec;                             // totals so far
 };
 
 }  // namespace tachyon::engine

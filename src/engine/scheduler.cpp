@@ -62,6 +62,19 @@ void Scheduler::on_token_appended(RequestId id, int32_t count) {
   e->num_tokens += count;
 }
 
+void Scheduler::rollback(RequestId id, int32_t num_tokens, int32_t num_computed) {
+  Entry* e = find(id);
+  TACHYON_CHECK(e && num_computed <= num_tokens && num_computed >= 0, "bad rollback of request {}", id);
+  e->num_tokens = num_tokens;
+  e->num_computed = e->started ? num_computed : 0;
+}
+
+std::vector<RequestId> Scheduler::running_ids() const {
+  std::vector<RequestId> ids;
+  for (const auto& e : running_) ids.push_back(e.id);
+  return ids;
+}
+
 void Scheduler::preempt(Entry& e, StepPlan& plan) {
   kv_.end_sequence(e.id);
   e.started = false;

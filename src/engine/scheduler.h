@@ -66,6 +66,11 @@ class Scheduler {
   void on_computed(RequestId id, int32_t count);
   void on_token_appended(RequestId id, int32_t count = 1);
 
+  // Speculation rollback: the request now has `num_tokens` tokens of which `num_computed`
+  // have valid KV (the engine truncates the KV itself).
+  void rollback(RequestId id, int32_t num_tokens, int32_t num_computed);
+  std::vector<RequestId> running_ids() const;
+
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int32_t num_computed(RequestId id) const;

@@ -1,0 +1,97 @@
+#include "spec/draft_model.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <unordered_map>
+
+#include "base/error.h"
+#include "base/json.h"
+#include "kv/kv_cache.h"
+
+namespace tachyon::spec {
+
+namespace {
+
+class DraftModelDrafter final : public Drafter {
+ public:
+  DraftModelDrafter(std::unique_ptr<model::Model> model, const DraftModelConfig& config)
+      : model_(std::move(model)), kv_(model_->backend(), model_->kv_layout(config.num_blocks, config.block_size)) {}
+
+  ~DraftModelDrafter() override {
+    for (auto& [key, s] : states_) kv_.remove_sequence(s.seq);
+  }
+
+  std::string name() const override { return "draft"; }
+
+  std::vector<int32_t> propose(RequestKey request, std::span<const int32_t> tokens, int32_t k) override {
+    if (k <= 0 || tokens.empty()) return {};
+    auto it = states_.find(request);
+    if (it == states_.end()) it = states_.emplace(request, State{kv_.add_sequence(), 0, {}}).first;
+    State& s = it->second;
+    // KV holds tokens[0, synced) followed by s.tail (last proposal's drafts): keep the part
+    // that the committed tokens confirm.
+    int32_t valid = std::min<int32_t>(s.synced, static_cast<int32_t>(tokens.size()));
+    for (size_t i = 0; i < s.tail.size() && valid == s.synced + static_cast<int32_t>(i) &&
+                       valid < static_cast<int32_t>(tokens.size()) && tokens[valid] == s.tail[i];
+         ++i)
+      ++valid;
+    valid = std::min(valid, static_cast<int32_t>(tokens.size()) - 1);  // always feed >= 1 token
+    kv_.truncate(s.seq, std::min(valid, kv_.num_tokens(s.seq)));
+    s.tail.clear();
+    std::vector<int32_t> drafts;
+    std::span<const int32_t> feed = tokens.subspan(static_cast<size_t>(valid));
+    int32_t position = valid;
+    int32_t last = 0;
+    for (int32_t i = 0; i < k; ++i) {
+      if (!kv_.reserve(s.seq, position + static_cast<int32_t>(feed.size()))) break;  // pool full: draft less
+      model::Batch batch;
+      batch.add(s.seq, feed, position, model::LogitRows::Last);
+      const auto out = model_->forward(batch, kv_);
+      position += static_cast<int32_t>(feed.size());
+      const auto logits = out.logits_row(0);
+      last = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      drafts.push_back(last);
+      feed = std::span<const int32_t>(&last, 1);
+    }
+    s.synced = static_cast<int32_t>(tokens.size());
+    if (!drafts.empty()) s.tail.assign(drafts.begin(), drafts.end() - 1);  // the last draft has no KV yet
+    kv_.truncate(s.seq, std::min(kv_.num_tokens(s.seq), s.synced + static_cast<int32_t>(s.tail.size())));
+    return drafts;
+  }
+
+  void on_finish(RequestKey request) override {
+    auto it = states_.find(request);
+    if (it == states_.end()) return;
+    kv_.remove_sequence(it->second.seq);
+    states_.erase(it);
+  }
+
+ private:
+  struct State {
+    kv::SeqId seq;
+    int32_t synced;              // tokens[0, synced) have KV
+    std::vector<int32_t> tail;   // then these drafts
+  };
+  std::unique_ptr<model::Model> model_;
+  kv::KvCache kv_;
+  std::unordered_map<RequestKey, State> states_;
+};
+
+}  // namespace
+
+std::unique_ptr<Drafter> make_draft_model_drafter(const std::string& drafter_dir, const std::string& target_dir,
+                                                  const model::Model& target, kernels::Backend& backend,
+                                                  const DraftModelConfig& config) {
+  namespace fs = std::filesystem;
+  auto drafter = model::load_model(drafter_dir, backend);
+  if (drafter->config().vocab_size != target.config().vocab_size)
+    throw Error("drafter {}: vocab_size {} differs from the target's {}: the tokenizers are not compatible", drafter_dir,
+                drafter->config().vocab_size, target.config().vocab_size);
+  const fs::path own = fs::path(drafter_dir) / "tokenizer.json", parent = fs::path(target_dir) / "tokenizer.json";
+  if (fs::exists(own) && fs::exists(parent) && read_file(own.string()) != read_file(parent.string()))
+    throw Error("drafter {}: its tokenizer.json differs from the target's: the tokenizers are not compatible",
+                drafter_dir);
+  return std::make_unique<DraftModelDrafter>(std::move(drafter), config);
+}
+
+}  // namespace tachyon::spec

@@ -1,0 +1,32 @@
+// A drafter proposes tokens that the target model will likely produce next; the target then
+// verifies them all in one forward (spec/verify.h). Drafters never change what is generated,
+// only how fast: acceptance is exact at temperature 0 and distribution-preserving above.
+//
+//   auto drafter = make_ngram_drafter({});
+//   std::vector<int32_t> draft = drafter->propose(request_id, committed_tokens, /*k=*/4);
+//   ... verify ...
+//   drafter->on_finish(request_id);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tachyon::spec {
+
+using RequestKey = uint64_t;
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual std::string name() const = 0;
+  // Up to k tokens that may follow `tokens` (the request's committed prompt + output).
+  // Chains only for now (a chain is a one-branch tree). May return fewer, or none.
+  virtual std::vector<int32_t> propose(RequestKey request, std::span<const int32_t> tokens, int32_t k) = 0;
+  // The request ended: drop any per-request state.
+  virtual void on_finish(RequestKey request) {}
+};
+
+}  // namespace tachyon::spec

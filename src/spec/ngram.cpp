@@ -1,0 +1,54 @@
+#include "spec/ngram.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace tachyon::spec {
+
+std::vector<int32_t> ngram_propose(std::span<const int32_t> tokens, int32_t k, const NgramConfig& config) {
+  const int64_t size = static_cast<int64_t>(tokens.size());
+  for (int32_t n = config.max_n; n >= config.min_n; --n) {
+    if (size <= n) continue;
+    const auto pattern = tokens.subspan(static_cast<size_t>(size - n));
+    const int64_t stop = std::max<int64_t>(0, size - n - config.max_lookback);
+    // Most recent earlier occurrence that has at least one token after it.
+    for (int64_t start = size - n - 1; start >= stop; --start) {
+      if (!std::equal(pattern.begin(), pattern.end(), tokens.begin() + start)) continue;
+      const int64_t from = start + n, to = std::min(size, from + k);
+      return {tokens.begin() + from, tokens.begin() + to};
+    }
+  }
+  return {};
+}
+
+double trigram_repetition(std::span<const int32_t> tokens) {
+  if (tokens.size() < 4) return 0.0;
+  std::unordered_set<uint64_t> seen;
+  size_t repeats = 0, total = 0;
+  for (size_t i = 0; i + 3 <= tokens.size(); ++i) {
+    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(tokens[i])) * 0x9e3779b97f4a7c15ull) ^
+                         (static_cast<uint64_t>(static_cast<uint32_t>(tokens[i + 1])) << 21) ^
+                         static_cast<uint64_t>(static_cast<uint32_t>(tokens[i + 2])) * 0xff51afd7ed558ccdull;
+    repeats += !seen.insert(key).second;
+    ++total;
+  }
+  return static_cast<double>(repeats) / static_cast<double>(total);
+}
+
+namespace {
+class NgramDrafter final : public Drafter {
+ public:
+  explicit NgramDrafter(const NgramConfig& c) : config_(c) {}
+  std::string name() const override { return "ngram"; }
+  std::vector<int32_t> propose(RequestKey, std::span<const int32_t> tokens, int32_t k) override {
+    return ngram_propose(tokens, k, config_);
+  }
+
+ private:
+  NgramConfig config_;
+};
+}  // namespace
+
+std::unique_ptr<Drafter> make_ngram_drafter(const NgramConfig& config) { return std::make_unique<NgramDrafter>(config); }
+
+}  // namespace tachyon::spec

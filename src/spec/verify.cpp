@@ -1,0 +1,49 @@
+#include "spec/verify.h"
+
+namespace tachyon::spec {
+
+bool exact_accept(const std::vector<sampling::Candidate>& p, int32_t draft, double u) {
+  for (const auto& c : p)
+    if (c.id == draft) return u < c.p;
+  return false;  // outside the truncated support: probability 0
+}
+
+VerifyResult verify_chain(std::span<const int32_t> drafts, const LogitsRow& row, sampling::Sampler& sampler,
+                          std::span<const int32_t> prompt, std::span<const int32_t> generated,
+                          const AcceptRule& accept) {
+  VerifyResult result;
+  const auto& params = sampler.params();
+  std::vector<int32_t> history(generated.begin(), generated.end());
+  std::vector<float> logits;
+  for (size_t i = 0; i <= drafts.size(); ++i) {
+    const auto raw = row(i);
+    logits.assign(raw.begin(), raw.end());
+    sampling::apply_processors(params, {prompt, history}, logits);
+    if (params.greedy()) {
+      const int32_t best = sampling::argmax(logits);
+      result.tokens.push_back(best);
+      if (i == drafts.size() || best != drafts[i]) return result;
+    } else {
+      auto p = sampling::distribution(params, logits);
+      if (i == drafts.size()) {
+        result.tokens.push_back(sampler.draw(p));
+        return result;
+      }
+      if (!accept(p, drafts[i], sampler.uniform())) {
+        // Residual distribution: p with the rejected draft removed, renormalised.
+        std::erase_if(p, [&](const sampling::Candidate& c) { return c.id == drafts[i]; });
+        double total = 0;
+        for (const auto& c : p) total += c.p;
+        for (auto& c : p) c.p = static_cast<float>(c.p / total);
+        result.tokens.push_back(p.empty() ? drafts[i] : sampler.draw(p));
+        return result;
+      }
+      result.tokens.push_back(drafts[i]);
+    }
+    ++result.num_accepted;
+    history.push_back(drafts[i]);
+  }
+  return result;
+}
+
+}  // namespace tachyon::spec

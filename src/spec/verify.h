@@ -1,0 +1,40 @@
+// Verification of a drafted chain against the target's logits from one forward over
+// [last committed token, d1, ..., dm]: row i holds the target's logits after d1..di.
+//
+// Temperature 0: accept while argmax(row i) == d(i+1); the first mismatch's argmax (or, when
+// all m are accepted, row m's argmax) is the bonus token. Output is identical to plain
+// greedy decoding.
+// Temperature > 0: rejection sampling (Leviathan et al. 2023; Chen et al. 2023) with a
+// one-hot proposal q = δ(d): accept d with probability p(d); on rejection sample from the
+// residual max(p − q, 0) ∝ p without d. The emitted tokens have exactly the target
+// distribution.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "sampling/sampler.h"
+
+namespace tachyon::spec {
+
+struct VerifyResult {
+  std::vector<int32_t> tokens;  // accepted drafts then the bonus/correction token (1..m+1 tokens)
+  int32_t num_accepted = 0;     // drafts accepted
+};
+
+// `row(i)` returns the raw logits of row i (i = 0..drafts.size()); rows are copied before the
+// request's processors (penalties see the accepted drafts as generated history).
+using LogitsRow = std::function<std::span<const float>(size_t)>;
+
+// The acceptance decision for one draft token given the processed target distribution;
+// replaceable only so that tests can show a broken rule is detected.
+using AcceptRule = std::function<bool(const std::vector<sampling::Candidate>& p, int32_t draft, double u)>;
+bool exact_accept(const std::vector<sampling::Candidate>& p, int32_t draft, double u);
+
+VerifyResult verify_chain(std::span<const int32_t> drafts, const LogitsRow& row, sampling::Sampler& sampler,
+                          std::span<const int32_t> prompt, std::span<const int32_t> generated,
+                          const AcceptRule& accept = exact_accept);
+
+}  // namespace tachyon::spec

@@ -1,0 +1,148 @@
+// Speculative decoding inside the engine. At temperature 0 the generated tokens are
+// identical with speculation off and with every drafter on, alone and in a concurrent batch
+// (DESIGN.md "Speculation" invariant). Above 0 a two-sample chi-square test cannot tell
+// speculative from plain sampling.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include "../spec/chi_square.h"
+#include "engine/engine.h"
+#include "io/safetensors.h"
+#include "kernels/backend.h"
+#include "model/model.h"
+#include "spec/draft_model.h"
+#include "spec/ngram.h"
+
+namespace tachyon::engine {
+namespace {
+
+const std::string kDemo = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo";
+
+struct Demo {
+  std::unique_ptr<kernels::Backend> backend = kernels::make_backend("cpu");
+  std::unique_ptr<model::Model> model = model::load_model(kDemo, *backend);
+};
+Demo& demo() {
+  static Demo d;
+  return d;
+}
+
+// 50 prompts: real code/chat token ids from the demo's golden file, spliced with random ids
+// and repeated spans so that prompt lookup finds matches on some and none on others.
+std::vector<std::vector<int32_t>> prompts() {
+  const auto golden = io::Checkpoint::open_file(kDemo + "/golden.safetensors");
+  auto ids = [&](const std::string& name) {
+    const auto& t = golden.get(name);
+    const auto* p = static_cast<const int64_t*>(t.data);
+    return std::vector<int32_t>(p, p + t.num_elements());
+  };
+  const auto code = ids("code.input_ids"), chat = ids("chat.input_ids");
+  std::mt19937 rng(5);
+  std::vector<std::vector<int32_t>> out;
+  for (int i = 0; i < 50; ++i) {
+    std::vector<int32_t> p = (i % 2) ? chat : code;
+    for (int j = 0; j < i % 7; ++j) p.push_back(static_cast<int32_t>(rng() % 8000));
+    if (i % 3 == 0) p.insert(p.end(), p.begin(), p.begin() + static_cast<long>(p.size() / 2));  // repetition
+    out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<std::vector<int32_t>> run_all(const std::vector<std::vector<int32_t>>& ps, EngineConfig config,
+                                          int32_t max_tokens, SpecUsage* usage_total = nullptr) {
+  Engine engine(*demo().model, config);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  std::vector<std::vector<int32_t>> outs(ps.size());
+  auto collect = [&](size_t i) {
+    for (;;) {
+      auto o = streams[i]->next(std::chrono::seconds(300));
+      EXPECT_TRUE(o.has_value());
+      if (!o) return;
+      outs[i].insert(outs[i].end(), o->tokens.begin(), o->tokens.end());
+      if (o->finish != FinishReason::None) {
+        if (usage_total) {
+          usage_total->num_drafted += o->spec.num_drafted;
+          usage_total->num_accepted += o->spec.num_accepted;
+          usage_total->num_steps += o->spec.num_steps;
+        }
+        return;
+      }
+    }
+  };
+  for (size_t i = 0; i < ps.size(); ++i) {
+    GenerationRequest r;
+    r.prompt = ps[i];
+    r.sampling.temperature = 0;
+    r.max_tokens = max_tokens;
+    streams.push_back(engine.submit(r));
+    if (config.max_concurrent == 1) collect(i);  // alone: one at a time
+  }
+  if (config.max_concurrent > 1)
+    for (size_t i = 0; i < ps.size(); ++i) collect(i);
+  return outs;
+}
+
+TEST(SpeculativeEngine, GreedyOutputIsIdenticalWithEveryDrafterAloneAndBatched) {
+  const auto ps = prompts();
+  const auto plain = run_all(ps, {.max_concurrent = 16, .num_blocks = 1024}, 128);
+  auto ngram = spec::make_ngram_drafter({});
+  auto draft = spec::make_draft_model_drafter(kDemo + "/drafter", kDemo, *demo().model, *demo().backend);
+  for (auto [name, drafter] : {std::pair{"ngram", ngram.get()}, std::pair{"draft", draft.get()}}) {
+    for (int32_t concurrent : {1, 16}) {
+      SpecUsage usage;
+      EngineConfig config{.max_concurrent = concurrent, .num_blocks = 1024};
+      config.drafter = drafter;
+      const auto outs = run_all(ps, config, 128, &usage);
+      for (size_t i = 0; i < ps.size(); ++i)
+        ASSERT_EQ(outs[i], plain[i]) << name << " concurrent=" << concurrent << " prompt " << i;
+      EXPECT_GT(usage.num_accepted, 0) << name << ": speculation never accepted anything";
+      std::printf("%s, concurrency %d: %d drafted, %d accepted, mean accepted length %.2f\n", name, concurrent,
+                  usage.num_drafted, usage.num_accepted, usage.mean_accepted_length());
+    }
+  }
+}
+
+TEST(SpeculativeEngine, SamplingDistributionIsUnchangedByDrafting) {
+  // A tiny model whose own greedy drafts are often accepted at temperature 1, top-k 4.
+  const std::string tiny = std::string(TACHYON_SOURCE_DIR) + "/tests/fixtures/hf/qwen3";
+  auto backend = kernels::make_backend("cpu");
+  auto model = model::load_model(tiny, *backend);
+  auto drafter = spec::make_draft_model_drafter(tiny, tiny, *model, *backend);
+  std::map<std::vector<int32_t>, long> counts[2];
+  const int samples = 3000;
+  for (int with_spec = 0; with_spec < 2; ++with_spec) {
+    EngineConfig config{.max_concurrent = 32, .num_blocks = 1024, .prefix_cache = true};
+    if (with_spec) config.drafter = drafter.get();
+    config.num_speculative_tokens = 2;
+    Engine engine(*model, config);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (int s = 0; s < samples; ++s) {
+      GenerationRequest r;
+      r.prompt = {17, 101, 5, 233, 42};
+      r.sampling.temperature = 1.0f;
+      r.sampling.top_k = 4;
+      r.sampling.seed = static_cast<uint64_t>(s + 1000 * with_spec);
+      r.max_tokens = 3;
+      streams.push_back(engine.submit(r));
+    }
+    for (auto& st : streams) {
+      std::vector<int32_t> toks;
+      for (;;) {
+        auto o = st->next(std::chrono::seconds(120));
+        ASSERT_TRUE(o.has_value());
+        toks.insert(toks.end(), o->tokens.begin(), o->tokens.end());
+        if (o->finish != FinishReason::None) break;
+      }
+      ++counts[with_spec][toks];
+    }
+  }
+  const double p = testing::homogeneity_p(counts[0], counts[1]);
+  std::printf("first-3-token outcomes: %zu plain, %zu speculative; homogeneity p = %.3f\n", counts[0].size(),
+              counts[1].size(), p);
+  EXPECT_GT(p, 0.01);
+}
+
+}  // namespace
+}  // namespace tachyon::engine

@@ -1,0 +1,108 @@
+// Speculative verification: exact at temperature 0, distribution-exact above it (a
+// chi-square test cannot tell it from plain sampling), and a broken rule is caught.
+#include "spec/verify.h"
+
+#include <gtest/gtest.h>
+
+#include "chi_square.h"
+#include "spec/ngram.h"
+
+namespace tachyon::spec {
+namespace {
+
+// Logits rows of a fixed "target": row i's distribution depends on i only.
+const std::vector<std::vector<float>> kRows = {
+    {2.0f, 1.5f, 0.3f, -0.5f, 0.0f, -2.0f},
+    {0.1f, 2.5f, 1.0f, 0.2f, -1.0f, 0.0f},
+    {1.0f, 0.0f, 1.0f, 0.5f, 0.5f, -3.0f},
+};
+
+std::vector<double> softmax(const std::vector<float>& l) {
+  std::vector<double> p(l.size());
+  double mx = *std::max_element(l.begin(), l.end()), s = 0;
+  for (size_t i = 0; i < l.size(); ++i) s += (p[i] = std::exp(l[i] - mx));
+  for (auto& x : p) x /= s;
+  return p;
+}
+
+LogitsRow rows() {
+  return [](size_t i) { return std::span<const float>(kRows[i]); };
+}
+
+TEST(Verify, GreedyAcceptsWhileArgmaxMatchesThenCorrects) {
+  sampling::SamplingParams p;
+  p.temperature = 0;
+  sampling::Sampler s(p);
+  // argmaxes: row0 -> 0, row1 -> 1, row2 -> 0 (tie 0/2: lowest id)
+  auto r = verify_chain(std::vector<int32_t>{0, 1}, rows(), s, {}, {});
+  EXPECT_EQ(r.num_accepted, 2);
+  EXPECT_EQ(r.tokens, (std::vector<int32_t>{0, 1, 0}));  // bonus from row 2
+  r = verify_chain(std::vector<int32_t>{0, 3}, rows(), s, {}, {});
+  EXPECT_EQ(r.num_accepted, 1);
+  EXPECT_EQ(r.tokens, (std::vector<int32_t>{0, 1}));  // correction from row 1
+  r = verify_chain(std::vector<int32_t>{4, 1}, rows(), s, {}, {});
+  EXPECT_EQ(r.num_accepted, 0);
+  EXPECT_EQ(r.tokens, (std::vector<int32_t>{0}));
+}
+
+// The first emitted token must follow row 0's distribution whatever the draft; the second
+// (when the first equals the first draft) row 1's.
+void check_distribution(const AcceptRule& rule, double* p_first, double* p_second) {
+  sampling::SamplingParams params;
+  params.temperature = 1.0f;
+  params.seed = 1234;
+  sampling::Sampler sampler(params);
+  std::vector<long> first(6, 0), second(6, 0);
+  const int n = 40000;
+  for (int i = 0; i < n; ++i) {
+    // Drafts: token 1 (row 0's second-best) then token 2.
+    auto r = verify_chain(std::vector<int32_t>{1, 2}, rows(), sampler, {}, {}, rule);
+    ++first[r.tokens[0]];
+    if (r.tokens[0] == 1 && r.tokens.size() > 1) ++second[r.tokens[1]];
+  }
+  *p_first = testing::goodness_of_fit_p(first, softmax(kRows[0]));
+  *p_second = testing::goodness_of_fit_p(second, softmax(kRows[1]));
+}
+
+TEST(Verify, RejectionSamplingPreservesTheTargetDistribution) {
+  double p1, p2;
+  check_distribution(exact_accept, &p1, &p2);
+  EXPECT_GT(p1, 0.01);
+  EXPECT_GT(p2, 0.01);
+}
+
+TEST(Verify, ABrokenAcceptanceRuleIsDetected) {
+  double p1, p2;
+  // Accepting every draft (ignoring p) makes the first token always the draft.
+  check_distribution([](const auto&, int32_t, double) { return true; }, &p1, &p2);
+  EXPECT_LT(p1, 1e-6);
+  // Accepting with probability sqrt(p) instead of p is subtler, and still detected.
+  check_distribution(
+      [](const std::vector<sampling::Candidate>& p, int32_t d, double u) {
+        for (const auto& c : p)
+          if (c.id == d) return u < std::sqrt(c.p);
+        return false;
+      },
+      &p1, &p2);
+  EXPECT_LT(p1, 1e-6);
+}
+
+TEST(Ngram, ProposesWhatFollowedTheMostRecentMatch) {
+  const std::vector<int32_t> t = {1, 2, 3, 4, 5, 9, 1, 2, 3, 7, 8, 6, 1, 2, 3};
+  EXPECT_EQ(ngram_propose(t, 3, {}), (std::vector<int32_t>{7, 8, 6}));  // the later match wins
+  EXPECT_EQ(ngram_propose(t, 1, {}), (std::vector<int32_t>{7}));
+  EXPECT_TRUE(ngram_propose(std::vector<int32_t>{1, 2, 3, 4}, 3, {}).empty());
+  const std::vector<int32_t> tail_match = {5, 6, 7, 5, 6};
+  EXPECT_EQ(ngram_propose(tail_match, 5, {}), (std::vector<int32_t>{7, 5, 6}));  // stops at the end
+}
+
+TEST(Ngram, TrigramRepetitionScoresRepeatedText) {
+  std::vector<int32_t> novel(100), repeated;
+  for (int i = 0; i < 100; ++i) novel[i] = i;
+  for (int i = 0; i < 100; ++i) repeated.push_back(i % 10);
+  EXPECT_EQ(trigram_repetition(novel), 0.0);
+  EXPECT_GT(trigram_repetition(repeated), 0.8);
+}
+
+}  // namespace
+}  // namespace tachyon::spec
