@@ -12,6 +12,9 @@ using Command = std::function<int()>;
 Command add_logits_command(CLI::App& app);
 Command add_run_command(CLI::App& app);
 Command add_info_command(CLI::App& app);
+#ifdef TACHYON_HAVE_SERVER
+Command add_serve_command(CLI::App& app);
+#endif
 
 // "1,2,3" -> {1, 2, 3}; throws tachyon::Error naming the bad entry.
 std::vector<int32_t> parse_id_list(const std::string& text);

@@ -1,6 +1,5 @@
 #include "cli/generate.h"
 
-#include <algorithm>
 #include <filesystem>
 
 #include "base/error.h"
@@ -13,12 +12,11 @@
 
 namespace tachyon::cli {
 
-Generator::Generator(model::Model& model, const std::string& model_dir, int32_t max_context)
-    : model_(model), model_dir_(model_dir) {
-  const int32_t block_size = 16;
-  kv_ = std::make_unique<kv::KvCache>(model.backend(), model.kv_layout((max_context + block_size - 1) / block_size, block_size));
-  eos_ids_ = io::load_generation_config(model_dir).eos_token_ids;
-  if (eos_ids_.empty()) eos_ids_ = model.config().eos_token_ids;
+Generator::Generator(model::Model& model, const std::string& model_dir, const engine::EngineConfig& config)
+    : model_dir_(model_dir), engine_(std::make_unique<engine::Engine>(model, config)) {
+  for (int64_t id : io::load_generation_config(model_dir).eos_token_ids) eos_ids_.push_back(static_cast<int32_t>(id));
+  if (eos_ids_.empty())
+    for (int64_t id : model.config().eos_token_ids) eos_ids_.push_back(static_cast<int32_t>(id));
 #ifdef TACHYON_HAVE_TOKENIZER
   if (std::filesystem::exists(std::filesystem::path(model_dir) / "tokenizer.json"))
     tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_model_dir(model_dir));
@@ -36,45 +34,43 @@ std::vector<int32_t> Generator::encode(const std::string& text) const {
 
 GenerateResult Generator::generate(const std::vector<int32_t>& prompt, const sampling::SamplingParams& params,
                                    int max_tokens, const std::function<void(int32_t, const std::string&)>& on_token) {
-  if (prompt.empty()) throw Error("the prompt is empty");
-  const int32_t capacity = static_cast<int32_t>(kv_->layout().num_blocks) * kv_->layout().block_size;
-  if (static_cast<int32_t>(prompt.size()) + max_tokens > capacity)
-    throw Error("prompt ({} tokens) + max tokens ({}) exceed the context of {} tokens", prompt.size(), max_tokens, capacity);
-  sampling::Sampler sampler(params);
-  GenerateResult result{{}, "length"};
-  const auto seq = kv_->add_sequence();
+  engine::GenerationRequest request;
+  request.prompt = prompt;
+  request.sampling = params;
+  request.max_tokens = max_tokens;
+  request.stop_token_ids = eos_ids_;
+  auto stream = engine_->submit(std::move(request));
 #ifdef TACHYON_HAVE_TOKENIZER
   std::unique_ptr<tokenizer::StreamingDecoder> detok;
   if (tokenizer_) detok = std::make_unique<tokenizer::StreamingDecoder>(*tokenizer_, true);
 #endif
-  std::vector<int32_t> feed = prompt;
-  int32_t position = 0;
-  try {
-    for (int i = 0; i < max_tokens; ++i) {
-      kv_->reserve(seq, position + static_cast<int32_t>(feed.size()));
-      model::Batch batch;
-      batch.add(seq, feed, position, model::LogitRows::Last);
-      auto out = model_.forward(batch, *kv_);
-      position += static_cast<int32_t>(feed.size());
-      const int32_t token = sampler.sample(out.logits, {prompt, result.tokens});
+  GenerateResult result;
+  for (;;) {
+    auto out = stream->next(std::chrono::minutes(10));
+    if (!out) throw Error("generation stalled for 10 minutes");
+    for (int32_t token : out->tokens) {
       result.tokens.push_back(token);
       const bool eos = std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end();
+      if (eos) continue;
       std::string text;
 #ifdef TACHYON_HAVE_TOKENIZER
       if (detok) text = detok->push(token);
 #endif
-      if (!eos) on_token(token, text);
-      if (eos) {
-        result.stop_reason = "eos";
-        break;
-      }
-      feed = {token};
+      on_token(token, text);
     }
-  } catch (...) {
-    kv_->remove_sequence(seq);
-    throw;
+    if (out->finish != engine::FinishReason::None) {
+      result.stop_reason = engine::finish_reason_name(out->finish);
+      result.spec = out->spec;
+      if (out->finish == engine::FinishReason::Error) throw Error("generation failed: {}", out->error);
+      break;
+    }
   }
-  kv_->remove_sequence(seq);
+#ifdef TACHYON_HAVE_TOKENIZER
+  if (detok) {
+    const std::string rest = detok->flush();
+    if (!rest.empty()) on_token(-1, rest);
+  }
+#endif
   return result;
 }
 

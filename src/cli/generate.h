@@ -1,6 +1,6 @@
-// A single-sequence generation loop for the terminal commands: prefill, then sample and
-// decode one token per forward until max_tokens or an end-of-sequence token. (The server's
-// engine batches many sequences; this is the one-user path.)
+// Terminal generation for `tachyon run`: one request at a time through the same engine the
+// server uses (so speculation, prefix caching and the exact sampling path are the same),
+// with text streamed through the tokenizer's streaming decoder.
 #pragma once
 
 #include <functional>
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
 
@@ -19,12 +20,13 @@ namespace tachyon::cli {
 
 struct GenerateResult {
   std::vector<int32_t> tokens;
-  std::string stop_reason;  // "eos" | "length"
+  std::string stop_reason;  // "stop" | "length" | ...
+  engine::SpecUsage spec;
 };
 
 class Generator {
  public:
-  Generator(model::Model& model, const std::string& model_dir, int32_t max_context);
+  Generator(model::Model& model, const std::string& model_dir, const engine::EngineConfig& config);
   ~Generator();
 
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
@@ -35,11 +37,10 @@ class Generator {
                           const std::function<void(int32_t, const std::string&)>& on_token);
 
  private:
-  model::Model& model_;
   std::string model_dir_;
-  std::unique_ptr<kv::KvCache> kv_;
+  std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
-  std::vector<int64_t> eos_ids_;
+  std::vector<int32_t> eos_ids_;
 };
 
 }  // namespace tachyon::cli

@@ -20,6 +20,9 @@ int main(int argc, char** argv) {
   add(tachyon::cli::add_run_command);
   add(tachyon::cli::add_logits_command);
   add(tachyon::cli::add_info_command);
+#ifdef TACHYON_HAVE_SERVER
+  add(tachyon::cli::add_serve_command);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

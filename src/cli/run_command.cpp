@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "cli/generate.h"
+#include "cli/spec_options.h"
 #include "io/config.h"
 #include "kernels/backend.h"
 #include "model/model.h"
@@ -24,6 +25,7 @@ struct RunOptions {
   sampling::SamplingParams sampling;
   uint64_t seed = 0;
   bool show_ids = false;
+  SpecOptions spec;
 };
 
 }  // namespace
@@ -44,6 +46,7 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("--seed", opt->seed, "RNG seed (same seed, same output)");
   cmd->add_option("--device", opt->device, "cpu");
   cmd->add_flag("--show-ids", opt->show_ids, "Print token ids instead of text");
+  opt->spec.add_to(*cmd);
   return [opt, cmd] {
     // A single positional that is not a directory is the prompt for the default model.
     if (!opt->model_dir.empty() && !std::filesystem::is_directory(opt->model_dir) && opt->prompt.empty()) {
@@ -55,20 +58,28 @@ Command add_run_command(CLI::App& app) {
     auto backend = kernels::make_backend(opt->device);
     auto model = model::load_model(opt->model_dir, *backend);
     opt->sampling.validate(model->config().vocab_size);
-    Generator gen(*model, opt->model_dir, opt->max_tokens + 4096);
+    engine::EngineConfig config;
+    config.max_concurrent = 1;
+    auto drafter = opt->spec.apply(opt->model_dir, *model, *backend, config);
+    Generator gen(*model, opt->model_dir, config);
     const bool text_out = gen.has_tokenizer() && !opt->show_ids;
 
     auto complete = [&](const std::vector<int32_t>& prompt_ids) {
       const auto start = std::chrono::steady_clock::now();
       auto result = gen.generate(prompt_ids, opt->sampling, opt->max_tokens, [&](int32_t id, const std::string& text) {
         if (text_out) std::fputs(text.c_str(), stdout);
-        else std::printf("%d ", id);
+        else if (id >= 0) std::printf("%d ", id);
         std::fflush(stdout);
       });
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::printf("\n");
-      std::fprintf(stderr, "[%zu prompt tokens, %zu generated, %.1f tok/s, stop: %s]\n", prompt_ids.size(),
+      std::fprintf(stderr, "[%zu prompt tokens, %zu generated, %.1f tok/s, stop: %s", prompt_ids.size(),
                    result.tokens.size(), static_cast<double>(result.tokens.size()) / secs, result.stop_reason.c_str());
+      if (!result.spec.method.empty())
+        std::fprintf(stderr, ", %s: %d/%d drafts accepted, %.2f tokens/step%s%s", result.spec.method.c_str(),
+                     result.spec.num_accepted, result.spec.num_drafted, result.spec.mean_accepted_length(),
+                     result.spec.stopped_by.empty() ? "" : ", off by ", result.spec.stopped_by.c_str());
+      std::fprintf(stderr, "]\n");
     };
 
     if (!opt->ids.empty()) {

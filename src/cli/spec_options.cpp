@@ -1,0 +1,71 @@
+#include "cli/spec_options.h"
+
+#include <filesystem>
+
+#include "base/error.h"
+#include "base/json.h"
+#include "base/logging.h"
+#include "spec/draft_model.h"
+#include "spec/ngram.h"
+
+namespace tachyon::cli {
+
+void SpecOptions::add_to(CLI::App& cmd) {
+  cmd.add_option("--speculative-config", speculative_config,
+                 R"(JSON: {"method":"ngram|draft|mtp|suffix","num_speculative_tokens":k,"disable_auto_k":false})");
+  cmd.add_option("--drafter", drafter_dir, "Draft model directory (default: MODEL/drafter when present)");
+  cmd.add_flag("--no-pld", no_pld, "Disable prompt-lookup (ngram) speculation");
+  cmd.add_flag("--no-drafter", no_drafter, "Do not load a draft model");
+  cmd.add_flag("--no-mtp", no_mtp, "Do not use the checkpoint's MTP heads");
+}
+
+std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, const model::Model& model,
+                                                  kernels::Backend& backend, engine::EngineConfig& config) const {
+  namespace fs = std::filesystem;
+  std::string method;
+  if (!speculative_config.empty()) {
+    const Json j = parse_json(speculative_config, "--speculative-config");
+    if (!j.is_object()) throw Error("--speculative-config must be a JSON object");
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (it.key() != "method" && it.key() != "num_speculative_tokens" && it.key() != "disable_auto_k")
+        throw Error("--speculative-config: unknown field '{}'", it.key());
+    if (j.contains("method")) {
+      if (!j["method"].is_string()) throw Error("--speculative-config: 'method' must be a string");
+      method = j["method"].get<std::string>();
+    }
+    if (j.contains("num_speculative_tokens")) {
+      if (!j["num_speculative_tokens"].is_number_integer() || j["num_speculative_tokens"].get<int>() < 1 ||
+          j["num_speculative_tokens"].get<int>() > 16)
+        throw Error("--speculative-config: 'num_speculative_tokens' must be an integer in [1, 16]");
+      config.num_speculative_tokens = j["num_speculative_tokens"].get<int32_t>();
+    }
+    if (j.contains("disable_auto_k")) {
+      if (!j["disable_auto_k"].is_boolean()) throw Error("--speculative-config: 'disable_auto_k' must be true or false");
+      config.auto_k = !j["disable_auto_k"].get<bool>();
+    }
+  }
+  const std::string companion = drafter_dir.empty() ? (fs::path(model_dir) / "drafter").string() : drafter_dir;
+  const bool have_companion = fs::exists(fs::path(companion) / "config.json");
+  if (method.empty()) method = (!no_drafter && have_companion) ? "draft" : (no_pld ? "" : "ngram");
+
+  std::unique_ptr<spec::Drafter> drafter;
+  if (method == "draft") {
+    if (no_drafter) throw Error("--speculative-config asks for method 'draft' but --no-drafter was given");
+    if (!have_companion) throw Error("method 'draft': no draft model at {} (give --drafter DIR)", companion);
+    drafter = spec::make_draft_model_drafter(companion, model_dir, model, backend);
+  } else if (method == "ngram") {
+    if (no_pld) throw Error("--speculative-config asks for method 'ngram' but --no-pld was given");
+    drafter = spec::make_ngram_drafter({});
+    config.model_free_drafter = true;
+  } else if (method == "mtp" || method == "suffix") {
+    throw Error("speculative method '{}' is not available in this build yet (available: draft, ngram)", method);
+  } else if (!method.empty()) {
+    throw Error("--speculative-config: unknown method '{}' (ngram, draft, mtp, suffix)", method);
+  }
+  config.drafter = drafter.get();
+  if (drafter) log::info("speculative decoding: {} (k = {}{})", drafter->name(), config.num_speculative_tokens,
+                         config.auto_k ? ", auto" : "");
+  return drafter;
+}
+
+}  // namespace tachyon::cli

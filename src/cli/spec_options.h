@@ -1,0 +1,29 @@
+// Speculative-decoding options shared by `tachyon run` and `tachyon serve`:
+//   --speculative-config '{"method":"ngram|draft|mtp|suffix","num_speculative_tokens":k,"disable_auto_k":false}'
+//   --no-pld  --no-drafter  --no-mtp  --drafter DIR
+// Default: the model's drafter/ companion when present (tokenizer checked), else prompt
+// lookup (ngram) with the prompt-time repetition gate.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "engine/engine.h"
+#include "spec/drafter.h"
+
+namespace tachyon::cli {
+
+struct SpecOptions {
+  std::string speculative_config;  // JSON
+  std::string drafter_dir;
+  bool no_pld = false, no_drafter = false, no_mtp = false;
+
+  void add_to(CLI::App& command);
+  // Builds the drafter (or none) and fills the engine's speculation fields. Throws
+  // tachyon::Error naming a bad option or an incompatible drafter. Logs the choice.
+  std::unique_ptr<spec::Drafter> apply(const std::string& model_dir, const model::Model& model,
+                                       kernels::Backend& backend, engine::EngineConfig& config) const;
+};
+
+}  // namespace tachyon::cli
