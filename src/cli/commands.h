@@ -12,6 +12,8 @@ using Command = std::function<int()>;
 Command add_logits_command(CLI::App& app);
 Command add_run_command(CLI::App& app);
 Command add_info_command(CLI::App& app);
+Command add_template_command(CLI::App& app);
+Command add_parse_command(CLI::App& app);
 #ifdef TACHYON_HAVE_SERVER
 Command add_serve_command(CLI::App& app);
 #endif

@@ -6,6 +6,8 @@
 #include "base/json.h"
 #include "base/logging.h"
 #include "spec/draft_model.h"
+#include "spec/mtp.h"
+#include "model/mtp_head.h"
 #include "spec/ngram.h"
 
 namespace tachyon::cli {
@@ -46,7 +48,12 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
   }
   const std::string companion = drafter_dir.empty() ? (fs::path(model_dir) / "drafter").string() : drafter_dir;
   const bool have_companion = fs::exists(fs::path(companion) / "config.json");
-  if (method.empty()) method = (!no_drafter && have_companion) ? "draft" : (no_pld ? "" : "ngram");
+  // Fail closed: a config that declares MTP heads must carry all of them, whatever drafter
+  // is chosen, unless --no-mtp.
+  std::unique_ptr<model::MtpHead> mtp_head;
+  if (!no_mtp) mtp_head = model::MtpHead::load(model_dir, model.config(), backend);
+  if (method.empty())
+    method = (!no_drafter && have_companion) ? "draft" : (mtp_head ? "mtp" : (no_pld ? "" : "ngram"));
 
   std::unique_ptr<spec::Drafter> drafter;
   if (method == "draft") {
@@ -57,8 +64,13 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
     if (no_pld) throw Error("--speculative-config asks for method 'ngram' but --no-pld was given");
     drafter = spec::make_ngram_drafter({});
     config.model_free_drafter = true;
-  } else if (method == "mtp" || method == "suffix") {
-    throw Error("speculative method '{}' is not available in this build yet (available: draft, ngram)", method);
+  } else if (method == "mtp") {
+    if (no_mtp) throw Error("--speculative-config asks for method 'mtp' but --no-mtp was given");
+    if (!mtp_head) throw Error("method 'mtp': {} declares no MTP heads (mtp_num_hidden_layers)", model_dir);
+    log::info("MTP heads: 1, all {} tensors verified", mtp_head->num_tensors());
+    drafter = spec::make_mtp_drafter(std::move(mtp_head), backend);
+  } else if (method == "suffix") {
+    throw Error("speculative method 'suffix' is not available in this build yet (available: draft, mtp, ngram)");
   } else if (!method.empty()) {
     throw Error("--speculative-config: unknown method '{}' (ngram, draft, mtp, suffix)", method);
   }

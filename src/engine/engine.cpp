@@ -195,8 +195,10 @@ class EngineLoop : public KvAllocator {
         }
         const auto span = std::span<const int32_t>(a.tokens.data() + c.begin, static_cast<size_t>(c.count));
         const bool all_rows = a.num_drafts > 0 || (a.request.prompt_logprobs && c.begin < a.num_prompt);
+        const bool want_hidden = config_.drafter && config_.drafter->wants_hidden() && speculation_on(a);
         batch.add(a.seq, span, c.begin,
-                  all_rows ? model::LogitRows::All : (c.completes ? model::LogitRows::Last : model::LogitRows::None));
+                  all_rows ? model::LogitRows::All : (c.completes ? model::LogitRows::Last : model::LogitRows::None),
+                  want_hidden);
       }
       model::StepOutput out;
       const auto t0 = Clock::now();
@@ -208,16 +210,23 @@ class EngineLoop : public KvAllocator {
         continue;
       }
       record_step_cost(seconds_between(t0, Clock::now()), plan.chunks.size(), any_drafts);
-      size_t logit_row = 0;
+      size_t logit_row = 0, hidden_row = 0;
       uint64_t computed_prompt = 0, generated = 0;
       for (const auto& c : plan.chunks) {
         Active& a = active_.at(c.id);
         computed_prompt += static_cast<uint64_t>(std::max(0, std::min(c.begin + c.count, a.num_prompt) - c.begin));
+        const bool has_hidden = !batch.hidden_rows.empty() && hidden_row < batch.hidden_rows.size() &&
+                                batch.row_seq[batch.hidden_rows[hidden_row]] ==
+                                    static_cast<int32_t>(&c - plan.chunks.data());
+        const float* hidden = has_hidden ? out.hidden.data() + hidden_row * static_cast<size_t>(out.hidden_size) : nullptr;
+        if (has_hidden) hidden_row += static_cast<size_t>(c.count);
         if (a.num_drafts > 0) {
-          generated += verify_drafts(c, a, out, logit_row);
+          generated += verify_drafts(c, a, out, logit_row, hidden);
           logit_row += static_cast<size_t>(c.count);
           continue;
         }
+        if (hidden && a.pending.finish == FinishReason::None)
+          config_.drafter->observe_hidden(c.id, c.begin, {hidden, static_cast<size_t>(c.count * out.hidden_size)}, c.count);
         const bool all_rows = a.request.prompt_logprobs && c.begin < a.num_prompt;
         if (all_rows) {  // logprob of each next prompt token
           for (int32_t r = 0; r < c.count; ++r) {
@@ -321,7 +330,8 @@ class EngineLoop : public KvAllocator {
 
   // Verifies the drafted chunk, commits accepted tokens + the bonus token, rolls back the
   // rest (KV truncated; nothing copied). Returns the number of tokens emitted.
-  uint64_t verify_drafts(const ScheduledChunk& c, Active& a, const model::StepOutput& out, size_t logit_row) {
+  uint64_t verify_drafts(const ScheduledChunk& c, Active& a, const model::StepOutput& out, size_t logit_row,
+                         const float* hidden) {
     const int32_t committed = c.begin + 1;  // the last sampled token is committed; drafts follow
     const std::vector<int32_t> drafts(a.tokens.begin() + committed, a.tokens.end());
     const auto prompt = std::span<const int32_t>(a.tokens.data(), a.num_prompt);
@@ -329,6 +339,10 @@ class EngineLoop : public KvAllocator {
     const auto result = spec::verify_chain(
         drafts, [&](size_t i) { return out.logits_row(logit_row + i); }, *a.sampler, prompt, generated);
     const int32_t num_computed = committed + result.num_accepted;
+    if (hidden) {  // rows of the last committed token and of the accepted drafts are real
+      const int32_t valid = 1 + result.num_accepted;
+      config_.drafter->observe_hidden(c.id, c.begin, {hidden, static_cast<size_t>(valid * out.hidden_size)}, valid);
+    }
     a.tokens.resize(static_cast<size_t>(committed));
     a.num_drafts = 0;
     scheduler_.rollback(c.id, committed, std::min(num_computed, committed));

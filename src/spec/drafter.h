@@ -27,6 +27,13 @@ class Drafter {
   virtual std::vector<int32_t> propose(RequestKey request, std::span<const int32_t> tokens, int32_t k) = 0;
   // The request ended: drop any per-request state.
   virtual void on_finish(RequestKey request) {}
+
+  // Drafters that read the target's hidden states (MTP) say so; the engine then hands them
+  // the last layer's output (before the final norm) of every committed position it computes:
+  // `hidden` is [count, hidden_size] for positions [first_position, first_position + count).
+  virtual bool wants_hidden() const { return false; }
+  virtual void observe_hidden(RequestKey request, int32_t first_position, std::span<const float> hidden,
+                              int32_t count) {}
 };
 
 }  // namespace tachyon::spec

@@ -48,7 +48,10 @@ std::vector<uint8_t> mutate(const std::vector<std::vector<uint8_t>>& corpus, std
         break;
       }
       default:
-        if (!out.empty()) out[rng() % out.size()] = static_cast<uint8_t>("{}[]\":,\\\0\xff 0a"[rng() % 15]);
+        if (!out.empty()) {
+          static constexpr char kInteresting[] = "{}[]\":,\\\0\xff 0a<>|%";
+          out[rng() % out.size()] = static_cast<uint8_t>(kInteresting[rng() % (sizeof(kInteresting) - 1)]);
+        }
         break;
     }
   }

@@ -2,6 +2,8 @@
 // by transformers in float32 from the bf16 shards (MODEL_CARD.md "Golden outputs").
 #include <gtest/gtest.h>
 
+#include "io/config.h"
+#include "model/mtp_head.h"
 #include "model_runner.h"
 
 namespace tachyon::testing {
@@ -25,6 +27,35 @@ TEST(DemoGolden, LogitsHiddenStatesAndGreedyMatchTransformers) {
     EXPECT_LE(relative_error(out.hidden, read_f32(golden, p + ".hidden_prenorm")), 1e-3) << p;
     const auto expected = read_ids(golden, p + ".greedy_tokens");
     EXPECT_EQ(runner.greedy(ids, static_cast<int>(expected.size())).first, expected) << p;
+  }
+}
+
+}  // namespace
+}  // namespace tachyon::testing
+
+namespace tachyon::testing {
+namespace {
+
+// The native MTP head (MODEL_CARD.md "MTP head: layout and exact math") against the golden
+// mtp_logits: inputs are the golden pre-norm hidden states and next tokens, positions 0..T-1.
+TEST(DemoGolden, MtpLogitsMatchTheReference) {
+  auto backend = kernels::make_backend("cpu");
+  const auto config = io::load_model_config(kDemo);
+  auto mtp = model::MtpHead::load(kDemo, config, *backend);
+  ASSERT_NE(mtp, nullptr);
+  EXPECT_EQ(mtp->num_tensors(), 15);
+  kv::KvCache kv(*backend, mtp->kv_layout(16));
+  const auto golden = io::Checkpoint::open_file(kDemo + "/golden.safetensors");
+  for (const std::string p : {"code", "chat"}) {
+    const auto next = read_ids(golden, p + ".mtp_input_ids");
+    const auto hidden = read_f32(golden, p + ".hidden_prenorm");
+    auto seq = kv.add_sequence();
+    kv.reserve(seq, static_cast<int32_t>(next.size()));
+    model::Batch batch;
+    batch.add(seq, next, 0, model::LogitRows::All);
+    const auto out = mtp->forward(batch, hidden, kv);
+    kv.remove_sequence(seq);
+    EXPECT_LE(relative_error(out.logits, read_f32(golden, p + ".mtp_logits")), 1e-3) << p;
   }
 }
 

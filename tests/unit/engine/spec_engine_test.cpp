@@ -13,7 +13,9 @@
 #include "kernels/backend.h"
 #include "model/model.h"
 #include "spec/draft_model.h"
+#include "spec/mtp.h"
 #include "spec/ngram.h"
+#include "model/mtp_head.h"
 
 namespace tachyon::engine {
 namespace {
@@ -89,7 +91,9 @@ TEST(SpeculativeEngine, GreedyOutputIsIdenticalWithEveryDrafterAloneAndBatched) 
   const auto plain = run_all(ps, {.max_concurrent = 16, .num_blocks = 1024}, 128);
   auto ngram = spec::make_ngram_drafter({});
   auto draft = spec::make_draft_model_drafter(kDemo + "/drafter", kDemo, *demo().model, *demo().backend);
-  for (auto [name, drafter] : {std::pair{"ngram", ngram.get()}, std::pair{"draft", draft.get()}}) {
+  auto mtp = spec::make_mtp_drafter(model::MtpHead::load(kDemo, demo().model->config(), *demo().backend), *demo().backend);
+  for (auto [name, drafter] :
+       {std::pair{"ngram", ngram.get()}, std::pair{"draft", draft.get()}, std::pair{"mtp", mtp.get()}}) {
     for (int32_t concurrent : {1, 16}) {
       SpecUsage usage;
       EngineConfig config{.max_concurrent = concurrent, .num_blocks = 1024};

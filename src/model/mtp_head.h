@@ -1,0 +1,46 @@
+// Native multi-token prediction heads, Qwen3-Next / Qwen3.5 layout (`mtp.*` tensors, config
+// `mtp_num_hidden_layers`), as the demo model's MODEL_CARD.md states the math:
+//   e_t = RMSNorm_emb(E[x_{t+1}])          g_t = RMSNorm_hid(h_t)   (h_t: target's last layer, pre final norm)
+//   z_t = W_fc · [e_t ; g_t]               (embedding half first; W_fc [hidden, 2·hidden], no bias)
+//   o_t = DecoderLayer(z_0..z_t)[t]        (own KV cache, RoPE position t)
+//   m_t = E · RMSNorm_mtp(o_t)             (predicts x_{t+2}; E shared with the target, tied)
+// Recursive drafting feeds o_t (pre-norm) back as the next h.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "io/config.h"
+#include "kernels/backend.h"
+#include "kv/kv_cache.h"
+#include "model/batch.h"
+
+namespace tachyon::model {
+
+class MtpHead {
+ public:
+  virtual ~MtpHead() = default;
+
+  // The MTP head of the checkpoint in `dir`, or null when its config declares none. When the
+  // config declares MTP layers, every head tensor is checked (fail closed): a missing or
+  // misshapen one throws tachyon::Error naming it.
+  static std::unique_ptr<MtpHead> load(const std::string& dir, const io::ModelConfig& config,
+                                       kernels::Backend& backend);
+
+  virtual kv::KvLayout kv_layout(int32_t num_blocks, int32_t block_size = 16) const = 0;
+  virtual int64_t hidden_size() const = 0;
+  virtual int64_t vocab_size() const = 0;
+  virtual int32_t num_tensors() const = 0;  // verified at load
+
+  struct Output {
+    std::vector<float> logits;  // [logit rows, vocab]
+    std::vector<float> hidden;  // [logit rows, hidden] o_t before mtp.norm (for recursion)
+  };
+  // Rows of `batch`: tokens x_{t+1} at positions t; `hidden` holds h_t per row [rows, hidden]
+  // (host). Returns logits and o_t for batch.logit_rows.
+  virtual Output forward(const Batch& batch, std::span<const float> hidden, kv::KvCache& kv) = 0;
+};
+
+}  // namespace tachyon::model

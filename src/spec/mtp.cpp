@@ -1,0 +1,104 @@
+#include "spec/mtp.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include "kv/kv_cache.h"
+
+namespace tachyon::spec {
+
+namespace {
+
+class MtpDrafter final : public Drafter {
+ public:
+  MtpDrafter(std::unique_ptr<model::MtpHead> head, kernels::Backend& backend, int32_t num_blocks, int32_t block_size)
+      : head_(std::move(head)), kv_(backend, head_->kv_layout(num_blocks, block_size)) {}
+  ~MtpDrafter() override {
+    for (auto& [key, s] : states_) kv_.remove_sequence(s.seq);
+  }
+
+  std::string name() const override { return "mtp"; }
+  bool wants_hidden() const override { return true; }
+
+  void observe_hidden(RequestKey request, int32_t first, std::span<const float> hidden, int32_t count) override {
+    State& s = state(request, first);
+    const size_t h = static_cast<size_t>(head_->hidden_size());
+    for (int32_t i = 0; i < count; ++i)
+      if (first + i >= s.base)
+        s.pending[first + i].assign(hidden.begin() + static_cast<long>(i * h), hidden.begin() + static_cast<long>((i + 1) * h));
+  }
+
+  std::vector<int32_t> propose(RequestKey request, std::span<const int32_t> tokens, int32_t k) override {
+    auto it = states_.find(request);
+    if (it == states_.end() || k <= 0) return {};
+    State& s = it->second;
+    const int32_t n = static_cast<int32_t>(tokens.size()) - 1;  // x_n: the last committed token
+    // Build z_t for t = base + built .. n-1 from (x_{t+1}, h_t); all h_t must be known.
+    const int32_t from = s.base + s.built;
+    for (int32_t t = from; t < n; ++t)
+      if (!s.pending.count(t)) return {};  // a gap (should not happen): no draft this time
+    if (from >= n) return {};
+    const size_t h = static_cast<size_t>(head_->hidden_size());
+    kv_.truncate(s.seq, std::min(kv_.num_tokens(s.seq), s.built));
+    std::vector<int32_t> next_tokens;
+    std::vector<float> hidden;
+    for (int32_t t = from; t < n; ++t) {
+      next_tokens.push_back(tokens[static_cast<size_t>(t + 1)]);
+      hidden.insert(hidden.end(), s.pending[t].begin(), s.pending[t].end());
+    }
+    if (!kv_.reserve(s.seq, n - s.base + k)) return {};
+    model::Batch batch;
+    batch.add(s.seq, next_tokens, from - s.base, model::LogitRows::Last);
+    auto out = head_->forward(batch, hidden, kv_);
+    s.built = n - s.base;
+    s.pending.erase(s.pending.begin(), s.pending.lower_bound(n));
+    std::vector<int32_t> drafts;
+    for (int32_t j = 0;; ++j) {
+      const int32_t d = static_cast<int32_t>(std::max_element(out.logits.begin(), out.logits.end()) - out.logits.begin());
+      drafts.push_back(d);
+      if (j + 1 == k) break;
+      // Recursive step: the head's own output stands in for the target's hidden state.
+      batch.clear();
+      batch.add(s.seq, std::span<const int32_t>(&d, 1), n - s.base + j, model::LogitRows::Last);
+      const std::vector<float> o = std::move(out.hidden);
+      out = head_->forward(batch, o, kv_);
+    }
+    (void)h;
+    kv_.truncate(s.seq, s.built);  // recursive entries were built from drafts: not kept
+    return drafts;
+  }
+
+  void on_finish(RequestKey request) override {
+    auto it = states_.find(request);
+    if (it == states_.end()) return;
+    kv_.remove_sequence(it->second.seq);
+    states_.erase(it);
+  }
+
+ private:
+  struct State {
+    kv::SeqId seq;
+    int32_t base;        // first position with a hidden state (later ones after a prefix-cache hit)
+    int32_t built = 0;   // MTP KV holds z_t for t in [base, base + built), at positions t - base
+    std::map<int32_t, std::vector<float>> pending;  // h_t not yet turned into z_t
+  };
+  State& state(RequestKey request, int32_t first) {
+    auto it = states_.find(request);
+    if (it == states_.end()) it = states_.emplace(request, State{kv_.add_sequence(), first, 0, {}}).first;
+    return it->second;
+  }
+
+  std::unique_ptr<model::MtpHead> head_;
+  kv::KvCache kv_;
+  std::unordered_map<RequestKey, State> states_;
+};
+
+}  // namespace
+
+std::unique_ptr<Drafter> make_mtp_drafter(std::unique_ptr<model::MtpHead> head, kernels::Backend& backend,
+                                          int32_t num_blocks, int32_t block_size) {
+  return std::make_unique<MtpDrafter>(std::move(head), backend, num_blocks, block_size);
+}
+
+}  // namespace tachyon::spec
