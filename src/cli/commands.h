@@ -14,6 +14,8 @@ Command add_run_command(CLI::App& app);
 Command add_info_command(CLI::App& app);
 Command add_template_command(CLI::App& app);
 Command add_parse_command(CLI::App& app);
+Command add_tokenize_command(CLI::App& app);
+Command add_detokenize_command(CLI::App& app);
 #ifdef TACHYON_HAVE_SERVER
 Command add_serve_command(CLI::App& app);
 #endif

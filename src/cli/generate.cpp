@@ -4,11 +4,9 @@
 
 #include "base/error.h"
 #include "io/config.h"
-#if __has_include("tokenizer/tokenizer.h")
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
 #define TACHYON_HAVE_TOKENIZER 1
-#endif
 
 namespace tachyon::cli {
 

@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   add(tachyon::cli::add_info_command);
   add(tachyon::cli::add_template_command);
   add(tachyon::cli::add_parse_command);
+  add(tachyon::cli::add_tokenize_command);
+  add(tachyon::cli::add_detokenize_command);
 #ifdef TACHYON_HAVE_SERVER
   add(tachyon::cli::add_serve_command);
 #endif
