@@ -1,27 +1,140 @@
-// `tachyon info [MODEL_DIR]`: what a checkpoint is, after the fail-closed load.
+// `tachyon info [MODEL_DIR] [--json]`: one screen about a checkpoint after the fail-closed
+// load: architecture, parameters, dtypes, context, chat formats, KV memory, and for every
+// speculation method whether it is supported and eligible here, and why not.
 #include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
 
+#include "base/error.h"
+#include "base/json.h"
+#include "chat/commands.h"
+#include "chat/parsers/output_parser.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "io/safetensors.h"
 #include "kernels/backend.h"
 #include "model/model.h"
+#include "model/mtp_head.h"
+#include "spec/draft_model.h"
 
 namespace tachyon::cli {
 
+namespace {
+
+const char* family_name(chat::ParserFamily f) {
+  switch (f) {
+    case chat::ParserFamily::kHermes: return "hermes (<tool_call> JSON)";
+    case chat::ParserFamily::kLlama3: return "llama3 (JSON / python_tag)";
+    case chat::ParserFamily::kDeepseekV3: return "deepseek_v3";
+    case chat::ParserFamily::kGemma: return "gemma (tool_code)";
+    case chat::ParserFamily::kHarmony: return "harmony (gpt-oss)";
+    default: return "plain";
+  }
+}
+
+Json speculation_report(const std::string& dir, const model::Model& model, kernels::Backend& backend) {
+  namespace fs = std::filesystem;
+  Json methods = Json::object();
+  // MTP: declared by the config, verified tensor by tensor.
+  try {
+    auto head = model::MtpHead::load(dir, model.config(), backend);
+    if (head)
+      methods["mtp"] = {{"supported", true}, {"eligible", true},
+                        {"why", fmt::format("MTP heads: 1, all {} tensors verified", head->num_tensors())}};
+    else
+      methods["mtp"] = {{"supported", true}, {"eligible", false}, {"why", "config declares no MTP heads"}};
+  } catch (const Error& e) {
+    methods["mtp"] = {{"supported", true}, {"eligible", false}, {"why", std::string("refused: ") + e.what()}};
+  }
+  const fs::path companion = fs::path(dir) / "drafter";
+  if (!fs::exists(companion / "config.json")) {
+    methods["draft"] = {{"supported", true}, {"eligible", false}, {"why", "no drafter/ folder (give --drafter DIR)"}};
+  } else {
+    try {
+      spec::make_draft_model_drafter(companion.string(), dir, model, backend);
+      methods["draft"] = {{"supported", true}, {"eligible", true}, {"why", "drafter/: found, tokenizer compatible"}};
+    } catch (const Error& e) {
+      methods["draft"] = {{"supported", true}, {"eligible", false}, {"why", std::string("drafter/: ") + e.what()}};
+    }
+  }
+  methods["ngram"] = {{"supported", true}, {"eligible", true},
+                      {"why", "model-free; per request behind the 3-gram repetition and acceptance gates"}};
+  methods["suffix"] = {{"supported", false}, {"eligible", false}, {"why", "not in this build yet"}};
+  return methods;
+}
+
+}  // namespace
+
 Command add_info_command(CLI::App& app) {
-  auto dir = std::make_shared<std::string>();
+  struct Options {
+    std::string dir;
+    bool json = false;
+  };
+  auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("info", "Load a model (checking every tensor) and describe it");
-  cmd->add_option("model", *dir, "Model directory (default: the embedded tachyon-demo)");
-  return [dir] {
-    if (dir->empty()) *dir = default_model_dir();
+  cmd->add_option("model", opt->dir, "Model directory (default: the embedded tachyon-demo)");
+  cmd->add_flag("--json", opt->json, "Machine-readable output");
+  return [opt] {
+    if (opt->dir.empty()) opt->dir = default_model_dir();
     auto backend = kernels::make_backend("cpu");
-    auto model = model::load_model(*dir, *backend);
+    auto model = model::load_model(opt->dir, *backend);
     const auto& c = model->config();
-    std::printf("model_type      %s\nlayers          %lld\nhidden          %lld\nheads / kv      %lld / %lld (head_dim %lld)\n"
-                "vocab           %lld\nbackend         %s\n",
-                c.model_type.c_str(), static_cast<long long>(c.num_hidden_layers), static_cast<long long>(c.hidden_size),
-                static_cast<long long>(c.num_attention_heads), static_cast<long long>(c.num_key_value_heads),
-                static_cast<long long>(c.head_dim), static_cast<long long>(c.vocab_size), backend->name().c_str());
+    const auto ckpt = io::Checkpoint::open(opt->dir);
+    int64_t params = 0, mtp_params = 0;
+    std::map<std::string, int64_t> dtypes;
+    for (const auto& [name, t] : ckpt.tensors()) {
+      (name.rfind("mtp.", 0) == 0 ? mtp_params : params) += t.num_elements();
+      dtypes[std::string(dtype_name(t.dtype))] += 1;
+    }
+    std::string tool_format = "plain", reasoning = "no";
+    try {
+      const auto parser = chat::parser_options_for_model(opt->dir);
+      tool_format = family_name(parser.family);
+      reasoning = parser.reasoning ? "<think> ... </think>" : "no";
+    } catch (const std::exception&) {
+      tool_format = "no chat template";
+    }
+    const auto layout = model->kv_layout(1, 16);
+    const double kv_per_1k = static_cast<double>(layout.bytes_per_block()) / 16 * 1000;
+    Json info = {{"model", opt->dir},
+                 {"architecture", c.architectures.empty() ? c.model_type : c.architectures.front()},
+                 {"model_type", c.model_type},
+                 {"parameters", params},
+                 {"mtp_parameters", mtp_params},
+                 {"dtypes", dtypes},
+                 {"layers", c.num_hidden_layers},
+                 {"hidden_size", c.hidden_size},
+                 {"heads", c.num_attention_heads},
+                 {"kv_heads", c.num_key_value_heads},
+                 {"head_dim", c.head_dim},
+                 {"vocab_size", c.vocab_size},
+                 {"context_length", c.max_position_embeddings},
+                 {"tool_call_format", tool_format},
+                 {"reasoning_format", reasoning},
+                 {"kv_bytes_per_1k_tokens", kv_per_1k},
+                 {"backend", backend->name()},
+                 {"speculation", speculation_report(opt->dir, *model, *backend)}};
+    if (opt->json) {
+      std::cout << info.dump(2) << "\n";
+      return 0;
+    }
+    std::string dtype_list;
+    for (const auto& [d, n] : dtypes) dtype_list += fmt::format("{}{} x{}", dtype_list.empty() ? "" : ", ", d, n);
+    std::printf("model            %s\narchitecture     %s (%s)\nparameters       %.2fM (+%.2fM MTP)\ndtypes           %s\n"
+                "layers           %lld, hidden %lld, heads %lld / kv %lld, head_dim %lld\nvocab            %lld\n"
+                "context          %lld tokens\nKV memory        %.1f MiB per 1k tokens (f32)\ntool calls       %s\n"
+                "reasoning        %s\nbackend          %s\nspeculation\n",
+                opt->dir.c_str(), info["architecture"].get<std::string>().c_str(), c.model_type.c_str(), params / 1e6,
+                mtp_params / 1e6, dtype_list.c_str(), static_cast<long long>(c.num_hidden_layers),
+                static_cast<long long>(c.hidden_size), static_cast<long long>(c.num_attention_heads),
+                static_cast<long long>(c.num_key_value_heads), static_cast<long long>(c.head_dim),
+                static_cast<long long>(c.vocab_size), static_cast<long long>(c.max_position_embeddings),
+                kv_per_1k / (1 << 20), tool_format.c_str(), reasoning.c_str(), backend->name().c_str());
+    for (const auto& [name, m] : info["speculation"].items())
+      std::printf("  %-7s %-13s %s\n", name.c_str(),
+                  !m["supported"].get<bool>() ? "unsupported" : (m["eligible"].get<bool>() ? "eligible" : "not eligible"),
+                  m["why"].get<std::string>().c_str());
     return 0;
   };
 }
