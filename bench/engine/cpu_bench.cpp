@@ -1,6 +1,8 @@
 // CPU engine benchmark: decode tok/s at batch 1 and prefill tok/s (512-token prompt) for each
 // model given, each next to its roofline measured in the same run:
-//   decode roofline  = memory bandwidth / (weight bytes + KV bytes read per decoded token)
+//   decode roofline  = memory bandwidth / (weight bytes + KV bytes read per decoded token);
+//                      MoE: only the routed experts' weights (active parameters); hybrid: plus
+//                      the recurrent state read and written
 //   prefill roofline = f32 FMA peak / FLOPs per prompt token
 // Protocol: one warm-up run discarded, median of --runs. Prints a Markdown table and writes
 // JSON (--json). Usage: cpu_bench [--runs 3] [--decode-tokens 32] [--prefill-tokens 512]
@@ -35,26 +37,39 @@ double median(std::vector<double> v) {
 }
 
 struct ModelCost {
-  double weight_bytes_per_token = 0;  // weights every decode step streams
+  double weight_bytes_per_token = 0;  // weights every decode step streams (MoE: the routed experts only)
+  double total_weight_bytes = 0;      // every weight of the checkpoint
   double kv_bytes_per_position = 0;   // K+V bytes read per cached position per token
-  double matmul_params = 0;           // multiply-adds per token excluding the LM head
+  double state_bytes_per_token = 0;   // recurrent state read + written per token (hybrid models)
+  double matmul_params = 0;           // multiply-adds per token excluding the LM head (active experts only)
   double lm_head_params = 0;
+  int64_t attention_layers = 0;
 };
 
-ModelCost cost_of(const std::string& dir, const io::ModelConfig& c) {
+// Expert tensors ("mlp.experts.") are streamed for the top_k experts a token is routed to, so
+// an MoE's decode roofline counts top_k / num_experts of them (active parameters).
+ModelCost cost_of(const std::string& dir, const io::ModelConfig& c, const kv::KvLayout& kv) {
   ModelCost cost;
   const auto ckpt = io::Checkpoint::open(dir);
+  double expert_fraction = 1;
+  for (const char* key : {"num_experts", "num_local_experts", "n_routed_experts"})
+    if (c.raw.contains(key) && c.raw[key].is_number_integer() && c.raw.contains("num_experts_per_tok"))
+      expert_fraction = c.raw["num_experts_per_tok"].get<double>() / c.raw[key].get<double>();
   for (const auto& [name, t] : ckpt.tensors()) {
     if (name.rfind("mtp.", 0) == 0) continue;  // unused by plain decode
     const bool embed = name == "model.embed_tokens.weight", head = name == "lm_head.weight";
+    cost.total_weight_bytes += static_cast<double>(t.num_bytes);
     if (embed && !c.tie_word_embeddings) continue;  // only one row is gathered
-    cost.weight_bytes_per_token += static_cast<double>(t.num_bytes);
-    if (t.shape.size() == 2) {
+    const double share = name.find("mlp.experts.") != std::string::npos ? expert_fraction : 1.0;
+    cost.weight_bytes_per_token += share * static_cast<double>(t.num_bytes);
+    if (t.shape.size() >= 2) {
       if (embed || head) cost.lm_head_params += static_cast<double>(t.num_elements());
-      else cost.matmul_params += static_cast<double>(t.num_elements());
+      else cost.matmul_params += share * static_cast<double>(t.num_elements());
     }
   }
-  cost.kv_bytes_per_position = 2.0 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * sizeof(float);
+  cost.attention_layers = kv.num_layers;
+  cost.kv_bytes_per_position = (kv.shared_kv ? 1.0 : 2.0) * kv.num_layers * kv.num_kv_heads * kv.head_dim * sizeof(float);
+  cost.state_bytes_per_token = 2.0 * kv.num_state_layers * kv.state_floats * sizeof(float);
   return cost;
 }
 
@@ -95,7 +110,7 @@ int main(int argc, char** argv) {
   for (const auto& dir : models) {
     auto model = model::load_model(dir, *backend);
     const auto& c = model->config();
-    const ModelCost cost = cost_of(dir, c);
+    const ModelCost cost = cost_of(dir, c, model->kv_layout(1));
     const int32_t max_ctx = prefill_tokens + decode_tokens + 32;
     kv::KvCache kv(*backend, model->kv_layout((max_ctx + 15) / 16 + 1));
     std::mt19937 rng(0);
@@ -136,10 +151,11 @@ int main(int argc, char** argv) {
       prefill_tps.push_back(prefill_tokens / prefill_s);
     }
     const double avg_ctx = decode_prompt + decode_tokens / 2.0;
-    const double bytes_per_token = cost.weight_bytes_per_token + cost.kv_bytes_per_position * avg_ctx;
+    const double bytes_per_token =
+        cost.weight_bytes_per_token + cost.kv_bytes_per_position * avg_ctx + cost.state_bytes_per_token;
     const double decode_roof = ceil.copy_gbps * 1e9 / bytes_per_token;
     const double decode_roof_read = ceil.read_gbps * 1e9 / bytes_per_token;
-    const double attn_flops = 4.0 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * (prefill_tokens + 1) / 2.0;
+    const double attn_flops = 4.0 * cost.attention_layers * c.num_attention_heads * c.head_dim * (prefill_tokens + 1) / 2.0;
     const double prefill_flops_per_token = 2.0 * cost.matmul_params + attn_flops + 2.0 * cost.lm_head_params / prefill_tokens;
     const double prefill_roof = ceil.fma_gflops * 1e9 / prefill_flops_per_token;
     const double d = median(decode_tps), p = median(prefill_tps);
@@ -147,7 +163,10 @@ int main(int argc, char** argv) {
                 100 * d / decode_roof, 100 * d / decode_roof_read, p, prefill_roof, 100 * p / prefill_roof);
     std::fflush(stdout);
     report["models"].push_back({{"model", dir},
+                                {"model_type", c.model_type},
+                                {"total_weight_bytes", cost.total_weight_bytes},
                                 {"weight_bytes_per_token", cost.weight_bytes_per_token},
+                                {"state_bytes_per_token", cost.state_bytes_per_token},
                                 {"kv_bytes_per_token_at_avg_ctx", cost.kv_bytes_per_position * avg_ctx},
                                 {"decode_tok_s_runs", decode_tps},
                                 {"decode_tok_s", d},

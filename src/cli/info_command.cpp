@@ -60,7 +60,8 @@ Json speculation_report(const std::string& dir, const model::Model& model, kerne
   }
   methods["ngram"] = {{"supported", true}, {"eligible", true},
                       {"why", "model-free; per request behind the 3-gram repetition and acceptance gates"}};
-  methods["suffix"] = {{"supported", false}, {"eligible", false}, {"why", "not in this build yet"}};
+  methods["suffix"] = {{"supported", true}, {"eligible", true},
+                       {"why", "model-free, opt-in; suffix trees over prompts and this server's outputs"}};
   return methods;
 }
 

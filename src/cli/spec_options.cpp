@@ -9,6 +9,7 @@
 #include "spec/mtp.h"
 #include "model/mtp_head.h"
 #include "spec/ngram.h"
+#include "spec/suffix.h"
 
 namespace tachyon::cli {
 
@@ -70,7 +71,8 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
     log::info("MTP heads: 1, all {} tensors verified", mtp_head->num_tensors());
     drafter = spec::make_mtp_drafter(std::move(mtp_head), backend);
   } else if (method == "suffix") {
-    throw Error("speculative method 'suffix' is not available in this build yet (available: draft, mtp, ngram)");
+    drafter = spec::make_suffix_drafter({});
+    config.model_free_drafter = true;
   } else if (!method.empty()) {
     throw Error("--speculative-config: unknown method '{}' (ngram, draft, mtp, suffix)", method);
   }

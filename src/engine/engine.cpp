@@ -449,7 +449,11 @@ class EngineLoop : public KvAllocator {
   }
 
   void retire(RequestId id, bool cancelled) {
-    if (config_.drafter) config_.drafter->on_finish(id);
+    if (config_.drafter) {
+      const Active& a = active_.at(id);
+      config_.drafter->on_finish(id, std::span<const int32_t>(a.tokens.data(), a.tokens.size() - a.num_drafts),
+                                 a.num_prompt);
+    }
     scheduler_.remove(id);
     active_.erase(id);
     std::lock_guard lock(stats_mutex_);

@@ -13,6 +13,8 @@
 namespace tachyon::engine {
 
 using RequestId = uint64_t;
+// The server names sampling parameters through the engine (it does not depend on sampling/).
+using SamplingParams = sampling::SamplingParams;
 
 struct GenerationRequest {
   std::vector<int32_t> prompt;             // token ids, non-empty

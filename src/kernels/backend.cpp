@@ -3,13 +3,45 @@
 #include "base/error.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/reference/reference_backend.h"
+#ifdef TACHYON_HAS_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
 
 namespace tachyon::kernels {
+
+void Backend::unsupported(const char* op) const {
+  throw Error("op {} is not supported by backend {}", op, name());
+}
+void Backend::moe_route(const float*, int64_t, const MoeRoutingParams&, int32_t*, float*) { unsupported("moe_route"); }
+void Backend::moe_experts(const float*, int64_t, const int32_t*, const float*, int64_t, const MoeExperts&, float*) {
+  unsupported("moe_experts");
+}
+void Backend::head_matmul(const float*, int64_t, int64_t, int64_t, int64_t, const Weight&, float*, int64_t, int64_t) {
+  unsupported("head_matmul");
+}
+void Backend::copy_strided(const float*, int64_t, int64_t, int64_t, float*, int64_t) { unsupported("copy_strided"); }
+void Backend::gate_multiply(float*, int64_t, int64_t, const float*, int64_t, int64_t, GateFn) {
+  unsupported("gate_multiply");
+}
+
+void Backend::causal_conv1d_silu(const float*, int64_t, int64_t, const Weight&, const RecurrentMeta&, float*, int64_t,
+                                 float*) {
+  unsupported("causal_conv1d_silu");
+}
+void Backend::gated_delta_rule(const float*, int64_t, const float*, int64_t, const DeltaRuleParams&,
+                               const RecurrentMeta&, float*, int64_t, float*) {
+  unsupported("gated_delta_rule");
+}
 
 std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "cpu") return std::make_unique<CpuBackend>();
   if (name == "reference") return std::make_unique<ReferenceBackend>();
-  throw Error("unknown device '{}' (this build supports: cpu, reference)", name);
+#ifdef TACHYON_HAS_CUDA
+  if (name == "cuda") return make_cuda_backend();
+  throw Error("unknown device '{}' (this build supports: cpu, cuda, reference)", name);
+#else
+  throw Error("unknown device '{}' (this build supports: cpu, reference; cuda needs -DTACHYON_CUDA=ON)", name);
+#endif
 }
 
 }  // namespace tachyon::kernels

@@ -42,7 +42,8 @@ class Backend {
                         float* out) = 0;
   // out[r, n] = Σ_k x[r, k] · w[n, k] (+ bias[n])
   virtual void matmul(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* out) = 0;
-  // In place on x [rows, heads, head_dim]: rotate the first table.rotary_dim dims of each head.
+  // In place on x [rows, heads, head_dim]: rotate dims [table.offset, table.offset +
+  // table.rotary_dim) of each head.
   virtual void rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const RopeTable& table,
                     const int32_t* positions) = 0;
   // out[r, i] = act(gate_up[r, i]) * gate_up[r, dim + i]   (gate and up concatenated per row)
@@ -57,10 +58,50 @@ class Backend {
   // keys at positions ≤ the row's position (and inside the sliding window).
   virtual void attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
                          const AttentionParams& params, float* out) = 0;
+
+  // ---- Ops added for MoE / MLA / linear-attention architectures. The defaults throw, so a
+  // backend that lacks one still compiles and fails loudly at run time.
+
+  // expert_ids, weights [rows, top_k] = routing of logits [rows, num_experts] (see MoeRouting).
+  virtual void moe_route(const float* logits, int64_t rows, const MoeRoutingParams& params, int32_t* expert_ids,
+                         float* weights);
+  // out [rows, hidden] = Σ_k weights[r, k] · Expert_{expert_ids[r, k]}(x[r]). Rows routed to
+  // one expert are processed together (a grouped matmul); each row's result is independent
+  // of the others in the call. Experts are summed in ascending expert id.
+  virtual void moe_experts(const float* x, int64_t rows, const int32_t* expert_ids, const float* weights,
+                           int64_t top_k, const MoeExperts& experts, float* out);
+  // Per-head matmul: out[r, h, 0:w.rows/heads] = W_h · x[r, h, 0:w.cols], W_h the rows
+  // [h·n, (h+1)·n) of w. Element (r, h, i) of x is at x[r·x_row_stride + h·x_head_stride + i];
+  // out likewise with its strides. (MLA's absorbed up-projections.)
+  virtual void head_matmul(const float* x, int64_t rows, int64_t heads, int64_t x_row_stride, int64_t x_head_stride,
+                           const Weight& w, float* out, int64_t out_row_stride, int64_t out_head_stride);
+  // dst[r, 0:width] = src[r, 0:width] with row strides (splits and concatenations of columns).
+  virtual void copy_strided(const float* src, int64_t src_stride, int64_t rows, int64_t width, float* dst,
+                            int64_t dst_stride);
+  // x [rows, dim] *= fn(gate): x[r, i] *= fn(gate[r·gate_stride + i / group]), `group`
+  // consecutive elements sharing one gate (group = dim: one scalar gate per row).
+  virtual void gate_multiply(float* x, int64_t rows, int64_t dim, const float* gate, int64_t gate_stride,
+                             int64_t group, GateFn fn);
+  // Depthwise causal conv1d + SiLU over a ragged batch, continuing each sequence from its
+  // conv state (the previous kernel−1 inputs, [kernel − 1, channels] at the start of its slot):
+  //   out[t, c] = silu(Σ_i w[c, i] · x[t − kernel + 1 + i, c]),   w [channels, kernel]
+  virtual void causal_conv1d_silu(const float* x, int64_t rows, int64_t channels, const Weight& w,
+                                  const RecurrentMeta& meta, float* state, int64_t state_stride, float* out);
+  // Gated delta rule (see DeltaRuleParams) over a ragged batch. q, k, v are read from qkv
+  // [rows, qkv_stride] at columns [0, Hk·dk), [Hk·dk, 2·Hk·dk), [2·Hk·dk, 2·Hk·dk + Hv·dv);
+  // b, a from ba [rows, 2·Hv] (b first). The recurrent state [Hv, dk, dv] of a sequence is at
+  // state + slot·state_stride. out [rows, Hv, dv].
+  virtual void gated_delta_rule(const float* qkv, int64_t qkv_stride, const float* ba, int64_t rows,
+                                const DeltaRuleParams& params, const RecurrentMeta& meta, float* state,
+                                int64_t state_stride, float* out);
+
+ protected:
+  [[noreturn]] void unsupported(const char* op) const;
 };
 
-// "cpu" (AVX2/FMA/F16C when the CPU has them, else portable) or "reference" (the scalar
-// oracle every other backend is tested against).
+// "cpu" (AVX2/FMA/F16C when the CPU has them, else portable), "cuda" (builds with
+// TACHYON_CUDA; device 0) or "reference" (the scalar oracle every other backend is tested
+// against).
 std::unique_ptr<Backend> make_backend(const std::string& name);
 
 }  // namespace tachyon::kernels

@@ -30,6 +30,7 @@ struct RopeTable {
   int64_t rotary_dim = 0;         // dims rotated (partial rotary: < head_dim)
   float attention_scaling = 1.f;  // yarn/longrope multiply cos and sin by this
   bool interleaved = false;       // pairs (2i, 2i+1) instead of rotate-half (i, i + d/2)
+  int64_t offset = 0;             // first rotated dim of each head (MLA: the rope part follows the nope part)
 };
 
 // Where a layer's paged KV lives.
@@ -58,5 +59,68 @@ struct AttentionParams {
 };
 
 enum class Activation { SiLU, GeluTanh };
+
+enum class GateFn { Sigmoid, SiLU };
+
+// Per-sequence recurrent state of linear-attention layers over a ragged batch. A layer's
+// state buffer holds fixed-size slots; each sequence works in its own slot, and after a row
+// whose row_snapshot_slot is >= 0 the op copies the state into that slot too (a snapshot at a
+// KV block boundary, for prefix caching and rollback). Rows of a sequence are contiguous and
+// in position order.
+struct RecurrentMeta {
+  int64_t num_seqs = 0;
+  const int32_t* seq_row_begin = nullptr;      // [num_seqs + 1]
+  const int32_t* seq_state_slot = nullptr;     // [num_seqs] working slot of each sequence
+  const int32_t* row_snapshot_slot = nullptr;  // [rows] slot to snapshot into after the row, or -1
+};
+
+// Gated delta rule (Gated DeltaNet, Qwen3-Next), per sequence and value head h with key head
+// h / (num_v_heads / num_k_heads):
+//   q, k = l2norm(q), l2norm(k) (eps 1e-6);  q *= k_dim^-0.5
+//   g = -exp(A_log[h]) · softplus(a + dt_bias[h]);  beta = sigmoid(b)
+//   S = S · exp(g);  S += k ⊗ beta · (v − Sᵀk);  o = Sᵀ q          S: [k_dim, v_dim]
+struct DeltaRuleParams {
+  int64_t num_k_heads = 0, num_v_heads = 0, k_dim = 0, v_dim = 0;
+  const float* A_log = nullptr;    // [num_v_heads] f32, device
+  const float* dt_bias = nullptr;  // [num_v_heads] f32, device
+  int64_t state_floats() const { return num_v_heads * k_dim * v_dim; }
+};
+
+// Mixture-of-experts routing: from router logits [rows, num_experts] pick top_k experts per
+// row and their combine weights.
+enum class MoeRouting {
+  SoftmaxTopK,       // p = softmax(logits); top-k of p; renormalised when norm_topk_prob (Qwen3-MoE)
+  TopKSoftmax,       // top-k of logits; weights = softmax over the k picked logits (gpt-oss)
+  SigmoidGroupTopK,  // DeepSeek-V3 noaux_tc: s = sigmoid(logits); choice = s + correction_bias;
+                     // keep topk_group groups (group score = sum of its top-2 choices), top-k
+                     // inside them; weights = s of the picked, renormalised when norm_topk_prob,
+                     // times routed_scaling_factor
+};
+
+struct MoeRoutingParams {
+  MoeRouting kind = MoeRouting::SoftmaxTopK;
+  int64_t num_experts = 0;
+  int64_t top_k = 0;
+  bool norm_topk_prob = false;
+  int64_t n_group = 1, topk_group = 1;           // SigmoidGroupTopK
+  float routed_scaling_factor = 1.f;             // SigmoidGroupTopK
+  const float* correction_bias = nullptr;        // [num_experts] f32 (SigmoidGroupTopK), device
+};
+
+// The experts of one MoE layer, each a gated MLP: y = down(act(gate(x)) ⊙ up(x)) (+ biases).
+// gate_up[e] is [2·I, hidden]: gate rows then up rows; down[e] is [hidden, I].
+struct MoeExperts {
+  const Weight* gate_up = nullptr;       // [num_experts] weights
+  const Weight* down = nullptr;          // [num_experts]
+  const Weight* gate_up_bias = nullptr;  // [num_experts] of [2·I], or null
+  const Weight* down_bias = nullptr;     // [num_experts] of [hidden], or null
+  int64_t num_experts = 0;
+  int64_t intermediate = 0;              // I
+  int64_t hidden = 0;
+  // SiLU: act(g) · u.  ClampedSwiGlu (gpt-oss): g = min(g, limit), u = clamp(u, ±limit),
+  // (u + 1) · g · sigmoid(alpha · g).
+  bool clamped_swiglu = false;
+  float swiglu_limit = 7.f, swiglu_alpha = 1.702f;
+};
 
 }  // namespace tachyon::kernels

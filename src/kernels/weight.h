@@ -8,6 +8,11 @@
 //             contiguous panel per 64 outputs and every output reduces over k in order, which
 //             makes decode a single sequential DRAM stream (2x the bandwidth of 8 row
 //             streams on the CPUs we measured) and keeps every kernel bit-compatible.
+//   MmaFragments  (CUDA) bf16, rows padded to 128 and cols to 64 with zeros, stored as the B
+//             operands of mma.m16n8k16: units of 8 rows x 32 cols, unit (r/8, c/32) at
+//             ((r/8)·(cols64/32) + c/32)·256 elements; inside a unit, lane (r%8)·4 + (c%8)/2
+//             holds 8 elements: for t = c%32/16 and h = c%16/8 the pair at (2t + h)·2 + c%2.
+//             Each lane's fragment is one 16-byte load (see kernels/cuda/common.cuh).
 #pragma once
 
 #include <cstdint>
@@ -18,7 +23,7 @@ namespace tachyon::kernels {
 
 using tachyon::DType;
 
-enum class WeightLayout : uint8_t { RowMajor, Panel64 };
+enum class WeightLayout : uint8_t { RowMajor, Panel64, MmaFragments };
 
 struct Weight {
   const void* data = nullptr;
@@ -30,7 +35,16 @@ struct Weight {
 
   static constexpr int64_t kPanel = 64;
   int64_t index_of(int64_t r, int64_t c) const {
-    return layout == WeightLayout::RowMajor ? r * cols + c : ((r / kPanel) * cols + c) * kPanel + r % kPanel;
+    switch (layout) {
+      case WeightLayout::RowMajor: return r * cols + c;
+      case WeightLayout::Panel64: return ((r / kPanel) * cols + c) * kPanel + r % kPanel;
+      case WeightLayout::MmaFragments: {
+        const int64_t kk = c % 32, t = kk / 16, kt = kk % 16, units_per_row = (cols + 63) / 64 * 2;
+        const int64_t lane = (r % 8) * 4 + (kt % 8) / 2, reg = 2 * t + (kt >= 8 ? 1 : 0);
+        return (((r / 8) * units_per_row + c / 32) * 32 + lane) * 8 + reg * 2 + kt % 2;
+      }
+    }
+    return -1;
   }
 };
 

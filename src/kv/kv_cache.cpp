@@ -1,6 +1,7 @@
 #include "kv/kv_cache.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "base/error.h"
 #include "kv/prefix_hash.h"
@@ -16,12 +17,23 @@ KvCache::KvCache(kernels::Backend& backend, const KvLayout& layout)
     k_.push_back(static_cast<float*>(backend_.allocate(layer_bytes)));
     v_.push_back(layout.shared_kv ? k_.back() : static_cast<float*>(backend_.allocate(layer_bytes)));
   }
+  block_snapshot_.assign(static_cast<size_t>(layout.num_blocks), -1);
+  snapshot_valid_.assign(static_cast<size_t>(layout.num_blocks), false);
+  if (has_state()) {
+    const size_t state_bytes =
+        static_cast<size_t>(first_snapshot_slot() + layout.snapshot_slots()) * layout.state_floats * sizeof(float);
+    for (int64_t l = 0; l < layout.num_state_layers; ++l)
+      states_.push_back(static_cast<float*>(backend_.allocate(state_bytes)));
+    snapshot_owner_.assign(static_cast<size_t>(layout.snapshot_slots()), -1);
+    snapshot_claimed_.assign(static_cast<size_t>(layout.snapshot_slots()), false);
+  }
 }
 
 KvCache::~KvCache() {
   for (float* p : k_) backend_.deallocate(p);
   if (!layout_.shared_kv)
     for (float* p : v_) backend_.deallocate(p);
+  for (float* p : states_) backend_.deallocate(p);
 }
 
 SeqId KvCache::add_sequence() {
@@ -33,7 +45,11 @@ SeqId KvCache::add_sequence() {
     id = static_cast<SeqId>(sequences_.size());
     sequences_.emplace_back();
   }
-  sequences_[id] = Sequence{true, 0, {}, {}};
+  if (has_state() && id >= layout_.max_sequences) {  // each live sequence owns fixed state slots
+    free_ids_.push_back(id);
+    throw Error("a hybrid model's KV cache holds at most {} sequences", layout_.max_sequences);
+  }
+  sequences_[id] = Sequence{true, 0, {}, {}};  // state_position -1: zeroed by the first prepare_state
   return id;
 }
 
@@ -52,6 +68,7 @@ bool KvCache::has_sequence(SeqId seq) const {
 
 void KvCache::remove_sequence(SeqId seq) {
   Sequence& s = sequence(seq);
+  release_claims(s);
   for (BlockId b : s.blocks) pool_.release(b);
   s = Sequence{};
   free_ids_.push_back(seq);
@@ -62,7 +79,10 @@ bool KvCache::reserve(SeqId seq, int32_t num_tokens) {
   const int32_t need = blocks_needed(num_tokens) - static_cast<int32_t>(s.blocks.size());
   if (need > 0) {
     if (need > pool_.num_free()) return false;
-    for (int32_t i = 0; i < need; ++i) s.blocks.push_back(*pool_.allocate());
+    for (int32_t i = 0; i < need; ++i) {
+      s.blocks.push_back(*pool_.allocate());
+      release_snapshot(s.blocks.back());  // fresh or evicted: whatever state it held is gone
+    }
   }
   if (num_tokens > s.num_tokens) s.num_tokens = num_tokens;
   return true;
@@ -80,6 +100,17 @@ void KvCache::truncate(SeqId seq, int32_t num_tokens) {
   // A block that is no longer full is no longer the block its hash names.
   s.hashes.resize(std::min(s.hashes.size(), static_cast<size_t>(num_tokens / layout_.block_size)));
   s.num_tokens = num_tokens;
+  if (s.state_position > num_tokens) {
+    if (num_tokens - 1 >= s.ring_lo && num_tokens - 1 < s.ring_hi) {
+      s.restore_from = num_tokens - 1;  // exact: the state after the last kept token, from the ring
+      s.state_position = num_tokens;
+    } else {
+      s.state_position = -1;  // resumes from a block snapshot (resume_position)
+    }
+  }
+  s.ring_hi = std::min(s.ring_hi, num_tokens);  // states after dropped tokens are stale
+  if (has_state() && num_tokens % layout_.block_size != 0)  // the partly kept block's tail will be recomputed
+    release_snapshot(s.blocks.back());
 }
 
 void KvCache::append_block(SeqId seq, BlockId block) {
@@ -105,6 +136,13 @@ int32_t KvCache::match_prefix(SeqId seq, std::span<const int32_t> tokens) {
     s.num_tokens += bs;
     parent = h;
   }
+  // Hybrid models resume their recurrent state from the snapshot of the last matched block.
+  while (has_state() && !s.blocks.empty() && !has_snapshot(s.blocks.back())) {
+    pool_.release(s.blocks.back());
+    s.blocks.pop_back();
+    s.hashes.pop_back();
+    s.num_tokens -= bs;
+  }
   return s.num_tokens;
 }
 
@@ -122,6 +160,126 @@ void KvCache::register_blocks(SeqId seq, std::span<const int32_t> tokens, int32_
 
 int32_t KvCache::num_tokens(SeqId seq) const { return sequence(seq).num_tokens; }
 const std::vector<BlockId>& KvCache::block_table(SeqId seq) const { return sequence(seq).blocks; }
+
+int32_t KvCache::state_slot(SeqId seq) const {
+  TACHYON_CHECK(has_sequence(seq), "unknown KV sequence {}", seq);
+  return seq;
+}
+
+void KvCache::release_snapshot(BlockId block) {
+  const int32_t slot = block_snapshot_[block];
+  if (slot >= 0) {
+    snapshot_owner_[slot] = -1;
+    snapshot_claimed_[slot] = false;
+  }
+  block_snapshot_[block] = -1;
+  snapshot_valid_[block] = false;
+}
+
+// Gives `block` a snapshot slot for the forward being prepared: its own, else the oldest slot
+// no forward in flight has claimed. False when every slot is claimed (no snapshot this time).
+bool KvCache::claim_snapshot(BlockId block) {
+  int32_t slot = block_snapshot_[block];
+  const int32_t n = static_cast<int32_t>(snapshot_owner_.size());
+  for (int32_t tries = 0; slot < 0 && tries < n; ++tries) {
+    const int32_t candidate = next_snapshot_;
+    next_snapshot_ = (next_snapshot_ + 1) % n;
+    if (snapshot_claimed_[candidate]) continue;
+    if (snapshot_owner_[candidate] >= 0) release_snapshot(snapshot_owner_[candidate]);
+    slot = candidate;
+  }
+  if (slot < 0) return false;
+  snapshot_owner_[slot] = block;
+  snapshot_claimed_[slot] = true;
+  block_snapshot_[block] = slot;
+  snapshot_valid_[block] = false;  // rewritten by the forward
+  return true;
+}
+
+void KvCache::release_claims(Sequence& s) {  // a forward that never committed
+  for (BlockId b : s.claimed) release_snapshot(b);
+  s.claimed.clear();
+  if (s.state_in_flight >= 0) {  // its working state and ring entries are half-written
+    s.state_position = -1;
+    s.ring_lo = s.ring_hi = 0;
+  }
+  s.state_in_flight = -1;
+}
+
+int32_t KvCache::resume_position(SeqId seq, int32_t position) const {
+  const Sequence& s = sequence(seq);
+  if (!has_state() || position == 0 || position == s.state_position) return position;
+  for (int32_t b = std::min<int32_t>(position / layout_.block_size, static_cast<int32_t>(s.blocks.size())); b > 0; --b)
+    if (has_snapshot(s.blocks[b - 1])) return b * layout_.block_size;
+  return 0;
+}
+
+void KvCache::copy_state_slot(int32_t from, int32_t to) {
+  const int64_t n = layout_.state_floats;
+  for (float* st : states_) backend_.copy_strided(st + from * n, n, 1, n, st + to * n, n);
+}
+
+void KvCache::prepare_state(SeqId seq, int32_t position, int32_t end) {
+  Sequence& s = sequence(seq);
+  if (!has_state()) return;
+  release_claims(s);
+  TACHYON_CHECK(resume_position(seq, position) == position,
+                "sequence {}: recurrent state is at {} and cannot resume at {} (resume from {})", seq,
+                s.state_position, position, resume_position(seq, position));
+  TACHYON_CHECK(end >= position && end <= s.num_tokens, "prepare_state [{}, {}) of a sequence of {}", position, end,
+                s.num_tokens);
+  if (position == s.state_position && s.restore_from >= 0) {
+    copy_state_slot(ring_slot(seq, s.restore_from), state_slot(seq));
+  } else if (position != s.state_position) {
+    if (position == 0) {
+      const std::vector<float> zeros(static_cast<size_t>(layout_.state_floats), 0.f);
+      for (float* st : states_)
+        backend_.copy_to_device(st + static_cast<int64_t>(state_slot(seq)) * layout_.state_floats, zeros.data(),
+                                zeros.size() * sizeof(float));
+    } else {
+      copy_state_slot(snapshot_slot(s.blocks[position / layout_.block_size - 1]), state_slot(seq));
+    }
+  }
+  s.restore_from = -1;
+  s.state_position = position;
+  s.state_in_flight = position;
+  s.in_flight_end = end;
+  const int32_t bs = layout_.block_size, interval = std::max(1, layout_.state_snapshot_interval);
+  for (int32_t b = position / bs; (b + 1) * bs <= end; ++b)  // blocks whose last position is in the forward
+    if ((b + 1) % interval == 0 && claim_snapshot(s.blocks[b])) s.claimed.push_back(s.blocks[b]);
+}
+
+int32_t KvCache::row_state_slot(SeqId seq, int32_t position) const {
+  const Sequence& s = sequence(seq);
+  if (!has_state() || s.state_in_flight < 0) return -1;
+  if (layout_.state_rollback_rows > 0 && position >= s.in_flight_end - layout_.state_rollback_rows)
+    return ring_slot(seq, position);  // a block snapshot of such a row is copied from the ring at commit
+  const int32_t bs = layout_.block_size;
+  if ((position + 1) % bs != 0) return -1;
+  const BlockId block = s.blocks[position / bs];
+  return std::find(s.claimed.begin(), s.claimed.end(), block) != s.claimed.end() ? snapshot_slot(block) : -1;
+}
+
+void KvCache::commit_state(SeqId seq, int32_t position, int32_t end) {
+  Sequence& s = sequence(seq);
+  if (!has_state()) return;
+  TACHYON_CHECK(s.state_in_flight == position && position == s.state_position && s.in_flight_end == end,
+                "commit_state [{}, {}) of sequence {} prepared for [{}, {})", position, end, seq, s.state_in_flight,
+                s.in_flight_end);
+  const int32_t bs = layout_.block_size, ring_from = end - layout_.state_rollback_rows;
+  for (BlockId b : s.claimed) {
+    const auto it = std::find(s.blocks.begin(), s.blocks.end(), b);
+    const int32_t last = static_cast<int32_t>(it - s.blocks.begin() + 1) * bs - 1;
+    if (last >= ring_from) copy_state_slot(ring_slot(seq, last), snapshot_slot(b));  // the row kept it in the ring
+    snapshot_valid_[b] = true;
+    snapshot_claimed_[block_snapshot_[b]] = false;
+  }
+  s.claimed.clear();
+  s.ring_lo = s.ring_hi == position ? std::max(s.ring_lo, ring_from) : std::max(position, ring_from);
+  s.ring_hi = end;
+  s.state_in_flight = -1;
+  s.state_position = end;
+}
 
 kernels::PagedKv KvCache::layer(int64_t index) const {
   return {k_.at(index), v_.at(index), layout_.block_size, layout_.num_kv_heads, layout_.head_dim};

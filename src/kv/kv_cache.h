@@ -14,6 +14,7 @@
 //   kv.remove_sequence(s);      // every block back to the pool
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -36,8 +37,29 @@ struct KvLayout {
   // compressed latent + rope key of each token serve as key and, through the absorbed
   // up-projection, as value).
   bool shared_kv = false;
+  // Recurrent state of linear-attention layers (hybrid models): `num_state_layers` layers of
+  // `state_floats` floats per live sequence (its working state), plus a pool of snapshots
+  // (the state after a block's last token) taken at every `state_snapshot_interval`-th block of
+  // a sequence, so a prefix-cache hit or a rollback resumes at such a block boundary. Snapshot
+  // slots are recycled oldest-first; a block whose snapshot was recycled is simply not a
+  // resume point any more.
+  int64_t num_state_layers = 0;
+  int64_t state_floats = 0;
+  int32_t max_sequences = 64;           // live sequences with a working state (hybrid models only)
+  int32_t state_snapshot_interval = 1;  // blocks between snapshots
+  int32_t num_state_snapshots = 0;      // snapshot slots; 0: one per interval of the pool
+  // The states after each of a sequence's last `state_rollback_rows` positions are kept (a
+  // ring per sequence), so rolling back that far (`truncate`: rejected drafts of the target or
+  // of a draft model) is exact without recomputation. Default: depth k = 5.
+  int32_t state_rollback_rows = 6;
+  int32_t snapshot_slots() const {
+    return num_state_snapshots > 0 ? num_state_snapshots : std::max(1, num_blocks / std::max(1, state_snapshot_interval));
+  }
+  // K/V of one block plus its amortised share of the snapshot pool.
   size_t bytes_per_block() const {
-    return static_cast<size_t>((shared_kv ? 1 : 2) * num_layers * block_size * num_kv_heads * head_dim) * sizeof(float);
+    return static_cast<size_t>((shared_kv ? 1 : 2) * num_layers * block_size * num_kv_heads * head_dim +
+                               num_state_layers * state_floats / std::max(1, state_snapshot_interval)) *
+           sizeof(float);
   }
 };
 
@@ -77,13 +99,53 @@ class KvCache {
 
   kernels::PagedKv layer(int64_t index) const;
 
+  // ---- Recurrent state (layout().num_state_layers > 0).
+  bool has_state() const { return layout_.num_state_layers > 0; }
+  // A state layer's slots [max_sequences · (1 + state_rollback_rows) + snapshot_slots(),
+  // state_floats]: the working slot of sequence s is s, then the sequences' rollback rings,
+  // then the block snapshots.
+  float* state(int64_t state_layer) const { return states_.at(state_layer); }
+  int32_t state_slot(SeqId seq) const;
+  // The slot holding (or about to hold, during a forward) the snapshot of `block`, or -1.
+  int32_t snapshot_slot(BlockId block) const {
+    return block_snapshot_[block] < 0 ? -1 : first_snapshot_slot() + block_snapshot_[block];
+  }
+  // During a forward prepared by prepare_state: the slot the state after the row at `position`
+  // of `seq` is copied to (its rollback ring entry or a block snapshot), or -1.
+  int32_t row_state_slot(SeqId seq, int32_t position) const;
+  // The largest position <= `position` from which a forward of `seq` can start (always
+  // `position` for models without recurrent state).
+  int32_t resume_position(SeqId seq, int32_t position) const;
+  // Before a forward over positions [position, end) of `seq`: puts the working state at
+  // `position` (zero at 0, else restored from a block snapshot) and claims snapshot slots for
+  // the snapshot blocks the forward completes. Throws if resume_position(seq, position) != position.
+  void prepare_state(SeqId seq, int32_t position, int32_t end);
+  // After that forward: the working state is at `end` and the claimed snapshots are valid.
+  // prepare_state and commit_state are the only calls that move the state.
+  void commit_state(SeqId seq, int32_t position, int32_t end);
+
  private:
   struct Sequence {
     bool live = false;
     int32_t num_tokens = 0;
     std::vector<BlockId> blocks;
     std::vector<BlockHash> hashes;  // chain hashes of the first hashes.size() blocks
+    int32_t state_position = -1;    // tokens absorbed by the recurrent working state; -1: unknown
+    int32_t state_in_flight = -1;   // a forward prepared from this position and not yet committed
+    int32_t in_flight_end = 0;      // ... up to this position
+    std::vector<BlockId> claimed;   // snapshot blocks claimed by that forward
+    int32_t ring_lo = 0, ring_hi = 0;  // the ring holds the states after positions [ring_lo, ring_hi)
+    int32_t restore_from = -1;      // the working state must first be restored from this ring position
   };
+  bool has_snapshot(BlockId block) const { return block_snapshot_[block] >= 0 && snapshot_valid_[block]; }
+  void release_snapshot(BlockId block);
+  bool claim_snapshot(BlockId block);
+  void release_claims(Sequence& s);
+  int32_t first_snapshot_slot() const { return layout_.max_sequences * (1 + layout_.state_rollback_rows); }
+  int32_t ring_slot(SeqId seq, int32_t position) const {
+    return layout_.max_sequences + seq * layout_.state_rollback_rows + position % layout_.state_rollback_rows;
+  }
+  void copy_state_slot(int32_t from, int32_t to);
   Sequence& sequence(SeqId seq);
   const Sequence& sequence(SeqId seq) const;
 
@@ -93,6 +155,12 @@ class KvCache {
   std::vector<Sequence> sequences_;
   std::vector<SeqId> free_ids_;
   std::vector<float*> k_, v_;  // per layer: [num_blocks, block_size, num_kv_heads, head_dim]
+  std::vector<float*> states_;           // per state layer: [first_snapshot_slot() + snapshot_slots, state_floats]
+  std::vector<int32_t> block_snapshot_;  // per block: its snapshot index, or -1
+  std::vector<bool> snapshot_valid_;     // per block: the snapshot is complete
+  std::vector<BlockId> snapshot_owner_;  // per snapshot index: the block, or -1
+  std::vector<bool> snapshot_claimed_;   // per snapshot index: claimed by a forward in flight
+  int32_t next_snapshot_ = 0;            // oldest-first recycling
 };
 
 }  // namespace tachyon::kv

@@ -1,8 +1,10 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/error.h"
+#include "kernels/reference/rowwise.h"
 
 namespace tachyon::model {
 
@@ -16,17 +18,21 @@ bool is_float_dtype(DType d) { return d == DType::F32 || d == DType::BF16 || d =
 }  // namespace
 
 void WeightBinder::bind(Weight* target, const std::string& name, std::vector<int64_t> shape) {
-  bindings_.push_back({target, {name}, {std::move(shape)}, false});
+  bindings_.push_back({target, {name}, {std::move(shape)}, false, nullptr});
+}
+
+void WeightBinder::bind_remapped(Weight* target, const std::string& name, std::vector<int64_t> shape, Remap remap) {
+  bindings_.push_back({target, {name}, {std::move(shape)}, false, std::make_shared<Remap>(std::move(remap))});
 }
 
 void WeightBinder::bind_optional(Weight* target, const std::string& name, std::vector<int64_t> shape) {
-  bindings_.push_back({target, {name}, {std::move(shape)}, true});
+  bindings_.push_back({target, {name}, {std::move(shape)}, true, nullptr});
 }
 
 void WeightBinder::bind_fused(Weight* target, const std::vector<std::string>& names,
                               const std::vector<std::vector<int64_t>>& shapes) {
   TACHYON_CHECK(names.size() == shapes.size() && !names.empty(), "bind_fused needs one shape per name");
-  bindings_.push_back({target, names, shapes, false});
+  bindings_.push_back({target, names, shapes, false, nullptr});
 }
 
 void WeightBinder::load() {
@@ -55,6 +61,11 @@ void WeightBinder::load() {
           problems.push_back(fmt::format("tensors '{}' and '{}' have different dtypes", b.names[0], name));
     }
   }
+  // Several weights may be cut from one tensor (remaps): name each problem once.
+  std::vector<std::string> unique;
+  for (auto& p : problems)
+    if (std::find(unique.begin(), unique.end(), p) == unique.end()) unique.push_back(std::move(p));
+  problems = std::move(unique);
   if (!problems.empty()) {
     std::string message = fmt::format("{}: the checkpoint does not match the model config:", checkpoint_.location());
     for (const auto& p : problems) message += "\n  " + p;
@@ -64,6 +75,23 @@ void WeightBinder::load() {
   for (const Binding& b : bindings_) {
     if (!checkpoint_.has(b.names[0])) {
       *b.target = Weight{};
+      continue;
+    }
+    if (b.remap) {
+      const io::TensorView& t = checkpoint_.get(b.names[0]);
+      const Remap& m = *b.remap;
+      const size_t elem = dtype_size(t.dtype);
+      const DType dtype = m.to_f32 ? DType::F32 : t.dtype;
+      std::vector<uint8_t> host(static_cast<size_t>(m.rows * m.cols) * dtype_size(dtype));
+      const Weight source{t.data, t.dtype, 1, t.num_elements()};
+      for (int64_t r = 0; r < m.rows; ++r)
+        for (int64_t c = 0; c < m.cols; ++c) {
+          const int64_t from = m.source(r, c), to = r * m.cols + c;
+          TACHYON_CHECK(from >= 0 && from < t.num_elements(), "remap of '{}' reads outside the tensor", b.names[0]);
+          if (m.to_f32) reinterpret_cast<float*>(host.data())[to] = kernels::rowwise::load_weight(source, from);
+          else std::memcpy(host.data() + to * elem, static_cast<const uint8_t*>(t.data) + from * elem, elem);
+        }
+      *b.target = backend_.upload_weight(Weight{host.data(), dtype, m.rows, m.cols});
       continue;
     }
     if (b.names.size() == 1) {

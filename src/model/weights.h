@@ -13,6 +13,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,17 @@ class WeightBinder {
   // must be present with the given shapes; 1-D parts (biases) concatenate the same way.
   void bind_fused(Weight* target, const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes);
 
+  // A weight built from one checkpoint tensor of `shape` by an element mapping: element (r, c)
+  // of the [rows, cols] result is the tensor's element at row-major flat index source(r, c).
+  // Slices, transposes and de-interleaving (gpt-oss fused experts, MLA kv_b heads) are all
+  // remaps. With to_f32 the result is stored as float32 (small vectors read by ops as float*).
+  struct Remap {
+    int64_t rows = 0, cols = 0;
+    std::function<int64_t(int64_t r, int64_t c)> source;
+    bool to_f32 = false;
+  };
+  void bind_remapped(Weight* target, const std::string& name, std::vector<int64_t> shape, Remap remap);
+
   // Validates every binding, then loads. Throws tachyon::Error listing every problem.
   void load();
 
@@ -42,6 +55,7 @@ class WeightBinder {
     std::vector<std::string> names;
     std::vector<std::vector<int64_t>> shapes;
     bool optional;
+    std::shared_ptr<Remap> remap;  // null: the tensor as it is
   };
   std::vector<Binding> bindings_;
   const io::Checkpoint& checkpoint_;

@@ -59,7 +59,7 @@ class DraftModelDrafter final : public Drafter {
     return drafts;
   }
 
-  void on_finish(RequestKey request) override {
+  void on_finish(RequestKey request, std::span<const int32_t>, int32_t) override {
     auto it = states_.find(request);
     if (it == states_.end()) return;
     kv_.remove_sequence(it->second.seq);

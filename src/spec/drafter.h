@@ -25,8 +25,9 @@ class Drafter {
   // Up to k tokens that may follow `tokens` (the request's committed prompt + output).
   // Chains only for now (a chain is a one-branch tree). May return fewer, or none.
   virtual std::vector<int32_t> propose(RequestKey request, std::span<const int32_t> tokens, int32_t k) = 0;
-  // The request ended: drop any per-request state.
-  virtual void on_finish(RequestKey request) {}
+  // The request ended with `tokens` committed (prompt first, `num_prompt` of them): drop
+  // per-request state; drafters that learn from past outputs record them here.
+  virtual void on_finish(RequestKey request, std::span<const int32_t> tokens, int32_t num_prompt) {}
 
   // Drafters that read the target's hidden states (MTP) say so; the engine then hands them
   // the last layer's output (before the final norm) of every committed position it computes:

@@ -3,6 +3,9 @@
 // a row's bits never depend on the batch or the thread count.
 #pragma once
 
+#include <utility>
+#include <vector>
+
 #include "kernels/reference/reference_backend.h"
 
 namespace tachyon::kernels {
@@ -22,6 +25,25 @@ class CpuBackend : public ReferenceBackend {
   void gated_activation(const float* gate_up, int64_t rows, int64_t dim, Activation act, float* out) override;
   void attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
                  const AttentionParams& params, float* out) override;
+  void moe_route(const float* logits, int64_t rows, const MoeRoutingParams& params, int32_t* expert_ids,
+                 float* weights) override;
+  void moe_experts(const float* x, int64_t rows, const int32_t* expert_ids, const float* weights, int64_t top_k,
+                   const MoeExperts& experts, float* out) override;
+  void head_matmul(const float* x, int64_t rows, int64_t heads, int64_t x_row_stride, int64_t x_head_stride,
+                   const Weight& w, float* out, int64_t out_row_stride, int64_t out_head_stride) override;
+  void gate_multiply(float* x, int64_t rows, int64_t dim, const float* gate, int64_t gate_stride,
+                     int64_t group, GateFn fn) override;
+  void causal_conv1d_silu(const float* x, int64_t rows, int64_t channels, const Weight& w, const RecurrentMeta& meta,
+                          float* state, int64_t state_stride, float* out) override;
+  void gated_delta_rule(const float* qkv, int64_t qkv_stride, const float* ba, int64_t rows,
+                        const DeltaRuleParams& params, const RecurrentMeta& meta, float* state, int64_t state_stride,
+                        float* out) override;
+
+ private:
+  // moe_experts scratch (host memory is device memory here), grow-only.
+  std::vector<float> moe_x_, moe_gate_up_, moe_act_, moe_y_;
+  std::vector<int32_t> moe_count_, moe_by_expert_, moe_fill_;
+  std::vector<std::pair<int32_t, int32_t>> moe_items_;
 };
 
 }  // namespace tachyon::kernels

@@ -31,6 +31,21 @@ class ReferenceBackend : public Backend {
   void write_kv(const float* k, const float* v, int64_t rows, const PagedKv& kv, const AttentionMeta& meta) override;
   void attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
                  const AttentionParams& params, float* out) override;
+  void moe_route(const float* logits, int64_t rows, const MoeRoutingParams& params, int32_t* expert_ids,
+                 float* weights) override;
+  void moe_experts(const float* x, int64_t rows, const int32_t* expert_ids, const float* weights, int64_t top_k,
+                   const MoeExperts& experts, float* out) override;
+  void head_matmul(const float* x, int64_t rows, int64_t heads, int64_t x_row_stride, int64_t x_head_stride,
+                   const Weight& w, float* out, int64_t out_row_stride, int64_t out_head_stride) override;
+  void copy_strided(const float* src, int64_t src_stride, int64_t rows, int64_t width, float* dst,
+                    int64_t dst_stride) override;
+  void gate_multiply(float* x, int64_t rows, int64_t dim, const float* gate, int64_t gate_stride,
+                     int64_t group, GateFn fn) override;
+  void causal_conv1d_silu(const float* x, int64_t rows, int64_t channels, const Weight& w, const RecurrentMeta& meta,
+                          float* state, int64_t state_stride, float* out) override;
+  void gated_delta_rule(const float* qkv, int64_t qkv_stride, const float* ba, int64_t rows,
+                        const DeltaRuleParams& params, const RecurrentMeta& meta, float* state, int64_t state_stride,
+                        float* out) override;
 
  protected:
   std::vector<void*> owned_;

@@ -41,7 +41,7 @@ inline void rope_row(float* x, int64_t heads, int64_t head_dim, const RopeTable&
     const float freq = static_cast<float>(position) * table.inv_freq[i];
     const float c = std::cos(freq) * table.attention_scaling, s = std::sin(freq) * table.attention_scaling;
     for (int64_t h = 0; h < heads; ++h) {
-      float* xh = x + h * head_dim;
+      float* xh = x + h * head_dim + table.offset;
       const int64_t a = table.interleaved ? 2 * i : i, b = table.interleaved ? 2 * i + 1 : i + half;
       const float x1 = xh[a], x2 = xh[b];
       xh[a] = x1 * c + (-x2) * s;

@@ -9,7 +9,16 @@ namespace tachyon::model {
 void bind_attention(WeightBinder& b, AttentionWeights& w, const std::string& p, const AttentionOptions& o,
                     bool qkv_bias, bool o_bias, bool qk_norm) {
   const int64_t q_dim = o.num_heads * o.head_dim, kv_dim = o.num_kv_heads * o.head_dim;
-  b.bind(&w.q, p + "q_proj.weight", {q_dim, o.hidden});
+  if (o.output_gate) {
+    const int64_t D = o.head_dim, hidden = o.hidden;
+    const std::vector<int64_t> shape = {2 * q_dim, hidden};
+    b.bind_remapped(&w.q, p + "q_proj.weight", shape,
+                    {q_dim, hidden, [=](int64_t r, int64_t c) { return ((r / D) * 2 * D + r % D) * hidden + c; }});
+    b.bind_remapped(&w.gate, p + "q_proj.weight", shape,
+                    {q_dim, hidden, [=](int64_t r, int64_t c) { return ((r / D) * 2 * D + D + r % D) * hidden + c; }});
+  } else {
+    b.bind(&w.q, p + "q_proj.weight", {q_dim, o.hidden});
+  }
   b.bind(&w.k, p + "k_proj.weight", {kv_dim, o.hidden});
   b.bind(&w.v, p + "v_proj.weight", {kv_dim, o.hidden});
   b.bind(&w.o, p + "o_proj.weight", {o.hidden, q_dim});
@@ -23,6 +32,10 @@ void bind_attention(WeightBinder& b, AttentionWeights& w, const std::string& p, 
     b.bind(&w.q_norm, p + "q_norm.weight", {o.head_dim});
     b.bind(&w.k_norm, p + "k_norm.weight", {o.head_dim});
   }
+}
+
+void bind_attention_sinks(WeightBinder& b, AttentionWeights& w, const std::string& p, const AttentionOptions& o) {
+  b.bind_remapped(&w.sinks, p + "sinks", {o.num_heads}, {1, o.num_heads, [](int64_t, int64_t c) { return c; }, true});
 }
 
 namespace {
@@ -70,7 +83,13 @@ void attention_forward(StepContext& ctx, Workspace& ws, const AttentionWeights& 
   params.scale = o.scale;
   params.sliding_window = o.sliding_window;
   params.softcap = o.softcap;
+  params.sinks = w.sinks.empty() ? nullptr : static_cast<const float*>(w.sinks.data);
   be.attention(q, rows, kv, ctx.meta, params, attn);
+  if (!w.gate.empty()) {
+    float* gate = ws.get(Workspace::kScratch5, rows * q_dim);  // [rows, H·D]
+    be.matmul(x, rows, w.gate, nullptr, gate);
+    be.gate_multiply(attn, rows, q_dim, gate, q_dim, 1, kernels::GateFn::Sigmoid);
+  }
   be.matmul(attn, rows, w.o, &w.o_bias, out);
 }
 

@@ -1,5 +1,6 @@
 #include "model/blocks/decoder.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/error.h"
@@ -36,8 +37,11 @@ DecoderSpec llama_family_spec(const io::ModelConfig& c) {
   s.num_layers = c.num_hidden_layers;
   s.rms_norm_eps = static_cast<float>(c.rms_norm_eps);
   s.tie_word_embeddings = c.tie_word_embeddings;
-  const std::string act = c.raw.value("hidden_act", std::string("silu"));
-  if (act != "silu") throw Error("{}: hidden_act '{}' is not supported for model_type '{}'", c.path, act, c.model_type);
+  const std::string key = c.raw.contains("hidden_activation") ? "hidden_activation" : "hidden_act";
+  const std::string act = c.raw.value(key, std::string("silu"));
+  if (act == "silu") s.activation = kernels::Activation::SiLU;
+  else if (act == "gelu_pytorch_tanh") s.activation = kernels::Activation::GeluTanh;
+  else throw Error("{}: {} '{}' is not supported for model_type '{}'", c.path, key, act, c.model_type);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) s.attention.push_back(llama_attention_options(c, l));
   return s;
 }
@@ -58,9 +62,27 @@ class DecoderModel final : public Model {
       Layer& layer = layers_[l];
       b.bind(&layer.input_norm, p + "input_layernorm.weight", {hidden});
       b.bind(&layer.post_attention_norm, p + "post_attention_layernorm.weight", {hidden});
-      bind_attention(b, layer.attention, p + "self_attn.", spec_.attention[l], spec_.qkv_bias, spec_.o_bias,
-                     spec_.qk_norm);
-      bind_gated_mlp(b, layer.mlp, p + "mlp.", hidden, spec_.intermediate_size);
+      if (spec_.sandwich_norms) {
+        b.bind(&layer.pre_feedforward_norm, p + "pre_feedforward_layernorm.weight", {hidden});
+        b.bind(&layer.post_feedforward_norm, p + "post_feedforward_layernorm.weight", {hidden});
+      }
+      layer.is_linear = !spec_.linear_layers.empty() && spec_.linear_layers[l];
+      if (layer.is_linear) {
+        layer.cache_index = num_state_layers_++;
+        bind_gated_delta_net(b, layer.gated_delta_net, p + "linear_attn.", spec_.gated_delta_net);
+      } else if (spec_.use_mla) {
+        layer.cache_index = num_kv_layers_++;
+        bind_mla(b, layer.mla, p + "self_attn.", spec_.mla);
+      } else {
+        layer.cache_index = num_kv_layers_++;
+        bind_attention(b, layer.attention, p + "self_attn.", spec_.attention[l], spec_.qkv_bias, spec_.o_bias,
+                       spec_.qk_norm);
+      }
+      if (spec_.attention_sinks && !layer.is_linear)
+        bind_attention_sinks(b, layer.attention, p + "self_attn.", spec_.attention[l]);
+      layer.is_moe = !spec_.moe_layers.empty() && spec_.moe_layers[l];
+      if (layer.is_moe) bind_moe(b, layer.moe, p + "mlp.", spec_.moe);
+      else bind_gated_mlp(b, layer.mlp, p + "mlp.", hidden, spec_.intermediate_size);
     }
     b.bind(&final_norm_, "model.norm.weight", {hidden});
     if (!spec_.tie_word_embeddings) b.bind(&lm_head_, "lm_head.weight", {spec_.vocab_size, hidden});
@@ -72,35 +94,83 @@ class DecoderModel final : public Model {
   kernels::Backend& backend() override { return backend_; }
 
   kv::KvLayout kv_layout(int32_t num_blocks, int32_t block_size) const override {
-    return {spec_.num_layers, config_.num_key_value_heads, config_.head_dim, block_size, num_blocks};
+    kv::KvLayout layout{num_kv_layers_, config_.num_key_value_heads, config_.head_dim, block_size, num_blocks};
+    if (spec_.use_mla) {
+      layout.num_kv_heads = 1;
+      layout.head_dim = spec_.mla.cache_dim();
+      layout.shared_kv = true;
+    }
+    layout.num_state_layers = num_state_layers_;
+    layout.state_floats = num_state_layers_ > 0 ? spec_.gated_delta_net.state_floats() : 0;
+    if (num_state_layers_ > 0) {  // snapshots may cost as much memory as the K/V they stand beside, no more
+      const int64_t kv_floats = 2 * layout.num_layers * block_size * layout.num_kv_heads * layout.head_dim;
+      const int64_t state = layout.num_state_layers * layout.state_floats;
+      layout.state_snapshot_interval =
+          static_cast<int32_t>(std::max<int64_t>(1, (state + kv_floats - 1) / std::max<int64_t>(1, kv_floats)));
+    }
+    return layout;
   }
 
   StepOutput forward(const Batch& batch, kv::KvCache& kv) override {
-    StepContext ctx(backend_, batch, kv);
+    TACHYON_CHECK(kv.layout().num_layers == num_kv_layers_ && kv.layout().num_state_layers == num_state_layers_,
+                  "KV cache layout does not match the model");
     for (int32_t t : batch.tokens)
       TACHYON_CHECK(t >= 0 && t < spec_.vocab_size, "token id {} outside the vocabulary [0, {})", t, spec_.vocab_size);
+    if (kv.has_state()) {  // each sequence's recurrent state to its first position (rows are contiguous)
+      for (size_t r = 0; r < batch.tokens.size(); ++r) {
+        const int32_t s = batch.row_seq[r];
+        if (r + 1 == batch.tokens.size() || batch.row_seq[r + 1] != s) {
+          size_t first = r;
+          while (first > 0 && batch.row_seq[first - 1] == s) --first;
+          kv.prepare_state(batch.seqs.at(static_cast<size_t>(s)), batch.positions[first], batch.positions[r] + 1);
+        }
+      }
+    }
+    StepContext ctx(backend_, batch, kv);
     const int64_t rows = ctx.rows, hidden = spec_.hidden_size;
     float* x = ws_.get(Workspace::kResidual, rows * hidden);  // [rows, hidden] residual stream
     float* h = ws_.get(Workspace::kNormed, rows * hidden);    // [rows, hidden] normed input of a sub-block
     float* y = ws_.get(Workspace::kProj, rows * hidden);      // [rows, hidden] sub-block output
-    backend_.embedding(embed_, batch.tokens.data(), rows, 1.f, x);
+    const float eps = spec_.rms_norm_eps, offset = spec_.norm_weight_offset;
+    backend_.embedding(embed_, batch.tokens.data(), rows, spec_.embed_scale, x);
     for (int64_t l = 0; l < spec_.num_layers; ++l) {
       const Layer& layer = layers_[l];
-      backend_.rms_norm(x, layer.input_norm, rows, hidden, spec_.rms_norm_eps, 0.f, h);
-      attention_forward(ctx, ws_, layer.attention, spec_.attention[l], kv.layer(l), h, y);
+      backend_.rms_norm(x, layer.input_norm, rows, hidden, eps, offset, h);
+      if (layer.is_linear)
+        gated_delta_net_forward(ctx, ws_, layer.gated_delta_net, spec_.gated_delta_net, kv.state(layer.cache_index), h,
+                                y);
+      else if (spec_.use_mla)
+        mla_forward(ctx, ws_, layer.mla, spec_.mla, kv.layer(layer.cache_index), h, y);
+      else
+        attention_forward(ctx, ws_, layer.attention, spec_.attention[l], kv.layer(layer.cache_index), h, y);
+      if (spec_.sandwich_norms) backend_.rms_norm(y, layer.post_attention_norm, rows, hidden, eps, offset, y);
       backend_.add(x, y, rows * hidden);
-      backend_.rms_norm(x, layer.post_attention_norm, rows, hidden, spec_.rms_norm_eps, 0.f, h);
-      gated_mlp_forward(ctx, ws_, layer.mlp, spec_.activation, h, y);
+      const Weight& ffn_norm = spec_.sandwich_norms ? layer.pre_feedforward_norm : layer.post_attention_norm;
+      backend_.rms_norm(x, ffn_norm, rows, hidden, eps, offset, h);
+      if (layer.is_moe) moe_forward(ctx, ws_, layer.moe, spec_.moe, h, y);
+      else gated_mlp_forward(ctx, ws_, layer.mlp, spec_.activation, h, y);
+      if (spec_.sandwich_norms) backend_.rms_norm(y, layer.post_feedforward_norm, rows, hidden, eps, offset, y);
       backend_.add(x, y, rows * hidden);
+    }
+    for (size_t s = 0; s < batch.seqs.size(); ++s) {
+      const int32_t begin = ctx.seq_row_begin[s], end = ctx.seq_row_begin[s + 1];
+      if (begin < end) kv.commit_state(batch.seqs[s], batch.positions[begin], batch.positions[end - 1] + 1);
     }
     return finish(batch, x);
   }
 
  private:
   struct Layer {
-    Weight input_norm, post_attention_norm;  // [hidden]
+    Weight input_norm, post_attention_norm;           // [hidden]
+    Weight pre_feedforward_norm, post_feedforward_norm;  // [hidden], sandwich_norms only
     AttentionWeights attention;
-    GatedMlpWeights mlp;
+    MlaWeights mla;                                    // use_mla
+    bool is_linear = false;
+    GatedDeltaNetWeights gated_delta_net;              // linear_layers
+    int64_t cache_index = 0;                           // KV layer (attention) or state layer (linear)
+    bool is_moe = false;
+    GatedMlpWeights mlp;                               // dense layers
+    MoeWeights moe;                                    // MoE layers
   };
 
   StepOutput finish(const Batch& batch, const float* x) {
@@ -120,7 +190,7 @@ class DecoderModel final : public Model {
       float* in = ws_.get(Workspace::kLogitIn, n * hidden);              // [n, hidden]
       float* logits = ws_.get(Workspace::kLogits, n * spec_.vocab_size);  // [n, vocab]
       backend_.gather_rows(x, batch.logit_rows.data(), n, hidden, in);
-      backend_.rms_norm(in, final_norm_, n, hidden, spec_.rms_norm_eps, 0.f, in);
+      backend_.rms_norm(in, final_norm_, n, hidden, spec_.rms_norm_eps, spec_.norm_weight_offset, in);
       backend_.matmul(in, n, lm_head_, nullptr, logits);
       out.logits.resize(static_cast<size_t>(n * spec_.vocab_size));
       backend_.copy_to_host(out.logits.data(), logits, out.logits.size() * sizeof(float));
@@ -135,6 +205,7 @@ class DecoderModel final : public Model {
   Workspace ws_;
   Weight embed_, final_norm_, lm_head_;  // [vocab, hidden], [hidden], [vocab, hidden]
   std::vector<Layer> layers_;
+  int64_t num_kv_layers_ = 0, num_state_layers_ = 0;
 };
 
 }  // namespace

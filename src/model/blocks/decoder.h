@@ -1,5 +1,13 @@
 // The pre-norm decoder-only transformer shared by the llama family (Llama, Qwen2, Qwen3,
-// Mistral): embedding → N × [x += Attn(RMSNorm(x)); x += MLP(RMSNorm(x))] → RMSNorm → LM head.
+// Mistral) and its relatives (Gemma 3, Qwen3-MoE, gpt-oss, DeepSeek-V3, Qwen3-Next):
+//   x = embed(ids) · embed_scale
+//   per layer: x += Post(Attn(RMSNorm(x)));  x += Post(FFN(RMSNorm(x)))
+//   logits = lm_head(RMSNorm(x))
+// where Post is the identity, or an RMSNorm when `sandwich_norms` (Gemma 3's
+// post_attention_layernorm / post_feedforward_layernorm), and FFN is the gated MLP or, on
+// `moe_layers`, the MoE block. Attention is the llama block, or MLA when `use_mla`;
+// `linear_layers` use Gated DeltaNet (recurrent state in the KV cache's state slots) instead.
+// RMSNorm weights are used as (norm_weight_offset + w).
 // An architecture file fills a DecoderSpec from its config (which options it uses, per-layer
 // attention) and this block does the rest, including the fail-closed weight binding.
 #pragma once
@@ -9,7 +17,10 @@
 
 #include "io/safetensors.h"
 #include "model/blocks/attention.h"
+#include "model/blocks/gated_delta_net.h"
+#include "model/blocks/mla.h"
 #include "model/blocks/mlp.h"
+#include "model/blocks/moe.h"
 #include "model/model.h"
 
 namespace tachyon::model {
@@ -21,6 +32,16 @@ struct DecoderSpec {
   bool qkv_bias = false, o_bias = false, qk_norm = false;
   bool tie_word_embeddings = false;
   std::vector<AttentionOptions> attention;  // one per layer
+  float embed_scale = 1.f;                  // Gemma: sqrt(hidden_size)
+  float norm_weight_offset = 0.f;           // Gemma: 1 ((1 + w) RMSNorm)
+  bool sandwich_norms = false;              // Gemma: 4 norms per layer (see above)
+  bool attention_sinks = false;             // gpt-oss: self_attn.sinks [heads]
+  std::vector<bool> moe_layers;             // empty: no MoE layer
+  MoeOptions moe;
+  bool use_mla = false;                     // DeepSeek: every layer's attention is MLA (latent KV cache)
+  MlaOptions mla;
+  std::vector<bool> linear_layers;          // Qwen3-Next: Gated DeltaNet instead of attention ("linear_attn.")
+  GatedDeltaNetOptions gated_delta_net;
 };
 
 // The attention options of `layer` as the llama family reads them from config.json:

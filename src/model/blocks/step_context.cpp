@@ -40,6 +40,16 @@ StepContext::StepContext(kernels::Backend& b, const Batch& batch_, const kv::KvC
     seq_row_begin[s + 1] = static_cast<int32_t>(r + 1);
   }
   for (size_t s = 1; s < seq_row_begin.size(); ++s) seq_row_begin[s] = std::max(seq_row_begin[s], seq_row_begin[s - 1]);
+  if (kv.has_state()) {
+    for (kv::SeqId seq : batch.seqs) seq_state_slot.push_back(kv.state_slot(seq));
+    row_snapshot_slot.resize(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r)
+      row_snapshot_slot[r] = kv.row_state_slot(batch.seqs[batch.row_seq[r]], batch.positions[r]);
+    recurrent.num_seqs = static_cast<int64_t>(batch.seqs.size());
+    recurrent.seq_row_begin = seq_row_begin.data();
+    recurrent.seq_state_slot = seq_state_slot.data();
+    recurrent.row_snapshot_slot = row_snapshot_slot.data();
+  }
   meta.positions = batch.positions.data();
   meta.row_seq = batch.row_seq.data();
   meta.block_tables = block_tables.data();

@@ -16,12 +16,18 @@ namespace tachyon::model {
 // decode loop allocates nothing.
 class Workspace {
  public:
-  enum Slot { kResidual, kNormed, kQ, kK, kV, kAttn, kProj, kGateUp, kAct, kLogitIn, kLogits, kHidden, kNumSlots };
+  enum Slot {
+    kResidual, kNormed, kQ, kK, kV, kAttn, kProj, kGateUp, kAct, kLogitIn, kLogits, kHidden,
+    kRouterLogits, kExpertIds, kExpertWeights, kShared, kSharedGate,          // MoE
+    kScratch0, kScratch1, kScratch2, kScratch3, kScratch4, kScratch5,         // MLA, linear attention
+    kNumSlots
+  };
   explicit Workspace(kernels::Backend& backend) : backend_(backend) {}
   ~Workspace();
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
   float* get(Slot slot, int64_t num_floats);
+  int32_t* get_ints(Slot slot, int64_t n) { return reinterpret_cast<int32_t*>(get(slot, n)); }
 
  private:
   kernels::Backend& backend_;
@@ -39,6 +45,10 @@ struct StepContext {
   std::vector<int32_t> block_tables;      // every sequence's block table, concatenated
   std::vector<int32_t> block_table_offsets;
   std::vector<int32_t> seq_row_begin;     // [num_seqs + 1] rows of sequence i: [begin[i], begin[i + 1])
+  // Hybrid models: each sequence's working state slot and each row's snapshot slot (a block
+  // snapshot or a rollback row, as kv::KvCache::row_state_slot decides).
+  kernels::RecurrentMeta recurrent;
+  std::vector<int32_t> seq_state_slot, row_snapshot_slot;
 };
 
 }  // namespace tachyon::model

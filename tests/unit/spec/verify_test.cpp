@@ -6,6 +6,7 @@
 
 #include "chi_square.h"
 #include "spec/ngram.h"
+#include "spec/suffix.h"
 
 namespace tachyon::spec {
 namespace {
@@ -102,6 +103,42 @@ TEST(Ngram, TrigramRepetitionScoresRepeatedText) {
   for (int i = 0; i < 100; ++i) repeated.push_back(i % 10);
   EXPECT_EQ(trigram_repetition(novel), 0.0);
   EXPECT_GT(trigram_repetition(repeated), 0.8);
+}
+
+}  // namespace
+}  // namespace tachyon::spec
+
+namespace tachyon::spec {
+namespace {
+
+TEST(Suffix, FollowsTheLongestMatchAndTheMostFrequentBranch) {
+  SuffixTrie trie(8);
+  trie.add(std::vector<int32_t>{1, 2, 3, 4, 5});
+  trie.add(std::vector<int32_t>{9, 2, 3, 7, 8});
+  trie.add(std::vector<int32_t>{6, 2, 3, 7, 8});
+  // Context ends with "2 3": both 4 and 7 follow; 7 twice.
+  auto [m, draft] = trie.propose(std::vector<int32_t>{0, 2, 3}, 3, 2);
+  EXPECT_EQ(m, 2);
+  EXPECT_EQ(draft, (std::vector<int32_t>{7, 8}));  // the branch ends after 8
+  // A longer match wins over frequency: "1 2 3" continues with 4.
+  std::tie(m, draft) = trie.propose(std::vector<int32_t>{1, 2, 3}, 2, 2);
+  EXPECT_EQ(m, 3);
+  EXPECT_EQ(draft, (std::vector<int32_t>{4, 5}));
+  // Removing a sequence removes its counts.
+  trie.add(std::vector<int32_t>{9, 2, 3, 7, 8}, -1);
+  trie.add(std::vector<int32_t>{6, 2, 3, 7, 8}, -1);
+  std::tie(m, draft) = trie.propose(std::vector<int32_t>{0, 2, 3}, 1, 2);
+  EXPECT_EQ(draft, (std::vector<int32_t>{4}));
+}
+
+TEST(Suffix, DrafterLearnsFromPastOutputs) {
+  auto d = make_suffix_drafter({});
+  const std::vector<int32_t> first = {5, 6, 7, 100, 101, 102, 103};
+  EXPECT_TRUE(d->propose(1, std::vector<int32_t>{5, 6, 7, 100}, 3).empty() ||
+              d->propose(1, std::vector<int32_t>{5, 6, 7, 100}, 3).size() <= 3);
+  d->on_finish(1, first, 3);  // output 100..103 recorded globally
+  // Another request whose context ends like that output continues it.
+  EXPECT_EQ(d->propose(2, std::vector<int32_t>{42, 43, 100, 101}, 2), (std::vector<int32_t>{102, 103}));
 }
 
 }  // namespace

@@ -1,0 +1,351 @@
+// CUDA engine benchmark (issue 6): on one GPU, for a model directory (the random-weight
+// Qwen3-8B-shaped checkpoint of bench/cuda/make_checkpoint.py), each figure next to its
+// roofline measured in the same run:
+//   ceilings:  device-to-device copy bandwidth (read + write bytes / s) and the cuBLAS bf16
+//              matmul rate on random 8192^3 operands;
+//   kernels:   the skinny matmul (decode) at M = 1 on the model's matrix shapes in GB/s of
+//              weights, and the tiled matmul (prefill) in TFLOP/s;
+//   engine:    prefill tok/s at 512 and 4096 tokens (roofline: matmul rate / FLOPs per token),
+//              decode tok/s at batch 1 (roofline: copy bandwidth / bytes per token: weights +
+//              KV read) and decode throughput at batch 8, 32, 64.
+// Protocol: one warm-up discarded, median of --runs. Every forward returns its logits to the
+// host (Model::forward's contract), which is part of the measured time.
+// Usage: cuda_bench [--runs 3] [--json FILE] MODEL_DIR
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "base/dtype.h"
+#include "base/json.h"
+#include "io/safetensors.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/matmul.cuh"
+#include "model/model.h"
+
+using namespace tachyon;
+
+namespace {
+
+#define CHECK_CUDA(x)                                                                   \
+  do {                                                                                  \
+    cudaError_t e_ = (x);                                                               \
+    if (e_ != cudaSuccess) {                                                            \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                     \
+    }                                                                                   \
+  } while (0)
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Uniform in [-a, a] with a = sigma·sqrt(3) (the same variance as N(0, sigma²)); a cheap
+// generator, since the LM head alone is 622M values.
+std::vector<uint16_t> random_bf16(size_t n, float sigma, uint64_t seed) {
+  std::vector<uint16_t> v(n);
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  const float a = sigma * 1.7320508f;
+  for (auto& x : v) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    x = f32_to_bf16((static_cast<float>(s >> 40) / 16777216.f * 2.f - 1.f) * a);
+  }
+  return v;
+}
+
+// Median over `reps` of the time of `iters` back-to-back calls of f, timed with events.
+template <typename F>
+double time_events(F&& f, int iters, int reps = 5) {
+  cudaEvent_t a, b;
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  f();
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    CHECK_CUDA(cudaEventRecord(a));
+    for (int i = 0; i < iters; ++i) f();
+    CHECK_CUDA(cudaEventRecord(b));
+    CHECK_CUDA(cudaEventSynchronize(b));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms / 1e3 / iters);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return median(t);
+}
+
+double measure_copy_gbps() {
+  const size_t bytes = size_t{4} << 30;
+  void *src, *dst;
+  CHECK_CUDA(cudaMalloc(&src, bytes));
+  CHECK_CUDA(cudaMalloc(&dst, bytes));
+  CHECK_CUDA(cudaMemset(src, 1, bytes));
+  const double s = time_events([&] { CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice)); }, 5);
+  cudaFree(src);
+  cudaFree(dst);
+  return 2.0 * bytes / s / 1e9;
+}
+
+double measure_cublas_bf16_tflops() {
+  const int n = 8192;
+  const auto host = random_bf16(size_t(n) * n, 1.f, 1);
+  void *a, *b, *c;
+  const size_t bytes = size_t(n) * n * 2;
+  CHECK_CUDA(cudaMalloc(&a, bytes));
+  CHECK_CUDA(cudaMalloc(&b, bytes));
+  CHECK_CUDA(cudaMalloc(&c, bytes));
+  CHECK_CUDA(cudaMemcpy(a, host.data(), bytes, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(b, host.data(), bytes, cudaMemcpyHostToDevice));
+  cublasHandle_t h;
+  cublasCreate(&h);
+  const float one = 1.f, zero = 0.f;
+  auto gemm = [&] {
+    if (cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n, &zero, c,
+                     CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+      std::fprintf(stderr, "cublasGemmEx failed\n");
+      std::exit(1);
+    }
+  };
+  gemm();
+  gemm();
+  const double s = time_events(gemm, 10);
+  cublasDestroy(h);
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(c);
+  return 2.0 * n * n * double(n) / s / 1e12;
+}
+
+struct Shape {
+  const char* name;
+  int64_t n, k;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int runs = 3, decode_variant = kernels::cuda::kDecodeWide;
+  std::string json_path, dir;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--runs") runs = std::atoi(argv[++i]);
+    else if (a == "--json") json_path = argv[++i];
+    else if (a == "--decode-variant") decode_variant = std::atoi(argv[++i]);
+    else dir = a;
+  }
+  if (dir.empty()) {
+    std::fprintf(stderr, "usage: cuda_bench [--runs N] [--json FILE] MODEL_DIR\n");
+    return 2;
+  }
+  auto backend = kernels::make_backend("cuda");
+  std::fprintf(stderr, "measuring ceilings on %s...\n", backend->name().c_str());
+  const double copy_gbps = measure_copy_gbps();
+  const double mm_tflops = measure_cublas_bf16_tflops();
+  Json report = {{"backend", backend->name()},
+                 {"copy_gbps", copy_gbps},
+                 {"cublas_bf16_tflops", mm_tflops},
+                 {"protocol", fmt::format("1 warm-up discarded, median of {}", runs)}};
+  std::printf("\n%s: device copy %.0f GB/s (read+write), cuBLAS bf16 8192^3 %.0f TFLOP/s\n\n", backend->name().c_str(),
+              copy_gbps, mm_tflops);
+
+  kernels::cuda::set_decode_matmul_variant(decode_variant);
+  auto model = model::load_model(dir, *backend);
+  const auto& c = model->config();
+  const int64_t h = c.hidden_size, inter = c.intermediate_size, q_dim = c.num_attention_heads * c.head_dim,
+                kv_dim = c.num_key_value_heads * c.head_dim;
+
+  // Kernels on the model's shapes, weights random, x random.
+  {
+    std::printf("| matmul [n x k] | M | time us | weights GB/s | TFLOP/s |\n|---|---|---|---|---|\n");
+    Json rows = Json::array();
+    const Shape shapes[] = {{"q_proj", q_dim, h}, {"k_proj", kv_dim, h}, {"o_proj", h, q_dim},
+                            {"gate_up", 2 * inter, h}, {"down", h, inter}, {"lm_head", c.vocab_size, h}};
+    float* x = static_cast<float*>(backend->allocate(size_t(4096) * 2 * inter * sizeof(float)));
+    float* out = static_cast<float*>(backend->allocate(size_t(4096) * c.vocab_size * sizeof(float)));
+    {
+      std::mt19937 rng(5);
+      std::normal_distribution<float> dist(0.f, 1.f);
+      std::vector<float> hx(size_t(4096) * 2 * inter);
+      for (auto& v : hx) v = dist(rng);
+      backend->copy_to_device(x, hx.data(), hx.size() * sizeof(float));
+    }
+    auto time_backend = [&](auto&& f, int iters) {
+      f();
+      backend->synchronize();
+      std::vector<double> t;
+      for (int r = 0; r < 5; ++r) {
+        const double t0 = now();
+        for (int i = 0; i < iters; ++i) f();
+        backend->synchronize();
+        t.push_back((now() - t0) / iters);
+      }
+      return median(t);
+    };
+    for (const auto& s : shapes) {
+      const auto host = random_bf16(size_t(s.n * s.k), 0.02f, 2);
+      const kernels::Weight w = backend->upload_weight(kernels::Weight{host.data(), DType::BF16, s.n, s.k});
+      for (int variant : {kernels::cuda::kDecodeWide, kernels::cuda::kDecodeMedium, kernels::cuda::kDecodeNarrow,
+                          kernels::cuda::kDecodeStaged, kernels::cuda::kDecodeWideDeep,
+                          kernels::cuda::kDecodeMediumDeep}) {
+        kernels::cuda::set_decode_matmul_variant(variant);
+        for (int64_t m : {1, 8}) {
+          const double t = time_backend([&] { backend->matmul(x, m, w, nullptr, out); }, 50);
+          std::printf("| %s [%ld x %ld] decode variant %d | %ld | %.1f | %.0f | |\n", s.name, long(s.n), long(s.k),
+                      variant, long(m), t * 1e6, s.n * s.k * 2.0 / t / 1e9);
+          rows.push_back({{"matrix", s.name}, {"variant", variant}, {"m", m}, {"seconds", t}});
+        }
+      }
+      kernels::cuda::set_decode_matmul_variant(decode_variant);
+      for (int64_t m : {1, 8, 32, 64, 512, 4096}) {
+        if (m > 512 && std::string(s.name) == "lm_head") continue;
+        const double t = time_backend([&] { backend->matmul(x, m, w, nullptr, out); }, m <= 64 ? 50 : 5);
+        const double gbps = s.n * s.k * 2.0 / t / 1e9, tflops = 2.0 * m * s.n * s.k / t / 1e12;
+        std::printf("| %s [%ld x %ld] | %ld | %.1f | %.0f | %.1f |\n", s.name, long(s.n), long(s.k), long(m), t * 1e6,
+                    gbps, tflops);
+        rows.push_back({{"matrix", s.name}, {"n", s.n}, {"k", s.k}, {"m", m}, {"seconds", t}, {"weight_gbps", gbps},
+                        {"tflops", tflops}});
+      }
+    }
+    // Attention of one layer over a paged cache: decode rows at context 256, and a prefill.
+    {
+      const int64_t heads = c.num_attention_heads, kvh = c.num_key_value_heads, d = c.head_dim, bs = 16;
+      const int64_t blocks = 4096 / bs * 2;
+      float* kc = static_cast<float*>(backend->allocate(size_t(blocks * bs * kvh * d) * sizeof(float)));
+      float* vc = static_cast<float*>(backend->allocate(size_t(blocks * bs * kvh * d) * sizeof(float)));
+      backend->copy_to_device(kc, x, 0);
+      std::printf("\n| attention (one layer) | rows | context | time us | TFLOP/s | KV GB/s |\n|---|---|---|---|---|---|\n");
+      for (auto [nseq, rows_per_seq, ctx] : {std::tuple{1, 1, 256}, {64, 1, 256}, {1, 512, 512}, {1, 4096, 4096}}) {
+        std::vector<int32_t> positions, row_seq, tables, offsets = {0};
+        for (int sq = 0; sq < nseq; ++sq) {
+          for (int64_t b = 0; b < ctx / bs + 1; ++b) tables.push_back(static_cast<int32_t>((sq * 17 + b) % blocks));
+          offsets.push_back(static_cast<int32_t>(tables.size()));
+          for (int r = 0; r < rows_per_seq; ++r) positions.push_back(ctx - rows_per_seq + r), row_seq.push_back(sq);
+        }
+        const int64_t nrows = static_cast<int64_t>(positions.size());
+        kernels::PagedKv pkv{kc, vc, static_cast<int32_t>(bs), kvh, d};
+        kernels::AttentionMeta meta{positions.data(), row_seq.data(), tables.data(), offsets.data()};
+        kernels::AttentionParams p;
+        p.num_heads = heads;
+        p.scale = 0.088f;
+        const double t = time_backend([&] { backend->attention(x, nrows, pkv, meta, p, out); }, 5);
+        double flops = 0, kv_bytes = 0;
+        for (int32_t pos : positions) flops += 4.0 * heads * d * (pos + 1);
+        for (int sq = 0; sq < nseq; ++sq) kv_bytes += 2.0 * ctx * kvh * d * 4;
+        std::printf("| %s | %ld | %ld | %.1f | %.2f | %.0f |\n", rows_per_seq == 1 ? "decode" : "prefill", long(nrows),
+                    long(ctx), t * 1e6, flops / t / 1e12, kv_bytes / t / 1e9);
+        rows.push_back({{"op", "attention"}, {"rows", nrows}, {"context", ctx}, {"seconds", t}, {"tflops", flops / t / 1e12}});
+      }
+      backend->deallocate(kc);
+      backend->deallocate(vc);
+    }
+    report["matmul"] = rows;
+    backend->deallocate(x);
+    backend->deallocate(out);
+  }
+
+  // Bytes and FLOPs the model must move per token.
+  double weight_bytes = 0, matmul_params = 0, head_params = 0;
+  const auto checkpoint = io::Checkpoint::open(dir);
+  for (const auto& [name, t] : checkpoint.tensors()) {
+    const bool embed = name == "model.embed_tokens.weight", head = name == "lm_head.weight";
+    if (embed && !c.tie_word_embeddings) continue;  // one row gathered per token
+    weight_bytes += double(t.num_bytes);
+    if (t.shape.size() == 2) (embed || head ? head_params : matmul_params) += double(t.num_elements());
+  }
+  const double kv_bytes_per_position = 2.0 * c.num_hidden_layers * kv_dim * sizeof(float);  // f32 K and V
+
+  const int max_batch = 64, prompt_len = 128, decode_steps = 16;
+  kv::KvCache kv(*backend, model->kv_layout((4096 + max_batch * (prompt_len + (runs + 1) * decode_steps + 32)) / 16 + 64));
+  std::mt19937 rng(0);
+  auto random_ids = [&](int n) {
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    for (auto& t : ids) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
+    return ids;
+  };
+
+  std::printf("\n| figure | measured | roofline | ratio |\n|---|---|---|---|\n");
+  Json engine = Json::object();
+  for (int tokens : {512, 4096}) {
+    const auto prompt = random_ids(tokens);
+    std::vector<double> tps;
+    for (int r = 0; r <= runs; ++r) {
+      auto seq = kv.add_sequence();
+      kv.reserve(seq, tokens);
+      model::Batch batch;
+      batch.add(seq, prompt, 0, model::LogitRows::Last);
+      const double t0 = now();
+      model->forward(batch, kv);
+      const double s = now() - t0;
+      kv.remove_sequence(seq);
+      if (r > 0) tps.push_back(tokens / s);
+    }
+    const double attn = 4.0 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * (tokens + 1) / 2.0;
+    const double flops = 2.0 * matmul_params + attn + 2.0 * head_params / tokens;
+    const double roof = mm_tflops * 1e12 / flops, p = median(tps);
+    std::printf("| prefill %d tok/s | %.0f | %.0f | %.1f%% |\n", tokens, p, roof, 100 * p / roof);
+    engine["prefill_" + std::to_string(tokens)] = {{"tok_s", p}, {"runs", tps}, {"flops_per_token", flops},
+                                                   {"roofline_tok_s", roof}, {"ratio", p / roof}};
+  }
+
+  double batch1 = 0;
+  for (int b : {1, 8, 32, 64}) {
+    std::vector<kv::SeqId> seqs;
+    std::vector<int32_t> pos(static_cast<size_t>(b), prompt_len), next(static_cast<size_t>(b));
+    model::Batch batch;
+    for (int i = 0; i < b; ++i) {
+      seqs.push_back(kv.add_sequence());
+      kv.reserve(seqs.back(), prompt_len);
+      batch.add(seqs.back(), random_ids(prompt_len), 0, model::LogitRows::Last);
+    }
+    auto out = model->forward(batch, kv);
+    std::vector<double> tps;
+    for (int r = 0; r <= runs; ++r) {
+      double s = 0;  // forward time only: the host argmax below is the benchmark's, not the engine's
+      for (int step = 0; step < decode_steps; ++step) {
+        batch.clear();
+        for (int i = 0; i < b; ++i) {
+          const float* row = out.logits.data() + size_t(i) * c.vocab_size;
+          next[i] = static_cast<int32_t>(std::max_element(row, row + c.vocab_size) - row);
+          kv.reserve(seqs[i], pos[i] + 1);
+          batch.add(seqs[i], std::span<const int32_t>(&next[i], 1), pos[i]++, model::LogitRows::Last);
+        }
+        const double t0 = now();
+        out = model->forward(batch, kv);
+        s += now() - t0;
+      }
+      if (r > 0) tps.push_back(double(b) * decode_steps / s);
+    }
+    for (auto s : seqs) kv.remove_sequence(s);
+    const double d = median(tps);
+    const double ctx = prompt_len + (runs + 1) * decode_steps / 2.0;
+    if (b == 1) {
+      batch1 = d;
+      const double bytes = weight_bytes + kv_bytes_per_position * ctx;
+      const double roof = copy_gbps * 1e9 / bytes;
+      std::printf("| decode batch 1 tok/s | %.1f | %.1f | %.1f%% |\n", d, roof, 100 * d / roof);
+      engine["decode_1"] = {{"tok_s", d}, {"runs", tps}, {"bytes_per_token", bytes}, {"avg_context", ctx},
+                            {"roofline_tok_s", roof}, {"ratio", d / roof}};
+    } else {
+      std::printf("| decode batch %d tok/s | %.1f | %.1fx batch 1 | |\n", b, d, d / batch1);
+      engine["decode_" + std::to_string(b)] = {{"tok_s", d}, {"runs", tps}, {"vs_batch_1", d / batch1}};
+    }
+    std::fflush(stdout);
+  }
+  report["engine"] = engine;
+  report["weight_bytes_per_token"] = weight_bytes;
+  if (!json_path.empty()) std::ofstream(json_path) << report.dump(2) << "\n";
+  return 0;
+}

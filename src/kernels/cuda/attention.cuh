@@ -1,0 +1,64 @@
+// Paged attention and KV writes over the f32 paged cache of kernels/ops.h.
+//
+// attention: one CTA per (query tile, KV head, head chunk). A query tile is up to 16
+// consecutive rows of one sequence (built on the host by make_query_tiles); the CTA stages
+// 32-key tiles of K and V in shared memory and each (row, head) pair reduces over its keys
+// in the canonical order of attention.cu (64-key chunks aligned to absolute positions, an
+// online softmax inside each, chunk states merged in order). Rows alone in their sequence
+// (decode) take attention_decode, which computes the same reduction split over CTAs. So a
+// row's bits never depend on the other rows of its tile or batch, nor on the kernel:
+// decode, chunked prefill and prefill agree exactly.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace tachyon::kernels::cuda {
+
+struct QueryTile {
+  int32_t row0;
+  int32_t num_rows;
+};
+
+// Device copies of AttentionMeta's arrays.
+struct DeviceAttentionMeta {
+  const int32_t* positions;
+  const int32_t* row_seq;
+  const int32_t* block_tables;
+  const int32_t* block_table_offsets;
+};
+
+struct AttentionShape {
+  int num_heads, num_kv_heads, head_dim, block_size;
+  float scale, softcap;
+  int sliding_window;
+  const float* sinks;  // device [num_heads] or null
+};
+
+// Rows per query tile for a GQA group size (tiles hold at most 16 (row, head) pairs).
+int query_tile_rows(int group);
+// Cuts the rows of sequences with several rows in the call into tiles of at most `tile_rows`
+// consecutive rows of one sequence; rows that are alone in their sequence go to `decode_rows`.
+std::vector<QueryTile> make_query_tiles(const int32_t* row_seq, int64_t rows, int tile_rows,
+                                        std::vector<int32_t>& decode_rows);
+
+void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
+               const float* k_cache, const float* v_cache, const AttentionShape& shape, float* out,
+               cudaStream_t stream);
+
+// Decode rows (the only row of their sequence in the call): split-KV flash decoding, one
+// CTA per (row, KV head, 64-key chunk), then a combine. Bit-identical to `attention` for the same row.
+// max_chunks = decode_chunks(largest position among `rows`); workspace of
+// decode_workspace_bytes(num_rows, num_heads, head_dim, max_chunks).
+int decode_chunks(int32_t max_position);
+size_t decode_workspace_bytes(int64_t rows, int num_heads, int head_dim, int max_chunks);
+void attention_decode(const float* q, const DeviceAttentionMeta& meta, const int32_t* rows, int num_rows,
+                      int max_chunks, const float* k_cache, const float* v_cache, const AttentionShape& shape,
+                      float* workspace, float* out, cudaStream_t stream);
+
+void write_kv(const float* k, const float* v, int64_t rows, const DeviceAttentionMeta& meta, float* k_cache,
+              float* v_cache, int block_size, int64_t width, cudaStream_t stream);
+
+}  // namespace tachyon::kernels::cuda

@@ -1,0 +1,65 @@
+// Shared CUDA helpers: error checks, the fragment layout of matrices, small device utilities.
+// Included by .cu files and by cuda_backend.cpp (host code), so it stays free of fmt.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace tachyon::kernels::cuda {
+
+// Throws tachyon::Error naming the call site (defined in cuda_backend.cpp).
+[[noreturn]] void fail_cuda(const char* file, int line, const char* expr, cudaError_t err);
+// Throws tachyon::Error: `what` (e.g. "head_dim") = value is not supported by the CUDA kernels.
+[[noreturn]] void fail_unsupported(const char* what, int64_t value);
+
+#define TACHYON_CUDA_CHECK(expr)                                                             \
+  do {                                                                                        \
+    const cudaError_t tachyon_cuda_err_ = (expr);                                            \
+    if (tachyon_cuda_err_ != cudaSuccess)                                                    \
+      ::tachyon::kernels::cuda::fail_cuda(__FILE__, __LINE__, #expr, tachyon_cuda_err_);     \
+  } while (0)
+// After every launch: a bad configuration surfaces here, not at the next synchronizing call.
+#define TACHYON_CUDA_LAUNCH_CHECK() TACHYON_CUDA_CHECK(cudaGetLastError())
+
+__host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+__host__ __device__ inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// Matrices are stored as mma.m16n8k16 B fragments (WeightLayout::MmaFragments, see
+// kernels/weight.h), padded to kMmaRowPad output rows and kMmaColPad input columns.
+constexpr int64_t kMmaRowPad = 128;  // one prefill tile of output features
+constexpr int64_t kMmaColPad = 64;   // one prefill k-stage
+// The canonical reduction of every matmul output, which makes a row's bits independent of
+// the batch and of which kernel ran: k is cut into segments of kSegmentK; each segment is one
+// chain of m16n8k16 MMAs in k order starting from zero; segment sums are added in order,
+// starting from 0.f; the bias is added last.
+constexpr int64_t kSegmentK = 512;
+
+// Offset (in bf16 elements) of W[n, k] in the fragment layout of a matrix with `cols` columns.
+// Unit: (8 rows, 32 cols) = 32 lanes x 8 bf16; lane = (n % 8) * 4 + c holds, for the unit's
+// k-tiles t = 0, 1, the B registers {k 2c, 2c+1} and {k 2c+8, 2c+9} (k relative to 16t).
+__host__ __device__ inline int64_t mma_fragment_index(int64_t n, int64_t k, int64_t cols) {
+  const int64_t kp_count = round_up(cols, kMmaColPad) / 32;
+  const int64_t kk = k % 32, t = kk / 16, kt = kk % 16;
+  const int64_t lane = (n % 8) * 4 + (kt % 8) / 2;
+  const int64_t reg = 2 * t + (kt >= 8 ? 1 : 0);
+  return (((n / 8) * kp_count + k / 32) * 32 + lane) * 8 + reg * 2 + (kt % 2);
+}
+
+#ifdef __CUDACC__
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+#endif
+
+}  // namespace tachyon::kernels::cuda

@@ -1,0 +1,273 @@
+#include "kernels/cuda/cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <vector>
+
+#include "base/error.h"
+#include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/matmul.cuh"
+#include "kernels/cuda/norm.cuh"
+#include "kernels/cuda/rope.cuh"
+
+namespace tachyon::kernels {
+namespace cuda {
+
+void fail_cuda(const char* file, int line, const char* expr, cudaError_t err) {
+  throw Error("{}:{}: {} failed: {}", file, line, expr, cudaGetErrorString(err));
+}
+void fail_unsupported(const char* what, int64_t value) {
+  throw Error("the CUDA backend does not support {} = {}", what, value);
+}
+
+namespace {
+
+// Device copies of host arrays, found again by content: a step's layers pass the same
+// positions and block tables, which then cross the bus once per step.
+class DeviceMirror {
+ public:
+  explicit DeviceMirror(cudaStream_t stream) : stream_(stream) {}
+  ~DeviceMirror() {
+    for (auto& s : slots_)
+      if (s.device) cudaFree(s.device);
+  }
+  const void* get(const void* host, size_t bytes) {
+    if (bytes == 0) return nullptr;
+    ++clock_;
+    for (auto& s : slots_)
+      if (s.host.size() == bytes && std::memcmp(s.host.data(), host, bytes) == 0) {
+        s.last_use = clock_;
+        return s.device;
+      }
+    // Least recently used: never one handed out for the op being issued now.
+    Slot& s = *std::min_element(slots_.begin(), slots_.end(),
+                                [](const Slot& a, const Slot& b) { return a.last_use < b.last_use; });
+    s.last_use = clock_;
+    if (s.capacity < bytes) {
+      if (s.device) {
+        TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        TACHYON_CUDA_CHECK(cudaFree(s.device));
+      }
+      s.capacity = std::max<size_t>(bytes, 2 * s.capacity);
+      TACHYON_CUDA_CHECK(cudaMalloc(&s.device, s.capacity));
+    }
+    s.host.assign(static_cast<const std::byte*>(host), static_cast<const std::byte*>(host) + bytes);
+    // Stream-ordered after every kernel that read this slot's previous content.
+    TACHYON_CUDA_CHECK(cudaMemcpyAsync(s.device, s.host.data(), bytes, cudaMemcpyHostToDevice, stream_));
+    return s.device;
+  }
+  template <typename T>
+  const T* get(const T* host, size_t n) {
+    return static_cast<const T*>(get(static_cast<const void*>(host), n * sizeof(T)));
+  }
+
+ private:
+  struct Slot {
+    std::vector<std::byte> host;
+    void* device = nullptr;
+    size_t capacity = 0;
+    uint64_t last_use = 0;
+  };
+  cudaStream_t stream_;
+  std::array<Slot, 16> slots_{};
+  uint64_t clock_ = 0;
+};
+
+}  // namespace
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend() {
+    TACHYON_CHECK(cuda_device_count() > 0, "no CUDA device is visible");
+    TACHYON_CUDA_CHECK(cudaSetDevice(0));
+    TACHYON_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    mirror_ = std::make_unique<DeviceMirror>(stream_);
+    cudaDeviceProp prop{};
+    TACHYON_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    device_name_ = prop.name;
+  }
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    mirror_.reset();
+    for (void* p : owned_) cudaFree(p);
+    if (staging_) cudaFree(staging_);
+    if (workspace_) cudaFree(workspace_);
+    if (attn_workspace_) cudaFree(attn_workspace_);
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string name() const override { return "cuda/" + device_name_; }
+
+  void* allocate(size_t bytes) override {
+    void* p = nullptr;
+    TACHYON_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 1)));
+    return p;
+  }
+  void deallocate(void* ptr) override {
+    if (!ptr) return;
+    TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    TACHYON_CUDA_CHECK(cudaFree(ptr));
+  }
+
+  // Matrices become bf16 MMA fragments (WeightLayout::MmaFragments); vectors become f32.
+  Weight upload_weight(const Weight& host) override {
+    TACHYON_CHECK(host.layout == WeightLayout::RowMajor, "weights arrive row-major");
+    TACHYON_CHECK(host.dtype == DType::F32 || host.dtype == DType::BF16 || host.dtype == DType::F16,
+                  "the CUDA backend takes f32/bf16/f16 weights, not {}", dtype_name(host.dtype));
+    Weight w = host;
+    if (host.rows <= 1) {
+      std::vector<float> f(static_cast<size_t>(host.cols));
+      for (int64_t i = 0; i < host.cols; ++i) f[i] = load_host(host, i);
+      void* d = allocate(f.size() * sizeof(float));
+      TACHYON_CUDA_CHECK(cudaMemcpyAsync(d, f.data(), f.size() * sizeof(float), cudaMemcpyHostToDevice, stream_));
+      TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      owned_.push_back(d);
+      w.data = d;
+      w.dtype = DType::F32;
+      return w;
+    }
+    TACHYON_CHECK(host.cols % 2 == 0, "the CUDA matmul needs an even number of input features, got {}", host.cols);
+    const size_t src_bytes = static_cast<size_t>(host.rows * host.cols) * dtype_size(host.dtype);
+    if (staging_bytes_ < src_bytes) {
+      if (staging_) TACHYON_CUDA_CHECK(cudaFree(staging_));
+      staging_ = allocate(src_bytes);
+      staging_bytes_ = src_bytes;
+    }
+    TACHYON_CUDA_CHECK(cudaMemcpyAsync(staging_, host.data, src_bytes, cudaMemcpyHostToDevice, stream_));
+    void* packed = allocate(cuda::packed_weight_bytes(host.rows, host.cols));
+    cuda::pack_weight(staging_, host.dtype, host.rows, host.cols, packed, stream_);
+    TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    owned_.push_back(packed);
+    w.data = packed;
+    w.dtype = DType::BF16;
+    w.layout = WeightLayout::MmaFragments;
+    return w;
+  }
+
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    TACHYON_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    TACHYON_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void synchronize() override { TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+  void embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) override {
+    TACHYON_CHECK(table.layout == WeightLayout::MmaFragments || table.dtype == DType::F32, "embedding table layout");
+    cuda::embedding(table.data, table.layout == WeightLayout::MmaFragments, table.cols, mirror_->get(ids, rows), rows,
+                    scale, out, stream_);
+  }
+  void rms_norm(const float* x, const Weight& w, int64_t rows, int64_t dim, float eps, float weight_offset,
+                float* out) override {
+    TACHYON_CHECK(w.dtype == DType::F32 && w.cols == dim, "rms_norm weight must be an uploaded [dim] vector");
+    cuda::rms_norm(x, static_cast<const float*>(w.data), rows, dim, eps, weight_offset, out, stream_);
+  }
+  void matmul(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* out) override {
+    TACHYON_CHECK(w.layout == WeightLayout::MmaFragments, "matmul weights must come from upload_weight");
+    const float* b = bias && !bias->empty() ? static_cast<const float*>(bias->data) : nullptr;
+    const size_t need = cuda::matmul_workspace_bytes(rows, w.cols);
+    if (need > workspace_bytes_) {
+      if (workspace_) deallocate(workspace_);
+      workspace_ = allocate(need);
+      workspace_bytes_ = need;
+    }
+    cuda::matmul(x, rows, w.data, w.rows, w.cols, b, out, workspace_, stream_);
+  }
+  void rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const RopeTable& table,
+            const int32_t* positions) override {
+    cuda::rope(x, rows, heads, head_dim, mirror_->get(table.inv_freq.data(), table.inv_freq.size()), table.rotary_dim,
+               table.offset, table.attention_scaling, table.interleaved, mirror_->get(positions, rows), stream_);
+  }
+  void gated_activation(const float* gate_up, int64_t rows, int64_t dim, Activation act, float* out) override {
+    cuda::gated_activation(gate_up, rows, dim, act, out, stream_);
+  }
+  void gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t width, float* dst) override {
+    cuda::gather_rows(src, mirror_->get(rows, n), n, width, dst, stream_);
+  }
+  void add(float* x, const float* y, int64_t n) override { cuda::add(x, y, n, stream_); }
+  void write_kv(const float* k, const float* v, int64_t rows, const PagedKv& kv, const AttentionMeta& meta) override {
+    cuda::write_kv(k, v, rows, device_meta(meta, rows), kv.k, kv.v, kv.block_size, kv.num_kv_heads * kv.head_dim,
+                   stream_);
+  }
+  void attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
+                 const AttentionParams& p, float* out) override {
+    if (rows == 0) return;
+    TACHYON_CHECK(kv.head_dim <= 256, "the CUDA attention supports head_dim <= 256, got {}", kv.head_dim);
+    TACHYON_CHECK(p.num_heads % kv.num_kv_heads == 0, "num_heads must be a multiple of num_kv_heads");
+    const int group = static_cast<int>(p.num_heads / kv.num_kv_heads);
+    std::vector<int32_t> decode_rows;
+    const auto tiles = cuda::make_query_tiles(meta.row_seq, rows, cuda::query_tile_rows(group), decode_rows);
+    cuda::AttentionShape shape{static_cast<int>(p.num_heads), static_cast<int>(kv.num_kv_heads),
+                               static_cast<int>(kv.head_dim), kv.block_size, p.scale, p.softcap,
+                               static_cast<int>(p.sliding_window),
+                               p.sinks ? mirror_->get(p.sinks, static_cast<size_t>(p.num_heads)) : nullptr};
+    const cuda::DeviceAttentionMeta dmeta = device_meta(meta, rows);
+    if (!tiles.empty())
+      cuda::attention(q, dmeta, mirror_->get(tiles.data(), tiles.size()), static_cast<int>(tiles.size()), kv.k, kv.v,
+                      shape, out, stream_);
+    if (!decode_rows.empty()) {
+      int32_t max_pos = 0;
+      for (int32_t r : decode_rows) max_pos = std::max(max_pos, meta.positions[r]);
+      const int chunks = cuda::decode_chunks(max_pos);
+      const size_t need = cuda::decode_workspace_bytes(static_cast<int64_t>(decode_rows.size()), shape.num_heads,
+                                                       shape.head_dim, chunks);
+      if (need > attn_workspace_bytes_) {
+        if (attn_workspace_) deallocate(attn_workspace_);
+        attn_workspace_ = allocate(need);
+        attn_workspace_bytes_ = need;
+      }
+      cuda::attention_decode(q, dmeta, mirror_->get(decode_rows.data(), decode_rows.size()),
+                             static_cast<int>(decode_rows.size()), chunks, kv.k, kv.v, shape,
+                             static_cast<float*>(attn_workspace_), out, stream_);
+    }
+  }
+
+ private:
+  static float load_host(const Weight& w, int64_t i) {
+    switch (w.dtype) {
+      case DType::F32: return static_cast<const float*>(w.data)[i];
+      case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(w.data)[i]);
+      default: return f16_to_f32(static_cast<const uint16_t*>(w.data)[i]);
+    }
+  }
+
+  cuda::DeviceAttentionMeta device_meta(const AttentionMeta& meta, int64_t rows) {
+    const int32_t num_seqs = rows > 0 ? meta.row_seq[rows - 1] + 1 : 0;
+    return {mirror_->get(meta.positions, rows), mirror_->get(meta.row_seq, rows),
+            mirror_->get(meta.block_tables, static_cast<size_t>(meta.block_table_offsets[num_seqs])),
+            mirror_->get(meta.block_table_offsets, static_cast<size_t>(num_seqs) + 1)};
+  }
+
+  cudaStream_t stream_ = nullptr;
+  std::string device_name_;
+  std::unique_ptr<DeviceMirror> mirror_;
+  std::vector<void*> owned_;
+  void* staging_ = nullptr;  // row-major weight on its way to being packed
+  size_t staging_bytes_ = 0;
+  void* workspace_ = nullptr;  // A fragments of the matmuls with more than 16 rows
+  size_t workspace_bytes_ = 0;
+  void* attn_workspace_ = nullptr;  // split-KV partial results of decode attention
+  size_t attn_workspace_bytes_ = 0;
+};
+
+}  // namespace cuda
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+}
+
+std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<cuda::CudaBackend>(); }
+
+}  // namespace tachyon::kernels

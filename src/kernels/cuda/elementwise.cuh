@@ -1,0 +1,24 @@
+// Row-local ops with no reduction: embedding gather, gated activation, residual add, row
+// gather. Each output element is a function of its own inputs only.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace tachyon::kernels::cuda {
+
+// out[r, :] = table[ids[r], :] * scale; table bf16 fragment-packed [vocab, dim] or f32 row-major.
+void embedding(const void* table, bool fragment_packed, int64_t dim, const int32_t* ids, int64_t rows, float scale,
+               float* out, cudaStream_t stream);
+// out[r, i] = act(gate_up[r, i]) * gate_up[r, dim + i]
+void gated_activation(const float* gate_up, int64_t rows, int64_t dim, Activation act, float* out,
+                      cudaStream_t stream);
+// x += y
+void add(float* x, const float* y, int64_t n, cudaStream_t stream);
+// dst[i, :] = src[rows[i], :]
+void gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t width, float* dst, cudaStream_t stream);
+
+}  // namespace tachyon::kernels::cuda

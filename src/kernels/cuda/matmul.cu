@@ -1,0 +1,451 @@
+#include "kernels/cuda/matmul.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/common.cuh"
+
+namespace tachyon::kernels::cuda {
+namespace {
+
+// d += a · b for one m16n8k16 tile (bf16 in, f32 accumulate).
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Weights are read once per step: keep them out of L1.
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(p));
+  return r;
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// x[r, k..k+1] as a bf16 pair; zero outside [M, K) (K is even).
+__device__ __forceinline__ uint32_t load_x_pair(const float* __restrict__ x, int M, int K, int r, int k) {
+  if (r >= M || k >= K) return 0u;
+  const float2 v = *reinterpret_cast<const float2*>(x + static_cast<int64_t>(r) * K + k);
+  return pack_bf16x2(v.x, v.y);
+}
+
+// The A fragment of m-tile rows [r0, r0 + 16) and k-tile columns [k0, k0 + 16).
+__device__ __forceinline__ void load_a_fragment(const float* __restrict__ x, int M, int K, int r0, int k0, int lane,
+                                                uint32_t (&a)[4]) {
+  const int g = lane >> 2, c = lane & 3;
+  a[0] = load_x_pair(x, M, K, r0 + g, k0 + 2 * c);
+  a[1] = load_x_pair(x, M, K, r0 + g + 8, k0 + 2 * c);
+  a[2] = load_x_pair(x, M, K, r0 + g, k0 + 2 * c + 8);
+  a[3] = load_x_pair(x, M, K, r0 + g + 8, k0 + 2 * c + 8);
+}
+
+__device__ __forceinline__ float finish(float total, const float* __restrict__ bias, int col) {
+  return total + (bias ? bias[col] : 0.f);
+}
+
+__global__ void pack_weight_kernel(const void* __restrict__ src, int dtype, int64_t rows, int64_t cols,
+                                   int64_t num_units, int64_t kp_count, uint4* __restrict__ dst) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= num_units * 32) return;
+  const int lane = static_cast<int>(i % 32);
+  const int64_t unit = i / 32, nt = unit / kp_count, kp = unit % kp_count;
+  const int64_t n = nt * 8 + lane / 4;
+  uint16_t v[8];
+  for (int j = 0; j < 4; ++j)
+    for (int h = 0; h < 2; ++h) {
+      const int64_t k = kp * 32 + 16 * (j >> 1) + 2 * (lane & 3) + 8 * (j & 1) + h;
+      float f = 0.f;
+      if (n < rows && k < cols) {
+        const int64_t idx = n * cols + k;
+        if (dtype == static_cast<int>(DType::F32)) f = static_cast<const float*>(src)[idx];
+        else if (dtype == static_cast<int>(DType::F16)) f = __half2float(static_cast<const __half*>(src)[idx]);
+        else f = __bfloat162float(static_cast<const __nv_bfloat16*>(src)[idx]);
+      }
+      const __nv_bfloat16 b = __float2bfloat16_rn(f);
+      v[j * 2 + h] = *reinterpret_cast<const uint16_t*>(&b);
+    }
+  dst[i] = *reinterpret_cast<const uint4*>(v);
+}
+
+// ---- skinny: M <= 64 ---------------------------------------------------------------------
+// One CTA per NTW n-tiles; its 8 warps take the k segments round-robin, each warp loading its
+// whole segment's weights (U k-pairs) before the first MMA, so one DRAM round trip per warp.
+// x is read as f32 and rounded in registers (M <= 16), or from A fragments converted once.
+constexpr int kSkinnyWarps = 8;
+constexpr int kPairsPerSegment = static_cast<int>(kSegmentK / 32);
+
+template <int MT, int NTW, int U, bool kFragA>
+__global__ void __launch_bounds__(256) matmul_skinny_kernel(const float* __restrict__ x,
+                                                            const uint4* __restrict__ xa, int M, int K,
+                                                            const uint4* __restrict__ w, int N, int kp_count,
+                                                            const float* __restrict__ bias, float* __restrict__ out) {
+  constexpr int kTileFloats = MT * NTW * 32 * 4;  // one warp's partial sums
+  constexpr int kPerThread = (kTileFloats + 255) / 256;
+  extern __shared__ float partial[];  // [kSkinnyWarps][kTileFloats]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int nt0 = blockIdx.x * NTW;
+  const int k_tiles = 2 * kp_count;
+  const int num_segments = (kp_count + kPairsPerSegment - 1) / kPairsPerSegment;
+  float total[kPerThread];
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) total[i] = 0.f;
+
+  for (int round = 0; round * kSkinnyWarps < num_segments; ++round) {
+    const int s = round * kSkinnyWarps + warp;
+    float acc[MT][NTW][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NTW; ++nt)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[mt][nt][j] = 0.f;
+    if (s < num_segments) {
+      const int kp_begin = s * kPairsPerSegment, kp_end = min(kp_count, kp_begin + kPairsPerSegment);
+      for (int kp0 = kp_begin; kp0 < kp_end; kp0 += U) {
+        uint4 b[U][NTW];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+          for (int nt = 0; nt < NTW; ++nt)
+            b[u][nt] = kp0 + u < kp_end
+                           ? load_stream(w + (static_cast<int64_t>(nt0 + nt) * kp_count + kp0 + u) * 32 + lane)
+                           : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          if (kp0 + u >= kp_end) break;
+#pragma unroll
+          for (int t = 0; t < 2; ++t)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              uint32_t a[4];
+              if constexpr (kFragA) {
+                const uint4 v = xa[(static_cast<int64_t>(mt) * k_tiles + 2 * (kp0 + u) + t) * 32 + lane];
+                a[0] = v.x, a[1] = v.y, a[2] = v.z, a[3] = v.w;
+              } else {
+                load_a_fragment(x, M, K, 16 * mt, (kp0 + u) * 32 + 16 * t, lane, a);
+              }
+#pragma unroll
+              for (int nt = 0; nt < NTW; ++nt)
+                mma_bf16(acc[mt][nt], a, t == 0 ? b[u][nt].x : b[u][nt].z, t == 0 ? b[u][nt].y : b[u][nt].w);
+            }
+        }
+      }
+      float* mine = partial + warp * kTileFloats;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NTW; ++nt)
+          *reinterpret_cast<float4*>(mine + ((mt * NTW + nt) * 32 + lane) * 4) =
+              make_float4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]);
+    }
+    __syncthreads();
+    // Segment sums in segment order (the canonical order, common.cuh).
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int idx = threadIdx.x + 256 * i;
+      if (idx < kTileFloats)
+        for (int ww = 0; ww < kSkinnyWarps && round * kSkinnyWarps + ww < num_segments; ++ww)
+          total[i] += partial[ww * kTileFloats + idx];
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int idx = threadIdx.x + 256 * i;
+    if (idx >= kTileFloats) break;
+    const int j = idx % 4, l = (idx / 4) % 32, nt = (idx / 128) % NTW, mt = idx / (128 * NTW);
+    const int row = 16 * mt + l / 4 + 8 * (j / 2), col = (nt0 + nt) * 8 + 2 * (l % 4) + (j % 2);
+    if (row < M && col < N) out[static_cast<int64_t>(row) * N + col] = finish(total[i], bias, col);
+  }
+}
+
+// ---- decode: M <= 16 ----------------------------------------------------------------------
+// One CTA per n-tile (8 columns). Per round of 8 segments (4096 k), each warp first issues
+// the 16 weight loads of its segment (8 KB in flight per warp, one DRAM round trip), then the
+// CTA stages the round's x as bf16 A fragments in shared memory (for M <= 8 only the rows
+// 0-7 half: rows 8-15 are zero), then each warp runs its segment's MMA chain from shared
+// memory. Same canonical order as every other matmul kernel here.
+constexpr int kDecodeRoundTiles = kSkinnyWarps * kPairsPerSegment * 2;  // k-tiles per round
+
+template <bool kHalf>
+__global__ void __launch_bounds__(256) matmul_decode_kernel(const float* __restrict__ x, int M, int K,
+                                                            const uint4* __restrict__ w, int N, int kp_count,
+                                                            const float* __restrict__ bias,
+                                                            float* __restrict__ out) {
+  constexpr int kRegs = kHalf ? 2 : 4;  // A registers staged per lane per k-tile
+  extern __shared__ uint32_t xs[];      // [kDecodeRoundTiles][32 lanes][kRegs]
+  __shared__ float partial[kSkinnyWarps][128];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int nt = blockIdx.x;
+  const int num_segments = (kp_count + kPairsPerSegment - 1) / kPairsPerSegment;
+  float total = 0.f;
+  for (int round = 0; round * kSkinnyWarps < num_segments; ++round) {
+    const int s = round * kSkinnyWarps + warp;
+    const int kp_begin = s * kPairsPerSegment, kp_end = min(kp_count, kp_begin + kPairsPerSegment);
+    uint4 b[kPairsPerSegment];
+#pragma unroll
+    for (int u = 0; u < kPairsPerSegment; ++u)
+      b[u] = kp_begin + u < kp_end ? load_stream(w + (static_cast<int64_t>(nt) * kp_count + kp_begin + u) * 32 + lane)
+                                   : make_uint4(0, 0, 0, 0);
+    const int kt0 = round * kDecodeRoundTiles;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < kDecodeRoundTiles * 32; i += 256) {
+      const int l = i % 32, k = 16 * (kt0 + i / 32) + 2 * (l & 3);
+      uint32_t* dst = xs + i * kRegs;
+      dst[0] = load_x_pair(x, M, K, l >> 2, k);
+      dst[1] = load_x_pair(x, M, K, l >> 2, k + 8);
+      if constexpr (!kHalf) {
+        dst[2] = load_x_pair(x, M, K, (l >> 2) + 8, k);
+        dst[3] = load_x_pair(x, M, K, (l >> 2) + 8, k + 8);
+      }
+    }
+    __syncthreads();
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    if (s < num_segments) {
+#pragma unroll
+      for (int u = 0; u < kPairsPerSegment; ++u) {
+        if (kp_begin + u >= kp_end) break;
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          const int kt = 2 * (kp_begin + u) + t - kt0;
+          uint32_t a[4];
+          if constexpr (kHalf) {
+            const uint2 v = reinterpret_cast<const uint2*>(xs)[kt * 32 + lane];
+            a[0] = v.x, a[1] = 0u, a[2] = v.y, a[3] = 0u;
+          } else {
+            const uint4 v = reinterpret_cast<const uint4*>(xs)[kt * 32 + lane];
+            a[0] = v.x, a[1] = v.z, a[2] = v.y, a[3] = v.w;
+          }
+          mma_bf16(acc, a, t == 0 ? b[u].x : b[u].z, t == 0 ? b[u].y : b[u].w);
+        }
+      }
+      *reinterpret_cast<float4*>(&partial[warp][lane * 4]) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    }
+    __syncthreads();
+    // Segment sums in segment order (the canonical order, common.cuh).
+    if (threadIdx.x < 128)
+      for (int ww = 0; ww < kSkinnyWarps && round * kSkinnyWarps + ww < num_segments; ++ww)
+        total += partial[ww][threadIdx.x];
+    __syncthreads();
+  }
+  if (threadIdx.x < 128) {
+    const int j = threadIdx.x % 4, l = threadIdx.x / 4;
+    const int row = l / 4 + 8 * (j / 2), col = nt * 8 + 2 * (l % 4) + (j % 2);
+    if (row < M && col < N) out[static_cast<int64_t>(row) * N + col] = finish(total, bias, col);
+  }
+}
+
+// ---- tiled: M > 64 ------------------------------------------------------------------------
+constexpr int kTileM = 8;    // m-tiles (16 rows) per CTA
+constexpr int kTileN = 16;   // n-tiles (8 columns) per CTA
+constexpr int kStageKt = 4;  // k-tiles (16) per pipeline stage
+constexpr int kStages = 4;
+constexpr int kStagesPerSegment = static_cast<int>(kSegmentK / (16 * kStageKt));
+constexpr int kStageUnitsA = kTileM * kStageKt * 32;        // uint4 per stage
+constexpr int kStageUnitsB = kTileN * (kStageKt / 2) * 32;  // uint4 per stage
+constexpr size_t kTiledSmem = kStages * (kStageUnitsA + kStageUnitsB) * sizeof(uint4);
+
+// x [M, K] f32 -> A fragments [m_tiles][k_tiles][32 lanes] x uint4, zero-padded.
+__global__ void to_a_fragments_kernel(const float* __restrict__ x, int M, int K, int64_t m_tiles, int k_tiles,
+                                      uint4* __restrict__ xa) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= m_tiles * k_tiles * 32) return;
+  const int lane = static_cast<int>(i % 32);
+  const int64_t unit = i / 32;
+  const int mt = static_cast<int>(unit / k_tiles), kt = static_cast<int>(unit % k_tiles);
+  uint32_t a[4];
+  load_a_fragment(x, M, K, 16 * mt, 16 * kt, lane, a);
+  xa[i] = make_uint4(a[0], a[1], a[2], a[3]);
+}
+
+__global__ void __launch_bounds__(256, 1) matmul_tiled_kernel(const uint4* __restrict__ xa, int M, int k_tiles,
+                                                              const uint4* __restrict__ w, int N,
+                                                              const float* __restrict__ bias, float* __restrict__ out) {
+  extern __shared__ uint4 smem[];
+  uint4* As = smem;                           // [kStages][kTileM][kStageKt][32]
+  uint4* Bs = smem + kStages * kStageUnitsA;  // [kStages][kTileN][kStageKt / 2][32]
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int wm = warp / 4, wn = warp % 4;  // warp tile: 4 m-tiles x 4 n-tiles
+  const int mt0 = blockIdx.x * kTileM, nt0 = blockIdx.y * kTileN;
+  const int kp_count = k_tiles / 2, num_stages = k_tiles / kStageKt;
+
+  auto load_stage = [&](int slot, int ks) {
+#pragma unroll
+    for (int i = 0; i < kStageUnitsA / 256; ++i) {
+      const int c = tid + 256 * i, mt = c / (kStageKt * 32), rem = c % (kStageKt * 32);
+      cp_async16(As + slot * kStageUnitsA + c,
+                 xa + (static_cast<int64_t>(mt0 + mt) * k_tiles + ks * kStageKt) * 32 + rem);
+    }
+#pragma unroll
+    for (int i = 0; i < kStageUnitsB / 256; ++i) {
+      const int c = tid + 256 * i, nt = c / (kStageKt / 2 * 32), rem = c % (kStageKt / 2 * 32);
+      cp_async16(Bs + slot * kStageUnitsB + c,
+                 w + (static_cast<int64_t>(nt0 + nt) * kp_count + ks * (kStageKt / 2)) * 32 + rem);
+    }
+  };
+
+  float acc[4][4][4], total[4][4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[i][j][r] = total[i][j][r] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < num_stages) load_stage(s, s);
+    cp_async_commit();
+  }
+  for (int ks = 0; ks < num_stages; ++ks) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    if (ks + kStages - 1 < num_stages) load_stage((ks + kStages - 1) % kStages, ks + kStages - 1);
+    cp_async_commit();
+    const int slot = ks % kStages;
+    const uint4* a_s = As + slot * kStageUnitsA;
+    const uint2* b_s = reinterpret_cast<const uint2*>(Bs + slot * kStageUnitsB);
+#pragma unroll
+    for (int kt = 0; kt < kStageKt; ++kt) {
+      uint32_t a[4][4];
+      uint2 b[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const uint4 v = a_s[((wm * 4 + i) * kStageKt + kt) * 32 + lane];
+        a[i][0] = v.x, a[i][1] = v.y, a[i][2] = v.z, a[i][3] = v.w;
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) b[j] = b_s[(((wn * 4 + j) * (kStageKt / 2) + kt / 2) * 32 + lane) * 2 + kt % 2];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mma_bf16(acc[i][j], a[i], b[j].x, b[j].y);
+    }
+    if ((ks + 1) % kStagesPerSegment == 0 || ks + 1 == num_stages) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) total[i][j][r] += acc[i][j][r], acc[i][j][r] = 0.f;
+    }
+  }
+  cp_async_wait<0>();
+
+  const int g = lane / 4, c = lane % 4;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int row = (mt0 + wm * 4 + i) * 16 + g + 8 * (r / 2), col = (nt0 + wn * 4 + j) * 8 + 2 * c + r % 2;
+        if (row < M && col < N) out[static_cast<int64_t>(row) * N + col] = finish(total[i][j][r], bias, col);
+      }
+}
+
+template <int MT, int NTW, int U, bool kFragA>
+void launch_skinny(const float* x, const uint4* xa, int M, int K, const uint4* w, int N, int kp_count,
+                   const float* bias, float* out, cudaStream_t stream) {
+  constexpr size_t smem = kSkinnyWarps * MT * NTW * 32 * 4 * sizeof(float);
+  static const bool configured = [] {
+    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_skinny_kernel<MT, NTW, U, kFragA>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    return true;
+  }();
+  (void)configured;
+  const int64_t n_tiles = round_up(N, kMmaRowPad) / 8;
+  matmul_skinny_kernel<MT, NTW, U, kFragA><<<static_cast<unsigned>(n_tiles / NTW), 256, smem, stream>>>(
+      x, xa, M, K, w, N, kp_count, bias, out);
+  TACHYON_CUDA_LAUNCH_CHECK();
+}
+
+int64_t a_fragment_m_tiles(int64_t rows) { return round_up(ceil_div(rows, 16), kTileM); }
+
+}  // namespace
+
+size_t packed_weight_bytes(int64_t rows, int64_t cols) {
+  return static_cast<size_t>(round_up(rows, kMmaRowPad) * round_up(cols, kMmaColPad)) * 2;
+}
+
+void pack_weight(const void* src, DType dtype, int64_t rows, int64_t cols, void* dst, cudaStream_t stream) {
+  const int64_t kp_count = round_up(cols, kMmaColPad) / 32, num_units = round_up(rows, kMmaRowPad) / 8 * kp_count;
+  const int64_t threads = num_units * 32;
+  pack_weight_kernel<<<static_cast<unsigned>(ceil_div(threads, 256)), 256, 0, stream>>>(
+      src, static_cast<int>(dtype), rows, cols, num_units, kp_count, static_cast<uint4*>(dst));
+  TACHYON_CUDA_LAUNCH_CHECK();
+}
+
+int decode_variant = kDecodeWide;
+
+void set_decode_matmul_variant(int variant) { decode_variant = variant; }
+
+size_t matmul_workspace_bytes(int64_t rows, int64_t k) {
+  if (rows <= 16) return 0;
+  return static_cast<size_t>(a_fragment_m_tiles(rows) * (round_up(k, kMmaColPad) / 16) * 32) * sizeof(uint4);
+}
+
+void matmul(const float* x, int64_t rows, const void* w, int64_t n, int64_t k, const float* bias, float* out,
+            void* workspace, cudaStream_t stream) {
+  if (rows == 0) return;
+  const int M = static_cast<int>(rows), N = static_cast<int>(n), K = static_cast<int>(k);
+  const auto* wf = static_cast<const uint4*>(w);
+  const int k_tiles = static_cast<int>(round_up(k, kMmaColPad) / 16);
+  if (rows <= 16 && decode_variant != kDecodeStaged) {
+    const int kp = k_tiles / 2;
+    switch (decode_variant) {
+      case kDecodeWide: return launch_skinny<1, 4, 4, false>(x, nullptr, M, K, wf, N, kp, bias, out, stream);
+      case kDecodeMedium: return launch_skinny<1, 2, 8, false>(x, nullptr, M, K, wf, N, kp, bias, out, stream);
+      case kDecodeWideDeep: return launch_skinny<1, 4, 8, false>(x, nullptr, M, K, wf, N, kp, bias, out, stream);
+      case kDecodeMediumDeep: return launch_skinny<1, 2, 16, false>(x, nullptr, M, K, wf, N, kp, bias, out, stream);
+      default: return launch_skinny<1, 1, 16, false>(x, nullptr, M, K, wf, N, kp, bias, out, stream);
+    }
+  }
+  if (rows <= 16) {
+    const bool half = rows <= 8;
+    const size_t smem = static_cast<size_t>(kDecodeRoundTiles) * 32 * (half ? 2 : 4) * sizeof(uint32_t);
+    auto kernel = half ? matmul_decode_kernel<true> : matmul_decode_kernel<false>;
+    static const bool configured = [] {
+      TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_decode_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              kDecodeRoundTiles * 32 * 2 * 4));
+      TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_decode_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              kDecodeRoundTiles * 32 * 4 * 4));
+      return true;
+    }();
+    (void)configured;
+    kernel<<<static_cast<unsigned>(round_up(n, kMmaRowPad) / 8), 256, smem, stream>>>(x, M, K, wf, N, k_tiles / 2, bias,
+                                                                                     out);
+    TACHYON_CUDA_LAUNCH_CHECK();
+    return;
+  }
+  // x -> A fragments once; every CTA then reads 16 bytes per lane per (m-tile, k-tile).
+  const int64_t m_tiles = a_fragment_m_tiles(rows);
+  auto* xa = static_cast<uint4*>(workspace);
+  const int64_t units = m_tiles * k_tiles * 32;
+  to_a_fragments_kernel<<<static_cast<unsigned>(ceil_div(units, 256)), 256, 0, stream>>>(x, M, K, m_tiles, k_tiles, xa);
+  TACHYON_CUDA_LAUNCH_CHECK();
+  if (rows <= 32) return launch_skinny<2, 2, 8, true>(x, xa, M, K, wf, N, k_tiles / 2, bias, out, stream);
+  if (rows <= 48) return launch_skinny<3, 4, 4, true>(x, xa, M, K, wf, N, k_tiles / 2, bias, out, stream);
+  if (rows <= 64) return launch_skinny<4, 4, 4, true>(x, xa, M, K, wf, N, k_tiles / 2, bias, out, stream);
+  static const bool configured = [] {
+    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(kTiledSmem)));
+    return true;
+  }();
+  (void)configured;
+  const dim3 grid(static_cast<unsigned>(m_tiles / kTileM), static_cast<unsigned>(round_up(n, kMmaRowPad) / 128));
+  matmul_tiled_kernel<<<grid, 256, kTiledSmem, stream>>>(xa, M, k_tiles, wf, N, bias, out);
+  TACHYON_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace tachyon::kernels::cuda

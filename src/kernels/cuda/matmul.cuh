@@ -1,0 +1,45 @@
+// Matmul over bf16 fragment-packed weights: out[M, N] = x[M, K] · Wᵀ (+ bias), x and out f32.
+//
+// Two kernels, one arithmetic: every output is reduced in the canonical order of common.cuh
+// (fixed k segments, one m16n8k16 MMA chain per segment, segment sums in order), with x
+// rounded to bf16. So a row's bits do not depend on M, on its place in the batch, or on
+// which kernel ran:
+//  - skinny (M <= 64, decode): one CTA per 32 output columns, its 8 warps split k by segment,
+//    weights streamed with 16-byte loads, x read as f32 and rounded in registers;
+//  - tiled (M > 64, prefill): 128x128 tiles, x first converted to A fragments, a 4-stage
+//    cp.async pipeline.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/dtype.h"
+
+namespace tachyon::kernels::cuda {
+
+// Bytes of the fragment-packed copy of a [rows, cols] matrix.
+size_t packed_weight_bytes(int64_t rows, int64_t cols);
+// Packs a row-major matrix `src` (device memory, f32/f16/bf16) into `dst` (bf16 fragments).
+void pack_weight(const void* src, DType dtype, int64_t rows, int64_t cols, void* dst, cudaStream_t stream);
+
+// Workspace bytes `matmul` needs for `rows` x `k` (0 for the skinny path).
+size_t matmul_workspace_bytes(int64_t rows, int64_t k);
+// w: fragment-packed [n, k]; bias: [n] f32 or null; workspace: matmul_workspace_bytes bytes.
+void matmul(const float* x, int64_t rows, const void* w, int64_t n, int64_t k, const float* bias, float* out,
+            void* workspace, cudaStream_t stream);
+
+// Kernel lab (bench/cuda): which kernel serves M <= 16. All are bit-identical (the canonical
+// order); they differ in how they stream weights and read x. Default: the fastest measured.
+enum DecodeMatmulVariant {
+  kDecodeWide = 0,        // 4 n-tiles per CTA, 4 k-pairs per load batch
+  kDecodeMedium = 1,      // 2 n-tiles, 8 k-pairs
+  kDecodeNarrow = 2,      // 1 n-tile, a whole segment (16 k-pairs)
+  kDecodeStaged = 3,      // 1 n-tile, x staged per CTA in shared memory
+  kDecodeWideDeep = 4,    // 4 n-tiles, 8 k-pairs
+  kDecodeMediumDeep = 5,  // 2 n-tiles, 16 k-pairs
+};
+void set_decode_matmul_variant(int variant);
+
+}  // namespace tachyon::kernels::cuda

@@ -1,0 +1,117 @@
+// One generation as the HTTP handlers see it: the prompt rendered and tokenized, checked
+// against the context, submitted to the engine, then pulled token batch by token batch and
+// turned into text (incremental detokenization, stop strings) until it finishes.
+//
+//   Generation gen(model, parsed, admission);        // throws ApiError (400/429) before any output
+//   GenerationOutcome out = gen.run([&](std::string_view text, auto logprobs) {
+//     return send(text);                             // false: the client is gone, cancel
+//   });
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "chat/chat_template.h"
+#include "chat/parsers/output_parser.h"
+#include "engine/engine.h"
+#include "server/request.h"
+#include "server/stop_matcher.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tachyon::server {
+
+// Everything the handlers know about the model they serve. Immutable once the server runs.
+struct ServedModel {
+  std::string id;                                  // the name clients pass as "model"
+  engine::Engine* engine = nullptr;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
+  std::shared_ptr<const chat::ChatTemplate> chat_template;  // null: no chat endpoints
+  chat::ParserOptions parser;                      // tool-call / reasoning syntax of the family
+  std::vector<int32_t> eos_ids;
+  int32_t max_context = 0;
+  int64_t vocab_size = 0;
+  int64_t created = 0;                             // unix time the server started
+};
+
+// Bounds the requests waiting in or running on the engine; beyond it, 429.
+class Admission {
+ public:
+  explicit Admission(int32_t limit) : limit_(limit) {}
+  bool try_enter() {
+    if (in_flight_.fetch_add(1) >= limit_) {
+      in_flight_.fetch_sub(1);
+      return false;
+    }
+    return true;
+  }
+  void leave() { in_flight_.fetch_sub(1); }
+  int32_t in_flight() const { return in_flight_.load(); }
+
+ private:
+  int32_t limit_;
+  std::atomic<int32_t> in_flight_{0};
+};
+
+struct GenerationOutcome {
+  std::string text;                         // everything released, after stop-string trimming
+  engine::FinishReason finish = engine::FinishReason::None;
+  std::optional<std::string> stop_sequence; // the stop string that ended it
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;            // tokens the engine generated (EOS included)
+  int32_t cached_tokens = 0;                // prompt tokens served from the prefix cache
+  std::vector<engine::TokenLogprob> logprobs;
+  std::vector<engine::TokenLogprob> prompt_logprobs;
+  std::string error;                        // finish == Error
+};
+
+// The prompt as rendered (chat template) or given (completions), and its token ids.
+struct Prompt {
+  std::string text;
+  std::vector<int32_t> ids;
+};
+// Throws ApiError (400) when the template rejects the conversation or an id is out of range.
+Prompt build_prompt(const ServedModel& model, const ParsedRequest& request);
+
+// Text released since the last call, and the logprobs of the tokens that produced it.
+// Returning false cancels the request (the client went away).
+using TextSink = std::function<bool(std::string_view text, std::span<const engine::TokenLogprob> logprobs)>;
+
+class Generation {
+ public:
+  // Renders the chat template (or takes the completion prompt), tokenizes, validates
+  // max_tokens against the context and submits. Throws ApiError.
+  Generation(const ServedModel& model, const ParsedRequest& request, Admission& admission);
+  ~Generation();
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+
+  const std::string& prompt_text() const { return prompt_text_; }
+  const std::vector<int32_t>& prompt_ids() const { return prompt_ids_; }
+  // Options for chat::make_output_parser: the model's family, reasoning opened by the prompt,
+  // tool calls only when the request offered tools and did not say tool_choice "none".
+  const chat::ParserOptions& parser_options() const { return parser_options_; }
+
+  // Pulls the engine's output to the end. Call once.
+  GenerationOutcome run(const TextSink& sink);
+
+ private:
+  const ServedModel& model_;
+  Admission& admission_;
+  std::string prompt_text_;
+  std::vector<int32_t> prompt_ids_;
+  chat::ParserOptions parser_options_;
+  std::vector<std::string> stop_;
+  std::shared_ptr<engine::RequestStream> stream_;
+};
+
+// "chatcmpl-" + 24 random alphanumerics, and the like.
+std::string random_id(std::string_view prefix);
+int64_t unix_time();
+
+}  // namespace tachyon::server

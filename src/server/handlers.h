@@ -1,0 +1,41 @@
+// The endpoint handlers. Each parses the body, validates it against the served model,
+// submits the generation and answers in its API's JSON or SSE shape. Errors before the
+// first byte of output are thrown as ApiError (the HTTP glue renders them); errors during a
+// stream are sent as that API's error event.
+#pragma once
+
+#include <httplib.h>
+
+#include <string>
+
+#include "server/generation.h"
+
+namespace tachyon::server {
+
+struct HandlerContext {
+  const ServedModel& model;
+  Admission& admission;
+};
+
+void handle_chat_completions(HandlerContext ctx, const std::string& body, httplib::Response& res);
+void handle_completions(HandlerContext ctx, const std::string& body, httplib::Response& res);
+void handle_responses(HandlerContext ctx, const std::string& body, httplib::Response& res);
+void handle_messages(HandlerContext ctx, const std::string& body, httplib::Response& res);
+// Anthropic POST /v1/messages/count_tokens: the prompt's token count, nothing generated.
+void handle_count_tokens(HandlerContext ctx, const std::string& body, httplib::Response& res);
+
+// Checks the request's "model" against the served one (404 otherwise).
+void check_model(const ServedModel& model, const std::string& requested);
+
+// OpenAI finish_reason for an outcome: stop | length | tool_calls.
+const char* openai_finish_reason(const GenerationOutcome& outcome, bool has_tool_calls);
+
+// {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details"}.
+Json openai_usage(const GenerationOutcome& outcome);
+// A generation that failed in the engine becomes a 500.
+void throw_if_failed(const GenerationOutcome& outcome);
+
+// Chat-style logprobs content entries: [{token, logprob, bytes, top_logprobs}].
+Json chat_logprobs(const tokenizer::Tokenizer& tokenizer, std::span<const engine::TokenLogprob> logprobs);
+
+}  // namespace tachyon::server

@@ -1,0 +1,80 @@
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+namespace tachyon::server {
+
+const char* HttpCounters::route_name(Route route) {
+  static constexpr const char* kNames[] = {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages",
+                                           "/v1/models", "/health", "/metrics", "other"};
+  return kNames[route];
+}
+
+void HttpCounters::count(Route route, int status) {
+  const int cls = status / 100 - 2;
+  if (cls >= 0 && cls < 4) counts_[route][static_cast<size_t>(cls)].fetch_add(1, std::memory_order_relaxed);
+}
+
+uint64_t HttpCounters::get(Route route, int status_class) const {
+  return counts_[route][static_cast<size_t>(status_class - 2)].load(std::memory_order_relaxed);
+}
+
+namespace {
+
+void counter(std::string& out, const char* name, const char* help, const std::string& labels, uint64_t value) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{}{{{}}} {}\n", name, help, name, name, labels, value);
+}
+
+void gauge(std::string& out, const char* name, const char* help, const std::string& labels, int64_t value) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{}{{{}}} {}\n", name, help, name, name, labels, value);
+}
+
+void histogram(std::string& out, const char* name, const char* help, const std::string& labels,
+               const engine::Histogram& h) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+  for (size_t i = 0; i < engine::Histogram::kBounds.size(); ++i)
+    out += fmt::format("{}_bucket{{{},le=\"{}\"}} {}\n", name, labels, engine::Histogram::kBounds[i], h.counts[i]);
+  out += fmt::format("{}_bucket{{{},le=\"+Inf\"}} {}\n", name, labels, h.counts.back());
+  out += fmt::format("{}_sum{{{}}} {}\n{}_count{{{}}} {}\n", name, labels, h.sum, name, labels, h.count);
+}
+
+}  // namespace
+
+std::string render_metrics(const std::string& model, const engine::EngineStats& s, const HttpCounters& http,
+                           int32_t in_flight) {
+  const std::string m = fmt::format("model=\"{}\"", model);
+  std::string out;
+  counter(out, "tachyon_requests_started_total", "Requests admitted by the engine.", m, s.requests_started);
+  counter(out, "tachyon_requests_finished_total", "Requests that ran to completion.", m, s.requests_finished);
+  counter(out, "tachyon_requests_cancelled_total", "Requests cancelled (client gone or stop string).", m,
+          s.requests_cancelled);
+  counter(out, "tachyon_prompt_tokens_total", "Prompt tokens of admitted requests.", m, s.prompt_tokens);
+  counter(out, "tachyon_generation_tokens_total", "Generated tokens.", m, s.generated_tokens);
+  counter(out, "tachyon_prefix_cache_hit_tokens_total", "Prompt tokens whose KV came from the prefix cache.", m,
+          s.prefix_cache_hit_tokens);
+  counter(out, "tachyon_computed_prompt_tokens_total", "Prompt tokens run through the model.", m,
+          s.computed_prompt_tokens);
+  counter(out, "tachyon_preemptions_total", "Requests preempted for KV space.", m, s.preemptions);
+  counter(out, "tachyon_engine_steps_total", "Engine steps (forward passes).", m, s.steps);
+  gauge(out, "tachyon_queue_depth", "Requests waiting for admission.", m, s.queue_depth);
+  gauge(out, "tachyon_requests_running", "Requests in the running batch.", m, s.running);
+  gauge(out, "tachyon_http_requests_in_flight", "Generation requests being served over HTTP.", m, in_flight);
+  gauge(out, "tachyon_kv_blocks_total", "KV cache blocks.", m, s.kv_blocks_total);
+  gauge(out, "tachyon_kv_blocks_free", "Free KV cache blocks.", m, s.kv_blocks_free);
+  gauge(out, "tachyon_kv_blocks_used", "KV cache blocks in use.", m, s.kv_blocks_total - s.kv_blocks_free);
+  gauge(out, "tachyon_kv_blocks_cached", "Free KV blocks still holding reusable prefix-cache content.", m,
+        s.kv_blocks_cached);
+  histogram(out, "tachyon_time_to_first_token_seconds", "Time from arrival to the first generated token.", m, s.ttft);
+  histogram(out, "tachyon_inter_token_latency_seconds", "Time between consecutive generated tokens.", m,
+            s.inter_token);
+  out += "# HELP tachyon_http_requests_total HTTP requests by route and status class.\n"
+         "# TYPE tachyon_http_requests_total counter\n";
+  for (int r = 0; r < HttpCounters::kNumRoutes; ++r)
+    for (int cls = 2; cls <= 5; ++cls)
+      out += fmt::format("tachyon_http_requests_total{{route=\"{}\",status=\"{}xx\"}} {}\n",
+                         HttpCounters::route_name(static_cast<HttpCounters::Route>(r)), cls,
+                         http.get(static_cast<HttpCounters::Route>(r), cls));
+  return out;
+}
+
+}  // namespace tachyon::server

@@ -1,0 +1,142 @@
+// POST /v1/chat/completions.
+#include <fmt/format.h>
+
+#include "server/api_error.h"
+#include "server/handlers.h"
+#include "server/sse.h"
+
+namespace tachyon::server {
+
+void check_model(const ServedModel& model, const std::string& requested) {
+  if (requested != model.id)
+    throw ApiError(ErrorKind::NotFound, fmt::format("The model '{}' does not exist; this server serves '{}'", requested,
+                                                    model.id),
+                   "model", "model_not_found");
+}
+
+const char* openai_finish_reason(const GenerationOutcome& outcome, bool has_tool_calls) {
+  if (outcome.finish == engine::FinishReason::Length) return "length";
+  return has_tool_calls ? "tool_calls" : "stop";
+}
+
+namespace {
+
+Json token_entry(const tokenizer::Tokenizer& tokenizer, int32_t token, float logprob) {
+  const std::string text = tokenizer.decode(std::span<const int32_t>(&token, 1), false);
+  Json bytes = Json::array();
+  for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
+  return {{"token", text}, {"logprob", logprob}, {"bytes", std::move(bytes)}};
+}
+
+}  // namespace
+
+Json openai_usage(const GenerationOutcome& outcome) {
+  return {{"prompt_tokens", outcome.prompt_tokens},
+          {"completion_tokens", outcome.completion_tokens},
+          {"total_tokens", outcome.prompt_tokens + outcome.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", outcome.cached_tokens}}}};
+}
+
+void throw_if_failed(const GenerationOutcome& outcome) {
+  if (outcome.finish == engine::FinishReason::Error)
+    throw ApiError(ErrorKind::Internal, fmt::format("generation failed: {}", outcome.error));
+}
+
+Json chat_logprobs(const tokenizer::Tokenizer& tokenizer, std::span<const engine::TokenLogprob> logprobs) {
+  Json content = Json::array();
+  for (const engine::TokenLogprob& lp : logprobs) {
+    Json entry = token_entry(tokenizer, lp.token, lp.logprob);
+    Json top = Json::array();
+    for (const auto& [id, p] : lp.top) top.push_back(token_entry(tokenizer, id, p));
+    entry["top_logprobs"] = std::move(top);
+    content.push_back(std::move(entry));
+  }
+  return content;
+}
+
+void handle_chat_completions(HandlerContext ctx, const std::string& body, httplib::Response& res) {
+  const ParsedRequest request = parse_chat_request(body);
+  check_model(ctx.model, request.model);
+  auto gen = std::make_shared<Generation>(ctx.model, request, ctx.admission);
+  const std::string id = random_id("chatcmpl-");
+  const int64_t created = unix_time();
+  const bool want_logprobs = request.logprobs >= 0;
+
+  if (!request.stream) {
+    const GenerationOutcome outcome = gen->run(nullptr);
+    throw_if_failed(outcome);
+    const chat::ParsedMessage parsed = chat::parse_output(gen->parser_options(), outcome.text);
+    Json message = {{"role", "assistant"}, {"content", parsed.content.empty() && !parsed.tool_calls.empty()
+                                                           ? Json() : Json(parsed.content)}};
+    if (!parsed.reasoning_content.empty()) message["reasoning_content"] = parsed.reasoning_content;
+    if (!parsed.tool_calls.empty()) {
+      Json calls = Json::array();
+      for (const chat::ToolCall& call : parsed.tool_calls) calls.push_back(call.to_json());
+      message["tool_calls"] = std::move(calls);
+    }
+    Json choice = {{"index", 0},
+                   {"message", std::move(message)},
+                   {"logprobs", want_logprobs ? Json{{"content", chat_logprobs(*ctx.model.tokenizer, outcome.logprobs)}}
+                                              : Json()},
+                   {"finish_reason", openai_finish_reason(outcome, !parsed.tool_calls.empty())}};
+    const Json response = {{"id", id},
+                           {"object", "chat.completion"},
+                           {"created", created},
+                           {"model", ctx.model.id},
+                           {"choices", Json::array({std::move(choice)})},
+                           {"usage", openai_usage(outcome)}};
+    res.set_content(dump_json(response), "application/json");
+    return;
+  }
+
+  const bool include_usage = request.include_usage;
+  const HandlerContext c = ctx;
+  res.set_chunked_content_provider("text/event-stream", [gen, c, id, created, include_usage, want_logprobs](
+                                                            size_t, httplib::DataSink& sink) {
+    SseWriter sse(sink);
+    auto chunk = [&](Json delta, Json finish, Json logprobs) {
+      Json choice = {{"index", 0}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)},
+                     {"finish_reason", std::move(finish)}};
+      Json out = {{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", c.model.id},
+                  {"choices", Json::array({std::move(choice)})}};
+      if (include_usage) out["usage"] = nullptr;
+      return sse.data(out);
+    };
+    auto parser = chat::make_output_parser(gen->parser_options());
+    int num_tool_calls = 0;
+    auto send_delta = [&](chat::ParseDelta d, Json logprobs) {
+      if (!d.reasoning_content.empty()) chunk({{"reasoning_content", d.reasoning_content}}, nullptr, nullptr);
+      if (!d.content.empty() || !logprobs.is_null()) chunk({{"content", d.content}}, nullptr, std::move(logprobs));
+      for (const chat::ToolCall& call : d.tool_calls) {
+        Json tc = {{"index", num_tool_calls++}, {"id", call.id}, {"type", "function"},
+                   {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+        chunk({{"tool_calls", Json::array({std::move(tc)})}}, nullptr, nullptr);
+      }
+      return sse.ok();
+    };
+    try {
+      chunk({{"role", "assistant"}, {"content", ""}}, nullptr, nullptr);
+      const GenerationOutcome outcome = gen->run([&](std::string_view text, std::span<const engine::TokenLogprob> lps) {
+        Json logprobs = want_logprobs && !lps.empty() ? Json{{"content", chat_logprobs(*c.model.tokenizer, lps)}}
+                                                      : Json();
+        return send_delta(parser->feed(text), std::move(logprobs));
+      });
+      if (outcome.finish == engine::FinishReason::Error) {
+        sse.data(error_body(ApiError(ErrorKind::Internal, "generation failed: " + outcome.error), ApiFlavor::OpenAI));
+      } else if (outcome.finish != engine::FinishReason::Abort) {
+        send_delta(parser->finish(), nullptr);
+        chunk(Json::object(), openai_finish_reason(outcome, num_tool_calls > 0), nullptr);
+        if (include_usage)
+          sse.data({{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", c.model.id},
+                    {"choices", Json::array()}, {"usage", openai_usage(outcome)}});
+      }
+    } catch (const std::exception& e) {
+      sse.data(error_body(ApiError(ErrorKind::Internal, e.what()), ApiFlavor::OpenAI));
+    }
+    sse.done();
+    sink.done();
+    return true;
+  });
+}
+
+}  // namespace tachyon::server

@@ -1,0 +1,70 @@
+// Request parsing and validation for the four generation endpoints. Each parser takes the
+// raw body and returns one `ParsedRequest`, the API-neutral description of the generation,
+// or throws ApiError (400) naming the offending field. Parsing needs no model, engine or
+// tokenizer, so it is unit-tested and fuzzed on its own (tests/unit/server,
+// tests/fuzz/server); limits that depend on the model (context length, vocabulary) are
+// checked later, by the handler, once the prompt is tokenized.
+//
+// Conversations from every API are converted to OpenAI-style chat messages, which is what
+// Hugging Face chat templates read: Anthropic content blocks, tool_use / tool_result and the
+// Responses API's function_call / function_call_output items all become
+// {"role": "assistant", "tool_calls": [...]} and {"role": "tool", ...} messages.
+//
+//   ParsedRequest r = parse_chat_request(body);
+//   std::string prompt = tpl.render(r.messages, r.tools, true, r.template_kwargs);
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "chat/chat_template.h"
+#include "engine/request.h"
+
+namespace tachyon::server {
+
+using OrderedJson = nlohmann::ordered_json;
+
+enum class Endpoint { ChatCompletions, Completions, Responses, Messages };
+
+enum class ToolChoice { Auto, None };
+
+struct ParsedRequest {
+  Endpoint endpoint = Endpoint::ChatCompletions;
+  std::string model;
+
+  // The prompt: chat messages for the template (chat, responses, messages) or, for
+  // completions, raw text or token ids.
+  OrderedJson messages;                // array of OpenAI-style messages, or null
+  OrderedJson tools;                   // array of {"type": "function", "function": {...}}, or null
+  OrderedJson template_kwargs = OrderedJson::object();  // e.g. {"enable_thinking": false}
+  ToolChoice tool_choice = ToolChoice::Auto;
+  std::optional<std::string> prompt_text;
+  std::optional<std::vector<int32_t>> prompt_ids;
+  bool continue_final_message = false;  // render without a generation prompt
+
+  engine::SamplingParams sampling;
+  std::optional<int32_t> max_tokens;   // absent: up to the context length
+  std::vector<std::string> stop;       // stop strings, never empty strings
+  bool stream = false;
+  bool include_usage = false;          // OpenAI stream_options.include_usage
+  int32_t logprobs = -1;               // -1 none; 0 the chosen token; k top alternatives too
+  bool echo = false;                   // completions: prepend the prompt
+  bool json_object = false;            // response_format {"type": "json_object"}
+  std::string instructions;            // responses: echoed back in the response object
+};
+
+// Body limits that do not depend on the model.
+inline constexpr size_t kMaxStopStrings = 16;
+inline constexpr size_t kMaxStopBytes = 512;
+inline constexpr int32_t kMaxTopLogprobs = 20;
+
+ParsedRequest parse_chat_request(std::string_view body);         // POST /v1/chat/completions
+ParsedRequest parse_completion_request(std::string_view body);   // POST /v1/completions
+ParsedRequest parse_responses_request(std::string_view body);    // POST /v1/responses
+ParsedRequest parse_messages_request(std::string_view body);     // POST /v1/messages (Anthropic)
+ParsedRequest parse_count_tokens_request(std::string_view body); // POST /v1/messages/count_tokens
+
+}  // namespace tachyon::server

@@ -1,0 +1,54 @@
+// Typed readers over a parsed request body. Each fails with ApiError (400) naming the field
+// by its path ("messages[2].content") and saying what was expected. A field that is absent
+// or JSON null counts as absent.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "server/api_error.h"
+#include "server/request.h"
+
+namespace tachyon::server {
+
+// Parses the body; malformed JSON, a non-object top level or nesting deeper than
+// kMaxJsonDepth is a 400.
+inline constexpr size_t kMaxJsonDepth = 64;
+OrderedJson parse_body(std::string_view body);
+// Deepest [ / { nesting of JSON text (strings skipped); works on malformed text too.
+size_t json_nesting_depth(std::string_view text);
+
+// nullptr when `key` is absent or null.
+const OrderedJson* find_field(const OrderedJson& obj, std::string_view key);
+
+// Throws for the first key of `obj` not in `known` ("Unrecognized request argument supplied: x").
+void reject_unknown_fields(const OrderedJson& obj, std::initializer_list<std::string_view> known,
+                           const std::string& path = "");
+
+std::optional<std::string> read_string(const OrderedJson& obj, std::string_view key, const std::string& path = "");
+std::string require_string(const OrderedJson& obj, std::string_view key, const std::string& path = "");
+std::optional<bool> read_bool(const OrderedJson& obj, std::string_view key, const std::string& path = "");
+// Numbers must lie in [lo, hi]; integers must be integral (5 or 5.0, not 5.5).
+std::optional<double> read_number(const OrderedJson& obj, std::string_view key, double lo, double hi,
+                                  const std::string& path = "");
+std::optional<int64_t> read_int(const OrderedJson& obj, std::string_view key, int64_t lo, int64_t hi,
+                                const std::string& path = "");
+const OrderedJson& require_array(const OrderedJson& obj, std::string_view key, const std::string& path = "");
+const OrderedJson* read_object(const OrderedJson& obj, std::string_view key, const std::string& path = "");
+
+// "a" + "b" -> "a.b"; "" + "b" -> "b".
+std::string field_path(const std::string& path, std::string_view key);
+std::string index_path(const std::string& path, size_t index);
+
+// Sampling fields shared by the OpenAI endpoints (temperature, top_p, top_k, min_p, seed,
+// presence/frequency/repetition penalties, logit_bias) into `out`.
+void read_openai_sampling(const OrderedJson& body, engine::SamplingParams& out);
+// "stop" / "stop_sequences": a string or a list of non-empty strings.
+std::vector<std::string> read_stop(const OrderedJson& body, std::string_view key);
+// OpenAI tool definitions ([{"type": "function", "function": {"name", ...}}]), checked.
+OrderedJson read_openai_tools(const OrderedJson& body);
+
+}  // namespace tachyon::server

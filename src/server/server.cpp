@@ -1,0 +1,161 @@
+#include "server/server.h"
+
+#include <httplib.h>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "base/logging.h"
+#include "server/api_error.h"
+#include "server/handlers.h"
+#include "server/metrics.h"
+#include "server/sse.h"
+
+namespace tachyon::server {
+
+namespace {
+
+ApiFlavor flavor_of(const std::string& path) {
+  return path.rfind("/v1/messages", 0) == 0 ? ApiFlavor::Anthropic : ApiFlavor::OpenAI;
+}
+
+void send_error(const httplib::Request& req, httplib::Response& res, const ApiError& error) {
+  res.status = error.status();
+  res.set_content(dump_json(error_body(error, flavor_of(req.path))), "application/json");
+}
+
+bool constant_time_equal(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  ServedModel model;
+  ServerOptions options;
+  Admission admission;
+  HttpCounters counters;
+  httplib::Server http;
+  int port = 0;
+
+  Impl(ServedModel m, ServerOptions o) : model(std::move(m)), options(std::move(o)), admission(options.max_in_flight) {}
+
+  bool authorized(const httplib::Request& req) const {
+    if (options.api_key.empty()) return true;
+    std::string key = req.get_header_value("x-api-key");
+    const std::string auth = req.get_header_value("Authorization");
+    if (auth.rfind("Bearer ", 0) == 0) key = auth.substr(7);
+    return constant_time_equal(key, options.api_key);
+  }
+
+  // Wraps an endpoint: authentication, error rendering, counters.
+  httplib::Server::Handler wrap(HttpCounters::Route route,
+                                std::function<void(const httplib::Request&, httplib::Response&)> handler) {
+    return [this, route, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+      try {
+        if (!authorized(req))
+          throw ApiError(ErrorKind::Authentication, "Invalid API key: pass it as 'Authorization: Bearer KEY' or "
+                                                    "'x-api-key: KEY'",
+                         "", "invalid_api_key");
+        handler(req, res);
+      } catch (const ApiError& e) {
+        send_error(req, res, e);
+      } catch (const Error& e) {
+        send_error(req, res, ApiError::invalid(e.what()));
+      } catch (const std::exception& e) {
+        log::error("{} {}: {}", req.method, req.path, e.what());
+        send_error(req, res, ApiError(ErrorKind::Internal, fmt::format("internal error: {}", e.what())));
+      }
+      counters.count(route, res.status);
+    };
+  }
+
+  Json model_json() const {
+    return {{"id", model.id}, {"object", "model"}, {"created", model.created}, {"owned_by", "tachyon"},
+            {"max_model_len", model.max_context}};
+  }
+
+  void add_routes() {
+    const HandlerContext ctx{model, admission};
+    auto generation = [ctx](void (*fn)(HandlerContext, const std::string&, httplib::Response&)) {
+      return [ctx, fn](const httplib::Request& req, httplib::Response& res) { fn(ctx, req.body, res); };
+    };
+    http.Post("/v1/chat/completions", wrap(HttpCounters::kChat, generation(handle_chat_completions)));
+    http.Post("/v1/completions", wrap(HttpCounters::kCompletions, generation(handle_completions)));
+    http.Post("/v1/responses", wrap(HttpCounters::kResponses, generation(handle_responses)));
+    http.Post("/v1/messages", wrap(HttpCounters::kMessages, generation(handle_messages)));
+    http.Post("/v1/messages/count_tokens", wrap(HttpCounters::kMessages, generation(handle_count_tokens)));
+    http.Get("/v1/models", wrap(HttpCounters::kModels, [this](const httplib::Request&, httplib::Response& res) {
+               res.set_content(dump_json({{"object", "list"}, {"data", Json::array({model_json()})}}), "application/json");
+             }));
+    http.Get(R"(/v1/models/(.+))", wrap(HttpCounters::kModels, [this](const httplib::Request& req, httplib::Response& res) {
+               check_model(model, req.matches[1]);
+               res.set_content(dump_json(model_json()), "application/json");
+             }));
+    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(dump_json({{"status", "ok"}, {"model", model.id}}), "application/json");
+      counters.count(HttpCounters::kHealth, res.status);
+    });
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(render_metrics(model.id, model.engine->stats(), counters, admission.in_flight()),
+                      "text/plain; version=0.0.4");
+      counters.count(HttpCounters::kMetrics, res.status);
+    });
+    // Browser clients (chat UIs served from another origin) need CORS; the API key, not the
+    // origin, is what guards the server.
+    http.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
+    http.Options(R"(/.*)", [](const httplib::Request&, httplib::Response& res) {
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers",
+                     "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta, OpenAI-Beta");
+      res.set_header("Access-Control-Max-Age", "86400");
+      res.status = 204;
+    });
+    // Errors httplib produces itself (413 over the body limit, 404 unknown route, 400
+    // unparseable HTTP) get the API's JSON shape too.
+    http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      if (res.status == 413) {
+        send_error(req, res, ApiError(ErrorKind::TooLarge, fmt::format("the request body exceeds the limit of {} bytes",
+                                                                       options.max_body_bytes)));
+      } else if (res.status == 404) {
+        send_error(req, res, ApiError(ErrorKind::NotFound, fmt::format("no route {} {}", req.method, req.path)));
+      } else {
+        ApiError e = ApiError::invalid(fmt::format("HTTP error {}", res.status));
+        res.set_content(dump_json(error_body(e, flavor_of(req.path))), "application/json");
+      }
+      counters.count(HttpCounters::kOther, res.status);
+    });
+    http.set_payload_max_length(options.max_body_bytes);
+    const size_t threads = static_cast<size_t>(std::max(options.http_threads, 4));
+    http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    http.set_keep_alive_timeout(5);
+    http.set_read_timeout(30);
+    http.set_write_timeout(30);
+  }
+};
+
+HttpServer::HttpServer(ServedModel model, ServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(model), std::move(options))) {
+  impl_->add_routes();
+}
+
+HttpServer::~HttpServer() = default;
+
+int HttpServer::bind() {
+  if (impl_->options.port == 0) impl_->port = impl_->http.bind_to_any_port(impl_->options.host);
+  else if (impl_->http.bind_to_port(impl_->options.host, impl_->options.port)) impl_->port = impl_->options.port;
+  else impl_->port = -1;
+  if (impl_->port <= 0)
+    throw Error("cannot listen on {}:{} (in use, or not a local address)", impl_->options.host, impl_->options.port);
+  return impl_->port;
+}
+
+void HttpServer::run() { impl_->http.listen_after_bind(); }
+
+void HttpServer::stop() { impl_->http.stop(); }
+
+}  // namespace tachyon::server

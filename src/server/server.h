@@ -1,0 +1,44 @@
+// The HTTP server: cpp-httplib routes for the OpenAI and Anthropic APIs over one served
+// model, API-key checks, the body size limit, /health and /metrics. Handlers run on a pool
+// of HTTP threads; each generation blocks its thread while it pulls tokens from the engine.
+//
+//   server::HttpServer http(std::move(served), {.host = "127.0.0.1", .port = 8000});
+//   int port = http.bind();      // port 0 picks a free one
+//   http.run();                  // blocks until stop() (another thread, a signal handler's thread)
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "server/generation.h"
+
+namespace tachyon::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string api_key;                  // empty: no authentication
+  size_t max_body_bytes = size_t{4} << 20;
+  int http_threads = 128;               // concurrent connections served (keep-alive ones hold a thread)
+  int32_t max_in_flight = 256;          // generation requests queued or running; beyond: 429
+};
+
+class HttpServer {
+ public:
+  HttpServer(ServedModel model, ServerOptions options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the listening socket; returns the port. Throws tachyon::Error when it cannot.
+  int bind();
+  // Serves until stop().
+  void run();
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tachyon::server

@@ -1,0 +1,124 @@
+#include "spec/suffix.h"
+
+#include <algorithm>
+
+namespace tachyon::spec {
+
+void SuffixTrie::add(std::span<const int32_t> tokens, int32_t delta) {
+  for (size_t start = 0; start < tokens.size(); ++start) {
+    int32_t node = 0;
+    const size_t end = std::min(tokens.size(), start + static_cast<size_t>(max_depth_));
+    for (size_t i = start; i < end; ++i) {
+      auto it = nodes_[node].children.find(tokens[i]);
+      int32_t child;
+      if (it == nodes_[node].children.end()) {
+        if (delta < 0) break;  // removing something never added
+        child = static_cast<int32_t>(nodes_.size());
+        nodes_[node].children.emplace(tokens[i], child);
+        nodes_.emplace_back();
+      } else {
+        child = it->second;
+      }
+      nodes_[child].count += delta;
+      node = child;
+    }
+  }
+}
+
+int32_t SuffixTrie::find(std::span<const int32_t> path) const {
+  int32_t node = 0;
+  for (int32_t t : path) {
+    auto it = nodes_[node].children.find(t);
+    if (it == nodes_[node].children.end() || nodes_[it->second].count <= 0) return -1;
+    node = it->second;
+  }
+  return node;
+}
+
+std::pair<int32_t, std::vector<int32_t>> SuffixTrie::propose(std::span<const int32_t> context, int32_t k,
+                                                             int32_t min_match) const {
+  const int32_t longest = std::min<int32_t>(static_cast<int32_t>(context.size()), max_depth_ - 1);
+  for (int32_t m = longest; m >= min_match; --m) {
+    int32_t node = find(context.subspan(context.size() - static_cast<size_t>(m)));
+    if (node < 0) continue;
+    std::vector<int32_t> draft;
+    for (int32_t depth = m; static_cast<int32_t>(draft.size()) < k && depth < max_depth_; ++depth) {
+      int32_t best_token = -1, best_node = -1;
+      int64_t best_count = 0;
+      for (const auto& [token, child] : nodes_[node].children)
+        if (nodes_[child].count > best_count || (nodes_[child].count == best_count && best_count > 0 && token < best_token))
+          best_count = nodes_[child].count, best_token = token, best_node = child;
+      if (best_node < 0) break;
+      draft.push_back(best_token);
+      node = best_node;
+    }
+    if (!draft.empty()) return {m, draft};
+  }
+  return {0, {}};
+}
+
+namespace {
+
+class SuffixDrafter final : public Drafter {
+ public:
+  explicit SuffixDrafter(const SuffixConfig& c) : config_(c), global_(c.max_depth) {}
+  std::string name() const override { return "suffix"; }
+
+  std::vector<int32_t> propose(RequestKey request, std::span<const int32_t> tokens, int32_t k) override {
+    std::lock_guard lock(mutex_);
+    auto it = requests_.find(request);
+    if (it == requests_.end()) {  // first call: the prompt is everything but the last token
+      it = requests_.emplace(request, Request{SuffixTrie(config_.max_depth), static_cast<int32_t>(tokens.size()) - 1, 0}).first;
+      it->second.local.add(tokens.first(tokens.size() - 1));
+      it->second.indexed = static_cast<int32_t>(tokens.size()) - 1;
+    }
+    Request& r = it->second;
+    // Index this request's own new tokens too (generated text repeats itself).
+    if (static_cast<int32_t>(tokens.size()) > r.indexed + config_.max_depth) {
+      r.local.add(tokens.subspan(static_cast<size_t>(r.indexed), tokens.size() - static_cast<size_t>(r.indexed)));
+      r.indexed = static_cast<int32_t>(tokens.size());
+    }
+    auto local = r.local.propose(tokens, k, config_.min_match);
+    auto global = global_.propose(tokens, k, config_.min_match);
+    return global.first > local.first ? global.second : local.second;
+  }
+
+  void on_finish(RequestKey request, std::span<const int32_t> tokens, int32_t num_prompt) override {
+    std::lock_guard lock(mutex_);
+    requests_.erase(request);
+    const auto output = tokens.subspan(static_cast<size_t>(std::min<int32_t>(num_prompt, static_cast<int32_t>(tokens.size()))));
+    if (output.empty()) return;
+    global_.add(output);
+    history_.emplace_back(output.begin(), output.end());
+    stored_ += static_cast<int64_t>(output.size());
+    while (stored_ > config_.max_global_tokens && !history_.empty()) {  // bounded memory: evict the oldest
+      global_.add(history_.front(), -1);
+      stored_ -= static_cast<int64_t>(history_.front().size());
+      history_.pop_front();
+    }
+    // Evicted suffixes leave zero-count nodes behind; rebuild when they dominate.
+    if (static_cast<int64_t>(global_.num_nodes()) > 4 * config_.max_depth * std::max<int64_t>(stored_, 1024)) {
+      global_ = SuffixTrie(config_.max_depth);
+      for (const auto& h : history_) global_.add(h);
+    }
+  }
+
+ private:
+  struct Request {
+    SuffixTrie local;
+    int32_t prompt_length;
+    int32_t indexed;
+  };
+  SuffixConfig config_;
+  std::mutex mutex_;
+  SuffixTrie global_;
+  std::deque<std::vector<int32_t>> history_;
+  int64_t stored_ = 0;
+  std::unordered_map<RequestKey, Request> requests_;
+};
+
+}  // namespace
+
+std::unique_ptr<Drafter> make_suffix_drafter(const SuffixConfig& config) { return std::make_unique<SuffixDrafter>(config); }
+
+}  // namespace tachyon::spec

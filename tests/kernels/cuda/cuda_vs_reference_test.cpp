@@ -1,0 +1,289 @@
+// Every op of the CUDA backend against the scalar reference, on awkward sizes (rows not a
+// multiple of the 16-row MMA tile, columns not a multiple of the 128-column tile, k spanning
+// partial 512-k segments), plus the exactness property of DESIGN.md: a row's bits do not
+// depend on the batch, across the skinny (<= 64 rows) and tiled matmul kernels and across
+// attention query tiles. Skips when no GPU is visible.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "kernels/backend.h"
+#include "kernels/cuda/cuda_backend.h"
+
+namespace tachyon::kernels {
+namespace {
+
+std::vector<float> random_vec(size_t n, std::mt19937& rng, float sigma = 1.f) {
+  std::normal_distribution<float> dist(0.f, sigma);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// ‖a − b‖ / ‖b‖ (METHOD: the norm-wise error; bf16 operands land near 1e-3..1e-2).
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, s = 1e-30;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    s += double(b[i]) * b[i];
+  }
+  return std::sqrt(d / s);
+}
+
+class CudaKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+    gpu = make_backend("cuda");
+    ref = make_backend("reference");
+  }
+  void TearDown() override {
+    if (gpu)
+      for (void* p : buffers_) gpu->deallocate(p);
+  }
+  // Device copy of `v` (freed at teardown).
+  template <typename T>
+  T* upload(const std::vector<T>& v) {
+    auto* p = static_cast<T*>(gpu->allocate(v.size() * sizeof(T)));
+    gpu->copy_to_device(p, v.data(), v.size() * sizeof(T));
+    buffers_.push_back(p);
+    return p;
+  }
+  // Device buffer of n floats poisoned with NaN, so an unwritten output fails the test.
+  float* poisoned(size_t n) { return upload(std::vector<float>(n, NAN)); }
+  std::vector<float> download(const float* p, size_t n) {
+    std::vector<float> v(n);
+    gpu->copy_to_host(v.data(), p, n * sizeof(float));
+    return v;
+  }
+
+  std::unique_ptr<Backend> gpu, ref;
+  std::mt19937 rng{7};
+  std::vector<void*> buffers_;
+};
+
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> out;
+  for (float x : v) out.push_back(f32_to_bf16(x));
+  return out;
+}
+
+TEST_F(CudaKernels, MatmulMatchesReference) {
+  for (auto [rows, n, k] : {std::tuple{1, 72, 64}, {5, 200, 96}, {16, 136, 130}, {17, 1000, 520}, {64, 264, 1100},
+                            {65, 130, 64}, {130, 300, 1100}, {300, 520, 2048}}) {
+    const auto wf = random_vec(static_cast<size_t>(n * k), rng, 0.05f);
+    const auto wb = to_bf16(wf);
+    const auto bias = random_vec(static_cast<size_t>(n), rng);
+    const auto x = random_vec(static_cast<size_t>(rows * k), rng);
+    const Weight host_w{wb.data(), DType::BF16, n, k}, host_b{bias.data(), DType::F32, 1, n};
+    const Weight w = gpu->upload_weight(host_w), b = gpu->upload_weight(host_b);
+    float* out = poisoned(static_cast<size_t>(rows * n));
+    gpu->matmul(upload(x), rows, w, &b, out);
+    std::vector<float> expect(static_cast<size_t>(rows * n));
+    ref->matmul(x.data(), rows, host_w, &host_b, expect.data());
+    EXPECT_LT(rel_l2(download(out, expect.size()), expect), 4e-3) << rows << "x" << n << "x" << k;
+  }
+}
+
+TEST_F(CudaKernels, MatmulF32AndF16WeightsAreConvertedToBf16) {
+  const int64_t rows = 3, n = 40, k = 48;
+  const auto wf = random_vec(static_cast<size_t>(n * k), rng, 0.05f);
+  std::vector<uint16_t> wh;
+  for (float v : wf) wh.push_back(f32_to_f16(v));
+  const auto x = random_vec(static_cast<size_t>(rows * k), rng);
+  std::vector<float> expect(static_cast<size_t>(rows * n));
+  const Weight host_f{wf.data(), DType::F32, n, k};
+  ref->matmul(x.data(), rows, host_f, nullptr, expect.data());
+  for (const Weight& host : {host_f, Weight{wh.data(), DType::F16, n, k}}) {
+    float* out = poisoned(expect.size());
+    gpu->matmul(upload(x), rows, gpu->upload_weight(host), nullptr, out);
+    EXPECT_LT(rel_l2(download(out, expect.size()), expect), 4e-3) << dtype_name(host.dtype);
+  }
+}
+
+// The same row through the skinny kernel (1 to 64 rows: its four variants) and the tiled one
+// (65, 200 rows),
+// at different places in the batch: identical bits.
+TEST_F(CudaKernels, MatmulRowIsBitIdenticalWhateverTheBatchOrKernel) {
+  for (int64_t k : {64, 1100, 4096}) {
+    const int64_t n = 264, big = 200;
+    const auto wb = to_bf16(random_vec(static_cast<size_t>(n * k), rng, 0.05f));
+    const Weight w = gpu->upload_weight(Weight{wb.data(), DType::BF16, n, k});
+    const auto x = random_vec(static_cast<size_t>(big * k), rng);
+    float* dx = upload(x);
+    float* all = poisoned(static_cast<size_t>(big * n));
+    gpu->matmul(dx, big, w, nullptr, all);
+    const auto batched = download(all, static_cast<size_t>(big * n));
+    for (int64_t rows : {1, 7, 17, 33, 64, 65}) {
+      for (int64_t first : {int64_t{0}, big - rows, int64_t{3}}) {
+        float* part = poisoned(static_cast<size_t>(rows * n));
+        gpu->matmul(dx + first * k, rows, w, nullptr, part);
+        const auto got = download(part, static_cast<size_t>(rows * n));
+        EXPECT_EQ(0, std::memcmp(got.data(), batched.data() + first * n, got.size() * sizeof(float)))
+            << "k " << k << ", rows [" << first << ", " << first + rows << ")";
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernels, RowwiseOpsMatchReference) {
+  const int64_t rows = 37, dim = 200;
+  const auto wv = random_vec(static_cast<size_t>(dim), rng);
+  const Weight host_w{wv.data(), DType::F32, 1, dim};
+  const auto x = random_vec(static_cast<size_t>(rows * dim), rng);
+  std::vector<float> expect(x.size());
+  float* dx = upload(x);
+  float* out = poisoned(x.size());
+  gpu->rms_norm(dx, gpu->upload_weight(host_w), rows, dim, 1e-6f, 1.f, out);
+  ref->rms_norm(x.data(), host_w, rows, dim, 1e-6f, 1.f, expect.data());
+  EXPECT_LT(rel_l2(download(out, x.size()), expect), 1e-6) << "rms_norm";
+  {  // wide rows take the block-per-row kernel
+    const int64_t wide = 4096;
+    const auto ww = random_vec(static_cast<size_t>(wide), rng);
+    const Weight host_ww{ww.data(), DType::F32, 1, wide};
+    const auto xw = random_vec(static_cast<size_t>(3 * wide), rng);
+    std::vector<float> ew(xw.size());
+    float* ow = poisoned(xw.size());
+    gpu->rms_norm(upload(xw), gpu->upload_weight(host_ww), 3, wide, 1e-6f, 0.f, ow);
+    ref->rms_norm(xw.data(), host_ww, 3, wide, 1e-6f, 0.f, ew.data());
+    EXPECT_LT(rel_l2(download(ow, xw.size()), ew), 1e-6) << "rms_norm, wide rows";
+  }
+
+  for (auto act : {Activation::SiLU, Activation::GeluTanh}) {
+    float* g = poisoned(x.size() / 2);
+    gpu->gated_activation(dx, rows, dim / 2, act, g);
+    std::vector<float> e(x.size() / 2);
+    ref->gated_activation(x.data(), rows, dim / 2, act, e.data());
+    EXPECT_LT(rel_l2(download(g, e.size()), e), 1e-6) << "gated_activation";
+  }
+
+  const auto y = random_vec(x.size(), rng);
+  float* sum = upload(x);
+  gpu->add(sum, upload(y), static_cast<int64_t>(x.size()));
+  std::vector<float> e = x;
+  ref->add(e.data(), y.data(), static_cast<int64_t>(e.size()));
+  EXPECT_EQ(download(sum, e.size()), e) << "add";
+
+  const std::vector<int32_t> pick = {36, 0, 5, 5};
+  float* gathered = poisoned(pick.size() * dim);
+  gpu->gather_rows(dx, pick.data(), 4, dim, gathered);
+  std::vector<float> ge(pick.size() * dim);
+  ref->gather_rows(x.data(), pick.data(), 4, dim, ge.data());
+  EXPECT_EQ(download(gathered, ge.size()), ge) << "gather_rows";
+
+  const int64_t vocab = 300, hidden = 96;  // hidden: not a multiple of the 64-column padding
+  const auto table = to_bf16(random_vec(static_cast<size_t>(vocab * hidden), rng));
+  const Weight host_t{table.data(), DType::BF16, vocab, hidden};
+  const std::vector<int32_t> ids = {299, 0, 17, 128, 17};
+  float* emb = poisoned(ids.size() * hidden);
+  gpu->embedding(gpu->upload_weight(host_t), ids.data(), 5, 2.f, emb);
+  std::vector<float> ee(ids.size() * hidden);
+  ref->embedding(host_t, ids.data(), 5, 2.f, ee.data());
+  EXPECT_EQ(download(emb, ee.size()), ee) << "embedding from the fragment layout";
+}
+
+TEST_F(CudaKernels, RopeMatchesReference) {
+  const int64_t rows = 9, heads = 3, d = 64;
+  for (bool interleaved : {false, true})
+    for (int64_t rotary : {d, d / 2}) {
+      RopeTable t;
+      for (int64_t i = 0; i < rotary / 2; ++i) t.inv_freq.push_back(std::pow(10000.f, -2.f * i / rotary));
+      t.rotary_dim = rotary;
+      t.attention_scaling = 1.1f;
+      t.interleaved = interleaved;
+      std::vector<int32_t> pos = {0, 1, 2, 100, 4000, 5, 6, 7, 31};
+      const auto x = random_vec(static_cast<size_t>(rows * heads * d), rng);
+      float* dx = upload(x);
+      gpu->rope(dx, rows, heads, d, t, pos.data());
+      std::vector<float> e = x;
+      ref->rope(e.data(), rows, heads, d, t, pos.data());
+      EXPECT_LT(rel_l2(download(dx, e.size()), e), 1e-5) << interleaved << " " << rotary;
+    }
+}
+
+// Paged attention over a scattered block table: three sequences (a long prefill, a decode
+// row deep in its context, a short chunk), GQA, sliding window, softcap, sinks; then each
+// sequence alone must give the same bits as in the batch.
+TEST_F(CudaKernels, AttentionMatchesReferenceAndIsRowInvariant) {
+  for (int64_t d : {16, 64, 128}) {
+    const int64_t heads = 8, kv_heads = 2, bs = 16, blocks = 96, width = kv_heads * d;
+    const auto kc = random_vec(static_cast<size_t>(blocks * bs * width), rng);
+    const auto vc = random_vec(kc.size(), rng);
+    std::vector<int32_t> tables, offsets = {0};
+    std::vector<int32_t> positions, row_seq;
+    // seq 0: rows for positions 0..69 (prefill); seq 1: one decode row at 700 (split-KV over
+    // three 256-key splits); seq 2: rows 30..44.
+    const std::vector<std::pair<int, int>> seqs = {{0, 70}, {700, 701}, {30, 45}};
+    std::vector<int32_t> perm(blocks);
+    for (int i = 0; i < blocks; ++i) perm[i] = (i * 17 + 5) % blocks;
+    int next_block = 0;
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      const int need = seqs[s].second / static_cast<int>(bs) + 1;
+      for (int b = 0; b < need; ++b) tables.push_back(perm[next_block++]);
+      offsets.push_back(static_cast<int32_t>(tables.size()));
+      for (int p = seqs[s].first; p < seqs[s].second; ++p) positions.push_back(p), row_seq.push_back(static_cast<int32_t>(s));
+    }
+    const int64_t rows = static_cast<int64_t>(positions.size());
+    const auto q = random_vec(static_cast<size_t>(rows * heads * d), rng);
+    float* dk = upload(kc);
+    float* dv = upload(vc);
+    float* dq = upload(q);
+    const PagedKv gkv{dk, dv, static_cast<int32_t>(bs), kv_heads, d};
+    const PagedKv rkv{const_cast<float*>(kc.data()), const_cast<float*>(vc.data()), static_cast<int32_t>(bs), kv_heads, d};
+    const AttentionMeta meta{positions.data(), row_seq.data(), tables.data(), offsets.data()};
+    std::vector<float> sinks = {0.5f, -1.f, 2.f, 0.f, 1.f, 1.f, -3.f, 0.25f};
+    for (int variant = 0; variant < 4; ++variant) {
+      AttentionParams p;
+      p.num_heads = heads;
+      p.scale = 1.f / std::sqrt(float(d));
+      if (variant == 1) p.sliding_window = 21;
+      if (variant == 2) p.softcap = 3.f;
+      if (variant == 3) p.sinks = sinks.data();
+      float* out = poisoned(q.size());
+      gpu->attention(dq, rows, gkv, meta, p, out);
+      const auto got = download(out, q.size());
+      std::vector<float> expect(q.size());
+      ref->attention(q.data(), rows, rkv, meta, p, expect.data());
+      EXPECT_LT(rel_l2(got, expect), 1e-5) << "d " << d << " variant " << variant;
+      // Sequence 2 alone (as its own batch: row_seq 0, its own table).
+      const int64_t first = 71, n = 15;
+      std::vector<int32_t> t2(tables.begin() + offsets[2], tables.begin() + offsets[3]), o2 = {0, offsets[3] - offsets[2]};
+      std::vector<int32_t> s2(static_cast<size_t>(n), 0);
+      const AttentionMeta meta2{positions.data() + first, s2.data(), t2.data(), o2.data()};
+      float* out2 = poisoned(static_cast<size_t>(n * heads * d));
+      gpu->attention(dq + first * heads * d, n, gkv, meta2, p, out2);
+      const auto alone = download(out2, static_cast<size_t>(n * heads * d));
+      EXPECT_EQ(0, std::memcmp(alone.data(), got.data() + first * heads * d, alone.size() * sizeof(float)))
+          << "d " << d << " variant " << variant;
+      // The decode row alone.
+      std::vector<int32_t> t1(tables.begin() + offsets[1], tables.begin() + offsets[2]), o1 = {0, offsets[2] - offsets[1]};
+      const int32_t zero = 0;
+      const AttentionMeta meta1{positions.data() + 70, &zero, t1.data(), o1.data()};
+      float* out1 = poisoned(static_cast<size_t>(heads * d));
+      gpu->attention(dq + 70 * heads * d, 1, gkv, meta1, p, out1);
+      const auto decode_alone = download(out1, static_cast<size_t>(heads * d));
+      EXPECT_EQ(0, std::memcmp(decode_alone.data(), got.data() + 70 * heads * d, decode_alone.size() * sizeof(float)))
+          << "decode row, d " << d << " variant " << variant;
+    }
+  }
+}
+
+TEST_F(CudaKernels, WriteKvFillsEachRowsSlot) {
+  const int64_t kv_heads = 2, d = 32, bs = 4, blocks = 6, width = kv_heads * d;
+  std::vector<float> kc(static_cast<size_t>(blocks * bs * width), 0.f), vc = kc;
+  std::vector<int32_t> tables = {4, 1, 3, 0}, offsets = {0, 2, 4}, positions = {6, 7, 0, 5}, row_seq = {0, 0, 1, 1};
+  const AttentionMeta meta{positions.data(), row_seq.data(), tables.data(), offsets.data()};
+  const auto k = random_vec(static_cast<size_t>(4 * width), rng), v = random_vec(k.size(), rng);
+  float* dk = upload(kc);
+  float* dv = upload(vc);
+  gpu->write_kv(upload(k), upload(v), 4, PagedKv{dk, dv, static_cast<int32_t>(bs), kv_heads, d}, meta);
+  ref->write_kv(k.data(), v.data(), 4, PagedKv{kc.data(), vc.data(), static_cast<int32_t>(bs), kv_heads, d}, meta);
+  EXPECT_EQ(download(dk, kc.size()), kc);
+  EXPECT_EQ(download(dv, vc.size()), vc);
+}
+
+}  // namespace
+}  // namespace tachyon::kernels
