@@ -20,7 +20,7 @@ namespace tachyon::cli {
 namespace {
 
 struct RunOptions {
-  std::string model_dir, prompt, ids, device = "cpu";
+  std::string model_dir, prompt, ids, device;
   int max_tokens = 128;
   sampling::SamplingParams sampling;
   uint64_t seed = 0;
@@ -44,7 +44,7 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("--min-p", opt->sampling.min_p, "Drop tokens below min_p x the best probability");
   cmd->add_option("--repetition-penalty", opt->sampling.repetition_penalty, "HF repetition penalty");
   cmd->add_option("--seed", opt->seed, "RNG seed (same seed, same output)");
-  cmd->add_option("--device", opt->device, "cpu");
+  cmd->add_option("--device", opt->device, "cpu or cuda (default: cuda when a GPU is visible)");
   cmd->add_flag("--show-ids", opt->show_ids, "Print token ids instead of text");
   opt->spec.add_to(*cmd);
   return [opt, cmd] {
@@ -55,7 +55,7 @@ Command add_run_command(CLI::App& app) {
     }
     if (opt->model_dir.empty()) opt->model_dir = default_model_dir();
     if (cmd->count("--seed")) opt->sampling.seed = opt->seed;
-    auto backend = kernels::make_backend(opt->device);
+    auto backend = kernels::make_backend(opt->device.empty() ? kernels::default_device() : opt->device);
     auto model = model::load_model(opt->model_dir, *backend);
     opt->sampling.validate(model->config().vocab_size);
     engine::EngineConfig config;

@@ -31,7 +31,7 @@ namespace tachyon::cli {
 namespace {
 
 struct ServeOptions {
-  std::string model_dir, device = "cpu", prefix_cache = "on", served_name, tool_parser;
+  std::string model_dir, device, prefix_cache = "on", served_name, tool_parser;
   server::ServerOptions server;
   int32_t max_concurrent = 16, ctx_size = 0, kv_blocks = 0, max_tokens_per_step = 512;
   double kv_memory_gib = 1.0;
@@ -108,7 +108,7 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("--served-model-name", opt->served_name, "Model name clients use (default: the folder name)");
   cmd->add_option("--tool-parser", opt->tool_parser, "Tool-call syntax: hermes, llama3, deepseek_v3, gemma, harmony, plain "
                                                      "(default: detected from the chat template)");
-  cmd->add_option("--device", opt->device, "cpu");
+  cmd->add_option("--device", opt->device, "cpu or cuda (default: cuda when a GPU is visible)");
   opt->spec.add_to(*cmd);
   return [opt] {
     if (opt->model_dir.empty()) opt->model_dir = default_model_dir();
@@ -140,7 +140,7 @@ Command add_serve_command(CLI::App& app) {
         return nullptr;
       }
     });
-    auto backend = kernels::make_backend(opt->device);
+    auto backend = kernels::make_backend(opt->device.empty() ? kernels::default_device() : opt->device);
     std::unique_ptr<model::Model> model = progress.stage("weights", [&] { return model::load_model(dir, *backend); });
     const io::ModelConfig& config = model->config();
     const io::GenerationConfig generation = io::load_generation_config(dir);

@@ -44,4 +44,11 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
 #endif
 }
 
+std::string default_device() {
+#ifdef TACHYON_HAS_CUDA
+  if (cuda_device_count() > 0) return "cuda";
+#endif
+  return "cpu";
+}
+
 }  // namespace tachyon::kernels

@@ -104,4 +104,7 @@ class Backend {
 // against).
 std::unique_ptr<Backend> make_backend(const std::string& name);
 
+// "cuda" when this build has the CUDA backend and a GPU is visible, else "cpu".
+std::string default_device();
+
 }  // namespace tachyon::kernels
