@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "kv/kv_cache.h"
+#include "spec/per_request_kv.h"
 
 namespace tachyon::spec {
 
@@ -17,17 +18,12 @@ class DraftModelDrafter final : public Drafter {
   DraftModelDrafter(std::unique_ptr<model::Model> model, const DraftModelConfig& config)
       : model_(std::move(model)), kv_(model_->backend(), model_->kv_layout(config.num_blocks, config.block_size)) {}
 
-  ~DraftModelDrafter() override {
-    for (auto& [key, s] : states_) kv_.remove_sequence(s.seq);
-  }
-
   std::string name() const override { return "draft"; }
 
   std::vector<int32_t> propose(RequestKey request, std::span<const int32_t> tokens, int32_t k) override {
     if (k <= 0 || tokens.empty()) return {};
-    auto it = states_.find(request);
-    if (it == states_.end()) it = states_.emplace(request, State{kv_.add_sequence(), 0, {}}).first;
-    State& s = it->second;
+    State* found = states_.find(request);
+    State& s = found ? *found : states_.emplace(request, State{kv_.add_sequence(), 0, {}});
     // KV holds tokens[0, synced) followed by s.tail (last proposal's drafts): keep the part
     // that the committed tokens confirm.
     int32_t valid = std::min<int32_t>(s.synced, static_cast<int32_t>(tokens.size()));
@@ -59,12 +55,7 @@ class DraftModelDrafter final : public Drafter {
     return drafts;
   }
 
-  void on_finish(RequestKey request, std::span<const int32_t>, int32_t) override {
-    auto it = states_.find(request);
-    if (it == states_.end()) return;
-    kv_.remove_sequence(it->second.seq);
-    states_.erase(it);
-  }
+  void on_finish(RequestKey request, std::span<const int32_t>, int32_t) override { states_.erase(request); }
 
  private:
   struct State {
@@ -74,7 +65,7 @@ class DraftModelDrafter final : public Drafter {
   };
   std::unique_ptr<model::Model> model_;
   kv::KvCache kv_;
-  std::unordered_map<RequestKey, State> states_;
+  PerRequestKv<State> states_{kv_};
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "kv/kv_cache.h"
+#include "spec/per_request_kv.h"
 
 namespace tachyon::spec {
 
@@ -14,9 +15,6 @@ class MtpDrafter final : public Drafter {
  public:
   MtpDrafter(std::unique_ptr<model::MtpHead> head, kernels::Backend& backend, int32_t num_blocks, int32_t block_size)
       : head_(std::move(head)), kv_(backend, head_->kv_layout(num_blocks, block_size)) {}
-  ~MtpDrafter() override {
-    for (auto& [key, s] : states_) kv_.remove_sequence(s.seq);
-  }
 
   std::string name() const override { return "mtp"; }
   bool wants_hidden() const override { return true; }
@@ -30,16 +28,15 @@ class MtpDrafter final : public Drafter {
   }
 
   std::vector<int32_t> propose(RequestKey request, std::span<const int32_t> tokens, int32_t k) override {
-    auto it = states_.find(request);
-    if (it == states_.end() || k <= 0) return {};
-    State& s = it->second;
+    State* found = states_.find(request);
+    if (!found || k <= 0) return {};
+    State& s = *found;
     const int32_t n = static_cast<int32_t>(tokens.size()) - 1;  // x_n: the last committed token
     // Build z_t for t = base + built .. n-1 from (x_{t+1}, h_t); all h_t must be known.
     const int32_t from = s.base + s.built;
     for (int32_t t = from; t < n; ++t)
       if (!s.pending.count(t)) return {};  // a gap (should not happen): no draft this time
     if (from >= n) return {};
-    const size_t h = static_cast<size_t>(head_->hidden_size());
     kv_.truncate(s.seq, std::min(kv_.num_tokens(s.seq), s.built));
     std::vector<int32_t> next_tokens;
     std::vector<float> hidden;
@@ -64,17 +61,11 @@ class MtpDrafter final : public Drafter {
       const std::vector<float> o = std::move(out.hidden);
       out = head_->forward(batch, o, kv_);
     }
-    (void)h;
     kv_.truncate(s.seq, s.built);  // recursive entries were built from drafts: not kept
     return drafts;
   }
 
-  void on_finish(RequestKey request, std::span<const int32_t>, int32_t) override {
-    auto it = states_.find(request);
-    if (it == states_.end()) return;
-    kv_.remove_sequence(it->second.seq);
-    states_.erase(it);
-  }
+  void on_finish(RequestKey request, std::span<const int32_t>, int32_t) override { states_.erase(request); }
 
  private:
   struct State {
@@ -84,14 +75,13 @@ class MtpDrafter final : public Drafter {
     std::map<int32_t, std::vector<float>> pending;  // h_t not yet turned into z_t
   };
   State& state(RequestKey request, int32_t first) {
-    auto it = states_.find(request);
-    if (it == states_.end()) it = states_.emplace(request, State{kv_.add_sequence(), first, 0, {}}).first;
-    return it->second;
+    State* found = states_.find(request);
+    return found ? *found : states_.emplace(request, State{kv_.add_sequence(), first, 0, {}});
   }
 
   std::unique_ptr<model::MtpHead> head_;
   kv::KvCache kv_;
-  std::unordered_map<RequestKey, State> states_;
+  PerRequestKv<State> states_{kv_};
 };
 
 }  // namespace
