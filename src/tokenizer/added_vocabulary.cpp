@@ -1,5 +1,9 @@
 #include "tokenizer/added_vocabulary.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <algorithm>
 #include <functional>
 
@@ -95,6 +99,8 @@ AddedVocabulary AddedVocabulary::from_json(const Json& added_tokens, const std::
 
 namespace {
 
+#include "tokenizer/unicode_compat.inc"
+
 // Rust regex's \w, which Hugging Face's single_word check uses: Alphabetic, marks,
 // decimal digits, connector punctuation and the joiners.
 bool is_word_char(char32_t c) {
@@ -104,7 +110,35 @@ bool is_word_char(char32_t c) {
   if ((c >= 0x24B6 && c <= 0x24E9) || (c >= 0x1F130 && c <= 0x1F149) || (c >= 0x1F150 && c <= 0x1F169) ||
       (c >= 0x1F170 && c <= 0x1F189))
     return true;
-  return unicode::is_word_category(c);
+  if (unicode::is_word_category(c)) return true;
+  // Letters, marks and digits that Unicode gained after utf8proc's tables (HF's regex knows
+  // Unicode 16): the same generated table the pre-tokenizer patterns use.
+  static const std::vector<std::pair<char32_t, char32_t>> newer = [] {
+    std::vector<std::pair<char32_t, char32_t>> ranges;
+    for (const auto& entry : kCategoryAdditions) {
+      const std::string_view category = entry.category;
+      if (category != "L" && category != "M" && category != "Nd" && category != "Nl" && category != "Pc") continue;
+      const std::string_view text = entry.additions;
+      auto read_code = [&](size_t& i) {  // \x{HEX}
+        const size_t open = text.find('{', i), close = text.find('}', open);
+        i = close + 1;
+        return static_cast<char32_t>(std::stoul(std::string(text.substr(open + 1, close - open - 1)), nullptr, 16));
+      };
+      for (size_t i = 0; i < text.size();) {
+        const char32_t first = read_code(i);
+        char32_t last = first;
+        if (i < text.size() && text[i] == '-') {
+          ++i;
+          last = read_code(i);
+        }
+        ranges.emplace_back(first, last);
+      }
+    }
+    return ranges;
+  }();
+  for (const auto& [first, last] : newer)
+    if (c >= first && c <= last) return true;
+  return false;
 }
 
 }  // namespace
