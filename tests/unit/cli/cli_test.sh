@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The `tachyon` subcommands as a user runs them: tokenize/detokenize (JSON lines), template,
+# parse, logits, run --ids and info, on the embedded demo model and an HF fixture.
+set -euo pipefail
+tachyon="$1"
+root="$(cd "$(dirname "$0")/../../.." && pwd)"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# tokenize -> detokenize round trip, and the bad-line error
+ids="$(printf '%s\n' '"def add(a, b):\n    return a + b"' | "$tachyon" tokenize)"
+[[ "$ids" == \[*\] ]] || fail "tokenize printed '$ids'"
+text="$(printf '%s\n' "$ids" | "$tachyon" detokenize)"
+[[ "$text" == '"def add(a, b):\n    return a + b"' ]] || fail "detokenize printed '$text'"
+if printf '42\n' | "$tachyon" tokenize 2> "$tmp/err"; then fail "tokenize accepted a non-string line"; fi
+grep -q "line 1: expected a JSON string" "$tmp/err" || fail "no line number in: $(cat "$tmp/err")"
+special="$(printf '"<|im_end|>"\n' | "$tachyon" tokenize "$root/models/tachyon-demo" --special)"
+[[ "$special" == "[8181]" ]] || fail "special token encoded as $special"
+
+# template (exact, no trailing newline) and parse
+printf '%s' '{"messages":[{"role":"user","content":"hi"}],"add_generation_prompt":true,"enable_thinking":false}' > "$tmp/req.json"
+"$tachyon" template --request "$tmp/req.json" > "$tmp/prompt.txt"
+printf '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n' > "$tmp/expected.txt"
+cmp -s "$tmp/prompt.txt" "$tmp/expected.txt" || fail "template rendered: $(cat -A "$tmp/prompt.txt")"
+printf '<think>\nplan\n</think>\n\nok <tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>' > "$tmp/out.txt"
+"$tachyon" parse --text "$tmp/out.txt" > "$tmp/parsed.json"
+grep -q '"reasoning_content": "plan"' "$tmp/parsed.json" || fail "parse: $(cat "$tmp/parsed.json")"
+grep -q '"name": "f"' "$tmp/parsed.json" || fail "parse lost the tool call: $(cat "$tmp/parsed.json")"
+
+# logits: one float32 tensor [T, V]
+"$tachyon" logits "$root/tests/fixtures/hf/qwen2" --ids 1,2,3 --out "$tmp/l.safetensors" 2> /dev/null
+header_len=$(od -An -t u8 -N 8 "$tmp/l.safetensors" | tr -d ' ')
+head -c $((8 + header_len)) "$tmp/l.safetensors" | tail -c "$header_len" | grep -q '"shape":\[3,512\]' || fail "logits header"
+if "$tachyon" logits "$root/tests/fixtures/hf/qwen2" --ids 1,x --out "$tmp/x" 2> "$tmp/err"; then fail "bad --ids accepted"; fi
+grep -q "'x' is not a token id" "$tmp/err" || fail "bad --ids message: $(cat "$tmp/err")"
+
+# run --ids is deterministic at temperature 0, with and without speculation
+a="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --no-pld --no-drafter --no-mtp 2> /dev/null)"
+b="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --speculative-config '{"method":"mtp"}' 2> /dev/null)"
+[[ -n "$a" && "$a" == "$b" ]] || fail "run: '$a' vs '$b'"
+
+# info --json names the speculation methods
+"$tachyon" info --json | grep -q '"MTP heads: 1, all 15 tensors verified"' || fail "info --json"
+echo "cli: all checks passed"
