@@ -137,6 +137,7 @@ GenerationOutcome Generation::run(const TextSink& sink) {
     if (!out) continue;
     outcome.completion_tokens += static_cast<int32_t>(out->tokens.size());
     outcome.cached_tokens = std::max(outcome.cached_tokens, out->num_cached_prompt_tokens);
+    outcome.spec = out->spec;
     if (!out->prompt_logprobs.empty()) outcome.prompt_logprobs = std::move(out->prompt_logprobs);
     std::string released;
     for (size_t i = 0; i < out->tokens.size() && !stop.matched(); ++i) {

@@ -55,6 +55,12 @@ std::string render_metrics(const std::string& model, const engine::EngineStats& 
   counter(out, "tachyon_computed_prompt_tokens_total", "Prompt tokens run through the model.", m,
           s.computed_prompt_tokens);
   counter(out, "tachyon_preemptions_total", "Requests preempted for KV space.", m, s.preemptions);
+  counter(out, "tachyon_spec_drafted_tokens_total", "Draft tokens verified by speculative decoding.", m,
+          s.spec_drafted_tokens);
+  counter(out, "tachyon_spec_accepted_tokens_total", "Draft tokens accepted.", m, s.spec_accepted_tokens);
+  counter(out, "tachyon_spec_verify_steps_total", "Speculative verification steps.", m, s.spec_steps);
+  counter(out, "tachyon_spec_gated_requests_total", "Requests whose speculation a gate switched off.", m,
+          s.spec_gated_requests);
   counter(out, "tachyon_engine_steps_total", "Engine steps (forward passes).", m, s.steps);
   gauge(out, "tachyon_queue_depth", "Requests waiting for admission.", m, s.queue_depth);
   gauge(out, "tachyon_requests_running", "Requests in the running batch.", m, s.running);

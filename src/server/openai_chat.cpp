@@ -31,10 +31,17 @@ Json token_entry(const tokenizer::Tokenizer& tokenizer, int32_t token, float log
 }  // namespace
 
 Json openai_usage(const GenerationOutcome& outcome) {
-  return {{"prompt_tokens", outcome.prompt_tokens},
-          {"completion_tokens", outcome.completion_tokens},
-          {"total_tokens", outcome.prompt_tokens + outcome.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", outcome.cached_tokens}}}};
+  Json usage = {{"prompt_tokens", outcome.prompt_tokens},
+                {"completion_tokens", outcome.completion_tokens},
+                {"total_tokens", outcome.prompt_tokens + outcome.completion_tokens},
+                {"prompt_tokens_details", {{"cached_tokens", outcome.cached_tokens}}}};
+  if (!outcome.spec.method.empty())  // tachyon extension: the request's speculation
+    usage["speculation"] = {{"method", outcome.spec.method},
+                            {"drafted_tokens", outcome.spec.num_drafted},
+                            {"accepted_tokens", outcome.spec.num_accepted},
+                            {"mean_accepted_length", outcome.spec.mean_accepted_length()},
+                            {"stopped_by", outcome.spec.stopped_by}};
+  return usage;
 }
 
 void throw_if_failed(const GenerationOutcome& outcome) {
