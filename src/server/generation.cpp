@@ -101,6 +101,8 @@ Generation::Generation(const ServedModel& model, const ParsedRequest& request, A
   req.stop_token_ids = model.eos_ids;
   req.logprobs = request.logprobs;
   req.prompt_logprobs = request.echo && request.logprobs >= 0;
+  req.speculate = request.speculate;
+  req.num_speculative_tokens = request.num_speculative_tokens;
   try {
     req.sampling.validate(model.vocab_size);
   } catch (const Error& e) {

@@ -142,7 +142,7 @@ ParsedRequest parse_chat_request(std::string_view text) {
                                "tool_choice", "parallel_tool_calls", "user", "metadata", "store", "service_tier",
                                "reasoning_effort", "top_k", "min_p", "repetition_penalty", "chat_template_kwargs",
                                "continue_final_message", "add_generation_prompt", "prompt_cache_key",
-                               "safety_identifier"});
+                               "safety_identifier", "speculative"});
   ParsedRequest out;
   out.endpoint = Endpoint::ChatCompletions;
   require_model(body, out);
@@ -154,6 +154,7 @@ ParsedRequest parse_chat_request(std::string_view text) {
   read_tool_choice(body, out);
   read_template_kwargs(body, out);
   read_openai_sampling(body, out.sampling);
+  read_speculative(body, out);
   read_n(body);
   read_stream(body, out);
   out.stop = read_stop(body, "stop");
@@ -185,7 +186,8 @@ ParsedRequest parse_completion_request(std::string_view text) {
   const OrderedJson body = parse_body(text);
   reject_unknown_fields(body, {"model", "prompt", "best_of", "echo", "frequency_penalty", "logit_bias", "logprobs",
                                "max_tokens", "n", "presence_penalty", "seed", "stop", "stream", "stream_options",
-                               "suffix", "temperature", "top_p", "user", "top_k", "min_p", "repetition_penalty"});
+                               "suffix", "temperature", "top_p", "user", "top_k", "min_p", "repetition_penalty",
+                               "speculative"});
   ParsedRequest out;
   out.endpoint = Endpoint::Completions;
   require_model(body, out);
@@ -218,6 +220,7 @@ ParsedRequest parse_completion_request(std::string_view text) {
     throw ApiError::invalid("'prompt' must be a string or an array of token ids", "prompt");
   }
   read_openai_sampling(body, out.sampling);
+  read_speculative(body, out);
   read_n(body);
   read_stream(body, out);
   out.stop = read_stop(body, "stop");

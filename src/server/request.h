@@ -54,6 +54,10 @@ struct ParsedRequest {
   bool echo = false;                   // completions: prepend the prompt
   bool json_object = false;            // response_format {"type": "json_object"}
   std::string instructions;            // responses: echoed back in the response object
+  // tachyon extension, chat and completions: "speculative": {"enabled": bool,
+  // "num_speculative_tokens": 1..16} overrides the server's speculative decoding for this request.
+  std::optional<bool> speculate;
+  std::optional<int32_t> num_speculative_tokens;
 };
 
 // Body limits that do not depend on the model.

@@ -149,6 +149,19 @@ const OrderedJson* read_object(const OrderedJson& obj, std::string_view key, con
   return v;
 }
 
+void read_speculative(const OrderedJson& body, ParsedRequest& out) {
+  const OrderedJson* spec = read_object(body, "speculative");
+  if (!spec) return;
+  for (auto it = spec->begin(); it != spec->end(); ++it)
+    if (it.key() != "enabled" && it.key() != "num_speculative_tokens")
+      throw ApiError::invalid(fmt::format("'speculative.{}' is not a known field (enabled, num_speculative_tokens)",
+                                          it.key()),
+                              "speculative");
+  out.speculate = read_bool(*spec, "enabled", "speculative");
+  if (auto k = read_int(*spec, "num_speculative_tokens", 1, 16, "speculative"))
+    out.num_speculative_tokens = static_cast<int32_t>(*k);
+}
+
 void read_openai_sampling(const OrderedJson& body, engine::SamplingParams& out) {
   if (auto t = read_number(body, "temperature", 0, 2)) out.temperature = static_cast<float>(*t);
   if (auto p = read_number(body, "top_p", 0, 1)) {

@@ -46,6 +46,8 @@ std::string index_path(const std::string& path, size_t index);
 // Sampling fields shared by the OpenAI endpoints (temperature, top_p, top_k, min_p, seed,
 // presence/frequency/repetition penalties, logit_bias) into `out`.
 void read_openai_sampling(const OrderedJson& body, engine::SamplingParams& out);
+// The "speculative" extension object (see ParsedRequest).
+void read_speculative(const OrderedJson& body, ParsedRequest& out);
 // "stop" / "stop_sequences": a string or a list of non-empty strings.
 std::vector<std::string> read_stop(const OrderedJson& body, std::string_view key);
 // OpenAI tool definitions ([{"type": "function", "function": {"name", ...}}]), checked.

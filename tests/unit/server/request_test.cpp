@@ -209,3 +209,27 @@ TEST(RequestBody, NestingDepthIsBoundedBeforeParsing) {
 
 }  // namespace
 }  // namespace tachyon::server
+
+namespace tachyon::server {
+namespace {
+
+TEST(ChatRequest, SpeculativeOverrideIsReadAndValidated) {
+  const auto r = parse_chat_request(
+      R"({"model":"m","messages":[{"role":"user","content":"hi"}],"speculative":{"enabled":false,"num_speculative_tokens":3}})");
+  EXPECT_EQ(r.speculate, false);
+  EXPECT_EQ(r.num_speculative_tokens, 3);
+  const auto c = parse_completion_request(R"({"model":"m","prompt":"x","speculative":{"num_speculative_tokens":2}})");
+  EXPECT_FALSE(c.speculate.has_value());
+  EXPECT_EQ(c.num_speculative_tokens, 2);
+  const ApiError unknown =
+      error_of(parse_chat_request, R"({"model":"m","messages":[{"role":"user","content":"hi"}],"speculative":{"k":2}})");
+  EXPECT_EQ(unknown.status(), 400);
+  EXPECT_NE(std::string(unknown.what()).find("speculative.k"), std::string::npos) << unknown.what();
+  const ApiError range = error_of(
+      parse_chat_request, R"({"model":"m","messages":[{"role":"user","content":"hi"}],"speculative":{"num_speculative_tokens":99}})");
+  EXPECT_EQ(range.status(), 400);
+  EXPECT_NE(std::string(range.what()).find("num_speculative_tokens"), std::string::npos) << range.what();
+}
+
+}  // namespace
+}  // namespace tachyon::server
