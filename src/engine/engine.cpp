@@ -158,6 +158,10 @@ class EngineLoop : public KvAllocator {
     int32_t num_drafts = 0;  // unverified draft tokens at the end of `tokens`
     bool spec_off = false;
     SpecUsage spec;
+    // Throughput gate: seconds and tokens of this request's speculative steps (drafting
+    // included) and of plain decode steps, each step's time shared among its requests.
+    double spec_seconds = 0, plain_seconds = 0, draft_seconds = 0;
+    int32_t spec_tokens = 0, plain_tokens = 0, probe_plain = 0;
   };
 
   void run() {
@@ -209,7 +213,15 @@ class EngineLoop : public KvAllocator {
         for (const auto& c : plan.chunks) finish(c.id, FinishReason::Error, e.what());
         continue;
       }
-      record_step_cost(seconds_between(t0, Clock::now()), plan.chunks.size(), any_drafts);
+      const double step_seconds = seconds_between(t0, Clock::now());
+      record_step_cost(step_seconds, plan.chunks.size(), any_drafts);
+      const double share = step_seconds / static_cast<double>(plan.chunks.size());
+      for (const auto& c : plan.chunks) {
+        Active& a = active_.at(c.id);
+        if (a.num_drafts > 0) a.spec_seconds += share + a.draft_seconds;
+        else if (c.count == 1 && c.completes && speculation_on(a)) a.plain_seconds += share, ++a.plain_tokens;
+        a.draft_seconds = 0;
+      }
       size_t logit_row = 0, hidden_row = 0;
       uint64_t computed_prompt = 0, generated = 0;
       for (const auto& c : plan.chunks) {
@@ -291,7 +303,13 @@ class EngineLoop : public KvAllocator {
                                     engine_.max_context() - static_cast<int32_t>(a.tokens.size()) - 1);
       const int32_t k = std::min(choose_k(a), room);
       if (k <= 0) continue;
+      if (a.probe_plain > 0) {  // a few plain steps measure what speculation competes with
+        --a.probe_plain;
+        continue;
+      }
+      const auto t0 = Clock::now();
       auto drafts = config_.drafter->propose(id, a.tokens, k);
+      a.draft_seconds += seconds_between(t0, Clock::now());
       if (drafts.empty()) continue;
       a.tokens.insert(a.tokens.end(), drafts.begin(), drafts.end());
       a.num_drafts = static_cast<int32_t>(drafts.size());
@@ -363,7 +381,14 @@ class EngineLoop : public KvAllocator {
     a.pending.spec = a.spec;
     // Runtime gate (sticky): after enough evidence, stop when the accepted tokens per step no
     // longer pay for the measured extra cost of verifying them.
-    if (a.spec.num_steps >= 8) {
+    a.spec_tokens += static_cast<int32_t>(emitted);
+    // Throughput gate (sticky): speculation stays only while it emits more tokens per second
+    // than plain decoding of the same request, both measured.
+    if (a.spec.num_steps % 4 == 0 && a.plain_tokens < 4) a.probe_plain = 4;
+    if (a.spec_tokens >= 16 && a.plain_tokens >= 4 && a.spec_seconds > 0 && a.plain_seconds > 0 &&
+        a.spec_tokens / a.spec_seconds < a.plain_tokens / a.plain_seconds)
+      switch_off_speculation(a, "throughput_gate");
+    if (!a.spec_off && a.spec.num_steps >= 8) {
       const double accepted_per_step = static_cast<double>(a.spec.num_accepted) / a.spec.num_steps;
       const double extra_cost = marginal_row_cost() * static_cast<double>(a.spec.num_drafted) / a.spec.num_steps;
       if (accepted_per_step < extra_cost) switch_off_speculation(a, "acceptance_gate");
