@@ -6,7 +6,6 @@
 #include "io/config.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
-#define TACHYON_HAVE_TOKENIZER 1
 
 namespace tachyon::cli {
 
@@ -15,18 +14,14 @@ Generator::Generator(model::Model& model, const std::string& model_dir, const en
   for (int64_t id : io::load_generation_config(model_dir).eos_token_ids) eos_ids_.push_back(static_cast<int32_t>(id));
   if (eos_ids_.empty())
     for (int64_t id : model.config().eos_token_ids) eos_ids_.push_back(static_cast<int32_t>(id));
-#ifdef TACHYON_HAVE_TOKENIZER
   if (std::filesystem::exists(std::filesystem::path(model_dir) / "tokenizer.json"))
     tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_model_dir(model_dir));
-#endif
 }
 
 Generator::~Generator() = default;
 
 std::vector<int32_t> Generator::encode(const std::string& text) const {
-#ifdef TACHYON_HAVE_TOKENIZER
   if (tokenizer_) return tokenizer_->encode(text, true);
-#endif
   throw Error("{}: no tokenizer available; give the prompt as --ids", model_dir_);
 }
 
@@ -38,10 +33,8 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt, const sam
   request.max_tokens = max_tokens;
   request.stop_token_ids = eos_ids_;
   auto stream = engine_->submit(std::move(request));
-#ifdef TACHYON_HAVE_TOKENIZER
   std::unique_ptr<tokenizer::StreamingDecoder> detok;
   if (tokenizer_) detok = std::make_unique<tokenizer::StreamingDecoder>(*tokenizer_, true);
-#endif
   GenerateResult result;
   for (;;) {
     auto out = stream->next(std::chrono::minutes(10));
@@ -51,9 +44,7 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt, const sam
       const bool eos = std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end();
       if (eos) continue;
       std::string text;
-#ifdef TACHYON_HAVE_TOKENIZER
       if (detok) text = detok->push(token);
-#endif
       on_token(token, text);
     }
     if (out->finish != engine::FinishReason::None) {
@@ -63,12 +54,10 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt, const sam
       break;
     }
   }
-#ifdef TACHYON_HAVE_TOKENIZER
   if (detok) {
     const std::string rest = detok->flush();
     if (!rest.empty()) on_token(-1, rest);
   }
-#endif
   return result;
 }
 

@@ -351,7 +351,9 @@ class EngineLoop : public KvAllocator {
   uint64_t verify_drafts(const ScheduledChunk& c, Active& a, const model::StepOutput& out, size_t logit_row,
                          const float* hidden) {
     const int32_t committed = c.begin + 1;  // the last sampled token is committed; drafts follow
-    const std::vector<int32_t> drafts(a.tokens.begin() + committed, a.tokens.end());
+    // The drafts are the tail of a.tokens; read before the tail is cut below.
+    const auto drafts = std::span<const int32_t>(a.tokens).subspan(static_cast<size_t>(committed));
+    const size_t num_drafted = drafts.size();
     const auto prompt = std::span<const int32_t>(a.tokens.data(), a.num_prompt);
     const auto generated = std::span<const int32_t>(a.tokens.data() + a.num_prompt, committed - a.num_prompt);
     const auto result = spec::verify_chain(
@@ -375,7 +377,7 @@ class EngineLoop : public KvAllocator {
       ++emitted;
     }
     if (config_.prefix_cache) kv_.register_blocks(a.seq, a.tokens, std::min<int32_t>(num_computed, a.tokens.size()));
-    a.spec.num_drafted += static_cast<int32_t>(drafts.size());
+    a.spec.num_drafted += static_cast<int32_t>(num_drafted);
     a.spec.num_accepted += result.num_accepted;
     ++a.spec.num_steps;
     a.pending.spec = a.spec;
@@ -394,7 +396,7 @@ class EngineLoop : public KvAllocator {
       if (accepted_per_step < extra_cost) switch_off_speculation(a, "acceptance_gate");
     }
     std::lock_guard lock(stats_mutex_);
-    stats_.spec_drafted_tokens += drafts.size();
+    stats_.spec_drafted_tokens += num_drafted;
     stats_.spec_accepted_tokens += static_cast<uint64_t>(result.num_accepted);
     ++stats_.spec_steps;
     return emitted;
