@@ -86,7 +86,7 @@ class EngineLoop : public KvAllocator {
       : engine_(engine),
         model_(model),
         config_(config),
-        kv_(model.backend(), model.kv_layout(num_blocks, config.block_size)),
+        kv_(model.backend(), sized_layout(model, num_blocks, config)),
         scheduler_({config.max_concurrent, config.max_tokens_per_step}, *this) {
     stats_.kv_blocks_total = num_blocks;
     thread_ = std::thread([this] { run(); });
@@ -120,6 +120,18 @@ class EngineLoop : public KvAllocator {
   EngineStats stats() const {
     std::lock_guard lock(stats_mutex_);
     return stats_;
+  }
+
+  // A hybrid model's recurrent state is sized by the engine: one working state per request
+  // that can run at once, and a rollback ring deep enough for every draft of a verify step
+  // to be rejected (k + 1 rows), so speculation never needs a recomputation.
+  static kv::KvLayout sized_layout(model::Model& model, int32_t num_blocks, const EngineConfig& config) {
+    kv::KvLayout layout = model.kv_layout(num_blocks, config.block_size);
+    if (layout.num_state_layers > 0) {
+      layout.max_sequences = std::max(1, config.max_concurrent);
+      layout.state_rollback_rows = config.drafter ? std::max(1, config.num_speculative_tokens) + 1 : 1;
+    }
+    return layout;
   }
 
   // KvAllocator
@@ -301,7 +313,8 @@ class EngineLoop : public KvAllocator {
       const int32_t generated = static_cast<int32_t>(a.tokens.size()) - a.num_prompt;
       const int32_t room = std::min(a.request.max_tokens - generated - 1,
                                     engine_.max_context() - static_cast<int32_t>(a.tokens.size()) - 1);
-      const int32_t k = std::min(choose_k(a), room);
+      int32_t k = std::min(choose_k(a), room);
+      if (kv_.has_state()) k = std::min(k, kv_.layout().state_rollback_rows - 1);  // what the ring can undo
       if (k <= 0) continue;
       if (a.probe_plain > 0) {  // a few plain steps measure what speculation competes with
         --a.probe_plain;
@@ -358,7 +371,7 @@ class EngineLoop : public KvAllocator {
     const auto generated = std::span<const int32_t>(a.tokens.data() + a.num_prompt, committed - a.num_prompt);
     const auto result = spec::verify_chain(
         drafts, [&](size_t i) { return out.logits_row(logit_row + i); }, *a.sampler, prompt, generated);
-    const int32_t num_computed = committed + result.num_accepted;
+    int32_t num_computed = committed + result.num_accepted;
     if (hidden) {  // rows of the last committed token and of the accepted drafts are real
       const int32_t valid = 1 + result.num_accepted;
       config_.drafter->observe_hidden(c.id, c.begin, {hidden, static_cast<size_t>(valid * out.hidden_size)}, valid);
@@ -367,6 +380,13 @@ class EngineLoop : public KvAllocator {
     a.num_drafts = 0;
     scheduler_.rollback(c.id, committed, std::min(num_computed, committed));
     kv_.truncate(a.seq, num_computed);
+    // A recurrent state that cannot resume exactly here (not expected: the ring holds k + 1
+    // rows) is recomputed from the last snapshot rather than continued wrongly.
+    if (const int32_t resume = kv_.resume_position(a.seq, num_computed); resume < num_computed) {
+      scheduler_.rollback(c.id, committed, std::min(resume, committed));
+      kv_.truncate(a.seq, resume);
+      num_computed = resume;
+    }
     // KV is valid for the accepted drafts: the scheduler counts them as computed once appended.
     uint64_t emitted = 0;
     for (size_t i = 0; i < result.tokens.size() && a.pending.finish == FinishReason::None; ++i) {

@@ -33,6 +33,12 @@ class DraftModelDrafter final : public Drafter {
       ++valid;
     valid = std::min(valid, static_cast<int32_t>(tokens.size()) - 1);  // always feed >= 1 token
     kv_.truncate(s.seq, std::min(valid, kv_.num_tokens(s.seq)));
+    // A hybrid drafter whose recurrent state cannot be rolled back this far (beyond its ring)
+    // continues from its last state snapshot instead.
+    if (const int32_t resume = kv_.resume_position(s.seq, valid); resume < valid) {
+      kv_.truncate(s.seq, resume);
+      valid = resume;
+    }
     s.tail.clear();
     std::vector<int32_t> drafts;
     std::span<const int32_t> feed = tokens.subspan(static_cast<size_t>(valid));

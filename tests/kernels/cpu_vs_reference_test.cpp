@@ -5,9 +5,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/dot.h"
 #include "kernels/cpu/isa/matmul.h"
 
 namespace tachyon::kernels {
@@ -82,28 +84,73 @@ TEST_P(Kernels, MatmulRowIsBitIdenticalWhateverTheBatch) {
   }
 }
 
-TEST(KernelsIsa, Avx2AndPortableMatmulAreBitIdentical) {
+// Every ISA path (AVX-512 tiles of up to 6 rows, AVX2 tiles of 3 and 1, portable) computes
+// the same fma chain per output: bit-identical results for any row count and panel tail.
+TEST(KernelsIsa, EveryIsaMatmulIsBitIdentical) {
 #if defined(__x86_64__)
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) GTEST_SKIP() << "no AVX2 on this CPU";
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
   std::mt19937 rng(7);
   for (DType d : {DType::F32, DType::BF16, DType::F16}) {
     auto w = random_weight(d, 129, 45, rng);
-    auto x = random_vec(5 * 45, rng);
     std::vector<uint8_t> packed_bytes(static_cast<size_t>(cpu::panel64_padded_rows(129) * 45) * dtype_size(d));
     cpu::pack_panel64(w.view, packed_bytes.data());
     Weight packed = w.view;
     packed.data = packed_bytes.data();
     packed.layout = WeightLayout::Panel64;
-    std::vector<float> a(5 * 129), b(5 * 129), c(5 * 129);
-    cpu::matmul_range_avx2(x.data(), 5, packed, 0, 129, a.data(), 129);
-    cpu::matmul_range_portable(x.data(), 5, packed, 0, 129, b.data(), 129);
-    cpu::matmul_range_portable(x.data(), 5, w.view, 0, 129, c.data(), 129);  // row-major source
-    EXPECT_EQ(0, std::memcmp(b.data(), c.data(), b.size() * sizeof(float))) << dtype_name(d);
-    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << dtype_name(d);
+    for (int64_t rows : {1, 2, 4, 5, 6, 7, 13}) {
+      auto x = random_vec(static_cast<size_t>(rows * 45), rng);
+      const size_t n = static_cast<size_t>(rows * 129);
+      std::vector<float> a(n), b(n), c(n), e(n);
+      cpu::matmul_range_avx2(x.data(), rows, packed, 0, 129, a.data(), 129);
+      cpu::matmul_range_portable(x.data(), rows, packed, 0, 129, b.data(), 129);
+      cpu::matmul_range_portable(x.data(), rows, w.view, 0, 129, c.data(), 129);  // row-major source
+      EXPECT_EQ(0, std::memcmp(b.data(), c.data(), n * sizeof(float))) << dtype_name(d) << " rows " << rows;
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), n * sizeof(float))) << dtype_name(d) << " rows " << rows;
+      if (avx512) {
+        cpu::matmul_range_avx512(x.data(), rows, packed, 0, 129, e.data(), 129);
+        EXPECT_EQ(0, std::memcmp(e.data(), b.data(), n * sizeof(float))) << "avx512 " << dtype_name(d) << " rows " << rows;
+      }
+    }
   }
 #else
   GTEST_SKIP() << "not x86-64";
 #endif
+}
+
+TEST(KernelsIsa, AttentionIsBitIdenticalAcrossIsas) {
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(11);
+  const int64_t kv_heads = 2, group = 3, d = 20, bs = 4, blocks = 10;
+  std::vector<float> kc = random_vec(blocks * bs * kv_heads * d, rng), vc = random_vec(kc.size(), rng);
+  PagedKv kv{kc.data(), vc.data(), static_cast<int32_t>(bs), kv_heads, d};
+  std::vector<int32_t> table = {4, 9, 0, 2, 7, 1, 3, 8, 5, 6};
+  auto q = random_vec(static_cast<size_t>(group * d), rng);
+  std::vector<float> sinks = {0.3f, -2.f, 1.f};
+  for (int variant = 0; variant < 3; ++variant) {
+    std::vector<float> a(static_cast<size_t>(group * d)), b(a.size());
+    cpu::AttentionItem it{q.data(), &kv, table.data(), 1, group, variant == 1 ? 20 : 0, 37,
+                          0.25f, variant == 2 ? 4.f : 0.f, variant == 0 ? sinks.data() : nullptr, a.data()};
+    cpu::attend_items_avx2(&it, 1);
+    it.out = b.data();
+    cpu::attend_items_portable(&it, 1);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "variant " << variant;
+  }
+#else
+  GTEST_SKIP() << "not x86-64";
+#endif
+}
+
+// The softmax exponential every ISA shares: within 2 ulp-ish of libm over the softmax range.
+TEST(KernelsIsa, CanonicalExpIsAccurate) {
+  for (float x = -90.f; x <= 0.f; x += 0.0137f) {
+    const double want = std::exp(static_cast<double>(x)), got = cpu::exp_canonical(x);
+    if (x < -87.f) EXPECT_EQ(got, 0.0);
+    else EXPECT_NEAR(got, want, 3e-7 * want) << x;
+  }
+  EXPECT_EQ(cpu::exp_canonical(0.f), 1.f);
+  EXPECT_EQ(cpu::exp_canonical(-std::numeric_limits<float>::infinity()), 0.f);
 }
 
 TEST_P(Kernels, RowwiseOpsMatchReference) {

@@ -75,39 +75,20 @@ void CpuBackend::gated_activation(const float* gate_up, int64_t rows, int64_t di
 void CpuBackend::attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
                            const AttentionParams& p, float* out) {
   const auto& isa = cpu::isa_kernels();
-  const int64_t d = kv.head_dim, width = kv.num_kv_heads * d, group = p.num_heads / kv.num_kv_heads;
-  // One work item per (row, head); each reduces over its keys in position order.
-  pool().parallel_for(rows * p.num_heads, [&](size_t b, size_t e) {
-    thread_local std::vector<float> scores;
+  const int64_t d = kv.head_dim, group = p.num_heads / kv.num_kv_heads;
+  // One work item per (row, KV head): the group's query heads share each key/value read.
+  pool().parallel_for(rows * kv.num_kv_heads, [&](size_t b, size_t e) {
     for (size_t item = b; item < e; ++item) {
-      const int64_t r = static_cast<int64_t>(item) / p.num_heads, h = static_cast<int64_t>(item) % p.num_heads;
+      const int64_t r = static_cast<int64_t>(item) / kv.num_kv_heads, kvh = static_cast<int64_t>(item) % kv.num_kv_heads;
       const int32_t pos = meta.positions[r];
       const int32_t lo =
           p.sliding_window > 0 ? std::max<int32_t>(0, pos - static_cast<int32_t>(p.sliding_window) + 1) : 0;
-      const int64_t kvh = h / group;
-      const float* qh = q + (r * p.num_heads + h) * d;
-      const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[r]];
-      scores.resize(static_cast<size_t>(pos - lo + 1));
-      float mx = p.sinks ? p.sinks[h] : -std::numeric_limits<float>::infinity();
-      for (int32_t j = lo; j <= pos; ++j) {
-        const int64_t slot = static_cast<int64_t>(table[j / kv.block_size]) * kv.block_size + j % kv.block_size;
-        float s = isa.dot_f32(qh, kv.k + slot * width + kvh * d, d) * p.scale;
-        if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
-        scores[j - lo] = s;
-        mx = std::max(mx, s);
-      }
-      float sum = p.sinks ? std::exp(p.sinks[h] - mx) : 0.f;
-      for (float& s : scores) sum += (s = std::exp(s - mx));
-      float* oh = out + (r * p.num_heads + h) * d;
-      std::fill(oh, oh + d, 0.f);
-      for (int32_t j = lo; j <= pos; ++j) {
-        const int64_t slot = static_cast<int64_t>(table[j / kv.block_size]) * kv.block_size + j % kv.block_size;
-        const float* vj = kv.v + slot * width + kvh * d;
-        const float pj = scores[j - lo];
-        for (int64_t i = 0; i < d; ++i) oh[i] += pj * vj[i];
-      }
-      const float inv = 1.f / sum;
-      for (int64_t i = 0; i < d; ++i) oh[i] *= inv;
+      const int64_t h0 = kvh * group;
+      const cpu::AttentionItem it{q + (r * p.num_heads + h0) * d, &kv,
+                                  meta.block_tables + meta.block_table_offsets[meta.row_seq[r]],
+                                  kvh, group, lo, pos, p.scale, p.softcap, p.sinks ? p.sinks + h0 : nullptr,
+                                  out + (r * p.num_heads + h0) * d};
+      isa.attend(&it, 1);
     }
   });
 }

@@ -7,12 +7,23 @@
 //  - dot_f32 (attention scores): 8 lanes, lane l accumulates a[k]·b[k] for k ≡ l (mod 8),
 //    k < K8 = K - K % 8, with fma; then ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)); then the tail
 //    k ≥ K8 one by one with fma.
+//  - exp_canonical (softmax): round-to-nearest n = x·log2(e) by the 1.5·2^23 trick, Cody–Waite
+//    r = x − n·ln2 in two fma steps, the degree-7 Cephes polynomial by fma, times 2^n; 0 below
+//    −87. Written without branches or library calls so that vector code computes the same bits.
 #pragma once
 
+#include <bit>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
 
 namespace tachyon::kernels::cpu {
+// Internal linkage: each ISA file compiles these with its own flags, and one merged
+// (non-FMA) copy must not replace the others at link time.
+namespace {
 
 inline float hsum8(const float lanes[8]) {
   const float s0 = lanes[0] + lanes[4], s1 = lanes[1] + lanes[5], s2 = lanes[2] + lanes[6], s3 = lanes[3] + lanes[7];
@@ -29,4 +40,38 @@ inline float dot_f32_portable_inline(const float* a, const float* b, int64_t k) 
   return r;
 }
 
+// dot_f32 in the canonical order, vectorised where the including file is compiled for AVX2.
+inline float dot_canonical(const float* a, const float* b, int64_t k) {
+#if defined(__AVX2__) && defined(__FMA__)
+  __m256 acc = _mm256_setzero_ps();
+  const int64_t k8 = k - k % 8;
+  for (int64_t t = 0; t < k8; t += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + t), _mm256_loadu_ps(b + t), acc);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc);
+  float r = hsum8(lanes);
+  for (int64_t t = k8; t < k; ++t) r = std::fma(a[t], b[t], r);
+  return r;
+#else
+  return dot_f32_portable_inline(a, b, k);
+#endif
+}
+
+// e^x for x <= 88 (softmax arguments are <= 0), relative error ~1e-7.
+inline float exp_canonical(float x) {
+  const float xc = std::max(x, -87.f);
+  const float n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;
+  float r = std::fma(n, -0.693145751953125f, xc);
+  r = std::fma(n, -1.428606765330187045e-6f, r);
+  float p = 1.9875691500e-4f;
+  p = std::fma(p, r, 1.3981999507e-3f);
+  p = std::fma(p, r, 8.3334519073e-3f);
+  p = std::fma(p, r, 4.1665795894e-2f);
+  p = std::fma(p, r, 1.6666665459e-1f);
+  p = std::fma(p, r, 5.0000001201e-1f);
+  const float y = std::fma(p, r * r, r) + 1.f;
+  const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+  return x < -87.f ? 0.f : y * scale;
+}
+
+}  // namespace
 }  // namespace tachyon::kernels::cpu

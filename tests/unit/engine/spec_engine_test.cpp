@@ -15,6 +15,7 @@
 #include "spec/draft_model.h"
 #include "spec/mtp.h"
 #include "spec/ngram.h"
+#include "spec/suffix.h"
 #include "model/mtp_head.h"
 
 namespace tachyon::engine {
@@ -90,10 +91,12 @@ TEST(SpeculativeEngine, GreedyOutputIsIdenticalWithEveryDrafterAloneAndBatched) 
   const auto ps = prompts();
   const auto plain = run_all(ps, {.max_concurrent = 16, .num_blocks = 1024}, 128);
   auto ngram = spec::make_ngram_drafter({});
+  auto suffix = spec::make_suffix_drafter({});  // shared across requests: later prompts draft from earlier outputs
   auto draft = spec::make_draft_model_drafter(kDemo + "/drafter", kDemo, *demo().model, *demo().backend);
   auto mtp = spec::make_mtp_drafter(model::MtpHead::load(kDemo, demo().model->config(), *demo().backend), *demo().backend);
   for (auto [name, drafter] :
-       {std::pair{"ngram", ngram.get()}, std::pair{"draft", draft.get()}, std::pair{"mtp", mtp.get()}}) {
+       {std::pair{"ngram", ngram.get()}, std::pair{"suffix", suffix.get()}, std::pair{"draft", draft.get()},
+        std::pair{"mtp", mtp.get()}}) {
     for (int32_t concurrent : {1, 16}) {
       SpecUsage usage;
       EngineConfig config{.max_concurrent = concurrent, .num_blocks = 1024};

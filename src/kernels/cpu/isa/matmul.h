@@ -1,8 +1,10 @@
 // ISA-specific matmul and dot kernels, selected at run time by CPU features.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
+#include "kernels/ops.h"
 #include "kernels/weight.h"
 
 namespace tachyon::kernels::cpu {
@@ -12,24 +14,43 @@ namespace tachyon::kernels::cpu {
 using MatmulRangeFn = void (*)(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end,
                                float* out, int64_t ldo);
 using DotF32Fn = float (*)(const float* a, const float* b, int64_t k);
+// One (row, KV head) of attention: the query heads sharing that KV head (cpu/attention_rows.h).
+struct AttentionItem {
+  const float* q;          // [group, head_dim]: the row's query heads of this KV head
+  const PagedKv* kv;
+  const int32_t* table;    // the row's sequence block table
+  int64_t kv_head;
+  int64_t group;           // query heads per KV head
+  int32_t lo, pos;         // keys [lo, pos]
+  float scale, softcap;
+  const float* sinks;      // [group] (this KV head's), or null
+  float* out;              // [group, head_dim]
+};
+
+using AttendFn = void (*)(const AttentionItem* items, size_t count);
 
 void matmul_range_portable(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
                            int64_t ldo);
 float dot_f32_portable(const float* a, const float* b, int64_t k);
+void attend_items_portable(const AttentionItem* items, size_t count);
 
 #if defined(__x86_64__)
 // Panel64 weights only.
 void matmul_range_avx2(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
                        int64_t ldo);
 float dot_f32_avx2(const float* a, const float* b, int64_t k);
+void attend_items_avx2(const AttentionItem* items, size_t count);
+void matmul_range_avx512(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
+                         int64_t ldo);
 #endif
 
 struct IsaKernels {
   MatmulRangeFn matmul_range;
   DotF32Fn dot_f32;
+  AttendFn attend;
   const char* name;
 };
-const IsaKernels& isa_kernels();  // best for this CPU; TACHYON_ISA=portable forces the fallback
+const IsaKernels& isa_kernels();  // best for this CPU; TACHYON_ISA=avx2|portable forces a fallback
 
 // Repacks a row-major weight into Panel64 (same dtype, rows zero-padded to a multiple of 64).
 // `dst` holds padded_rows(rows) · cols elements.

@@ -17,43 +17,54 @@ namespace {
 
 constexpr int64_t kPanel = Weight::kPanel;
 
+// The 32 outputs [g·32, g·32 + 32) of one k step of a panel as four f32 vectors in output
+// order (bf16 panels are interleaved, kernels/weight.h: a shift and a mask convert them).
 template <DType WT>
-inline __m256 load8(const void* base, int64_t index) {
+inline void load32(const void* base, int64_t index, __m256 v[4]) {
   if constexpr (WT == DType::F32) {
-    return _mm256_loadu_ps(static_cast<const float*>(base) + index);
+    const float* p = static_cast<const float*>(base) + index;
+    for (int j = 0; j < 4; ++j) v[j] = _mm256_loadu_ps(p + 8 * j);
   } else if constexpr (WT == DType::BF16) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + index));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    const uint16_t* p = static_cast<const uint16_t*>(base) + index;
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16));
+    const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+    v[0] = _mm256_castsi256_ps(_mm256_slli_epi32(a, 16));
+    v[1] = _mm256_castsi256_ps(_mm256_slli_epi32(b, 16));
+    v[2] = _mm256_castsi256_ps(_mm256_and_si256(a, high));
+    v[3] = _mm256_castsi256_ps(_mm256_and_si256(b, high));
   } else {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + index));
-    return _mm256_cvtph_ps(h);
+    const uint16_t* p = static_cast<const uint16_t*>(base) + index;
+    for (int j = 0; j < 4; ++j) v[j] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8 * j)));
   }
 }
 
-// Outputs [col0, col0 + 8·NV) of the panel starting at element `panel` (k-major, 64 wide),
+// Outputs [g0·32, (g0 + NG)·32) of the panel starting at element `panel` (k-major, 64 wide),
 // for MR rows of x. Writes only columns < valid (the panel's zero padding is not stored).
-template <DType WT, int MR, int NV>
-void tile(const float* x, int64_t k, const void* w, int64_t panel, int col0, float* out, int64_t ldo, int valid) {
-  __m256 acc[MR][NV];
+template <DType WT, int MR, int NG>
+void tile(const float* x, int64_t k, const void* w, int64_t panel, int g0, float* out, int64_t ldo, int valid) {
+  __m256 acc[MR][4 * NG];
 #pragma GCC unroll 4
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
-    for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_setzero_ps();
-  int64_t base = panel + col0;
+    for (int j = 0; j < 4 * NG; ++j) acc[i][j] = _mm256_setzero_ps();
+  int64_t base = panel + 32 * g0;
   for (int64_t t = 0; t < k; ++t, base += kPanel) {
-    __m256 wv[NV];
-#pragma GCC unroll 8
-    for (int j = 0; j < NV; ++j) wv[j] = load8<WT>(w, base + 8 * j);
+#pragma GCC unroll 2
+    for (int g = 0; g < NG; ++g) {
+      __m256 wv[4];
+      load32<WT>(w, base + 32 * g, wv);
 #pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i) {
-      const __m256 xb = _mm256_broadcast_ss(x + i * k + t);
-#pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_fmadd_ps(xb, wv[j], acc[i][j]);
+      for (int i = 0; i < MR; ++i) {
+        const __m256 xb = _mm256_broadcast_ss(x + i * k + t);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) acc[i][4 * g + j] = _mm256_fmadd_ps(xb, wv[j], acc[i][4 * g + j]);
+      }
     }
   }
   for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NV; ++j) {
-      const int c = col0 + 8 * j;
+    for (int j = 0; j < 4 * NG; ++j) {
+      const int c = 32 * g0 + 8 * j;
       if (c + 8 <= valid) {
         _mm256_storeu_ps(out + i * ldo + c, acc[i][j]);
       } else if (c < valid) {
@@ -73,13 +84,13 @@ void matmul_panels(const float* x, int64_t rows, const Weight& w, int64_t n_begi
     float* o = out + n0;
     const int valid = static_cast<int>(std::min<int64_t>(kPanel, n_end - n0));
     int64_t m = 0;
-    // Three rows share each converted weight vector (12 accumulators); leftovers take the
-    // whole panel at once (8 accumulators: enough independent chains to hide FMA latency).
+    // Three rows share each converted weight vector (12 accumulators, 16 registers); a single
+    // row takes the whole panel at once (8 independent chains hide the FMA latency).
     for (; m + 3 <= rows; m += 3) {
-      tile<WT, 3, 4>(x + m * k, k, w.data, panel, 0, o + m * ldo, ldo, valid);
-      if (valid > 32) tile<WT, 3, 4>(x + m * k, k, w.data, panel, 32, o + m * ldo, ldo, valid);
+      tile<WT, 3, 1>(x + m * k, k, w.data, panel, 0, o + m * ldo, ldo, valid);
+      if (valid > 32) tile<WT, 3, 1>(x + m * k, k, w.data, panel, 1, o + m * ldo, ldo, valid);
     }
-    for (; m < rows; ++m) tile<WT, 1, 8>(x + m * k, k, w.data, panel, 0, o + m * ldo, ldo, valid);
+    for (; m < rows; ++m) tile<WT, 1, 2>(x + m * k, k, w.data, panel, 0, o + m * ldo, ldo, valid);
   }
 }
 
@@ -96,15 +107,6 @@ void matmul_range_avx2(const float* x, int64_t rows, const Weight& w, int64_t n_
   }
 }
 
-float dot_f32_avx2(const float* a, const float* b, int64_t k) {
-  __m256 acc = _mm256_setzero_ps();
-  const int64_t k8 = k - k % 8;
-  for (int64_t t = 0; t < k8; t += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + t), _mm256_loadu_ps(b + t), acc);
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, acc);
-  float r = hsum8(lanes);
-  for (int64_t t = k8; t < k; ++t) r = std::fma(a[t], b[t], r);
-  return r;
-}
+float dot_f32_avx2(const float* a, const float* b, int64_t k) { return dot_canonical(a, b, k); }
 
 }  // namespace tachyon::kernels::cpu

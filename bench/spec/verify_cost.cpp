@@ -1,0 +1,90 @@
+// What speculation has to beat: the cost of one target forward over R rows of one sequence
+// (the verify step of R−1 drafts) relative to a plain one-row decode step, at a given context.
+// Speculation with k drafts pays only when the tokens it emits per step exceed cost(k+1)/cost(1).
+// Also times the drafter's own forward (a `drafter/` folder) at 1 row, to give the full step
+// budget. Protocol: warm-up discarded, median of --reps forwards per row count.
+// Usage: verify_cost [--context 256] [--max-rows 9] [--reps 200] MODEL_DIR
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "model/model.h"
+
+using namespace tachyon;
+
+namespace {
+
+// TACHYON_BENCH_CPU_TIME=1 times this thread's CPU time instead of wall time: with
+// TACHYON_THREADS=1 it measures the work on a machine shared with other jobs.
+double now() {
+  static const bool cpu_time = std::getenv("TACHYON_BENCH_CPU_TIME") != nullptr;
+  if (cpu_time) {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Median seconds of one forward over `rows` rows appended at position `context` (then rolled back).
+double forward_seconds(model::Model& m, int32_t context, int32_t rows, int reps) {
+  kv::KvCache kv(m.backend(), m.kv_layout((context + rows + 15) / 16 + 2));
+  const auto seq = kv.add_sequence();
+  kv.reserve(seq, context + rows);
+  std::vector<int32_t> prompt(static_cast<size_t>(context));
+  for (int32_t i = 0; i < context; ++i) prompt[static_cast<size_t>(i)] = 100 + (i * 37) % 5000;
+  model::Batch batch;
+  batch.add(seq, prompt, 0, model::LogitRows::None);
+  m.forward(batch, kv);
+  std::vector<int32_t> ids(static_cast<size_t>(rows), 42);
+  std::vector<double> t;
+  for (int r = 0; r < reps + 5; ++r) {
+    kv.reserve(seq, context + rows);
+    batch.clear();
+    batch.add(seq, ids, context, rows > 1 ? model::LogitRows::All : model::LogitRows::Last);
+    const double t0 = now();
+    m.forward(batch, kv);
+    if (r >= 5) t.push_back(now() - t0);
+    kv.truncate(seq, context);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int32_t context = 256, max_rows = 9;
+  int reps = 200;
+  std::string dir;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--context") && i + 1 < argc) context = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--max-rows") && i + 1 < argc) max_rows = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else dir = argv[i];
+  }
+  if (dir.empty()) {
+    std::fprintf(stderr, "usage: verify_cost [--context N] [--max-rows R] [--reps N] MODEL_DIR\n");
+    return 2;
+  }
+  auto backend = kernels::make_backend("cpu");
+  auto target = model::load_model(dir, *backend);
+  std::printf("| rows | forward ms | cost / 1-row decode |\n|---:|---:|---:|\n");
+  const double one = forward_seconds(*target, context, 1, reps);
+  for (int32_t rows = 1; rows <= max_rows; ++rows) {
+    const double s = rows == 1 ? one : forward_seconds(*target, context, rows, reps);
+    std::printf("| %d | %.3f | %.2f |\n", rows, s * 1e3, s / one);
+  }
+  if (std::filesystem::exists(dir + "/drafter/config.json")) {
+    auto drafter = model::load_model(dir + "/drafter", *backend);
+    const double d = forward_seconds(*drafter, context, 1, reps);
+    std::printf("\ndrafter 1-row forward: %.3f ms = %.2f of a target decode step\n", d * 1e3, d / one);
+  }
+}

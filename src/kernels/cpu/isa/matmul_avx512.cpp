@@ -1,0 +1,102 @@
+// AVX-512 matmul over Panel64 weights. Compiled with -mavx512f -mavx512bw -mavx512vl -mf16c -mfma;
+// only called when the CPU has AVX-512F/BW (isa_kernels()). 32 vector registers hold a whole
+// panel row (64 outputs = 4 vectors) for up to 6 rows of x at once, so a verify step of up to
+// 5 drafts, or any prefill, reads each weight once per 6 rows: decode is bandwidth-bound and
+// speculation's extra rows ride on the same weight stream. Lane j of an accumulator is output
+// n's sequential fma chain over k (cpu/dot.h): any tile, thread split or batch size gives the
+// same bits as every other ISA path.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "kernels/cpu/isa/matmul.h"
+
+namespace tachyon::kernels::cpu {
+
+namespace {
+
+constexpr int64_t kPanel = Weight::kPanel;
+constexpr int kMaxRows = 6;  // 6 rows × 4 accumulators + 4 weight vectors + broadcast + mask ≤ 32 registers
+
+// One k step of a panel (64 outputs) as four f32 vectors in output order. bf16 panels are
+// interleaved per 32 outputs (kernels/weight.h): a shift and a mask convert 32 weights.
+template <DType WT>
+inline void load64(const void* base, int64_t index, __m512 v[4]) {
+  if constexpr (WT == DType::F32) {
+    const float* p = static_cast<const float*>(base) + index;
+    for (int j = 0; j < 4; ++j) v[j] = _mm512_loadu_ps(p + 16 * j);
+  } else if constexpr (WT == DType::BF16) {
+    const uint16_t* p = static_cast<const uint16_t*>(base) + index;
+    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+    for (int g = 0; g < 2; ++g) {
+      const __m512i pairs = _mm512_loadu_si512(p + 32 * g);
+      v[2 * g] = _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16));
+      v[2 * g + 1] = _mm512_castsi512_ps(_mm512_and_si512(pairs, high));
+    }
+  } else {
+    const uint16_t* p = static_cast<const uint16_t*>(base) + index;
+    for (int j = 0; j < 4; ++j)
+      v[j] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * j)));
+  }
+}
+
+// All 64 outputs of the panel starting at element `panel`, for MR rows of x. Writes only
+// columns < valid (the panel's zero padding is not stored).
+template <DType WT, int MR>
+void tile(const float* x, int64_t k, const void* w, int64_t panel, float* out, int64_t ldo, int valid) {
+  __m512 acc[MR][4];
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
+  int64_t base = panel;
+  for (int64_t t = 0; t < k; ++t, base += kPanel) {
+    __m512 wv[4];
+    load64<WT>(w, base, wv);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      const __m512 xb = _mm512_set1_ps(x[i * k + t]);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_fmadd_ps(xb, wv[j], acc[i][j]);
+    }
+  }
+  for (int j = 0; j < 4; ++j) {
+    const int c = 16 * j;
+    if (c >= valid) break;
+    const __mmask16 keep = valid - c >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (valid - c)) - 1);
+    for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(out + i * ldo + c, keep, acc[i][j]);
+  }
+}
+
+template <DType WT>
+void matmul_panels(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
+                   int64_t ldo) {
+  using TileFn = void (*)(const float*, int64_t, const void*, int64_t, float*, int64_t, int);
+  static constexpr TileFn tiles[kMaxRows + 1] = {nullptr,         tile<WT, 1>, tile<WT, 2>, tile<WT, 3>,
+                                                 tile<WT, 4>, tile<WT, 5>, tile<WT, 6>};
+  const int64_t k = w.cols;
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += kPanel) {
+    const int64_t panel = (n0 / kPanel) * k * kPanel;
+    const int valid = static_cast<int>(std::min<int64_t>(kPanel, n_end - n0));
+    for (int64_t m = 0; m < rows; m += kMaxRows) {
+      const int mr = static_cast<int>(std::min<int64_t>(kMaxRows, rows - m));
+      tiles[mr](x + m * k, k, w.data, panel, out + m * ldo + n0, ldo, valid);
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_range_avx512(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
+                         int64_t ldo) {
+  if (w.layout != WeightLayout::Panel64) std::abort();  // the CPU backend packs every matrix
+  switch (w.dtype) {
+    case DType::F32: return matmul_panels<DType::F32>(x, rows, w, n_begin, n_end, out, ldo);
+    case DType::BF16: return matmul_panels<DType::BF16>(x, rows, w, n_begin, n_end, out, ldo);
+    case DType::F16: return matmul_panels<DType::F16>(x, rows, w, n_begin, n_end, out, ldo);
+    default: std::abort();
+  }
+}
+
+}  // namespace tachyon::kernels::cpu
