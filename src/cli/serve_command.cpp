@@ -24,6 +24,7 @@
 #include "kernels/backend.h"
 #include "model/model.h"
 #include "server/server.h"
+#include "tokenizer/token_bytes.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tachyon::cli {
@@ -160,6 +161,10 @@ Command add_serve_command(CLI::App& app) {
     engine_config.kv_memory_bytes = static_cast<size_t>(opt->kv_memory_gib * double(size_t{1} << 30));
     engine_config.max_context = opt->ctx_size;
     engine_config.prefix_cache = opt->prefix_cache == "on";
+    // Every token's bytes, as a trie, for constrained decoding (json_object, forced tool calls).
+    engine_config.vocabulary = progress.stage("token trie", [&] {
+      return std::make_shared<const sampling::TokenVocabulary>(tokenizer::token_byte_strings(*served.tokenizer));
+    });
     const std::unique_ptr<spec::Drafter> drafter = opt->spec.apply(dir, *model, *backend, engine_config);
     auto engine = progress.stage("engine", [&] { return std::make_unique<engine::Engine>(*model, engine_config); });
     served.engine = engine.get();

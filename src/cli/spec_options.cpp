@@ -15,7 +15,8 @@ namespace tachyon::cli {
 
 void SpecOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--speculative-config", speculative_config,
-                 R"(JSON: {"method":"ngram|draft|mtp|suffix","num_speculative_tokens":k,"disable_auto_k":false})");
+                 R"(JSON: {"method":"ngram|draft|mtp|suffix","num_speculative_tokens":k,"disable_auto_k":false,)"
+                 R"("disable_gates":false})");
   cmd.add_option("--drafter", drafter_dir, "Draft model directory (default: MODEL/drafter when present)");
   cmd.add_flag("--no-pld", no_pld, "Disable prompt-lookup (ngram) speculation");
   cmd.add_flag("--no-drafter", no_drafter, "Do not load a draft model");
@@ -30,7 +31,8 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
     const Json j = parse_json(speculative_config, "--speculative-config");
     if (!j.is_object()) throw Error("--speculative-config must be a JSON object");
     for (auto it = j.begin(); it != j.end(); ++it)
-      if (it.key() != "method" && it.key() != "num_speculative_tokens" && it.key() != "disable_auto_k")
+      if (it.key() != "method" && it.key() != "num_speculative_tokens" && it.key() != "disable_auto_k" &&
+          it.key() != "disable_gates")
         throw Error("--speculative-config: unknown field '{}'", it.key());
     if (j.contains("method")) {
       if (!j["method"].is_string()) throw Error("--speculative-config: 'method' must be a string");
@@ -42,9 +44,10 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
         throw Error("--speculative-config: 'num_speculative_tokens' must be an integer in [1, 16]");
       config.num_speculative_tokens = j["num_speculative_tokens"].get<int32_t>();
     }
-    if (j.contains("disable_auto_k")) {
-      if (!j["disable_auto_k"].is_boolean()) throw Error("--speculative-config: 'disable_auto_k' must be true or false");
-      config.auto_k = !j["disable_auto_k"].get<bool>();
+    for (const char* key : {"disable_auto_k", "disable_gates"}) {
+      if (!j.contains(key)) continue;
+      if (!j[key].is_boolean()) throw Error("--speculative-config: '{}' must be true or false", key);
+      (std::string(key) == "disable_auto_k" ? config.auto_k : config.gates) = !j[key].get<bool>();
     }
   }
   const std::string companion = drafter_dir.empty() ? (fs::path(model_dir) / "drafter").string() : drafter_dir;

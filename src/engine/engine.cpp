@@ -162,6 +162,7 @@ class EngineLoop : public KvAllocator {
     int32_t num_prompt = 0;
     int32_t num_cached_prompt = -1;  // known at the first scheduled chunk
     std::unique_ptr<sampling::Sampler> sampler;
+    std::unique_ptr<sampling::TokenConstraint> constraint;  // request.grammar's state; null: none
     kv::SeqId seq = -1;
     Clock::time_point submitted, last_token;
     bool first_token_sent = false;
@@ -265,12 +266,17 @@ class EngineLoop : public KvAllocator {
         if (c.completes) {
           const auto logits = out.logits_row(logit_row + rows_used - 1);
           row.assign(logits.begin(), logits.end());
-          const int32_t token = a.sampler->sample(row, {std::span<const int32_t>(a.tokens.data(), a.num_prompt),
-                                                        std::span<const int32_t>(a.tokens.data() + a.num_prompt,
-                                                                                 a.tokens.size() - a.num_prompt)});
-          if (a.request.logprobs >= 0) a.pending.logprobs.push_back(logprob_of(logits, token, a.request.logprobs));
-          emit(c.id, a, token);
-          ++generated;
+          if (a.constraint && a.constraint->mask_logits(row) == 0) {  // constrained decoding
+            a.pending.finish = FinishReason::Error;
+            a.pending.error = "constrained decoding: no token of the vocabulary continues the grammar";
+          } else {
+            const int32_t token = a.sampler->sample(row, {std::span<const int32_t>(a.tokens.data(), a.num_prompt),
+                                                          std::span<const int32_t>(a.tokens.data() + a.num_prompt,
+                                                                                   a.tokens.size() - a.num_prompt)});
+            if (a.request.logprobs >= 0) a.pending.logprobs.push_back(logprob_of(logits, token, a.request.logprobs));
+            emit(c.id, a, token);
+            ++generated;
+          }
         }
         logit_row += rows_used;
       }
@@ -292,14 +298,18 @@ class EngineLoop : public KvAllocator {
     on_token_timing(a);
     const int32_t num_generated = static_cast<int32_t>(a.tokens.size()) - a.num_prompt;
     const auto& stops = a.request.stop_token_ids;
+    if (a.constraint) a.constraint->accept(token);  // the mask allowed it
     if (std::find(stops.begin(), stops.end(), token) != stops.end()) a.pending.finish = FinishReason::Stop;
+    else if (a.constraint && a.constraint->is_terminal()) a.pending.finish = FinishReason::Stop;
     else if (num_generated >= a.request.max_tokens) a.pending.finish = FinishReason::Length;
   }
 
   // ---- speculation -------------------------------------------------------------------
 
   bool speculation_on(const Active& a) const {
-    if (!config_.drafter || a.spec_off) return false;
+    // Constrained requests decode without speculation: verification would need the grammar's
+    // mask on every draft row (and the drafts replayed through the matcher).
+    if (!config_.drafter || a.spec_off || a.constraint) return false;
     return a.request.speculate.value_or(true);
   }
 
@@ -406,11 +416,11 @@ class EngineLoop : public KvAllocator {
     a.spec_tokens += static_cast<int32_t>(emitted);
     // Throughput gate (sticky): speculation stays only while it emits more tokens per second
     // than plain decoding of the same request, both measured.
-    if (a.spec.num_steps % 4 == 0 && a.plain_tokens < 4) a.probe_plain = 4;
-    if (a.spec_tokens >= 16 && a.plain_tokens >= 4 && a.spec_seconds > 0 && a.plain_seconds > 0 &&
+    if (config_.gates && a.spec.num_steps % 4 == 0 && a.plain_tokens < 4) a.probe_plain = 4;
+    if (config_.gates && a.spec_tokens >= 16 && a.plain_tokens >= 4 && a.spec_seconds > 0 && a.plain_seconds > 0 &&
         a.spec_tokens / a.spec_seconds < a.plain_tokens / a.plain_seconds)
       switch_off_speculation(a, "throughput_gate");
-    if (!a.spec_off && a.spec.num_steps >= 8) {
+    if (config_.gates && !a.spec_off && a.spec.num_steps >= 8) {
       const double accepted_per_step = static_cast<double>(a.spec.num_accepted) / a.spec.num_steps;
       const double extra_cost = marginal_row_cost() * static_cast<double>(a.spec.num_drafted) / a.spec.num_steps;
       if (accepted_per_step < extra_cost) switch_off_speculation(a, "acceptance_gate");
@@ -543,6 +553,9 @@ class EngineLoop : public KvAllocator {
       a.tokens = in.request.prompt;
       a.num_prompt = static_cast<int32_t>(in.request.prompt.size());
       a.sampler = std::make_unique<sampling::Sampler>(in.request.sampling);
+      if (in.request.grammar)
+        a.constraint = std::make_unique<sampling::TokenConstraint>(in.request.grammar, config_.vocabulary,
+                                                                   in.request.stop_token_ids);
       a.stream = std::move(in.stream);
       a.submitted = in.submitted;
       a.request = std::move(in.request);
@@ -550,7 +563,7 @@ class EngineLoop : public KvAllocator {
         a.spec.method = config_.drafter->name();
         if (!a.request.speculate.value_or(true)) a.spec_off = true;
         // Prompt-time gate: a model-free drafter only helps on text that repeats itself.
-        else if (config_.model_free_drafter && a.tokens.size() >= 64 &&
+        else if (config_.gates && config_.model_free_drafter && a.tokens.size() >= 64 &&
                  spec::trigram_repetition(a.tokens) < config_.min_prompt_repetition)
           switch_off_speculation(a, "prompt_gate");
       }
@@ -633,6 +646,10 @@ std::shared_ptr<RequestStream> Engine::submit(GenerationRequest request) {
   if (total > kv_capacity)
     throw Error("prompt + max_tokens ({} tokens) exceed the KV cache of {} tokens", total, kv_capacity);
   request.sampling.validate(vocab);
+  if (request.grammar) {
+    if (!config_.vocabulary) throw Error("this engine has no token vocabulary, so it cannot constrain decoding");
+    sampling::GrammarMatcher check(*request.grammar);  // throws on a malformed grammar
+  }
   const RequestId id = next_request_id.fetch_add(1);
   auto stream = std::shared_ptr<RequestStream>(new RequestStream(this, id));
   loop_->submit(id, std::move(request), stream);

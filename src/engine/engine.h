@@ -38,12 +38,16 @@ struct EngineConfig {
   size_t kv_memory_bytes = size_t{1} << 30;
   int32_t max_context = 0;            // 0: the model's max_position_embeddings
   bool prefix_cache = true;
+  // Token byte strings for constrained decoding (GenerationRequest::grammar); null: requests
+  // with a grammar are refused.
+  std::shared_ptr<const sampling::TokenVocabulary> vocabulary;
 
   // Speculative decoding: `drafter` (owned by the caller, outliving the engine) proposes
   // up to `num_speculative_tokens` per step for requests in decode; null disables it.
   spec::Drafter* drafter = nullptr;
   int32_t num_speculative_tokens = 4;
   bool auto_k = true;                  // pick k per request from measured acceptance and step cost
+  bool gates = true;                   // prompt, acceptance and throughput gates may turn speculation off
   bool model_free_drafter = false;     // apply the prompt-time repetition gate
   double min_prompt_repetition = 0.02; // gate: 3-gram repetition below this turns a model-free drafter off
 };

@@ -3,18 +3,23 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "sampling/sampler.h"
+#include "sampling/token_mask.h"
 
 namespace tachyon::engine {
 
 using RequestId = uint64_t;
 // The server names sampling parameters through the engine (it does not depend on sampling/).
 using SamplingParams = sampling::SamplingParams;
+// Constrained decoding (sampling/grammar.h), named through the engine for the same reason.
+using Grammar = sampling::Grammar;
+using TokenVocabulary = sampling::TokenVocabulary;
 
 struct GenerationRequest {
   std::vector<int32_t> prompt;             // token ids, non-empty
@@ -25,6 +30,10 @@ struct GenerationRequest {
   bool prompt_logprobs = false;            // also report logprobs of prompt tokens 1..n-1
   std::optional<bool> speculate;           // per-request override of the server's speculation
   std::optional<int32_t> num_speculative_tokens;  // per-request k (disables auto-k)
+  // Constrained decoding: every sampled token keeps the output inside this grammar; stop
+  // ids are allowed only once it is complete, and the request finishes ("stop") as soon as
+  // nothing may follow. Needs EngineConfig::vocabulary. Speculation is off for the request.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 // Speculation statistics of one request (reported in `usage`).

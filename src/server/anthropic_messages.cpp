@@ -40,7 +40,7 @@ void handle_messages(HandlerContext ctx, const std::string& body, httplib::Respo
   const std::string id = random_id("msg_");
 
   if (!request.stream) {
-    const GenerationOutcome outcome = gen->run(nullptr);
+    const GenerationOutcome outcome = gen->run(nullptr, ctx.client_gone);
     throw_if_failed(outcome);
     const chat::ParsedMessage parsed = chat::parse_output(gen->parser_options(), outcome.text);
     Json content = Json::array();

@@ -49,6 +49,48 @@ std::string render_chat(const ServedModel& model, const ParsedRequest& request) 
   }
 }
 
+// Constrained decoding: response_format json_object, or a forced tool call written in the
+// model's own tool-call syntax (the name one of the allowed tools, the arguments a JSON
+// object). Null when the request constrains nothing.
+std::shared_ptr<const engine::Grammar> build_grammar(const ParsedRequest& request, const chat::ParserOptions& parser) {
+  const bool forced = request.tool_choice == ToolChoice::Required || request.tool_choice == ToolChoice::Named;
+  if (!forced && !request.json_object) return nullptr;
+  auto grammar = std::make_shared<engine::Grammar>();
+  // A prompt that opened <think> gets it closed first: the constrained part is the answer.
+  if (parser.starts_in_reasoning && parser.family != chat::ParserFamily::kHarmony) grammar->then_literal("</think>\n\n");
+  if (!forced) {
+    grammar->then_json_object();
+    return grammar;
+  }
+  std::vector<std::string> names;
+  for (const OrderedJson& tool : request.tools) {
+    const std::string name = tool["function"].value("name", std::string());
+    if (request.tool_choice == ToolChoice::Required || name == request.tool_name) names.push_back(name);
+  }
+  auto quoted = [](const std::string& name) {  // the name as a JSON string, without the opening quote
+    return OrderedJson(name).dump().substr(1);
+  };
+  std::vector<std::string> alternatives;
+  switch (parser.family) {
+    case chat::ParserFamily::kHermes:  // <tool_call>\n{"name": "X", "arguments": {...}}\n</tool_call>
+      for (const auto& name : names) alternatives.push_back(quoted(name) + ", \"arguments\": ");
+      grammar->then_literal("<tool_call>\n{\"name\": \"").then_choice(std::move(alternatives));
+      grammar->then_json_object().then_literal("}\n</tool_call>");
+      break;
+    case chat::ParserFamily::kLlama3:  // {"name": "X", "parameters": {...}}
+      for (const auto& name : names) alternatives.push_back(quoted(name) + ", \"parameters\": ");
+      grammar->then_literal("{\"name\": \"").then_choice(std::move(alternatives));
+      grammar->then_json_object().then_literal("}");
+      break;
+    default:
+      throw ApiError::invalid(fmt::format("a forced 'tool_choice' is supported for the hermes and llama3 tool-call "
+                                          "formats; this model writes tool calls in the '{}' format",
+                                          chat::parser_family_name(parser.family)),
+                              "tool_choice");
+  }
+  return grammar;
+}
+
 }  // namespace
 
 Prompt build_prompt(const ServedModel& model, const ParsedRequest& request) {
@@ -103,6 +145,7 @@ Generation::Generation(const ServedModel& model, const ParsedRequest& request, A
   req.prompt_logprobs = request.echo && request.logprobs >= 0;
   req.speculate = request.speculate;
   req.num_speculative_tokens = request.num_speculative_tokens;
+  req.grammar = build_grammar(request, parser_options_);
   try {
     req.sampling.validate(model.vocab_size);
   } catch (const Error& e) {
@@ -125,7 +168,7 @@ Generation::~Generation() {
   }
 }
 
-GenerationOutcome Generation::run(const TextSink& sink) {
+GenerationOutcome Generation::run(const TextSink& sink, const std::function<bool()>& client_gone) {
   GenerationOutcome outcome;
   outcome.prompt_tokens = static_cast<int32_t>(prompt_ids_.size());
   tokenizer::StreamingDecoder decoder(*model_.tokenizer, /*skip_special_tokens=*/true);
@@ -134,8 +177,17 @@ GenerationOutcome Generation::run(const TextSink& sink) {
   auto is_eos = [&](int32_t token) {
     return std::find(model_.eos_ids.begin(), model_.eos_ids.end(), token) != model_.eos_ids.end();
   };
+  auto next_check = std::chrono::steady_clock::now();
   while (outcome.finish == engine::FinishReason::None) {
-    std::optional<engine::RequestOutput> out = stream_->next(std::chrono::milliseconds(200));
+    std::optional<engine::RequestOutput> out = stream_->next(std::chrono::milliseconds(50));
+    if (client_gone && std::chrono::steady_clock::now() >= next_check) {
+      next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+      if (client_gone()) {  // nobody will read the answer: free the engine's slot and KV blocks
+        stream_->cancel();
+        outcome.finish = engine::FinishReason::Abort;
+        break;
+      }
+    }
     if (!out) continue;
     outcome.completion_tokens += static_cast<int32_t>(out->tokens.size());
     outcome.cached_tokens = std::max(outcome.cached_tokens, out->num_cached_prompt_tokens);

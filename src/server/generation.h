@@ -98,8 +98,9 @@ class Generation {
   // tool calls only when the request offered tools and did not say tool_choice "none".
   const chat::ParserOptions& parser_options() const { return parser_options_; }
 
-  // Pulls the engine's output to the end. Call once.
-  GenerationOutcome run(const TextSink& sink);
+  // Pulls the engine's output to the end. Call once. `client_gone` (polled every 50 ms while
+  // waiting) says the client disconnected: the request is cancelled and the outcome is Abort.
+  GenerationOutcome run(const TextSink& sink, const std::function<bool()>& client_gone = nullptr);
 
  private:
   const ServedModel& model_;

@@ -6,6 +6,7 @@
 
 #include <httplib.h>
 
+#include <functional>
 #include <string>
 
 #include "server/generation.h"
@@ -15,6 +16,8 @@ namespace tachyon::server {
 struct HandlerContext {
   const ServedModel& model;
   Admission& admission;
+  // Non-streaming handlers pass it to Generation::run: true once the client disconnected.
+  std::function<bool()> client_gone;
 };
 
 void handle_chat_completions(HandlerContext ctx, const std::string& body, httplib::Response& res);

@@ -70,7 +70,7 @@ void handle_chat_completions(HandlerContext ctx, const std::string& body, httpli
   const bool want_logprobs = request.logprobs >= 0;
 
   if (!request.stream) {
-    const GenerationOutcome outcome = gen->run(nullptr);
+    const GenerationOutcome outcome = gen->run(nullptr, ctx.client_gone);
     throw_if_failed(outcome);
     const chat::ParsedMessage parsed = chat::parse_output(gen->parser_options(), outcome.text);
     Json message = {{"role", "assistant"}, {"content", parsed.content.empty() && !parsed.tool_calls.empty()

@@ -46,7 +46,7 @@ void handle_completions(HandlerContext ctx, const std::string& body, httplib::Re
   const bool echo = request.echo;
 
   if (!request.stream) {
-    const GenerationOutcome outcome = gen->run(nullptr);
+    const GenerationOutcome outcome = gen->run(nullptr, ctx.client_gone);
     throw_if_failed(outcome);
     Json logprobs;
     std::string text = outcome.text;

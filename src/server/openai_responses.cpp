@@ -88,7 +88,7 @@ void handle_responses(HandlerContext ctx, const std::string& body, httplib::Resp
   ResponseShell shell{random_id("resp_"), unix_time(), request.get(), ctx.model.id};
 
   if (!request->stream) {
-    const GenerationOutcome outcome = gen->run(nullptr);
+    const GenerationOutcome outcome = gen->run(nullptr, ctx.client_gone);
     throw_if_failed(outcome);
     const chat::ParsedMessage parsed = chat::parse_output(gen->parser_options(), outcome.text);
     Json output = Json::array();

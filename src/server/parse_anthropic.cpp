@@ -170,12 +170,12 @@ ParsedRequest parse_anthropic(std::string_view text, bool count_tokens) {
   if (const OrderedJson* choice = read_object(body, "tool_choice")) {
     const std::string type = require_string(*choice, "type", "tool_choice");
     if (type == "none") out.tool_choice = ToolChoice::None;
-    else if (type == "any" || type == "tool")
-      throw ApiError::invalid(fmt::format("tool_choice '{}' is not supported (it needs constrained decoding); use "
-                                          "'auto'",
-                                          type),
-                              "tool_choice");
-    else if (type != "auto") throw ApiError::invalid(fmt::format("unknown tool_choice type '{}'", type), "tool_choice");
+    else if (type == "any") out.tool_choice = ToolChoice::Required;
+    else if (type == "tool") {
+      out.tool_choice = ToolChoice::Named;
+      out.tool_name = require_string(*choice, "name", "tool_choice");
+    } else if (type != "auto") throw ApiError::invalid(fmt::format("unknown tool_choice type '{}'", type), "tool_choice");
+    check_forced_tool_choice(out);
   }
   if (auto t = read_number(body, "temperature", 0, 1)) out.sampling.temperature = static_cast<float>(*t);
   if (auto p = read_number(body, "top_p", 0, 1)) {

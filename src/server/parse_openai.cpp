@@ -90,6 +90,7 @@ OrderedJson read_chat_message(const OrderedJson& message, const std::string& pat
   return out;
 }
 
+// After `tools` are read: the forced choices need them, and a named one must be declared.
 void read_tool_choice(const OrderedJson& body, ParsedRequest& out) {
   const OrderedJson* choice = find_field(body, "tool_choice");
   if (!choice) return;
@@ -97,17 +98,23 @@ void read_tool_choice(const OrderedJson& body, ParsedRequest& out) {
     const std::string c = choice->get<std::string>();
     if (c == "none") out.tool_choice = ToolChoice::None;
     else if (c == "auto") out.tool_choice = ToolChoice::Auto;
-    else if (c == "required")
-      throw ApiError::invalid("tool_choice 'required' is not supported (it needs constrained decoding); use 'auto'",
-                              "tool_choice");
+    else if (c == "required") out.tool_choice = ToolChoice::Required;
     else throw ApiError::invalid(fmt::format("'tool_choice' must be 'none', 'auto' or 'required', got '{}'", c),
                                  "tool_choice");
-    return;
+  } else if (choice->is_object()) {
+    // Chat: {"type": "function", "function": {"name": X}}; Responses: {"type": "function", "name": X}.
+    const std::string type = require_string(*choice, "type", "tool_choice");
+    if (type != "function")
+      throw ApiError::invalid(fmt::format("'tool_choice.type' must be 'function', got '{}'", type), "tool_choice.type");
+    if (const OrderedJson* fn = read_object(*choice, "function", "tool_choice"))
+      out.tool_name = require_string(*fn, "name", "tool_choice.function");
+    else
+      out.tool_name = require_string(*choice, "name", "tool_choice");
+    out.tool_choice = ToolChoice::Named;
+  } else {
+    throw ApiError::invalid("'tool_choice' must be a string or an object", "tool_choice");
   }
-  if (choice->is_object())
-    throw ApiError::invalid("forcing a named tool_choice is not supported (it needs constrained decoding); use 'auto'",
-                            "tool_choice");
-  throw ApiError::invalid("'tool_choice' must be a string or an object", "tool_choice");
+  check_forced_tool_choice(out);
 }
 
 void read_template_kwargs(const OrderedJson& body, ParsedRequest& out) {

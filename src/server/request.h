@@ -29,7 +29,9 @@ using OrderedJson = nlohmann::ordered_json;
 
 enum class Endpoint { ChatCompletions, Completions, Responses, Messages };
 
-enum class ToolChoice { Auto, None };
+// Required and Named force a tool call through constrained decoding (Generation builds the
+// grammar of the model's tool-call syntax).
+enum class ToolChoice { Auto, None, Required, Named };
 
 struct ParsedRequest {
   Endpoint endpoint = Endpoint::ChatCompletions;
@@ -41,6 +43,7 @@ struct ParsedRequest {
   OrderedJson tools;                   // array of {"type": "function", "function": {...}}, or null
   OrderedJson template_kwargs = OrderedJson::object();  // e.g. {"enable_thinking": false}
   ToolChoice tool_choice = ToolChoice::Auto;
+  std::string tool_name;               // ToolChoice::Named: a function declared in `tools`
   std::optional<std::string> prompt_text;
   std::optional<std::vector<int32_t>> prompt_ids;
   bool continue_final_message = false;  // render without a generation prompt
@@ -52,7 +55,7 @@ struct ParsedRequest {
   bool include_usage = false;          // OpenAI stream_options.include_usage
   int32_t logprobs = -1;               // -1 none; 0 the chosen token; k top alternatives too
   bool echo = false;                   // completions: prepend the prompt
-  bool json_object = false;            // response_format {"type": "json_object"}
+  bool json_object = false;            // response_format {"type": "json_object"}: enforced by a grammar
   std::string instructions;            // responses: echoed back in the response object
   // tachyon extension, chat and completions: "speculative": {"enabled": bool,
   // "num_speculative_tokens": 1..16} overrides the server's speculative decoding for this request.

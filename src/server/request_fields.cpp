@@ -249,4 +249,15 @@ OrderedJson read_openai_tools(const OrderedJson& body) {
   return tools.empty() ? OrderedJson() : tools;
 }
 
+void check_forced_tool_choice(const ParsedRequest& request) {
+  if (request.tool_choice != ToolChoice::Required && request.tool_choice != ToolChoice::Named) return;
+  if (!request.tools.is_array() || request.tools.empty())
+    throw ApiError::invalid("a forced 'tool_choice' needs at least one tool in 'tools'", "tool_choice");
+  if (request.tool_choice != ToolChoice::Named) return;
+  for (const OrderedJson& tool : request.tools)
+    if (tool["function"].value("name", std::string()) == request.tool_name) return;
+  throw ApiError::invalid(fmt::format("'tool_choice' names the function '{}', which is not in 'tools'", request.tool_name),
+                          "tool_choice");
+}
+
 }  // namespace tachyon::server

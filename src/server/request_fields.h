@@ -52,5 +52,7 @@ void read_speculative(const OrderedJson& body, ParsedRequest& out);
 std::vector<std::string> read_stop(const OrderedJson& body, std::string_view key);
 // OpenAI tool definitions ([{"type": "function", "function": {"name", ...}}]), checked.
 OrderedJson read_openai_tools(const OrderedJson& body);
+// tool_choice required / named: the request must declare tools, and the named one among them.
+void check_forced_tool_choice(const ParsedRequest& request);
 
 }  // namespace tachyon::server

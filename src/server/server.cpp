@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "base/logging.h"
 #include "server/api_error.h"
+#include "server/connection_watch.h"
 #include "server/handlers.h"
 #include "server/metrics.h"
 #include "server/sse.h"
@@ -81,7 +82,11 @@ struct HttpServer::Impl {
   void add_routes() {
     const HandlerContext ctx{model, admission};
     auto generation = [ctx](void (*fn)(HandlerContext, const std::string&, httplib::Response&)) {
-      return [ctx, fn](const httplib::Request& req, httplib::Response& res) { fn(ctx, req.body, res); };
+      return [ctx, fn](const httplib::Request& req, httplib::Response& res) {
+        HandlerContext c = ctx;
+        c.client_gone = [watch = std::make_shared<ConnectionWatch>(req)] { return watch->closed(); };
+        fn(c, req.body, res);
+      };
     };
     http.Post("/v1/chat/completions", wrap(HttpCounters::kChat, generation(handle_chat_completions)));
     http.Post("/v1/completions", wrap(HttpCounters::kCompletions, generation(handle_completions)));

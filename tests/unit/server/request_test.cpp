@@ -233,3 +233,41 @@ TEST(ChatRequest, SpeculativeOverrideIsReadAndValidated) {
 
 }  // namespace
 }  // namespace tachyon::server
+
+namespace tachyon::server {
+namespace {
+
+TEST(ToolChoice, ForcedChoicesAreReadAndCheckedAgainstTools) {
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {}}},
+                                         {"type": "function", "function": {"name": "g"}}])";
+  const std::string msgs = R"("model": "m", "messages": [{"role": "user", "content": "x"}])";
+  ParsedRequest r = parse_chat_request("{" + msgs + ", " + tools + R"(, "tool_choice": "required"})");
+  EXPECT_EQ(r.tool_choice, ToolChoice::Required);
+  r = parse_chat_request("{" + msgs + ", " + tools + R"(, "tool_choice": {"type": "function", "function": {"name": "g"}}})");
+  EXPECT_EQ(r.tool_choice, ToolChoice::Named);
+  EXPECT_EQ(r.tool_name, "g");
+  EXPECT_EQ(error_of(parse_chat_request, "{" + msgs + ", " + tools +
+                                             R"(, "tool_choice": {"type": "function", "function": {"name": "h"}}})")
+                .param,
+            "tool_choice");
+  EXPECT_EQ(error_of(parse_chat_request, "{" + msgs + R"(, "tool_choice": {"type": "function", "function": {"name": "f"}}})")
+                .status(),
+            400);
+  // Responses: the flat {"type": "function", "name": X} shape.
+  r = parse_responses_request(R"({"model": "m", "input": "x", "tools": [{"type": "function", "name": "f"}],
+                                  "tool_choice": {"type": "function", "name": "f"}})");
+  EXPECT_EQ(r.tool_choice, ToolChoice::Named);
+  EXPECT_EQ(r.tool_name, "f");
+  // Anthropic: any and tool.
+  const std::string anth = R"("model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
+                              "tools": [{"name": "f", "input_schema": {"type": "object"}}])";
+  EXPECT_EQ(parse_messages_request("{" + anth + R"(, "tool_choice": {"type": "any"}})").tool_choice, ToolChoice::Required);
+  r = parse_messages_request("{" + anth + R"(, "tool_choice": {"type": "tool", "name": "f"}})");
+  EXPECT_EQ(r.tool_choice, ToolChoice::Named);
+  EXPECT_EQ(r.tool_name, "f");
+  EXPECT_EQ(error_of(parse_messages_request, "{" + anth + R"(, "tool_choice": {"type": "tool", "name": "z"}})").status(),
+            400);
+}
+
+}  // namespace
+}  // namespace tachyon::server
