@@ -285,10 +285,11 @@ ParsedRequest parse_responses_request(std::string_view text) {
                                "temperature", "top_p", "stream", "store", "metadata", "user", "previous_response_id",
                                "reasoning", "text", "parallel_tool_calls", "truncation", "include", "service_tier",
                                "background", "top_logprobs", "prompt_cache_key", "safety_identifier", "seed",
-                               "top_k", "min_p"});
+                               "top_k", "min_p", "speculative"});
   ParsedRequest out;
   out.endpoint = Endpoint::Responses;
   require_model(body, out);
+  read_speculative(body, out);
   if (read_string(body, "previous_response_id"))
     throw ApiError::invalid("'previous_response_id' is not supported: this server stores no responses; send the "
                             "whole conversation as input",

@@ -229,6 +229,16 @@ TEST(ChatRequest, SpeculativeOverrideIsReadAndValidated) {
       parse_chat_request, R"({"model":"m","messages":[{"role":"user","content":"hi"}],"speculative":{"num_speculative_tokens":99}})");
   EXPECT_EQ(range.status(), 400);
   EXPECT_NE(std::string(range.what()).find("num_speculative_tokens"), std::string::npos) << range.what();
+  // The same extension in the Responses and Anthropic Messages bodies.
+  const auto resp = parse_responses_request(R"({"model":"m","input":"hi","speculative":{"enabled":false}})");
+  EXPECT_EQ(resp.speculate, false);
+  const auto msg = parse_messages_request(
+      R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"speculative":{"num_speculative_tokens":6}})");
+  EXPECT_EQ(msg.num_speculative_tokens, 6);
+  EXPECT_EQ(error_of(parse_messages_request,
+                     R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"speculative":{"k":1}})")
+                .status(),
+            400);
 }
 
 }  // namespace
