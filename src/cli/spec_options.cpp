@@ -55,7 +55,14 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
   // Fail closed: a config that declares MTP heads must carry all of them, whatever drafter
   // is chosen, unless --no-mtp.
   std::unique_ptr<model::MtpHead> mtp_head;
-  if (!no_mtp) mtp_head = model::MtpHead::load(model_dir, model.config(), backend);
+  if (!no_mtp) {
+    try {
+      mtp_head = model::MtpHead::load(model_dir, model.config(), backend);
+    } catch (const Error& e) {
+      throw Error("the config declares MTP heads that cannot be loaded (give --no-mtp to run without them): {}",
+                  e.what());
+    }
+  }
   if (method.empty())
     method = (!no_drafter && have_companion) ? "draft" : (mtp_head ? "mtp" : (no_pld ? "" : "ngram"));
 

@@ -1,42 +1,80 @@
 #include "model/mtp_head.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/error.h"
 #include "io/safetensors.h"
 #include "model/blocks/attention.h"
 #include "model/blocks/decoder.h"
+#include "model/blocks/mla.h"
 #include "model/blocks/mlp.h"
+#include "model/blocks/moe.h"
+#include "model/registry.h"
 #include "model/weights.h"
 
 namespace tachyon::model {
 
 namespace {
 
-class QwenNextMtp final : public MtpHead {
+// Where a layout keeps the head's tensors.
+struct MtpNames {
+  std::string norm_embedding, norm_hidden, fc;  // e-norm, h-norm, the [hidden, 2·hidden] projection
+  std::string layer;                             // prefix of the decoder layer's tensors
+  std::string final_norm;
+  std::string embed, head;                       // the head's own copies; "" or absent: the target's
+  std::string counted_prefix;                    // tensors counted as "the head's"
+};
+
+MtpNames qwen_next_names() {
+  return {"mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight", "mtp.fc.weight", "mtp.layers.0.",
+          "mtp.norm.weight", "", "", "mtp."};
+}
+
+// DeepSeek-V3: the head is layer `num_hidden_layers` of the checkpoint.
+MtpNames deepseek_names(int64_t layer) {
+  const std::string p = "model.layers." + std::to_string(layer) + ".";
+  return {p + "enorm.weight", p + "hnorm.weight", p + "eh_proj.weight", p, p + "shared_head.norm.weight",
+          p + "embed_tokens.weight", p + "shared_head.head.weight", p};
+}
+
+// One MTP module: z = W_fc·[RMSNorm_e(E[x]); RMSNorm_h(h)], then one decoder layer of the
+// target's own kind (its full-attention layer's attention or MLA; its last layer's MLP or MoE),
+// then the final norm and the LM head. Both layouts share this math; only names differ.
+class MtpLayerHead final : public MtpHead {
  public:
-  QwenNextMtp(const std::string& dir, const io::ModelConfig& c, kernels::Backend& backend)
-      : config_(c), backend_(backend), ws_(backend), attention_(llama_attention_options(c, 0)) {
+  MtpLayerHead(const std::string& dir, const io::ModelConfig& c, kernels::Backend& backend, const MtpNames& names)
+      : config_(c), backend_(backend), ws_(backend), spec_(decoder_spec_of(c)) {
     const int64_t hidden = c.hidden_size, vocab = c.vocab_size;
+    TACHYON_CHECK(!spec_.attention.empty(), "{}: the target has no layers", c.path);
+    // The layer's attention: the options of the target's last full-attention layer.
+    int64_t attn_layer = static_cast<int64_t>(spec_.attention.size()) - 1;
+    while (attn_layer > 0 && !spec_.linear_layers.empty() && spec_.linear_layers[attn_layer]) --attn_layer;
+    attention_ = spec_.attention[attn_layer];
+    is_moe_ = !spec_.moe_layers.empty() && spec_.moe_layers.back();
     const auto checkpoint = io::Checkpoint::open(dir);
     WeightBinder b(checkpoint, backend);
-    b.bind(&embed_, "model.embed_tokens.weight", {vocab, hidden});
-    if (!c.tie_word_embeddings) b.bind(&lm_head_, "lm_head.weight", {vocab, hidden});
-    b.bind(&norm_embedding_, "mtp.pre_fc_norm_embedding.weight", {hidden});
-    b.bind(&norm_hidden_, "mtp.pre_fc_norm_hidden.weight", {hidden});
-    b.bind(&final_norm_, "mtp.norm.weight", {hidden});
-    const std::string p = "mtp.layers.0.";
-    b.bind(&input_norm_, p + "input_layernorm.weight", {hidden});
-    b.bind(&post_attention_norm_, p + "post_attention_layernorm.weight", {hidden});
-    bind_attention(b, attn_, p + "self_attn.", attention_, c.attention_bias, c.attention_bias, /*qk_norm=*/true);
-    bind_gated_mlp(b, mlp_, p + "mlp.", hidden, c.intermediate_size);
+    const bool own_embed = !names.embed.empty() && checkpoint.has(names.embed);
+    b.bind(&embed_, own_embed ? names.embed : "model.embed_tokens.weight", {vocab, hidden});
+    const bool own_head = !names.head.empty() && checkpoint.has(names.head);
+    if (own_head) b.bind(&lm_head_, names.head, {vocab, hidden});
+    else if (!c.tie_word_embeddings) b.bind(&lm_head_, "lm_head.weight", {vocab, hidden});
+    b.bind(&norm_embedding_, names.norm_embedding, {hidden});
+    b.bind(&norm_hidden_, names.norm_hidden, {hidden});
+    b.bind(&final_norm_, names.final_norm, {hidden});
+    b.bind(&input_norm_, names.layer + "input_layernorm.weight", {hidden});
+    b.bind(&post_attention_norm_, names.layer + "post_attention_layernorm.weight", {hidden});
+    if (spec_.use_mla) bind_mla(b, mla_, names.layer + "self_attn.", spec_.mla);
+    else bind_attention(b, attn_, names.layer + "self_attn.", attention_, spec_.qkv_bias, spec_.o_bias, spec_.qk_norm);
+    if (is_moe_) bind_moe(b, moe_, names.layer + "mlp.", spec_.moe);
+    else bind_gated_mlp(b, mlp_, names.layer + "mlp.", hidden, spec_.intermediate_size);
     Weight fc_host;  // validated with the rest, split below
-    b.bind(&fc_host, "mtp.fc.weight", {hidden, 2 * hidden});
+    b.bind(&fc_host, names.fc, {hidden, 2 * hidden});
     b.load();
-    if (c.tie_word_embeddings) lm_head_ = embed_;
+    if (!own_head && c.tie_word_embeddings) lm_head_ = embed_;
     // Split W_fc [hidden, 2·hidden] into its embedding and hidden halves (two matmuls add up
     // to the concatenated one).
-    const auto& fc = checkpoint.get("mtp.fc.weight");
+    const auto& fc = checkpoint.get(names.fc);
     const size_t esize = dtype_size(fc.dtype);
     std::vector<uint8_t> halves[2];
     for (int half = 0; half < 2; ++half) {
@@ -47,12 +85,19 @@ class QwenNextMtp final : public MtpHead {
     }
     fc_embedding_ = backend.upload_weight(Weight{halves[0].data(), fc.dtype, hidden, hidden});
     fc_hidden_ = backend.upload_weight(Weight{halves[1].data(), fc.dtype, hidden, hidden});
-    num_tensors_ = static_cast<int32_t>(std::count_if(checkpoint.tensors().begin(), checkpoint.tensors().end(),
-                                                      [](const auto& t) { return t.first.rfind("mtp.", 0) == 0; }));
+    num_tensors_ = static_cast<int32_t>(std::count_if(
+        checkpoint.tensors().begin(), checkpoint.tensors().end(),
+        [&](const auto& t) { return t.first.rfind(names.counted_prefix, 0) == 0; }));
   }
 
   kv::KvLayout kv_layout(int32_t num_blocks, int32_t block_size) const override {
-    return {1, config_.num_key_value_heads, config_.head_dim, block_size, num_blocks};
+    kv::KvLayout layout{1, attention_.num_kv_heads, attention_.head_dim, block_size, num_blocks};
+    if (spec_.use_mla) {
+      layout.num_kv_heads = 1;
+      layout.head_dim = spec_.mla.cache_dim();
+      layout.shared_kv = true;
+    }
+    return layout;
   }
   int64_t hidden_size() const override { return config_.hidden_size; }
   int64_t vocab_size() const override { return config_.vocab_size; }
@@ -62,25 +107,27 @@ class QwenNextMtp final : public MtpHead {
     StepContext ctx(backend_, batch, kv);
     const int64_t rows = ctx.rows, hidden = config_.hidden_size, vocab = config_.vocab_size;
     TACHYON_CHECK(static_cast<int64_t>(hidden_in.size()) == rows * hidden, "MTP needs one hidden state per row");
-    const float eps = static_cast<float>(config_.rms_norm_eps);
+    const float eps = spec_.rms_norm_eps, offset = spec_.norm_weight_offset;
     float* e = ws_.get(Workspace::kNormed, rows * hidden);   // [rows, hidden] normed embeddings
     float* g = ws_.get(Workspace::kAct, rows * hidden);      // [rows, hidden] normed target hidden
     float* x = ws_.get(Workspace::kResidual, rows * hidden); // [rows, hidden] z_t, then the layer's stream
     float* y = ws_.get(Workspace::kProj, rows * hidden);     // [rows, hidden]
-    backend_.embedding(embed_, batch.tokens.data(), rows, 1.f, e);
-    backend_.rms_norm(e, norm_embedding_, rows, hidden, eps, 0.f, e);
+    backend_.embedding(embed_, batch.tokens.data(), rows, spec_.embed_scale, e);
+    backend_.rms_norm(e, norm_embedding_, rows, hidden, eps, offset, e);
     backend_.copy_to_device(g, hidden_in.data(), hidden_in.size() * sizeof(float));
-    backend_.rms_norm(g, norm_hidden_, rows, hidden, eps, 0.f, g);
+    backend_.rms_norm(g, norm_hidden_, rows, hidden, eps, offset, g);
     backend_.matmul(e, rows, fc_embedding_, nullptr, x);
     backend_.matmul(g, rows, fc_hidden_, nullptr, y);
     backend_.add(x, y, rows * hidden);
-    // One Qwen3 decoder layer over z.
+    // One decoder layer over z.
     float* h = ws_.get(Workspace::kHidden, rows * hidden);
-    backend_.rms_norm(x, input_norm_, rows, hidden, eps, 0.f, h);
-    attention_forward(ctx, ws_, attn_, attention_, kv.layer(0), h, y);
+    backend_.rms_norm(x, input_norm_, rows, hidden, eps, offset, h);
+    if (spec_.use_mla) mla_forward(ctx, ws_, mla_, spec_.mla, kv.layer(0), h, y);
+    else attention_forward(ctx, ws_, attn_, attention_, kv.layer(0), h, y);
     backend_.add(x, y, rows * hidden);
-    backend_.rms_norm(x, post_attention_norm_, rows, hidden, eps, 0.f, h);
-    gated_mlp_forward(ctx, ws_, mlp_, kernels::Activation::SiLU, h, y);
+    backend_.rms_norm(x, post_attention_norm_, rows, hidden, eps, offset, h);
+    if (is_moe_) moe_forward(ctx, ws_, moe_, spec_.moe, h, y);
+    else gated_mlp_forward(ctx, ws_, mlp_, spec_.activation, h, y);
     backend_.add(x, y, rows * hidden);
     Output out;
     const int64_t n = static_cast<int64_t>(batch.logit_rows.size());
@@ -90,7 +137,7 @@ class QwenNextMtp final : public MtpHead {
     backend_.gather_rows(x, batch.logit_rows.data(), n, hidden, o);
     out.hidden.resize(static_cast<size_t>(n * hidden));
     backend_.copy_to_host(out.hidden.data(), o, out.hidden.size() * sizeof(float));
-    backend_.rms_norm(o, final_norm_, n, hidden, eps, 0.f, o);
+    backend_.rms_norm(o, final_norm_, n, hidden, eps, offset, o);
     backend_.matmul(o, n, lm_head_, nullptr, logits);
     out.logits.resize(static_cast<size_t>(n * vocab));
     backend_.copy_to_host(out.logits.data(), logits, out.logits.size() * sizeof(float));
@@ -101,11 +148,15 @@ class QwenNextMtp final : public MtpHead {
   io::ModelConfig config_;
   kernels::Backend& backend_;
   Workspace ws_;
+  DecoderSpec spec_;
   AttentionOptions attention_;
+  bool is_moe_ = false;
   Weight embed_, lm_head_, norm_embedding_, norm_hidden_, final_norm_, fc_embedding_, fc_hidden_;
   Weight input_norm_, post_attention_norm_;
   AttentionWeights attn_;
+  MlaWeights mla_;
   GatedMlpWeights mlp_;
+  MoeWeights moe_;
   int32_t num_tensors_ = 0;
 };
 
@@ -113,10 +164,17 @@ class QwenNextMtp final : public MtpHead {
 
 std::unique_ptr<MtpHead> MtpHead::load(const std::string& dir, const io::ModelConfig& config,
                                        kernels::Backend& backend) {
-  const int64_t layers = io::json_int_or(config.raw, "mtp_num_hidden_layers", 0, config.path);
+  const int64_t qwen_layers = io::json_int_or(config.raw, "mtp_num_hidden_layers", 0, config.path);
+  const int64_t deepseek_layers = io::json_int_or(config.raw, "num_nextn_predict_layers", 0, config.path);
+  if (qwen_layers > 0 && deepseek_layers > 0)
+    throw Error("{}: both mtp_num_hidden_layers and num_nextn_predict_layers are set", config.path);
+  const int64_t layers = std::max(qwen_layers, deepseek_layers);
   if (layers <= 0) return nullptr;
-  if (layers != 1) throw Error("{}: mtp_num_hidden_layers = {} is not supported (1 is)", config.path, layers);
-  return std::make_unique<QwenNextMtp>(dir, config, backend);
+  if (layers != 1)
+    throw Error("{}: {} = {} is not supported (1 is)", config.path,
+                qwen_layers > 0 ? "mtp_num_hidden_layers" : "num_nextn_predict_layers", layers);
+  const MtpNames names = qwen_layers > 0 ? qwen_next_names() : deepseek_names(config.num_hidden_layers);
+  return std::make_unique<MtpLayerHead>(dir, config, backend, names);
 }
 
 }  // namespace tachyon::model

@@ -1,10 +1,14 @@
-// Native multi-token prediction heads, Qwen3-Next / Qwen3.5 layout (`mtp.*` tensors, config
-// `mtp_num_hidden_layers`), as the demo model's MODEL_CARD.md states the math:
+// Native multi-token prediction heads in both layouts: Qwen3-Next / Qwen3.5 (`mtp.*` tensors,
+// config `mtp_num_hidden_layers`) and DeepSeek-V3 (layer `num_hidden_layers` of the checkpoint:
+// `model.layers.{L}.{enorm,hnorm,eh_proj,shared_head.norm,shared_head.head}` + that layer's
+// attention/MLP, config `num_nextn_predict_layers`). The math, as the demo model's
+// MODEL_CARD.md states it (DeepSeek: enorm, hnorm, eh_proj, shared_head.norm, shared_head.head):
 //   e_t = RMSNorm_emb(E[x_{t+1}])          g_t = RMSNorm_hid(h_t)   (h_t: target's last layer, pre final norm)
 //   z_t = W_fc · [e_t ; g_t]               (embedding half first; W_fc [hidden, 2·hidden], no bias)
 //   o_t = DecoderLayer(z_0..z_t)[t]        (own KV cache, RoPE position t)
 //   m_t = E · RMSNorm_mtp(o_t)             (predicts x_{t+2}; E shared with the target, tied)
-// Recursive drafting feeds o_t (pre-norm) back as the next h.
+// Recursive drafting feeds o_t (pre-norm) back as the next h. The decoder layer is of the
+// target's own kind (attention or MLA, dense MLP or MoE).
 #pragma once
 
 #include <memory>

@@ -11,6 +11,7 @@ struct Entry {
   std::vector<std::string> architectures;
   std::string model_type;
   ArchFactory factory;
+  DecoderSpecFactory spec;  // decoder-family architectures only
 };
 std::vector<Entry>& entries() {
   static std::vector<Entry> e;
@@ -23,6 +24,15 @@ bool register_architecture(std::vector<std::string> hf_architectures, std::strin
   return true;
 }
 
+bool register_decoder_architecture(std::vector<std::string> hf_architectures, std::string model_type,
+                                   DecoderSpecFactory spec) {
+  ArchFactory factory = [spec](const io::ModelConfig& c, std::shared_ptr<io::Checkpoint> ckpt, kernels::Backend& be) {
+    return make_decoder_model(c, std::move(ckpt), be, spec(c));
+  };
+  entries().push_back({std::move(hf_architectures), std::move(model_type), std::move(factory), std::move(spec)});
+  return true;
+}
+
 std::vector<std::string> supported_model_types() {
   register_builtin_architectures();
   std::vector<std::string> types;
@@ -30,9 +40,9 @@ std::vector<std::string> supported_model_types() {
   return types;
 }
 
-std::unique_ptr<Model> load_model(const std::string& dir, kernels::Backend& backend) {
+namespace {
+const Entry& entry_of(const io::ModelConfig& config) {
   register_builtin_architectures();
-  io::ModelConfig config = io::load_model_config(dir);
   const Entry* found = nullptr;
   for (const auto& e : entries()) {
     for (const auto& a : config.architectures)
@@ -45,6 +55,19 @@ std::unique_ptr<Model> load_model(const std::string& dir, kernels::Backend& back
     for (const auto& t : supported_model_types()) list += (list.empty() ? "" : ", ") + t;
     throw Error("{}: unsupported model_type '{}' (supported: {})", config.path, config.model_type, list);
   }
+  return *found;
+}
+}  // namespace
+
+DecoderSpec decoder_spec_of(const io::ModelConfig& config) {
+  const Entry& e = entry_of(config);
+  if (!e.spec) throw Error("{}: model_type '{}' is not built from decoder layers", config.path, config.model_type);
+  return e.spec(config);
+}
+
+std::unique_ptr<Model> load_model(const std::string& dir, kernels::Backend& backend) {
+  io::ModelConfig config = io::load_model_config(dir);
+  const Entry* found = &entry_of(config);
   auto checkpoint = std::make_shared<io::Checkpoint>(io::Checkpoint::open(dir));
   return found->factory(config, std::move(checkpoint), backend);
 }

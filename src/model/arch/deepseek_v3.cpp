@@ -14,7 +14,7 @@
 //   qk_rope_head_dim, v_head_dim, rope (default | yarn with mscale/mscale_all_dim),
 //   rope_interleave, n_routed_experts, num_experts_per_tok, n_group, topk_group,
 //   norm_topk_prob, routed_scaling_factor, n_shared_experts, first_k_dense_replace,
-//   scoring_func (sigmoid), topk_method (noaux_tc). MTP layers (num_nextn_predict_layers) are not loaded.
+//   scoring_func (sigmoid), topk_method (noaux_tc). MTP layers (num_nextn_predict_layers) are loaded by model/mtp_head.cpp, as a drafter.
 // Tensors ("model.layers.{l}."): self_attn.{q_a_proj [q_lora, hidden], q_a_layernorm [q_lora],
 //   q_b_proj [H·(nope+rope), q_lora], kv_a_proj_with_mqa [kv_lora + rope, hidden],
 //   kv_a_layernorm [kv_lora], kv_b_proj [H·(nope+v), kv_lora], o_proj [hidden, H·v]};
@@ -30,8 +30,7 @@
 namespace tachyon::model {
 
 void register_deepseek_v3() {
-  register_architecture({"DeepseekV3ForCausalLM"}, "deepseek_v3", [](const io::ModelConfig& c, auto ckpt,
-                                                                    kernels::Backend& be) {
+  register_decoder_architecture({"DeepseekV3ForCausalLM"}, "deepseek_v3", [](const io::ModelConfig& c) {
     const auto& j = c.raw;
     if (c.attention_bias) throw Error("{}: attention_bias=true is not supported for deepseek_v3", c.path);
     if (j.value("scoring_func", std::string("sigmoid")) != "sigmoid" ||
@@ -75,7 +74,7 @@ void register_deepseek_v3() {
     moe.shared_intermediate = moe.intermediate * io::json_int_or(j, "n_shared_experts", 0, c.path);
     const int64_t first_dense = io::json_int_or(j, "first_k_dense_replace", 0, c.path);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) spec.moe_layers.push_back(l >= first_dense);
-    return make_decoder_model(c, std::move(ckpt), be, std::move(spec));
+    return spec;
   });
 }
 

@@ -25,8 +25,7 @@
 namespace tachyon::model {
 
 void register_gemma3() {
-  register_architecture({"Gemma3ForCausalLM"}, "gemma3_text", [](const io::ModelConfig& config, auto ckpt,
-                                                                 kernels::Backend& be) {
+  register_decoder_architecture({"Gemma3ForCausalLM"}, "gemma3_text", [](const io::ModelConfig& config) {
     io::ModelConfig c = config;
     if (!c.raw.contains("layer_types")) {  // transformers: every pattern-th layer is global
       const int64_t pattern = io::json_int_or(c.raw, "sliding_window_pattern", 6, c.path);
@@ -56,7 +55,7 @@ void register_gemma3() {
     spec.embed_scale = std::sqrt(static_cast<float>(c.hidden_size));
     spec.norm_weight_offset = 1.f;
     spec.sandwich_norms = true;
-    return make_decoder_model(c, std::move(ckpt), be, std::move(spec));
+    return spec;
   });
 }
 

@@ -19,8 +19,7 @@
 namespace tachyon::model {
 
 void register_gpt_oss() {
-  register_architecture({"GptOssForCausalLM"}, "gpt_oss", [](const io::ModelConfig& config, auto ckpt,
-                                                            kernels::Backend& be) {
+  register_decoder_architecture({"GptOssForCausalLM"}, "gpt_oss", [](const io::ModelConfig& config) {
     io::ModelConfig c = config;
     if (!c.raw.contains("layer_types"))
       for (int64_t l = 0; l < c.num_hidden_layers; ++l)
@@ -41,7 +40,7 @@ void register_gpt_oss() {
     moe.clamped_swiglu = true;
     moe.swiglu_limit = static_cast<float>(io::json_double_or(c.raw, "swiglu_limit", 7.0, c.path));
     spec.moe_layers.assign(static_cast<size_t>(c.num_hidden_layers), true);
-    return make_decoder_model(c, std::move(ckpt), be, std::move(spec));
+    return spec;
   });
 }
 

@@ -15,11 +15,11 @@
 namespace tachyon::model {
 
 void register_llama() {
-  register_architecture({"LlamaForCausalLM"}, "llama", [](const io::ModelConfig& c, auto ckpt, kernels::Backend& be) {
+  register_decoder_architecture({"LlamaForCausalLM"}, "llama", [](const io::ModelConfig& c) {
     if (c.raw.value("mlp_bias", false)) throw Error("{}: mlp_bias=true is not supported", c.path);
     DecoderSpec spec = llama_family_spec(c);
     spec.qkv_bias = spec.o_bias = c.attention_bias;
-    return make_decoder_model(c, std::move(ckpt), be, std::move(spec));
+    return spec;
   });
 }
 

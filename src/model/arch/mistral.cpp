@@ -8,8 +8,8 @@
 namespace tachyon::model {
 
 void register_mistral() {
-  register_architecture({"MistralForCausalLM"}, "mistral", [](const io::ModelConfig& c, auto ckpt, kernels::Backend& be) {
-    return make_decoder_model(c, std::move(ckpt), be, llama_family_spec(c));
+  register_decoder_architecture({"MistralForCausalLM"}, "mistral", [](const io::ModelConfig& c) {
+    return llama_family_spec(c);
   });
 }
 

@@ -8,10 +8,10 @@
 namespace tachyon::model {
 
 void register_qwen2() {
-  register_architecture({"Qwen2ForCausalLM"}, "qwen2", [](const io::ModelConfig& c, auto ckpt, kernels::Backend& be) {
+  register_decoder_architecture({"Qwen2ForCausalLM"}, "qwen2", [](const io::ModelConfig& c) {
     DecoderSpec spec = llama_family_spec(c);
     spec.qkv_bias = true;
-    return make_decoder_model(c, std::move(ckpt), be, std::move(spec));
+    return spec;
   });
 }
 

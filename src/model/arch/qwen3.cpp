@@ -8,11 +8,11 @@
 namespace tachyon::model {
 
 void register_qwen3() {
-  register_architecture({"Qwen3ForCausalLM"}, "qwen3", [](const io::ModelConfig& c, auto ckpt, kernels::Backend& be) {
+  register_decoder_architecture({"Qwen3ForCausalLM"}, "qwen3", [](const io::ModelConfig& c) {
     DecoderSpec spec = llama_family_spec(c);
     spec.qk_norm = true;
     spec.qkv_bias = spec.o_bias = c.attention_bias;
-    return make_decoder_model(c, std::move(ckpt), be, std::move(spec));
+    return spec;
   });
 }
 

@@ -16,8 +16,7 @@
 namespace tachyon::model {
 
 void register_qwen3_moe() {
-  register_architecture({"Qwen3MoeForCausalLM"}, "qwen3_moe", [](const io::ModelConfig& c, auto ckpt,
-                                                                kernels::Backend& be) {
+  register_decoder_architecture({"Qwen3MoeForCausalLM"}, "qwen3_moe", [](const io::ModelConfig& c) {
     DecoderSpec spec = llama_family_spec(c);
     spec.qk_norm = true;
     spec.qkv_bias = spec.o_bias = c.attention_bias;
@@ -36,7 +35,7 @@ void register_qwen3_moe() {
     for (int64_t l = 0; l < c.num_hidden_layers; ++l)
       spec.moe_layers.push_back(std::find(mlp_only.begin(), mlp_only.end(), l) == mlp_only.end() &&
                                 moe.routing.num_experts > 0 && (l + 1) % sparse_step == 0);
-    return make_decoder_model(c, std::move(ckpt), be, std::move(spec));
+    return spec;
   });
 }
 

@@ -26,8 +26,7 @@
 namespace tachyon::model {
 
 void register_qwen3_next() {
-  register_architecture({"Qwen3NextForCausalLM"}, "qwen3_next", [](const io::ModelConfig& config, auto ckpt,
-                                                                  kernels::Backend& be) {
+  register_decoder_architecture({"Qwen3NextForCausalLM"}, "qwen3_next", [](const io::ModelConfig& config) {
     const auto& j = config.raw;
     std::vector<std::string> types = config.layer_types;
     if (!j.contains("layer_types")) {
@@ -76,7 +75,7 @@ void register_qwen3_next() {
     for (int64_t l = 0; l < c.num_hidden_layers; ++l)
       spec.moe_layers.push_back(std::find(mlp_only.begin(), mlp_only.end(), l) == mlp_only.end() &&
                                 moe.routing.num_experts > 0 && (l + 1) % sparse_step == 0);
-    return make_decoder_model(c, std::move(ckpt), be, std::move(spec));
+    return spec;
   });
 }
 
