@@ -8,9 +8,11 @@
 //   engine:    prefill tok/s at 512 and 4096 tokens (roofline: matmul rate / FLOPs per token),
 //              decode tok/s at batch 1 (roofline: copy bandwidth / bytes per token: weights +
 //              KV read) and decode throughput at batch 8, 32, 64.
-// Protocol: one warm-up discarded, median of --runs. Every forward returns its logits to the
-// host (Model::forward's contract), which is part of the measured time.
-// Usage: cuda_bench [--runs 3] [--json FILE] MODEL_DIR
+// Protocol: one warm-up discarded, median of --runs. Decode steps sample greedily on the
+// device (Batch::argmax_only: only token ids come back); batch 1 and 64 are also measured
+// with every logit row returned to the host. --profile prints the GPU time per op class of
+// one prefill and of decode steps (cudaEvents around every op, bench/NOTES-cuda.md).
+// Usage: cuda_bench [--runs 3] [--json FILE] [--lab] [--profile] MODEL_DIR
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -29,6 +31,7 @@
 #include "base/json.h"
 #include "io/safetensors.h"
 #include "kernels/backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/matmul.cuh"
 #include "model/model.h"
 
@@ -137,13 +140,16 @@ struct Shape {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int runs = 3, decode_variant = kernels::cuda::kDecodeWide;
+  int runs = 3, decode_variant = kernels::cuda::kDecodeAuto;
+  bool lab = false, profile = false;
   std::string json_path, dir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--runs") runs = std::atoi(argv[++i]);
     else if (a == "--json") json_path = argv[++i];
     else if (a == "--decode-variant") decode_variant = std::atoi(argv[++i]);
+    else if (a == "--lab") lab = true;
+    else if (a == "--profile") profile = true;
     else dir = a;
   }
   if (dir.empty()) {
@@ -197,9 +203,12 @@ int main(int argc, char** argv) {
     for (const auto& s : shapes) {
       const auto host = random_bf16(size_t(s.n * s.k), 0.02f, 2);
       const kernels::Weight w = backend->upload_weight(kernels::Weight{host.data(), DType::BF16, s.n, s.k});
-      for (int variant : {kernels::cuda::kDecodeWide, kernels::cuda::kDecodeMedium, kernels::cuda::kDecodeNarrow,
-                          kernels::cuda::kDecodeStaged, kernels::cuda::kDecodeWideDeep,
-                          kernels::cuda::kDecodeMediumDeep}) {
+      std::vector<int> variants = {kernels::cuda::kDecodeWide, kernels::cuda::kDecodeSplitK};
+      if (lab)
+        variants.insert(variants.end(), {kernels::cuda::kDecodeMedium, kernels::cuda::kDecodeNarrow,
+                                         kernels::cuda::kDecodeStaged, kernels::cuda::kDecodeWideDeep,
+                                         kernels::cuda::kDecodeMediumDeep, kernels::cuda::kDecodeSplitKShared});
+      for (int variant : variants) {
         kernels::cuda::set_decode_matmul_variant(variant);
         for (int64_t m : {1, 8}) {
           const double t = time_backend([&] { backend->matmul(x, m, w, nullptr, out); }, 50);
@@ -281,16 +290,22 @@ int main(int argc, char** argv) {
   for (int tokens : {512, 4096}) {
     const auto prompt = random_ids(tokens);
     std::vector<double> tps;
-    for (int r = 0; r <= runs; ++r) {
+    for (int r = 0; r <= runs + (profile ? 1 : 0); ++r) {  // the extra run is profiled
       auto seq = kv.add_sequence();
       kv.reserve(seq, tokens);
       model::Batch batch;
       batch.add(seq, prompt, 0, model::LogitRows::Last);
       const double t0 = now();
+      if (r == runs + 1) kernels::cuda_profile_enable(*backend, true);
       model->forward(batch, kv);
       const double s = now() - t0;
+      if (r == runs + 1) {
+        kernels::cuda_profile_enable(*backend, false);
+        std::printf("\nprofile, prefill %d (GPU time per op; events serialise the stream)\n%s\n", tokens,
+                    kernels::cuda_profile_report(*backend).c_str());
+      }
       kv.remove_sequence(seq);
-      if (r > 0) tps.push_back(tokens / s);
+      if (r > 0 && r <= runs) tps.push_back(tokens / s);
     }
     const double attn = 4.0 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * (tokens + 1) / 2.0;
     const double flops = 2.0 * matmul_params + attn + 2.0 * head_params / tokens;
@@ -301,7 +316,12 @@ int main(int argc, char** argv) {
   }
 
   double batch1 = 0;
-  for (int b : {1, 8, 32, 64}) {
+  struct DecodeCase {
+    int batch;
+    bool host_logits;
+  };
+  for (auto [b, host_logits] : {DecodeCase{1, false}, DecodeCase{1, true}, DecodeCase{8, false},
+                                DecodeCase{32, false}, DecodeCase{64, false}, DecodeCase{64, true}}) {
     std::vector<kv::SeqId> seqs;
     std::vector<int32_t> pos(static_cast<size_t>(b), prompt_len), next(static_cast<size_t>(b));
     model::Batch batch;
@@ -310,28 +330,46 @@ int main(int argc, char** argv) {
       kv.reserve(seqs.back(), prompt_len);
       batch.add(seqs.back(), random_ids(prompt_len), 0, model::LogitRows::Last);
     }
+    batch.argmax_only = true;
     auto out = model->forward(batch, kv);
     std::vector<double> tps;
-    for (int r = 0; r <= runs; ++r) {
-      double s = 0;  // forward time only: the host argmax below is the benchmark's, not the engine's
+    const bool profile_case = profile && !host_logits;
+    for (int r = 0; r <= runs + (profile_case ? 1 : 0); ++r) {  // the extra run: one profiled step
+      double s = 0;  // forward time only: a host argmax over returned logits is the benchmark's
       for (int step = 0; step < decode_steps; ++step) {
         batch.clear();
         for (int i = 0; i < b; ++i) {
-          const float* row = out.logits.data() + size_t(i) * c.vocab_size;
-          next[i] = static_cast<int32_t>(std::max_element(row, row + c.vocab_size) - row);
+          if (out.argmax.empty()) {
+            const float* row = out.logits.data() + size_t(i) * c.vocab_size;
+            next[i] = static_cast<int32_t>(std::max_element(row, row + c.vocab_size) - row);
+          } else {
+            next[i] = out.argmax[i];
+          }
           kv.reserve(seqs[i], pos[i] + 1);
           batch.add(seqs[i], std::span<const int32_t>(&next[i], 1), pos[i]++, model::LogitRows::Last);
         }
+        batch.argmax_only = !host_logits;
+        const bool prof = profile_case && r == runs + 1;
+        if (prof) kernels::cuda_profile_enable(*backend, true);
         const double t0 = now();
         out = model->forward(batch, kv);
         s += now() - t0;
+        if (prof) {
+          kernels::cuda_profile_enable(*backend, false);
+          std::printf("\nprofile, decode step at batch %d (GPU time per op; events serialise the stream)\n%s\n", b,
+                      kernels::cuda_profile_report(*backend).c_str());
+          break;
+        }
       }
-      if (r > 0) tps.push_back(double(b) * decode_steps / s);
+      if (r > 0 && r <= runs) tps.push_back(double(b) * decode_steps / s);
     }
     for (auto s : seqs) kv.remove_sequence(s);
     const double d = median(tps);
     const double ctx = prompt_len + (runs + 1) * decode_steps / 2.0;
-    if (b == 1) {
+    if (host_logits) {
+      std::printf("| decode batch %d tok/s, all logits to the host | %.1f | | |\n", b, d);
+      engine["decode_" + std::to_string(b) + "_host_logits"] = {{"tok_s", d}, {"runs", tps}};
+    } else if (b == 1) {
       batch1 = d;
       const double bytes = weight_bytes + kv_bytes_per_position * ctx;
       const double roof = copy_gbps * 1e9 / bytes;

@@ -4,7 +4,7 @@
 # (bench/cuda/make_checkpoint.py, 16 GB under $CKPT), and run the CUDA benchmark. Results:
 # bench/results/cuda-<commit>.{json,md} and cuda-tests-<commit>.log (under $OUT when set).
 # Usage: bench/cuda/run_cuda_bench.sh [--skip-tests] [--skip-bench]
-# Env: BUILD (build dir), CKPT (checkpoint dir), EXTRA_CMAKE_ARGS (e.g.
+# Env: BUILD (build dir), CKPT (checkpoint dir), BENCH_ARGS (e.g. --profile), EXTRA_CMAKE_ARGS (e.g.
 # -DTACHYON_ONLY_MODULES="base;io;kernels;kv;sampling;model" where the server's dependencies
 # are missing; see bench/NOTES-cuda.md "Reproducing on the H200 image").
 set -euo pipefail
@@ -37,7 +37,7 @@ if [ "$skip_bench" = 0 ]; then
     echo "# CUDA benchmark, commit $commit, $(date -u +%Y-%m-%dT%H:%MZ)"
     echo
     echo "GPU: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader)"
-    "$build/bench/cuda_bench" --json "$results/cuda-$commit.json" "$ckpt"
+    "$build/bench/cuda_bench" ${BENCH_ARGS:-} --json "$results/cuda-$commit.json" "$ckpt"
   } 2>&1 | tee "$results/cuda-$commit.md"
 fi
 exit "$tests_rc"

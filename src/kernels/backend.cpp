@@ -1,5 +1,7 @@
 #include "kernels/backend.h"
 
+#include <vector>
+
 #include "base/error.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/reference/reference_backend.h"
@@ -11,6 +13,19 @@ namespace tachyon::kernels {
 
 void Backend::unsupported(const char* op) const {
   throw Error("op {} is not supported by backend {}", op, name());
+}
+void Backend::argmax(const float* x, int64_t rows, int64_t n, int32_t* ids) {
+  std::vector<float> host(static_cast<size_t>(rows * n));
+  std::vector<int32_t> best(static_cast<size_t>(rows));
+  copy_to_host(host.data(), x, host.size() * sizeof(float));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = host.data() + r * n;
+    int64_t b = 0;
+    for (int64_t i = 1; i < n; ++i)
+      if (row[i] > row[b]) b = i;
+    best[r] = static_cast<int32_t>(b);
+  }
+  copy_to_device(ids, best.data(), best.size() * sizeof(int32_t));
 }
 void Backend::moe_route(const float*, int64_t, const MoeRoutingParams&, int32_t*, float*) { unsupported("moe_route"); }
 void Backend::moe_experts(const float*, int64_t, const int32_t*, const float*, int64_t, const MoeExperts&, float*) {

@@ -52,12 +52,24 @@ class Backend {
   virtual void gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t width, float* dst) = 0;
   // x += y (n elements)
   virtual void add(float* x, const float* y, int64_t n) = 0;
+  // x += y, then out = rms_norm(x) (x [rows, dim]; out may not alias x): the residual add and
+  // the next sub-block's norm in one pass. Same result as add then rms_norm (the default).
+  virtual void add_rms_norm(float* x, const float* y, const Weight& w, int64_t rows, int64_t dim, float eps,
+                            float weight_offset, float* out) {
+    add(x, y, rows * dim);
+    rms_norm(x, w, rows, dim, eps, weight_offset, out);
+  }
   // Writes k, v [rows, num_kv_heads, head_dim] into each row's slot of the paged cache.
   virtual void write_kv(const float* k, const float* v, int64_t rows, const PagedKv& kv, const AttentionMeta& meta) = 0;
   // out [rows, num_heads, head_dim] = softmax(q·Kᵀ·scale + mask) · V over each row's sequence,
   // keys at positions ≤ the row's position (and inside the sliding window).
   virtual void attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
                          const AttentionParams& params, float* out) = 0;
+
+  // ids[r] = argmax over i < n of x[r, i] (the lowest i among equal maxima) for r < rows;
+  // ids is a device int32 array. Greedy sampling on the device: only the ids cross the bus.
+  // The default copies the rows to the host and back (the CPU and reference backends use it).
+  virtual void argmax(const float* x, int64_t rows, int64_t n, int32_t* ids);
 
   // ---- Ops added for MoE / MLA / linear-attention architectures. The defaults throw, so a
   // backend that lacks one still compiles and fails loudly at run time.

@@ -26,6 +26,9 @@ struct Batch {
   std::vector<kv::SeqId> seqs;       // [num_seqs] the KV sequence of each entry
   std::vector<int32_t> logit_rows;   // rows whose logits are returned, in this order
   std::vector<int32_t> hidden_rows;  // rows whose final hidden state (before the final norm) is returned
+  // Greedy only: StepOutput carries each logit row's argmax (computed on the device) instead of
+  // its logits, so only token ids cross the bus.
+  bool argmax_only = false;
 
   int64_t num_rows() const { return static_cast<int64_t>(tokens.size()); }
 
@@ -38,6 +41,7 @@ struct Batch {
 struct StepOutput {
   std::vector<float> logits;  // [logit_rows.size(), vocab_size] float32, host
   std::vector<float> hidden;  // [hidden_rows.size(), hidden_size] float32, host
+  std::vector<int32_t> argmax;  // [logit_rows.size()] when Batch::argmax_only (then `logits` is empty)
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   std::span<const float> logits_row(size_t i) const {

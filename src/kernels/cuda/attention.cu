@@ -61,17 +61,24 @@ __device__ __forceinline__ void finish_row(float M, float L, float (&A)[DPL], co
   for (int i = 0; i < DPL; ++i) A[i] = A[i] * rescale * inv;
 }
 
+__device__ __forceinline__ void cp_async16_attn(void* smem, const void* gmem) {
+  const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem));
+}
+
 template <int DPL>  // head_dim <= 32 * DPL
 __global__ void __launch_bounds__(128) attention_kernel(const float* __restrict__ q, DeviceAttentionMeta meta,
                                                         const QueryTile* __restrict__ tiles,
                                                         const float* __restrict__ k_cache,
                                                         const float* __restrict__ v_cache, AttentionShape s,
                                                         int heads_per_chunk, float* __restrict__ out) {
+  pdl_wait();
+  pdl_launch_dependents();
   extern __shared__ float smem[];
   const int D = s.head_dim, width = s.num_kv_heads * D;
   float* qs = smem;                         // [kMaxPairs][D]
-  float* ks = qs + kMaxPairs * D;           // [kKeyTile][D + 1] (padded: lane j reads row j)
-  float* vs = ks + kKeyTile * (D + 1);      // [kKeyTile][D]
+  float* ks = qs + kMaxPairs * D;           // [kKeyTile][D + 4] (padded: lane j reads row j, 16 bytes at a time)
+  float* vs = ks + kKeyTile * (D + 4);      // [kKeyTile][D]
   __shared__ int32_t pos_s[kMaxPairs], lo_s[kMaxPairs];
 
   const QueryTile tile = tiles[blockIdx.x];
@@ -109,17 +116,44 @@ __global__ void __launch_bounds__(128) attention_kernel(const float* __restrict_
     for (int i = 0; i < DPL; ++i) acc[pp][i] = A[pp][i] = 0.f;
   }
 
+  // Per key tile: K and V rows staged by cp.async (every load in flight at once); each lane
+  // computes its key's dot products with the warp's 4 pairs together (one K read feeds 4
+  // FMA chains, each still in d order); the V rows are read once for the 4 pairs, keys in
+  // order. Keys outside a pair's range get weight 0 there: fmaf(0, v, acc) == acc.
+  const int vecs = D / 4;
   for (int j0 = kmin / kKeyTile * kKeyTile; j0 <= kmax; j0 += kKeyTile) {
-    for (int i = tid; i < kKeyTile * D; i += blockDim.x) {
-      const int jj = i / D, d = i % D, j = j0 + jj;
+    for (int i = tid; i < kKeyTile * vecs; i += blockDim.x) {
+      const int jj = i / vecs, c = i % vecs, j = j0 + jj;
       if (j < kmin || j > kmax) continue;
-      const int64_t src = kv_slot(table, j, s.block_size) * width + static_cast<int64_t>(kvh) * D + d;
-      ks[jj * (D + 1) + d] = k_cache[src];
-      vs[jj * D + d] = v_cache[src];
+      const int64_t src = kv_slot(table, j, s.block_size) * width + static_cast<int64_t>(kvh) * D + 4 * c;
+      cp_async16_attn(ks + jj * (D + 4) + 4 * c, k_cache + src);
+      cp_async16_attn(vs + jj * D + 4 * c, v_cache + src);
     }
+    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.wait_group 0;\n" ::);
     __syncthreads();
+    float dot[kPairsPerWarp];
+#pragma unroll
+    for (int pp = 0; pp < kPairsPerWarp; ++pp) dot[pp] = 0.f;
+    {
+      const float4* kj = reinterpret_cast<const float4*>(ks + lane * (D + 4));
+#pragma unroll 2
+      for (int c = 0; c < vecs; ++c) {
+        const float4 kk = kj[c];
+#pragma unroll
+        for (int pp = 0; pp < kPairsPerWarp; ++pp) {
+          const float4 qq = reinterpret_cast<const float4*>(qs + (warp + kWarps * pp) * D)[c];
+          dot[pp] = fmaf(qq.x, kk.x, dot[pp]);
+          dot[pp] = fmaf(qq.y, kk.y, dot[pp]);
+          dot[pp] = fmaf(qq.z, kk.z, dot[pp]);
+          dot[pp] = fmaf(qq.w, kk.w, dot[pp]);
+        }
+      }
+    }
+    float pj[kPairsPerWarp];
 #pragma unroll
     for (int pp = 0; pp < kPairsPerWarp; ++pp) {
+      pj[pp] = 0.f;
       const int p = warp + kWarps * pp;
       if (p >= num_pairs) continue;
       const int rl = p / hg;
@@ -129,25 +163,28 @@ __global__ void __launch_bounds__(128) attention_kernel(const float* __restrict_
         const bool valid = j >= js && j <= je;
         float score = -INFINITY;
         if (valid) {
-          const float* qp = qs + p * D;
-          const float* kj = ks + lane * (D + 1);
-          float dot = 0.f;
-          for (int d = 0; d < D; ++d) dot = fmaf(qp[d], kj[d], dot);
-          score = dot * s.scale;
+          score = dot[pp] * s.scale;
           if (s.softcap > 0.f) score = s.softcap * tanhf(score / s.softcap);
         }
-        float pj;
-        chain_scores_update(m[pp], l[pp], acc[pp], score, valid, pj);
-        for (int jj = js - j0; jj <= je - j0; ++jj) {
-          const float pv = __shfl_sync(0xffffffffu, pj, jj);
-#pragma unroll
-          for (int i = 0; i < DPL; ++i) {
-            const int d = lane + 32 * i;
-            if (d < D) acc[pp][i] = fmaf(pv, vs[jj * D + d], acc[pp][i]);
-          }
-        }
+        chain_scores_update(m[pp], l[pp], acc[pp], score, valid, pj[pp]);
         active[pp] = true;
       }
+    }
+    const int ja = max(kmin, j0) - j0, jb = min(kmax, j0 + kKeyTile - 1) - j0;  // staged rows
+    for (int jj = ja; jj <= jb; ++jj) {
+      float v[DPL];
+#pragma unroll
+      for (int i = 0; i < DPL; ++i) v[i] = lane + 32 * i < D ? vs[jj * D + lane + 32 * i] : 0.f;
+#pragma unroll
+      for (int pp = 0; pp < kPairsPerWarp; ++pp) {
+        if (warp + kWarps * pp >= num_pairs) continue;
+        const float pv = __shfl_sync(0xffffffffu, pj[pp], jj);
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) acc[pp][i] = fmaf(pv, v[i], acc[pp][i]);
+      }
+    }
+#pragma unroll
+    for (int pp = 0; pp < kPairsPerWarp; ++pp) {
       // End of a chunk (or of this tile's keys): merge the chain into the total.
       if (active[pp] && ((j0 / kKeyTile) % (kChunkKeys / kKeyTile) == kChunkKeys / kKeyTile - 1 || j0 + kKeyTile > kmax)) {
         merge_state(M[pp], L[pp], A[pp], m[pp], l[pp], acc[pp]);
@@ -174,10 +211,16 @@ __global__ void __launch_bounds__(128) attention_kernel(const float* __restrict_
 }
 
 // ---- decode: one row per sequence, split-KV ----------------------------------------------
-// CTA (row, KV head, chunk): warp w runs the chain of the canonical reduction above for the
-// heads w, w + 4, ... of the group over the chunk's keys and writes its state; the combine
-// kernel merges the chunk states in chunk order. Same arithmetic as attention_kernel.
+// CTA (row, KV head, chunk): the CTA first copies the chunk's K and V rows into shared memory
+// (cp.async, every load in flight at once: one DRAM round trip), then warp w runs the chain
+// of the canonical reduction above for the heads w, w + 4, ... of the group over the chunk's
+// keys and writes its state; the combine kernel merges the chunk states in chunk order. Same
+// arithmetic as attention_kernel (the FMA orders are unchanged; only where K/V are read from).
 constexpr int kMaxGroup = 64;
+
+// Shared memory of attention_decode_kernel: K [kChunkKeys][D + 4] (padded: lane j reads row j
+// with 16-byte loads, conflict-free per quarter warp) and V [kChunkKeys][D].
+size_t decode_smem_bytes(int D) { return static_cast<size_t>(kChunkKeys) * (2 * D + 4) * sizeof(float); }
 
 template <int DPL>
 __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __restrict__ q, DeviceAttentionMeta meta,
@@ -185,14 +228,32 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
                                                                const float* __restrict__ k_cache,
                                                                const float* __restrict__ v_cache, AttentionShape s,
                                                                int max_chunks, float* __restrict__ partial) {
+  pdl_wait();
+  pdl_launch_dependents();
+  extern __shared__ float4 smem4[];
   const int D = s.head_dim, width = s.num_kv_heads * D, group = s.num_heads / s.num_kv_heads;
+  const int KS = D + 4;  // K row stride in floats
+  float* ks = reinterpret_cast<float*>(smem4);
+  float* vs = ks + kChunkKeys * KS;
   const int r = rows[blockIdx.x], kvh = blockIdx.y, chunk = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int32_t pos = meta.positions[r];
   const int lo = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
-  const int k_begin = max(lo, chunk * kChunkKeys), k_end = min(pos, chunk * kChunkKeys + kChunkKeys - 1);
+  const int c0 = chunk * kChunkKeys;
+  const int k_begin = max(lo, c0), k_end = min(pos, c0 + kChunkKeys - 1);
   if (k_begin > k_end) return;  // the combine skips this chunk too
   const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[r]];
+
+  const int vecs = D / 4, num_keys = k_end - k_begin + 1;
+  for (int i = threadIdx.x; i < num_keys * vecs; i += blockDim.x) {
+    const int jj = k_begin - c0 + i / vecs, c = i % vecs;
+    const int64_t src = kv_slot(table, c0 + jj, s.block_size) * width + static_cast<int64_t>(kvh) * D + 4 * c;
+    cp_async16_attn(ks + jj * KS + 4 * c, k_cache + src);
+    cp_async16_attn(vs + jj * D + 4 * c, v_cache + src);
+  }
+  asm volatile("cp.async.commit_group;\n" ::);
+  asm volatile("cp.async.wait_group 0;\n" ::);
+  __syncthreads();
 
   for (int hh = warp; hh < group; hh += kWarps) {
     const int h = kvh * group + hh;
@@ -200,54 +261,35 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
     float m = -INFINITY, l = 0.f, acc[DPL];
 #pragma unroll
     for (int i = 0; i < DPL; ++i) acc[i] = 0.f;
-    for (int j0 = chunk * kChunkKeys; j0 < (chunk + 1) * kChunkKeys; j0 += kKeyTile) {
+    for (int j0 = c0; j0 < c0 + kChunkKeys; j0 += kKeyTile) {
       const int js = max(k_begin, j0), je = min(k_end, j0 + kKeyTile - 1);
       if (js > je) continue;
       const int j = j0 + lane;
       const bool valid = j >= js && j <= je;
       float score = -INFINITY;
       if (valid) {
-        const float4* kj = reinterpret_cast<const float4*>(
-            k_cache + kv_slot(table, j, s.block_size) * width + static_cast<int64_t>(kvh) * D);
-        // All of the key's loads are issued before the first FMA (D <= 32 * DPL): a lane's
-        // row is one round trip, not D / 4 dependent ones. The FMA order stays d = 0, 1, ...
-        float4 kk[8 * DPL];
-#pragma unroll
-        for (int c = 0; c < 8 * DPL; ++c)
-          if (c < D / 4) kk[c] = kj[c];
+        const float4* kj = reinterpret_cast<const float4*>(ks + (j - c0) * KS);
         float dot = 0.f;
 #pragma unroll
         for (int c = 0; c < 8 * DPL; ++c)
           if (c < D / 4) {
-            const float4 qq = q4[c];
-            dot = fmaf(qq.x, kk[c].x, dot);
-            dot = fmaf(qq.y, kk[c].y, dot);
-            dot = fmaf(qq.z, kk[c].z, dot);
-            dot = fmaf(qq.w, kk[c].w, dot);
+            const float4 qq = q4[c], kk = kj[c];
+            dot = fmaf(qq.x, kk.x, dot);
+            dot = fmaf(qq.y, kk.y, dot);
+            dot = fmaf(qq.z, kk.z, dot);
+            dot = fmaf(qq.w, kk.w, dot);
           }
         score = dot * s.scale;
         if (s.softcap > 0.f) score = s.softcap * tanhf(score / s.softcap);
       }
       float pj;
       chain_scores_update(m, l, acc, score, valid, pj);
-      // V rows in groups of 8 keys: loads first, then the FMAs in key order.
-      for (int jb = js - j0; jb <= je - j0; jb += 8) {
-        float v[8][DPL];
+      for (int jj = js - j0; jj <= je - j0; ++jj) {
+        const float pv = __shfl_sync(0xffffffffu, pj, jj);
+        const float* vj = vs + (j0 - c0 + jj) * D;
 #pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          const int jj = min(jb + u, je - j0);
-          const float* vj = v_cache + kv_slot(table, j0 + jj, s.block_size) * width + static_cast<int64_t>(kvh) * D;
-#pragma unroll
-          for (int i = 0; i < DPL; ++i) v[u][i] = lane + 32 * i < D ? vj[lane + 32 * i] : 0.f;
-        }
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          if (jb + u > je - j0) break;
-          const float pv = __shfl_sync(0xffffffffu, pj, jb + u);
-#pragma unroll
-          for (int i = 0; i < DPL; ++i)
-            if (lane + 32 * i < D) acc[i] = fmaf(pv, v[u][i], acc[i]);
-        }
+        for (int i = 0; i < DPL; ++i)
+          if (lane + 32 * i < D) acc[i] = fmaf(pv, vj[lane + 32 * i], acc[i]);
       }
     }
     float* st = partial + ((static_cast<int64_t>(blockIdx.x) * s.num_heads + h) * max_chunks + chunk) * (D + 2);
@@ -262,6 +304,8 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
 template <int DPL>
 __global__ void attention_combine_kernel(DeviceAttentionMeta meta, const int32_t* __restrict__ rows, AttentionShape s,
                                          int max_chunks, const float* __restrict__ partial, float* __restrict__ out) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int i = blockIdx.x, h = blockIdx.y, r = rows[i], D = s.head_dim, lane = threadIdx.x;
   const int32_t pos = meta.positions[r];
   const int lo = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
@@ -284,10 +328,13 @@ __global__ void attention_combine_kernel(DeviceAttentionMeta meta, const int32_t
 __global__ void write_kv_kernel(const float* __restrict__ k, const float* __restrict__ v, DeviceAttentionMeta meta,
                                 float* __restrict__ k_cache, float* __restrict__ v_cache, int block_size,
                                 int64_t width) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int r = blockIdx.x;
   const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[r]];
   const int64_t slot = kv_slot(table, meta.positions[r], block_size);
-  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
+  const int64_t i = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;  // one element per thread
+  if (i < width) {
     k_cache[slot * width + i] = k[r * width + i];
     v_cache[slot * width + i] = v[r * width + i];
   }
@@ -321,19 +368,19 @@ void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile*
   const int group = shape.num_heads / shape.num_kv_heads, hpc = heads_per_chunk(group);
   const int chunks = (group + hpc - 1) / hpc;
   const int D = shape.head_dim;
-  const size_t smem = (kMaxPairs * D + kKeyTile * (D + 1) + kKeyTile * D) * sizeof(float);
+  if (D % 4 != 0) fail_unsupported("attention head_dim (a multiple of 4)", D);
+  const size_t smem = (kMaxPairs * D + kKeyTile * (D + 4) + kKeyTile * D) * sizeof(float);
   const dim3 grid(static_cast<unsigned>(num_tiles), static_cast<unsigned>(shape.num_kv_heads * chunks));
-  auto launch = [&](auto kernel) {
+  auto go = [&](auto kernel) {
     if (smem > 48 * 1024)
       TACHYON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    kernel<<<grid, 128, smem, stream>>>(q, meta, tiles, k_cache, v_cache, shape, hpc, out);
+    launch(kernel, grid, 128, smem, stream, q, meta, tiles, k_cache, v_cache, shape, hpc, out);
   };
-  if (D <= 32) launch(attention_kernel<1>);
-  else if (D <= 64) launch(attention_kernel<2>);
-  else if (D <= 128) launch(attention_kernel<4>);
-  else if (D <= 256) launch(attention_kernel<8>);
+  if (D <= 32) go(attention_kernel<1>);
+  else if (D <= 64) go(attention_kernel<2>);
+  else if (D <= 128) go(attention_kernel<4>);
+  else if (D <= 256) go(attention_kernel<8>);
   else fail_unsupported("head_dim", D);
-  TACHYON_CUDA_LAUNCH_CHECK();
 }
 
 int decode_chunks(int32_t max_position) { return max_position / kChunkKeys + 1; }
@@ -351,24 +398,24 @@ void attention_decode(const float* q, const DeviceAttentionMeta& meta, const int
   const dim3 grid(static_cast<unsigned>(num_rows), static_cast<unsigned>(shape.num_kv_heads),
                   static_cast<unsigned>(max_chunks));
   const dim3 combine_grid(static_cast<unsigned>(num_rows), static_cast<unsigned>(shape.num_heads));
-  auto launch = [&](auto kernel, auto combine) {
-    kernel<<<grid, 128, 0, stream>>>(q, meta, rows, k_cache, v_cache, shape, max_chunks, workspace);
-    TACHYON_CUDA_LAUNCH_CHECK();
-    combine<<<combine_grid, 32, 0, stream>>>(meta, rows, shape, max_chunks, workspace, out);
-    TACHYON_CUDA_LAUNCH_CHECK();
+  const size_t smem = decode_smem_bytes(D);
+  auto go = [&](auto kernel, auto combine) {
+    if (smem > 48 * 1024)
+      TACHYON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    launch(kernel, grid, 128, smem, stream, q, meta, rows, k_cache, v_cache, shape, max_chunks, workspace);
+    launch(combine, combine_grid, 32, 0, stream, meta, rows, shape, max_chunks, workspace, out);
   };
-  if (D <= 32) launch(attention_decode_kernel<1>, attention_combine_kernel<1>);
-  else if (D <= 64) launch(attention_decode_kernel<2>, attention_combine_kernel<2>);
-  else if (D <= 128) launch(attention_decode_kernel<4>, attention_combine_kernel<4>);
-  else if (D <= 256) launch(attention_decode_kernel<8>, attention_combine_kernel<8>);
+  if (D <= 32) go(attention_decode_kernel<1>, attention_combine_kernel<1>);
+  else if (D <= 64) go(attention_decode_kernel<2>, attention_combine_kernel<2>);
+  else if (D <= 128) go(attention_decode_kernel<4>, attention_combine_kernel<4>);
+  else if (D <= 256) go(attention_decode_kernel<8>, attention_combine_kernel<8>);
   else fail_unsupported("head_dim", D);
 }
 
 void write_kv(const float* k, const float* v, int64_t rows, const DeviceAttentionMeta& meta, float* k_cache,
               float* v_cache, int block_size, int64_t width, cudaStream_t stream) {
   if (rows == 0) return;
-  write_kv_kernel<<<static_cast<unsigned>(rows), 128, 0, stream>>>(k, v, meta, k_cache, v_cache, block_size, width);
-  TACHYON_CUDA_LAUNCH_CHECK();
+  launch(write_kv_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(ceil_div(width, 128))), 128, 0, stream, k, v, meta, k_cache, v_cache, block_size, width);
 }
 
 }  // namespace tachyon::kernels::cuda

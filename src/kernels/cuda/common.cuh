@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
 namespace tachyon::kernels::cuda {
 
@@ -59,6 +60,33 @@ __device__ __forceinline__ float warp_sum(float v) {
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
+}
+
+// Programmatic dependent launch (sm_90). Every kernel of the backend is launched by `launch`
+// below, so it may start while the kernel before it in the stream is still running. The
+// rule that keeps this correct: a kernel touches nothing another kernel writes (activations,
+// KV, workspaces) before pdl_wait(), which returns once the previous kernel has completed and
+// its writes are visible (and that kernel itself waited for its own predecessor, so the
+// whole stream before it is done). Only constant data (weights) may be read before it.
+// pdl_launch_dependents() lets the next kernel be scheduled early (its CTAs then prefetch
+// weights or wait).
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+
+// Launches `kernel` on `stream` with programmatic stream serialization allowed (see pdl_wait).
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  TACHYON_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(std::forward<Args>(args))...));
 }
 #endif
 

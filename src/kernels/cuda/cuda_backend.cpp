@@ -5,7 +5,11 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <map>
+#include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "base/error.h"
 #include "kernels/cuda/attention.cuh"
@@ -78,6 +82,54 @@ class DeviceMirror {
   uint64_t clock_ = 0;
 };
 
+// Per-op GPU time: a cudaEvent pair around every op while enabled (the events serialise the
+// stream, so the programmatic overlap between kernels is lost: a diagnostic, not a benchmark).
+class OpProfile {
+ public:
+  ~OpProfile() {
+    for (auto& e : events_) cudaEventDestroy(e.first), cudaEventDestroy(e.second);
+  }
+  bool enabled = false;
+  void begin(cudaStream_t stream, std::string label) {
+    if (used_ == events_.size()) {
+      std::pair<cudaEvent_t, cudaEvent_t> e;
+      TACHYON_CUDA_CHECK(cudaEventCreate(&e.first));
+      TACHYON_CUDA_CHECK(cudaEventCreate(&e.second));
+      events_.push_back(e);
+    }
+    labels_.push_back(std::move(label));
+    TACHYON_CUDA_CHECK(cudaEventRecord(events_[used_].first, stream));
+  }
+  void end(cudaStream_t stream) { TACHYON_CUDA_CHECK(cudaEventRecord(events_[used_++].second, stream)); }
+  std::string report(cudaStream_t stream) {
+    TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::map<std::string, std::pair<int, double>> by_label;
+    double total = 0;
+    for (size_t i = 0; i < used_; ++i) {
+      float ms = 0;
+      TACHYON_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[i].first, events_[i].second));
+      auto& e = by_label[labels_[i]];
+      e.first += 1, e.second += ms * 1e3;
+      total += ms * 1e3;
+    }
+    std::vector<std::pair<std::string, std::pair<int, double>>> rows(by_label.begin(), by_label.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+    std::string out = "| op | calls | total us | us/call | share |\n|---|---|---|---|---|\n";
+    for (const auto& [label, v] : rows)
+      out += fmt::format("| {} | {} | {:.1f} | {:.2f} | {:.1f}% |\n", label, v.first, v.second, v.second / v.first,
+                         100 * v.second / total);
+    out += fmt::format("| all ops | {} | {:.1f} | | |\n", used_, total);
+    used_ = 0;
+    labels_.clear();
+    return out;
+  }
+
+ private:
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> events_;
+  std::vector<std::string> labels_;
+  size_t used_ = 0;
+};
+
 }  // namespace
 
 class CudaBackend final : public Backend {
@@ -87,6 +139,7 @@ class CudaBackend final : public Backend {
     TACHYON_CUDA_CHECK(cudaSetDevice(0));
     TACHYON_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     mirror_ = std::make_unique<DeviceMirror>(stream_);
+    profile_ = std::make_unique<OpProfile>();
     cudaDeviceProp prop{};
     TACHYON_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     device_name_ = prop.name;
@@ -97,6 +150,8 @@ class CudaBackend final : public Backend {
     for (void* p : owned_) cudaFree(p);
     if (staging_) cudaFree(staging_);
     if (workspace_) cudaFree(workspace_);
+    if (counters_) cudaFree(counters_);
+    profile_.reset();
     if (attn_workspace_) cudaFree(attn_workspace_);
     cudaStreamDestroy(stream_);
   }
@@ -160,45 +215,79 @@ class CudaBackend final : public Backend {
   void synchronize() override { TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
   void embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) override {
+    Scope scope(this, "embedding");
     TACHYON_CHECK(table.layout == WeightLayout::MmaFragments || table.dtype == DType::F32, "embedding table layout");
     cuda::embedding(table.data, table.layout == WeightLayout::MmaFragments, table.cols, mirror_->get(ids, rows), rows,
                     scale, out, stream_);
   }
   void rms_norm(const float* x, const Weight& w, int64_t rows, int64_t dim, float eps, float weight_offset,
                 float* out) override {
+    Scope scope(this, "rms_norm");
     TACHYON_CHECK(w.dtype == DType::F32 && w.cols == dim, "rms_norm weight must be an uploaded [dim] vector");
     cuda::rms_norm(x, static_cast<const float*>(w.data), rows, dim, eps, weight_offset, out, stream_);
   }
   void matmul(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* out) override {
+    Scope scope(this, "matmul", w.rows, w.cols, rows);
     TACHYON_CHECK(w.layout == WeightLayout::MmaFragments, "matmul weights must come from upload_weight");
     const float* b = bias && !bias->empty() ? static_cast<const float*>(bias->data) : nullptr;
-    const size_t need = cuda::matmul_workspace_bytes(rows, w.cols);
+    // Grow-only, geometrically: a steady decode loop never reallocates (a reallocation
+    // synchronises the stream).
+    const size_t need = cuda::matmul_workspace_bytes(rows, w.rows, w.cols);
     if (need > workspace_bytes_) {
       if (workspace_) deallocate(workspace_);
-      workspace_ = allocate(need);
-      workspace_bytes_ = need;
+      workspace_bytes_ = std::max(need, workspace_bytes_ * 3 / 2);
+      workspace_ = allocate(workspace_bytes_);
     }
-    cuda::matmul(x, rows, w.data, w.rows, w.cols, b, out, workspace_, stream_);
+    const size_t counters = cuda::matmul_counter_count(w.rows);
+    if (counters > num_counters_) {
+      if (counters_) deallocate(counters_);
+      num_counters_ = std::max(counters, num_counters_ * 2);
+      counters_ = static_cast<unsigned*>(allocate(num_counters_ * sizeof(unsigned)));
+      TACHYON_CUDA_CHECK(cudaMemsetAsync(counters_, 0, num_counters_ * sizeof(unsigned), stream_));
+    }
+    cuda::matmul(x, rows, w.data, w.rows, w.cols, b, out, workspace_, counters_, stream_);
   }
   void rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const RopeTable& table,
             const int32_t* positions) override {
+    Scope scope(this, "rope");
     cuda::rope(x, rows, heads, head_dim, mirror_->get(table.inv_freq.data(), table.inv_freq.size()), table.rotary_dim,
                table.offset, table.attention_scaling, table.interleaved, mirror_->get(positions, rows), stream_);
   }
   void gated_activation(const float* gate_up, int64_t rows, int64_t dim, Activation act, float* out) override {
+    Scope scope(this, "gated_activation");
     cuda::gated_activation(gate_up, rows, dim, act, out, stream_);
   }
   void gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t width, float* dst) override {
+    Scope scope(this, "gather_rows");
     cuda::gather_rows(src, mirror_->get(rows, n), n, width, dst, stream_);
   }
-  void add(float* x, const float* y, int64_t n) override { cuda::add(x, y, n, stream_); }
+  void add(float* x, const float* y, int64_t n) override {
+    Scope scope(this, "add");
+    cuda::add(x, y, n, stream_);
+  }
+  void add_rms_norm(float* x, const float* y, const Weight& w, int64_t rows, int64_t dim, float eps,
+                    float weight_offset, float* out) override {
+    {
+      Scope scope(this, "add_rms_norm");
+      TACHYON_CHECK(w.dtype == DType::F32 && w.cols == dim, "rms_norm weight must be an uploaded [dim] vector");
+      if (cuda::add_rms_norm(x, y, static_cast<const float*>(w.data), rows, dim, eps, weight_offset, out, stream_))
+        return;
+    }
+    Backend::add_rms_norm(x, y, w, rows, dim, eps, weight_offset, out);
+  }
+  void argmax(const float* x, int64_t rows, int64_t n, int32_t* ids) override {
+    Scope scope(this, "argmax");
+    cuda::argmax(x, rows, n, ids, stream_);
+  }
   void write_kv(const float* k, const float* v, int64_t rows, const PagedKv& kv, const AttentionMeta& meta) override {
+    Scope scope(this, "write_kv");
     cuda::write_kv(k, v, rows, device_meta(meta, rows), kv.k, kv.v, kv.block_size, kv.num_kv_heads * kv.head_dim,
                    stream_);
   }
   void attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
                  const AttentionParams& p, float* out) override {
     if (rows == 0) return;
+    Scope scope(this, "attention");
     TACHYON_CHECK(kv.head_dim <= 256, "the CUDA attention supports head_dim <= 256, got {}", kv.head_dim);
     TACHYON_CHECK(p.num_heads % kv.num_kv_heads == 0, "num_heads must be a multiple of num_kv_heads");
     const int group = static_cast<int>(p.num_heads / kv.num_kv_heads);
@@ -218,10 +307,10 @@ class CudaBackend final : public Backend {
       const int chunks = cuda::decode_chunks(max_pos);
       const size_t need = cuda::decode_workspace_bytes(static_cast<int64_t>(decode_rows.size()), shape.num_heads,
                                                        shape.head_dim, chunks);
-      if (need > attn_workspace_bytes_) {
+      if (need > attn_workspace_bytes_) {  // grow-only, geometrically (see matmul)
         if (attn_workspace_) deallocate(attn_workspace_);
-        attn_workspace_ = allocate(need);
-        attn_workspace_bytes_ = need;
+        attn_workspace_bytes_ = std::max(need, attn_workspace_bytes_ * 2);
+        attn_workspace_ = allocate(attn_workspace_bytes_);
       }
       cuda::attention_decode(q, dmeta, mirror_->get(decode_rows.data(), decode_rows.size()),
                              static_cast<int>(decode_rows.size()), chunks, kv.k, kv.v, shape,
@@ -229,7 +318,24 @@ class CudaBackend final : public Backend {
     }
   }
 
+ OpProfile& profile() { return *profile_; }
+  cudaStream_t stream() const { return stream_; }
+
  private:
+  // Brackets one op with profile events when profiling is on.
+  struct Scope {
+    Scope(CudaBackend* b, const char* op, int64_t n = 0, int64_t k = 0, int64_t m = 0) : backend(b) {
+      if (!b->profile_->enabled) return;
+      backend->profile_->begin(backend->stream_, n ? fmt::format("{} {}x{} M={}", op, n, k, m) : std::string(op));
+      on = true;
+    }
+    ~Scope() {
+      if (on) backend->profile_->end(backend->stream_);
+    }
+    CudaBackend* backend;
+    bool on = false;
+  };
+
   static float load_host(const Weight& w, int64_t i) {
     switch (w.dtype) {
       case DType::F32: return static_cast<const float*>(w.data)[i];
@@ -248,6 +354,9 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   std::string device_name_;
   std::unique_ptr<DeviceMirror> mirror_;
+  std::unique_ptr<OpProfile> profile_;
+  unsigned* counters_ = nullptr;  // split-K matmul: one zeroed counter per column group
+  size_t num_counters_ = 0;
   std::vector<void*> owned_;
   void* staging_ = nullptr;  // row-major weight on its way to being packed
   size_t staging_bytes_ = 0;
@@ -269,5 +378,17 @@ int cuda_device_count() {
 }
 
 std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<cuda::CudaBackend>(); }
+
+void cuda_profile_enable(Backend& backend, bool on) {
+  auto* b = dynamic_cast<cuda::CudaBackend*>(&backend);
+  TACHYON_CHECK(b != nullptr, "cuda_profile_enable needs the CUDA backend");
+  b->profile().enabled = on;
+}
+
+std::string cuda_profile_report(Backend& backend) {
+  auto* b = dynamic_cast<cuda::CudaBackend*>(&backend);
+  TACHYON_CHECK(b != nullptr, "cuda_profile_report needs the CUDA backend");
+  return b->profile().report(b->stream());
+}
 
 }  // namespace tachyon::kernels

@@ -7,6 +7,8 @@ namespace {
 
 __global__ void embedding_kernel(const void* __restrict__ table, bool packed, int64_t dim,
                                  const int32_t* __restrict__ ids, float scale, float* __restrict__ out) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t r = blockIdx.x, id = ids[r];
   for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
     const float v = packed ? __bfloat162float(static_cast<const __nv_bfloat16*>(table)[mma_fragment_index(id, c, dim)])
@@ -23,6 +25,8 @@ __device__ __forceinline__ float gelu_tanh(float x) {
 
 __global__ void gated_activation_kernel(const float* __restrict__ gate_up, int64_t rows, int64_t dim, bool gelu,
                                         float* __restrict__ out) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * dim) return;
   const int64_t r = i / dim, c = i % dim;
@@ -31,14 +35,43 @@ __global__ void gated_activation_kernel(const float* __restrict__ gate_up, int64
 }
 
 __global__ void add_kernel(float* __restrict__ x, const float* __restrict__ y, int64_t n) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) x[i] += y[i];
 }
 
 __global__ void gather_rows_kernel(const float* __restrict__ src, const int32_t* __restrict__ rows, int64_t width,
                                    float* __restrict__ dst) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t i = blockIdx.x, from = rows[i];
   for (int64_t c = threadIdx.x; c < width; c += blockDim.x) dst[i * width + c] = src[from * width + c];
+}
+
+// One 1024-thread CTA per row: each thread keeps its strided best (ties: lower index), then
+// warps and the CTA reduce with the same rule, so the result is the first maximum.
+__device__ __forceinline__ void better(float& v, int& i, float ov, int oi) {
+  if (ov > v || (ov == v && oi < i)) v = ov, i = oi;
+}
+__global__ void __launch_bounds__(1024) argmax_kernel(const float* __restrict__ x, int64_t n, int32_t* __restrict__ ids) {
+  pdl_wait();
+  pdl_launch_dependents();
+  __shared__ float vs[32];
+  __shared__ int is[32];
+  const float* row = x + static_cast<int64_t>(blockIdx.x) * n;
+  float v = -INFINITY;
+  int best = 0x7fffffff;
+  for (int64_t c = threadIdx.x; c < n; c += 1024) better(v, best, row[c], static_cast<int>(c));
+  for (int o = 16; o > 0; o >>= 1) better(v, best, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, best, o));
+  if (threadIdx.x % 32 == 0) vs[threadIdx.x / 32] = v, is[threadIdx.x / 32] = best;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    v = vs[threadIdx.x], best = is[threadIdx.x];
+    for (int o = 16; o > 0; o >>= 1)
+      better(v, best, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, best, o));
+    if (threadIdx.x == 0) ids[blockIdx.x] = best == 0x7fffffff ? 0 : best;
+  }
 }
 
 unsigned blocks_for(int64_t n) { return static_cast<unsigned>(ceil_div(n, 256)); }
@@ -48,28 +81,29 @@ unsigned blocks_for(int64_t n) { return static_cast<unsigned>(ceil_div(n, 256));
 void embedding(const void* table, bool fragment_packed, int64_t dim, const int32_t* ids, int64_t rows, float scale,
                float* out, cudaStream_t stream) {
   if (rows == 0) return;
-  embedding_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(table, fragment_packed, dim, ids, scale, out);
-  TACHYON_CUDA_LAUNCH_CHECK();
+  launch(embedding_kernel, static_cast<unsigned>(rows), 256, 0, stream, table, fragment_packed, dim, ids, scale, out);
 }
 
 void gated_activation(const float* gate_up, int64_t rows, int64_t dim, Activation act, float* out,
                       cudaStream_t stream) {
   if (rows * dim == 0) return;
-  gated_activation_kernel<<<blocks_for(rows * dim), 256, 0, stream>>>(gate_up, rows, dim, act == Activation::GeluTanh,
-                                                                      out);
-  TACHYON_CUDA_LAUNCH_CHECK();
+  launch(gated_activation_kernel, blocks_for(rows * dim), 256, 0, stream, gate_up, rows, dim,
+         act == Activation::GeluTanh, out);
 }
 
 void add(float* x, const float* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  add_kernel<<<blocks_for(n), 256, 0, stream>>>(x, y, n);
-  TACHYON_CUDA_LAUNCH_CHECK();
+  launch(add_kernel, blocks_for(n), 256, 0, stream, x, y, n);
+}
+
+void argmax(const float* x, int64_t rows, int64_t n, int32_t* ids, cudaStream_t stream) {
+  if (rows == 0) return;
+  launch(argmax_kernel, static_cast<unsigned>(rows), 1024, 0, stream, x, n, ids);
 }
 
 void gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t width, float* dst, cudaStream_t stream) {
   if (n == 0) return;
-  gather_rows_kernel<<<static_cast<unsigned>(n), 256, 0, stream>>>(src, rows, width, dst);
-  TACHYON_CUDA_LAUNCH_CHECK();
+  launch(gather_rows_kernel, static_cast<unsigned>(n), 256, 0, stream, src, rows, width, dst);
 }
 
 }  // namespace tachyon::kernels::cuda

@@ -19,6 +19,8 @@ void gated_activation(const float* gate_up, int64_t rows, int64_t dim, Activatio
 // x += y
 void add(float* x, const float* y, int64_t n, cudaStream_t stream);
 // dst[i, :] = src[rows[i], :]
+// ids[r] = the first index of the maximum of x[r, 0:n).
+void argmax(const float* x, int64_t rows, int64_t n, int32_t* ids, cudaStream_t stream);
 void gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t width, float* dst, cudaStream_t stream);
 
 }  // namespace tachyon::kernels::cuda

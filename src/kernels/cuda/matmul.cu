@@ -3,6 +3,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+
 #include "kernels/cuda/common.cuh"
 
 namespace tachyon::kernels::cuda {
@@ -89,6 +91,8 @@ __global__ void __launch_bounds__(256) matmul_skinny_kernel(const float* __restr
                                                             const uint4* __restrict__ xa, int M, int K,
                                                             const uint4* __restrict__ w, int N, int kp_count,
                                                             const float* __restrict__ bias, float* __restrict__ out) {
+  pdl_wait();
+  pdl_launch_dependents();
   constexpr int kTileFloats = MT * NTW * 32 * 4;  // one warp's partial sums
   constexpr int kPerThread = (kTileFloats + 255) / 256;
   extern __shared__ float partial[];  // [kSkinnyWarps][kTileFloats]
@@ -182,6 +186,8 @@ __global__ void __launch_bounds__(256) matmul_decode_kernel(const float* __restr
                                                             const uint4* __restrict__ w, int N, int kp_count,
                                                             const float* __restrict__ bias,
                                                             float* __restrict__ out) {
+  pdl_wait();
+  pdl_launch_dependents();
   constexpr int kRegs = kHalf ? 2 : 4;  // A registers staged per lane per k-tile
   extern __shared__ uint32_t xs[];      // [kDecodeRoundTiles][32 lanes][kRegs]
   __shared__ float partial[kSkinnyWarps][128];
@@ -245,6 +251,131 @@ __global__ void __launch_bounds__(256) matmul_decode_kernel(const float* __restr
   }
 }
 
+// ---- split-K decode: M <= 64 ---------------------------------------------------------------
+// Grid (n-groups of 8 n-tiles, k segments): warp w of CTA (g, s) computes n-tile 8g + w over
+// segment s only. It issues the 16 loads of its segment's weights (8 KB per warp, 64 KB per
+// CTA, one DRAM round trip) before pdl_wait, so the weights stream while the previous kernel
+// finishes; then the CTA stages x's segment as bf16 A fragments in shared memory, each warp
+// runs the segment's MMA chain and writes the segment sum to `partial`; the last CTA of the
+// n-group to finish (a counter per group) adds the segment sums in segment order and writes
+// out. Same canonical order as every other kernel here, so the bits are the same.
+constexpr int kSplitWarps = 8;
+
+// kSmemB: the weights go to shared memory by cp.async instead of registers (64 KB per CTA,
+// no register cost, so three CTAs fit an SM at M <= 8 and more bytes are in flight).
+template <int MT, bool kHalf, bool kSmemB>  // MT m-tiles of 16 rows; kHalf: M <= 8 (A rows 8-15 are zero)
+__global__ void __launch_bounds__(256, 2) matmul_splitk_kernel(const float* __restrict__ x, int M, int K,
+                                                               const uint4* __restrict__ w, int N, int kp_count,
+                                                               const float* __restrict__ bias, float* __restrict__ out,
+                                                               float* __restrict__ partial,
+                                                               unsigned* __restrict__ counters) {
+  constexpr int kRegs = kHalf ? 2 : 4;  // A registers staged per lane per k-tile
+  constexpr int kSegTiles = 2 * kPairsPerSegment;
+  extern __shared__ uint4 smem_splitk[];
+  constexpr int kSmemBUnits = kSmemB ? kSplitWarps * kPairsPerSegment * 32 : 0;
+  uint32_t* xs = reinterpret_cast<uint32_t*>(smem_splitk + kSmemBUnits);  // [MT][kSegTiles][32 lanes][kRegs]
+  __shared__ bool is_last;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int nt = blockIdx.x * kSplitWarps + warp, seg = blockIdx.y, num_segments = gridDim.y;
+  const int kp_begin = seg * kPairsPerSegment, kp_end = min(kp_count, kp_begin + kPairsPerSegment);
+  uint4 b[kSmemB ? 1 : kPairsPerSegment];
+  uint4* bs = smem_splitk + warp * kPairsPerSegment * 32;  // kSmemB: this warp's [16 pairs][32 lanes]
+  if constexpr (kSmemB) {
+#pragma unroll
+    for (int u = 0; u < kPairsPerSegment; ++u)
+      if (kp_begin + u < kp_end)
+        cp_async16(bs + u * 32 + lane, w + (static_cast<int64_t>(nt) * kp_count + kp_begin + u) * 32 + lane);
+    cp_async_commit();
+  } else {
+#pragma unroll
+    for (int u = 0; u < kPairsPerSegment; ++u)
+      b[u] = kp_begin + u < kp_end ? load_stream(w + (static_cast<int64_t>(nt) * kp_count + kp_begin + u) * 32 + lane)
+                                   : make_uint4(0, 0, 0, 0);
+  }
+  pdl_wait();
+  for (int i = threadIdx.x; i < MT * kSegTiles * 32; i += 256) {
+    const int l = i % 32, kt = (i / 32) % kSegTiles, mt = i / (32 * kSegTiles);
+    const int k = kp_begin * 32 + 16 * kt + 2 * (l & 3), row = 16 * mt + (l >> 2);
+    uint32_t* dst = xs + i * kRegs;
+    dst[0] = load_x_pair(x, M, K, row, k);
+    dst[1] = load_x_pair(x, M, K, row, k + 8);
+    if constexpr (!kHalf) {
+      dst[2] = load_x_pair(x, M, K, row + 8, k);
+      dst[3] = load_x_pair(x, M, K, row + 8, k + 8);
+    }
+  }
+  if constexpr (kSmemB) cp_async_wait<0>();  // each lane reads back only what it copied
+  __syncthreads();
+  pdl_launch_dependents();
+  float acc[MT][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) acc[mt][0] = acc[mt][1] = acc[mt][2] = acc[mt][3] = 0.f;
+#pragma unroll
+  for (int u = 0; u < kPairsPerSegment; ++u) {
+    if (kp_begin + u >= kp_end) break;
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int kt = 2 * u + t;
+        uint32_t a[4];
+        if constexpr (kHalf) {
+          const uint2 v = reinterpret_cast<const uint2*>(xs)[(mt * kSegTiles + kt) * 32 + lane];
+          a[0] = v.x, a[1] = 0u, a[2] = v.y, a[3] = 0u;
+        } else {
+          const uint4 v = reinterpret_cast<const uint4*>(xs)[(mt * kSegTiles + kt) * 32 + lane];
+          a[0] = v.x, a[1] = v.z, a[2] = v.y, a[3] = v.w;
+        }
+        const uint4 bu = kSmemB ? bs[u * 32 + lane] : b[u];
+        mma_bf16(acc[mt], a, t == 0 ? bu.x : bu.z, t == 0 ? bu.y : bu.w);
+      }
+  }
+  const int n_pad = gridDim.x * kSplitWarps * 8;
+  const int g = lane / 4, c = lane % 4, col = nt * 8 + 2 * c;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = 16 * mt + g + 8 * h;
+      if (row < M)
+        *reinterpret_cast<float2*>(partial + (static_cast<int64_t>(seg) * M + row) * n_pad + col) =
+            make_float2(acc[mt][2 * h], acc[mt][2 * h + 1]);
+    }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) is_last = atomicAdd(&counters[blockIdx.x], 1u) == static_cast<unsigned>(num_segments - 1);
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  // Segment sums in segment order (the canonical order, common.cuh), then the bias.
+  constexpr int kGroupCols = kSplitWarps * 8;
+  for (int i = threadIdx.x; i < M * kGroupCols; i += 256) {
+    const int row = i / kGroupCols, cc = blockIdx.x * kGroupCols + i % kGroupCols;
+    if (cc >= N) continue;
+    float total = 0.f;
+    for (int s2 = 0; s2 < num_segments; ++s2) total += __ldcg(partial + (static_cast<int64_t>(s2) * M + row) * n_pad + cc);
+    out[static_cast<int64_t>(row) * N + cc] = finish(total, bias, cc);
+  }
+  if (threadIdx.x == 0) counters[blockIdx.x] = 0u;  // ready for the next launch (stream-ordered)
+}
+
+template <int MT, bool kHalf, bool kSmemB>
+void launch_splitk(const float* x, int M, int K, const uint4* w, int N, int kp_count, const float* bias, float* out,
+                   float* partial, unsigned* counters, cudaStream_t stream) {
+  constexpr size_t smem = static_cast<size_t>(MT) * 2 * kPairsPerSegment * 32 * (kHalf ? 2 : 4) * sizeof(uint32_t) +
+                          (kSmemB ? static_cast<size_t>(kSplitWarps) * kPairsPerSegment * 32 * sizeof(uint4) : 0);
+  static const bool configured = [] {
+    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_splitk_kernel<MT, kHalf, kSmemB>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    return true;
+  }();
+  (void)configured;
+  const int64_t groups = round_up(N, kMmaRowPad) / 8 / kSplitWarps;
+  const int segments = static_cast<int>(ceil_div(kp_count, kPairsPerSegment));
+  launch(matmul_splitk_kernel<MT, kHalf, kSmemB>, dim3(static_cast<unsigned>(groups), static_cast<unsigned>(segments)), 256,
+         smem, stream, x, M, K, w, N, kp_count, bias, out, partial, counters);
+}
+
 // ---- tiled: M > 64 ------------------------------------------------------------------------
 constexpr int kTileM = 8;    // m-tiles (16 rows) per CTA
 constexpr int kTileN = 16;   // n-tiles (8 columns) per CTA
@@ -258,6 +389,8 @@ constexpr size_t kTiledSmem = kStages * (kStageUnitsA + kStageUnitsB) * sizeof(u
 // x [M, K] f32 -> A fragments [m_tiles][k_tiles][32 lanes] x uint4, zero-padded.
 __global__ void to_a_fragments_kernel(const float* __restrict__ x, int M, int K, int64_t m_tiles, int k_tiles,
                                       uint4* __restrict__ xa) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= m_tiles * k_tiles * 32) return;
   const int lane = static_cast<int>(i % 32);
@@ -271,6 +404,8 @@ __global__ void to_a_fragments_kernel(const float* __restrict__ x, int M, int K,
 __global__ void __launch_bounds__(256, 1) matmul_tiled_kernel(const uint4* __restrict__ xa, int M, int k_tiles,
                                                               const uint4* __restrict__ w, int N,
                                                               const float* __restrict__ bias, float* __restrict__ out) {
+  pdl_wait();
+  pdl_launch_dependents();
   extern __shared__ uint4 smem[];
   uint4* As = smem;                           // [kStages][kTileM][kStageKt][32]
   uint4* Bs = smem + kStages * kStageUnitsA;  // [kStages][kTileN][kStageKt / 2][32]
@@ -365,9 +500,8 @@ void launch_skinny(const float* x, const uint4* xa, int M, int K, const uint4* w
   }();
   (void)configured;
   const int64_t n_tiles = round_up(N, kMmaRowPad) / 8;
-  matmul_skinny_kernel<MT, NTW, U, kFragA><<<static_cast<unsigned>(n_tiles / NTW), 256, smem, stream>>>(
-      x, xa, M, K, w, N, kp_count, bias, out);
-  TACHYON_CUDA_LAUNCH_CHECK();
+  launch(matmul_skinny_kernel<MT, NTW, U, kFragA>, static_cast<unsigned>(n_tiles / NTW), 256, smem, stream, x, xa, M, K,
+         w, N, kp_count, bias, out);
 }
 
 int64_t a_fragment_m_tiles(int64_t rows) { return round_up(ceil_div(rows, 16), kTileM); }
@@ -386,24 +520,50 @@ void pack_weight(const void* src, DType dtype, int64_t rows, int64_t cols, void*
   TACHYON_CUDA_LAUNCH_CHECK();
 }
 
-int decode_variant = kDecodeWide;
+int decode_variant = kDecodeAuto;
+bool splitk_smem_weights = false;
 
-void set_decode_matmul_variant(int variant) { decode_variant = variant; }
-
-size_t matmul_workspace_bytes(int64_t rows, int64_t k) {
-  if (rows <= 16) return 0;
-  return static_cast<size_t>(a_fragment_m_tiles(rows) * (round_up(k, kMmaColPad) / 16) * 32) * sizeof(uint4);
+void set_decode_matmul_variant(int variant) {
+  decode_variant = variant == kDecodeSplitKShared ? kDecodeSplitK : variant;
+  splitk_smem_weights = variant == kDecodeSplitKShared;
 }
 
+size_t matmul_workspace_bytes(int64_t rows, int64_t n, int64_t k) {
+  const size_t fragments =
+      rows <= 16 ? 0 : static_cast<size_t>(a_fragment_m_tiles(rows) * (round_up(k, kMmaColPad) / 16) * 32) * sizeof(uint4);
+  const size_t partial = rows <= 64 ? static_cast<size_t>(ceil_div(round_up(k, kMmaColPad), kSegmentK) * rows *
+                                                          round_up(n, kMmaRowPad)) * sizeof(float)
+                                    : 0;
+  return std::max(fragments, partial);
+}
+
+size_t matmul_counter_count(int64_t n) { return static_cast<size_t>(round_up(n, kMmaRowPad) / 8 / kSplitWarps); }
+
 void matmul(const float* x, int64_t rows, const void* w, int64_t n, int64_t k, const float* bias, float* out,
-            void* workspace, cudaStream_t stream) {
+            void* workspace, unsigned* counters, cudaStream_t stream) {
   if (rows == 0) return;
   const int M = static_cast<int>(rows), N = static_cast<int>(n), K = static_cast<int>(k);
   const auto* wf = static_cast<const uint4*>(w);
   const int k_tiles = static_cast<int>(round_up(k, kMmaColPad) / 16);
-  if (rows <= 16 && decode_variant != kDecodeStaged) {
+  // Auto (measured on the H200, bench/NOTES-cuda.md): wide matrices with k <= 4096 (gate_up,
+  // LM head) stream best through the long-lived 4-n-tile kernel; the rest through split-K.
+  int variant = decode_variant;
+  if (variant == kDecodeAuto) variant = rows <= 16 && n >= 16384 && k <= 4096 ? kDecodeWide : kDecodeSplitK;
+  if (rows <= 64 && variant == kDecodeSplitK) {
+    auto* partial = static_cast<float*>(workspace);
     const int kp = k_tiles / 2;
-    switch (decode_variant) {
+    if (rows <= 8) {
+      if (splitk_smem_weights)
+        return launch_splitk<1, true, true>(x, M, K, wf, N, kp, bias, out, partial, counters, stream);
+      return launch_splitk<1, true, false>(x, M, K, wf, N, kp, bias, out, partial, counters, stream);
+    }
+    if (rows <= 16) return launch_splitk<1, false, false>(x, M, K, wf, N, kp, bias, out, partial, counters, stream);
+    if (rows <= 32) return launch_splitk<2, false, false>(x, M, K, wf, N, kp, bias, out, partial, counters, stream);
+    return launch_splitk<4, false, false>(x, M, K, wf, N, kp, bias, out, partial, counters, stream);
+  }
+  if (rows <= 16 && variant != kDecodeStaged) {
+    const int kp = k_tiles / 2;
+    switch (variant) {
       case kDecodeWide: return launch_skinny<1, 4, 4, false>(x, nullptr, M, K, wf, N, kp, bias, out, stream);
       case kDecodeMedium: return launch_skinny<1, 2, 8, false>(x, nullptr, M, K, wf, N, kp, bias, out, stream);
       case kDecodeWideDeep: return launch_skinny<1, 4, 8, false>(x, nullptr, M, K, wf, N, kp, bias, out, stream);
@@ -423,17 +583,16 @@ void matmul(const float* x, int64_t rows, const void* w, int64_t n, int64_t k, c
       return true;
     }();
     (void)configured;
-    kernel<<<static_cast<unsigned>(round_up(n, kMmaRowPad) / 8), 256, smem, stream>>>(x, M, K, wf, N, k_tiles / 2, bias,
-                                                                                     out);
-    TACHYON_CUDA_LAUNCH_CHECK();
+    launch(kernel, static_cast<unsigned>(round_up(n, kMmaRowPad) / 8), 256, smem, stream, x, M, K, wf, N, k_tiles / 2,
+           bias, out);
     return;
   }
   // x -> A fragments once; every CTA then reads 16 bytes per lane per (m-tile, k-tile).
   const int64_t m_tiles = a_fragment_m_tiles(rows);
   auto* xa = static_cast<uint4*>(workspace);
   const int64_t units = m_tiles * k_tiles * 32;
-  to_a_fragments_kernel<<<static_cast<unsigned>(ceil_div(units, 256)), 256, 0, stream>>>(x, M, K, m_tiles, k_tiles, xa);
-  TACHYON_CUDA_LAUNCH_CHECK();
+  launch(to_a_fragments_kernel, static_cast<unsigned>(ceil_div(units, 256)), 256, 0, stream, x, M, K, m_tiles, k_tiles,
+         xa);
   if (rows <= 32) return launch_skinny<2, 2, 8, true>(x, xa, M, K, wf, N, k_tiles / 2, bias, out, stream);
   if (rows <= 48) return launch_skinny<3, 4, 4, true>(x, xa, M, K, wf, N, k_tiles / 2, bias, out, stream);
   if (rows <= 64) return launch_skinny<4, 4, 4, true>(x, xa, M, K, wf, N, k_tiles / 2, bias, out, stream);
@@ -444,8 +603,7 @@ void matmul(const float* x, int64_t rows, const void* w, int64_t n, int64_t k, c
   }();
   (void)configured;
   const dim3 grid(static_cast<unsigned>(m_tiles / kTileM), static_cast<unsigned>(round_up(n, kMmaRowPad) / 128));
-  matmul_tiled_kernel<<<grid, 256, kTiledSmem, stream>>>(xa, M, k_tiles, wf, N, bias, out);
-  TACHYON_CUDA_LAUNCH_CHECK();
+  launch(matmul_tiled_kernel, grid, 256, kTiledSmem, stream, xa, M, k_tiles, wf, N, bias, out);
 }
 
 }  // namespace tachyon::kernels::cuda

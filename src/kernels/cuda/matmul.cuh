@@ -1,11 +1,15 @@
 // Matmul over bf16 fragment-packed weights: out[M, N] = x[M, K] · Wᵀ (+ bias), x and out f32.
 //
-// Two kernels, one arithmetic: every output is reduced in the canonical order of common.cuh
+// Several kernels, one arithmetic: every output is reduced in the canonical order of common.cuh
 // (fixed k segments, one m16n8k16 MMA chain per segment, segment sums in order), with x
 // rounded to bf16. So a row's bits do not depend on M, on its place in the batch, or on
 // which kernel ran:
-//  - skinny (M <= 64, decode): one CTA per 32 output columns, its 8 warps split k by segment,
-//    weights streamed with 16-byte loads, x read as f32 and rounded in registers;
+//  - decode (M <= 64), chosen by shape (kDecodeAuto): split-K, one warp per (8 output
+//    columns, 512-k segment), the whole segment's weights loaded before the first MMA (and
+//    before waiting for the previous kernel), x staged per CTA as bf16 A fragments, segment
+//    sums added in order by the last CTA of each column group; or, for wide matrices with
+//    k <= 4096 at M <= 16, the skinny kernel (4 n-tiles per CTA, its 8 warps split k by
+//    segment); the other skinny variants are kept for the kernel lab;
 //  - tiled (M > 64, prefill): 128x128 tiles, x first converted to A fragments, a 4-stage
 //    cp.async pipeline.
 #pragma once
@@ -24,11 +28,15 @@ size_t packed_weight_bytes(int64_t rows, int64_t cols);
 // Packs a row-major matrix `src` (device memory, f32/f16/bf16) into `dst` (bf16 fragments).
 void pack_weight(const void* src, DType dtype, int64_t rows, int64_t cols, void* dst, cudaStream_t stream);
 
-// Workspace bytes `matmul` needs for `rows` x `k` (0 for the skinny path).
-size_t matmul_workspace_bytes(int64_t rows, int64_t k);
-// w: fragment-packed [n, k]; bias: [n] f32 or null; workspace: matmul_workspace_bytes bytes.
+// Workspace bytes `matmul` needs for x [rows, k] times W [n, k]ᵀ.
+size_t matmul_workspace_bytes(int64_t rows, int64_t n, int64_t k);
+// Number of zero-initialised counters the split-K kernel needs for n output features; the
+// kernel leaves them zero again (stream-ordered reuse by every matmul).
+size_t matmul_counter_count(int64_t n);
+// w: fragment-packed [n, k]; bias: [n] f32 or null; workspace: matmul_workspace_bytes bytes;
+// counters: matmul_counter_count(n) zeroed unsigned ints.
 void matmul(const float* x, int64_t rows, const void* w, int64_t n, int64_t k, const float* bias, float* out,
-            void* workspace, cudaStream_t stream);
+            void* workspace, unsigned* counters, cudaStream_t stream);
 
 // Kernel lab (bench/cuda): which kernel serves M <= 16. All are bit-identical (the canonical
 // order); they differ in how they stream weights and read x. Default: the fastest measured.
@@ -39,6 +47,9 @@ enum DecodeMatmulVariant {
   kDecodeStaged = 3,      // 1 n-tile, x staged per CTA in shared memory
   kDecodeWideDeep = 4,    // 4 n-tiles, 8 k-pairs
   kDecodeMediumDeep = 5,  // 2 n-tiles, 16 k-pairs
+  kDecodeSplitK = 6,        // M <= 64: one warp per (n-tile, segment), last CTA sums the segments
+  kDecodeSplitKShared = 7,  // the same with the weights through shared memory (cp.async) at M <= 8
+  kDecodeAuto = 8,          // by shape: kDecodeWide for n >= 16384 and k <= 4096 at M <= 16, else split-K
 };
 void set_decode_matmul_variant(int variant);
 

@@ -5,25 +5,128 @@
 namespace tachyon::kernels::cuda {
 namespace {
 
+// Up to 32 elements per lane: every load of a row is issued before the first FMA (a
+// strided loop with a runtime trip count would wait on one load per iteration).
+constexpr int kWarpMaxPerLane = 32;
 __global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, int64_t rows, int dim, float eps,
                                 float weight_offset, float* out) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
   const float* xr = x + row * dim;
+  float v[kWarpMaxPerLane];
+#pragma unroll
+  for (int j = 0; j < kWarpMaxPerLane; ++j) v[j] = lane + 32 * j < dim ? xr[lane + 32 * j] : 0.f;
   float sum = 0.f;
-  for (int i = lane; i < dim; i += 32) sum = fmaf(xr[i], xr[i], sum);
+#pragma unroll
+  for (int j = 0; j < kWarpMaxPerLane; ++j) sum = fmaf(v[j], v[j], sum);
   sum = warp_sum(sum);
   const float inv = 1.f / sqrtf(sum / static_cast<float>(dim) + eps);
-  float* orow = out + row * dim;  // may alias xr: each element is read before it is written
-  for (int i = lane; i < dim; i += 32) orow[i] = (weight_offset + w[i]) * (xr[i] * inv);
+  float* orow = out + row * dim;  // may alias xr: every element was read above
+#pragma unroll
+  for (int j = 0; j < kWarpMaxPerLane; ++j)
+    if (lane + 32 * j < dim) orow[lane + 32 * j] = (weight_offset + w[lane + 32 * j]) * (v[j] * inv);
 }
 
-// Wide rows (dim >= kWideDim): one 256-thread block per row; each thread sums its strided
-// elements in order, then warps reduce by butterfly and warp sums add in warp order.
+// Wide rows (dim >= kWideDim, dim % 4 == 0, dim <= 4 * 256 * kWideMaxVec): one 256-thread
+// block per row; thread t holds the float4s t, t + 256, ... in registers (all loaded before
+// the first FMA), sums them in order, warps reduce by butterfly, warp sums add in warp order.
 constexpr int kWideDim = 1024;
-__global__ void rms_norm_wide_kernel(const float* x, const float* __restrict__ w, int dim, float eps,
-                                     float weight_offset, float* out) {
+constexpr int kWideMaxVec = 8;
+__global__ void __launch_bounds__(256) rms_norm_wide_kernel(const float* x, const float* __restrict__ w, int dim,
+                                                            float eps, float weight_offset, float* out) {
+  pdl_wait();
+  pdl_launch_dependents();
+  __shared__ float warp_sums[8];
+  const float4* xr = reinterpret_cast<const float4*>(x + static_cast<int64_t>(blockIdx.x) * dim);
+  const int vecs = dim / 4;
+  float4 v[kWideMaxVec];
+#pragma unroll
+  for (int j = 0; j < kWideMaxVec; ++j)
+    v[j] = threadIdx.x + 256 * j < vecs ? xr[threadIdx.x + 256 * j] : make_float4(0.f, 0.f, 0.f, 0.f);
+  float sum = 0.f;
+#pragma unroll
+  for (int j = 0; j < kWideMaxVec; ++j) {
+    sum = fmaf(v[j].x, v[j].x, sum);
+    sum = fmaf(v[j].y, v[j].y, sum);
+    sum = fmaf(v[j].z, v[j].z, sum);
+    sum = fmaf(v[j].w, v[j].w, sum);
+  }
+  sum = warp_sum(sum);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
+  __syncthreads();
+  float total = 0.f;
+  for (int i = 0; i < 8; ++i) total += warp_sums[i];
+  const float inv = 1.f / sqrtf(total / static_cast<float>(dim) + eps);
+  float4* orow = reinterpret_cast<float4*>(out + static_cast<int64_t>(blockIdx.x) * dim);
+  const float4* w4 = reinterpret_cast<const float4*>(w);
+#pragma unroll
+  for (int j = 0; j < kWideMaxVec; ++j) {
+    const int i = threadIdx.x + 256 * j;
+    if (i < vecs) {
+      const float4 g = w4[i];
+      orow[i] = make_float4((weight_offset + g.x) * (v[j].x * inv), (weight_offset + g.y) * (v[j].y * inv),
+                            (weight_offset + g.z) * (v[j].z * inv), (weight_offset + g.w) * (v[j].w * inv));
+    }
+  }
+}
+
+// x += y, then the wide kernel's norm of x (the same arithmetic as add_kernel then rms_norm_wide_kernel).
+__global__ void __launch_bounds__(256) add_rms_norm_wide_kernel(float* x, const float* __restrict__ y,
+                                                                const float* __restrict__ w, int dim, float eps,
+                                                                float weight_offset, float* __restrict__ out) {
+  pdl_wait();
+  pdl_launch_dependents();
+  __shared__ float warp_sums[8];
+  float4* xr = reinterpret_cast<float4*>(x + static_cast<int64_t>(blockIdx.x) * dim);
+  const float4* yr = reinterpret_cast<const float4*>(y + static_cast<int64_t>(blockIdx.x) * dim);
+  const int vecs = dim / 4;
+  float4 v[kWideMaxVec];
+#pragma unroll
+  for (int j = 0; j < kWideMaxVec; ++j) {
+    const int i = threadIdx.x + 256 * j;
+    if (i < vecs) {
+      const float4 a = xr[i], b = yr[i];
+      v[j] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+      xr[i] = v[j];
+    } else {
+      v[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+  float sum = 0.f;
+#pragma unroll
+  for (int j = 0; j < kWideMaxVec; ++j) {
+    sum = fmaf(v[j].x, v[j].x, sum);
+    sum = fmaf(v[j].y, v[j].y, sum);
+    sum = fmaf(v[j].z, v[j].z, sum);
+    sum = fmaf(v[j].w, v[j].w, sum);
+  }
+  sum = warp_sum(sum);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
+  __syncthreads();
+  float total = 0.f;
+  for (int i = 0; i < 8; ++i) total += warp_sums[i];
+  const float inv = 1.f / sqrtf(total / static_cast<float>(dim) + eps);
+  float4* orow = reinterpret_cast<float4*>(out + static_cast<int64_t>(blockIdx.x) * dim);
+  const float4* w4 = reinterpret_cast<const float4*>(w);
+#pragma unroll
+  for (int j = 0; j < kWideMaxVec; ++j) {
+    const int i = threadIdx.x + 256 * j;
+    if (i < vecs) {
+      const float4 g = w4[i];
+      orow[i] = make_float4((weight_offset + g.x) * (v[j].x * inv), (weight_offset + g.y) * (v[j].y * inv),
+                            (weight_offset + g.z) * (v[j].z * inv), (weight_offset + g.w) * (v[j].w * inv));
+    }
+  }
+}
+
+// Any other width: one block per row, strided.
+__global__ void rms_norm_block_kernel(const float* x, const float* __restrict__ w, int dim, float eps,
+                                      float weight_offset, float* out) {
+  pdl_wait();
+  pdl_launch_dependents();
   __shared__ float warp_sums[8];
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
   float sum = 0.f;
@@ -43,16 +146,33 @@ __global__ void rms_norm_wide_kernel(const float* x, const float* __restrict__ w
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float weight_offset, float* out,
               cudaStream_t stream) {
   if (rows == 0) return;
-  if (dim >= kWideDim) {
-    rms_norm_wide_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(x, w, static_cast<int>(dim), eps,
-                                                                          weight_offset, out);
-    TACHYON_CUDA_LAUNCH_CHECK();
+  const bool aligned = dim % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(out) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+  if (dim >= kWideDim && aligned && dim <= 4 * 256 * kWideMaxVec) {
+    launch(rms_norm_wide_kernel, static_cast<unsigned>(rows), 256, 0, stream, x, w, static_cast<int>(dim), eps,
+           weight_offset, out);
+    return;
+  }
+  if (dim > 32 * kWarpMaxPerLane) {
+    launch(rms_norm_block_kernel, static_cast<unsigned>(rows), 256, 0, stream, x, w, static_cast<int>(dim), eps,
+           weight_offset, out);
     return;
   }
   constexpr int kRowsPerBlock = 8;
-  rms_norm_kernel<<<static_cast<unsigned>(ceil_div(rows, kRowsPerBlock)), 32 * kRowsPerBlock, 0, stream>>>(
-      x, w, rows, static_cast<int>(dim), eps, weight_offset, out);
-  TACHYON_CUDA_LAUNCH_CHECK();
+  launch(rms_norm_kernel, static_cast<unsigned>(ceil_div(rows, kRowsPerBlock)), 32 * kRowsPerBlock, 0, stream, x, w,
+         rows, static_cast<int>(dim), eps, weight_offset, out);
+}
+
+bool add_rms_norm(float* x, const float* y, const float* w, int64_t rows, int64_t dim, float eps, float weight_offset,
+                  float* out, cudaStream_t stream) {
+  const bool aligned = dim % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(y) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(w) % 16 == 0;
+  if (!(dim >= kWideDim && aligned && dim <= 4 * 256 * kWideMaxVec)) return false;
+  if (rows == 0) return true;
+  launch(add_rms_norm_wide_kernel, static_cast<unsigned>(rows), 256, 0, stream, x, y, w, static_cast<int>(dim), eps,
+         weight_offset, out);
+  return true;
 }
 
 }  // namespace tachyon::kernels::cuda

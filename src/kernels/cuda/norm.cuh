@@ -1,6 +1,6 @@
 // RMSNorm: out = x / sqrt(mean(x²) + eps) * (weight_offset + w), one warp per row (one block
-// per row from 1024 wide); each lane sums its strided elements in order, then a fixed
-// butterfly: a row's bits do not depend on the batch.
+// per row from 1024 wide, every load issued before the first FMA); each lane sums its
+// elements in a fixed order, then a fixed butterfly: a row's bits do not depend on the batch.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,5 +12,9 @@ namespace tachyon::kernels::cuda {
 // w: [dim] f32 (device).
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float weight_offset, float* out,
               cudaStream_t stream);
+// x += y, then out = rms_norm(x), in one kernel when the row is wide and 16-byte aligned
+// (bit-identical to add then rms_norm); returns false, having done nothing, otherwise.
+bool add_rms_norm(float* x, const float* y, const float* w, int64_t rows, int64_t dim, float eps, float weight_offset,
+                  float* out, cudaStream_t stream);
 
 }  // namespace tachyon::kernels::cuda

@@ -133,9 +133,9 @@ class DecoderModel final : public Model {
     float* y = ws_.get(Workspace::kProj, rows * hidden);      // [rows, hidden] sub-block output
     const float eps = spec_.rms_norm_eps, offset = spec_.norm_weight_offset;
     backend_.embedding(embed_, batch.tokens.data(), rows, spec_.embed_scale, x);
+    if (spec_.num_layers > 0) backend_.rms_norm(x, layers_[0].input_norm, rows, hidden, eps, offset, h);
     for (int64_t l = 0; l < spec_.num_layers; ++l) {
-      const Layer& layer = layers_[l];
-      backend_.rms_norm(x, layer.input_norm, rows, hidden, eps, offset, h);
+      const Layer& layer = layers_[l];  // h = input_norm(x) on entry
       if (layer.is_linear)
         gated_delta_net_forward(ctx, ws_, layer.gated_delta_net, spec_.gated_delta_net, kv.state(layer.cache_index), h,
                                 y);
@@ -144,13 +144,15 @@ class DecoderModel final : public Model {
       else
         attention_forward(ctx, ws_, layer.attention, spec_.attention[l], kv.layer(layer.cache_index), h, y);
       if (spec_.sandwich_norms) backend_.rms_norm(y, layer.post_attention_norm, rows, hidden, eps, offset, y);
-      backend_.add(x, y, rows * hidden);
       const Weight& ffn_norm = spec_.sandwich_norms ? layer.pre_feedforward_norm : layer.post_attention_norm;
-      backend_.rms_norm(x, ffn_norm, rows, hidden, eps, offset, h);
+      backend_.add_rms_norm(x, y, ffn_norm, rows, hidden, eps, offset, h);  // x += y; h = ffn_norm(x)
       if (layer.is_moe) moe_forward(ctx, ws_, layer.moe, spec_.moe, h, y);
       else gated_mlp_forward(ctx, ws_, layer.mlp, spec_.activation, h, y);
       if (spec_.sandwich_norms) backend_.rms_norm(y, layer.post_feedforward_norm, rows, hidden, eps, offset, y);
-      backend_.add(x, y, rows * hidden);
+      if (l + 1 < spec_.num_layers)  // x += y; h = the next layer's input_norm(x)
+        backend_.add_rms_norm(x, y, layers_[l + 1].input_norm, rows, hidden, eps, offset, h);
+      else
+        backend_.add(x, y, rows * hidden);
     }
     for (size_t s = 0; s < batch.seqs.size(); ++s) {
       const int32_t begin = ctx.seq_row_begin[s], end = ctx.seq_row_begin[s + 1];
@@ -192,6 +194,13 @@ class DecoderModel final : public Model {
       backend_.gather_rows(x, batch.logit_rows.data(), n, hidden, in);
       backend_.rms_norm(in, final_norm_, n, hidden, spec_.rms_norm_eps, spec_.norm_weight_offset, in);
       backend_.matmul(in, n, lm_head_, nullptr, logits);
+      if (batch.argmax_only) {
+        int32_t* ids = ws_.get_ints(Workspace::kExpertIds, n);  // [n] int32 (the slot is free after the layers)
+        backend_.argmax(logits, n, spec_.vocab_size, ids);
+        out.argmax.resize(static_cast<size_t>(n));
+        backend_.copy_to_host(out.argmax.data(), ids, out.argmax.size() * sizeof(int32_t));
+        return out;
+      }
       out.logits.resize(static_cast<size_t>(n * spec_.vocab_size));
       backend_.copy_to_host(out.logits.data(), logits, out.logits.size() * sizeof(float));
     }

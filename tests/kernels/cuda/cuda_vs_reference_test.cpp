@@ -11,6 +11,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/matmul.cuh"
 
 namespace tachyon::kernels {
 namespace {
@@ -104,9 +105,8 @@ TEST_F(CudaKernels, MatmulF32AndF16WeightsAreConvertedToBf16) {
   }
 }
 
-// The same row through the skinny kernel (1 to 64 rows: its four variants) and the tiled one
-// (65, 200 rows),
-// at different places in the batch: identical bits.
+// The same row through the split-K kernel (1 to 64 rows: its four instantiations), the older
+// skinny kernel and the tiled one (65, 200 rows), at different places in the batch: identical bits.
 TEST_F(CudaKernels, MatmulRowIsBitIdenticalWhateverTheBatchOrKernel) {
   for (int64_t k : {64, 1100, 4096}) {
     const int64_t n = 264, big = 200;
@@ -117,15 +117,54 @@ TEST_F(CudaKernels, MatmulRowIsBitIdenticalWhateverTheBatchOrKernel) {
     float* all = poisoned(static_cast<size_t>(big * n));
     gpu->matmul(dx, big, w, nullptr, all);
     const auto batched = download(all, static_cast<size_t>(big * n));
-    for (int64_t rows : {1, 7, 17, 33, 64, 65}) {
-      for (int64_t first : {int64_t{0}, big - rows, int64_t{3}}) {
-        float* part = poisoned(static_cast<size_t>(rows * n));
-        gpu->matmul(dx + first * k, rows, w, nullptr, part);
-        const auto got = download(part, static_cast<size_t>(rows * n));
-        EXPECT_EQ(0, std::memcmp(got.data(), batched.data() + first * n, got.size() * sizeof(float)))
-            << "k " << k << ", rows [" << first << ", " << first + rows << ")";
+    for (int variant : {cuda::kDecodeSplitK, cuda::kDecodeSplitKShared, cuda::kDecodeWide}) {
+      cuda::set_decode_matmul_variant(variant);
+      for (int64_t rows : {1, 7, 9, 17, 33, 64, 65}) {
+        for (int64_t first : {int64_t{0}, big - rows, int64_t{3}}) {
+          float* part = poisoned(static_cast<size_t>(rows * n));
+          gpu->matmul(dx + first * k, rows, w, nullptr, part);
+          const auto got = download(part, static_cast<size_t>(rows * n));
+          EXPECT_EQ(0, std::memcmp(got.data(), batched.data() + first * n, got.size() * sizeof(float)))
+              << "k " << k << ", rows [" << first << ", " << first + rows << "), variant " << variant;
+        }
       }
     }
+    cuda::set_decode_matmul_variant(cuda::kDecodeAuto);
+  }
+}
+
+// Greedy sampling on the device: the first index of each row's maximum (planted ties).
+TEST_F(CudaKernels, ArgmaxReturnsTheFirstMaximum) {
+  const int64_t rows = 5, n = 151936;
+  auto x = random_vec(static_cast<size_t>(rows * n), rng);
+  const int64_t planted[rows] = {0, n - 1, 77777, 5, 100000};
+  for (int64_t r = 0; r < rows; ++r) x[r * n + planted[r]] = 10.f;
+  x[3 * n + 9] = 10.f;  // a tie after the planted maximum: the first one wins
+  x[4 * n + 100001] = 10.f;
+  auto* ids = static_cast<int32_t*>(gpu->allocate(rows * sizeof(int32_t)));
+  gpu->argmax(upload(x), rows, n, ids);
+  std::vector<int32_t> got(rows);
+  gpu->copy_to_host(got.data(), ids, rows * sizeof(int32_t));
+  gpu->deallocate(ids);
+  for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(got[r], planted[r]) << "row " << r;
+}
+
+// The fused residual add + norm gives the bits of add then rms_norm (wide rows: fused kernel;
+// narrow rows: the default's two kernels).
+TEST_F(CudaKernels, AddRmsNormIsAddThenRmsNorm) {
+  for (int64_t dim : {int64_t{4096}, int64_t{200}}) {
+    const int64_t rows = 3;
+    const auto wv = random_vec(static_cast<size_t>(dim), rng);
+    const Weight w = gpu->upload_weight(Weight{wv.data(), DType::F32, 1, dim});
+    const auto x = random_vec(static_cast<size_t>(rows * dim), rng), y = random_vec(x.size(), rng);
+    float *x1 = upload(x), *x2 = upload(x), *dy = upload(y), *o1 = poisoned(x.size()), *o2 = poisoned(x.size());
+    gpu->add(x1, dy, rows * dim);
+    gpu->rms_norm(x1, w, rows, dim, 1e-6f, 0.f, o1);
+    gpu->add_rms_norm(x2, dy, w, rows, dim, 1e-6f, 0.f, o2);
+    const auto a = download(o1, x.size()), b = download(o2, x.size());
+    const auto xa = download(x1, x.size()), xb = download(x2, x.size());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "dim " << dim;
+    EXPECT_EQ(0, std::memcmp(xa.data(), xb.data(), xa.size() * sizeof(float))) << "dim " << dim;
   }
 }
 
