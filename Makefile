@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 PORT ?= 8000
 CMAKE_FLAGS ?=
 
-.PHONY: all build run test bench bootstrap clean
+.PHONY: all build run test bench bench-serve bootstrap clean
 
 all: build
 
@@ -26,6 +26,16 @@ test: build
 bench: build
 	./bench/run_cpu_bench.sh
 	./bench/run_moe_bench.sh
+
+# Serving benchmark of the demo model through the OpenAI APIs (bench/serve): results, table and plots in
+# bench/results/serve-*, then README's performance section regenerated. BENCH_NOTE="shared machine" records a note;
+# BENCH_SERVE_ARGS passes more harness flags (e.g. --levels 1,8 --runs 5 --server-args "--no-pld").
+PYTHON ?= /usr/bin/python3
+BENCH_NOTE ?=
+BENCH_SERVE_ARGS ?=
+bench-serve: build
+	$(PYTHON) bench/serve/serve_bench.py run --model models/tachyon-demo --tachyon $(BUILD)/tachyon --update-readme \
+		$(if $(BENCH_NOTE),--note "$(BENCH_NOTE)") $(BENCH_SERVE_ARGS)
 
 clean:
 	rm -rf $(BUILD)
