@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "base/error.h"
 #include "cli/commands.h"
@@ -65,16 +66,24 @@ Command add_run_command(CLI::App& app) {
     const bool text_out = gen.has_tokenizer() && !opt->show_ids;
 
     auto complete = [&](const std::vector<int32_t>& prompt_ids) {
-      const auto start = std::chrono::steady_clock::now();
+      using Clock = std::chrono::steady_clock;
+      const auto start = Clock::now();
+      std::optional<Clock::time_point> first;  // the first generated token: prefill ends, decode starts
       auto result = gen.generate(prompt_ids, opt->sampling, opt->max_tokens, [&](int32_t id, const std::string& text) {
+        if (!first) first = Clock::now();
         if (text_out) std::fputs(text.c_str(), stdout);
         else if (id >= 0) std::printf("%d ", id);
         std::fflush(stdout);
       });
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const auto end = Clock::now();
+      const double prefill = std::chrono::duration<double>(first.value_or(end) - start).count();
+      const double decode = std::chrono::duration<double>(end - first.value_or(end)).count();
+      const size_t n = result.tokens.size();
       std::printf("\n");
-      std::fprintf(stderr, "[%zu prompt tokens, %zu generated, %.1f tok/s, stop: %s", prompt_ids.size(),
-                   result.tokens.size(), static_cast<double>(result.tokens.size()) / secs, result.stop_reason.c_str());
+      // Decode tok/s counts the tokens after the first over the time after the first.
+      std::fprintf(stderr, "[%zu prompt tokens, %.3f s to the first token, %zu generated, %.1f tok/s decode, stop: %s",
+                   prompt_ids.size(), prefill, n, n > 1 && decode > 0 ? static_cast<double>(n - 1) / decode : 0.0,
+                   result.stop_reason.c_str());
       if (!result.spec.method.empty())
         std::fprintf(stderr, ", %s: %d/%d drafts accepted, %.2f tokens/step%s%s", result.spec.method.c_str(),
                      result.spec.num_accepted, result.spec.num_drafted, result.spec.mean_accepted_length(),

@@ -63,8 +63,11 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
                   e.what());
     }
   }
+  // Default: prompt lookup, the method that measured faster than plain decoding on every
+  // workload (bench/results/spec-*.md); a draft model or MTP head costs a forward per draft,
+  // which a compute-bound CPU verify step does not repay. --no-pld falls back to them.
   if (method.empty())
-    method = (!no_drafter && have_companion) ? "draft" : (mtp_head ? "mtp" : (no_pld ? "" : "ngram"));
+    method = !no_pld ? "ngram" : ((!no_drafter && have_companion) ? "draft" : (mtp_head ? "mtp" : ""));
 
   std::unique_ptr<spec::Drafter> drafter;
   if (method == "draft") {

@@ -52,7 +52,8 @@ class MtpLayerHead final : public MtpHead {
     while (attn_layer > 0 && !spec_.linear_layers.empty() && spec_.linear_layers[attn_layer]) --attn_layer;
     attention_ = spec_.attention[attn_layer];
     is_moe_ = !spec_.moe_layers.empty() && spec_.moe_layers.back();
-    const auto checkpoint = io::Checkpoint::open(dir);
+    checkpoint_ = std::make_shared<io::Checkpoint>(io::Checkpoint::open(dir));
+    const io::Checkpoint& checkpoint = *checkpoint_;
     WeightBinder b(checkpoint, backend);
     const bool own_embed = !names.embed.empty() && checkpoint.has(names.embed);
     b.bind(&embed_, own_embed ? names.embed : "model.embed_tokens.weight", {vocab, hidden});
@@ -72,6 +73,8 @@ class MtpLayerHead final : public MtpHead {
     b.bind(&fc_host, names.fc, {hidden, 2 * hidden});
     b.load();
     if (!own_head && c.tie_word_embeddings) lm_head_ = embed_;
+    head_source_ = own_head ? names.head : (c.tie_word_embeddings ? (own_embed ? names.embed : "model.embed_tokens.weight")
+                                                                   : "lm_head.weight");
     // Split W_fc [hidden, 2·hidden] into its embedding and hidden halves (two matmuls add up
     // to the concatenated one).
     const auto& fc = checkpoint.get(names.fc);
@@ -103,9 +106,20 @@ class MtpLayerHead final : public MtpHead {
   int64_t vocab_size() const override { return config_.vocab_size; }
   int32_t num_tensors() const override { return num_tensors_; }
 
+  void set_draft_vocabulary(int64_t n) override {
+    if (n <= 0 || n >= config_.vocab_size) {
+      draft_head_ = {};
+      return;
+    }
+    // Row-major [vocab, hidden]: ids [0, n) are its first n rows.
+    const auto& t = checkpoint_->get(head_source_);
+    draft_head_ = backend_.upload_weight(Weight{t.data, t.dtype, n, config_.hidden_size});
+  }
+
   Output forward(const Batch& batch, std::span<const float> hidden_in, kv::KvCache& kv) override {
     StepContext ctx(backend_, batch, kv);
-    const int64_t rows = ctx.rows, hidden = config_.hidden_size, vocab = config_.vocab_size;
+    const Weight& head = draft_head_.empty() ? lm_head_ : draft_head_;
+    const int64_t rows = ctx.rows, hidden = config_.hidden_size, vocab = head.rows;
     TACHYON_CHECK(static_cast<int64_t>(hidden_in.size()) == rows * hidden, "MTP needs one hidden state per row");
     const float eps = spec_.rms_norm_eps, offset = spec_.norm_weight_offset;
     float* e = ws_.get(Workspace::kNormed, rows * hidden);   // [rows, hidden] normed embeddings
@@ -138,7 +152,7 @@ class MtpLayerHead final : public MtpHead {
     out.hidden.resize(static_cast<size_t>(n * hidden));
     backend_.copy_to_host(out.hidden.data(), o, out.hidden.size() * sizeof(float));
     backend_.rms_norm(o, final_norm_, n, hidden, eps, offset, o);
-    backend_.matmul(o, n, lm_head_, nullptr, logits);
+    backend_.matmul(o, n, head, nullptr, logits);
     out.logits.resize(static_cast<size_t>(n * vocab));
     backend_.copy_to_host(out.logits.data(), logits, out.logits.size() * sizeof(float));
     return out;
@@ -158,6 +172,9 @@ class MtpLayerHead final : public MtpHead {
   GatedMlpWeights mlp_;
   MoeWeights moe_;
   int32_t num_tensors_ = 0;
+  std::shared_ptr<io::Checkpoint> checkpoint_;  // keeps the LM head's rows mapped for set_draft_vocabulary
+  std::string head_source_;
+  Weight draft_head_;                            // the first n rows of the LM head, or empty
 };
 
 }  // namespace

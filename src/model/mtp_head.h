@@ -38,8 +38,14 @@ class MtpHead {
   virtual int64_t vocab_size() const = 0;
   virtual int32_t num_tensors() const = 0;  // verified at load
 
+  // Drafting only needs the argmax, and mostly among frequent tokens: with n > 0, forward
+  // computes logits for token ids [0, n) only (byte-level BPE vocabularies number tokens in
+  // merge order, so the first ids are the most frequent), which cuts the head's largest matmul.
+  // Lossless for speculation: the target verifies every draft. 0: the whole vocabulary.
+  virtual void set_draft_vocabulary(int64_t n) = 0;
+
   struct Output {
-    std::vector<float> logits;  // [logit rows, vocab]
+    std::vector<float> logits;  // [logit rows, vocab] (or [logit rows, n], set_draft_vocabulary)
     std::vector<float> hidden;  // [logit rows, hidden] o_t before mtp.norm (for recursion)
   };
   // Rows of `batch`: tokens x_{t+1} at positions t; `hidden` holds h_t per row [rows, hidden]

@@ -87,7 +87,9 @@ class MtpDrafter final : public Drafter {
 }  // namespace
 
 std::unique_ptr<Drafter> make_mtp_drafter(std::unique_ptr<model::MtpHead> head, kernels::Backend& backend,
-                                          int32_t num_blocks, int32_t block_size) {
+                                          int32_t num_blocks, int32_t block_size, int64_t draft_vocabulary) {
+  if (draft_vocabulary < 0) draft_vocabulary = std::max<int64_t>(2048, head->vocab_size() / 2);
+  head->set_draft_vocabulary(draft_vocabulary);
   return std::make_unique<MtpDrafter>(std::move(head), backend, num_blocks, block_size);
 }
 

@@ -344,6 +344,8 @@ int heads_per_chunk(int group) { return std::min(group, kMaxPairs); }
 
 }  // namespace
 
+constexpr int32_t kDecodeRunRows = 16;
+
 int query_tile_rows(int group) { return std::max(1, kMaxPairs / heads_per_chunk(group)); }
 
 std::vector<QueryTile> make_query_tiles(const int32_t* row_seq, int64_t rows, int tile_rows,
@@ -353,7 +355,11 @@ std::vector<QueryTile> make_query_tiles(const int32_t* row_seq, int64_t rows, in
   for (int32_t r = 0; r < rows;) {
     int32_t end = r + 1;
     while (end < rows && row_seq[end] == row_seq[r]) ++end;
-    if (end - r == 1) decode_rows.push_back(r);
+    // Short runs (decode, and speculative verification of k + 1 rows) take the split-KV decode
+    // kernel row by row: the query-tile kernel launches one CTA per tile and is latency-bound
+    // there. Same bits either way (keys cut into the same chunks, merged in chunk order).
+    if (end - r <= kDecodeRunRows)
+      for (int32_t t = r; t < end; ++t) decode_rows.push_back(t);
     else
       for (int32_t t = r; t < end; t += tile_rows) tiles.push_back({t, std::min(tile_rows, end - t)});
     r = end;

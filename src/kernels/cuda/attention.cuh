@@ -39,8 +39,9 @@ struct AttentionShape {
 
 // Rows per query tile for a GQA group size (tiles hold at most 16 (row, head) pairs).
 int query_tile_rows(int group);
-// Cuts the rows of sequences with several rows in the call into tiles of at most `tile_rows`
-// consecutive rows of one sequence; rows that are alone in their sequence go to `decode_rows`.
+// Cuts the rows of sequences with more than 16 rows in the call into tiles of at most
+// `tile_rows` consecutive rows of one sequence; the rows of shorter runs (decode, speculative
+// verification) go to `decode_rows`.
 std::vector<QueryTile> make_query_tiles(const int32_t* row_seq, int64_t rows, int tile_rows,
                                         std::vector<int32_t>& decode_rows);
 

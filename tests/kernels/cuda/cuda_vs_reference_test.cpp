@@ -253,8 +253,8 @@ TEST_F(CudaKernels, AttentionMatchesReferenceAndIsRowInvariant) {
     const auto vc = random_vec(kc.size(), rng);
     std::vector<int32_t> tables, offsets = {0};
     std::vector<int32_t> positions, row_seq;
-    // seq 0: rows for positions 0..69 (prefill); seq 1: one decode row at 700 (split-KV over
-    // three 256-key splits); seq 2: rows 30..44.
+    // seq 0: rows for positions 0..69 (prefill: query tiles); seq 1: one decode row at 700
+    // (split-KV); seq 2: rows 30..44 (a short run: split-KV row by row).
     const std::vector<std::pair<int, int>> seqs = {{0, 70}, {700, 701}, {30, 45}};
     std::vector<int32_t> perm(blocks);
     for (int i = 0; i < blocks; ++i) perm[i] = (i * 17 + 5) % blocks;
@@ -297,6 +297,16 @@ TEST_F(CudaKernels, AttentionMatchesReferenceAndIsRowInvariant) {
       const auto alone = download(out2, static_cast<size_t>(n * heads * d));
       EXPECT_EQ(0, std::memcmp(alone.data(), got.data() + first * heads * d, alone.size() * sizeof(float)))
           << "d " << d << " variant " << variant;
+      // Rows 0..15 of sequence 0 alone take the split-KV decode kernel (a run of <= 16 rows, like
+      // a verify step); batched, its 70 rows took query tiles: the same bits.
+      std::vector<int32_t> t0(tables.begin() + offsets[0], tables.begin() + offsets[1]), o0 = {0, offsets[1] - offsets[0]};
+      std::vector<int32_t> s0(16, 0);
+      const AttentionMeta meta0{positions.data(), s0.data(), t0.data(), o0.data()};
+      float* out0 = poisoned(static_cast<size_t>(16 * heads * d));
+      gpu->attention(dq, 16, gkv, meta0, p, out0);
+      const auto short_run = download(out0, static_cast<size_t>(16 * heads * d));
+      EXPECT_EQ(0, std::memcmp(short_run.data(), got.data(), short_run.size() * sizeof(float)))
+          << "short run vs query tiles, d " << d << " variant " << variant;
       // The decode row alone.
       std::vector<int32_t> t1(tables.begin() + offsets[1], tables.begin() + offsets[2]), o1 = {0, offsets[2] - offsets[1]};
       const int32_t zero = 0;

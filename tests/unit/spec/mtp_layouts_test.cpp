@@ -98,6 +98,19 @@ TEST(MtpLayouts, DeepSeekNamesGiveTheSameHeadAsQwenNames) {
   ASSERT_EQ(logits[0].size(), logits[1].size());
   EXPECT_EQ(0, std::memcmp(logits[0].data(), logits[1].data(), logits[0].size() * sizeof(float)));
 
+  // A draft vocabulary of the first n ids gives exactly those columns of the full logits.
+  const int64_t n = 1000, vocab = qwen->vocab_size();
+  qwen->set_draft_vocabulary(n);
+  kv::KvCache kv(*backend, qwen->kv_layout(16));
+  auto seq = kv.add_sequence();
+  kv.reserve(seq, static_cast<int32_t>(next.size()));
+  model::Batch batch;
+  batch.add(seq, next, 0, model::LogitRows::All);
+  const auto trimmed = qwen->forward(batch, hidden, kv).logits;
+  ASSERT_EQ(trimmed.size(), next.size() * static_cast<size_t>(n));
+  for (size_t r = 0; r < next.size(); ++r)
+    EXPECT_EQ(0, std::memcmp(trimmed.data() + r * n, logits[0].data() + r * vocab, n * sizeof(float))) << "row " << r;
+
   // Fail closed: the config declares the head, one of its tensors is gone.
   TempDir broken;
   rewrite_checkpoint(

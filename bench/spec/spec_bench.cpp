@@ -1,0 +1,128 @@
+// Speculative decoding through the engine, per method against plain decoding, on the same
+// workloads as bench/spec/run_spec_bench.sh (the prompts pre-tokenized in bench/spec/prompts/*.ids)
+// but without the CLI, so it also runs where only the core modules build (the GPU machine).
+// Greedy; decode tok/s = tokens after the first over the time after the first; one warm-up
+// run discarded, median of --runs; a fresh drafter per run (the suffix trie would otherwise
+// learn the answer). Engine defaults otherwise (k = 4, auto-k, gates on).
+// Usage: spec_bench [--device cpu|cuda] [--tokens 384] [--runs 5] MODEL_DIR PROMPT.ids...
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "kernels/backend.h"
+#include "model/model.h"
+#include "model/mtp_head.h"
+#include "spec/draft_model.h"
+#include "spec/mtp.h"
+#include "spec/ngram.h"
+#include "spec/suffix.h"
+
+using namespace tachyon;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct RunResult {
+  double decode_tok_s = 0;
+  engine::SpecUsage spec;
+};
+
+RunResult generate(model::Model& model, spec::Drafter* drafter, bool model_free, const std::vector<int32_t>& prompt,
+                   int32_t tokens) {
+  engine::EngineConfig config{.max_concurrent = 1};
+  config.drafter = drafter;
+  config.model_free_drafter = model_free;
+  engine::Engine engine(model, config);
+  engine::GenerationRequest request;
+  request.prompt = prompt;
+  request.sampling.temperature = 0;
+  request.max_tokens = tokens;
+  auto stream = engine.submit(request);
+  Clock::time_point first{};
+  size_t n = 0;
+  RunResult r;
+  for (;;) {
+    auto out = stream->next(std::chrono::seconds(600));
+    if (!out) throw std::runtime_error("the engine stalled");
+    if (n == 0 && !out->tokens.empty()) first = Clock::now();
+    n += out->tokens.size();
+    if (out->finish != engine::FinishReason::None) {
+      r.spec = out->spec;
+      break;
+    }
+  }
+  const double decode = std::chrono::duration<double>(Clock::now() - first).count();
+  r.decode_tok_s = n > 1 && decode > 0 ? static_cast<double>(n - 1) / decode : 0;
+  return r;
+}
+
+std::vector<int32_t> read_ids(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<int32_t> ids;
+  for (int32_t id; in >> id;) ids.push_back(id);
+  if (ids.empty()) throw std::runtime_error("no token ids in " + path);
+  return ids;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string device = kernels::default_device(), dir;
+  int32_t tokens = 384;
+  int runs = 5;
+  std::vector<std::string> prompt_files;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
+    else if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) runs = std::atoi(argv[++i]);
+    else if (dir.empty()) dir = argv[i];
+    else prompt_files.push_back(argv[i]);
+  }
+  if (dir.empty() || prompt_files.empty()) {
+    std::fprintf(stderr, "usage: spec_bench [--device cpu|cuda] [--tokens N] [--runs N] MODEL_DIR PROMPT.ids...\n");
+    return 2;
+  }
+  auto backend = kernels::make_backend(device);
+  auto model = model::load_model(dir, *backend);
+  const bool has_drafter = std::filesystem::exists(dir + "/drafter/config.json");
+  std::printf("Speculative decoding through the engine, %s, %s, %d new tokens, median of %d after a warm-up\n\n",
+              backend->name().c_str(), dir.c_str(), tokens, runs);
+  std::printf("| workload | method | decode tok/s | ratio | tokens per verify step | gate |\n|---|---|---:|---:|---:|---|\n");
+  for (const auto& file : prompt_files) {
+    const auto prompt = read_ids(file);
+    const std::string workload = std::filesystem::path(file).stem().string();
+    double base = 0;
+    for (const std::string method : {"none", "ngram", "suffix", "draft", "mtp"}) {
+      if (method == "draft" && !has_drafter) continue;
+      std::vector<RunResult> results;
+      for (int r = 0; r <= runs; ++r) {
+        std::unique_ptr<spec::Drafter> drafter;
+        if (method == "ngram") drafter = spec::make_ngram_drafter({});
+        else if (method == "suffix") drafter = spec::make_suffix_drafter({});
+        else if (method == "draft") drafter = spec::make_draft_model_drafter(dir + "/drafter", dir, *model, *backend);
+        else if (method == "mtp") {
+          auto head = model::MtpHead::load(dir, model->config(), *backend);
+          if (!head) break;
+          drafter = spec::make_mtp_drafter(std::move(head), *backend);
+        }
+        auto result = generate(*model, drafter.get(), method == "ngram" || method == "suffix", prompt, tokens);
+        if (r > 0) results.push_back(result);  // run 0 is the warm-up
+      }
+      if (results.empty()) continue;
+      std::sort(results.begin(), results.end(),
+                [](const RunResult& a, const RunResult& b) { return a.decode_tok_s < b.decode_tok_s; });
+      const RunResult& median = results[results.size() / 2];
+      if (method == "none") base = median.decode_tok_s;
+      std::printf("| %s | %s | %.1f | %.2f | %s | %s |\n", workload.c_str(), method.c_str(), median.decode_tok_s,
+                  base > 0 ? median.decode_tok_s / base : 0.0,
+                  median.spec.num_steps ? std::to_string(median.spec.mean_accepted_length()).substr(0, 4).c_str() : "-",
+                  median.spec.stopped_by.c_str());
+    }
+  }
+}
