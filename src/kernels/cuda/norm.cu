@@ -35,17 +35,13 @@ __global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, int
 // the first FMA), sums them in order, warps reduce by butterfly, warp sums add in warp order.
 constexpr int kWideDim = 1024;
 constexpr int kWideMaxVec = 8;
-__global__ void __launch_bounds__(256) rms_norm_wide_kernel(const float* x, const float* __restrict__ w, int dim,
-                                                            float eps, float weight_offset, float* out) {
-  pdl_wait();
-  pdl_launch_dependents();
+// The wide kernels' common end: this block's row of x is in v (thread t holds float4s t, t + 256, ...);
+// out's row = (weight_offset + w) · x / rms(x), the sum of squares in one fixed order.
+__device__ __forceinline__ void norm_row_wide(const float4 (&v)[kWideMaxVec], int dim, float eps,
+                                              const float* __restrict__ w, float weight_offset,
+                                              float* __restrict__ out) {
   __shared__ float warp_sums[8];
-  const float4* xr = reinterpret_cast<const float4*>(x + static_cast<int64_t>(blockIdx.x) * dim);
   const int vecs = dim / 4;
-  float4 v[kWideMaxVec];
-#pragma unroll
-  for (int j = 0; j < kWideMaxVec; ++j)
-    v[j] = threadIdx.x + 256 * j < vecs ? xr[threadIdx.x + 256 * j] : make_float4(0.f, 0.f, 0.f, 0.f);
   float sum = 0.f;
 #pragma unroll
   for (int j = 0; j < kWideMaxVec; ++j) {
@@ -73,13 +69,25 @@ __global__ void __launch_bounds__(256) rms_norm_wide_kernel(const float* x, cons
   }
 }
 
+__global__ void __launch_bounds__(256) rms_norm_wide_kernel(const float* x, const float* __restrict__ w, int dim,
+                                                            float eps, float weight_offset, float* out) {
+  pdl_wait();
+  pdl_launch_dependents();
+  const float4* xr = reinterpret_cast<const float4*>(x + static_cast<int64_t>(blockIdx.x) * dim);
+  const int vecs = dim / 4;
+  float4 v[kWideMaxVec];
+#pragma unroll
+  for (int j = 0; j < kWideMaxVec; ++j)
+    v[j] = threadIdx.x + 256 * j < vecs ? xr[threadIdx.x + 256 * j] : make_float4(0.f, 0.f, 0.f, 0.f);
+  norm_row_wide(v, dim, eps, w, weight_offset, out);
+}
+
 // x += y, then the wide kernel's norm of x (the same arithmetic as add_kernel then rms_norm_wide_kernel).
 __global__ void __launch_bounds__(256) add_rms_norm_wide_kernel(float* x, const float* __restrict__ y,
                                                                 const float* __restrict__ w, int dim, float eps,
                                                                 float weight_offset, float* __restrict__ out) {
   pdl_wait();
   pdl_launch_dependents();
-  __shared__ float warp_sums[8];
   float4* xr = reinterpret_cast<float4*>(x + static_cast<int64_t>(blockIdx.x) * dim);
   const float4* yr = reinterpret_cast<const float4*>(y + static_cast<int64_t>(blockIdx.x) * dim);
   const int vecs = dim / 4;
@@ -95,31 +103,7 @@ __global__ void __launch_bounds__(256) add_rms_norm_wide_kernel(float* x, const 
       v[j] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
   }
-  float sum = 0.f;
-#pragma unroll
-  for (int j = 0; j < kWideMaxVec; ++j) {
-    sum = fmaf(v[j].x, v[j].x, sum);
-    sum = fmaf(v[j].y, v[j].y, sum);
-    sum = fmaf(v[j].z, v[j].z, sum);
-    sum = fmaf(v[j].w, v[j].w, sum);
-  }
-  sum = warp_sum(sum);
-  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
-  __syncthreads();
-  float total = 0.f;
-  for (int i = 0; i < 8; ++i) total += warp_sums[i];
-  const float inv = 1.f / sqrtf(total / static_cast<float>(dim) + eps);
-  float4* orow = reinterpret_cast<float4*>(out + static_cast<int64_t>(blockIdx.x) * dim);
-  const float4* w4 = reinterpret_cast<const float4*>(w);
-#pragma unroll
-  for (int j = 0; j < kWideMaxVec; ++j) {
-    const int i = threadIdx.x + 256 * j;
-    if (i < vecs) {
-      const float4 g = w4[i];
-      orow[i] = make_float4((weight_offset + g.x) * (v[j].x * inv), (weight_offset + g.y) * (v[j].y * inv),
-                            (weight_offset + g.z) * (v[j].z * inv), (weight_offset + g.w) * (v[j].w * inv));
-    }
-  }
+  norm_row_wide(v, dim, eps, w, weight_offset, out);
 }
 
 // Any other width: one block per row, strided.
