@@ -195,6 +195,13 @@ class EngineLoop : public KvAllocator {
         continue;
       }
       batch.clear();
+      // Plain greedy requests need only each row's argmax: the backend computes it where the
+      // logits are (on the GPU: only token ids cross the bus).
+      batch.argmax_only = std::all_of(plan.chunks.begin(), plan.chunks.end(), [&](const ScheduledChunk& c) {
+        const Active& a = active_.at(c.id);
+        return a.request.sampling.plain_greedy() && a.request.logprobs < 0 && !a.request.prompt_logprobs &&
+               !a.constraint;
+      });
       bool any_drafts = false;
       for (auto& c : plan.chunks) {
         Active& a = active_.at(c.id);
@@ -263,7 +270,10 @@ class EngineLoop : public KvAllocator {
         scheduler_.on_computed(c.id, c.count);
         if (config_.prefix_cache) kv_.register_blocks(a.seq, a.tokens, c.begin + c.count);
         const size_t rows_used = all_rows ? static_cast<size_t>(c.count) : (c.completes ? 1 : 0);
-        if (c.completes) {
+        if (c.completes && !out.argmax.empty()) {
+          emit(c.id, a, out.argmax[logit_row + rows_used - 1]);
+          ++generated;
+        } else if (c.completes) {
           const auto logits = out.logits_row(logit_row + rows_used - 1);
           row.assign(logits.begin(), logits.end());
           if (a.constraint && a.constraint->mask_logits(row) == 0) {  // constrained decoding
@@ -379,8 +389,11 @@ class EngineLoop : public KvAllocator {
     const size_t num_drafted = drafts.size();
     const auto prompt = std::span<const int32_t>(a.tokens.data(), a.num_prompt);
     const auto generated = std::span<const int32_t>(a.tokens.data() + a.num_prompt, committed - a.num_prompt);
-    const auto result = spec::verify_chain(
-        drafts, [&](size_t i) { return out.logits_row(logit_row + i); }, *a.sampler, prompt, generated);
+    const auto result =
+        out.argmax.empty()
+            ? spec::verify_chain(
+                  drafts, [&](size_t i) { return out.logits_row(logit_row + i); }, *a.sampler, prompt, generated)
+            : spec::verify_chain_greedy(drafts, std::span<const int32_t>(out.argmax).subspan(logit_row, num_drafted + 1));
     int32_t num_computed = committed + result.num_accepted;
     if (hidden) {  // rows of the last committed token and of the accepted drafts are real
       const int32_t valid = 1 + result.num_accepted;

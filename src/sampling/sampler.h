@@ -33,6 +33,12 @@ struct SamplingParams {
   std::optional<uint64_t> seed;    // unseeded: a random seed per request
 
   bool greedy() const { return temperature <= 0.f; }
+  // Greedy with no bias or penalty: the token is the argmax of the raw logits (which the
+  // backend can compute where the logits are, so only token ids come back).
+  bool plain_greedy() const {
+    return greedy() && repetition_penalty == 1.f && presence_penalty == 0.f && frequency_penalty == 0.f &&
+           logit_bias.empty();
+  }
   // Throws tachyon::Error naming the first out-of-range field.
   void validate(int64_t vocab_size) const;
 };

@@ -46,4 +46,14 @@ VerifyResult verify_chain(std::span<const int32_t> drafts, const LogitsRow& row,
   return result;
 }
 
+VerifyResult verify_chain_greedy(std::span<const int32_t> drafts, std::span<const int32_t> argmax) {
+  VerifyResult result;
+  for (size_t i = 0; i <= drafts.size(); ++i) {
+    result.tokens.push_back(argmax[i]);
+    if (i == drafts.size() || argmax[i] != drafts[i]) return result;
+    ++result.num_accepted;
+  }
+  return result;
+}
+
 }  // namespace tachyon::spec

@@ -37,4 +37,8 @@ VerifyResult verify_chain(std::span<const int32_t> drafts, const LogitsRow& row,
                           std::span<const int32_t> prompt, std::span<const int32_t> generated,
                           const AcceptRule& accept = exact_accept);
 
+// The same for plain greedy requests (SamplingParams::plain_greedy) when the step returned
+// only each row's argmax (Batch::argmax_only): `argmax` holds drafts.size() + 1 ids.
+VerifyResult verify_chain_greedy(std::span<const int32_t> drafts, std::span<const int32_t> argmax);
+
 }  // namespace tachyon::spec

@@ -207,5 +207,24 @@ TEST(Engine, LogprobsAreReported) {
   }
 }
 
+// Plain greedy steps ask the backend for argmax ids only (Batch::argmax_only); a request with
+// logprobs gets full logits and samples on the host. Both must give the same tokens, alone
+// and in a mixed batch (where one logprobs request turns the whole step to full logits).
+TEST(Engine, ArgmaxOnlyStepsGiveTheTokensOfFullLogits) {
+  auto& f = fixture();
+  for (int32_t concurrent : {1, 4}) {
+    Engine engine(*f.model, {.max_concurrent = concurrent, .num_blocks = 256});
+    std::vector<std::shared_ptr<RequestStream>> ids_only, with_logits;
+    for (uint32_t seed = 0; seed < 4; ++seed) {
+      ids_only.push_back(engine.submit(greedy(random_prompt(12, 40 + seed), 24)));
+      auto r = greedy(random_prompt(12, 40 + seed), 24);
+      r.logprobs = 0;
+      with_logits.push_back(engine.submit(r));
+    }
+    for (size_t i = 0; i < ids_only.size(); ++i)
+      EXPECT_EQ(collect(*ids_only[i]), collect(*with_logits[i])) << "prompt " << i << " concurrency " << concurrent;
+  }
+}
+
 }  // namespace
 }  // namespace tachyon::engine

@@ -30,6 +30,22 @@ LogitsRow rows() {
   return [](size_t i) { return std::span<const float>(kRows[i]); };
 }
 
+// The argmax-ids form gives what the logits form gives for every draft chain over kRows.
+TEST(Verify, GreedyFromArgmaxIdsEqualsGreedyFromLogits) {
+  sampling::SamplingParams p;
+  p.temperature = 0;
+  sampling::Sampler s(p);
+  const std::vector<int32_t> argmax = {0, 1, 0};  // of kRows (tie in row 2: lowest id)
+  for (int32_t a = 0; a < 6; ++a)
+    for (int32_t b = 0; b < 6; ++b) {
+      const std::vector<int32_t> drafts = {a, b};
+      const auto from_logits = verify_chain(drafts, rows(), s, {}, {});
+      const auto from_ids = verify_chain_greedy(drafts, argmax);
+      EXPECT_EQ(from_ids.tokens, from_logits.tokens) << a << "," << b;
+      EXPECT_EQ(from_ids.num_accepted, from_logits.num_accepted) << a << "," << b;
+    }
+}
+
 TEST(Verify, GreedyAcceptsWhileArgmaxMatchesThenCorrects) {
   sampling::SamplingParams p;
   p.temperature = 0;
