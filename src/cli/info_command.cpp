@@ -58,8 +58,9 @@ Json speculation_report(const std::string& dir, const model::Model& model, kerne
       methods["draft"] = {{"supported", true}, {"eligible", false}, {"why", std::string("drafter/: ") + e.what()}};
     }
   }
-  methods["ngram"] = {{"supported", true}, {"eligible", true},
-                      {"why", "model-free; per request behind the 3-gram repetition and acceptance gates"}};
+  methods["ngram"] = {{"supported", true}, {"eligible", true}, {"default", true},
+                      {"why", "the default; model-free; per request behind the 3-gram repetition, acceptance and "
+                              "throughput gates"}};
   methods["suffix"] = {{"supported", true}, {"eligible", true},
                        {"why", "model-free, opt-in; suffix trees over prompts and this server's outputs"}};
   return methods;
@@ -84,8 +85,11 @@ Command add_info_command(CLI::App& app) {
     const auto ckpt = io::Checkpoint::open(opt->dir);
     int64_t params = 0, mtp_params = 0;
     std::map<std::string, int64_t> dtypes;
+    // MTP tensors: Qwen3-Next's mtp.*, or DeepSeek-V3's extra layer model.layers.{num_hidden_layers}.*
+    const std::string extra_layer = "model.layers." + std::to_string(c.num_hidden_layers) + ".";
     for (const auto& [name, t] : ckpt.tensors()) {
-      (name.rfind("mtp.", 0) == 0 ? mtp_params : params) += t.num_elements();
+      const bool mtp = name.rfind("mtp.", 0) == 0 || name.rfind(extra_layer, 0) == 0;
+      (mtp ? mtp_params : params) += t.num_elements();
       dtypes[std::string(dtype_name(t.dtype))] += 1;
     }
     std::string tool_format = "plain", reasoning = "no";
