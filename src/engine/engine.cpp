@@ -202,7 +202,7 @@ class EngineLoop : public KvAllocator {
         return a.request.sampling.plain_greedy() && a.request.logprobs < 0 && !a.request.prompt_logprobs &&
                !a.constraint;
       });
-      bool any_drafts = false;
+      int32_t step_drafts = 0;  // draft rows this step verifies
       for (auto& c : plan.chunks) {
         Active& a = active_.at(c.id);
         if (a.num_cached_prompt < 0) {
@@ -215,7 +215,7 @@ class EngineLoop : public KvAllocator {
           const int32_t unscheduled = static_cast<int32_t>(a.tokens.size()) - (c.begin + c.count);
           if (unscheduled > 0) trim_drafts(c.id, std::min(unscheduled, a.num_drafts));
           c.completes = c.begin + c.count == static_cast<int32_t>(a.tokens.size());
-          any_drafts |= a.num_drafts > 0;
+          step_drafts += a.num_drafts;
         }
         const auto span = std::span<const int32_t>(a.tokens.data() + c.begin, static_cast<size_t>(c.count));
         const bool all_rows = a.num_drafts > 0 || (a.request.prompt_logprobs && c.begin < a.num_prompt);
@@ -234,7 +234,7 @@ class EngineLoop : public KvAllocator {
         continue;
       }
       const double step_seconds = seconds_between(t0, Clock::now());
-      record_step_cost(step_seconds, plan.chunks.size(), any_drafts);
+      record_step_cost(step_seconds, plan.chunks.size(), step_drafts);
       const double share = step_seconds / static_cast<double>(plan.chunks.size());
       for (const auto& c : plan.chunks) {
         Active& a = active_.at(c.id);
@@ -342,8 +342,11 @@ class EngineLoop : public KvAllocator {
       }
       const auto t0 = Clock::now();
       auto drafts = config_.drafter->propose(id, a.tokens, k);
-      a.draft_seconds += seconds_between(t0, Clock::now());
+      const double seconds = seconds_between(t0, Clock::now());
+      a.draft_seconds += seconds;
       if (drafts.empty()) continue;
+      const double per_draft = seconds / static_cast<double>(drafts.size());
+      draft_token_cost_ = draft_token_cost_ == 0 ? per_draft : 0.9 * draft_token_cost_ + 0.1 * per_draft;
       a.tokens.insert(a.tokens.end(), drafts.begin(), drafts.end());
       a.num_drafts = static_cast<int32_t>(drafts.size());
       scheduler_.on_token_appended(id, a.num_drafts);
@@ -352,12 +355,13 @@ class EngineLoop : public KvAllocator {
 
   // Auto-k: maximise expected tokens per unit of step cost, E(k) = (1 − α^{k+1}) / (1 − α)
   // over cost(k) = 1 + β·k, with α the request's measured per-draft acceptance and β the
-  // measured marginal cost of a verified row.
+  // measured marginal cost of a draft: its verified row plus drafting it (a draft model's or
+  // MTP head's forward), both relative to a plain decode step.
   int32_t choose_k(const Active& a) const {
     const int32_t k_max = a.request.num_speculative_tokens.value_or(config_.num_speculative_tokens);
     if (!config_.auto_k || a.request.num_speculative_tokens || a.spec.num_drafted < 8) return k_max;
     const double alpha = std::clamp(static_cast<double>(a.spec.num_accepted) / a.spec.num_drafted, 0.0, 0.99);
-    const double beta = marginal_row_cost();
+    const double beta = marginal_row_cost() + (plain_step_cost_ > 0 ? draft_token_cost_ / plain_step_cost_ : 0.0);
     int32_t best = 1;
     double best_rate = 0;
     for (int32_t k = 1; k <= k_max; ++k) {
@@ -368,15 +372,19 @@ class EngineLoop : public KvAllocator {
   }
 
   // Step-cost model from measured forwards: per-request time of plain decode steps, and of
-  // steps that verify drafts (per verified row beyond the first).
-  void record_step_cost(double seconds, size_t num_requests, bool with_drafts) {
-    const double per_request = seconds / static_cast<double>(std::max<size_t>(1, num_requests));
-    double& ema = with_drafts ? spec_step_cost_ : plain_step_cost_;
+  // steps that verify drafts with the drafts they verified (per verified row beyond the first).
+  void record_step_cost(double seconds, size_t num_requests, int32_t num_drafts) {
+    const double n = static_cast<double>(std::max<size_t>(1, num_requests)), per_request = seconds / n;
+    double& ema = num_drafts > 0 ? spec_step_cost_ : plain_step_cost_;
     ema = ema == 0 ? per_request : 0.9 * ema + 0.1 * per_request;
+    if (num_drafts > 0) {
+      const double drafts = num_drafts / n;
+      spec_step_drafts_ = spec_step_drafts_ == 0 ? drafts : 0.9 * spec_step_drafts_ + 0.1 * drafts;
+    }
   }
   double marginal_row_cost() const {
     if (plain_step_cost_ <= 0 || spec_step_cost_ <= 0) return 0.1;  // until measured
-    return std::max(0.0, spec_step_cost_ / plain_step_cost_ - 1.0) / std::max(1, config_.num_speculative_tokens);
+    return std::max(0.0, spec_step_cost_ / plain_step_cost_ - 1.0) / std::max(1.0, spec_step_drafts_);
   }
 
   // Verifies the drafted chunk, commits accepted tokens + the bonus token, rolls back the
@@ -608,6 +616,8 @@ class EngineLoop : public KvAllocator {
   Scheduler scheduler_;
   std::unordered_map<RequestId, Active> active_;
   double plain_step_cost_ = 0, spec_step_cost_ = 0;  // EMA seconds per request of a step
+  double spec_step_drafts_ = 0;                      // EMA drafts per request of a verifying step
+  double draft_token_cost_ = 0;                      // EMA seconds of drafting one token
 
   std::mutex inbox_mutex_;
   std::condition_variable inbox_ready_;
