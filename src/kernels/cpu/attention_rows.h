@@ -33,7 +33,8 @@ inline void attend_item(const AttentionItem& it) {
     const float* kj = it.kv->k + slot * width + it.kv_head * d;
     for (int64_t h = 0; h < it.group; ++h) s[h * n + j] = dot_canonical(it.q + h * d, kj, d) * it.scale;
   }
-  std::vector<float> inv(static_cast<size_t>(it.group));
+  thread_local std::vector<float> inv;  // [group] 1 / softmax denominator (no allocation per item)
+  inv.resize(static_cast<size_t>(it.group));
   for (int64_t h = 0; h < it.group; ++h) {
     float* sh = s.data() + h * n;
     if (it.softcap > 0)

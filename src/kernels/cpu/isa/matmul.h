@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdlib>
+#include <type_traits>
 #include <cstdint>
 
 #include "kernels/ops.h"
@@ -51,6 +53,19 @@ struct IsaKernels {
   const char* name;
 };
 const IsaKernels& isa_kernels();  // best for this CPU; TACHYON_ISA=avx2|portable forces a fallback
+
+// Calls fn(std::integral_constant<DType, d>{}) with a Panel64 weight's dtype d (the ISA files
+// instantiate their kernels per dtype this way); aborts on another layout or dtype.
+template <class Fn>
+void with_panel_dtype(const Weight& w, Fn&& fn) {
+  if (w.layout != WeightLayout::Panel64) std::abort();  // the CPU backend packs every matrix
+  switch (w.dtype) {
+    case DType::F32: return fn(std::integral_constant<DType, DType::F32>{});
+    case DType::BF16: return fn(std::integral_constant<DType, DType::BF16>{});
+    case DType::F16: return fn(std::integral_constant<DType, DType::F16>{});
+    default: std::abort();
+  }
+}
 
 // Repacks a row-major weight into Panel64 (same dtype, rows zero-padded to a multiple of 64).
 // `dst` holds padded_rows(rows) · cols elements.

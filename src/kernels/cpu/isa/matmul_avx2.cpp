@@ -98,13 +98,7 @@ void matmul_panels(const float* x, int64_t rows, const Weight& w, int64_t n_begi
 
 void matmul_range_avx2(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
                        int64_t ldo) {
-  if (w.layout != WeightLayout::Panel64) std::abort();  // the CPU backend packs every matrix
-  switch (w.dtype) {
-    case DType::F32: return matmul_panels<DType::F32>(x, rows, w, n_begin, n_end, out, ldo);
-    case DType::BF16: return matmul_panels<DType::BF16>(x, rows, w, n_begin, n_end, out, ldo);
-    case DType::F16: return matmul_panels<DType::F16>(x, rows, w, n_begin, n_end, out, ldo);
-    default: std::abort();
-  }
+  with_panel_dtype(w, [&](auto wt) { matmul_panels<decltype(wt)::value>(x, rows, w, n_begin, n_end, out, ldo); });
 }
 
 float dot_f32_avx2(const float* a, const float* b, int64_t k) { return dot_canonical(a, b, k); }
