@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Writes a random-weight bf16 checkpoint with the exact shapes of a real model, for
-benchmarks: `make_random_checkpoint.py OUT_DIR [--shape qwen3-0.6b|qwen3-8b|qwen3-moe-1b|qwen3-next-1b]`.
+benchmarks: `make_random_checkpoint.py OUT_DIR [--shape qwen3-0.6b|qwen3-8b|qwen3-moe-1b|qwen3-next-1b|qwen3-30b-a3b]`.
+qwen3-30b-a3b is Qwen3-30B-A3B itself (61 GB: the GPU benchmark draws it with torch,
+bench/cuda/make_checkpoint.py).
 qwen3-moe-1b is Qwen3-30B-A3B's layer scaled to ~1B total parameters (64 experts, top-8);
 qwen3-next-1b is Qwen3-Next-80B-A3B's hybrid layer (3 Gated DeltaNet : 1 gated attention, MoE
 with a gated shared expert) scaled likewise.
@@ -26,6 +28,10 @@ SHAPES = {
                          num_hidden_layers=16, num_attention_heads=16, num_key_value_heads=4, head_dim=128,
                          tie_word_embeddings=True, num_experts=64, num_experts_per_tok=8, moe_intermediate_size=256,
                          norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[]),
+    "qwen3-30b-a3b": dict(model_type="qwen3_moe", vocab_size=151936, hidden_size=2048, intermediate_size=6144,
+                          num_hidden_layers=48, num_attention_heads=32, num_key_value_heads=4, head_dim=128,
+                          tie_word_embeddings=False, num_experts=128, num_experts_per_tok=8,
+                          moe_intermediate_size=768, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[]),
     "qwen3-next-1b": dict(model_type="qwen3_next", vocab_size=151936, hidden_size=1024, intermediate_size=3072,
                           num_hidden_layers=16, num_attention_heads=8, num_key_value_heads=2, head_dim=256,
                           tie_word_embeddings=True, num_experts=64, num_experts_per_tok=8, moe_intermediate_size=256,

@@ -1,6 +1,6 @@
-// CUDA engine benchmark (issue 6): on one GPU, for a model directory (the random-weight
-// Qwen3-8B-shaped checkpoint of bench/cuda/make_checkpoint.py), each figure next to its
-// roofline measured in the same run:
+// CUDA engine benchmark (issues 6 and 9): on one GPU, for a model directory (a random-weight
+// checkpoint of bench/cuda/make_checkpoint.py: the Qwen3-8B shape, or Qwen3-30B-A3B for MoE),
+// each figure next to its roofline measured in the same run:
 //   ceilings:  device-to-device copy bandwidth (read + write bytes / s) and the cuBLAS bf16
 //              matmul rate on random 8192^3 operands;
 //   kernels:   the skinny matmul (decode) at M = 1 on the model's matrix shapes in GB/s of
@@ -8,6 +8,9 @@
 //   engine:    prefill tok/s at 512 and 4096 tokens (roofline: matmul rate / FLOPs per token),
 //              decode tok/s at batch 1 (roofline: copy bandwidth / bytes per token: weights +
 //              KV read) and decode throughput at batch 8, 32, 64.
+// MoE checkpoints (config num_experts_per_tok = k): weights and FLOPs count the active
+// parameters only (attention, router, k experts per layer, LM head, one embedding row), and
+// the dense matmul/attention kernel table is skipped.
 // Protocol: one warm-up discarded, median of --runs. Decode steps sample greedily on the
 // device (Batch::argmax_only: only token ids come back); batch 1 and 64 are also measured
 // with every logit row returned to the host. --profile prints the GPU time per op class of
@@ -29,6 +32,7 @@
 
 #include "base/dtype.h"
 #include "base/json.h"
+#include "io/config.h"
 #include "io/safetensors.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -172,9 +176,12 @@ int main(int argc, char** argv) {
   const auto& c = model->config();
   const int64_t h = c.hidden_size, inter = c.intermediate_size, q_dim = c.num_attention_heads * c.head_dim,
                 kv_dim = c.num_key_value_heads * c.head_dim;
+  const int64_t top_k = c.raw.contains("num_experts_per_tok") ? io::json_int(c.raw, "num_experts_per_tok", dir) : 0;
+  report["layers"] = c.num_hidden_layers;
+  report["experts_per_token"] = top_k;
 
-  // Kernels on the model's shapes, weights random, x random.
-  {
+  // Kernels on the model's (dense) shapes, weights random, x random.
+  if (top_k == 0) {
     std::printf("| matmul [n x k] | M | time us | weights GB/s | TFLOP/s |\n|---|---|---|---|---|\n");
     Json rows = Json::array();
     const Shape shapes[] = {{"q_proj", q_dim, h}, {"k_proj", kv_dim, h}, {"o_proj", h, q_dim},
@@ -265,15 +272,25 @@ int main(int argc, char** argv) {
     backend->deallocate(out);
   }
 
-  // Bytes and FLOPs the model must move per token.
+  // Bytes and FLOPs the model must move per token: every tensor once, except the embedding
+  // table when untied (one row gathered) and, in MoE layers, the experts a token is not routed
+  // to (all experts have one size, so experts 0..k-1 stand for any k).
   double weight_bytes = 0, matmul_params = 0, head_params = 0;
   const auto checkpoint = io::Checkpoint::open(dir);
   for (const auto& [name, t] : checkpoint.tensors()) {
     const bool embed = name == "model.embed_tokens.weight", head = name == "lm_head.weight";
-    if (embed && !c.tie_word_embeddings) continue;  // one row gathered per token
+    if (embed && !c.tie_word_embeddings) {
+      weight_bytes += double(t.num_bytes) / double(t.shape[0]);
+      continue;
+    }
+    if (const auto at = name.find(".experts."); at != std::string::npos &&
+                                                std::atoll(name.c_str() + at + 9) >= top_k)
+      continue;
     weight_bytes += double(t.num_bytes);
     if (t.shape.size() == 2) (embed || head ? head_params : matmul_params) += double(t.num_elements());
   }
+  std::printf("active weight bytes per token: %.3f GB (%ld layers%s)\n", weight_bytes / 1e9,
+              long(c.num_hidden_layers), top_k ? fmt::format(", {} experts per token", top_k).c_str() : "");
   const double kv_bytes_per_position = 2.0 * c.num_hidden_layers * kv_dim * sizeof(float);  // f32 K and V
 
   const int max_batch = 64, prompt_len = 128, decode_steps = 16;

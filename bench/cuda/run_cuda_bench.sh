@@ -1,16 +1,33 @@
 #!/usr/bin/env bash
-# On a GPU machine: build (Release, CUDA on), run the CUDA op tests and the HF golden /
-# invariance tests on the GPU, generate the Qwen3-8B-shaped random checkpoint with torch
-# (bench/cuda/make_checkpoint.py, 16 GB under $CKPT), and run the CUDA benchmark. Results:
-# bench/results/cuda-<commit>.{json,md} and cuda-tests-<commit>.log (under $OUT when set).
+# On a GPU machine: build (Release, CUDA on), run the CUDA op tests, the HF golden /
+# invariance tests and the hybrid-state tests on the GPU, generate a random checkpoint with
+# torch (bench/cuda/make_checkpoint.py) and run the CUDA benchmark. Results:
+# bench/results/<name>-<commit>.{json,md} and cuda-tests-<commit>.log (under $OUT when set).
 # Usage: bench/cuda/run_cuda_bench.sh [--skip-tests] [--skip-bench]
-# Env: BUILD (build dir), CKPT (checkpoint dir), BENCH_ARGS (e.g. --profile), EXTRA_CMAKE_ARGS (e.g.
+# Env: SHAPE (qwen3-8b, the default: 16 GB; qwen3-30b-a3b: 61 GB, results named cuda-moe-*),
+# BUILD (build dir), CKPT (checkpoint dir; default: /dev/shm or /tmp, whichever has more
+# room), MAX_GB (checkpoint cap: layers are dropped to fit; default: the room left on CKPT's
+# file system), BENCH_ARGS (e.g. --profile), EXTRA_CMAKE_ARGS (e.g.
 # -DTACHYON_ONLY_MODULES="base;io;kernels;kv;sampling;model" where the server's dependencies
 # are missing; see bench/NOTES-cuda.md "Reproducing on the H200 image").
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${BUILD:-$root/build-cuda-release}"
-ckpt="${CKPT:-/tmp/tachyon-qwen3-8b-random}"
+shape="${SHAPE:-qwen3-8b}"
+name=cuda
+[ "$shape" = qwen3-8b ] || name=cuda-moe
+room() { df -B1G --output=avail "$1" 2>/dev/null | tail -1 | tr -d ' ' || echo 0; }
+if [ -z "${CKPT:-}" ]; then
+  base=/tmp
+  [ "$(room /dev/shm)" -gt "$(room /tmp)" ] && base=/dev/shm
+  ckpt="$base/tachyon-$shape-random"
+else
+  ckpt="$CKPT"
+fi
+mkdir -p "$ckpt"
+margin=6  # room for the build when it shares the file system
+case "$ckpt" in /dev/shm/*) margin=2 ;; esac
+max_gb="${MAX_GB:-$(( $(room "$ckpt") - margin ))}"
 results="${OUT:-$root/bench/results}"
 skip_tests=0 skip_bench=0
 for a in "$@"; do
@@ -18,16 +35,17 @@ for a in "$@"; do
 done
 mkdir -p "$results"
 commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo -dirty)"
-python3 "$root/bench/cuda/make_checkpoint.py" "$ckpt" --shape qwen3-8b > "$results/checkpoint.log" 2>&1 &
+python3 "$root/bench/cuda/make_checkpoint.py" "$ckpt" --shape "$shape" --max-gb "$max_gb" > "$results/checkpoint.log" 2>&1 &
 gen=$!
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTACHYON_SERVER=OFF -DTACHYON_TESTS=ON \
   -DTACHYON_CUDA=ON ${EXTRA_CMAKE_ARGS:-} > "$results/cmake.log" 2>&1 || { tail -30 "$results/cmake.log"; exit 1; }
-ninja -C "$build" -j"$(nproc)" cuda_kernel_tests hf_cuda_golden_tests cuda_bench > "$results/build.log" 2>&1 ||
+ninja -C "$build" -j"$(nproc)" cuda_kernel_tests hf_cuda_golden_tests model_tests cuda_bench > "$results/build.log" 2>&1 ||
   { tail -50 "$results/build.log"; exit 1; }
 tests_rc=0
 if [ "$skip_tests" = 0 ]; then
-  (cd "$root" && "$build/tests/kernels/cuda/cuda_kernel_tests" && "$build/tests/diff/hf/hf_cuda_golden_tests") \
-    > "$results/cuda-tests-$commit.log" 2>&1 || tests_rc=$?
+  for t in "kernels/cuda/cuda_kernel_tests" "diff/hf/hf_cuda_golden_tests" "unit/model/model_tests --gtest_filter=*HybridState*cuda*"; do
+    (cd "$root" && $build/tests/$t) >> "$results/cuda-tests-$commit.log" 2>&1 || tests_rc=$?  # every binary runs
+  done
   grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED|Failure|divergence|demo greedy|Expected|Which is|max diff" \
     "$results/cuda-tests-$commit.log" || true
 fi
@@ -37,7 +55,8 @@ if [ "$skip_bench" = 0 ]; then
     echo "# CUDA benchmark, commit $commit, $(date -u +%Y-%m-%dT%H:%MZ)"
     echo
     echo "GPU: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader)"
-    "$build/bench/cuda_bench" ${BENCH_ARGS:-} --json "$results/cuda-$commit.json" "$ckpt"
-  } 2>&1 | tee "$results/cuda-$commit.md"
+    echo "Checkpoint: $(tail -1 "$results/checkpoint.log")"
+    "$build/bench/cuda_bench" ${BENCH_ARGS:-} --json "$results/$name-$commit.json" "$ckpt"
+  } 2>&1 | tee "$results/$name-$commit.md"
 fi
 exit "$tests_rc"

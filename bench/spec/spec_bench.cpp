@@ -3,8 +3,10 @@
 // but without the CLI, so it also runs where only the core modules build (the GPU machine).
 // Greedy; decode tok/s = tokens after the first over the time after the first; one warm-up
 // run discarded, median of --runs; a fresh drafter per run (the suffix trie would otherwise
-// learn the answer). Engine defaults otherwise (k = 4, auto-k, gates on).
-// Usage: spec_bench [--device cpu|cuda] [--tokens 384] [--runs 5] MODEL_DIR PROMPT.ids...
+// learn the answer). Engine defaults otherwise (k = 4, auto-k, gates on). A "-tree" suffix
+// (ngram-tree, suffix-tree, draft-tree, mtp-tree) drafts trees of --tree-nodes nodes.
+// Usage: spec_bench [--device cpu|cuda] [--tokens 384] [--runs 5] [--tree-nodes 16]
+//                   [--methods none,ngram,ngram-tree,...] MODEL_DIR PROMPT.ids...
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -33,10 +35,11 @@ struct RunResult {
   engine::SpecUsage spec;
 };
 
-RunResult generate(model::Model& model, spec::Drafter* drafter, bool model_free, const std::vector<int32_t>& prompt,
-                   int32_t tokens) {
+RunResult generate(model::Model& model, spec::Drafter* drafter, bool model_free, int32_t tree_nodes,
+                   const std::vector<int32_t>& prompt, int32_t tokens) {
   engine::EngineConfig config{.max_concurrent = 1};
   config.drafter = drafter;
+  config.max_tree_nodes = tree_nodes;
   config.model_free_drafter = model_free;
   engine::Engine engine(model, config);
   engine::GenerationRequest request;
@@ -77,15 +80,28 @@ int main(int argc, char** argv) {
   int32_t tokens = 384;
   int runs = 5;
   std::vector<std::string> prompt_files;
+  int32_t tree_nodes = 16;
+  std::vector<std::string> methods = {"none",  "ngram",      "ngram-tree", "suffix", "suffix-tree",
+                                      "draft", "draft-tree", "mtp",        "mtp-tree"};
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
     else if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) runs = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--tree-nodes") && i + 1 < argc) tree_nodes = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--methods") && i + 1 < argc) {
+      methods.clear();
+      std::string list = argv[++i];
+      for (size_t a = 0, b; a <= list.size(); a = b + 1) {
+        b = list.find(',', a);
+        if (b == std::string::npos) b = list.size();
+        if (b > a) methods.push_back(list.substr(a, b - a));
+      }
+    }
     else if (dir.empty()) dir = argv[i];
     else prompt_files.push_back(argv[i]);
   }
   if (dir.empty() || prompt_files.empty()) {
-    std::fprintf(stderr, "usage: spec_bench [--device cpu|cuda] [--tokens N] [--runs N] MODEL_DIR PROMPT.ids...\n");
+    std::fprintf(stderr, "usage: spec_bench [--device cpu|cuda] [--tokens N] [--runs N] [--tree-nodes N] [--methods a,b] MODEL_DIR PROMPT.ids...\n");
     return 2;
   }
   auto backend = kernels::make_backend(device);
@@ -98,20 +114,22 @@ int main(int argc, char** argv) {
     const auto prompt = read_ids(file);
     const std::string workload = std::filesystem::path(file).stem().string();
     double base = 0;
-    for (const std::string method : {"none", "ngram", "suffix", "draft", "mtp"}) {
-      if (method == "draft" && !has_drafter) continue;
+    for (const std::string& method : methods) {
+      if (method.starts_with("draft") && !has_drafter) continue;
       std::vector<RunResult> results;
       for (int r = 0; r <= runs; ++r) {
         std::unique_ptr<spec::Drafter> drafter;
-        if (method == "ngram") drafter = spec::make_ngram_drafter({});
-        else if (method == "suffix") drafter = spec::make_suffix_drafter({});
-        else if (method == "draft") drafter = spec::make_draft_model_drafter(dir + "/drafter", dir, *model, *backend);
-        else if (method == "mtp") {
+        const bool model_free = method.starts_with("ngram") || method.starts_with("suffix");
+        if (method.starts_with("ngram")) drafter = spec::make_ngram_drafter({});
+        else if (method.starts_with("suffix")) drafter = spec::make_suffix_drafter({});
+        else if (method.starts_with("draft")) drafter = spec::make_draft_model_drafter(dir + "/drafter", dir, *model, *backend);
+        else if (method.starts_with("mtp")) {
           auto head = model::MtpHead::load(dir, model->config(), *backend);
           if (!head) break;
           drafter = spec::make_mtp_drafter(std::move(head), *backend);
         }
-        auto result = generate(*model, drafter.get(), method == "ngram" || method == "suffix", prompt, tokens);
+        auto result = generate(*model, drafter.get(), model_free, method.ends_with("-tree") ? tree_nodes : 0, prompt,
+                               tokens);
         if (r > 0) results.push_back(result);  // run 0 is the warm-up
       }
       if (results.empty()) continue;

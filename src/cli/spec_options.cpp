@@ -16,7 +16,7 @@ namespace tachyon::cli {
 void SpecOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--speculative-config", speculative_config,
                  R"(JSON: {"method":"ngram|draft|mtp|suffix","num_speculative_tokens":k,"disable_auto_k":false,)"
-                 R"("disable_gates":false})");
+                 R"("disable_gates":false,"tree_nodes":n})");
   cmd.add_option("--drafter", drafter_dir, "Draft model directory (default: MODEL/drafter when present)");
   cmd.add_flag("--no-pld", no_pld, "Disable prompt-lookup (ngram) speculation");
   cmd.add_flag("--no-drafter", no_drafter, "Do not load a draft model");
@@ -32,7 +32,7 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
     if (!j.is_object()) throw Error("--speculative-config must be a JSON object");
     for (auto it = j.begin(); it != j.end(); ++it)
       if (it.key() != "method" && it.key() != "num_speculative_tokens" && it.key() != "disable_auto_k" &&
-          it.key() != "disable_gates")
+          it.key() != "disable_gates" && it.key() != "tree_nodes")
         throw Error("--speculative-config: unknown field '{}'", it.key());
     if (j.contains("method")) {
       if (!j["method"].is_string()) throw Error("--speculative-config: 'method' must be a string");
@@ -43,6 +43,11 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
           j["num_speculative_tokens"].get<int>() > 16)
         throw Error("--speculative-config: 'num_speculative_tokens' must be an integer in [1, 16]");
       config.num_speculative_tokens = j["num_speculative_tokens"].get<int32_t>();
+    }
+    if (j.contains("tree_nodes")) {
+      if (!j["tree_nodes"].is_number_integer() || j["tree_nodes"].get<int>() < 0 || j["tree_nodes"].get<int>() > 64)
+        throw Error("--speculative-config: 'tree_nodes' must be an integer in [0, 64] (0: chains)");
+      config.max_tree_nodes = j["tree_nodes"].get<int32_t>();
     }
     for (const char* key : {"disable_auto_k", "disable_gates"}) {
       if (!j.contains(key)) continue;
@@ -90,8 +95,12 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
     throw Error("--speculative-config: unknown method '{}' (ngram, draft, mtp, suffix)", method);
   }
   config.drafter = drafter.get();
-  if (drafter) log::info("speculative decoding: {} (k = {}{})", drafter->name(), config.num_speculative_tokens,
-                         config.auto_k ? ", auto" : "");
+  if (drafter)
+    log::info("speculative decoding: {} (k = {}{}{})", drafter->name(), config.num_speculative_tokens,
+              config.auto_k ? ", auto" : "",
+              drafter->proposes_trees() && config.max_tree_nodes > config.num_speculative_tokens
+                  ? fmt::format(", trees of {} nodes", config.max_tree_nodes)
+                  : "");
   return drafter;
 }
 

@@ -1,8 +1,9 @@
 // Speculative-decoding options shared by `tachyon run` and `tachyon serve`:
-//   --speculative-config '{"method":"ngram|draft|mtp|suffix","num_speculative_tokens":k,"disable_auto_k":false}'
+//   --speculative-config '{"method":"ngram|draft|mtp|suffix","num_speculative_tokens":k,"disable_auto_k":false,
+//                         "disable_gates":false,"tree_nodes":n}'
 //   --no-pld  --no-drafter  --no-mtp  --drafter DIR
-// Default: the model's drafter/ companion when present (tokenizer checked), else prompt
-// lookup (ngram) with the prompt-time repetition gate.
+// Default: prompt lookup (ngram) with the prompt-time repetition gate; --no-pld falls back to
+// the model's drafter/ companion (tokenizer checked), then its MTP heads.
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -9,6 +9,8 @@
 #include "base/logging.h"
 #include "engine/scheduler.h"
 #include "kv/kv_cache.h"
+#include "kernels/ops.h"
+#include "spec/draft_tree.h"
 #include "spec/ngram.h"
 #include "spec/verify.h"
 
@@ -169,6 +171,9 @@ class EngineLoop : public KvAllocator {
     RequestOutput pending;  // accumulated this step
     std::vector<TokenLogprob> prompt_logprobs;
     int32_t num_drafts = 0;  // unverified draft tokens at the end of `tokens`
+    std::vector<int32_t> tree_parents;  // the drafts' parents when they form a tree (spec::DraftTree); empty: a chain
+    int32_t draft_depth = 0;            // levels of the pending drafts (a chain: its length)
+    int32_t depth_drafted = 0;          // sum of draft_depth over verified steps: auto-k's per-level acceptance
     bool spec_off = false;
     SpecUsage spec;
     // Throughput gate: seconds and tokens of this request's speculative steps (drafting
@@ -220,6 +225,12 @@ class EngineLoop : public KvAllocator {
         const auto span = std::span<const int32_t>(a.tokens.data() + c.begin, static_cast<size_t>(c.count));
         const bool all_rows = a.num_drafts > 0 || (a.request.prompt_logprobs && c.begin < a.num_prompt);
         const bool want_hidden = config_.drafter && config_.drafter->wants_hidden() && speculation_on(a);
+        if (!a.tree_parents.empty()) {  // a draft tree: node 0 is the last committed token
+          tree_rows_parents_.assign(1, -1);
+          tree_rows_parents_.insert(tree_rows_parents_.end(), a.tree_parents.begin(), a.tree_parents.end());
+          batch.add_tree(a.seq, span, tree_rows_parents_, c.begin, want_hidden);
+          continue;
+        }
         batch.add(a.seq, span, c.begin,
                   all_rows ? model::LogitRows::All : (c.completes ? model::LogitRows::Last : model::LogitRows::None),
                   want_hidden);
@@ -341,7 +352,16 @@ class EngineLoop : public KvAllocator {
         continue;
       }
       const auto t0 = Clock::now();
-      auto drafts = config_.drafter->propose(id, a.tokens, k);
+      std::vector<int32_t> drafts;
+      if (const int32_t nodes = tree_nodes(a, k); nodes > k) {
+        auto tree = config_.drafter->propose_tree(id, a.tokens, std::min(k, kernels::kMaxTreeDepth - 1), nodes);
+        a.draft_depth = tree.depth();
+        if (!tree.is_chain()) a.tree_parents = std::move(tree.parents);
+        drafts = std::move(tree.tokens);
+      } else {
+        drafts = config_.drafter->propose(id, a.tokens, k);
+        a.draft_depth = static_cast<int32_t>(drafts.size());
+      }
       const double seconds = seconds_between(t0, Clock::now());
       a.draft_seconds += seconds;
       if (drafts.empty()) continue;
@@ -353,14 +373,25 @@ class EngineLoop : public KvAllocator {
     }
   }
 
+  // Nodes of this request's next draft tree; <= k means a chain. Trees are verified greedily
+  // from every node's logits, so they serve greedy requests without per-token logprobs, on
+  // models whose only per-sequence state is the paged KV (a recurrent state follows one branch).
+  int32_t tree_nodes(const Active& a, int32_t k) const {
+    if (config_.max_tree_nodes <= k || !config_.drafter->proposes_trees() || kv_.has_state() ||
+        !a.request.sampling.greedy() || a.request.logprobs >= 0)
+      return 0;
+    return config_.max_tree_nodes;
+  }
+
   // Auto-k: maximise expected tokens per unit of step cost, E(k) = (1 − α^{k+1}) / (1 − α)
   // over cost(k) = 1 + β·k, with α the request's measured per-draft acceptance and β the
   // measured marginal cost of a draft: its verified row plus drafting it (a draft model's or
   // MTP head's forward), both relative to a plain decode step.
   int32_t choose_k(const Active& a) const {
     const int32_t k_max = a.request.num_speculative_tokens.value_or(config_.num_speculative_tokens);
-    if (!config_.auto_k || a.request.num_speculative_tokens || a.spec.num_drafted < 8) return k_max;
-    const double alpha = std::clamp(static_cast<double>(a.spec.num_accepted) / a.spec.num_drafted, 0.0, 0.99);
+    if (!config_.auto_k || a.request.num_speculative_tokens || a.depth_drafted < 8) return k_max;
+    // Per level, so that a tree's extra branches do not read as lower acceptance.
+    const double alpha = std::clamp(static_cast<double>(a.spec.num_accepted) / a.depth_drafted, 0.0, 0.99);
     const double beta = marginal_row_cost() + (plain_step_cost_ > 0 ? draft_token_cost_ / plain_step_cost_ : 0.0);
     int32_t best = 1;
     double best_rate = 0;
@@ -397,15 +428,29 @@ class EngineLoop : public KvAllocator {
     const size_t num_drafted = drafts.size();
     const auto prompt = std::span<const int32_t>(a.tokens.data(), a.num_prompt);
     const auto generated = std::span<const int32_t>(a.tokens.data() + a.num_prompt, committed - a.num_prompt);
+    const bool tree = !a.tree_parents.empty();
     const auto result =
-        out.argmax.empty()
+        tree ? verify_tree(a, drafts, out, logit_row, prompt, generated)
+        : out.argmax.empty()
             ? spec::verify_chain(
                   drafts, [&](size_t i) { return out.logits_row(logit_row + i); }, *a.sampler, prompt, generated)
             : spec::verify_chain_greedy(drafts, std::span<const int32_t>(out.argmax).subspan(logit_row, num_drafted + 1));
+    // Tree: the accepted branch's K/V move to consecutive positions after the root.
+    for (size_t d = 0; d < result.nodes.size(); ++d)
+      kv_.copy_position(a.seq, c.begin + result.nodes[d], c.begin + static_cast<int32_t>(d) + 1);
+    a.tree_parents.clear();
+    a.depth_drafted += std::min<int32_t>(a.draft_depth, static_cast<int32_t>(num_drafted));
     int32_t num_computed = committed + result.num_accepted;
     if (hidden) {  // rows of the last committed token and of the accepted drafts are real
       const int32_t valid = 1 + result.num_accepted;
-      config_.drafter->observe_hidden(c.id, c.begin, {hidden, static_cast<size_t>(valid * out.hidden_size)}, valid);
+      const size_t h = static_cast<size_t>(out.hidden_size);
+      if (tree) {  // the accepted nodes' rows, gathered in depth order after the root's
+        std::vector<float> branch(hidden, hidden + h);
+        for (int32_t node : result.nodes) branch.insert(branch.end(), hidden + node * h, hidden + (node + 1) * h);
+        config_.drafter->observe_hidden(c.id, c.begin, branch, valid);
+      } else {
+        config_.drafter->observe_hidden(c.id, c.begin, {hidden, valid * h}, valid);
+      }
     }
     a.tokens.resize(static_cast<size_t>(committed));
     a.num_drafts = 0;
@@ -450,7 +495,29 @@ class EngineLoop : public KvAllocator {
     stats_.spec_drafted_tokens += num_drafted;
     stats_.spec_accepted_tokens += static_cast<uint64_t>(result.num_accepted);
     ++stats_.spec_steps;
+    stats_.spec_tree_steps += tree;
     return emitted;
+  }
+
+  // Greedy verification of a's draft tree (rows logit_row.. hold the root and every node).
+  spec::VerifyResult verify_tree(Active& a, std::span<const int32_t> drafts, const model::StepOutput& out,
+                                 size_t logit_row, std::span<const int32_t> prompt, std::span<const int32_t> generated) {
+    spec::DraftTree tree{{drafts.begin(), drafts.end()}, a.tree_parents};
+    if (!out.argmax.empty())
+      return spec::verify_tree_greedy(tree, [&](int32_t node) { return out.argmax[logit_row + static_cast<size_t>(node)]; });
+    // Logits processors (penalties, logit bias) see the branch so far as generated history.
+    std::vector<int32_t> history(generated.begin(), generated.end());
+    std::vector<float> logits;
+    return spec::verify_tree_greedy(tree, [&](int32_t node) {
+      history.resize(generated.size());
+      std::vector<int32_t> branch;
+      for (int32_t n = node; n > 0; n = tree.parents[static_cast<size_t>(n) - 1]) branch.push_back(tree.tokens[static_cast<size_t>(n) - 1]);
+      history.insert(history.end(), branch.rbegin(), branch.rend());
+      const auto raw = out.logits_row(logit_row + static_cast<size_t>(node));
+      logits.assign(raw.begin(), raw.end());
+      sampling::apply_processors(a.request.sampling, {prompt, history}, logits);
+      return sampling::argmax(logits);
+    });
   }
 
   void switch_off_speculation(Active& a, const char* why) {
@@ -465,6 +532,8 @@ class EngineLoop : public KvAllocator {
     Active& a = active_.at(id);
     a.tokens.resize(a.tokens.size() - static_cast<size_t>(n));
     a.num_drafts -= n;
+    // Parents precede children, so the remaining nodes still form a tree.
+    a.tree_parents.resize(a.tree_parents.empty() ? 0 : static_cast<size_t>(a.num_drafts));
     scheduler_.rollback(id, static_cast<int32_t>(a.tokens.size()),
                         std::min(scheduler_.num_computed(id), static_cast<int32_t>(a.tokens.size())));
   }
@@ -617,6 +686,7 @@ class EngineLoop : public KvAllocator {
   std::unordered_map<RequestId, Active> active_;
   double plain_step_cost_ = 0, spec_step_cost_ = 0;  // EMA seconds per request of a step
   double spec_step_drafts_ = 0;                      // EMA drafts per request of a verifying step
+  std::vector<int32_t> tree_rows_parents_;  // scratch: a tree's parents with the root's
   double draft_token_cost_ = 0;                      // EMA seconds of drafting one token
 
   std::mutex inbox_mutex_;

@@ -47,6 +47,10 @@ struct EngineConfig {
   spec::Drafter* drafter = nullptr;
   int32_t num_speculative_tokens = 4;
   bool auto_k = true;                  // pick k per request from measured acceptance and step cost
+  // Draft trees (spec/draft_tree.h) of up to this many nodes for greedy requests, when the
+  // drafter branches and the model has no recurrent state; at most num_speculative_tokens
+  // deep. 0 or anything <= k: chains.
+  int32_t max_tree_nodes = 0;
   bool gates = true;                   // prompt, acceptance and throughput gates may turn speculation off
   bool model_free_drafter = false;     // apply the prompt-time repetition gate
   double min_prompt_repetition = 0.02; // gate: 3-gram repetition below this turns a model-free drafter off

@@ -14,6 +14,11 @@ namespace tachyon::kernels {
 void Backend::unsupported(const char* op) const {
   throw Error("op {} is not supported by backend {}", op, name());
 }
+void Backend::copy_on_device(void* dst, const void* src, size_t bytes) {
+  std::vector<std::byte> host(bytes);
+  copy_to_host(host.data(), src, bytes);
+  copy_to_device(dst, host.data(), bytes);
+}
 void Backend::argmax(const float* x, int64_t rows, int64_t n, int32_t* ids) {
   std::vector<float> host(static_cast<size_t>(rows * n));
   std::vector<int32_t> best(static_cast<size_t>(rows));

@@ -33,6 +33,9 @@ class Backend {
   virtual Weight upload_weight(const Weight& host) = 0;
   virtual void copy_to_host(void* host_dst, const void* device_src, size_t bytes) = 0;
   virtual void copy_to_device(void* device_dst, const void* host_src, size_t bytes) = 0;
+  // Backend memory to backend memory, ordered after the ops issued before it (non-overlapping
+  // ranges). The default bounces through the host.
+  virtual void copy_on_device(void* dst, const void* src, size_t bytes);
   virtual void synchronize() {}
 
   // out[r, :] = table[ids[r], :] * scale

@@ -42,20 +42,39 @@ struct PagedKv {
   int64_t head_dim = 0;
 };
 
+// Tree verification (speculative decoding): the draft rows of a sequence may form a tree
+// rather than a chain. Each row keeps its logical position (what RoPE, the causal limit and
+// the sliding window see: its depth in the tree after the committed tokens), and the tree's
+// K/V live at physical positions tree_base + node index. A row reads the key at logical
+// position p >= tree_base from physical position tree_base + tree_path[row][p - tree_base]
+// (its ancestor at that depth) and writes its own K/V at the same mapping of its position.
+// So every row attends over exactly the keys, in exactly the order, that plain decoding of
+// its branch would see: the bits are those of the chain (no mask inside the reduction).
+constexpr int kMaxTreeDepth = 16;  // nodes on one root-to-leaf path, the root included
+
 // Per-row attention metadata of a ragged batch (host arrays for the CPU backend).
 struct AttentionMeta {
   const int32_t* positions = nullptr;      // [rows] absolute position of each row
   const int32_t* row_seq = nullptr;        // [rows] index of the row's sequence
   const int32_t* block_tables = nullptr;   // all sequences' block tables, concatenated
   const int32_t* block_table_offsets = nullptr;  // [num_seqs + 1] into block_tables
+  const int32_t* tree_base = nullptr;      // [rows] first tree position of the row's tree, -1 outside trees; or null
+  const int32_t* tree_path = nullptr;      // [rows, kMaxTreeDepth] node index of the row's ancestor at each depth
 };
+
+// The physical KV position of logical position `p` as seen from `row` (see kMaxTreeDepth).
+inline int32_t kv_position(const AttentionMeta& meta, int64_t row, int32_t p) {
+  if (!meta.tree_base) return p;
+  const int32_t base = meta.tree_base[row];
+  return base < 0 || p < base ? p : base + meta.tree_path[row * kMaxTreeDepth + (p - base)];
+}
 
 struct AttentionParams {
   int64_t num_heads = 0;
   float scale = 1.f;            // applied to q·k
   int64_t sliding_window = 0;   // 0: full causal; W: keys with q - W < k <= q
   float softcap = 0.f;          // 0: none; else scores = softcap * tanh(scores / softcap)
-  const float* sinks = nullptr; // [num_heads] extra logit per head in the softmax denominator, or null
+  const float* sinks = nullptr; // [num_heads] extra logit per head in the softmax denominator (backend memory), or null
 };
 
 enum class Activation { SiLU, GeluTanh };
@@ -72,6 +91,14 @@ struct RecurrentMeta {
   const int32_t* seq_row_begin = nullptr;      // [num_seqs + 1]
   const int32_t* seq_state_slot = nullptr;     // [num_seqs] working slot of each sequence
   const int32_t* row_snapshot_slot = nullptr;  // [rows] slot to snapshot into after the row, or -1
+  // Where a forward may start from a block snapshot: positions that are multiples of
+  // resume_align (block_size · snapshot interval). A backend that computes runs of rows in
+  // chunks (the gated delta rule's prefill form) starts chunks only at absolute positions
+  // that are multiples of a divisor of it, so a sequence's bits depend on its own positions
+  // and on where its forwards split, never on its batch-mates; forwards split at chunk
+  // boundaries give the bits of the unsplit run. 0 or no positions: row by row only.
+  const int32_t* seq_first_position = nullptr;  // [num_seqs] absolute position of each sequence's first row
+  int32_t resume_align = 0;
 };
 
 // Gated delta rule (Gated DeltaNet, Qwen3-Next), per sequence and value head h with key head

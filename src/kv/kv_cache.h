@@ -82,6 +82,10 @@ class KvCache {
   bool reserve(SeqId seq, int32_t num_tokens);
   // Shortens the sequence to num_tokens positions, releasing blocks no longer needed.
   void truncate(SeqId seq, int32_t num_tokens);
+  // Copies the K/V of position `from` to position `to` in every layer (tree verification
+  // moves the accepted branch's entries to consecutive positions). Both must be reserved and
+  // in blocks of this sequence alone (not yet registered for prefix sharing).
+  void copy_position(SeqId seq, int32_t from, int32_t to);
   // Appends an existing block (a prefix-cache hit, already retained by the caller).
   void append_block(SeqId seq, BlockId block);
 

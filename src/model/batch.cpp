@@ -1,5 +1,11 @@
 #include "model/batch.h"
 
+#include <algorithm>
+#include <array>
+
+#include "base/error.h"
+#include "kernels/ops.h"
+
 namespace tachyon::model {
 
 void Batch::add(kv::SeqId seq, std::span<const int32_t> ids, int32_t first_position, LogitRows logits,
@@ -11,13 +17,52 @@ void Batch::add(kv::SeqId seq, std::span<const int32_t> ids, int32_t first_posit
     tokens.push_back(ids[i]);
     positions.push_back(first_position + static_cast<int32_t>(i));
     row_seq.push_back(seq_index);
+    if (!tree_base.empty()) {
+      tree_base.push_back(-1);
+      tree_path.resize(tree_path.size() + kernels::kMaxTreeDepth, 0);
+    }
     const bool last = i + 1 == ids.size();
     if (logits == LogitRows::All || (logits == LogitRows::Last && last)) logit_rows.push_back(row);
     if (want_hidden) hidden_rows.push_back(row);
   }
 }
 
+void Batch::add_tree(kv::SeqId seq, std::span<const int32_t> ids, std::span<const int32_t> parents,
+                     int32_t first_position, bool want_hidden) {
+  TACHYON_CHECK(!ids.empty() && parents.size() == ids.size(), "a draft tree needs a root and one parent per node");
+  if (tree_base.empty()) {  // rows added so far are outside trees
+    tree_base.assign(tokens.size(), -1);
+    tree_path.assign(tokens.size() * kernels::kMaxTreeDepth, 0);
+  }
+  const int32_t seq_index = static_cast<int32_t>(seqs.size());
+  seqs.push_back(seq);
+  const size_t first_row = tokens.size();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::array<int32_t, kernels::kMaxTreeDepth> path{};
+    int32_t depth = 0;
+    if (i > 0) {
+      const int32_t parent = parents[i];
+      TACHYON_CHECK(parent >= 0 && static_cast<size_t>(parent) < i, "draft tree node {} has parent {}", i, parent);
+      depth = positions[first_row + static_cast<size_t>(parent)] - first_position + 1;
+      TACHYON_CHECK(depth < kernels::kMaxTreeDepth, "draft tree deeper than {}", kernels::kMaxTreeDepth - 1);
+      std::copy_n(tree_path.begin() + static_cast<long>((first_row + static_cast<size_t>(parent)) * kernels::kMaxTreeDepth),
+                  depth, path.begin());
+    }
+    path[static_cast<size_t>(depth)] = static_cast<int32_t>(i);
+    const int32_t row = static_cast<int32_t>(tokens.size());
+    tokens.push_back(ids[i]);
+    positions.push_back(first_position + depth);
+    row_seq.push_back(seq_index);
+    tree_base.push_back(first_position);
+    tree_path.insert(tree_path.end(), path.begin(), path.end());
+    logit_rows.push_back(row);
+    if (want_hidden) hidden_rows.push_back(row);
+  }
+}
+
 void Batch::clear() {
+  tree_base.clear();
+  tree_path.clear();
   tokens.clear();
   positions.clear();
   row_seq.clear();

@@ -29,12 +29,22 @@ struct Batch {
   // Greedy only: StepOutput carries each logit row's argmax (computed on the device) instead of
   // its logits, so only token ids cross the bus.
   bool argmax_only = false;
+  // Draft trees (speculative tree verification, see kernels/ops.h kMaxTreeDepth): per row the
+  // first physical position of its tree (-1 for rows outside trees) and the node index of its
+  // ancestor at each depth. Both empty while the batch holds no tree.
+  std::vector<int32_t> tree_base;
+  std::vector<int32_t> tree_path;  // [num_rows, kernels::kMaxTreeDepth]
 
   int64_t num_rows() const { return static_cast<int64_t>(tokens.size()); }
 
   // Appends `ids` of sequence `seq` at positions first_position, first_position + 1, ...
   void add(kv::SeqId seq, std::span<const int32_t> ids, int32_t first_position, LogitRows logits = LogitRows::Last,
            bool want_hidden = false);
+  // Appends a draft tree of `seq` with every row's logits: node 0 (the root, the last
+  // committed token) at first_position, node i > 0 a child of parents[i] < i. Node i's K/V go to
+  // position first_position + i; its logical position is first_position + its depth.
+  void add_tree(kv::SeqId seq, std::span<const int32_t> ids, std::span<const int32_t> parents, int32_t first_position,
+                bool want_hidden = false);
   void clear();
 };
 

@@ -61,6 +61,8 @@ std::string render_metrics(const std::string& model, const engine::EngineStats& 
   counter(out, "tachyon_spec_verify_steps_total", "Speculative verification steps.", m, s.spec_steps);
   counter(out, "tachyon_spec_gated_requests_total", "Requests whose speculation a gate switched off.", m,
           s.spec_gated_requests);
+  counter(out, "tachyon_spec_tree_steps_total", "Verification steps whose drafts formed a tree.", m,
+          s.spec_tree_steps);
   counter(out, "tachyon_engine_steps_total", "Engine steps (forward passes).", m, s.steps);
   gauge(out, "tachyon_queue_depth", "Requests waiting for admission.", m, s.queue_depth);
   gauge(out, "tachyon_requests_running", "Requests in the running batch.", m, s.running);

@@ -21,6 +21,21 @@ class DraftModelDrafter final : public Drafter {
   std::string name() const override { return "draft"; }
 
   std::vector<int32_t> propose(RequestKey request, std::span<const int32_t> tokens, int32_t k) override {
+    std::vector<int32_t> drafts;
+    for (const auto& level : draft_levels(request, tokens, k)) drafts.push_back(level.best);
+    return drafts;
+  }
+  DraftTree propose_tree(RequestKey request, std::span<const int32_t> tokens, int32_t max_depth,
+                         int32_t max_nodes) override {
+    return chain_with_runner_ups(draft_levels(request, tokens, max_depth), max_nodes);
+  }
+  bool proposes_trees() const override { return true; }
+
+  void on_finish(RequestKey request, std::span<const int32_t>, int32_t) override { states_.erase(request); }
+
+ private:
+  // Up to k levels of the drafter's greedy chain (best token and runner-up per level).
+  std::vector<LevelChoice> draft_levels(RequestKey request, std::span<const int32_t> tokens, int32_t k) {
     if (k <= 0 || tokens.empty()) return {};
     State* found = states_.find(request);
     State& s = found ? *found : states_.emplace(request, State{kv_.add_sequence(), 0, {}});
@@ -41,6 +56,7 @@ class DraftModelDrafter final : public Drafter {
     }
     s.tail.clear();
     std::vector<int32_t> drafts;
+    std::vector<LevelChoice> levels;
     std::span<const int32_t> feed = tokens.subspan(static_cast<size_t>(valid));
     int32_t position = valid;
     int32_t last = 0;
@@ -50,20 +66,17 @@ class DraftModelDrafter final : public Drafter {
       batch.add(s.seq, feed, position, model::LogitRows::Last);
       const auto out = model_->forward(batch, kv_);
       position += static_cast<int32_t>(feed.size());
-      const auto logits = out.logits_row(0);
-      last = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      levels.push_back(level_choice(out.logits_row(0)));
+      last = levels.back().best;
       drafts.push_back(last);
       feed = std::span<const int32_t>(&last, 1);
     }
     s.synced = static_cast<int32_t>(tokens.size());
     if (!drafts.empty()) s.tail.assign(drafts.begin(), drafts.end() - 1);  // the last draft has no KV yet
     kv_.truncate(s.seq, std::min(kv_.num_tokens(s.seq), s.synced + static_cast<int32_t>(s.tail.size())));
-    return drafts;
+    return levels;
   }
 
-  void on_finish(RequestKey request, std::span<const int32_t>, int32_t) override { states_.erase(request); }
-
- private:
   struct State {
     kv::SeqId seq;
     int32_t synced;              // tokens[0, synced) have KV

@@ -8,11 +8,14 @@
 //   drafter->on_finish(request_id);
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "spec/draft_tree.h"
 
 namespace tachyon::spec {
 
@@ -23,8 +26,15 @@ class Drafter {
   virtual ~Drafter() = default;
   virtual std::string name() const = 0;
   // Up to k tokens that may follow `tokens` (the request's committed prompt + output).
-  // Chains only for now (a chain is a one-branch tree). May return fewer, or none.
+  // A chain (the one-branch tree). May return fewer, or none.
   virtual std::vector<int32_t> propose(RequestKey request, std::span<const int32_t> tokens, int32_t k) = 0;
+  // A draft tree of at most `max_nodes` nodes and `max_depth` levels (spec/draft_tree.h).
+  // Drafters that know alternatives branch; the default is the chain of propose().
+  virtual DraftTree propose_tree(RequestKey request, std::span<const int32_t> tokens, int32_t max_depth,
+                                 int32_t max_nodes) {
+    return DraftTree::chain(propose(request, tokens, std::min(max_depth, max_nodes)));
+  }
+  virtual bool proposes_trees() const { return false; }
   // The request ended with `tokens` committed (prompt first, `num_prompt` of them): drop
   // per-request state; drafters that learn from past outputs record them here.
   virtual void on_finish(RequestKey request, std::span<const int32_t> tokens, int32_t num_prompt) {}

@@ -28,6 +28,21 @@ class MtpDrafter final : public Drafter {
   }
 
   std::vector<int32_t> propose(RequestKey request, std::span<const int32_t> tokens, int32_t k) override {
+    std::vector<int32_t> drafts;
+    for (const auto& level : draft_levels(request, tokens, k)) drafts.push_back(level.best);
+    return drafts;
+  }
+  DraftTree propose_tree(RequestKey request, std::span<const int32_t> tokens, int32_t max_depth,
+                         int32_t max_nodes) override {
+    return chain_with_runner_ups(draft_levels(request, tokens, max_depth), max_nodes);
+  }
+  bool proposes_trees() const override { return true; }
+
+  void on_finish(RequestKey request, std::span<const int32_t>, int32_t) override { states_.erase(request); }
+
+ private:
+  // Up to k levels of the head's recursive greedy chain (best token and runner-up per level).
+  std::vector<LevelChoice> draft_levels(RequestKey request, std::span<const int32_t> tokens, int32_t k) {
     State* found = states_.find(request);
     if (!found || k <= 0) return {};
     State& s = *found;
@@ -50,10 +65,10 @@ class MtpDrafter final : public Drafter {
     auto out = head_->forward(batch, hidden, kv_);
     s.built = n - s.base;
     s.pending.erase(s.pending.begin(), s.pending.lower_bound(n));
-    std::vector<int32_t> drafts;
+    std::vector<LevelChoice> levels;
     for (int32_t j = 0;; ++j) {
-      const int32_t d = static_cast<int32_t>(std::max_element(out.logits.begin(), out.logits.end()) - out.logits.begin());
-      drafts.push_back(d);
+      levels.push_back(level_choice(out.logits));
+      const int32_t d = levels.back().best;
       if (j + 1 == k) break;
       // Recursive step: the head's own output stands in for the target's hidden state.
       batch.clear();
@@ -62,12 +77,9 @@ class MtpDrafter final : public Drafter {
       out = head_->forward(batch, o, kv_);
     }
     kv_.truncate(s.seq, s.built);  // recursive entries were built from drafts: not kept
-    return drafts;
+    return levels;
   }
 
-  void on_finish(RequestKey request, std::span<const int32_t>, int32_t) override { states_.erase(request); }
-
- private:
   struct State {
     kv::SeqId seq;
     int32_t base;        // first position with a hidden state (later ones after a prefix-cache hit)

@@ -21,6 +21,27 @@ std::vector<int32_t> ngram_propose(std::span<const int32_t> tokens, int32_t k, c
   return {};
 }
 
+DraftTree ngram_propose_tree(std::span<const int32_t> tokens, int32_t max_depth, int32_t max_nodes,
+                             const NgramConfig& config) {
+  DraftTree tree;
+  const int64_t size = static_cast<int64_t>(tokens.size());
+  for (int32_t n = config.max_n; n >= config.min_n; --n) {
+    if (size <= n) continue;
+    const auto pattern = tokens.subspan(static_cast<size_t>(size - n));
+    const int64_t stop = std::max<int64_t>(0, size - n - config.max_lookback);
+    for (int64_t start = size - n - 1; start >= stop; --start) {
+      if (!std::equal(pattern.begin(), pattern.end(), tokens.begin() + start)) continue;
+      int32_t node = 0;
+      for (int64_t i = start + n; i < std::min(size, start + n + max_depth); ++i) {
+        if (tree.child(node, tokens[i]) < 0 && static_cast<int32_t>(tree.size()) >= max_nodes) break;
+        node = tree.add(node, tokens[i]);
+      }
+      if (static_cast<int32_t>(tree.size()) >= max_nodes) return tree;
+    }
+  }
+  return tree;
+}
+
 double trigram_repetition(std::span<const int32_t> tokens) {
   if (tokens.size() < 4) return 0.0;
   std::unordered_set<uint64_t> seen;
@@ -43,6 +64,10 @@ class NgramDrafter final : public Drafter {
   std::vector<int32_t> propose(RequestKey, std::span<const int32_t> tokens, int32_t k) override {
     return ngram_propose(tokens, k, config_);
   }
+  DraftTree propose_tree(RequestKey, std::span<const int32_t> tokens, int32_t max_depth, int32_t max_nodes) override {
+    return ngram_propose_tree(tokens, max_depth, max_nodes, config_);
+  }
+  bool proposes_trees() const override { return true; }
 
  private:
   NgramConfig config_;

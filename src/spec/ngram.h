@@ -17,6 +17,12 @@ struct NgramConfig {
 // The proposal itself (exposed for tests).
 std::vector<int32_t> ngram_propose(std::span<const int32_t> tokens, int32_t k, const NgramConfig& config);
 
+// The tree version: the continuations of several earlier occurrences (longest n first, most
+// recent first), merged into one tree of at most max_nodes nodes. Its first branch is
+// ngram_propose's chain, so the tree accepts at least what the chain would.
+DraftTree ngram_propose_tree(std::span<const int32_t> tokens, int32_t max_depth, int32_t max_nodes,
+                             const NgramConfig& config);
+
 // Repetition score of a prompt: the fraction of its 3-grams that occurred earlier in it.
 // Model-free drafters stay off on novel text (score below a threshold).
 double trigram_repetition(std::span<const int32_t> tokens);

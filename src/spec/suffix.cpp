@@ -1,6 +1,7 @@
 #include "spec/suffix.h"
 
 #include <algorithm>
+#include <queue>
 
 namespace tachyon::spec {
 
@@ -57,6 +58,50 @@ std::pair<int32_t, std::vector<int32_t>> SuffixTrie::propose(std::span<const int
   return {0, {}};
 }
 
+int32_t SuffixTrie::longest_match(std::span<const int32_t> context, int32_t min_match, int32_t& length) const {
+  const int32_t longest = std::min<int32_t>(static_cast<int32_t>(context.size()), max_depth_ - 1);
+  for (int32_t m = longest; m >= min_match; --m) {
+    const int32_t node = find(context.subspan(context.size() - static_cast<size_t>(m)));
+    if (node >= 0 && !nodes_[node].children.empty()) {
+      length = m;
+      return node;
+    }
+  }
+  length = 0;
+  return -1;
+}
+
+std::pair<int32_t, DraftTree> SuffixTrie::propose_tree(std::span<const int32_t> context, int32_t max_depth,
+                                                       int32_t max_nodes, int32_t min_match) const {
+  int32_t m = 0;
+  const int32_t start = longest_match(context, min_match, m);
+  DraftTree tree;
+  if (start < 0) return {0, tree};
+  struct Frontier {
+    double p;
+    int32_t token, trie_node, tree_parent, depth;
+    // Most probable first; ties by token so the tree does not depend on hash-map order.
+    bool operator<(const Frontier& o) const { return p != o.p ? p < o.p : token > o.token; }
+  };
+  std::priority_queue<Frontier> frontier;
+  auto expand = [&](int32_t trie_node, int32_t tree_node, int32_t depth, double p) {
+    if (depth >= max_depth || m + depth >= max_depth_) return;
+    int64_t total = 0;
+    for (const auto& [token, child] : nodes_[trie_node].children) total += std::max<int64_t>(0, nodes_[child].count);
+    for (const auto& [token, child] : nodes_[trie_node].children)
+      if (nodes_[child].count > 0)
+        frontier.push({p * static_cast<double>(nodes_[child].count) / static_cast<double>(total), token, child,
+                       tree_node, depth});
+  };
+  expand(start, 0, 0, 1.0);
+  while (!frontier.empty() && static_cast<int32_t>(tree.size()) < max_nodes) {
+    const Frontier f = frontier.top();
+    frontier.pop();
+    expand(f.trie_node, tree.add(f.tree_parent, f.token), f.depth + 1, f.p);
+  }
+  return {m, tree};
+}
+
 namespace {
 
 class SuffixDrafter final : public Drafter {
@@ -66,22 +111,21 @@ class SuffixDrafter final : public Drafter {
 
   std::vector<int32_t> propose(RequestKey request, std::span<const int32_t> tokens, int32_t k) override {
     std::lock_guard lock(mutex_);
-    auto it = requests_.find(request);
-    if (it == requests_.end()) {  // first call: the prompt is everything but the last token
-      it = requests_.emplace(request, Request{SuffixTrie(config_.max_depth), static_cast<int32_t>(tokens.size()) - 1, 0}).first;
-      it->second.local.add(tokens.first(tokens.size() - 1));
-      it->second.indexed = static_cast<int32_t>(tokens.size()) - 1;
-    }
-    Request& r = it->second;
-    // Index this request's own new tokens too (generated text repeats itself).
-    if (static_cast<int32_t>(tokens.size()) > r.indexed + config_.max_depth) {
-      r.local.add(tokens.subspan(static_cast<size_t>(r.indexed), tokens.size() - static_cast<size_t>(r.indexed)));
-      r.indexed = static_cast<int32_t>(tokens.size());
-    }
+    Request& r = index(request, tokens);
     auto local = r.local.propose(tokens, k, config_.min_match);
     auto global = global_.propose(tokens, k, config_.min_match);
     return global.first > local.first ? global.second : local.second;
   }
+
+  DraftTree propose_tree(RequestKey request, std::span<const int32_t> tokens, int32_t max_depth,
+                         int32_t max_nodes) override {
+    std::lock_guard lock(mutex_);
+    Request& r = index(request, tokens);
+    auto local = r.local.propose_tree(tokens, max_depth, max_nodes, config_.min_match);
+    auto global = global_.propose_tree(tokens, max_depth, max_nodes, config_.min_match);
+    return global.first > local.first ? global.second : local.second;
+  }
+  bool proposes_trees() const override { return true; }
 
   void on_finish(RequestKey request, std::span<const int32_t> tokens, int32_t num_prompt) override {
     std::lock_guard lock(mutex_);
@@ -109,6 +153,25 @@ class SuffixDrafter final : public Drafter {
     int32_t prompt_length;
     int32_t indexed;
   };
+  // The request's own trie, created over its prompt at the first call and extended with its
+  // generated tokens as they come.
+  Request& index(RequestKey request, std::span<const int32_t> tokens) {
+    auto it = requests_.find(request);
+    if (it == requests_.end()) {  // first call: the prompt is everything but the last token
+      it = requests_.emplace(request, Request{SuffixTrie(config_.max_depth), static_cast<int32_t>(tokens.size()) - 1, 0}).first;
+      it->second.local.add(tokens.first(tokens.size() - 1));
+      it->second.indexed = static_cast<int32_t>(tokens.size()) - 1;
+    }
+    Request& r = it->second;
+    // Index this request's own new tokens too (generated text repeats itself).
+    if (static_cast<int32_t>(tokens.size()) > r.indexed + config_.max_depth) {
+      r.local.add(tokens.subspan(static_cast<size_t>(r.indexed), tokens.size() - static_cast<size_t>(r.indexed)));
+      r.indexed = static_cast<int32_t>(tokens.size());
+    }
+    return r;
+  }
+
+
   SuffixConfig config_;
   std::mutex mutex_;
   SuffixTrie global_;

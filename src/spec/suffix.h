@@ -29,6 +29,10 @@ class SuffixTrie {
   // Longest suffix of `context` (>= min_match tokens) present in the trie, then up to k tokens
   // along the most frequent children. Returns {match length, draft}.
   std::pair<int32_t, std::vector<int32_t>> propose(std::span<const int32_t> context, int32_t k, int32_t min_match) const;
+  // The tree version: from the same match, the max_nodes continuations of highest estimated
+  // probability (the product of the branch frequencies along the path), best first.
+  std::pair<int32_t, DraftTree> propose_tree(std::span<const int32_t> context, int32_t max_depth, int32_t max_nodes,
+                                             int32_t min_match) const;
   size_t num_nodes() const { return nodes_.size(); }
 
  private:
@@ -37,6 +41,7 @@ class SuffixTrie {
     std::unordered_map<int32_t, int32_t> children;
   };
   int32_t find(std::span<const int32_t> path) const;  // node index or -1
+  int32_t longest_match(std::span<const int32_t> context, int32_t min_match, int32_t& length) const;
   int32_t max_depth_;
   std::vector<Node> nodes_;
 };

@@ -22,6 +22,7 @@ namespace tachyon::spec {
 struct VerifyResult {
   std::vector<int32_t> tokens;  // accepted drafts then the bonus/correction token (1..m+1 tokens)
   int32_t num_accepted = 0;     // drafts accepted
+  std::vector<int32_t> nodes;   // draft trees: the accepted nodes (spec/draft_tree.h), in depth order
 };
 
 // `row(i)` returns the raw logits of row i (i = 0..drafts.size()); rows are copied before the

@@ -21,15 +21,19 @@ namespace tachyon::kernels::cpu {
 // Internal linkage: compiled once per ISA file (see dot.h).
 namespace {
 
+inline int64_t item_slot(const AttentionItem& it, int32_t p) {
+  if (it.tree_base >= 0 && p >= it.tree_base) p = it.tree_base + it.tree_path[p - it.tree_base];
+  const int32_t block = it.kv->block_size;
+  return static_cast<int64_t>(it.table[p / block]) * block + p % block;
+}
+
 inline void attend_item(const AttentionItem& it) {
   const int64_t d = it.kv->head_dim, width = it.kv->num_kv_heads * d, n = it.pos - it.lo + 1;
   thread_local std::vector<float> scores;  // [group, n]
   scores.resize(static_cast<size_t>(it.group * n));
   std::vector<float>& s = scores;
-  const int32_t block = it.kv->block_size;
   for (int64_t j = 0; j < n; ++j) {
-    const int32_t p = it.lo + static_cast<int32_t>(j);
-    const int64_t slot = static_cast<int64_t>(it.table[p / block]) * block + p % block;
+    const int64_t slot = item_slot(it, it.lo + static_cast<int32_t>(j));
     const float* kj = it.kv->k + slot * width + it.kv_head * d;
     for (int64_t h = 0; h < it.group; ++h) s[h * n + j] = dot_canonical(it.q + h * d, kj, d) * it.scale;
   }
@@ -48,8 +52,7 @@ inline void attend_item(const AttentionItem& it) {
   }
   std::fill(it.out, it.out + it.group * d, 0.f);
   for (int64_t j = 0; j < n; ++j) {
-    const int32_t p = it.lo + static_cast<int32_t>(j);
-    const int64_t slot = static_cast<int64_t>(it.table[p / block]) * block + p % block;
+    const int64_t slot = item_slot(it, it.lo + static_cast<int32_t>(j));
     const float* vj = it.kv->v + slot * width + it.kv_head * d;
     for (int64_t h = 0; h < it.group; ++h) {
       const float pj = s[h * n + j];

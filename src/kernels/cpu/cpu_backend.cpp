@@ -87,7 +87,9 @@ void CpuBackend::attention(const float* q, int64_t rows, const PagedKv& kv, cons
       const cpu::AttentionItem it{q + (r * p.num_heads + h0) * d, &kv,
                                   meta.block_tables + meta.block_table_offsets[meta.row_seq[r]],
                                   kvh, group, lo, pos, p.scale, p.softcap, p.sinks ? p.sinks + h0 : nullptr,
-                                  out + (r * p.num_heads + h0) * d};
+                                  out + (r * p.num_heads + h0) * d,
+                                  meta.tree_base ? meta.tree_base[r] : -1,
+                                  meta.tree_base ? meta.tree_path + r * kMaxTreeDepth : nullptr};
       isa.attend(&it, 1);
     }
   });

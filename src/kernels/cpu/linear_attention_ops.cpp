@@ -1,13 +1,16 @@
 // CPU causal conv1d and gated delta rule. Work items are (sequence, channel block) and
 // (sequence, value head); each walks its sequence's rows in order, so a sequence's result does
-// not depend on its batch-mates. Decode (one row per sequence) is a rank-1 update of a
-// [dk, dv] state per head, memory-bound on the state.
+// not depend on its batch-mates. The delta rule cuts a sequence's rows into pieces at chunk
+// boundaries of absolute position: short pieces (decode, verification) run the recurrence row
+// by row, a rank-1 update memory-bound on the [dk, dv] state; long ones (prefill) the
+// chunkwise-parallel form, which reads the state once per chunk (isa/delta_rule.h).
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "base/thread_pool.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/isa/delta_rule.h"
 #include "kernels/reference/moe_rowwise.h"
 
 namespace tachyon::kernels {
@@ -15,6 +18,18 @@ namespace tachyon::kernels {
 namespace {
 ThreadPool& pool() { return ThreadPool::global(); }
 constexpr int64_t kChannelBlock = 64;
+// The chunk: the largest power of two <= kDeltaChunkMax dividing meta.resume_align, so every
+// position a forward can resume from a block snapshot is a chunk boundary; 0 (row by row
+// only) when the caller gives no alignment. Only whole chunks take the chunked form, although
+// it is already faster from 2 rows (bench/kernels/delta_rule_bench): a forward of fewer rows
+// than a chunk (decode, speculative verification) must keep the bits of row-by-row decoding,
+// or greedy output would change with speculation.
+int64_t delta_chunk_size(const RecurrentMeta& meta) {
+  if (meta.resume_align <= 0 || meta.seq_first_position == nullptr) return 0;
+  int64_t c = cpu::kDeltaChunkMax;
+  while (meta.resume_align % c != 0) c /= 2;
+  return c >= 2 ? c : 0;
+}
 }  // namespace
 
 void CpuBackend::causal_conv1d_silu(const float* x, int64_t rows, int64_t channels, const Weight& w,
@@ -50,48 +65,23 @@ void CpuBackend::causal_conv1d_silu(const float* x, int64_t rows, int64_t channe
 void CpuBackend::gated_delta_rule(const float* qkv, int64_t qs, const float* ba, int64_t rows,
                                   const DeltaRuleParams& p, const RecurrentMeta& meta, float* state,
                                   int64_t state_stride, float* out) {
-  const int64_t dk = p.k_dim, dv = p.v_dim, Hk = p.num_k_heads, Hv = p.num_v_heads, ratio = Hv / Hk;
+  const int64_t Hv = p.num_v_heads, dk = p.k_dim, dv = p.v_dim;
+  const auto& isa = cpu::delta_rule_kernels();
+  const int64_t chunk = delta_chunk_size(meta);
   pool().parallel_for(meta.num_seqs * Hv, [&](size_t b, size_t e) {
-    thread_local std::vector<float> q, k, delta, o;
-    q.resize(static_cast<size_t>(dk)), k.resize(static_cast<size_t>(dk));
-    delta.resize(static_cast<size_t>(dv)), o.resize(static_cast<size_t>(dv));
     for (size_t item = b; item < e; ++item) {
       const int64_t s = static_cast<int64_t>(item) / Hv, h = static_cast<int64_t>(item) % Hv;
       float* S = state + meta.seq_state_slot[s] * state_stride + h * dk * dv;  // [dk, dv]
-      const float decay_base = -std::exp(p.A_log[h]);
-      for (int64_t r = meta.seq_row_begin[s]; r < meta.seq_row_begin[s + 1]; ++r) {
-        const float* qr = qkv + r * qs + (h / ratio) * dk;
-        const float* kr = qkv + r * qs + Hk * dk + (h / ratio) * dk;
-        const float* vr = qkv + r * qs + 2 * Hk * dk + h * dv;
-        float qq = 0.f, kk = 0.f;
-        for (int64_t i = 0; i < dk; ++i) qq = std::fma(qr[i], qr[i], qq), kk = std::fma(kr[i], kr[i], kk);
-        const float qinv = 1.f / std::sqrt(qq + 1e-6f) / std::sqrt(static_cast<float>(dk));
-        const float kinv = 1.f / std::sqrt(kk + 1e-6f);
-        for (int64_t i = 0; i < dk; ++i) q[i] = qr[i] * qinv, k[i] = kr[i] * kinv;
-        const float decay = std::exp(decay_base * rowwise::softplus(ba[r * 2 * Hv + Hv + h] + p.dt_bias[h]));
-        const float beta = rowwise::sigmoid(ba[r * 2 * Hv + h]);
-        // S ← decay·S;  delta = beta·(v − Sᵀk);  S ← S + k ⊗ delta;  o = Sᵀq
-        std::fill(delta.begin(), delta.end(), 0.f);
-        for (int64_t i = 0; i < dk; ++i) {
-          float* Si = S + i * dv;
-          for (int64_t j = 0; j < dv; ++j) {
-            Si[j] *= decay;
-            delta[j] = std::fma(Si[j], k[i], delta[j]);
-          }
-        }
-        for (int64_t j = 0; j < dv; ++j) delta[j] = (vr[j] - delta[j]) * beta;
-        std::fill(o.begin(), o.end(), 0.f);
-        for (int64_t i = 0; i < dk; ++i) {
-          float* Si = S + i * dv;
-          for (int64_t j = 0; j < dv; ++j) {
-            Si[j] = std::fma(k[i], delta[j], Si[j]);
-            o[j] = std::fma(Si[j], q[i], o[j]);
-          }
-        }
-        std::memcpy(out + r * Hv * dv + h * dv, o.data(), static_cast<size_t>(dv) * sizeof(float));
-        if (meta.row_snapshot_slot[r] >= 0)
-          std::memcpy(state + meta.row_snapshot_slot[r] * state_stride + h * dk * dv, S,
-                      static_cast<size_t>(dk * dv) * sizeof(float));
+      cpu::DeltaPiece piece{&p, nullptr, qs, nullptr, 0, h, S, nullptr, nullptr, state, state_stride};
+      const int64_t end = meta.seq_row_begin[s + 1];
+      for (int64_t r = meta.seq_row_begin[s]; r < end; r += piece.n) {
+        // Pieces end where absolute positions reach a multiple of the chunk: a function of the
+        // sequence's own positions, never of the batch, and cut wherever a forward may resume.
+        const int64_t pos = chunk > 0 ? meta.seq_first_position[s] + (r - meta.seq_row_begin[s]) : 0;
+        piece.n = chunk > 0 ? std::min(end - r, chunk - pos % chunk) : end - r;
+        piece.qkv = qkv + r * qs, piece.ba = ba + r * 2 * Hv, piece.out = out + r * Hv * dv + h * dv;
+        piece.snapshot_slot = meta.row_snapshot_slot + r;
+        (chunk > 0 && piece.n == chunk ? isa.chunked : isa.recurrent)(piece);
       }
     }
   });

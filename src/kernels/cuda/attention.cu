@@ -12,9 +12,17 @@ constexpr int kMaxPairs = 16;    // (row, head) pairs per CTA
 constexpr int kWarps = 4;
 constexpr int kPairsPerWarp = kMaxPairs / kWarps;
 constexpr int kKeyTile = 32;
+constexpr int kTreeDepth = 16;  // kernels/ops.h kMaxTreeDepth (that header is host-only C++)
 
 __device__ __forceinline__ int64_t kv_slot(const int32_t* table, int32_t position, int block_size) {
   return static_cast<int64_t>(table[position / block_size]) * block_size + position % block_size;
+}
+// The physical position of logical `position` for row r (tree rows map their branch; see
+// kernels/ops.h kMaxTreeDepth). Only the decode kernel and write_kv see tree rows.
+__device__ __forceinline__ int32_t tree_position(const DeviceAttentionMeta& meta, int r, int32_t position) {
+  if (!meta.tree_base) return position;
+  const int32_t base = meta.tree_base[r];
+  return base < 0 || position < base ? position : base + meta.tree_path[r * kTreeDepth + (position - base)];
 }
 
 // The canonical reduction of one (row, head) over its keys, shared by both kernels so that a
@@ -247,7 +255,8 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
   const int vecs = D / 4, num_keys = k_end - k_begin + 1;
   for (int i = threadIdx.x; i < num_keys * vecs; i += blockDim.x) {
     const int jj = k_begin - c0 + i / vecs, c = i % vecs;
-    const int64_t src = kv_slot(table, c0 + jj, s.block_size) * width + static_cast<int64_t>(kvh) * D + 4 * c;
+    const int64_t src =
+        kv_slot(table, tree_position(meta, r, c0 + jj), s.block_size) * width + static_cast<int64_t>(kvh) * D + 4 * c;
     cp_async16_attn(ks + jj * KS + 4 * c, k_cache + src);
     cp_async16_attn(vs + jj * D + 4 * c, v_cache + src);
   }
@@ -332,7 +341,7 @@ __global__ void write_kv_kernel(const float* __restrict__ k, const float* __rest
   pdl_launch_dependents();
   const int r = blockIdx.x;
   const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[r]];
-  const int64_t slot = kv_slot(table, meta.positions[r], block_size);
+  const int64_t slot = kv_slot(table, tree_position(meta, r, meta.positions[r]), block_size);
   const int64_t i = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;  // one element per thread
   if (i < width) {
     k_cache[slot * width + i] = k[r * width + i];
@@ -348,8 +357,8 @@ constexpr int32_t kDecodeRunRows = 16;
 
 int query_tile_rows(int group) { return std::max(1, kMaxPairs / heads_per_chunk(group)); }
 
-std::vector<QueryTile> make_query_tiles(const int32_t* row_seq, int64_t rows, int tile_rows,
-                                        std::vector<int32_t>& decode_rows) {
+std::vector<QueryTile> make_query_tiles(const int32_t* row_seq, const int32_t* tree_base, int64_t rows,
+                                        int tile_rows, std::vector<int32_t>& decode_rows) {
   std::vector<QueryTile> tiles;
   decode_rows.clear();
   for (int32_t r = 0; r < rows;) {
@@ -358,7 +367,7 @@ std::vector<QueryTile> make_query_tiles(const int32_t* row_seq, int64_t rows, in
     // Short runs (decode, and speculative verification of k + 1 rows) take the split-KV decode
     // kernel row by row: the query-tile kernel launches one CTA per tile and is latency-bound
     // there. Same bits either way (keys cut into the same chunks, merged in chunk order).
-    if (end - r <= kDecodeRunRows)
+    if (end - r <= kDecodeRunRows || (tree_base && tree_base[end - 1] >= 0))
       for (int32_t t = r; t < end; ++t) decode_rows.push_back(t);
     else
       for (int32_t t = r; t < end; t += tile_rows) tiles.push_back({t, std::min(tile_rows, end - t)});

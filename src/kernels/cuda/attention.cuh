@@ -28,6 +28,8 @@ struct DeviceAttentionMeta {
   const int32_t* row_seq;
   const int32_t* block_tables;
   const int32_t* block_table_offsets;
+  const int32_t* tree_base;  // null without tree rows (see kernels/ops.h kMaxTreeDepth)
+  const int32_t* tree_path;
 };
 
 struct AttentionShape {
@@ -41,9 +43,10 @@ struct AttentionShape {
 int query_tile_rows(int group);
 // Cuts the rows of sequences with more than 16 rows in the call into tiles of at most
 // `tile_rows` consecutive rows of one sequence; the rows of shorter runs (decode, speculative
-// verification) go to `decode_rows`.
-std::vector<QueryTile> make_query_tiles(const int32_t* row_seq, int64_t rows, int tile_rows,
-                                        std::vector<int32_t>& decode_rows);
+// verification) go to `decode_rows`; so do tree rows (`tree_base` >= 0; they need the
+// per-row key mapping that only the decode kernel applies), whatever their run's length.
+std::vector<QueryTile> make_query_tiles(const int32_t* row_seq, const int32_t* tree_base, int64_t rows,
+                                        int tile_rows, std::vector<int32_t>& decode_rows);
 
 void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
                const float* k_cache, const float* v_cache, const AttentionShape& shape, float* out,

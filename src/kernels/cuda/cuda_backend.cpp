@@ -15,7 +15,10 @@
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/grouped_matmul.cuh"
+#include "kernels/cuda/linear_attention.cuh"
 #include "kernels/cuda/matmul.cuh"
+#include "kernels/cuda/moe.cuh"
 #include "kernels/cuda/norm.cuh"
 #include "kernels/cuda/rope.cuh"
 
@@ -139,6 +142,7 @@ class CudaBackend final : public Backend {
     TACHYON_CUDA_CHECK(cudaSetDevice(0));
     TACHYON_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     mirror_ = std::make_unique<DeviceMirror>(stream_);
+    moe_ = std::make_unique<cuda::MoeRunner>(stream_);
     profile_ = std::make_unique<OpProfile>();
     cudaDeviceProp prop{};
     TACHYON_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -147,6 +151,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
     mirror_.reset();
+    moe_.reset();
     for (void* p : owned_) cudaFree(p);
     if (staging_) cudaFree(staging_);
     if (workspace_) cudaFree(workspace_);
@@ -212,6 +217,9 @@ class CudaBackend final : public Backend {
     TACHYON_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
     TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
+  void copy_on_device(void* dst, const void* src, size_t bytes) override {
+    TACHYON_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
   void synchronize() override { TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
   void embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) override {
@@ -226,7 +234,8 @@ class CudaBackend final : public Backend {
     TACHYON_CHECK(w.dtype == DType::F32 && w.cols == dim, "rms_norm weight must be an uploaded [dim] vector");
     cuda::rms_norm(x, static_cast<const float*>(w.data), rows, dim, eps, weight_offset, out, stream_);
   }
-  void matmul(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* out) override {
+  void matmul(const float* x, int64_t rows, const Weight& w_in, const Weight* bias, float* out) override {
+    const Weight& w = w_in.rows == 1 && w_in.layout == WeightLayout::RowMajor ? packed_row(w_in) : w_in;
     Scope scope(this, "matmul", w.rows, w.cols, rows);
     TACHYON_CHECK(w.layout == WeightLayout::MmaFragments, "matmul weights must come from upload_weight");
     const float* b = bias && !bias->empty() ? static_cast<const float*>(bias->data) : nullptr;
@@ -292,11 +301,12 @@ class CudaBackend final : public Backend {
     TACHYON_CHECK(p.num_heads % kv.num_kv_heads == 0, "num_heads must be a multiple of num_kv_heads");
     const int group = static_cast<int>(p.num_heads / kv.num_kv_heads);
     std::vector<int32_t> decode_rows;
-    const auto tiles = cuda::make_query_tiles(meta.row_seq, rows, cuda::query_tile_rows(group), decode_rows);
+    const auto tiles =
+        cuda::make_query_tiles(meta.row_seq, meta.tree_base, rows, cuda::query_tile_rows(group), decode_rows);
     cuda::AttentionShape shape{static_cast<int>(p.num_heads), static_cast<int>(kv.num_kv_heads),
                                static_cast<int>(kv.head_dim), kv.block_size, p.scale, p.softcap,
                                static_cast<int>(p.sliding_window),
-                               p.sinks ? mirror_->get(p.sinks, static_cast<size_t>(p.num_heads)) : nullptr};
+                               p.sinks};  // device memory: an uploaded weight
     const cuda::DeviceAttentionMeta dmeta = device_meta(meta, rows);
     if (!tiles.empty())
       cuda::attention(q, dmeta, mirror_->get(tiles.data(), tiles.size()), static_cast<int>(tiles.size()), kv.k, kv.v,
@@ -316,6 +326,63 @@ class CudaBackend final : public Backend {
                              static_cast<int>(decode_rows.size()), chunks, kv.k, kv.v, shape,
                              static_cast<float*>(attn_workspace_), out, stream_);
     }
+  }
+
+  // ---- MoE / MLA / linear-attention ops
+  void moe_route(const float* logits, int64_t rows, const MoeRoutingParams& p, int32_t* ids,
+                 float* weights) override {
+    Scope scope(this, "moe_route");
+    cuda::moe_route(logits, rows, p, ids, weights, stream_);
+  }
+  void moe_experts(const float* x, int64_t rows, const int32_t* ids, const float* weights, int64_t top_k,
+                   const MoeExperts& e, float* out) override {
+    Scope scope(this, "moe_experts");
+    moe_->run(x, rows, ids, weights, top_k, e, out);
+  }
+  // One group per head: the head's rows of w are n-tiles [h·n/8, (h+1)·n/8) of the packed matrix.
+  void head_matmul(const float* x, int64_t rows, int64_t heads, int64_t xrs, int64_t xhs, const Weight& w,
+                   float* out, int64_t ors, int64_t ohs) override {
+    if (rows == 0) return;
+    Scope scope(this, "head_matmul", w.rows, w.cols, rows);
+    TACHYON_CHECK(w.layout == WeightLayout::MmaFragments, "head_matmul weights must come from upload_weight");
+    const int64_t n = w.rows / heads;
+    if (n % 8 != 0) cuda::fail_unsupported("head_matmul rows per head (a multiple of 8)", n);
+    head_tiles_.clear();
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t r = 0; r < rows; r += cuda::kGroupTileRows)
+        head_tiles_.push_back({static_cast<int32_t>(h), static_cast<int32_t>(r),
+                               static_cast<int32_t>(std::min<int64_t>(cuda::kGroupTileRows, rows - r)), 0});
+    TACHYON_CHECK(head_tiles_.size() <= 65535, "head_matmul: {} rows x {} heads is too many tiles", rows, heads);
+    cuda::GroupedMatmul p;
+    p.x = x, p.x_row_stride = xrs, p.x_group_stride = xhs;
+    p.w = w.data, p.w_group_stride = (n / 8) * (cuda::round_up(w.cols, cuda::kMmaColPad) / 32) * 512;  // bytes
+    p.n = n, p.k = w.cols, p.out = out, p.out_row_stride = ors, p.out_group_stride = ohs;
+    const auto* tiles = static_cast<const cuda::GroupTile*>(
+        mirror_->get(head_tiles_.data(), head_tiles_.size() * sizeof(cuda::GroupTile)));
+    cuda::grouped_matmul(p, tiles, nullptr, static_cast<int64_t>(head_tiles_.size()), stream_);
+  }
+  void copy_strided(const float* src, int64_t src_stride, int64_t rows, int64_t width, float* dst,
+                    int64_t dst_stride) override {
+    Scope scope(this, "copy_strided");
+    cuda::copy_strided(src, src_stride, rows, width, dst, dst_stride, stream_);
+  }
+  void gate_multiply(float* x, int64_t rows, int64_t dim, const float* gate, int64_t gate_stride, int64_t group,
+                     GateFn fn) override {
+    Scope scope(this, "gate_multiply");
+    cuda::gate_multiply(x, rows, dim, gate, gate_stride, group, fn, stream_);
+  }
+  void causal_conv1d_silu(const float* x, int64_t rows, int64_t channels, const Weight& w, const RecurrentMeta& meta,
+                          float* state, int64_t state_stride, float* out) override {
+    Scope scope(this, "causal_conv1d_silu");
+    TACHYON_CHECK(w.layout == WeightLayout::MmaFragments && w.rows == channels,
+                  "causal_conv1d_silu weight must be an uploaded [channels, kernel] matrix");
+    cuda::causal_conv1d_silu(x, channels, w.data, w.cols, device_meta(meta), state, state_stride, out, stream_);
+  }
+  void gated_delta_rule(const float* qkv, int64_t qkv_stride, const float* ba, int64_t rows,
+                        const DeltaRuleParams& p, const RecurrentMeta& meta, float* state, int64_t state_stride,
+                        float* out) override {
+    Scope scope(this, "gated_delta_rule");
+    cuda::gated_delta_rule(qkv, qkv_stride, ba, p, device_meta(meta), state, state_stride, out, stream_);
   }
 
  OpProfile& profile() { return *profile_; }
@@ -348,11 +415,39 @@ class CudaBackend final : public Backend {
     const int32_t num_seqs = rows > 0 ? meta.row_seq[rows - 1] + 1 : 0;
     return {mirror_->get(meta.positions, rows), mirror_->get(meta.row_seq, rows),
             mirror_->get(meta.block_tables, static_cast<size_t>(meta.block_table_offsets[num_seqs])),
-            mirror_->get(meta.block_table_offsets, static_cast<size_t>(num_seqs) + 1)};
+            mirror_->get(meta.block_table_offsets, static_cast<size_t>(num_seqs) + 1),
+            meta.tree_base ? mirror_->get(meta.tree_base, rows) : nullptr,
+            meta.tree_base ? mirror_->get(meta.tree_path, static_cast<size_t>(rows) * kMaxTreeDepth) : nullptr};
+  }
+
+  cuda::DeviceRecurrentMeta device_meta(const RecurrentMeta& meta) {
+    const int64_t rows = meta.num_seqs > 0 ? meta.seq_row_begin[meta.num_seqs] : 0;
+    return {meta.num_seqs, mirror_->get(meta.seq_row_begin, static_cast<size_t>(meta.num_seqs) + 1),
+            mirror_->get(meta.seq_state_slot, static_cast<size_t>(meta.num_seqs)),
+            mirror_->get(meta.row_snapshot_slot, static_cast<size_t>(rows))};
+  }
+
+  // A [1, k] weight (uploaded as an f32 vector, e.g. Qwen3-Next's shared_expert_gate) used as
+  // a matrix: packed into fragments on first use, once per weight.
+  const Weight& packed_row(const Weight& v) {
+    auto it = packed_rows_.find(v.data);
+    if (it != packed_rows_.end()) return it->second;
+    TACHYON_CHECK(v.dtype == DType::F32, "a one-row matmul weight must be an uploaded f32 vector");
+    void* packed = allocate(cuda::packed_weight_bytes(1, v.cols));
+    cuda::pack_weight(v.data, DType::F32, 1, v.cols, packed, stream_);
+    owned_.push_back(packed);
+    Weight w = v;
+    w.data = packed;
+    w.dtype = DType::BF16;
+    w.layout = WeightLayout::MmaFragments;
+    return packed_rows_.emplace(v.data, w).first->second;
   }
 
   cudaStream_t stream_ = nullptr;
   std::string device_name_;
+  std::unique_ptr<cuda::MoeRunner> moe_;
+  std::vector<cuda::GroupTile> head_tiles_;
+  std::map<const void*, Weight> packed_rows_;
   std::unique_ptr<DeviceMirror> mirror_;
   std::unique_ptr<OpProfile> profile_;
   unsigned* counters_ = nullptr;  // split-K matmul: one zeroed counter per column group

@@ -74,6 +74,28 @@ __global__ void __launch_bounds__(1024) argmax_kernel(const float* __restrict__ 
   }
 }
 
+// dst[r, i] = src[r, i] with row strides (in-place-safe only when the ranges do not overlap).
+__global__ void copy_strided_kernel(const float* __restrict__ src, int64_t src_stride, int64_t rows, int64_t width,
+                                    float* __restrict__ dst, int64_t dst_stride) {
+  pdl_wait();
+  pdl_launch_dependents();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * width) return;
+  const int64_t r = i / width, c = i % width;
+  dst[r * dst_stride + c] = src[r * src_stride + c];
+}
+
+__global__ void gate_multiply_kernel(float* __restrict__ x, int64_t rows, int64_t dim,
+                                     const float* __restrict__ gate, int64_t gate_stride, int64_t group, bool sigmoid) {
+  pdl_wait();
+  pdl_launch_dependents();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * dim) return;
+  const int64_t r = i / dim, c = i % dim;
+  const float g = gate[r * gate_stride + c / group];
+  x[i] *= sigmoid ? 1.f / (1.f + expf(-g)) : silu(g);
+}
+
 unsigned blocks_for(int64_t n) { return static_cast<unsigned>(ceil_div(n, 256)); }
 
 }  // namespace
@@ -104,6 +126,19 @@ void argmax(const float* x, int64_t rows, int64_t n, int32_t* ids, cudaStream_t 
 void gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t width, float* dst, cudaStream_t stream) {
   if (n == 0) return;
   launch(gather_rows_kernel, static_cast<unsigned>(n), 256, 0, stream, src, rows, width, dst);
+}
+
+void copy_strided(const float* src, int64_t src_stride, int64_t rows, int64_t width, float* dst, int64_t dst_stride,
+                  cudaStream_t stream) {
+  if (rows * width == 0) return;
+  launch(copy_strided_kernel, blocks_for(rows * width), 256, 0, stream, src, src_stride, rows, width, dst, dst_stride);
+}
+
+void gate_multiply(float* x, int64_t rows, int64_t dim, const float* gate, int64_t gate_stride, int64_t group,
+                   GateFn fn, cudaStream_t stream) {
+  if (rows * dim == 0) return;
+  launch(gate_multiply_kernel, blocks_for(rows * dim), 256, 0, stream, x, rows, dim, gate, gate_stride, group,
+         fn == GateFn::Sigmoid);
 }
 
 }  // namespace tachyon::kernels::cuda

@@ -1,5 +1,5 @@
 // Row-local ops with no reduction: embedding gather, gated activation, residual add, row
-// gather. Each output element is a function of its own inputs only.
+// gather, strided copies, gating. Each output element is a function of its own inputs only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,5 +22,11 @@ void add(float* x, const float* y, int64_t n, cudaStream_t stream);
 // ids[r] = the first index of the maximum of x[r, 0:n).
 void argmax(const float* x, int64_t rows, int64_t n, int32_t* ids, cudaStream_t stream);
 void gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t width, float* dst, cudaStream_t stream);
+// dst[r, 0:width] = src[r, 0:width] with row strides
+void copy_strided(const float* src, int64_t src_stride, int64_t rows, int64_t width, float* dst, int64_t dst_stride,
+                  cudaStream_t stream);
+// x[r, i] *= fn(gate[r * gate_stride + i / group])
+void gate_multiply(float* x, int64_t rows, int64_t dim, const float* gate, int64_t gate_stride, int64_t group,
+                   GateFn fn, cudaStream_t stream);
 
 }  // namespace tachyon::kernels::cuda

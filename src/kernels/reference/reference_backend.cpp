@@ -36,6 +36,7 @@ Weight ReferenceBackend::upload_weight(const Weight& host) {
 
 void ReferenceBackend::copy_to_host(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 void ReferenceBackend::copy_to_device(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+void ReferenceBackend::copy_on_device(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 
 void ReferenceBackend::embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) {
   for (int64_t r = 0; r < rows; ++r) rowwise::embedding_row(table, ids[r], scale, out + r * table.cols);

@@ -18,6 +18,7 @@ class ReferenceBackend : public Backend {
   Weight upload_weight(const Weight& host) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void copy_to_device(void* dst, const void* src, size_t bytes) override;
+  void copy_on_device(void* dst, const void* src, size_t bytes) override;
 
   void embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) override;
   void rms_norm(const float* x, const Weight& w, int64_t rows, int64_t dim, float eps, float weight_offset,

@@ -63,9 +63,11 @@ inline void gated_activation_row(const float* gate_up, int64_t dim, Activation a
   }
 }
 
+// Slot of the key at logical `position` as seen from `row` (tree rows map their branch).
 inline int64_t kv_slot(const PagedKv& kv, const AttentionMeta& meta, int64_t row, int32_t position) {
   const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[row]];
-  return static_cast<int64_t>(table[position / kv.block_size]) * kv.block_size + position % kv.block_size;
+  const int32_t p = kv_position(meta, row, position);
+  return static_cast<int64_t>(table[p / kv.block_size]) * kv.block_size + p % kv.block_size;
 }
 
 inline void write_kv_row(const float* k, const float* v, const PagedKv& kv, const AttentionMeta& meta, int64_t row) {

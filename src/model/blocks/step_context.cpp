@@ -49,6 +49,18 @@ StepContext::StepContext(kernels::Backend& b, const Batch& batch_, const kv::KvC
     recurrent.seq_row_begin = seq_row_begin.data();
     recurrent.seq_state_slot = seq_state_slot.data();
     recurrent.row_snapshot_slot = row_snapshot_slot.data();
+    for (size_t s = 0; s + 1 < seq_row_begin.size(); ++s)
+      seq_first_position.push_back(seq_row_begin[s] < seq_row_begin[s + 1] ? batch.positions[seq_row_begin[s]] : 0);
+    recurrent.seq_first_position = seq_first_position.data();
+    recurrent.resume_align = kv.layout().block_size * std::max(1, kv.layout().state_snapshot_interval);
+  }
+  if (!batch.tree_base.empty()) {
+    TACHYON_CHECK(!kv.has_state(), "draft trees need attention-only models (recurrent state follows one branch)");
+    TACHYON_CHECK(batch.tree_base.size() == batch.tokens.size() &&
+                      batch.tree_path.size() == batch.tokens.size() * kernels::kMaxTreeDepth,
+                  "batch tree arrays disagree in length");
+    meta.tree_base = batch.tree_base.data();
+    meta.tree_path = batch.tree_path.data();
   }
   meta.positions = batch.positions.data();
   meta.row_seq = batch.row_seq.data();

@@ -48,7 +48,7 @@ struct StepContext {
   // Hybrid models: each sequence's working state slot and each row's snapshot slot (a block
   // snapshot or a rollback row, as kv::KvCache::row_state_slot decides).
   kernels::RecurrentMeta recurrent;
-  std::vector<int32_t> seq_state_slot, row_snapshot_slot;
+  std::vector<int32_t> seq_state_slot, row_snapshot_slot, seq_first_position;
 };
 
 }  // namespace tachyon::model

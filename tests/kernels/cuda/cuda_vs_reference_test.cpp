@@ -12,65 +12,10 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/matmul.cuh"
+#include "cuda_test_fixture.h"
 
 namespace tachyon::kernels {
 namespace {
-
-std::vector<float> random_vec(size_t n, std::mt19937& rng, float sigma = 1.f) {
-  std::normal_distribution<float> dist(0.f, sigma);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
-// ‖a − b‖ / ‖b‖ (METHOD: the norm-wise error; bf16 operands land near 1e-3..1e-2).
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, s = 1e-30;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    s += double(b[i]) * b[i];
-  }
-  return std::sqrt(d / s);
-}
-
-class CudaKernels : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
-    gpu = make_backend("cuda");
-    ref = make_backend("reference");
-  }
-  void TearDown() override {
-    if (gpu)
-      for (void* p : buffers_) gpu->deallocate(p);
-  }
-  // Device copy of `v` (freed at teardown).
-  template <typename T>
-  T* upload(const std::vector<T>& v) {
-    auto* p = static_cast<T*>(gpu->allocate(v.size() * sizeof(T)));
-    gpu->copy_to_device(p, v.data(), v.size() * sizeof(T));
-    buffers_.push_back(p);
-    return p;
-  }
-  // Device buffer of n floats poisoned with NaN, so an unwritten output fails the test.
-  float* poisoned(size_t n) { return upload(std::vector<float>(n, NAN)); }
-  std::vector<float> download(const float* p, size_t n) {
-    std::vector<float> v(n);
-    gpu->copy_to_host(v.data(), p, n * sizeof(float));
-    return v;
-  }
-
-  std::unique_ptr<Backend> gpu, ref;
-  std::mt19937 rng{7};
-  std::vector<void*> buffers_;
-};
-
-std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
-  std::vector<uint16_t> out;
-  for (float x : v) out.push_back(f32_to_bf16(x));
-  return out;
-}
 
 TEST_F(CudaKernels, MatmulMatchesReference) {
   for (auto [rows, n, k] : {std::tuple{1, 72, 64}, {5, 200, 96}, {16, 136, 130}, {17, 1000, 520}, {64, 264, 1100},
@@ -274,18 +219,21 @@ TEST_F(CudaKernels, AttentionMatchesReferenceAndIsRowInvariant) {
     const PagedKv rkv{const_cast<float*>(kc.data()), const_cast<float*>(vc.data()), static_cast<int32_t>(bs), kv_heads, d};
     const AttentionMeta meta{positions.data(), row_seq.data(), tables.data(), offsets.data()};
     std::vector<float> sinks = {0.5f, -1.f, 2.f, 0.f, 1.f, 1.f, -3.f, 0.25f};
+    const float* d_sinks = upload(sinks);
     for (int variant = 0; variant < 4; ++variant) {
       AttentionParams p;
       p.num_heads = heads;
       p.scale = 1.f / std::sqrt(float(d));
       if (variant == 1) p.sliding_window = 21;
       if (variant == 2) p.softcap = 3.f;
-      if (variant == 3) p.sinks = sinks.data();
+      if (variant == 3) p.sinks = d_sinks;  // device memory (an uploaded weight), host for the reference
       float* out = poisoned(q.size());
       gpu->attention(dq, rows, gkv, meta, p, out);
       const auto got = download(out, q.size());
       std::vector<float> expect(q.size());
-      ref->attention(q.data(), rows, rkv, meta, p, expect.data());
+      AttentionParams host_p = p;
+      if (variant == 3) host_p.sinks = sinks.data();
+      ref->attention(q.data(), rows, rkv, meta, host_p, expect.data());
       EXPECT_LT(rel_l2(got, expect), 1e-5) << "d " << d << " variant " << variant;
       // Sequence 2 alone (as its own batch: row_seq 0, its own table).
       const int64_t first = 71, n = 15;

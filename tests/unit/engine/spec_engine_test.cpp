@@ -54,7 +54,8 @@ std::vector<std::vector<int32_t>> prompts() {
 }
 
 std::vector<std::vector<int32_t>> run_all(const std::vector<std::vector<int32_t>>& ps, EngineConfig config,
-                                          int32_t max_tokens, SpecUsage* usage_total = nullptr) {
+                                          int32_t max_tokens, SpecUsage* usage_total = nullptr,
+                                          EngineStats* stats = nullptr, float repetition_penalty = 1.f) {
   Engine engine(*demo().model, config);
   std::vector<std::shared_ptr<RequestStream>> streams;
   std::vector<std::vector<int32_t>> outs(ps.size());
@@ -78,12 +79,14 @@ std::vector<std::vector<int32_t>> run_all(const std::vector<std::vector<int32_t>
     GenerationRequest r;
     r.prompt = ps[i];
     r.sampling.temperature = 0;
+    r.sampling.repetition_penalty = repetition_penalty;
     r.max_tokens = max_tokens;
     streams.push_back(engine.submit(r));
     if (config.max_concurrent == 1) collect(i);  // alone: one at a time
   }
   if (config.max_concurrent > 1)
     for (size_t i = 0; i < ps.size(); ++i) collect(i);
+  if (stats) *stats = engine.stats();
   return outs;
 }
 
@@ -109,6 +112,53 @@ TEST(SpeculativeEngine, GreedyOutputIsIdenticalWithEveryDrafterAloneAndBatched) 
                   usage.num_drafted, usage.num_accepted, usage.mean_accepted_length());
     }
   }
+}
+
+// Draft trees (several continuations per step, each row attending to its own branch) keep
+// greedy output identical, alone and batched, and really are trees.
+TEST(SpeculativeEngine, GreedyOutputIsIdenticalWithDraftTrees) {
+  const auto ps = prompts();
+  const auto plain = run_all(ps, {.max_concurrent = 16, .num_blocks = 1024}, 128);
+  auto ngram = spec::make_ngram_drafter({});
+  auto suffix = spec::make_suffix_drafter({});
+  // Model drafters branch with their runner-up tokens (MTP: hidden states gathered per branch).
+  auto draft = spec::make_draft_model_drafter(kDemo + "/drafter", kDemo, *demo().model, *demo().backend);
+  auto mtp = spec::make_mtp_drafter(model::MtpHead::load(kDemo, demo().model->config(), *demo().backend), *demo().backend);
+  for (auto [name, drafter] : {std::pair{"ngram", ngram.get()}, std::pair{"suffix", suffix.get()},
+                               std::pair{"draft", draft.get()}, std::pair{"mtp", mtp.get()}}) {
+    const bool model_drafter = drafter == draft.get() || drafter == mtp.get();
+    for (int32_t concurrent : {1, 16}) {
+      if (model_drafter && concurrent == 1) continue;  // the batched run covers them (and keeps CI time down)
+      SpecUsage usage;
+      EngineStats stats;
+      EngineConfig config{.max_concurrent = concurrent, .num_blocks = 1024};
+      config.drafter = drafter;
+      config.max_tree_nodes = 12;
+      const auto outs = run_all(ps, config, 128, &usage, &stats);
+      for (size_t i = 0; i < ps.size(); ++i)
+        ASSERT_EQ(outs[i], plain[i]) << name << " trees, concurrent=" << concurrent << " prompt " << i;
+      EXPECT_GT(stats.spec_tree_steps, 0u) << name << ": no step verified a tree";
+      EXPECT_GT(usage.num_accepted, 0) << name << ": speculation never accepted anything";
+      std::printf("%s trees, concurrency %d: %llu tree steps of %llu, %d drafted, %d accepted\n", name, concurrent,
+                  static_cast<unsigned long long>(stats.spec_tree_steps),
+                  static_cast<unsigned long long>(stats.spec_steps), usage.num_drafted, usage.num_accepted);
+    }
+  }
+}
+
+// Greedy with a logits processor: tree verification applies it with each branch as history.
+TEST(SpeculativeEngine, DraftTreesApplyPenaltiesAlongEachBranch) {
+  auto ps = prompts();
+  ps.resize(12);
+  const auto plain = run_all(ps, {.max_concurrent = 4, .num_blocks = 1024}, 64, nullptr, nullptr, 1.3f);
+  auto ngram = spec::make_ngram_drafter({});
+  EngineConfig config{.max_concurrent = 4, .num_blocks = 1024};
+  config.drafter = ngram.get();
+  config.max_tree_nodes = 12;
+  EngineStats stats;
+  const auto outs = run_all(ps, config, 64, nullptr, &stats, 1.3f);
+  for (size_t i = 0; i < ps.size(); ++i) ASSERT_EQ(outs[i], plain[i]) << "prompt " << i;
+  EXPECT_GT(stats.spec_tree_steps, 0u);
 }
 
 TEST(SpeculativeEngine, SamplingDistributionIsUnchangedByDrafting) {

@@ -2,8 +2,15 @@
 // beside the paged KV, snapshotted at every block boundary. These tests prove that automatic
 // prefix caching and speculative rollback really work on them: a prefix-cache hit or a
 // rollback followed by recomputation gives bit-identical logits to computing from scratch.
+// From scratch means with the same forward boundaries where those cut a 16-row chunk: whole
+// chunks of a forward take the delta rule's chunked prefill form (kernels/ops.h,
+// RecurrentMeta::resume_align), so a boundary inside a chunk (a decode step, a rollback point)
+// changes the bits, within float tolerance, and that is checked too.
+// Every case runs on the CPU and, when a GPU is visible, on the CUDA backend.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "base/error.h"
@@ -16,10 +23,11 @@ namespace {
 
 const std::string kFixture = std::string(TACHYON_SOURCE_DIR) + "/tests/fixtures/hf/qwen3_next";
 
-class HybridState : public ::testing::Test {
+class HybridState : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    backend_ = kernels::make_backend("cpu");
+    if (GetParam() == "cuda" && kernels::default_device() != "cuda") GTEST_SKIP() << "no CUDA device visible";
+    backend_ = kernels::make_backend(GetParam());
     model_ = load_model(kFixture, *backend_);
     kv::KvLayout layout = model_->kv_layout(64);
     ASSERT_GT(layout.num_state_layers, 0);
@@ -44,13 +52,34 @@ class HybridState : public ::testing::Test {
               LogitRows::All);
     return model_->forward(batch, *kv_).logits;
   }
-  // Logits of rows [from, tokens.size()) computed from scratch in a fresh sequence.
-  std::vector<float> from_scratch(const std::vector<int32_t>& tokens, int32_t from) {
+  // Logits of rows [from, tokens.size()) computed from scratch in a fresh sequence, by
+  // forwards that end at each of `cuts` (none: one forward).
+  std::vector<float> from_scratch(const std::vector<int32_t>& tokens, int32_t from, std::vector<int32_t> cuts = {}) {
     const auto seq = kv_->add_sequence();
-    auto all = run(seq, tokens, 0, static_cast<int32_t>(tokens.size()));
+    cuts.push_back(static_cast<int32_t>(tokens.size()));
+    std::vector<float> all;
+    int32_t begin = 0;
+    for (int32_t end : cuts) {
+      const auto part = run(seq, tokens, begin, end);
+      all.insert(all.end(), part.begin(), part.end());
+      begin = end;
+    }
     kv_->remove_sequence(seq);
     const size_t v = static_cast<size_t>(model_->config().vocab_size);
     return {all.begin() + static_cast<long>(from * v), all.end()};
+  }
+  // Logits computed with other forward boundaries: equal within float tolerance, same argmax.
+  void expect_close(const std::vector<float>& got, const std::vector<float>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    const size_t v = static_cast<size_t>(model_->config().vocab_size);
+    double diff = 0, scale = 1e-30;
+    for (size_t i = 0; i < got.size(); ++i)
+      diff = std::max(diff, std::fabs(double(got[i]) - want[i])), scale = std::max(scale, std::fabs(double(want[i])));
+    EXPECT_LT(diff / scale, 1e-4);
+    for (size_t r = 0; r < got.size() / v; ++r)
+      EXPECT_EQ(std::max_element(got.begin() + r * v, got.begin() + (r + 1) * v) - got.begin(),
+                std::max_element(want.begin() + r * v, want.begin() + (r + 1) * v) - want.begin())
+          << "row " << r;
   }
 
   std::unique_ptr<kernels::Backend> backend_;
@@ -59,7 +88,7 @@ class HybridState : public ::testing::Test {
   std::vector<int32_t> ids_;  // 70 tokens
 };
 
-TEST_F(HybridState, PrefixCacheHitRestoresTheRecurrentStateBitExactly) {
+TEST_P(HybridState, PrefixCacheHitRestoresTheRecurrentStateBitExactly) {
   const int32_t bs = kv_->layout().block_size;
   // Request A computes all 70 tokens and publishes its full blocks.
   const auto a = kv_->add_sequence();
@@ -81,7 +110,7 @@ TEST_F(HybridState, PrefixCacheHitRestoresTheRecurrentStateBitExactly) {
   kv_->remove_sequence(a);
 }
 
-TEST_F(HybridState, DecodeStepsTakeTheBlockSnapshotsToo) {
+TEST_P(HybridState, DecodeStepsTakeTheBlockSnapshotsToo) {
   const int32_t bs = kv_->layout().block_size;
   const auto a = kv_->add_sequence();
   run(a, ids_, 0, 10);
@@ -91,13 +120,16 @@ TEST_F(HybridState, DecodeStepsTakeTheBlockSnapshotsToo) {
   const auto b = kv_->add_sequence();
   ASSERT_EQ(kv_->match_prefix(b, prefix), 2 * bs);
   const auto cached = run(b, prefix, 2 * bs, 2 * bs + 8);
-  const auto fresh = from_scratch(prefix, 2 * bs);
+  std::vector<int32_t> cuts;  // a's forwards up to the snapshot: [0, 10), then one token each
+  for (int32_t p = 10; p <= 2 * bs; ++p) cuts.push_back(p);
+  const auto fresh = from_scratch(prefix, 2 * bs, cuts);
   EXPECT_EQ(0, std::memcmp(cached.data(), fresh.data(), fresh.size() * sizeof(float)));
+  expect_close(cached, from_scratch(prefix, 2 * bs));  // one prefill: chunks [0, 16), [16, 32) chunked
   kv_->remove_sequence(b);
   kv_->remove_sequence(a);
 }
 
-TEST_F(HybridState, MatchStopsAtTheLastBlockWithAStateSnapshot) {
+TEST_P(HybridState, MatchStopsAtTheLastBlockWithAStateSnapshot) {
   const int32_t bs = kv_->layout().block_size;
   const auto a = kv_->add_sequence();
   run(a, ids_, 0, 2 * bs);
@@ -113,7 +145,7 @@ TEST_F(HybridState, MatchStopsAtTheLastBlockWithAStateSnapshot) {
   kv_->remove_sequence(b);
 }
 
-TEST_F(HybridState, RollbackBeyondTheRingResumesFromTheLastBlockSnapshot) {
+TEST_P(HybridState, RollbackBeyondTheRingResumesFromTheLastBlockSnapshot) {
   const int32_t bs = kv_->layout().block_size, ring = kv_->layout().state_rollback_rows;
   const auto seq = kv_->add_sequence();
   run(seq, ids_, 0, 40);
@@ -125,30 +157,34 @@ TEST_F(HybridState, RollbackBeyondTheRingResumesFromTheLastBlockSnapshot) {
   EXPECT_EQ(resume, 2 * bs);
   run(seq, ids_, resume, 42);  // recompute the accepted tail from the block snapshot
   const auto continued = run(seq, ids_, 42, 50);
-  const auto fresh = from_scratch(std::vector<int32_t>(ids_.begin(), ids_.begin() + 50), 42);
+  const std::vector<int32_t> tokens(ids_.begin(), ids_.begin() + 50);
+  const auto fresh = from_scratch(tokens, 42, {resume, 42});
   ASSERT_EQ(continued.size(), fresh.size());
   EXPECT_EQ(0, std::memcmp(continued.data(), fresh.data(), fresh.size() * sizeof(float)));
+  expect_close(continued, from_scratch(tokens, 42));
   kv_->remove_sequence(seq);
   EXPECT_EQ(kv_->pool().num_free(), kv_->pool().num_blocks());
 }
 
 // A draft model's pattern: one token per forward, then the rejected ones are dropped.
-TEST_F(HybridState, RollingBackSingleTokenForwardsIsExact) {
+TEST_P(HybridState, RollingBackSingleTokenForwardsIsExact) {
   const auto seq = kv_->add_sequence();
   run(seq, ids_, 0, 30);
   for (int32_t p = 30; p < 35; ++p) run(seq, ids_, p, p + 1);
   kv_->truncate(seq, 31);
   EXPECT_EQ(kv_->resume_position(seq, 31), 31);
   const auto continued = run(seq, ids_, 31, 40);
-  const auto fresh = from_scratch(std::vector<int32_t>(ids_.begin(), ids_.begin() + 40), 31);
+  const std::vector<int32_t> tokens(ids_.begin(), ids_.begin() + 40);
+  const auto fresh = from_scratch(tokens, 31, {30, 31});
   EXPECT_EQ(0, std::memcmp(continued.data(), fresh.data(), fresh.size() * sizeof(float)));
+  expect_close(continued, from_scratch(tokens, 31));
   kv_->remove_sequence(seq);
 }
 
 // Speculative verification: the ring keeps the state after each verified row, so rejecting
 // drafts is exact with no recomputation, and a block completed inside the verified rows still
 // gets its snapshot (copied from the ring at commit).
-TEST_F(HybridState, RejectingDraftsInsideTheVerifiedRowsIsExactWithoutRecomputation) {
+TEST_P(HybridState, RejectingDraftsInsideTheVerifiedRowsIsExactWithoutRecomputation) {
   const int32_t bs = kv_->layout().block_size;
   ASSERT_GE(kv_->layout().state_rollback_rows, 5);  // the default covers speculation depth 4
   const auto seq = kv_->add_sequence();
@@ -157,22 +193,24 @@ TEST_F(HybridState, RejectingDraftsInsideTheVerifiedRowsIsExactWithoutRecomputat
   kv_->truncate(seq, 2 * bs + 17);           // accept up to 49
   EXPECT_EQ(kv_->resume_position(seq, 2 * bs + 17), 2 * bs + 17);
   const auto continued = run(seq, ids_, 2 * bs + 17, 60);
-  const auto fresh = from_scratch(std::vector<int32_t>(ids_.begin(), ids_.begin() + 60), 2 * bs + 17);
+  const std::vector<int32_t> prefix(ids_.begin(), ids_.begin() + 60);
+  const auto fresh = from_scratch(prefix, 2 * bs + 17, {2 * bs + 14, 2 * bs + 17});
   ASSERT_EQ(continued.size(), fresh.size());
   EXPECT_EQ(0, std::memcmp(continued.data(), fresh.data(), fresh.size() * sizeof(float)));
+  expect_close(continued, from_scratch(prefix, 2 * bs + 17));
   // Block 2's snapshot came from the verified rows: a prefix hit resumes from it exactly.
-  const std::vector<int32_t> prefix(ids_.begin(), ids_.begin() + 60);
   kv_->register_blocks(seq, prefix, 60);
   const auto other = kv_->add_sequence();
   ASSERT_EQ(kv_->match_prefix(other, prefix), 3 * bs);
   const auto cached = run(other, prefix, 3 * bs, 60);
-  const auto fresh2 = from_scratch(prefix, 3 * bs);
+  const auto fresh2 = from_scratch(prefix, 3 * bs, {2 * bs + 14, 3 * bs});
   EXPECT_EQ(0, std::memcmp(cached.data(), fresh2.data(), fresh2.size() * sizeof(float)));
+  expect_close(cached, from_scratch(prefix, 3 * bs));
   kv_->remove_sequence(other);
   kv_->remove_sequence(seq);
 }
 
-TEST_F(HybridState, RollbackToABlockBoundaryNeedsNoRecomputation) {
+TEST_P(HybridState, RollbackToABlockBoundaryNeedsNoRecomputation) {
   const int32_t bs = kv_->layout().block_size;
   const auto seq = kv_->add_sequence();
   run(seq, ids_, 0, bs + 3);
@@ -186,7 +224,7 @@ TEST_F(HybridState, RollbackToABlockBoundaryNeedsNoRecomputation) {
 
 // With a snapshot every 2nd block and a single snapshot slot, resume points thin out and are
 // recycled oldest-first; whatever is left is still exact, and a recycled one is not offered.
-TEST_F(HybridState, SnapshotIntervalAndRecyclingOnlyThinOutResumePoints) {
+TEST_P(HybridState, SnapshotIntervalAndRecyclingOnlyThinOutResumePoints) {
   kv::KvLayout layout = model_->kv_layout(64);
   layout.state_snapshot_interval = 2;
   layout.num_state_snapshots = 1;
@@ -208,6 +246,9 @@ TEST_F(HybridState, SnapshotIntervalAndRecyclingOnlyThinOutResumePoints) {
   kv_->remove_sequence(c);
   kv_->remove_sequence(a);
 }
+
+INSTANTIATE_TEST_SUITE_P(Devices, HybridState, ::testing::Values("cpu", "cuda"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace tachyon::model

@@ -27,6 +27,8 @@ struct AttentionItem {
   float scale, softcap;
   const float* sinks;      // [group] (this KV head's), or null
   float* out;              // [group, head_dim]
+  int32_t tree_base = -1;            // tree rows: logical positions >= tree_base map through tree_path
+  const int32_t* tree_path = nullptr;  // [kMaxTreeDepth] (see kernels/ops.h)
 };
 
 using AttendFn = void (*)(const AttentionItem* items, size_t count);

@@ -1,0 +1,74 @@
+// Shared by the CUDA kernel tests: random data, the norm-wise error, and a fixture holding
+// the CUDA and reference backends (skips when no GPU is visible).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "base/dtype.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/cuda_backend.h"
+
+namespace tachyon::kernels {
+
+inline std::vector<float> random_vec(size_t n, std::mt19937& rng, float sigma = 1.f) {
+  std::normal_distribution<float> dist(0.f, sigma);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// ‖a − b‖ / ‖b‖ (METHOD: the norm-wise error; bf16 operands land near 1e-3..1e-2).
+inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, s = 1e-30;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    s += double(b[i]) * b[i];
+  }
+  return std::sqrt(d / s);
+}
+
+class CudaKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+    gpu = make_backend("cuda");
+    ref = make_backend("reference");
+  }
+  void TearDown() override {
+    if (gpu)
+      for (void* p : buffers_) gpu->deallocate(p);
+  }
+  // Device copy of `v` (freed at teardown).
+  template <typename T>
+  T* upload(const std::vector<T>& v) {
+    auto* p = static_cast<T*>(gpu->allocate(v.size() * sizeof(T)));
+    gpu->copy_to_device(p, v.data(), v.size() * sizeof(T));
+    buffers_.push_back(p);
+    return p;
+  }
+  // Device buffer of n floats poisoned with NaN, so an unwritten output fails the test.
+  float* poisoned(size_t n) { return upload(std::vector<float>(n, NAN)); }
+  std::vector<float> download(const float* p, size_t n) {
+    std::vector<float> v(n);
+    gpu->copy_to_host(v.data(), p, n * sizeof(float));
+    return v;
+  }
+
+  std::unique_ptr<Backend> gpu, ref;
+  std::mt19937 rng{7};
+  std::vector<void*> buffers_;
+};
+
+inline std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> out;
+  for (float x : v) out.push_back(f32_to_bf16(x));
+  return out;
+}
+
+}  // namespace tachyon::kernels
