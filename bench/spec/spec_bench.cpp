@@ -3,8 +3,9 @@
 // but without the CLI, so it also runs where only the core modules build (the GPU machine).
 // Greedy; decode tok/s = tokens after the first over the time after the first; one warm-up
 // run discarded, median of --runs; a fresh drafter per run (the suffix trie would otherwise
-// learn the answer). Engine defaults otherwise (k = 4, auto-k, gates on). A "-tree" suffix
-// (ngram-tree, suffix-tree, draft-tree, mtp-tree) drafts trees of --tree-nodes nodes.
+// learn the answer). Engine defaults otherwise (k = 4, auto-k, gates on). Plain method names
+// draft chains; a "-tree" suffix (ngram-tree, ...) drafts trees of --tree-nodes nodes
+// (default -1: the engine's automatic choice, the default of tachyon run/serve).
 // Usage: spec_bench [--device cpu|cuda] [--tokens 384] [--runs 5] [--tree-nodes 16]
 //                   [--methods none,ngram,ngram-tree,...] MODEL_DIR PROMPT.ids...
 #include <algorithm>
@@ -80,7 +81,7 @@ int main(int argc, char** argv) {
   int32_t tokens = 384;
   int runs = 5;
   std::vector<std::string> prompt_files;
-  int32_t tree_nodes = 16;
+  int32_t tree_nodes = -1;  // auto (the engine default)
   std::vector<std::string> methods = {"none",  "ngram",      "ngram-tree", "suffix", "suffix-tree",
                                       "draft", "draft-tree", "mtp",        "mtp-tree"};
   for (int i = 1; i < argc; ++i) {

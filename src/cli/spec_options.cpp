@@ -45,8 +45,8 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
       config.num_speculative_tokens = j["num_speculative_tokens"].get<int32_t>();
     }
     if (j.contains("tree_nodes")) {
-      if (!j["tree_nodes"].is_number_integer() || j["tree_nodes"].get<int>() < 0 || j["tree_nodes"].get<int>() > 64)
-        throw Error("--speculative-config: 'tree_nodes' must be an integer in [0, 64] (0: chains)");
+      if (!j["tree_nodes"].is_number_integer() || j["tree_nodes"].get<int>() < -1 || j["tree_nodes"].get<int>() > 64)
+        throw Error("--speculative-config: 'tree_nodes' must be an integer in [-1, 64] (0: chains, -1: auto)");
       config.max_tree_nodes = j["tree_nodes"].get<int32_t>();
     }
     for (const char* key : {"disable_auto_k", "disable_gates"}) {
@@ -98,9 +98,9 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
   if (drafter)
     log::info("speculative decoding: {} (k = {}{}{})", drafter->name(), config.num_speculative_tokens,
               config.auto_k ? ", auto" : "",
-              drafter->proposes_trees() && config.max_tree_nodes > config.num_speculative_tokens
-                  ? fmt::format(", trees of {} nodes", config.max_tree_nodes)
-                  : "");
+              !drafter->proposes_trees() || config.max_tree_nodes == 0 ? std::string()
+              : config.max_tree_nodes < 0 ? std::string(", trees where verify rows measure cheap")
+                                          : fmt::format(", trees of {} nodes", config.max_tree_nodes));
   return drafter;
 }
 

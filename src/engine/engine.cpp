@@ -180,6 +180,7 @@ class EngineLoop : public KvAllocator {
     // included) and of plain decode steps, each step's time shared among its requests.
     double spec_seconds = 0, plain_seconds = 0, draft_seconds = 0;
     int32_t spec_tokens = 0, plain_tokens = 0, probe_plain = 0;
+    bool drafter_primed = false;  // the drafter has seen this request once (see propose_drafts)
   };
 
   void run() {
@@ -363,10 +364,17 @@ class EngineLoop : public KvAllocator {
         a.draft_depth = static_cast<int32_t>(drafts.size());
       }
       const double seconds = seconds_between(t0, Clock::now());
-      a.draft_seconds += seconds;
+      // The first proposal also catches a model drafter up over the whole prompt (its own
+      // prefill): a one-time cost like the target's prefill, kept out of the per-token costs
+      // that the throughput gate and auto-k compare (it made the gate switch draft/MTP off
+      // on long prompts where they then ran faster).
+      const bool catch_up = !a.drafter_primed;
+      a.drafter_primed = true;
+      if (!catch_up) a.draft_seconds += seconds;
       if (drafts.empty()) continue;
       const double per_draft = seconds / static_cast<double>(drafts.size());
-      draft_token_cost_ = draft_token_cost_ == 0 ? per_draft : 0.9 * draft_token_cost_ + 0.1 * per_draft;
+      if (!catch_up)
+        draft_token_cost_ = draft_token_cost_ == 0 ? per_draft : 0.9 * draft_token_cost_ + 0.1 * per_draft;
       a.tokens.insert(a.tokens.end(), drafts.begin(), drafts.end());
       a.num_drafts = static_cast<int32_t>(drafts.size());
       scheduler_.on_token_appended(id, a.num_drafts);
@@ -377,11 +385,15 @@ class EngineLoop : public KvAllocator {
   // from every node's logits, so they serve greedy requests without per-token logprobs, on
   // models whose only per-sequence state is the paged KV (a recurrent state follows one branch).
   int32_t tree_nodes(const Active& a, int32_t k) const {
-    if (config_.max_tree_nodes <= k || !config_.drafter->proposes_trees() || kv_.has_state() ||
-        !a.request.sampling.greedy() || a.request.logprobs >= 0)
+    if (!config_.drafter->proposes_trees() || kv_.has_state() || !a.request.sampling.greedy() ||
+        a.request.logprobs >= 0)
       return 0;
-    return config_.max_tree_nodes;
+    if (config_.max_tree_nodes >= 0) return config_.max_tree_nodes;
+    // Auto: a tree's extra nodes are extra verified rows; they pay only where a row costs
+    // little (measured; before any measurement marginal_row_cost() is 0.1: chains).
+    return config_.drafter->trees_by_default() && marginal_row_cost() < kCheapRowCost ? 2 * k : 0;
   }
+  static constexpr double kCheapRowCost = 0.1;
 
   // Auto-k: maximise expected tokens per unit of step cost, E(k) = (1 − α^{k+1}) / (1 − α)
   // over cost(k) = 1 + β·k, with α the request's measured per-draft acceptance and β the

@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_bf16_backend.h"
 #include "kernels/reference/reference_backend.h"
 #ifdef TACHYON_HAS_CUDA
 #include "kernels/cuda/cuda_backend.h"
@@ -55,12 +56,13 @@ void Backend::gated_delta_rule(const float*, int64_t, const float*, int64_t, con
 
 std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "cpu") return std::make_unique<CpuBackend>();
+  if (name == "cpu-bf16") return std::make_unique<CpuBf16Backend>();
   if (name == "reference") return std::make_unique<ReferenceBackend>();
 #ifdef TACHYON_HAS_CUDA
   if (name == "cuda") return make_cuda_backend();
-  throw Error("unknown device '{}' (this build supports: cpu, cuda, reference)", name);
+  throw Error("unknown device '{}' (this build supports: cpu, cpu-bf16, cuda, reference)", name);
 #else
-  throw Error("unknown device '{}' (this build supports: cpu, reference; cuda needs -DTACHYON_CUDA=ON)", name);
+  throw Error("unknown device '{}' (this build supports: cpu, cpu-bf16, reference; cuda needs -DTACHYON_CUDA=ON)", name);
 #endif
 }
 

@@ -115,8 +115,9 @@ class Backend {
 };
 
 // "cpu" (AVX2/FMA/F16C when the CPU has them, else portable), "cuda" (builds with
-// TACHYON_CUDA; device 0) or "reference" (the scalar oracle every other backend is tested
-// against).
+// TACHYON_CUDA; device 0), "reference" (the scalar oracle every other backend is tested
+// against) or "cpu-bf16" (the CPU backend rounding matmul operands to bf16 where the CUDA
+// backend does: a CPU oracle for the GPU's numerics, kernels/cpu/cpu_bf16_backend.h).
 std::unique_ptr<Backend> make_backend(const std::string& name);
 
 // "cuda" when this build has the CUDA backend and a GPU is visible, else "cpu".

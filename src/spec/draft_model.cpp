@@ -30,6 +30,7 @@ class DraftModelDrafter final : public Drafter {
     return chain_with_runner_ups(draft_levels(request, tokens, max_depth), max_nodes);
   }
   bool proposes_trees() const override { return true; }
+  bool trees_by_default() const override { return true; }
 
   void on_finish(RequestKey request, std::span<const int32_t>, int32_t) override { states_.erase(request); }
 

@@ -35,6 +35,11 @@ class Drafter {
     return DraftTree::chain(propose(request, tokens, std::min(max_depth, max_nodes)));
   }
   virtual bool proposes_trees() const { return false; }
+  // Whether the engine's automatic mode uses this drafter's trees where verify rows are cheap:
+  // only where they measured a clear gain in accepted tokens per step
+  // (bench/results/spec-cuda-trees-*.md: the model drafters' runner-up leaves did; prompt
+  // lookup's and the suffix trie's extra branches did not pay for their rows).
+  virtual bool trees_by_default() const { return false; }
   // The request ended with `tokens` committed (prompt first, `num_prompt` of them): drop
   // per-request state; drafters that learn from past outputs record them here.
   virtual void on_finish(RequestKey request, std::span<const int32_t> tokens, int32_t num_prompt) {}

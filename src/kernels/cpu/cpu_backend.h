@@ -39,6 +39,12 @@ class CpuBackend : public ReferenceBackend {
                         const DeltaRuleParams& params, const RecurrentMeta& meta, float* state, int64_t state_stride,
                         float* out) override;
 
+ protected:
+  // Called on the matmul inputs this backend builds itself (moe_experts' gathered rows and expert
+  // activations, [n] f32) just before the product: the identity here; "cpu-bf16" rounds them
+  // (cpu_bf16_backend.h).
+  virtual void round_matmul_input(float* /*x*/, int64_t /*n*/) {}
+
  private:
   // moe_experts scratch (host memory is device memory here), grow-only.
   std::vector<float> moe_x_, moe_gate_up_, moe_act_, moe_y_;

@@ -54,6 +54,7 @@ void CpuBackend::moe_experts(const float* x, int64_t rows, const int32_t* ids, c
     for (size_t i = b; i < en; ++i)
       std::copy_n(x + (by_expert[i] / top_k) * hidden, hidden, moe_x_.data() + i * hidden);
   }, 64);
+  round_matmul_input(moe_x_.data(), slots * hidden);
   // The grouped matmul: one parallel region over every (expert, 64-row panel) pair, so all
   // threads stream weights even when a decode step routes its one row to a few small experts.
   const auto& isa = cpu::isa_kernels();
@@ -84,6 +85,7 @@ void CpuBackend::moe_experts(const float* x, int64_t rows, const int32_t* ids, c
     for (size_t i = b; i < en; ++i)
       rowwise::expert_activation_row(moe_gate_up_.data() + i * 2 * inter, e, moe_act_.data() + i * inter);
   }, 16);
+  round_matmul_input(moe_act_.data(), slots * inter);
   grouped_matmul(e.down, e.down_bias, moe_act_.data(), inter, moe_y_.data(), hidden);
   std::vector<int32_t>& position = moe_fill_;  // reused: where each slot's output landed
   position.resize(static_cast<size_t>(slots));

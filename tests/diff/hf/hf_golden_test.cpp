@@ -29,21 +29,44 @@ class HfGolden : public ::testing::TestWithParam<Case> {
     dir_ = with_config(fixture(GetParam().arch), GetParam().config);
     runner_ = std::make_unique<ModelRunner>(dir_, kGoldenDevice);
     golden_ = std::make_unique<io::Checkpoint>(io::Checkpoint::open_file(fixture(GetParam().arch) + "/golden.safetensors"));
+    if (golden_on_cuda()) bf16_oracle_ = std::make_unique<ModelRunner>(dir_, "cpu-bf16");
   }
   std::string dir_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<io::Checkpoint> golden_;
+  // On CUDA: the reference instead of transformers for golden_bf16_oracle_fixture (measured,
+  // not held, for the others).
+  std::unique_ptr<ModelRunner> bf16_oracle_;
+  bool held_to_bf16_oracle() const { return bf16_oracle_ && golden_bf16_oracle_fixture(GetParam().arch); }
 };
 
+std::string scientific(double v) {
+  std::ostringstream text;
+  text << std::scientific << std::setprecision(2) << v;
+  return text.str();
+}
+
+// On CUDA, a golden_bf16_oracle_fixture is held to the cpu-bf16 backend's logits and greedy
+// continuations instead of transformers' (golden_device.h); the others also print their distance
+// to cpu-bf16.
 TEST_P(HfGolden, LogitsAtEveryPositionMatchTransformers) {
   for (int i = 0; i < 3; ++i) {
     const auto ids = read_ids(*golden_, "input_ids_" + std::to_string(i));
     const auto ref = read_f32(*golden_, "logits_" + std::to_string(i));
-    const double err = relative_error(runner_->full_logits(ids), ref);
+    const auto logits = runner_->full_logits(ids);
+    const double err = relative_error(logits, ref);
+    RecordProperty("max_rel_err_" + std::to_string(i), scientific(err));
+    if (bf16_oracle_) {
+      const double oracle_err = relative_error(logits, bf16_oracle_->full_logits(ids));
+      std::printf("input_ids_%d: vs transformers %.6f%s, vs cpu-bf16 %.2e%s\n", i, err,
+                  held_to_bf16_oracle() ? " (not held)" : "", oracle_err, held_to_bf16_oracle() ? "" : " (not held)");
+      RecordProperty("max_rel_err_vs_cpu_bf16_" + std::to_string(i), scientific(oracle_err));
+      if (held_to_bf16_oracle()) {
+        EXPECT_LE(oracle_err, golden_bf16_oracle_tolerance()) << "vs cpu-bf16, input_ids_" << i;
+        continue;
+      }
+    }
     EXPECT_LE(err, golden_logit_tolerance()) << "input_ids_" << i << " (" << ids.size() << " tokens)";
-    std::ostringstream text;
-    text << std::scientific << std::setprecision(2) << err;
-    RecordProperty("max_rel_err_" + std::to_string(i), text.str());
   }
 }
 
@@ -53,12 +76,19 @@ TEST_P(HfGolden, GreedyContinuationMatchesTransformers) {
     const auto expected = read_ids(*golden_, "greedy_" + std::to_string(j));
     const auto ref_logits = read_f32(*golden_, "greedy_" + std::to_string(j) + "_logits");
     auto [tokens, logits] = runner_->greedy(prompt, static_cast<int>(expected.size()));
+    RecordProperty("greedy_" + std::to_string(j) + "_logits_max_rel_err", scientific(relative_error(logits, ref_logits)));
+    if (held_to_bf16_oracle()) {
+      const auto [oracle_tokens, oracle_logits] = bf16_oracle_->greedy(prompt, static_cast<int>(expected.size()));
+      const double oracle_err = relative_error(logits, oracle_logits);
+      std::printf("greedy_%d: %s cpu-bf16's tokens, step logits vs cpu-bf16 %.2e\n", j,
+                  tokens == oracle_tokens ? "same as" : "differs from", oracle_err);
+      RecordProperty("greedy_" + std::to_string(j) + "_logits_vs_cpu_bf16", scientific(oracle_err));
+      expect_greedy_near(tokens, logits, oracle_tokens, oracle_logits, static_cast<size_t>(runner_->vocab()),
+                         golden_bf16_oracle_tolerance(), "greedy_" + std::to_string(j) + " vs cpu-bf16");
+      continue;
+    }
     expect_greedy_matches(tokens, logits, expected, ref_logits, static_cast<size_t>(runner_->vocab()),
                           "greedy_" + std::to_string(j));
-    const double err = relative_error(logits, ref_logits);
-    std::ostringstream text;
-    text << std::scientific << std::setprecision(2) << err;
-    RecordProperty("greedy_" + std::to_string(j) + "_logits_max_rel_err", text.str());
   }
 }
 
@@ -69,6 +99,27 @@ TEST_P(HfGolden, ReferenceBackendMatchesTransformers) {
   ModelRunner reference(dir_, "reference", 16);
   const auto ids = read_ids(*golden_, "input_ids_1");
   EXPECT_LE(relative_error(reference.full_logits(ids), read_f32(*golden_, "logits_1")), 1e-3);
+}
+
+// The bf16-oracle list of golden_device.h is a measurement, kept current here: the CPU with
+// CUDA's bf16 rounding reaches transformers' logits within the CUDA tolerance exactly on the
+// fixtures outside the list. (A fixture that becomes reachable leaves the list, so CUDA is
+// held to transformers there again.)
+TEST_P(HfGolden, Bf16OracleListMatchesMeasurement) {
+  if (golden_on_cuda()) GTEST_SKIP() << "a device-independent check: run by hf_golden_tests";
+  ModelRunner bf16(dir_, "cpu-bf16");
+  double worst = 0;
+  for (int i = 0; i < 3; ++i) {
+    const auto ids = read_ids(*golden_, "input_ids_" + std::to_string(i));
+    const double err = relative_error(bf16.full_logits(ids), read_f32(*golden_, "logits_" + std::to_string(i)));
+    RecordProperty("cpu_bf16_max_rel_err_" + std::to_string(i), scientific(err));
+    worst = std::max(worst, err);
+  }
+  std::printf("cpu-bf16 vs transformers: worst of the three inputs %.3f\n", worst);
+  if (golden_bf16_oracle_fixture(GetParam().arch))
+    EXPECT_GT(worst, kBf16LogitTolerance) << "bf16 now reaches transformers: drop it from golden_bf16_oracle_fixture";
+  else
+    EXPECT_LE(worst, kBf16LogitTolerance) << "bf16 rounding leaves transformers: a kernel bug, or a fixture for the bf16-oracle list";
 }
 
 TEST_P(HfGolden, IncrementalDecodeReproducesFullSequence) {

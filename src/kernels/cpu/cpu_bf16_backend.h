@@ -1,0 +1,44 @@
+// "cpu-bf16": the CPU backend with the CUDA backend's bf16 rounding, a CPU oracle for what the
+// GPU computes. The CUDA matmuls multiply bf16 operands with f32 accumulation: each matmul input
+// row is rounded to bf16 (round to nearest even, __floats2bfloat162_rn in pack_bf16x2) as it is
+// loaded, and every weight matrix is stored in bf16. This backend rounds the same values at the
+// same places and otherwise runs the "cpu" kernels unchanged:
+//   matmul, head_matmul      x rounded into a scratch buffer, then the CPU op
+//   moe_experts              the gathered rows (gate_up input) and the expert activations
+//                            (down input) rounded (CpuBackend::round_matmul_input)
+//   upload_weight            matrices (rows > 1: linear layers, embeddings, conv kernels) stored
+//                            as bf16; vectors (norms, biases, sinks) stay as they are, as on CUDA
+//                            where they become f32; a [1, k] matmul weight is rounded when used
+// Everything else (norms, attention and the KV cache, routing, activations, the recurrent ops,
+// the embedding lookup's scale) stays f32 on both backends.
+//
+//   auto gpu_like = make_backend("cpu-bf16");  // then load a model on it like on "cpu"
+//
+// Its logits match the CUDA backend's up to f32 summation order, which is what the CUDA golden
+// test relies on where bf16 rounding moves a model away from transformers' float32 logits
+// (tests/diff/hf/golden_device.h).
+#pragma once
+
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+
+namespace tachyon::kernels {
+
+class CpuBf16Backend final : public CpuBackend {
+ public:
+  std::string name() const override { return "cpu-bf16"; }
+  Weight upload_weight(const Weight& host) override;
+  void matmul(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* out) override;
+  void head_matmul(const float* x, int64_t rows, int64_t heads, int64_t x_row_stride, int64_t x_head_stride,
+                   const Weight& w, float* out, int64_t out_row_stride, int64_t out_head_stride) override;
+
+ protected:
+  void round_matmul_input(float* x, int64_t n) override;
+
+ private:
+  std::vector<float> x_bf16_;       // [rows, k] rounded matmul input, grow-only
+  std::vector<float> row_weight_;   // a [1, k] matmul weight rounded to bf16
+};
+
+}  // namespace tachyon::kernels

@@ -1,0 +1,171 @@
+// The "cpu-bf16" backend (kernels/cpu/cpu_bf16_backend.h) against the scalar reference run on
+// operands rounded to bf16 by hand: each op that multiplies by a weight matrix rounds its input
+// activations (and f32 matrices) to bf16, round to nearest even, and nothing else.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "base/dtype.h"
+#include "kernels/backend.h"
+
+namespace tachyon::kernels {
+namespace {
+
+float round_bf16(float v) { return bf16_to_f32(f32_to_bf16(v)); }
+std::vector<float> round_bf16(std::vector<float> v) {
+  for (float& x : v) x = round_bf16(x);
+  return v;
+}
+
+std::vector<float> random_vec(size_t n, std::mt19937& rng, float sd = 1.f) {
+  std::normal_distribution<float> dist(0.f, sd);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, s = 1e-30;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d = std::max(d, std::fabs(double(a[i]) - b[i]));
+    s = std::max(s, std::fabs(double(b[i])));
+  }
+  return a.size() == b.size() ? d / s : INFINITY;
+}
+
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> out;
+  for (float x : v) out.push_back(f32_to_bf16(x));
+  return out;
+}
+
+class CpuBf16 : public ::testing::Test {
+ protected:
+  std::unique_ptr<Backend> bf16 = make_backend("cpu-bf16"), cpu = make_backend("cpu"), ref = make_backend("reference");
+  std::mt19937 rng{7};
+};
+
+TEST_F(CpuBf16, IsNamedAndRoundsToNearestEven) {
+  EXPECT_EQ(bf16->name(), "cpu-bf16");
+  // 1 + 2^-8 is halfway between the bf16 neighbours 1 and 1 + 2^-7: ties go to the even one (1);
+  // 1 + 3·2^-8 is halfway between 1 + 2^-7 and 1 + 2^-6: to 1 + 2^-6.
+  const std::vector<float> x = {1.f + 0x1p-8f, 1.f + 3 * 0x1p-8f, 1.f + 0x1p-8f + 0x1p-20f};
+  const std::vector<uint16_t> one = {f32_to_bf16(1.f), f32_to_bf16(1.f)};  // w = [1, 0]: out = x[:, 0]
+  const Weight w = bf16->upload_weight(Weight{one.data(), DType::BF16, 2, 1});
+  std::vector<float> out(6);
+  bf16->matmul(x.data(), 3, w, nullptr, out.data());
+  EXPECT_EQ(out[0], 1.f);
+  EXPECT_EQ(out[2], 1.f + 0x1p-6f);
+  EXPECT_EQ(out[4], 1.f + 0x1p-7f);  // above the tie: up
+}
+
+// matmul = the reference matmul of bf16-rounded x (and bf16-rounded w for f32 weights); with a
+// bf16 checkpoint it is bit-identical to "cpu" on pre-rounded inputs, and it differs from
+// "cpu" on raw inputs (the rounding happens).
+TEST_F(CpuBf16, MatmulIsTheReferenceMatmulOfRoundedOperands) {
+  for (DType dtype : {DType::BF16, DType::F32}) {
+    for (auto [rows, n, k] : {std::tuple{1, 37, 19}, {7, 101, 130}, {65, 33, 72}}) {
+      const auto wf = random_vec(static_cast<size_t>(n * k), rng, 0.5f);
+      const auto wb = to_bf16(wf);
+      const Weight host = dtype == DType::BF16 ? Weight{wb.data(), DType::BF16, n, k} : Weight{wf.data(), DType::F32, n, k};
+      const auto bias = random_vec(static_cast<size_t>(n), rng);  // f32: never rounded
+      const Weight bias_w{bias.data(), DType::F32, 1, n};
+      const auto x = random_vec(static_cast<size_t>(rows * k), rng);
+      const auto xr = round_bf16(x);
+      std::vector<float> got(static_cast<size_t>(rows * n)), want(got.size()), raw(got.size());
+      const Weight wb16 = bf16->upload_weight(host), bias16 = bf16->upload_weight(bias_w);
+      bf16->matmul(x.data(), rows, wb16, &bias16, got.data());
+      ref->matmul(xr.data(), rows, Weight{wb.data(), DType::BF16, n, k}, &bias_w, want.data());
+      EXPECT_LT(max_rel(got, want), 1e-5) << dtype_name(dtype) << " " << rows << "x" << n << "x" << k;
+      const Weight wc = cpu->upload_weight(Weight{wb.data(), DType::BF16, n, k}), biasc = cpu->upload_weight(bias_w);
+      std::vector<float> exact(got.size());
+      cpu->matmul(xr.data(), rows, wc, &biasc, exact.data());
+      EXPECT_EQ(0, std::memcmp(got.data(), exact.data(), got.size() * sizeof(float)));
+      cpu->matmul(x.data(), rows, wc, &biasc, raw.data());
+      EXPECT_GT(max_rel(raw, got), 1e-4) << "the input was not rounded";
+    }
+  }
+}
+
+// A [1, k] f32 vector used as a matmul weight (Qwen3-Next's shared_expert_gate) is rounded too,
+// as CUDA packs it to bf16 on first use.
+TEST_F(CpuBf16, OneRowF32MatmulWeightIsRounded) {
+  const int64_t rows = 3, k = 40;
+  const auto w = random_vec(k, rng), x = random_vec(rows * k, rng);
+  const auto wr = round_bf16(w), xr = round_bf16(x);
+  const Weight wb = bf16->upload_weight(Weight{w.data(), DType::F32, 1, k});
+  std::vector<float> got(rows), want(rows);
+  bf16->matmul(x.data(), rows, wb, nullptr, got.data());
+  ref->matmul(xr.data(), rows, Weight{wr.data(), DType::F32, 1, k}, nullptr, want.data());
+  EXPECT_LT(max_rel(got, want), 1e-6);
+}
+
+TEST_F(CpuBf16, HeadMatmulIsTheReferenceOfRoundedInputs) {
+  const int64_t rows = 5, heads = 3, n = 10, k = 12;
+  const auto wb = to_bf16(random_vec(heads * n * k, rng, 0.5f));
+  const Weight host{wb.data(), DType::BF16, heads * n, k};
+  // x [rows, heads, 16] of which k columns are read; out [rows, heads, 14].
+  const auto x = random_vec(rows * heads * 16, rng);
+  std::vector<float> got(rows * heads * 14, -7.f), want(got.size(), -7.f);
+  bf16->head_matmul(x.data(), rows, heads, heads * 16, 16, bf16->upload_weight(host), got.data(), heads * 14, 14);
+  ref->head_matmul(round_bf16(x).data(), rows, heads, heads * 16, 16, host, want.data(), heads * 14, 14);
+  EXPECT_LT(max_rel(got, want), 1e-5);
+  EXPECT_EQ(got[10], -7.f);  // columns past n untouched
+}
+
+// Both expert matmuls take rounded inputs: x for gate_up, the activation for down (CUDA's
+// grouped kernel rounds the f32 activation it reads back). Built here from reference ops.
+TEST_F(CpuBf16, MoeExpertsRoundBothExpertMatmulInputs) {
+  const int64_t E = 4, H = 24, I = 16, rows = 5, top_k = 2;
+  std::vector<std::vector<uint16_t>> host_gu, host_down;
+  std::vector<Weight> gu, down, gu_ref, down_ref;
+  for (int64_t e = 0; e < E; ++e) {
+    host_gu.push_back(to_bf16(random_vec(2 * I * H, rng, 0.3f)));
+    host_down.push_back(to_bf16(random_vec(H * I, rng, 0.3f)));
+    gu_ref.push_back({host_gu.back().data(), DType::BF16, 2 * I, H});
+    down_ref.push_back({host_down.back().data(), DType::BF16, H, I});
+    gu.push_back(bf16->upload_weight(gu_ref.back()));
+    down.push_back(bf16->upload_weight(down_ref.back()));
+  }
+  const auto x = random_vec(rows * H, rng);
+  const auto route_w = random_vec(rows * top_k, rng);
+  std::vector<int32_t> ids(rows * top_k);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < top_k; ++j) ids[r * top_k + j] = static_cast<int32_t>((r + 3 * j + 1) % E);
+  const MoeExperts experts{gu.data(), down.data(), nullptr, nullptr, E, I, H};
+  std::vector<float> got(rows * H);
+  bf16->moe_experts(x.data(), rows, ids.data(), route_w.data(), top_k, experts, got.data());
+
+  std::vector<float> want(rows * H, 0.f), gate_up(2 * I), act(I), y(H);
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::vector<float> xr = round_bf16(std::vector<float>(x.begin() + r * H, x.begin() + (r + 1) * H));
+    std::vector<int64_t> slots = {0, 1};  // summed in ascending expert id
+    if (ids[r * top_k + 1] < ids[r * top_k]) std::swap(slots[0], slots[1]);
+    for (int64_t s : slots) {
+      const int32_t e = ids[r * top_k + s];
+      ref->matmul(xr.data(), 1, gu_ref[e], nullptr, gate_up.data());
+      ref->gated_activation(gate_up.data(), 1, I, Activation::SiLU, act.data());
+      act = round_bf16(act);
+      ref->matmul(act.data(), 1, down_ref[e], nullptr, y.data());
+      for (int64_t i = 0; i < H; ++i) want[r * H + i] += y[i] * route_w[r * top_k + s];
+    }
+  }
+  EXPECT_LT(max_rel(got, want), 1e-5);
+}
+
+// The default "cpu" backend does not round: its matmul of raw inputs is the reference's.
+TEST_F(CpuBf16, CpuBackendKeepsF32Inputs) {
+  const int64_t rows = 4, n = 20, k = 33;
+  const auto wb = to_bf16(random_vec(n * k, rng, 0.5f));
+  const Weight host{wb.data(), DType::BF16, n, k};
+  const auto x = random_vec(rows * k, rng);
+  std::vector<float> got(rows * n), want(got.size());
+  cpu->matmul(x.data(), rows, cpu->upload_weight(host), nullptr, got.data());
+  ref->matmul(x.data(), rows, host, nullptr, want.data());
+  EXPECT_LT(max_rel(got, want), 1e-5);
+}
+
+}  // namespace
+}  // namespace tachyon::kernels
