@@ -1,6 +1,11 @@
 #include "server/server.h"
 
+#include <sys/socket.h>
+
 #include <httplib.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -32,6 +37,25 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+// httplib::Server whose listening socket we can reach (httplib keeps it in a protected member).
+//
+// Debian's cpp-httplib 0.11 is a shared library that listens with a backlog of 5
+// (CPPHTTPLIB_LISTEN_BACKLOG is compiled into the .so; defining it here changes nothing). A
+// burst of clients connecting while the accept thread is off the CPU (a busy 2-core box,
+// prefill running) overflows that queue: the kernel drops handshakes and ACKs, falls back to
+// SYN cookies, and resets some connections when the client retransmits (issue #5: 8 of 96
+// streaming requests reset at 32 clients; each reset came with a ListenOverflow and a failed
+// SYN-cookie check in nstat). Linux lets listen() on a listening socket change its backlog,
+// so bind() calls it again with SOMAXCONN (the kernel caps it at net.core.somaxconn).
+class ListeningServer : public httplib::Server {
+ public:
+  int listening_socket() const { return svr_sock_; }
+};
+
+void raise_listen_backlog(int fd) {
+  if (::listen(fd, SOMAXCONN) != 0) throw Error("cannot set the listen backlog: {}", std::strerror(errno));
+}
+
 }  // namespace
 
 struct HttpServer::Impl {
@@ -39,7 +63,7 @@ struct HttpServer::Impl {
   ServerOptions options;
   Admission admission;
   HttpCounters counters;
-  httplib::Server http;
+  ListeningServer http;
   int port = 0;
 
   Impl(ServedModel m, ServerOptions o) : model(std::move(m)), options(std::move(o)), admission(options.max_in_flight) {}
@@ -156,6 +180,7 @@ int HttpServer::bind() {
   else impl_->port = -1;
   if (impl_->port <= 0)
     throw Error("cannot listen on {}:{} (in use, or not a local address)", impl_->options.host, impl_->options.port);
+  raise_listen_backlog(impl_->http.listening_socket());
   return impl_->port;
 }
 

@@ -50,8 +50,8 @@ export async function post(route, body, { headers = {}, raw = false } = {}) {
   return { status: response.status, json, text };
 }
 
-export async function collectChatStream(params) {
-  const stream = await openai.chat.completions.create({ ...params, stream: true, stream_options: { include_usage: true } });
+export async function collectChatStream(params, client = openai) {
+  const stream = await client.chat.completions.create({ ...params, stream: true, stream_options: { include_usage: true } });
   let text = '', finish = null, usage = null, role = null, chunks = 0;
   for await (const chunk of stream) {
     chunks++;

@@ -57,6 +57,7 @@ const env = {
   ...process.env, TACHYON_URL: `http://127.0.0.1:${port}`, TACHYON_API_KEY: config.apiKey, TACHYON_MODEL: path.basename(modelDir),
   TACHYON_MODEL_DIR: modelDir, TACHYON_NODE_MODULES: nodeModules, TACHYON_CTX: String(config.ctx),
   TACHYON_MAX_BODY: String(config.maxBody), TACHYON_MAX_QUEUE: String(config.maxQueue),
+  TACHYON_BIN: path.resolve(tachyon),  // for tests that need a server of their own
 };
 const runner = spawn(process.execPath, ['--test', '--test-concurrency=1', ...files], { env, stdio: 'inherit' });
 const code = await new Promise((resolve) => runner.on('exit', (c, s) => resolve(c ?? (s ? 1 : 0))));
