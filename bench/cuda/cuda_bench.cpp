@@ -210,14 +210,18 @@ int main(int argc, char** argv) {
     for (const auto& s : shapes) {
       const auto host = random_bf16(size_t(s.n * s.k), 0.02f, 2);
       const kernels::Weight w = backend->upload_weight(kernels::Weight{host.data(), DType::BF16, s.n, s.k});
-      std::vector<int> variants = {kernels::cuda::kDecodeWide, kernels::cuda::kDecodeSplitK};
+      std::vector<int> variants = {kernels::cuda::kDecodeWide, kernels::cuda::kDecodeSplitK,
+                                   kernels::cuda::kDecodeBatched, kernels::cuda::kDecodeBatchedWhole};
       if (lab)
         variants.insert(variants.end(), {kernels::cuda::kDecodeMedium, kernels::cuda::kDecodeNarrow,
                                          kernels::cuda::kDecodeStaged, kernels::cuda::kDecodeWideDeep,
                                          kernels::cuda::kDecodeMediumDeep, kernels::cuda::kDecodeSplitKShared});
       for (int variant : variants) {
         kernels::cuda::set_decode_matmul_variant(variant);
-        for (int64_t m : {1, 8}) {
+        for (int64_t m : {1, 8, 32, 64}) {
+          // The batched variants serve 17-64 rows only; kDecodeWide at 17-64 rows is the skinny
+          // kernel over A fragments.
+          if (m <= 16 && variant >= kernels::cuda::kDecodeBatched) continue;
           const double t = time_backend([&] { backend->matmul(x, m, w, nullptr, out); }, 50);
           std::printf("| %s [%ld x %ld] decode variant %d | %ld | %.1f | %.0f | |\n", s.name, long(s.n), long(s.k),
                       variant, long(m), t * 1e6, s.n * s.k * 2.0 / t / 1e9);

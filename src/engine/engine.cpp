@@ -181,6 +181,8 @@ class EngineLoop : public KvAllocator {
     double spec_seconds = 0, plain_seconds = 0, draft_seconds = 0;
     int32_t spec_tokens = 0, plain_tokens = 0, probe_plain = 0;
     bool drafter_primed = false;  // the drafter has seen this request once (see propose_drafts)
+    bool draft_warmup = false;    // this step's drafting did one-time work (Backend::warmup_events)
+    bool step_timed = true;       // this step's time counts for the throughput gate
   };
 
   void run() {
@@ -238,6 +240,7 @@ class EngineLoop : public KvAllocator {
       }
       model::StepOutput out;
       const auto t0 = Clock::now();
+      const uint64_t warmups = model_.backend().warmup_events();
       try {
         out = model_.forward(batch, kv_);
       } catch (const std::exception& e) {
@@ -246,13 +249,22 @@ class EngineLoop : public KvAllocator {
         continue;
       }
       const double step_seconds = seconds_between(t0, Clock::now());
-      record_step_cost(step_seconds, plan.chunks.size(), step_drafts);
+      // A step that also did one-time work (a CUDA graph captured) says nothing about the
+      // steady cost of its shape: the gates and auto-k skip it.
+      const bool timed = model_.backend().warmup_events() == warmups;
+      if (timed) record_step_cost(step_seconds, plan.chunks.size(), step_drafts);
       const double share = step_seconds / static_cast<double>(plan.chunks.size());
       for (const auto& c : plan.chunks) {
         Active& a = active_.at(c.id);
-        if (a.num_drafts > 0) a.spec_seconds += share + a.draft_seconds;
-        else if (c.count == 1 && c.completes && speculation_on(a)) a.plain_seconds += share, ++a.plain_tokens;
+        a.step_timed = timed && !a.draft_warmup;
+        if (a.step_timed && a.num_drafts > 0) {
+          a.spec_seconds += share + a.draft_seconds;
+        } else if (a.step_timed && c.count == 1 && c.completes && speculation_on(a)) {
+          a.plain_seconds += share;
+          ++a.plain_tokens;
+        }
         a.draft_seconds = 0;
+        a.draft_warmup = false;
       }
       size_t logit_row = 0, hidden_row = 0;
       uint64_t computed_prompt = 0, generated = 0;
@@ -353,6 +365,7 @@ class EngineLoop : public KvAllocator {
         continue;
       }
       const auto t0 = Clock::now();
+      const uint64_t warmups = model_.backend().warmup_events();
       std::vector<int32_t> drafts;
       if (const int32_t nodes = tree_nodes(a, k); nodes > k) {
         auto tree = config_.drafter->propose_tree(id, a.tokens, std::min(k, kernels::kMaxTreeDepth - 1), nodes);
@@ -368,8 +381,9 @@ class EngineLoop : public KvAllocator {
       // prefill): a one-time cost like the target's prefill, kept out of the per-token costs
       // that the throughput gate and auto-k compare (it made the gate switch draft/MTP off
       // on long prompts where they then ran faster).
-      const bool catch_up = !a.drafter_primed;
+      const bool catch_up = !a.drafter_primed || model_.backend().warmup_events() != warmups;
       a.drafter_primed = true;
+      a.draft_warmup = catch_up;
       if (!catch_up) a.draft_seconds += seconds;
       if (drafts.empty()) continue;
       const double per_draft = seconds / static_cast<double>(drafts.size());
@@ -491,7 +505,7 @@ class EngineLoop : public KvAllocator {
     a.pending.spec = a.spec;
     // Runtime gate (sticky): after enough evidence, stop when the accepted tokens per step no
     // longer pay for the measured extra cost of verifying them.
-    a.spec_tokens += static_cast<int32_t>(emitted);
+    if (a.step_timed) a.spec_tokens += static_cast<int32_t>(emitted);
     // Throughput gate (sticky): speculation stays only while it emits more tokens per second
     // than plain decoding of the same request, both measured.
     if (config_.gates && a.spec.num_steps % 4 == 0 && a.plain_tokens < 4) a.probe_plain = 4;

@@ -37,6 +37,9 @@ class Backend {
   // ranges). The default bounces through the host.
   virtual void copy_on_device(void* dst, const void* src, size_t bytes);
   virtual void synchronize() {}
+  // Count of one-time work done so far (the CUDA backend: graphs captured). Steps during
+  // which it grows are warm-up, not steady-state cost: the engine's gates do not time them.
+  virtual uint64_t warmup_events() const { return 0; }
 
   // out[r, :] = table[ids[r], :] * scale
   virtual void embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) = 0;

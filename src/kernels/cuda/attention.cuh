@@ -36,6 +36,7 @@ struct AttentionShape {
   int num_heads, num_kv_heads, head_dim, block_size;
   float scale, softcap;
   int sliding_window;
+  int unused = 0;      // explicit padding: a launch's argument bytes are its graph key (step_graph.h)
   const float* sinks;  // device [num_heads] or null
 };
 

@@ -6,7 +6,11 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
+#include <tuple>
 #include <utility>
+
+#include "kernels/cuda/step_graph.h"
 
 namespace tachyon::kernels::cuda {
 
@@ -73,9 +77,8 @@ __device__ __forceinline__ float warp_max(float v) {
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 
-// Launches `kernel` on `stream` with programmatic stream serialization allowed (see pdl_wait).
-template <typename... Params, typename... Args>
-void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+template <typename... Params>
+void launch_now(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Params... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
@@ -86,7 +89,24 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaS
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attribute;
   config.numAttrs = 1;
-  TACHYON_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(std::forward<Args>(args))...));
+  TACHYON_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
+}
+
+// Launches `kernel` on `stream` with programmatic stream serialization allowed (see pdl_wait);
+// while a step is being recorded (step_graph.h) the launch is appended to it instead.
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  if (StepGraphs* graphs = active_step_graphs()) {
+    std::string key;
+    append_key(key, kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem);
+    auto params = std::make_tuple(static_cast<Params>(std::forward<Args>(args))...);
+    std::apply([&](const auto&... p) { append_key(key, p...); }, params);
+    graphs->record(key, [=](cudaStream_t s) {
+      std::apply([&](const auto&... p) { launch_now(kernel, grid, block, smem, s, p...); }, params);
+    });
+    return;
+  }
+  launch_now(kernel, grid, block, smem, stream, static_cast<Params>(std::forward<Args>(args))...);
 }
 #endif
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -21,6 +22,7 @@
 #include "kernels/cuda/moe.cuh"
 #include "kernels/cuda/norm.cuh"
 #include "kernels/cuda/rope.cuh"
+#include "kernels/cuda/step_graph.h"
 
 namespace tachyon::kernels {
 namespace cuda {
@@ -142,6 +144,13 @@ class CudaBackend final : public Backend {
     TACHYON_CUDA_CHECK(cudaSetDevice(0));
     TACHYON_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     mirror_ = std::make_unique<DeviceMirror>(stream_);
+    graphs_ = std::make_unique<cuda::StepGraphs>(stream_);
+    // Off unless TACHYON_CUDA_GRAPHS=1: measured +26% plain decode on the demo model but no
+    // gain on the GPU-bound 8B shape, and (before warm-up steps were kept out of the
+    // speculation gates) captures during the first speculative steps switched prompt lookup
+    // off; the fixed interaction is not yet measured (bench/NOTES-cuda.md).
+    const char* env = std::getenv("TACHYON_CUDA_GRAPHS");
+    graphs_->enabled = env && std::string(env) == "1";
     moe_ = std::make_unique<cuda::MoeRunner>(stream_);
     profile_ = std::make_unique<OpProfile>();
     cudaDeviceProp prop{};
@@ -149,7 +158,12 @@ class CudaBackend final : public Backend {
     device_name_ = prop.name;
   }
   ~CudaBackend() override {
+    try {
+      flush();
+    } catch (...) {
+    }
     cudaStreamSynchronize(stream_);
+    graphs_.reset();
     mirror_.reset();
     moe_.reset();
     for (void* p : owned_) cudaFree(p);
@@ -170,12 +184,14 @@ class CudaBackend final : public Backend {
   }
   void deallocate(void* ptr) override {
     if (!ptr) return;
+    flush();  // recorded ops may still use it
     TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
     TACHYON_CUDA_CHECK(cudaFree(ptr));
   }
 
   // Matrices become bf16 MMA fragments (WeightLayout::MmaFragments); vectors become f32.
   Weight upload_weight(const Weight& host) override {
+    flush();
     TACHYON_CHECK(host.layout == WeightLayout::RowMajor, "weights arrive row-major");
     TACHYON_CHECK(host.dtype == DType::F32 || host.dtype == DType::BF16 || host.dtype == DType::F16,
                   "the CUDA backend takes f32/bf16/f16 weights, not {}", dtype_name(host.dtype));
@@ -210,22 +226,38 @@ class CudaBackend final : public Backend {
   }
 
   void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    flush();
     TACHYON_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
     TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    graphs_->reset();  // between ops, after a synchronisation: the staging area starts over
   }
   void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    flush();
     TACHYON_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
     TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   void copy_on_device(void* dst, const void* src, size_t bytes) override {
+    if (graphs_->enabled && !profile_->enabled) {
+      std::string key;
+      cuda::append_key(key, dst, src, bytes);
+      graphs_->record(key, [=](cudaStream_t s) {
+        TACHYON_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+      });
+      return;
+    }
     TACHYON_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
   }
-  void synchronize() override { TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  uint64_t warmup_events() const override { return graphs_->counters().captures + graphs_->counters().capture_failures; }
+  void synchronize() override {
+    flush();
+    TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    graphs_->reset();
+  }
 
   void embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) override {
     Scope scope(this, "embedding");
     TACHYON_CHECK(table.layout == WeightLayout::MmaFragments || table.dtype == DType::F32, "embedding table layout");
-    cuda::embedding(table.data, table.layout == WeightLayout::MmaFragments, table.cols, mirror_->get(ids, rows), rows,
+    cuda::embedding(table.data, table.layout == WeightLayout::MmaFragments, table.cols, staged(ids, rows), rows,
                     scale, out, stream_);
   }
   void rms_norm(const float* x, const Weight& w, int64_t rows, int64_t dim, float eps, float weight_offset,
@@ -252,6 +284,7 @@ class CudaBackend final : public Backend {
       if (counters_) deallocate(counters_);
       num_counters_ = std::max(counters, num_counters_ * 2);
       counters_ = static_cast<unsigned*>(allocate(num_counters_ * sizeof(unsigned)));
+      flush();  // before the zeroing (issued directly)
       TACHYON_CUDA_CHECK(cudaMemsetAsync(counters_, 0, num_counters_ * sizeof(unsigned), stream_));
     }
     cuda::matmul(x, rows, w.data, w.rows, w.cols, b, out, workspace_, counters_, stream_);
@@ -259,8 +292,8 @@ class CudaBackend final : public Backend {
   void rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const RopeTable& table,
             const int32_t* positions) override {
     Scope scope(this, "rope");
-    cuda::rope(x, rows, heads, head_dim, mirror_->get(table.inv_freq.data(), table.inv_freq.size()), table.rotary_dim,
-               table.offset, table.attention_scaling, table.interleaved, mirror_->get(positions, rows), stream_);
+    cuda::rope(x, rows, heads, head_dim, staged(table.inv_freq.data(), table.inv_freq.size()), table.rotary_dim,
+               table.offset, table.attention_scaling, table.interleaved, staged(positions, rows), stream_);
   }
   void gated_activation(const float* gate_up, int64_t rows, int64_t dim, Activation act, float* out) override {
     Scope scope(this, "gated_activation");
@@ -268,7 +301,7 @@ class CudaBackend final : public Backend {
   }
   void gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t width, float* dst) override {
     Scope scope(this, "gather_rows");
-    cuda::gather_rows(src, mirror_->get(rows, n), n, width, dst, stream_);
+    cuda::gather_rows(src, staged(rows, n), n, width, dst, stream_);
   }
   void add(float* x, const float* y, int64_t n) override {
     Scope scope(this, "add");
@@ -305,16 +338,20 @@ class CudaBackend final : public Backend {
         cuda::make_query_tiles(meta.row_seq, meta.tree_base, rows, cuda::query_tile_rows(group), decode_rows);
     cuda::AttentionShape shape{static_cast<int>(p.num_heads), static_cast<int>(kv.num_kv_heads),
                                static_cast<int>(kv.head_dim), kv.block_size, p.scale, p.softcap,
-                               static_cast<int>(p.sliding_window),
+                               static_cast<int>(p.sliding_window), 0,
                                p.sinks};  // device memory: an uploaded weight
     const cuda::DeviceAttentionMeta dmeta = device_meta(meta, rows);
     if (!tiles.empty())
-      cuda::attention(q, dmeta, mirror_->get(tiles.data(), tiles.size()), static_cast<int>(tiles.size()), kv.k, kv.v,
+      cuda::attention(q, dmeta, staged(tiles.data(), tiles.size()), static_cast<int>(tiles.size()), kv.k, kv.v,
                       shape, out, stream_);
     if (!decode_rows.empty()) {
       int32_t max_pos = 0;
       for (int32_t r : decode_rows) max_pos = std::max(max_pos, meta.positions[r]);
-      const int chunks = cuda::decode_chunks(max_pos);
+      // Rounded up to a power of two: chunks past a row's position exit at once, and the
+      // launch shape (part of a step's graph key) changes at 64, 128, 256, ... tokens of
+      // context instead of every 64.
+      int chunks = 1;
+      while (chunks < cuda::decode_chunks(max_pos)) chunks *= 2;
       const size_t need = cuda::decode_workspace_bytes(static_cast<int64_t>(decode_rows.size()), shape.num_heads,
                                                        shape.head_dim, chunks);
       if (need > attn_workspace_bytes_) {  // grow-only, geometrically (see matmul)
@@ -322,7 +359,7 @@ class CudaBackend final : public Backend {
         attn_workspace_bytes_ = std::max(need, attn_workspace_bytes_ * 2);
         attn_workspace_ = allocate(attn_workspace_bytes_);
       }
-      cuda::attention_decode(q, dmeta, mirror_->get(decode_rows.data(), decode_rows.size()),
+      cuda::attention_decode(q, dmeta, staged(decode_rows.data(), decode_rows.size()),
                              static_cast<int>(decode_rows.size()), chunks, kv.k, kv.v, shape,
                              static_cast<float*>(attn_workspace_), out, stream_);
     }
@@ -332,11 +369,13 @@ class CudaBackend final : public Backend {
   void moe_route(const float* logits, int64_t rows, const MoeRoutingParams& p, int32_t* ids,
                  float* weights) override {
     Scope scope(this, "moe_route");
+    scope.direct();
     cuda::moe_route(logits, rows, p, ids, weights, stream_);
   }
   void moe_experts(const float* x, int64_t rows, const int32_t* ids, const float* weights, int64_t top_k,
                    const MoeExperts& e, float* out) override {
     Scope scope(this, "moe_experts");
+    scope.direct();
     moe_->run(x, rows, ids, weights, top_k, e, out);
   }
   // One group per head: the head's rows of w are n-tiles [h·n/8, (h+1)·n/8) of the packed matrix.
@@ -358,7 +397,7 @@ class CudaBackend final : public Backend {
     p.w = w.data, p.w_group_stride = (n / 8) * (cuda::round_up(w.cols, cuda::kMmaColPad) / 32) * 512;  // bytes
     p.n = n, p.k = w.cols, p.out = out, p.out_row_stride = ors, p.out_group_stride = ohs;
     const auto* tiles = static_cast<const cuda::GroupTile*>(
-        mirror_->get(head_tiles_.data(), head_tiles_.size() * sizeof(cuda::GroupTile)));
+        staged(head_tiles_.data(), head_tiles_.size()));
     cuda::grouped_matmul(p, tiles, nullptr, static_cast<int64_t>(head_tiles_.size()), stream_);
   }
   void copy_strided(const float* src, int64_t src_stride, int64_t rows, int64_t width, float* dst,
@@ -374,6 +413,7 @@ class CudaBackend final : public Backend {
   void causal_conv1d_silu(const float* x, int64_t rows, int64_t channels, const Weight& w, const RecurrentMeta& meta,
                           float* state, int64_t state_stride, float* out) override {
     Scope scope(this, "causal_conv1d_silu");
+    scope.direct();
     TACHYON_CHECK(w.layout == WeightLayout::MmaFragments && w.rows == channels,
                   "causal_conv1d_silu weight must be an uploaded [channels, kernel] matrix");
     cuda::causal_conv1d_silu(x, channels, w.data, w.cols, device_meta(meta), state, state_stride, out, stream_);
@@ -382,24 +422,40 @@ class CudaBackend final : public Backend {
                         const DeltaRuleParams& p, const RecurrentMeta& meta, float* state, int64_t state_stride,
                         float* out) override {
     Scope scope(this, "gated_delta_rule");
+    scope.direct();
     cuda::gated_delta_rule(qkv, qkv_stride, ba, p, device_meta(meta), state, state_stride, out, stream_);
   }
 
  OpProfile& profile() { return *profile_; }
+  cuda::StepGraphs& graphs() { return *graphs_; }
   cudaStream_t stream() const { return stream_; }
 
  private:
-  // Brackets one op with profile events when profiling is on.
+  // Brackets one op: installs the step recorder for its launches (graph-safe ops; `direct()`
+  // for the others, which synchronise inside), or profile events when profiling is on.
   struct Scope {
-    Scope(CudaBackend* b, const char* op, int64_t n = 0, int64_t k = 0, int64_t m = 0) : backend(b) {
-      if (!b->profile_->enabled) return;
+    Scope(CudaBackend* b, const char* op, int64_t n = 0, int64_t k = 0, int64_t m = 0)
+        : backend(b), previous(cuda::active_step_graphs()) {
+      if (!b->profile_->enabled) {
+        if (b->graphs_->enabled) cuda::active_step_graphs() = b->graphs_.get();
+        return;
+      }
+      b->flush();
       backend->profile_->begin(backend->stream_, n ? fmt::format("{} {}x{} M={}", op, n, k, m) : std::string(op));
       on = true;
     }
     ~Scope() {
+      cuda::active_step_graphs() = previous;
       if (on) backend->profile_->end(backend->stream_);
     }
+    // This op issues its work directly (it reads results on the host or syncs): everything
+    // recorded before it goes first.
+    void direct() {
+      cuda::active_step_graphs() = previous;
+      backend->flush();
+    }
     CudaBackend* backend;
+    cuda::StepGraphs* previous;
     bool on = false;
   };
 
@@ -411,20 +467,31 @@ class CudaBackend final : public Backend {
     }
   }
 
+  // Device copy of n host elements for the op being issued: staged in the step's arena while
+  // it is recorded for a graph, else mirrored by content.
+  template <typename T>
+  const T* staged(const T* host, size_t n) {
+    if (cuda::active_step_graphs() == graphs_.get())
+      return static_cast<const T*>(graphs_->stage(host, n * sizeof(T)));
+    return mirror_->get(host, n);
+  }
+  // Issues the recorded ops (graph or direct) before anything that leaves the recording.
+  void flush() { graphs_->flush(); }
+
   cuda::DeviceAttentionMeta device_meta(const AttentionMeta& meta, int64_t rows) {
     const int32_t num_seqs = rows > 0 ? meta.row_seq[rows - 1] + 1 : 0;
-    return {mirror_->get(meta.positions, rows), mirror_->get(meta.row_seq, rows),
-            mirror_->get(meta.block_tables, static_cast<size_t>(meta.block_table_offsets[num_seqs])),
-            mirror_->get(meta.block_table_offsets, static_cast<size_t>(num_seqs) + 1),
-            meta.tree_base ? mirror_->get(meta.tree_base, rows) : nullptr,
-            meta.tree_base ? mirror_->get(meta.tree_path, static_cast<size_t>(rows) * kMaxTreeDepth) : nullptr};
+    return {staged(meta.positions, rows), staged(meta.row_seq, rows),
+            staged(meta.block_tables, static_cast<size_t>(meta.block_table_offsets[num_seqs])),
+            staged(meta.block_table_offsets, static_cast<size_t>(num_seqs) + 1),
+            meta.tree_base ? staged(meta.tree_base, rows) : nullptr,
+            meta.tree_base ? staged(meta.tree_path, static_cast<size_t>(rows) * kMaxTreeDepth) : nullptr};
   }
 
   cuda::DeviceRecurrentMeta device_meta(const RecurrentMeta& meta) {
     const int64_t rows = meta.num_seqs > 0 ? meta.seq_row_begin[meta.num_seqs] : 0;
-    return {meta.num_seqs, mirror_->get(meta.seq_row_begin, static_cast<size_t>(meta.num_seqs) + 1),
-            mirror_->get(meta.seq_state_slot, static_cast<size_t>(meta.num_seqs)),
-            mirror_->get(meta.row_snapshot_slot, static_cast<size_t>(rows))};
+    return {meta.num_seqs, staged(meta.seq_row_begin, static_cast<size_t>(meta.num_seqs) + 1),
+            staged(meta.seq_state_slot, static_cast<size_t>(meta.num_seqs)),
+            staged(meta.row_snapshot_slot, static_cast<size_t>(rows))};
   }
 
   // A [1, k] weight (uploaded as an f32 vector, e.g. Qwen3-Next's shared_expert_gate) used as
@@ -449,6 +516,7 @@ class CudaBackend final : public Backend {
   std::vector<cuda::GroupTile> head_tiles_;
   std::map<const void*, Weight> packed_rows_;
   std::unique_ptr<DeviceMirror> mirror_;
+  std::unique_ptr<cuda::StepGraphs> graphs_;
   std::unique_ptr<OpProfile> profile_;
   unsigned* counters_ = nullptr;  // split-K matmul: one zeroed counter per column group
   size_t num_counters_ = 0;
@@ -478,6 +546,20 @@ void cuda_profile_enable(Backend& backend, bool on) {
   auto* b = dynamic_cast<cuda::CudaBackend*>(&backend);
   TACHYON_CHECK(b != nullptr, "cuda_profile_enable needs the CUDA backend");
   b->profile().enabled = on;
+}
+
+void cuda_graphs_enable(Backend& backend, bool on) {
+  auto* b = dynamic_cast<cuda::CudaBackend*>(&backend);
+  TACHYON_CHECK(b != nullptr, "cuda_graphs_enable needs the CUDA backend");
+  b->synchronize();
+  b->graphs().enabled = on;
+}
+
+CudaGraphCounters cuda_graph_counters(Backend& backend) {
+  auto* b = dynamic_cast<cuda::CudaBackend*>(&backend);
+  TACHYON_CHECK(b != nullptr, "cuda_graph_counters needs the CUDA backend");
+  const auto& c = b->graphs().counters();
+  return {c.replays, c.captures, c.direct, c.capture_failures};
 }
 
 std::string cuda_profile_report(Backend& backend) {

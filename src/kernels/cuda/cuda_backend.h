@@ -3,11 +3,15 @@
 //
 //   if (kernels::cuda_device_count() > 0) backend = kernels::make_cuda_backend();
 //
-// Host metadata arrays (ids, positions, block tables) are mirrored into device buffers
-// keyed by content, so the per-layer calls of one step upload them once. Every kernel is
-// launched with programmatic dependent launch (common.cuh), so the next op's kernel starts
-// while the current one drains; nothing inside a step synchronises with the host, and the
-// workspaces only grow (geometrically), so a steady decode loop allocates nothing.
+// With TACHYON_CUDA_GRAPHS=1 (or cuda_graphs_enable), steps run as CUDA graphs
+// (step_graph.h): the ops of a step are recorded with keys that describe them exactly, the
+// host metadata they read (ids, positions, block tables) staged in pinned memory uploaded at
+// the step's start, and a step whose key sequence ran before replays a captured graph (same
+// bits as issuing the ops directly, tested). Otherwise host arrays are mirrored into device
+// buffers keyed by content. Every kernel is launched with programmatic dependent launch (common.cuh), so the
+// next kernel starts while the current one drains; nothing inside a step synchronises with
+// the host (MoE routing and the linear-attention ops, which do, run outside the graphs), and
+// the workspaces only grow (geometrically), so a steady decode loop allocates nothing.
 #pragma once
 
 #include <memory>
@@ -27,5 +31,13 @@ std::unique_ptr<Backend> make_cuda_backend();
 // by shape), sorted by total time, and resets the record. The events serialise the stream.
 void cuda_profile_enable(Backend& backend, bool on);
 std::string cuda_profile_report(Backend& backend);
+
+// CUDA graphs of repeated steps (off by default, see above); the counters say how steps
+// were issued.
+struct CudaGraphCounters {
+  uint64_t replays = 0, captures = 0, direct = 0, capture_failures = 0;
+};
+void cuda_graphs_enable(Backend& backend, bool on);
+CudaGraphCounters cuda_graph_counters(Backend& backend);
 
 }  // namespace tachyon::kernels

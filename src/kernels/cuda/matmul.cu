@@ -361,6 +361,178 @@ void launch_splitk(const float* x, int M, int K, const uint4* w, int N, int kp_c
          smem, stream, x, M, K, w, N, kp_count, bias, out, partial, counters);
 }
 
+// ---- batched decode: 17-64 rows (v8) -------------------------------------------------------
+// The weights are streamed once and x's A fragments (converted once by to_a_fragments) are
+// reused across many n-tiles: a CTA owns 16 n-tiles (warp w: n-tiles 2w, 2w + 1 of its
+// group) and walks its k segments in order; per segment the CTA stages the segment's A
+// fragments (MT m-tiles x 32 k-tiles, 16 KB per m-tile) in shared memory once, and each warp
+// reads each A fragment once for its two n-tiles. Weights are loaded in batches of 4 k-pairs
+// x 2 n-tiles (4 KB per warp), the next batch (across segment boundaries too) issued before
+// the current batch's MMAs. With one split (grid.y == 1) a CTA covers all of k and adds the
+// segment sums in order into per-lane totals in shared memory; with more splits (short-N
+// matrices, to fill the GPU) each segment's sum goes to `partial` and the last CTA of the
+// n-group adds them in segment order, as split-K does. Canonical order either way.
+constexpr int kBatchedNtw = 2;                                // n-tiles per warp
+constexpr int kBatchedGroupTiles = kSplitWarps * kBatchedNtw;  // n-tiles per CTA
+constexpr int kBatchedU = 4;                                  // k-pairs per load batch
+constexpr int kBatchedBatches = kPairsPerSegment / kBatchedU;
+
+template <int MT>
+__global__ void __launch_bounds__(256, 2) matmul_batched_kernel(const uint4* __restrict__ xa, int M, int k_tiles,
+                                                                int xa_k_stride, const uint4* __restrict__ w, int N,
+                                                                int kp_count, int segs_per_split,
+                                                                const float* __restrict__ bias, float* __restrict__ out,
+                                                                float* __restrict__ partial,
+                                                                unsigned* __restrict__ counters) {
+  constexpr int kSegTiles = 2 * kPairsPerSegment;
+  extern __shared__ uint4 smem_b[];
+  uint4* as = smem_b;  // [MT][kSegTiles][32 lanes]
+  __shared__ bool is_last;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int nt_base = blockIdx.x * kBatchedGroupTiles + warp * kBatchedNtw;
+  // totals: [warp][NTW][MT][32 lanes] float4, private to each lane
+  float4* tot = reinterpret_cast<float4*>(as + MT * kSegTiles * 32) + (warp * kBatchedNtw * MT) * 32 + lane;
+  const int num_segments = static_cast<int>((kp_count + kPairsPerSegment - 1) / kPairsPerSegment);
+  const int s_begin = blockIdx.y * segs_per_split, s_end = min(num_segments, s_begin + segs_per_split);
+  const bool split = gridDim.y > 1;
+
+  uint4 b[2][kBatchedU][kBatchedNtw];
+  auto load_batch = [&](uint4 (&dst)[kBatchedU][kBatchedNtw], int s, int batch) {
+    const int kp_end = min(kp_count, (s + 1) * kPairsPerSegment);
+#pragma unroll
+    for (int u = 0; u < kBatchedU; ++u) {
+      const int kp = s * kPairsPerSegment + batch * kBatchedU + u;
+#pragma unroll
+      for (int j = 0; j < kBatchedNtw; ++j)
+        dst[u][j] = s < s_end && kp < kp_end
+                        ? load_stream(w + (static_cast<int64_t>(nt_base + j) * kp_count + kp) * 32 + lane)
+                        : make_uint4(0, 0, 0, 0);
+    }
+  };
+  load_batch(b[0], s_begin, 0);  // weights are constant: before the wait (PDL)
+  pdl_wait();
+  pdl_launch_dependents();
+  for (int s = s_begin; s < s_end; ++s) {
+    const int kp_begin = s * kPairsPerSegment, kp_end = min(kp_count, kp_begin + kPairsPerSegment);
+    __syncthreads();  // every warp is done with the previous segment's A fragments
+    for (int i = threadIdx.x; i < MT * kSegTiles * 32; i += 256) {
+      const int l = i % 32, kt = (i / 32) % kSegTiles, mt = i / (32 * kSegTiles);
+      const int gkt = 2 * kp_begin + kt;
+      if (gkt < k_tiles) cp_async16(as + i, xa + (static_cast<int64_t>(mt) * xa_k_stride + gkt) * 32 + l);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    float acc[MT][kBatchedNtw][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int j = 0; j < kBatchedNtw; ++j) acc[mt][j][0] = acc[mt][j][1] = acc[mt][j][2] = acc[mt][j][3] = 0.f;
+#pragma unroll
+    for (int batch = 0; batch < kBatchedBatches; ++batch) {
+      // Prefetch the next batch (the next segment's first one after the last batch).
+      if (batch + 1 < kBatchedBatches) load_batch(b[(batch + 1) % 2], s, batch + 1);
+      else load_batch(b[(batch + 1) % 2], s + 1, 0);
+      const auto& bc = b[batch % 2];
+#pragma unroll
+      for (int u = 0; u < kBatchedU; ++u) {
+        const int kp = kp_begin + batch * kBatchedU + u;
+        if (kp >= kp_end) break;
+#pragma unroll
+        for (int t = 0; t < 2; ++t)
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            const uint4 v = as[(mt * kSegTiles + 2 * (batch * kBatchedU + u) + t) * 32 + lane];
+            const uint32_t a[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int j = 0; j < kBatchedNtw; ++j)
+              mma_bf16(acc[mt][j], a, t == 0 ? bc[u][j].x : bc[u][j].z, t == 0 ? bc[u][j].y : bc[u][j].w);
+          }
+      }
+    }
+    if (split) {
+      const int n_pad = gridDim.x * kBatchedGroupTiles * 8;
+      const int g = lane / 4, c = lane % 4;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int j = 0; j < kBatchedNtw; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = 16 * mt + g + 8 * h, col = (nt_base + j) * 8 + 2 * c;
+            if (row < M)
+              *reinterpret_cast<float2*>(partial + (static_cast<int64_t>(s) * M + row) * n_pad + col) =
+                  make_float2(acc[mt][j][2 * h], acc[mt][j][2 * h + 1]);
+          }
+    } else {
+      // Segment sums in segment order from 0.f (the canonical order, common.cuh).
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int j = 0; j < kBatchedNtw; ++j) {
+          float4 t4 = s == s_begin ? make_float4(0.f, 0.f, 0.f, 0.f) : tot[(j * MT + mt) * 32];
+          t4.x += acc[mt][j][0], t4.y += acc[mt][j][1], t4.z += acc[mt][j][2], t4.w += acc[mt][j][3];
+          tot[(j * MT + mt) * 32] = t4;
+        }
+    }
+  }
+  if (!split) {
+    const int g = lane / 4, c = lane % 4;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int j = 0; j < kBatchedNtw; ++j) {
+        const float4 t4 = tot[(j * MT + mt) * 32];
+        const float v[4] = {t4.x, t4.y, t4.z, t4.w};
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int row = 16 * mt + g + 8 * (r / 2), col = (nt_base + j) * 8 + 2 * c + r % 2;
+          if (row < M && col < N) out[static_cast<int64_t>(row) * N + col] = finish(v[r], bias, col);
+        }
+      }
+    return;
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) is_last = atomicAdd(&counters[blockIdx.x], 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  // Segment sums in segment order (the canonical order, common.cuh), then the bias.
+  const int n_pad = gridDim.x * kBatchedGroupTiles * 8;
+  constexpr int kGroupCols = kBatchedGroupTiles * 8;
+  for (int i = threadIdx.x; i < M * kGroupCols; i += 256) {
+    const int row = i / kGroupCols, cc = blockIdx.x * kGroupCols + i % kGroupCols;
+    if (cc >= N) continue;
+    float total = 0.f;
+    for (int s2 = 0; s2 < num_segments; ++s2) total += __ldcg(partial + (static_cast<int64_t>(s2) * M + row) * n_pad + cc);
+    out[static_cast<int64_t>(row) * N + cc] = finish(total, bias, cc);
+  }
+  if (threadIdx.x == 0) counters[blockIdx.x] = 0u;  // ready for the next launch (stream-ordered)
+}
+
+// splits: 1 = each CTA covers all of k; 0 = by shape (split k while the n-groups alone give
+// fewer than one CTA per SM).
+template <int MT>
+void launch_batched(const uint4* xa, int M, int k_tiles, int xa_k_stride, const uint4* w, int N, int kp_count,
+                    const float* bias, float* out, float* partial, unsigned* counters, int splits, cudaStream_t stream) {
+  constexpr size_t smem = static_cast<size_t>(MT) * 2 * kPairsPerSegment * 32 * sizeof(uint4) +
+                          static_cast<size_t>(kSplitWarps) * kBatchedNtw * MT * 32 * sizeof(float4);
+  static const bool configured = [] {
+    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_batched_kernel<MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(smem)));
+    return true;
+  }();
+  (void)configured;
+  const int64_t groups = round_up(N, kMmaRowPad) / 8 / kBatchedGroupTiles;
+  const int segments = static_cast<int>(ceil_div(kp_count, kPairsPerSegment));
+  if (splits == 0) splits = groups >= 132 ? 1 : static_cast<int>(std::min<int64_t>(segments, ceil_div(264, groups)));
+  const int per_split = static_cast<int>(ceil_div(segments, splits));
+  splits = static_cast<int>(ceil_div(segments, per_split));
+  launch(matmul_batched_kernel<MT>, dim3(static_cast<unsigned>(groups), static_cast<unsigned>(splits)), 256, smem,
+         stream, xa, M, k_tiles, xa_k_stride, w, N, kp_count, per_split, bias, out, partial, counters);
+}
+
 // ---- tiled: M > 64 ------------------------------------------------------------------------
 constexpr int kTileM = 8;    // m-tiles (16 rows) per CTA
 constexpr int kTileN = 16;   // n-tiles (8 columns) per CTA
@@ -513,13 +685,15 @@ void set_decode_matmul_variant(int variant) {
   splitk_smem_weights = variant == kDecodeSplitKShared;
 }
 
+// Rows 17-64 may need both: the A fragments, then (batched kernel with split k) the segment
+// sums after them.
 size_t matmul_workspace_bytes(int64_t rows, int64_t n, int64_t k) {
   const size_t fragments =
       rows <= 16 ? 0 : static_cast<size_t>(a_fragment_m_tiles(rows) * (round_up(k, kMmaColPad) / 16) * 32) * sizeof(uint4);
   const size_t partial = rows <= 64 ? static_cast<size_t>(ceil_div(round_up(k, kMmaColPad), kSegmentK) * rows *
                                                           round_up(n, kMmaRowPad)) * sizeof(float)
                                     : 0;
-  return std::max(fragments, partial);
+  return rows <= 64 ? fragments + partial : fragments;
 }
 
 size_t matmul_counter_count(int64_t n) { return static_cast<size_t>(round_up(n, kMmaRowPad) / 8 / kSplitWarps); }
@@ -530,10 +704,15 @@ void matmul(const float* x, int64_t rows, const void* w, int64_t n, int64_t k, c
   const int M = static_cast<int>(rows), N = static_cast<int>(n), K = static_cast<int>(k);
   const auto* wf = static_cast<const uint4*>(w);
   const int k_tiles = static_cast<int>(round_up(k, kMmaColPad) / 16);
-  // Auto (measured on the H200, bench/NOTES-cuda.md): wide matrices with k <= 4096 (gate_up,
-  // LM head) stream best through the long-lived 4-n-tile kernel; the rest through split-K.
+  // Auto (measured on the H200, bench/NOTES-cuda.md): at M <= 16 wide matrices with k <= 4096
+  // (gate_up, LM head) stream best through the long-lived 4-n-tile kernel, the rest through
+  // split-K; at 17-64 rows wide matrices through the batched kernel (v8), the rest through the
+  // skinny kernel over A fragments.
   int variant = decode_variant;
-  if (variant == kDecodeAuto) variant = rows <= 16 && n >= 16384 && k <= 4096 ? kDecodeWide : kDecodeSplitK;
+  if (variant == kDecodeAuto || (rows <= 16 && variant >= kDecodeBatched)) {
+    if (rows <= 16) variant = n >= 16384 && k <= 4096 ? kDecodeWide : kDecodeSplitK;
+    else variant = n >= 16384 ? kDecodeBatched : kDecodeWide;  // 17-64 rows
+  }
   if (rows <= 64 && variant == kDecodeSplitK) {
     auto* partial = static_cast<float*>(workspace);
     const int kp = k_tiles / 2;
@@ -578,6 +757,13 @@ void matmul(const float* x, int64_t rows, const void* w, int64_t n, int64_t k, c
   const int64_t units = m_tiles * k_tiles * 32;
   launch(to_a_fragments_kernel, static_cast<unsigned>(ceil_div(units, 256)), 256, 0, stream, x, M, K, m_tiles, k_tiles,
          xa);
+  if (rows <= 64 && variant >= kDecodeBatched) {
+    auto* partial = reinterpret_cast<float*>(xa + units);
+    const int splits = variant == kDecodeBatchedWhole ? 1 : 0;
+    if (rows <= 32)
+      return launch_batched<2>(xa, M, k_tiles, k_tiles, wf, N, k_tiles / 2, bias, out, partial, counters, splits, stream);
+    return launch_batched<4>(xa, M, k_tiles, k_tiles, wf, N, k_tiles / 2, bias, out, partial, counters, splits, stream);
+  }
   if (rows <= 32) return launch_skinny<2, 2, 8, true>(x, xa, M, K, wf, N, k_tiles / 2, bias, out, stream);
   if (rows <= 48) return launch_skinny<3, 4, 4, true>(x, xa, M, K, wf, N, k_tiles / 2, bias, out, stream);
   if (rows <= 64) return launch_skinny<4, 4, 4, true>(x, xa, M, K, wf, N, k_tiles / 2, bias, out, stream);

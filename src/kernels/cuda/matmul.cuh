@@ -10,6 +10,10 @@
 //    sums added in order by the last CTA of each column group; or, for wide matrices with
 //    k <= 4096 at M <= 16, the skinny kernel (4 n-tiles per CTA, its 8 warps split k by
 //    segment); the other skinny variants are kept for the kernel lab;
+//  - batched decode (17-64 rows): x converted once to A fragments; for wide matrices a CTA
+//    stages each k segment's fragments in shared memory and reuses them over 16 n-tiles
+//    (weights read once, x from L2 once per 16 n-tiles); else the skinny kernel with 2-4
+//    m-tiles per warp;
 //  - tiled (M > 64, prefill): 128x128 tiles, x first converted to A fragments, a 4-stage
 //    cp.async pipeline.
 #pragma once
@@ -38,7 +42,7 @@ size_t matmul_counter_count(int64_t n);
 void matmul(const float* x, int64_t rows, const void* w, int64_t n, int64_t k, const float* bias, float* out,
             void* workspace, unsigned* counters, cudaStream_t stream);
 
-// Kernel lab (bench/cuda): which kernel serves M <= 16. All are bit-identical (the canonical
+// Kernel lab (bench/cuda): which kernel serves M <= 64. All are bit-identical (the canonical
 // order); they differ in how they stream weights and read x. Default: the fastest measured.
 enum DecodeMatmulVariant {
   kDecodeWide = 0,        // 4 n-tiles per CTA, 4 k-pairs per load batch
@@ -49,7 +53,11 @@ enum DecodeMatmulVariant {
   kDecodeMediumDeep = 5,  // 2 n-tiles, 16 k-pairs
   kDecodeSplitK = 6,        // M <= 64: one warp per (n-tile, segment), last CTA sums the segments
   kDecodeSplitKShared = 7,  // the same with the weights through shared memory (cp.async) at M <= 8
-  kDecodeAuto = 8,          // by shape: kDecodeWide for n >= 16384 and k <= 4096 at M <= 16, else split-K
+  kDecodeAuto = 8,          // by shape: at M <= 16 kDecodeWide for n >= 16384 and k <= 4096, else split-K;
+                            // at 17-64 rows kDecodeBatched for n >= 16384, else the skinny kernel
+  kDecodeBatched = 9,       // 17-64 rows: A fragments staged per CTA and segment, reused over 16 n-tiles;
+                            // k split across CTAs (segment sums summed in order) only for short n
+  kDecodeBatchedWhole = 10, // the same, every CTA over all of k (no split)
 };
 void set_decode_matmul_variant(int variant);
 

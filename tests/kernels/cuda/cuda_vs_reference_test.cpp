@@ -51,7 +51,8 @@ TEST_F(CudaKernels, MatmulF32AndF16WeightsAreConvertedToBf16) {
 }
 
 // The same row through the split-K kernel (1 to 64 rows: its four instantiations), the older
-// skinny kernel and the tiled one (65, 200 rows), at different places in the batch: identical bits.
+// skinny kernel, the batched kernel (17-64 rows; k split over CTAs and whole) and the tiled one
+// (65, 200 rows), at different places in the batch: identical bits.
 TEST_F(CudaKernels, MatmulRowIsBitIdenticalWhateverTheBatchOrKernel) {
   for (int64_t k : {64, 1100, 4096}) {
     const int64_t n = 264, big = 200;
@@ -62,7 +63,8 @@ TEST_F(CudaKernels, MatmulRowIsBitIdenticalWhateverTheBatchOrKernel) {
     float* all = poisoned(static_cast<size_t>(big * n));
     gpu->matmul(dx, big, w, nullptr, all);
     const auto batched = download(all, static_cast<size_t>(big * n));
-    for (int variant : {cuda::kDecodeSplitK, cuda::kDecodeSplitKShared, cuda::kDecodeWide}) {
+    for (int variant : {cuda::kDecodeSplitK, cuda::kDecodeSplitKShared, cuda::kDecodeWide, cuda::kDecodeBatched,
+                        cuda::kDecodeBatchedWhole}) {
       cuda::set_decode_matmul_variant(variant);
       for (int64_t rows : {1, 7, 9, 17, 33, 64, 65}) {
         for (int64_t first : {int64_t{0}, big - rows, int64_t{3}}) {

@@ -1,0 +1,127 @@
+#include "kernels/cuda/step_graph.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cuda/common.cuh"
+
+namespace tachyon::kernels::cuda {
+
+namespace {
+constexpr size_t kMaxGraphs = 48;   // instantiated graphs kept (LRU)
+constexpr size_t kAlign = 256;
+}  // namespace
+
+StepGraphs*& active_step_graphs() {
+  thread_local StepGraphs* graphs = nullptr;
+  return graphs;
+}
+
+StepGraphs::StepGraphs(cudaStream_t stream) : stream_(stream) {}
+
+StepGraphs::~StepGraphs() {
+  for (auto& [key, e] : graphs_)
+    if (e.exec) cudaGraphExecDestroy(e.exec);
+  for (auto& seg : segments_) {
+    if (seg.host) cudaFreeHost(seg.host);
+    if (seg.device) cudaFree(seg.device);
+  }
+}
+
+void StepGraphs::record(std::string_view key, std::function<void(cudaStream_t)> op) {
+  key_.append(key);
+  ops_.push_back(std::move(op));
+}
+
+const void* StepGraphs::stage(const void* host, size_t bytes) {
+  if (bytes == 0) return nullptr;
+  for (;; ++current_) {
+    if (current_ == segments_.size()) {
+      Segment seg;
+      seg.capacity = std::max<size_t>({2 * bytes, size_t{1} << 20, segments_.empty() ? 0 : segments_.back().capacity});
+      TACHYON_CUDA_CHECK(cudaMallocHost(&seg.host, seg.capacity));
+      TACHYON_CUDA_CHECK(cudaMalloc(&seg.device, seg.capacity));
+      segments_.push_back(seg);
+    }
+    Segment& seg = segments_[current_];
+    const size_t offset = (seg.used + kAlign - 1) / kAlign * kAlign;
+    if (offset + bytes <= seg.capacity) {
+      std::memcpy(seg.host + offset, host, bytes);
+      seg.used = offset + bytes;
+      return seg.device + offset;
+    }
+  }
+}
+
+void StepGraphs::reset() {
+  for (auto& seg : segments_) seg.used = seg.uploaded = 0;
+  current_ = 0;
+}
+
+void StepGraphs::issue(cudaStream_t stream) {
+  for (auto& seg : segments_)
+    if (seg.used > seg.uploaded)
+      TACHYON_CUDA_CHECK(cudaMemcpyAsync(seg.device + seg.uploaded, seg.host + seg.uploaded, seg.used - seg.uploaded,
+                                         cudaMemcpyHostToDevice, stream));
+  for (auto& op : ops_) op(stream);
+}
+
+void StepGraphs::flush() {
+  bool staged = false;
+  for (const auto& seg : segments_) staged |= seg.used > seg.uploaded;
+  if (ops_.empty() && !staged) return;
+  // The whole step: the uploads (addresses and ranges) and every op's key.
+  for (const auto& seg : segments_)
+    if (seg.used > seg.uploaded) append_key(key_, seg.host, seg.device, seg.uploaded, seg.used);
+  auto& e = graphs_[key_];
+  e.last_use = ++clock_;
+  ++e.seen;
+  if (e.exec) {  // its upload nodes read the staged bytes of this step when it runs
+    TACHYON_CUDA_CHECK(cudaGraphLaunch(e.exec, stream_));
+    ++counters_.replays;
+  } else if (e.seen >= 2 && !e.never) {
+    cudaGraph_t graph = nullptr;
+    cudaError_t err = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
+    if (err == cudaSuccess) {
+      issue(stream_);
+      err = cudaStreamEndCapture(stream_, &graph);
+    }
+    if (err == cudaSuccess) err = cudaGraphInstantiate(&e.exec, graph, 0);
+    if (graph) cudaGraphDestroy(graph);
+    if (err == cudaSuccess) {
+      TACHYON_CUDA_CHECK(cudaGraphLaunch(e.exec, stream_));
+      ++counters_.captures;
+      evict_if_full();
+    } else {
+      cudaGetLastError();  // clear the capture's error; this step shape runs directly from now on
+      e.exec = nullptr;
+      e.never = true;
+      ++counters_.capture_failures;
+      issue(stream_);
+      ++counters_.direct;
+    }
+  } else {
+    issue(stream_);
+    ++counters_.direct;
+  }
+  for (auto& seg : segments_) seg.uploaded = seg.used;
+  ops_.clear();
+  key_.clear();
+}
+
+void StepGraphs::evict_if_full() {
+  size_t live = 0;
+  for (const auto& [key, e] : graphs_) live += e.exec != nullptr;
+  if (live > kMaxGraphs) {
+    auto oldest = graphs_.end();
+    for (auto it = graphs_.begin(); it != graphs_.end(); ++it)
+      if (it->second.exec && (oldest == graphs_.end() || it->second.last_use < oldest->second.last_use)) oldest = it;
+    cudaGraphExecDestroy(oldest->second.exec);
+    graphs_.erase(oldest);
+  }
+  // Keys seen once and never again (prefill shapes) are forgotten now and then.
+  if (graphs_.size() > 64 * kMaxGraphs)
+    std::erase_if(graphs_, [](const auto& kv) { return kv.second.exec == nullptr; });
+}
+
+}  // namespace tachyon::kernels::cuda
