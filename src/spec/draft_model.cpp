@@ -7,36 +7,25 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "kv/kv_cache.h"
+#include "spec/level_drafter.h"
 #include "spec/per_request_kv.h"
 
 namespace tachyon::spec {
 
 namespace {
 
-class DraftModelDrafter final : public Drafter {
+class DraftModelDrafter final : public LevelDrafter {
  public:
   DraftModelDrafter(std::unique_ptr<model::Model> model, const DraftModelConfig& config)
       : model_(std::move(model)), kv_(model_->backend(), model_->kv_layout(config.num_blocks, config.block_size)) {}
 
   std::string name() const override { return "draft"; }
 
-  std::vector<int32_t> propose(RequestKey request, std::span<const int32_t> tokens, int32_t k) override {
-    std::vector<int32_t> drafts;
-    for (const auto& level : draft_levels(request, tokens, k)) drafts.push_back(level.best);
-    return drafts;
-  }
-  DraftTree propose_tree(RequestKey request, std::span<const int32_t> tokens, int32_t max_depth,
-                         int32_t max_nodes) override {
-    return chain_with_runner_ups(draft_levels(request, tokens, max_depth), max_nodes);
-  }
-  bool proposes_trees() const override { return true; }
-  bool trees_by_default() const override { return true; }
-
   void on_finish(RequestKey request, std::span<const int32_t>, int32_t) override { states_.erase(request); }
 
  private:
   // Up to k levels of the drafter's greedy chain (best token and runner-up per level).
-  std::vector<LevelChoice> draft_levels(RequestKey request, std::span<const int32_t> tokens, int32_t k) {
+  std::vector<LevelChoice> draft_levels(RequestKey request, std::span<const int32_t> tokens, int32_t k) override {
     if (k <= 0 || tokens.empty()) return {};
     State* found = states_.find(request);
     State& s = found ? *found : states_.emplace(request, State{kv_.add_sequence(), 0, {}});

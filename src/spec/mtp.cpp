@@ -5,13 +5,14 @@
 #include <unordered_map>
 
 #include "kv/kv_cache.h"
+#include "spec/level_drafter.h"
 #include "spec/per_request_kv.h"
 
 namespace tachyon::spec {
 
 namespace {
 
-class MtpDrafter final : public Drafter {
+class MtpDrafter final : public LevelDrafter {
  public:
   MtpDrafter(std::unique_ptr<model::MtpHead> head, kernels::Backend& backend, int32_t num_blocks, int32_t block_size)
       : head_(std::move(head)), kv_(backend, head_->kv_layout(num_blocks, block_size)) {}
@@ -27,23 +28,11 @@ class MtpDrafter final : public Drafter {
         s.pending[first + i].assign(hidden.begin() + static_cast<long>(i * h), hidden.begin() + static_cast<long>((i + 1) * h));
   }
 
-  std::vector<int32_t> propose(RequestKey request, std::span<const int32_t> tokens, int32_t k) override {
-    std::vector<int32_t> drafts;
-    for (const auto& level : draft_levels(request, tokens, k)) drafts.push_back(level.best);
-    return drafts;
-  }
-  DraftTree propose_tree(RequestKey request, std::span<const int32_t> tokens, int32_t max_depth,
-                         int32_t max_nodes) override {
-    return chain_with_runner_ups(draft_levels(request, tokens, max_depth), max_nodes);
-  }
-  bool proposes_trees() const override { return true; }
-  bool trees_by_default() const override { return true; }
-
   void on_finish(RequestKey request, std::span<const int32_t>, int32_t) override { states_.erase(request); }
 
  private:
   // Up to k levels of the head's recursive greedy chain (best token and runner-up per level).
-  std::vector<LevelChoice> draft_levels(RequestKey request, std::span<const int32_t> tokens, int32_t k) {
+  std::vector<LevelChoice> draft_levels(RequestKey request, std::span<const int32_t> tokens, int32_t k) override {
     State* found = states_.find(request);
     if (!found || k <= 0) return {};
     State& s = *found;

@@ -5,40 +5,46 @@
 
 namespace tachyon::spec {
 
-std::vector<int32_t> ngram_propose(std::span<const int32_t> tokens, int32_t k, const NgramConfig& config) {
+namespace {
+
+// Calls visit(start of the continuation) for each earlier occurrence of the context's last n
+// tokens, n from max_n down to min_n, most recent first, while visit returns true. An
+// occurrence counts only with at least one token after it.
+template <typename Visit>
+void for_each_occurrence(std::span<const int32_t> tokens, const NgramConfig& config, Visit visit) {
   const int64_t size = static_cast<int64_t>(tokens.size());
   for (int32_t n = config.max_n; n >= config.min_n; --n) {
     if (size <= n) continue;
     const auto pattern = tokens.subspan(static_cast<size_t>(size - n));
     const int64_t stop = std::max<int64_t>(0, size - n - config.max_lookback);
-    // Most recent earlier occurrence that has at least one token after it.
-    for (int64_t start = size - n - 1; start >= stop; --start) {
-      if (!std::equal(pattern.begin(), pattern.end(), tokens.begin() + start)) continue;
-      const int64_t from = start + n, to = std::min(size, from + k);
-      return {tokens.begin() + from, tokens.begin() + to};
-    }
+    for (int64_t start = size - n - 1; start >= stop; --start)
+      if (std::equal(pattern.begin(), pattern.end(), tokens.begin() + start) && !visit(start + n)) return;
   }
-  return {};
+}
+
+}  // namespace
+
+std::vector<int32_t> ngram_propose(std::span<const int32_t> tokens, int32_t k, const NgramConfig& config) {
+  std::vector<int32_t> draft;
+  for_each_occurrence(tokens, config, [&](int64_t from) {
+    const int64_t to = std::min(static_cast<int64_t>(tokens.size()), from + k);
+    draft.assign(tokens.begin() + from, tokens.begin() + to);
+    return false;  // the most recent occurrence of the longest n
+  });
+  return draft;
 }
 
 DraftTree ngram_propose_tree(std::span<const int32_t> tokens, int32_t max_depth, int32_t max_nodes,
                              const NgramConfig& config) {
   DraftTree tree;
-  const int64_t size = static_cast<int64_t>(tokens.size());
-  for (int32_t n = config.max_n; n >= config.min_n; --n) {
-    if (size <= n) continue;
-    const auto pattern = tokens.subspan(static_cast<size_t>(size - n));
-    const int64_t stop = std::max<int64_t>(0, size - n - config.max_lookback);
-    for (int64_t start = size - n - 1; start >= stop; --start) {
-      if (!std::equal(pattern.begin(), pattern.end(), tokens.begin() + start)) continue;
-      int32_t node = 0;
-      for (int64_t i = start + n; i < std::min(size, start + n + max_depth); ++i) {
-        if (tree.child(node, tokens[i]) < 0 && static_cast<int32_t>(tree.size()) >= max_nodes) break;
-        node = tree.add(node, tokens[i]);
-      }
-      if (static_cast<int32_t>(tree.size()) >= max_nodes) return tree;
+  for_each_occurrence(tokens, config, [&](int64_t from) {
+    int32_t node = 0;
+    for (int64_t i = from; i < std::min(static_cast<int64_t>(tokens.size()), from + max_depth); ++i) {
+      if (tree.child(node, tokens[i]) < 0 && static_cast<int32_t>(tree.size()) >= max_nodes) break;
+      node = tree.add(node, tokens[i]);
     }
-  }
+    return static_cast<int32_t>(tree.size()) < max_nodes;
+  });
   return tree;
 }
 
