@@ -159,7 +159,12 @@ struct HttpServer::Impl {
       counters.count(HttpCounters::kOther, res.status);
     });
     http.set_payload_max_length(options.max_body_bytes);
-    const size_t threads = static_cast<size_t>(std::max(options.http_threads, 4));
+    // Every queued or running generation request holds a connection thread (it waits for, or
+    // streams, its tokens), so the pool holds max_in_flight of them plus a few for /health,
+    // /metrics and the 429 answers; with fewer threads the excess would wait unseen in
+    // httplib's unbounded task queue and the 429 of --max-queue could never be returned.
+    const size_t threads =
+        static_cast<size_t>(std::max({options.http_threads, 4, options.max_in_flight + 16}));
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http.set_keep_alive_timeout(5);
     http.set_read_timeout(30);

@@ -19,7 +19,7 @@ struct ServerOptions {
   int port = 8000;
   std::string api_key;                  // empty: no authentication
   size_t max_body_bytes = size_t{4} << 20;
-  int http_threads = 128;               // concurrent connections served (keep-alive ones hold a thread)
+  int http_threads = 128;               // concurrent connections served (at least max_in_flight + 16)
   int32_t max_in_flight = 256;          // generation requests queued or running; beyond: 429
 };
 
