@@ -66,6 +66,15 @@ Json speculation_report(const std::string& dir, const model::Model& model, kerne
   return methods;
 }
 
+// Draft trees (several continuations verified in one forward) for this model.
+Json draft_tree_report(const model::Model& model) {
+  if (model.kv_layout(1).num_state_layers > 0)
+    return {{"eligible", false}, {"why", "hybrid model: the recurrent state follows one branch, so drafts stay chains"}};
+  return {{"eligible", true},
+          {"why", "greedy requests; draft/mtp runner-up trees where verify rows measure cheap (GPUs), chains on CPUs; "
+                  "any drafter with \"tree_nodes\":N"}};
+}
+
 }  // namespace
 
 Command add_info_command(CLI::App& app) {
@@ -119,7 +128,8 @@ Command add_info_command(CLI::App& app) {
                  {"reasoning_format", reasoning},
                  {"kv_bytes_per_1k_tokens", kv_per_1k},
                  {"backend", backend->name()},
-                 {"speculation", speculation_report(opt->dir, *model, *backend)}};
+                 {"speculation", speculation_report(opt->dir, *model, *backend)},
+                 {"draft_trees", draft_tree_report(*model)}};
     if (opt->json) {
       std::cout << info.dump(2) << "\n";
       return 0;
@@ -140,6 +150,8 @@ Command add_info_command(CLI::App& app) {
       std::printf("  %-7s %-13s %s\n", name.c_str(),
                   !m["supported"].get<bool>() ? "unsupported" : (m["eligible"].get<bool>() ? "eligible" : "not eligible"),
                   m["why"].get<std::string>().c_str());
+    std::printf("  %-7s %-13s %s\n", "trees", info["draft_trees"]["eligible"].get<bool>() ? "eligible" : "not eligible",
+                info["draft_trees"]["why"].get<std::string>().c_str());
     return 0;
   };
 }

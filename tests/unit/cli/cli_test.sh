@@ -42,4 +42,8 @@ b="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --speculative-config '{"metho
 
 # info --json names the speculation methods
 "$tachyon" info --json | grep -q '"MTP heads: 1, all 15 tensors verified"' || fail "info --json"
+# info --json says where draft trees apply: not on a hybrid (recurrent-state) model
+"$tachyon" info --json | grep -A1 '"draft_trees"' | grep -q '"eligible": true' || fail "info --json: draft trees"
+"$tachyon" info --json "$root/tests/fixtures/hf/qwen3_next" 2> /dev/null | grep -A1 '"draft_trees"' |
+  grep -q '"eligible": false' || fail "info --json: draft trees on a hybrid model"
 echo "cli: all checks passed"
