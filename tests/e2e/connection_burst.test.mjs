@@ -12,29 +12,16 @@
 // queue) rather than the shared one, whose --max-queue other tests exceed on purpose.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { OpenAI, collectChatStream, model } from './helpers.mjs';
+import { OpenAI, collectChatStream, model, startOwnServer } from './helpers.mjs';
 
 const numClients = 64;
-const server = spawn(process.env.TACHYON_BIN, ['serve', process.env.TACHYON_MODEL_DIR, '--host', '127.0.0.1',
-  '--port', '0', '--max-concurrent', '2', '--max-queue', String(2 * numClients), '--ctx-size', '512',
-  '--kv-blocks', '256'], { stdio: ['ignore', 'ignore', 'pipe'] });
-// A stopped server must never outlive the test, whatever ends it.
-process.on('exit', () => server.kill('SIGKILL'));
+const { server, port } = await startOwnServer(['--max-concurrent', '2', '--max-queue', String(2 * numClients),
+  '--ctx-size', '512', '--kv-blocks', '256']);
+// A stopped server must never outlive the test.
 after(() => {
   server.kill('SIGCONT');
   server.kill('SIGTERM');
-});
-
-let serverLog = '';
-const port = await new Promise((resolve, reject) => {
-  server.stderr.on('data', (chunk) => {
-    serverLog += chunk;
-    const m = serverLog.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-    if (m) resolve(Number(m[1]));
-  });
-  server.on('exit', (code, signal) => reject(new Error(`tachyon serve exited (${code ?? signal}):\n${serverLog}`)));
 });
 // No request before the burst: a pooled keep-alive connection would carry one of them.
 const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'none', maxRetries: 0, timeout: 120000 });

@@ -1,6 +1,7 @@
 // Shared set-up for the end-to-end tests: the official SDK clients pointed at the server
 // that run_e2e.mjs started (TACHYON_URL, TACHYON_API_KEY, TACHYON_MODEL), and the official
 // Hugging Face `tokenizers` library for counting tokens independently of the server.
+import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -70,4 +71,22 @@ export async function collectChatStream(params, client = openai) {
 export function banEos() {
   const { eos_token_id: eos } = JSON.parse(readFileSync(path.join(process.env.TACHYON_MODEL_DIR, 'generation_config.json'), 'utf8'));
   return Object.fromEntries([eos].flat().map((id) => [String(id), -100]));
+}
+
+// A `tachyon serve` of the test's own (for flags the shared server must not have), on a free
+// port; killed when the test process exits, whatever ends it. Resolves to { server, port }.
+export async function startOwnServer(flags) {
+  const server = spawn(process.env.TACHYON_BIN, ['serve', process.env.TACHYON_MODEL_DIR, '--host', '127.0.0.1',
+    '--port', '0', ...flags], { stdio: ['ignore', 'ignore', 'pipe'] });
+  process.on('exit', () => server.kill('SIGKILL'));
+  let log = '';
+  const port = await new Promise((resolve, reject) => {
+    server.stderr.on('data', (chunk) => {
+      log += chunk;
+      const m = log.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
+      if (m) resolve(Number(m[1]));
+    });
+    server.on('exit', (code, signal) => reject(new Error(`tachyon serve exited (${code ?? signal}):\n${log}`)));
+  });
+  return { server, port };
 }

@@ -5,25 +5,12 @@
 // a queue of 12, a burst of 20 streams that cannot finish (end of sequence banned).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { banEos, model } from './helpers.mjs';
+import { banEos, model, startOwnServer } from './helpers.mjs';
 
 const maxQueue = 12, burst = 20;
-const server = spawn(process.env.TACHYON_BIN, ['serve', process.env.TACHYON_MODEL_DIR, '--host', '127.0.0.1',
-  '--port', '0', '--max-concurrent', '2', '--max-queue', String(maxQueue), '--http-threads', '8',
-  '--ctx-size', '1024', '--kv-blocks', '256'], { stdio: ['ignore', 'ignore', 'pipe'] });
-process.on('exit', () => server.kill('SIGKILL'));
+const { server, port } = await startOwnServer(['--max-concurrent', '2', '--max-queue', String(maxQueue),
+  '--http-threads', '8', '--ctx-size', '1024', '--kv-blocks', '256']);
 after(() => server.kill('SIGTERM'));
-
-let serverLog = '';
-const port = await new Promise((resolve, reject) => {
-  server.stderr.on('data', (chunk) => {
-    serverLog += chunk;
-    const m = serverLog.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-    if (m) resolve(Number(m[1]));
-  });
-  server.on('exit', (code, signal) => reject(new Error(`tachyon serve exited (${code ?? signal}):\n${serverLog}`)));
-});
 
 test('a queue larger than the HTTP thread count still answers 429 beyond it', { timeout: 60000 }, async () => {
   const controller = new AbortController();
