@@ -531,14 +531,12 @@ class EngineLoop : public KvAllocator {
     spec::DraftTree tree{{drafts.begin(), drafts.end()}, a.tree_parents};
     if (!out.argmax.empty())
       return spec::verify_tree_greedy(tree, [&](int32_t node) { return out.argmax[logit_row + static_cast<size_t>(node)]; });
-    // Logits processors (penalties, logit bias) see the branch so far as generated history.
+    // Logits processors (penalties, logit bias) see the branch so far as generated history; the
+    // walk descends one accepted node at a time, so that branch is the nodes it was called with.
     std::vector<int32_t> history(generated.begin(), generated.end());
     std::vector<float> logits;
     return spec::verify_tree_greedy(tree, [&](int32_t node) {
-      history.resize(generated.size());
-      std::vector<int32_t> branch;
-      for (int32_t n = node; n > 0; n = tree.parents[static_cast<size_t>(n) - 1]) branch.push_back(tree.tokens[static_cast<size_t>(n) - 1]);
-      history.insert(history.end(), branch.rbegin(), branch.rend());
+      if (node > 0) history.push_back(tree.tokens[static_cast<size_t>(node) - 1]);
       const auto raw = out.logits_row(logit_row + static_cast<size_t>(node));
       logits.assign(raw.begin(), raw.end());
       sampling::apply_processors(a.request.sampling, {prompt, history}, logits);

@@ -9,6 +9,7 @@
 
 #include "base/dtype.h"
 #include "kernels/backend.h"
+#include "test_data.h"
 
 namespace tachyon::kernels {
 namespace {
@@ -17,22 +18,6 @@ float round_bf16(float v) { return bf16_to_f32(f32_to_bf16(v)); }
 std::vector<float> round_bf16(std::vector<float> v) {
   for (float& x : v) x = round_bf16(x);
   return v;
-}
-
-std::vector<float> random_vec(size_t n, std::mt19937& rng, float sd = 1.f) {
-  std::normal_distribution<float> dist(0.f, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
-double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, s = 1e-30;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d = std::max(d, std::fabs(double(a[i]) - b[i]));
-    s = std::max(s, std::fabs(double(b[i])));
-  }
-  return a.size() == b.size() ? d / s : INFINITY;
 }
 
 std::vector<uint16_t> to_bf16(const std::vector<float>& v) {

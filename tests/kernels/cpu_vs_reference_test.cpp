@@ -9,6 +9,7 @@
 #include <random>
 
 #include "kernels/backend.h"
+#include "test_data.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/isa/matmul.h"
 
@@ -33,22 +34,6 @@ HostWeight random_weight(DType dtype, int64_t rows, int64_t cols, std::mt19937& 
     w.view = {w.half.data(), dtype, rows, cols};
   }
   return w;
-}
-
-std::vector<float> random_vec(size_t n, std::mt19937& rng) {
-  std::normal_distribution<float> dist(0.f, 1.f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
-double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, s = 1e-30;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d = std::max(d, std::fabs(double(a[i]) - b[i]));
-    s = std::max(s, std::fabs(double(b[i])));
-  }
-  return d / s;
 }
 
 class Kernels : public ::testing::TestWithParam<DType> {

@@ -14,25 +14,13 @@
 #include <random>
 
 #include "kernels/backend.h"
+#include "test_data.h"
 #include "kernels/cpu/isa/delta_rule.h"
 
 namespace tachyon::kernels {
 namespace {
 
 constexpr double kTolerance = 1e-5;
-
-std::vector<float> random_vec(size_t n, std::mt19937& rng, float sd = 1.f) {
-  std::normal_distribution<float> dist(0.f, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
-double max_rel(const float* a, const float* b, size_t n) {
-  double d = 0, s = 1e-30;
-  for (size_t i = 0; i < n; ++i) d = std::max(d, std::fabs(double(a[i]) - b[i])), s = std::max(s, std::fabs(double(b[i])));
-  return d / s;
-}
 
 // A ragged batch of sequences for the delta rule alone: q, k, v as if after the conv.
 struct Case {

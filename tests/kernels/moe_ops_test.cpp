@@ -10,25 +10,10 @@
 
 #include "base/dtype.h"
 #include "kernels/backend.h"
+#include "test_data.h"
 
 namespace tachyon::kernels {
 namespace {
-
-std::vector<float> random_vec(size_t n, std::mt19937& rng, float sd = 1.f) {
-  std::normal_distribution<float> dist(0.f, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
-double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, s = 1e-30;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d = std::max(d, std::fabs(double(a[i]) - b[i]));
-    s = std::max(s, std::fabs(double(b[i])));
-  }
-  return a.size() == b.size() ? d / s : INFINITY;
-}
 
 // Host weights of one dtype, and the same weights uploaded to the CPU and reference backends.
 struct Weights {

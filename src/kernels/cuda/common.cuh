@@ -97,7 +97,8 @@ void launch_now(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, c
 template <typename... Params, typename... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
   if (StepGraphs* graphs = active_step_graphs()) {
-    std::string key;
+    thread_local std::string key;  // reused: no allocation per recorded launch
+    key.clear();
     append_key(key, kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem);
     auto params = std::make_tuple(static_cast<Params>(std::forward<Args>(args))...);
     std::apply([&](const auto&... p) { append_key(key, p...); }, params);

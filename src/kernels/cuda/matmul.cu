@@ -40,6 +40,23 @@ __device__ __forceinline__ float finish(float total, const float* __restrict__ b
   return total + (bias ? bias[col] : 0.f);
 }
 
+// Split-K fix-up, run by the last CTA of a column group (256 threads): each output's segment
+// sums added in segment order (the canonical reduction, common.cuh), then the bias; the
+// group's counter is re-armed for the next launch (stream-ordered).
+template <int kGroupCols>
+__device__ __forceinline__ void add_segment_sums(const float* partial, int M, int N, int n_pad,
+                                                 int num_segments, const float* __restrict__ bias,
+                                                 float* __restrict__ out, unsigned* counters) {
+  for (int i = threadIdx.x; i < M * kGroupCols; i += 256) {
+    const int row = i / kGroupCols, cc = blockIdx.x * kGroupCols + i % kGroupCols;
+    if (cc >= N) continue;
+    float total = 0.f;
+    for (int s2 = 0; s2 < num_segments; ++s2) total += __ldcg(partial + (static_cast<int64_t>(s2) * M + row) * n_pad + cc);
+    out[static_cast<int64_t>(row) * N + cc] = finish(total, bias, cc);
+  }
+  if (threadIdx.x == 0) counters[blockIdx.x] = 0u;
+}
+
 __global__ void pack_weight_kernel(const void* __restrict__ src, int dtype, int64_t rows, int64_t cols,
                                    int64_t num_units, int64_t kp_count, uint4* __restrict__ dst) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -332,16 +349,7 @@ __global__ void __launch_bounds__(256, 2) matmul_splitk_kernel(const float* __re
   __syncthreads();
   if (!is_last) return;
   __threadfence();
-  // Segment sums in segment order (the canonical order, common.cuh), then the bias.
-  constexpr int kGroupCols = kSplitWarps * 8;
-  for (int i = threadIdx.x; i < M * kGroupCols; i += 256) {
-    const int row = i / kGroupCols, cc = blockIdx.x * kGroupCols + i % kGroupCols;
-    if (cc >= N) continue;
-    float total = 0.f;
-    for (int s2 = 0; s2 < num_segments; ++s2) total += __ldcg(partial + (static_cast<int64_t>(s2) * M + row) * n_pad + cc);
-    out[static_cast<int64_t>(row) * N + cc] = finish(total, bias, cc);
-  }
-  if (threadIdx.x == 0) counters[blockIdx.x] = 0u;  // ready for the next launch (stream-ordered)
+  add_segment_sums<kSplitWarps * 8>(partial, M, N, n_pad, num_segments, bias, out, counters);
 }
 
 template <int MT, bool kHalf, bool kSmemB>
@@ -498,17 +506,8 @@ __global__ void __launch_bounds__(256, 2) matmul_batched_kernel(const uint4* __r
   __syncthreads();
   if (!is_last) return;
   __threadfence();
-  // Segment sums in segment order (the canonical order, common.cuh), then the bias.
-  const int n_pad = gridDim.x * kBatchedGroupTiles * 8;
-  constexpr int kGroupCols = kBatchedGroupTiles * 8;
-  for (int i = threadIdx.x; i < M * kGroupCols; i += 256) {
-    const int row = i / kGroupCols, cc = blockIdx.x * kGroupCols + i % kGroupCols;
-    if (cc >= N) continue;
-    float total = 0.f;
-    for (int s2 = 0; s2 < num_segments; ++s2) total += __ldcg(partial + (static_cast<int64_t>(s2) * M + row) * n_pad + cc);
-    out[static_cast<int64_t>(row) * N + cc] = finish(total, bias, cc);
-  }
-  if (threadIdx.x == 0) counters[blockIdx.x] = 0u;  // ready for the next launch (stream-ordered)
+  add_segment_sums<kBatchedGroupTiles * 8>(partial, M, N, gridDim.x * kBatchedGroupTiles * 8, num_segments, bias,
+                                           out, counters);
 }
 
 // splits: 1 = each CTA covers all of k; 0 = by shape (split k while the n-groups alone give

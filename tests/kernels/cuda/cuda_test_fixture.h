@@ -1,5 +1,5 @@
-// Shared by the CUDA kernel tests: random data, the norm-wise error, and a fixture holding
-// the CUDA and reference backends (skips when no GPU is visible).
+// Shared by the CUDA kernel tests: the norm-wise error (random data: test_data.h), and a
+// fixture holding the CUDA and reference backends (skips when no GPU is visible).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,15 +12,9 @@
 #include "base/dtype.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "../test_data.h"
 
 namespace tachyon::kernels {
-
-inline std::vector<float> random_vec(size_t n, std::mt19937& rng, float sigma = 1.f) {
-  std::normal_distribution<float> dist(0.f, sigma);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
 
 // ‖a − b‖ / ‖b‖ (METHOD: the norm-wise error; bf16 operands land near 1e-3..1e-2).
 inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
