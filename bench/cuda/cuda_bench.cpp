@@ -15,7 +15,8 @@
 // device (Batch::argmax_only: only token ids come back); batch 1 and 64 are also measured
 // with every logit row returned to the host. --profile prints the GPU time per op class of
 // one prefill and of decode steps (cudaEvents around every op, bench/NOTES-cuda.md).
-// Usage: cuda_bench [--runs 3] [--json FILE] [--lab] [--profile] MODEL_DIR
+// Usage: cuda_bench [--runs 3] [--json FILE] [--lab] [--profile] [--engine-only: skip the kernel tables] MODEL_DIR
+// Env: TACHYON_CUDA_L2_PREFETCH_MB (decode weight prefetch depth, 0 = off), TACHYON_CUDA_GRAPHS.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -145,7 +146,7 @@ struct Shape {
 
 int main(int argc, char** argv) {
   int runs = 3, decode_variant = kernels::cuda::kDecodeAuto;
-  bool lab = false, profile = false;
+  bool lab = false, profile = false, engine_only = false;
   std::string json_path, dir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -154,6 +155,7 @@ int main(int argc, char** argv) {
     else if (a == "--decode-variant") decode_variant = std::atoi(argv[++i]);
     else if (a == "--lab") lab = true;
     else if (a == "--profile") profile = true;
+    else if (a == "--engine-only") engine_only = true;
     else dir = a;
   }
   if (dir.empty()) {
@@ -181,7 +183,7 @@ int main(int argc, char** argv) {
   report["experts_per_token"] = top_k;
 
   // Kernels on the model's (dense) shapes, weights random, x random.
-  if (top_k == 0) {
+  if (top_k == 0 && !engine_only) {
     std::printf("| matmul [n x k] | M | time us | weights GB/s | TFLOP/s |\n|---|---|---|---|---|\n");
     Json rows = Json::array();
     const Shape shapes[] = {{"q_proj", q_dim, h}, {"k_proj", kv_dim, h}, {"o_proj", h, q_dim},

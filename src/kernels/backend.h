@@ -67,6 +67,22 @@ class Backend {
   }
   // Writes k, v [rows, num_kv_heads, head_dim] into each row's slot of the paged cache.
   virtual void write_kv(const float* k, const float* v, int64_t rows, const PagedKv& kv, const AttentionMeta& meta) = 0;
+  // The attention layer's steps between the projections and the attention itself, on q
+  // [rows, num_heads, head_dim] and k, v [rows, kv.num_kv_heads, head_dim]: per-head RMSNorm of
+  // q and k (q_norm/k_norm: [head_dim] weights, or null for none), RoPE of both at `positions`,
+  // then write_kv. The default runs those ops in that order; a backend may fuse them (CUDA: one
+  // kernel instead of five), giving the same bits.
+  virtual void qk_norm_rope_write_kv(float* q, float* k, const float* v, int64_t rows, int64_t num_heads,
+                                     const Weight* q_norm, const Weight* k_norm, float eps, float weight_offset,
+                                     const RopeTable& rope, const int32_t* positions, const PagedKv& kv,
+                                     const AttentionMeta& meta) {
+    const int64_t d = kv.head_dim;
+    if (q_norm) rms_norm(q, *q_norm, rows * num_heads, d, eps, weight_offset, q);
+    if (k_norm) rms_norm(k, *k_norm, rows * kv.num_kv_heads, d, eps, weight_offset, k);
+    this->rope(q, rows, num_heads, d, rope, positions);
+    this->rope(k, rows, kv.num_kv_heads, d, rope, positions);
+    write_kv(k, v, rows, kv, meta);
+  }
   // out [rows, num_heads, head_dim] = softmax(q·Kᵀ·scale + mask) · V over each row's sequence,
   // keys at positions ≤ the row's position (and inside the sliding window).
   virtual void attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/rowwise.cuh"
 
 namespace tachyon::kernels::cuda {
 namespace {
@@ -349,6 +350,66 @@ __global__ void write_kv_kernel(const float* __restrict__ k, const float* __rest
   }
 }
 
+// The attention prologue fused (Backend::qk_norm_rope_write_kv): one warp per (row, head) of
+// q (heads [0, num_heads)) and of k (the rest); the head's vector is normalised in registers
+// with the warp norm kernel's arithmetic, rotated pair by pair through shared memory with the
+// rope kernel's, written back, and for k heads written with v's head to the row's cache slot.
+template <int PL>  // elements per lane: head_dim <= 32 * PL
+__global__ void __launch_bounds__(32) qk_norm_rope_write_kv_kernel(
+    float* q, float* k, const float* __restrict__ v, int num_heads, int kv_heads, int head_dim,
+    const float* __restrict__ q_norm, const float* __restrict__ k_norm, float eps, float weight_offset,
+    const float* __restrict__ inv_freq, int half, int offset, float scaling, bool interleaved,
+    const int32_t* __restrict__ positions, DeviceAttentionMeta meta, float* __restrict__ k_cache,
+    float* __restrict__ v_cache, int block_size) {
+  pdl_wait();
+  pdl_launch_dependents();
+  __shared__ float head[32 * PL];
+  const int r = blockIdx.x, lane = threadIdx.x;
+  const bool is_k = static_cast<int>(blockIdx.y) >= num_heads;
+  const int h = is_k ? blockIdx.y - num_heads : blockIdx.y;
+  float* x = is_k ? k + (static_cast<int64_t>(r) * kv_heads + h) * head_dim
+                  : q + (static_cast<int64_t>(r) * num_heads + h) * head_dim;
+  const float* w = is_k ? k_norm : q_norm;
+  float vals[PL];
+#pragma unroll
+  for (int j = 0; j < PL; ++j) vals[j] = lane + 32 * j < head_dim ? x[lane + 32 * j] : 0.f;
+  if (w) {
+    const float inv = inv_rms(warp_sum_squares(vals), head_dim, eps);
+#pragma unroll
+    for (int j = 0; j < PL; ++j)
+      if (lane + 32 * j < head_dim) vals[j] = rms_scaled(vals[j], inv, w[lane + 32 * j], weight_offset);
+  }
+#pragma unroll
+  for (int j = 0; j < PL; ++j)
+    if (lane + 32 * j < head_dim) head[lane + 32 * j] = vals[j];
+  __syncwarp();
+  const int32_t position = positions[r];
+  for (int i = lane; i < half; i += 32) {
+    const int a = offset + (interleaved ? 2 * i : i), b = offset + (interleaved ? 2 * i + 1 : i + half);
+    float x1 = head[a], x2 = head[b];
+    rope_rotate(x1, x2, position, inv_freq[i], scaling);
+    head[a] = x1;
+    head[b] = x2;
+  }
+  __syncwarp();
+  const int64_t width = static_cast<int64_t>(kv_heads) * head_dim;
+  const int64_t slot =
+      is_k ? kv_slot(meta.block_tables + meta.block_table_offsets[meta.row_seq[r]], tree_position(meta, r, meta.positions[r]),
+                     block_size)
+           : 0;
+#pragma unroll
+  for (int j = 0; j < PL; ++j) {
+    const int i = lane + 32 * j;
+    if (i >= head_dim) break;
+    x[i] = head[i];
+    if (is_k) {
+      k_cache[slot * width + static_cast<int64_t>(h) * head_dim + i] = head[i];
+      v_cache[slot * width + static_cast<int64_t>(h) * head_dim + i] =
+          v[(static_cast<int64_t>(r) * kv_heads + h) * head_dim + i];
+    }
+  }
+}
+
 int heads_per_chunk(int group) { return std::min(group, kMaxPairs); }
 
 }  // namespace
@@ -425,6 +486,23 @@ void attention_decode(const float* q, const DeviceAttentionMeta& meta, const int
   else if (D <= 128) go(attention_decode_kernel<4>, attention_combine_kernel<4>);
   else if (D <= 256) go(attention_decode_kernel<8>, attention_combine_kernel<8>);
   else fail_unsupported("head_dim", D);
+}
+
+bool qk_norm_rope_write_kv(float* q, float* k, const float* v, int64_t rows, const QkPrologue& p,
+                           const DeviceAttentionMeta& meta, float* k_cache, float* v_cache, int block_size,
+                           cudaStream_t stream) {
+  if (p.head_dim > 256 || p.num_heads + p.kv_heads > 65535 || p.offset + 2 * p.half > p.head_dim) return false;
+  if (rows == 0) return true;
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(p.num_heads + p.kv_heads));
+  auto go = [&](auto kernel) {
+    launch(kernel, grid, 32, 0, stream, q, k, v, p.num_heads, p.kv_heads, p.head_dim, p.q_norm, p.k_norm, p.eps,
+           p.weight_offset, p.inv_freq, p.half, p.offset, p.scaling, p.interleaved, p.positions, meta, k_cache,
+           v_cache, block_size);
+  };
+  if (p.head_dim <= 64) go(qk_norm_rope_write_kv_kernel<2>);
+  else if (p.head_dim <= 128) go(qk_norm_rope_write_kv_kernel<4>);
+  else go(qk_norm_rope_write_kv_kernel<8>);
+  return true;
 }
 
 void write_kv(const float* k, const float* v, int64_t rows, const DeviceAttentionMeta& meta, float* k_cache,

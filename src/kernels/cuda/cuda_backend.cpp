@@ -326,6 +326,34 @@ class CudaBackend final : public Backend {
     cuda::write_kv(k, v, rows, device_meta(meta, rows), kv.k, kv.v, kv.block_size, kv.num_kv_heads * kv.head_dim,
                    stream_);
   }
+  void qk_norm_rope_write_kv(float* q, float* k, const float* v, int64_t rows, int64_t num_heads,
+                             const Weight* q_norm, const Weight* k_norm, float eps, float weight_offset,
+                             const RopeTable& rope, const int32_t* positions, const PagedKv& kv,
+                             const AttentionMeta& meta) override {
+    const bool norms_fit = (!q_norm || (q_norm->dtype == DType::F32 && q_norm->cols == kv.head_dim)) &&
+                           (!k_norm || (k_norm->dtype == DType::F32 && k_norm->cols == kv.head_dim));
+    if (rows > 0 && norms_fit && rope.rotary_dim <= 512) {
+      Scope scope(this, "qk_norm_rope_write_kv");
+      cuda::QkPrologue p;
+      p.num_heads = static_cast<int>(num_heads);
+      p.kv_heads = static_cast<int>(kv.num_kv_heads);
+      p.head_dim = static_cast<int>(kv.head_dim);
+      p.q_norm = q_norm ? static_cast<const float*>(q_norm->data) : nullptr;
+      p.k_norm = k_norm ? static_cast<const float*>(k_norm->data) : nullptr;
+      p.eps = eps;
+      p.weight_offset = weight_offset;
+      p.half = rope.rotary_dim >= 2 ? static_cast<int>(rope.rotary_dim / 2) : 0;
+      p.inv_freq = p.half > 0 ? staged(rope.inv_freq.data(), rope.inv_freq.size()) : nullptr;
+      p.offset = static_cast<int>(rope.offset);
+      p.scaling = rope.attention_scaling;
+      p.interleaved = rope.interleaved;
+      p.positions = staged(positions, rows);
+      if (cuda::qk_norm_rope_write_kv(q, k, v, rows, p, device_meta(meta, rows), kv.k, kv.v, kv.block_size, stream_))
+        return;
+    }
+    Backend::qk_norm_rope_write_kv(q, k, v, rows, num_heads, q_norm, k_norm, eps, weight_offset, rope, positions, kv,
+                                   meta);
+  }
   void attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
                  const AttentionParams& p, float* out) override {
     if (rows == 0) return;

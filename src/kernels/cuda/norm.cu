@@ -1,6 +1,7 @@
 #include "kernels/cuda/norm.cuh"
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/rowwise.cuh"
 
 namespace tachyon::kernels::cuda {
 namespace {
@@ -19,15 +20,11 @@ __global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, int
   float v[kWarpMaxPerLane];
 #pragma unroll
   for (int j = 0; j < kWarpMaxPerLane; ++j) v[j] = lane + 32 * j < dim ? xr[lane + 32 * j] : 0.f;
-  float sum = 0.f;
-#pragma unroll
-  for (int j = 0; j < kWarpMaxPerLane; ++j) sum = fmaf(v[j], v[j], sum);
-  sum = warp_sum(sum);
-  const float inv = 1.f / sqrtf(sum / static_cast<float>(dim) + eps);
+  const float inv = inv_rms(warp_sum_squares(v), dim, eps);
   float* orow = out + row * dim;  // may alias xr: every element was read above
 #pragma unroll
   for (int j = 0; j < kWarpMaxPerLane; ++j)
-    if (lane + 32 * j < dim) orow[lane + 32 * j] = (weight_offset + w[lane + 32 * j]) * (v[j] * inv);
+    if (lane + 32 * j < dim) orow[lane + 32 * j] = rms_scaled(v[j], inv, w[lane + 32 * j], weight_offset);
 }
 
 // Wide rows (dim >= kWideDim, dim % 4 == 0, dim <= 4 * 256 * kWideMaxVec): one 256-thread

@@ -1,6 +1,7 @@
 #include "kernels/cuda/rope.cuh"
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/rowwise.cuh"
 
 namespace tachyon::kernels::cuda {
 namespace {
@@ -14,13 +15,12 @@ __global__ void rope_kernel(float* x, int heads, int head_dim, int offset, const
   const int h = blockIdx.y;
   const int i = threadIdx.x;  // rotated pair
   if (i >= half) return;
-  const float freq = static_cast<float>(positions[row]) * inv_freq[i];
-  const float c = cosf(freq) * scaling, s = sinf(freq) * scaling;
   const int a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
   float* xh = x + (row * heads + h) * head_dim + offset;
-  const float x1 = xh[a], x2 = xh[b];
-  xh[a] = x1 * c + (-x2) * s;
-  xh[b] = x2 * c + x1 * s;
+  float x1 = xh[a], x2 = xh[b];
+  rope_rotate(x1, x2, positions[row], inv_freq[i], scaling);
+  xh[a] = x1;
+  xh[b] = x2;
 }
 
 }  // namespace

@@ -71,13 +71,20 @@ void attention_forward(StepContext& ctx, Workspace& ws, const AttentionWeights& 
   be.matmul(x, rows, w.q, &w.q_bias, q);
   be.matmul(x, rows, w.k, &w.k_bias, k);
   be.matmul(x, rows, w.v, &w.v_bias, v);
-  if (!w.q_norm.empty()) {
-    be.rms_norm(q, w.q_norm, rows * o.num_heads, o.head_dim, o.norm_eps, o.norm_weight_offset, q);
-    be.rms_norm(k, w.k_norm, rows * o.num_kv_heads, o.head_dim, o.norm_eps, o.norm_weight_offset, k);
+  const bool qk_norm = !w.q_norm.empty();
+  if (!rope_depends_on_length(o.rope_params)) {  // one fused op (see Backend)
+    be.qk_norm_rope_write_kv(q, k, v, rows, o.num_heads, qk_norm ? &w.q_norm : nullptr,
+                             qk_norm ? &w.k_norm : nullptr, o.norm_eps, o.norm_weight_offset, o.rope,
+                             ctx.batch.positions.data(), kv, ctx.meta);
+  } else {
+    if (qk_norm) {
+      be.rms_norm(q, w.q_norm, rows * o.num_heads, o.head_dim, o.norm_eps, o.norm_weight_offset, q);
+      be.rms_norm(k, w.k_norm, rows * o.num_kv_heads, o.head_dim, o.norm_eps, o.norm_weight_offset, k);
+    }
+    apply_rope(ctx, o, q, o.num_heads);
+    apply_rope(ctx, o, k, o.num_kv_heads);
+    be.write_kv(k, v, rows, kv, ctx.meta);
   }
-  apply_rope(ctx, o, q, o.num_heads);
-  apply_rope(ctx, o, k, o.num_kv_heads);
-  be.write_kv(k, v, rows, kv, ctx.meta);
   kernels::AttentionParams params;
   params.num_heads = o.num_heads;
   params.scale = o.scale;

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# On a GPU machine, one device call for quick A/B runs: build the CUDA tests and benchmarks,
+# run the CUDA kernel tests, the 8B-shape engine figures (cuda_bench --engine-only: no kernel
+# tables), then the demo model's speculation benchmark once per TACHYON_CUDA_GRAPHS value.
+# Results under $OUT (or bench/results). The full record is run_cuda_bench.sh's.
+# Env: BENCH_ARGS (e.g. "--profile --runs 2"), GRAPHS (default "0"), SPEC_METHODS, SPEC_PROMPTS,
+# SPEC_RUNS (3), TESTS ("kernel" default; "all" adds the golden tests, "none"), EXTRA_CMAKE_ARGS,
+# BUILD, SKIP_ENGINE=1, SKIP_SPEC=1.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+build="${BUILD:-/tmp/build-sweep}"
+results="${OUT:-$root/bench/results}"
+mkdir -p "$results"
+ckpt=/dev/shm/tachyon-qwen3-8b-random
+if [ "${SKIP_ENGINE:-0}" = 0 ]; then
+  python3 "$root/bench/cuda/make_checkpoint.py" "$ckpt" --shape qwen3-8b --max-gb 100 > "$results/checkpoint.log" 2>&1 &
+fi
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTACHYON_SERVER=OFF -DTACHYON_TESTS=ON \
+  -DTACHYON_CUDA=ON ${EXTRA_CMAKE_ARGS:-} > "$results/cmake.log" 2>&1 || { tail -30 "$results/cmake.log"; exit 1; }
+ninja -C "$build" -j"$(nproc)" cuda_kernel_tests hf_cuda_golden_tests cuda_bench spec_bench > "$results/build.log" 2>&1 ||
+  { grep -E "error|FAILED" "$results/build.log" | head -30; exit 1; }
+log="$results/sweep-tests.log"
+: > "$log"
+case "${TESTS:-kernel}" in
+  all) (cd "$root" && "$build/tests/kernels/cuda/cuda_kernel_tests"; "$build/tests/diff/hf/hf_cuda_golden_tests") >> "$log" 2>&1 || true ;;
+  kernel) (cd "$root" && "$build/tests/kernels/cuda/cuda_kernel_tests") >> "$log" 2>&1 || true ;;
+esac
+grep -E "^\[  (PASSED|FAILED)|FAILED|Failure" "$log" || true
+if [ "${SKIP_ENGINE:-0}" = 0 ]; then
+  wait
+  "$build/bench/cuda_bench" --engine-only ${BENCH_ARGS:-} "$ckpt" > "$results/engine.md" 2>&1 || tail "$results/engine.md"
+  grep -E "^\| (decode|prefill)|device copy" "$results/engine.md"
+fi
+[ "${SKIP_SPEC:-0}" = 1 ] && exit 0
+for g in ${GRAPHS:-0}; do
+  echo "## demo model speculation, TACHYON_CUDA_GRAPHS=$g"
+  TACHYON_CUDA_GRAPHS=$g "$build/bench/spec_bench" --device cuda --runs "${SPEC_RUNS:-3}" --tokens 384 \
+    --methods "${SPEC_METHODS:-none,ngram,mtp,mtp-tree,draft-tree}" "$root/models/tachyon-demo" \
+    ${SPEC_PROMPTS:-$root/bench/spec/prompts/code_completion.ids $root/bench/spec/prompts/prose.ids} 2>&1 |
+    grep -E "^\||CUDA graphs"
+done | tee "$results/sweep-spec.md"
