@@ -67,16 +67,21 @@ class Backend {
   }
   // Writes k, v [rows, num_kv_heads, head_dim] into each row's slot of the paged cache.
   virtual void write_kv(const float* k, const float* v, int64_t rows, const PagedKv& kv, const AttentionMeta& meta) = 0;
-  // The attention layer's steps between the projections and the attention itself, on q
-  // [rows, num_heads, head_dim] and k, v [rows, kv.num_kv_heads, head_dim]: per-head RMSNorm of
-  // q and k (q_norm/k_norm: [head_dim] weights, or null for none), RoPE of both at `positions`,
-  // then write_kv. The default runs those ops in that order; a backend may fuse them (CUDA: one
-  // kernel instead of five), giving the same bits.
-  virtual void qk_norm_rope_write_kv(float* q, float* k, const float* v, int64_t rows, int64_t num_heads,
-                                     const Weight* q_norm, const Weight* k_norm, float eps, float weight_offset,
-                                     const RopeTable& rope, const int32_t* positions, const PagedKv& kv,
-                                     const AttentionMeta& meta) {
-    const int64_t d = kv.head_dim;
+  // The attention layer's steps between its fused q/k/v projection and the attention itself.
+  // qkv [rows, (num_heads + 2·KV)·head_dim] holds per row the q heads, then the k heads, then the
+  // v heads (KV = kv.num_kv_heads). Per-head RMSNorm of q and k (q_norm/k_norm: [head_dim]
+  // weights, or null for none), RoPE of both at `positions`; q [rows, num_heads, head_dim]
+  // receives q, and k, v go to each row's cache slot (write_kv). k and v [rows, KV, head_dim]
+  // are scratch. The default splits qkv (copy_strided) and runs those ops in that order; a
+  // backend may fuse them (CUDA: one kernel instead of eight), giving the same bits.
+  virtual void qkv_norm_rope_write_kv(const float* qkv, int64_t rows, int64_t num_heads, const Weight* q_norm,
+                                      const Weight* k_norm, float eps, float weight_offset, const RopeTable& rope,
+                                      const int32_t* positions, const PagedKv& kv, const AttentionMeta& meta,
+                                      float* q, float* k, float* v) {
+    const int64_t d = kv.head_dim, q_dim = num_heads * d, kv_dim = kv.num_kv_heads * d, stride = q_dim + 2 * kv_dim;
+    copy_strided(qkv, stride, rows, q_dim, q, q_dim);
+    copy_strided(qkv + q_dim, stride, rows, kv_dim, k, kv_dim);
+    copy_strided(qkv + q_dim + kv_dim, stride, rows, kv_dim, v, kv_dim);
     if (q_norm) rms_norm(q, *q_norm, rows * num_heads, d, eps, weight_offset, q);
     if (k_norm) rms_norm(k, *k_norm, rows * kv.num_kv_heads, d, eps, weight_offset, k);
     this->rope(q, rows, num_heads, d, rope, positions);

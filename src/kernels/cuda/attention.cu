@@ -350,13 +350,14 @@ __global__ void write_kv_kernel(const float* __restrict__ k, const float* __rest
   }
 }
 
-// The attention prologue fused (Backend::qk_norm_rope_write_kv): one warp per (row, head) of
-// q (heads [0, num_heads)) and of k (the rest); the head's vector is normalised in registers
-// with the warp norm kernel's arithmetic, rotated pair by pair through shared memory with the
-// rope kernel's, written back, and for k heads written with v's head to the row's cache slot.
+// The attention prologue fused (Backend::qkv_norm_rope_write_kv): one warp per (row, head) of
+// q (heads [0, num_heads)) and of k (the rest), read from the fused projection's row; the
+// head's vector is normalised in registers with the warp norm kernel's arithmetic, rotated pair
+// by pair through shared memory with the rope kernel's, then q heads go to q and k heads, with
+// v's head, to the row's cache slot.
 template <int PL>  // elements per lane: head_dim <= 32 * PL
-__global__ void __launch_bounds__(32) qk_norm_rope_write_kv_kernel(
-    float* q, float* k, const float* __restrict__ v, int num_heads, int kv_heads, int head_dim,
+__global__ void __launch_bounds__(32) qkv_norm_rope_write_kv_kernel(
+    const float* __restrict__ qkv, float* __restrict__ q, int num_heads, int kv_heads, int head_dim,
     const float* __restrict__ q_norm, const float* __restrict__ k_norm, float eps, float weight_offset,
     const float* __restrict__ inv_freq, int half, int offset, float scaling, bool interleaved,
     const int32_t* __restrict__ positions, DeviceAttentionMeta meta, float* __restrict__ k_cache,
@@ -367,8 +368,8 @@ __global__ void __launch_bounds__(32) qk_norm_rope_write_kv_kernel(
   const int r = blockIdx.x, lane = threadIdx.x;
   const bool is_k = static_cast<int>(blockIdx.y) >= num_heads;
   const int h = is_k ? blockIdx.y - num_heads : blockIdx.y;
-  float* x = is_k ? k + (static_cast<int64_t>(r) * kv_heads + h) * head_dim
-                  : q + (static_cast<int64_t>(r) * num_heads + h) * head_dim;
+  const int64_t row_stride = static_cast<int64_t>(num_heads + 2 * kv_heads) * head_dim;
+  const float* x = qkv + r * row_stride + static_cast<int64_t>(blockIdx.y) * head_dim;  // this q or k head
   const float* w = is_k ? k_norm : q_norm;
   float vals[PL];
 #pragma unroll
@@ -397,15 +398,16 @@ __global__ void __launch_bounds__(32) qk_norm_rope_write_kv_kernel(
       is_k ? kv_slot(meta.block_tables + meta.block_table_offsets[meta.row_seq[r]], tree_position(meta, r, meta.positions[r]),
                      block_size)
            : 0;
+  const float* v = x + static_cast<int64_t>(kv_heads) * head_dim;  // k heads only: this head's v
 #pragma unroll
   for (int j = 0; j < PL; ++j) {
     const int i = lane + 32 * j;
     if (i >= head_dim) break;
-    x[i] = head[i];
     if (is_k) {
       k_cache[slot * width + static_cast<int64_t>(h) * head_dim + i] = head[i];
-      v_cache[slot * width + static_cast<int64_t>(h) * head_dim + i] =
-          v[(static_cast<int64_t>(r) * kv_heads + h) * head_dim + i];
+      v_cache[slot * width + static_cast<int64_t>(h) * head_dim + i] = v[i];
+    } else {
+      q[(static_cast<int64_t>(r) * num_heads + h) * head_dim + i] = head[i];
     }
   }
 }
@@ -488,20 +490,20 @@ void attention_decode(const float* q, const DeviceAttentionMeta& meta, const int
   else fail_unsupported("head_dim", D);
 }
 
-bool qk_norm_rope_write_kv(float* q, float* k, const float* v, int64_t rows, const QkPrologue& p,
-                           const DeviceAttentionMeta& meta, float* k_cache, float* v_cache, int block_size,
-                           cudaStream_t stream) {
+bool qkv_norm_rope_write_kv(const float* qkv, float* q, int64_t rows, const QkPrologue& p,
+                            const DeviceAttentionMeta& meta, float* k_cache, float* v_cache, int block_size,
+                            cudaStream_t stream) {
   if (p.head_dim > 256 || p.num_heads + p.kv_heads > 65535 || p.offset + 2 * p.half > p.head_dim) return false;
   if (rows == 0) return true;
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(p.num_heads + p.kv_heads));
   auto go = [&](auto kernel) {
-    launch(kernel, grid, 32, 0, stream, q, k, v, p.num_heads, p.kv_heads, p.head_dim, p.q_norm, p.k_norm, p.eps,
+    launch(kernel, grid, 32, 0, stream, qkv, q, p.num_heads, p.kv_heads, p.head_dim, p.q_norm, p.k_norm, p.eps,
            p.weight_offset, p.inv_freq, p.half, p.offset, p.scaling, p.interleaved, p.positions, meta, k_cache,
            v_cache, block_size);
   };
-  if (p.head_dim <= 64) go(qk_norm_rope_write_kv_kernel<2>);
-  else if (p.head_dim <= 128) go(qk_norm_rope_write_kv_kernel<4>);
-  else go(qk_norm_rope_write_kv_kernel<8>);
+  if (p.head_dim <= 64) go(qkv_norm_rope_write_kv_kernel<2>);
+  else if (p.head_dim <= 128) go(qkv_norm_rope_write_kv_kernel<4>);
+  else go(qkv_norm_rope_write_kv_kernel<8>);
   return true;
 }
 

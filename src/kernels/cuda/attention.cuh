@@ -66,7 +66,7 @@ void attention_decode(const float* q, const DeviceAttentionMeta& meta, const int
 void write_kv(const float* k, const float* v, int64_t rows, const DeviceAttentionMeta& meta, float* k_cache,
               float* v_cache, int block_size, int64_t width, cudaStream_t stream);
 
-// Backend::qk_norm_rope_write_kv's arguments in device memory (norm weights may be null).
+// Backend::qkv_norm_rope_write_kv's arguments in device memory (norm weights may be null).
 struct QkPrologue {
   int num_heads = 0, kv_heads = 0, head_dim = 0;
   const float* q_norm = nullptr;
@@ -78,10 +78,11 @@ struct QkPrologue {
   bool interleaved = false;
   const int32_t* positions = nullptr;
 };
-// The fused prologue, bit-identical to rms_norm (warp kernel), rope and write_kv in order.
-// Returns false (nothing launched) for shapes it does not cover (head_dim > 256).
-bool qk_norm_rope_write_kv(float* q, float* k, const float* v, int64_t rows, const QkPrologue& p,
-                           const DeviceAttentionMeta& meta, float* k_cache, float* v_cache, int block_size,
-                           cudaStream_t stream);
+// The fused prologue from qkv [rows, (H + 2·KV)·D], bit-identical to copy_strided, rms_norm
+// (warp kernel), rope and write_kv in order; q [rows, H, D] receives q. Returns false (nothing
+// launched) for shapes it does not cover (head_dim > 256).
+bool qkv_norm_rope_write_kv(const float* qkv, float* q, int64_t rows, const QkPrologue& p,
+                            const DeviceAttentionMeta& meta, float* k_cache, float* v_cache, int block_size,
+                            cudaStream_t stream);
 
 }  // namespace tachyon::kernels::cuda

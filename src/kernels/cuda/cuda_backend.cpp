@@ -326,14 +326,14 @@ class CudaBackend final : public Backend {
     cuda::write_kv(k, v, rows, device_meta(meta, rows), kv.k, kv.v, kv.block_size, kv.num_kv_heads * kv.head_dim,
                    stream_);
   }
-  void qk_norm_rope_write_kv(float* q, float* k, const float* v, int64_t rows, int64_t num_heads,
-                             const Weight* q_norm, const Weight* k_norm, float eps, float weight_offset,
-                             const RopeTable& rope, const int32_t* positions, const PagedKv& kv,
-                             const AttentionMeta& meta) override {
+  void qkv_norm_rope_write_kv(const float* qkv, int64_t rows, int64_t num_heads, const Weight* q_norm,
+                              const Weight* k_norm, float eps, float weight_offset, const RopeTable& rope,
+                              const int32_t* positions, const PagedKv& kv, const AttentionMeta& meta, float* q,
+                              float* k, float* v) override {
     const bool norms_fit = (!q_norm || (q_norm->dtype == DType::F32 && q_norm->cols == kv.head_dim)) &&
                            (!k_norm || (k_norm->dtype == DType::F32 && k_norm->cols == kv.head_dim));
     if (rows > 0 && norms_fit && rope.rotary_dim <= 512) {
-      Scope scope(this, "qk_norm_rope_write_kv");
+      Scope scope(this, "qkv_norm_rope_write_kv");
       cuda::QkPrologue p;
       p.num_heads = static_cast<int>(num_heads);
       p.kv_heads = static_cast<int>(kv.num_kv_heads);
@@ -348,11 +348,11 @@ class CudaBackend final : public Backend {
       p.scaling = rope.attention_scaling;
       p.interleaved = rope.interleaved;
       p.positions = staged(positions, rows);
-      if (cuda::qk_norm_rope_write_kv(q, k, v, rows, p, device_meta(meta, rows), kv.k, kv.v, kv.block_size, stream_))
+      if (cuda::qkv_norm_rope_write_kv(qkv, q, rows, p, device_meta(meta, rows), kv.k, kv.v, kv.block_size, stream_))
         return;
     }
-    Backend::qk_norm_rope_write_kv(q, k, v, rows, num_heads, q_norm, k_norm, eps, weight_offset, rope, positions, kv,
-                                   meta);
+    Backend::qkv_norm_rope_write_kv(qkv, rows, num_heads, q_norm, k_norm, eps, weight_offset, rope, positions, kv,
+                                    meta, q, k, v);
   }
   void attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
                  const AttentionParams& p, float* out) override {

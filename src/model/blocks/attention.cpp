@@ -16,17 +16,22 @@ void bind_attention(WeightBinder& b, AttentionWeights& w, const std::string& p, 
                     {q_dim, hidden, [=](int64_t r, int64_t c) { return ((r / D) * 2 * D + r % D) * hidden + c; }});
     b.bind_remapped(&w.gate, p + "q_proj.weight", shape,
                     {q_dim, hidden, [=](int64_t r, int64_t c) { return ((r / D) * 2 * D + D + r % D) * hidden + c; }});
+    b.bind(&w.k, p + "k_proj.weight", {kv_dim, o.hidden});
+    b.bind(&w.v, p + "v_proj.weight", {kv_dim, o.hidden});
+    if (qkv_bias) {
+      b.bind(&w.q_bias, p + "q_proj.bias", {q_dim});
+      b.bind(&w.k_bias, p + "k_proj.bias", {kv_dim});
+      b.bind(&w.v_bias, p + "v_proj.bias", {kv_dim});
+    }
   } else {
-    b.bind(&w.q, p + "q_proj.weight", {q_dim, o.hidden});
+    // Every output column is its own dot product in every backend's canonical order, so the
+    // fused matmul gives the bits of the three separate ones.
+    b.bind_fused(&w.qkv, {p + "q_proj.weight", p + "k_proj.weight", p + "v_proj.weight"},
+                 {{q_dim, o.hidden}, {kv_dim, o.hidden}, {kv_dim, o.hidden}});
+    if (qkv_bias)
+      b.bind_fused(&w.qkv_bias, {p + "q_proj.bias", p + "k_proj.bias", p + "v_proj.bias"}, {{q_dim}, {kv_dim}, {kv_dim}});
   }
-  b.bind(&w.k, p + "k_proj.weight", {kv_dim, o.hidden});
-  b.bind(&w.v, p + "v_proj.weight", {kv_dim, o.hidden});
   b.bind(&w.o, p + "o_proj.weight", {o.hidden, q_dim});
-  if (qkv_bias) {
-    b.bind(&w.q_bias, p + "q_proj.bias", {q_dim});
-    b.bind(&w.k_bias, p + "k_proj.bias", {kv_dim});
-    b.bind(&w.v_bias, p + "v_proj.bias", {kv_dim});
-  }
   if (o_bias) b.bind(&w.o_bias, p + "o_proj.bias", {o.hidden});
   if (qk_norm) {
     b.bind(&w.q_norm, p + "q_norm.weight", {o.head_dim});
@@ -68,15 +73,26 @@ void attention_forward(StepContext& ctx, Workspace& ws, const AttentionWeights& 
   float* k = ws.get(Workspace::kK, rows * kv_dim);        // [rows, KV, D]
   float* v = ws.get(Workspace::kV, rows * kv_dim);        // [rows, KV, D]
   float* attn = ws.get(Workspace::kAttn, rows * q_dim);   // [rows, H, D]
-  be.matmul(x, rows, w.q, &w.q_bias, q);
-  be.matmul(x, rows, w.k, &w.k_bias, k);
-  be.matmul(x, rows, w.v, &w.v_bias, v);
-  const bool qk_norm = !w.q_norm.empty();
-  if (!rope_depends_on_length(o.rope_params)) {  // one fused op (see Backend)
-    be.qk_norm_rope_write_kv(q, k, v, rows, o.num_heads, qk_norm ? &w.q_norm : nullptr,
-                             qk_norm ? &w.k_norm : nullptr, o.norm_eps, o.norm_weight_offset, o.rope,
-                             ctx.batch.positions.data(), kv, ctx.meta);
+  const bool qk_norm = !w.q_norm.empty(), fused = !w.qkv.empty();
+  const int64_t qkv_dim = q_dim + 2 * kv_dim;
+  float* qkv = fused ? ws.get(Workspace::kScratch0, rows * qkv_dim) : nullptr;  // [rows, (H + 2·KV)·D]
+  if (fused) {
+    be.matmul(x, rows, w.qkv, &w.qkv_bias, qkv);
   } else {
+    be.matmul(x, rows, w.q, &w.q_bias, q);
+    be.matmul(x, rows, w.k, &w.k_bias, k);
+    be.matmul(x, rows, w.v, &w.v_bias, v);
+  }
+  if (fused && !rope_depends_on_length(o.rope_params)) {  // one op (see Backend)
+    be.qkv_norm_rope_write_kv(qkv, rows, o.num_heads, qk_norm ? &w.q_norm : nullptr, qk_norm ? &w.k_norm : nullptr,
+                              o.norm_eps, o.norm_weight_offset, o.rope, ctx.batch.positions.data(), kv, ctx.meta, q,
+                              k, v);
+  } else {
+    if (fused) {
+      be.copy_strided(qkv, qkv_dim, rows, q_dim, q, q_dim);
+      be.copy_strided(qkv + q_dim, qkv_dim, rows, kv_dim, k, kv_dim);
+      be.copy_strided(qkv + q_dim + kv_dim, qkv_dim, rows, kv_dim, v, kv_dim);
+    }
     if (qk_norm) {
       be.rms_norm(q, w.q_norm, rows * o.num_heads, o.head_dim, o.norm_eps, o.norm_weight_offset, q);
       be.rms_norm(k, w.k_norm, rows * o.num_kv_heads, o.head_dim, o.norm_eps, o.norm_weight_offset, k);

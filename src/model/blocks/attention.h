@@ -16,6 +16,10 @@
 namespace tachyon::model {
 
 struct AttentionWeights {
+  // q, k and v projections fused into one matrix (one matmul per layer): [(H + 2·KV)·D, hidden],
+  // q rows then k rows then v rows; and their biases likewise. Qwen3-Next's gated q_proj keeps
+  // the separate q, k, v below instead.
+  Weight qkv, qkv_bias;
   Weight q, k, v, o;                       // [H·D, hidden], [KV·D, hidden] x2, [hidden, H·D]
   Weight q_bias, k_bias, v_bias, o_bias;   // optional [H·D], [KV·D] x2, [hidden]
   Weight q_norm, k_norm;                   // optional [D]
