@@ -191,7 +191,8 @@ class EngineLoop : public KvAllocator {
     for (;;) {
       if (!drain_inbox()) return;
       if (scheduler_.num_running() == 0 && scheduler_.num_waiting() == 0) continue;
-      propose_drafts();
+      const auto iteration_start = Clock::now();
+      const double drafting_seconds = propose_drafts();
       StepPlan plan = scheduler_.schedule();
       for (RequestId id : plan.preempted) {
         log::debug("request {} preempted (KV full)", id);
@@ -210,7 +211,8 @@ class EngineLoop : public KvAllocator {
         return a.request.sampling.plain_greedy() && a.request.logprobs < 0 && !a.request.prompt_logprobs &&
                !a.constraint;
       });
-      int32_t step_drafts = 0;  // draft rows this step verifies
+      int32_t step_drafts = 0;   // draft rows this step verifies
+      bool decode_only = true;  // every chunk is one committed token (+ its drafts): no prompt rows
       for (auto& c : plan.chunks) {
         Active& a = active_.at(c.id);
         if (a.num_cached_prompt < 0) {
@@ -225,6 +227,7 @@ class EngineLoop : public KvAllocator {
           c.completes = c.begin + c.count == static_cast<int32_t>(a.tokens.size());
           step_drafts += a.num_drafts;
         }
+        decode_only &= c.count == 1 + a.num_drafts && c.completes && c.begin >= a.num_prompt - 1;
         const auto span = std::span<const int32_t>(a.tokens.data() + c.begin, static_cast<size_t>(c.count));
         const bool all_rows = a.num_drafts > 0 || (a.request.prompt_logprobs && c.begin < a.num_prompt);
         const bool want_hidden = config_.drafter && config_.drafter->wants_hidden() && speculation_on(a);
@@ -252,16 +255,22 @@ class EngineLoop : public KvAllocator {
       // A step that also did one-time work (a CUDA graph captured) says nothing about the
       // steady cost of its shape: the gates and auto-k skip it.
       const bool timed = model_.backend().warmup_events() == warmups;
-      if (timed) record_step_cost(step_seconds, plan.chunks.size(), step_drafts);
+      // Prefill chunks are not decode steps: their cost would inflate the plain step cost that
+      // verify rows are compared with (and, early on, hide every draft's cost from the gates).
+      if (timed && decode_only) record_step_cost(step_seconds, plan.chunks.size(), step_drafts);
       const double share = step_seconds / static_cast<double>(plan.chunks.size());
-      for (const auto& c : plan.chunks) {
+      gate_buckets_.assign(plan.chunks.size(), nullptr);
+      for (size_t i = 0; i < plan.chunks.size(); ++i) {
+        const ScheduledChunk& c = plan.chunks[i];
         Active& a = active_.at(c.id);
         a.step_timed = timed && !a.draft_warmup;
         if (a.step_timed && a.num_drafts > 0) {
           a.spec_seconds += share + a.draft_seconds;
+          gate_buckets_[i] = &a.spec_seconds;
         } else if (a.step_timed && c.count == 1 && c.completes && speculation_on(a)) {
           a.plain_seconds += share;
           ++a.plain_tokens;
+          gate_buckets_[i] = &a.plain_seconds;
         }
         a.draft_seconds = 0;
         a.draft_warmup = false;
@@ -314,6 +323,12 @@ class EngineLoop : public KvAllocator {
         }
         logit_row += rows_used;
       }
+      // The rest of the iteration (scheduling, verification, sampling, emitting: host work that
+      // a speculative step spreads over several tokens) counts for the throughput gate too, so
+      // it compares tokens per second of wall time. (Requests are only removed at delivery.)
+      const double rest = seconds_between(iteration_start, Clock::now()) - drafting_seconds - step_seconds;
+      for (double* bucket : gate_buckets_)
+        if (bucket) *bucket += std::max(0.0, rest) / static_cast<double>(plan.chunks.size());
       {
         std::lock_guard lock(stats_mutex_);
         stats_.computed_prompt_tokens += computed_prompt;
@@ -348,8 +363,10 @@ class EngineLoop : public KvAllocator {
   }
 
   // Drafts for every running request whose only pending token is its last sampled one.
-  void propose_drafts() {
-    if (!config_.drafter) return;
+  // Returns the seconds spent drafting (every request's, one-time catch-ups included).
+  double propose_drafts() {
+    const auto start = Clock::now();
+    if (!config_.drafter) return 0;
     for (RequestId id : scheduler_.running_ids()) {
       Active& a = active_.at(id);
       if (!speculation_on(a) || a.num_drafts > 0 || a.pending.finish != FinishReason::None) continue;
@@ -393,6 +410,7 @@ class EngineLoop : public KvAllocator {
       a.num_drafts = static_cast<int32_t>(drafts.size());
       scheduler_.on_token_appended(id, a.num_drafts);
     }
+    return seconds_between(start, Clock::now());
   }
 
   // Nodes of this request's next draft tree; <= k means a chain. Trees are verified greedily
@@ -709,6 +727,7 @@ class EngineLoop : public KvAllocator {
   Scheduler scheduler_;
   std::unordered_map<RequestId, Active> active_;
   double plain_step_cost_ = 0, spec_step_cost_ = 0;  // EMA seconds per request of a step
+  std::vector<double*> gate_buckets_;  // per chunk of the step: the throughput-gate clock it counts on
   double spec_step_drafts_ = 0;                      // EMA drafts per request of a verifying step
   std::vector<int32_t> tree_rows_parents_;  // scratch: a tree's parents with the root's
   double draft_token_cost_ = 0;                      // EMA seconds of drafting one token

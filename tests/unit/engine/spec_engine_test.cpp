@@ -4,8 +4,11 @@
 // speculative from plain sampling.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <random>
+#include <stdexcept>
+#include <thread>
 
 #include "../spec/chi_square.h"
 #include "engine/engine.h"
@@ -199,6 +202,73 @@ TEST(SpeculativeEngine, SamplingDistributionIsUnchangedByDrafting) {
   std::printf("first-3-token outcomes: %zu plain, %zu speculative; homogeneity p = %.3f\n", counts[0].size(),
               counts[1].size(), p);
   EXPECT_GT(p, 0.01);
+}
+
+// The runtime gates, each isolated with a drafter that knows the target's greedy continuation
+// (from a plain run): its drafts are all accepted unless told to be wrong, and it may be slowed
+// down on purpose.
+class OracleDrafter final : public spec::Drafter {
+ public:
+  OracleDrafter(std::vector<int32_t> continuation, std::chrono::milliseconds delay, bool wrong)
+      : continuation_(std::move(continuation)), delay_(delay), wrong_(wrong) {}
+  std::string name() const override { return "oracle"; }
+  std::vector<int32_t> propose(spec::RequestKey, std::span<const int32_t> tokens, int32_t k) override {
+    std::this_thread::sleep_for(delay_);
+    std::vector<int32_t> out;
+    for (size_t i = tokens.size(); i < continuation_.size() && static_cast<int32_t>(out.size()) < k; ++i)
+      out.push_back(wrong_ ? (continuation_[i] + 1) % 8000 : continuation_[i]);
+    return out;
+  }
+
+ private:
+  std::vector<int32_t> continuation_;  // prompt + the plain greedy output
+  std::chrono::milliseconds delay_;
+  bool wrong_;
+};
+
+SpecUsage run_gated(const std::vector<int32_t>& prompt, spec::Drafter& drafter, int32_t max_tokens,
+                    std::vector<int32_t>& out) {
+  EngineConfig config{.max_concurrent = 1, .num_blocks = 256};
+  config.drafter = &drafter;
+  Engine engine(*demo().model, config);
+  GenerationRequest r;
+  r.prompt = prompt;
+  r.sampling.temperature = 0;
+  r.max_tokens = max_tokens;
+  auto stream = engine.submit(r);
+  for (;;) {
+    auto o = stream->next(std::chrono::seconds(300));
+    if (!o) throw std::runtime_error("the engine stalled");
+    out.insert(out.end(), o->tokens.begin(), o->tokens.end());
+    if (o->finish != FinishReason::None) return o->spec;
+  }
+}
+
+TEST(SpeculationGates, EachGateStopsOnlyTheDrafterItIsFor) {
+  const std::vector<int32_t> prompt = prompts()[0];
+  const auto plain = run_all({prompt}, {.max_concurrent = 1, .num_blocks = 256}, 96)[0];
+  std::vector<int32_t> continuation = prompt;
+  continuation.insert(continuation.end(), plain.begin(), plain.end());
+  struct Case {
+    const char* what;
+    std::chrono::milliseconds delay;
+    bool wrong;
+    const char* expected_stop;
+  };
+  // Drafting that takes 50 ms per step emits at most 5 tokens per 50 ms (100 tok/s), far below
+  // plain decoding of the demo model (thousands of tok/s): only the throughput gate sees it.
+  for (const Case c : {Case{"fast and right", std::chrono::milliseconds(0), false, ""},
+                       Case{"slow and right", std::chrono::milliseconds(50), false, "throughput_gate"},
+                       Case{"fast and wrong", std::chrono::milliseconds(0), true, "acceptance_gate"}}) {
+    OracleDrafter drafter(continuation, c.delay, c.wrong);
+    std::vector<int32_t> out;
+    const SpecUsage usage = run_gated(prompt, drafter, 96, out);
+    EXPECT_EQ(out, plain) << c.what;
+    EXPECT_EQ(usage.stopped_by, c.expected_stop) << c.what << ": " << usage.num_steps << " steps, " << usage.num_drafted << " drafted, " << usage.num_accepted << " accepted";
+    if (!c.wrong) {
+      EXPECT_GT(usage.num_accepted, 0) << c.what;
+    }
+  }
 }
 
 }  // namespace
