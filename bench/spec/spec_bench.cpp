@@ -38,7 +38,16 @@ namespace {
 struct RunResult {
   double decode_tok_s = 0;
   engine::SpecUsage spec;
+  engine::EngineStats stats;
 };
+
+// "a / b" in ms, or "-" when b is 0.
+std::string per_step_ms(double seconds, uint64_t steps) {
+  if (steps == 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", seconds / static_cast<double>(steps) * 1e3);
+  return buf;
+}
 
 RunResult generate(model::Model& model, spec::Drafter* drafter, bool model_free, int32_t tree_nodes,
                    const std::vector<int32_t>& prompt, int32_t tokens) {
@@ -62,6 +71,7 @@ RunResult generate(model::Model& model, spec::Drafter* drafter, bool model_free,
     n += out->tokens.size();
     if (out->finish != engine::FinishReason::None) {
       r.spec = out->spec;
+      r.stats = engine.stats();
       break;
     }
   }
@@ -127,7 +137,8 @@ int main(int argc, char** argv) {
   const bool has_drafter = std::filesystem::exists(dir + "/drafter/config.json");
   std::printf("Speculative decoding through the engine, %s, %s, %d new tokens, median of %d after a warm-up\n\n",
               backend->name().c_str(), dir.c_str(), tokens, runs);
-  std::printf("| workload | method | decode tok/s | ratio | tokens per verify step | gate |\n|---|---|---:|---:|---:|---|\n");
+  std::printf("| workload | method | decode tok/s | ratio | tokens per verify step | gate | ms per spec step | of which drafting | ms per plain step |\n"
+              "|---|---|---:|---:|---:|---|---:|---:|---:|\n");
   // Process warm-up before anything is timed: the first method measured otherwise runs on a
   // cold device (clocks, lazily loaded kernels, allocator), which on the H200 made the first
   // workload's baseline up to 20% slower than the others' and inflated its ratios.
@@ -165,10 +176,13 @@ int main(int argc, char** argv) {
                 [](const RunResult& a, const RunResult& b) { return a.decode_tok_s < b.decode_tok_s; });
       const RunResult& median = results[results.size() / 2];
       if (method == "none") base = median.decode_tok_s;
-      std::printf("| %s | %s | %.1f | %.2f | %s | %s |\n", workload.c_str(), method.c_str(), median.decode_tok_s,
-                  base > 0 ? median.decode_tok_s / base : 0.0,
+      const engine::EngineStats& st = median.stats;
+      std::printf("| %s | %s | %.1f | %.2f | %s | %s | %s | %s | %s |\n", workload.c_str(), method.c_str(),
+                  median.decode_tok_s, base > 0 ? median.decode_tok_s / base : 0.0,
                   median.spec.num_steps ? std::to_string(median.spec.mean_accepted_length()).substr(0, 4).c_str() : "-",
-                  median.spec.stopped_by.c_str());
+                  median.spec.stopped_by.c_str(), per_step_ms(st.spec_step_seconds, st.spec_decode_steps).c_str(),
+                  per_step_ms(st.spec_draft_seconds, st.spec_decode_steps).c_str(),
+                  per_step_ms(st.plain_step_seconds, st.plain_decode_steps).c_str());
       if (const std::string after = graph_counters(*backend); after != graphs_before)
         std::fprintf(stderr, "%s %s: CUDA graphs (cumulative) %s\n", workload.c_str(), method.c_str(), after.c_str());
     }

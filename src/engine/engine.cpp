@@ -331,6 +331,17 @@ class EngineLoop : public KvAllocator {
         if (bucket) *bucket += std::max(0.0, rest) / static_cast<double>(plan.chunks.size());
       {
         std::lock_guard lock(stats_mutex_);
+        if (decode_only && timed) {
+          const double wall = seconds_between(iteration_start, Clock::now());
+          if (step_drafts > 0) {
+            stats_.spec_step_seconds += wall;
+            stats_.spec_draft_seconds += drafting_seconds;
+            ++stats_.spec_decode_steps;
+          } else {
+            stats_.plain_step_seconds += wall;
+            ++stats_.plain_decode_steps;
+          }
+        }
         stats_.computed_prompt_tokens += computed_prompt;
         stats_.generated_tokens += generated;
         ++stats_.steps;

@@ -27,6 +27,10 @@ struct EngineStats {
   uint64_t spec_drafted_tokens = 0, spec_accepted_tokens = 0, spec_steps = 0;
   uint64_t spec_gated_requests = 0;  // speculation switched off by a gate
   uint64_t spec_tree_steps = 0;      // verify steps whose drafts formed a tree
+  // Wall time of decode steps (no prompt rows), host work included: steps that verify drafts
+  // (their drafting included, and counted apart) and plain ones. What speculation costs per step.
+  double spec_step_seconds = 0, spec_draft_seconds = 0, plain_step_seconds = 0;
+  uint64_t spec_decode_steps = 0, plain_decode_steps = 0;
   int32_t queue_depth = 0, running = 0;
   int32_t kv_blocks_total = 0, kv_blocks_free = 0, kv_blocks_cached = 0;
   Histogram ttft, inter_token;

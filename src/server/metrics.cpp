@@ -25,6 +25,10 @@ void counter(std::string& out, const char* name, const char* help, const std::st
   out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{}{{{}}} {}\n", name, help, name, name, labels, value);
 }
 
+void counter_seconds(std::string& out, const char* name, const char* help, const std::string& labels, double value) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{}{{{}}} {:.6f}\n", name, help, name, name, labels, value);
+}
+
 void gauge(std::string& out, const char* name, const char* help, const std::string& labels, int64_t value) {
   out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{}{{{}}} {}\n", name, help, name, name, labels, value);
 }
@@ -64,6 +68,15 @@ std::string render_metrics(const std::string& model, const engine::EngineStats& 
   counter(out, "tachyon_spec_tree_steps_total", "Verification steps whose drafts formed a tree.", m,
           s.spec_tree_steps);
   counter(out, "tachyon_engine_steps_total", "Engine steps (forward passes).", m, s.steps);
+  counter(out, "tachyon_decode_steps_total", "Decode steps without drafts (no prompt rows).", m, s.plain_decode_steps);
+  counter_seconds(out, "tachyon_decode_step_seconds_total", "Wall time of decode steps without drafts.", m,
+                  s.plain_step_seconds);
+  counter(out, "tachyon_spec_decode_steps_total", "Decode steps that verified drafts (no prompt rows).", m,
+          s.spec_decode_steps);
+  counter_seconds(out, "tachyon_spec_step_seconds_total", "Wall time of decode steps that verified drafts, drafting included.",
+                  m, s.spec_step_seconds);
+  counter_seconds(out, "tachyon_spec_draft_seconds_total", "Drafting time of decode steps that verified drafts.", m,
+                  s.spec_draft_seconds);
   gauge(out, "tachyon_queue_depth", "Requests waiting for admission.", m, s.queue_depth);
   gauge(out, "tachyon_requests_running", "Requests in the running batch.", m, s.running);
   gauge(out, "tachyon_http_requests_in_flight", "Generation requests being served over HTTP.", m, in_flight);

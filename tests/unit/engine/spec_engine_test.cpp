@@ -227,7 +227,7 @@ class OracleDrafter final : public spec::Drafter {
 };
 
 SpecUsage run_gated(const std::vector<int32_t>& prompt, spec::Drafter& drafter, int32_t max_tokens,
-                    std::vector<int32_t>& out) {
+                    std::vector<int32_t>& out, EngineStats& stats) {
   EngineConfig config{.max_concurrent = 1, .num_blocks = 256};
   config.drafter = &drafter;
   Engine engine(*demo().model, config);
@@ -240,7 +240,10 @@ SpecUsage run_gated(const std::vector<int32_t>& prompt, spec::Drafter& drafter, 
     auto o = stream->next(std::chrono::seconds(300));
     if (!o) throw std::runtime_error("the engine stalled");
     out.insert(out.end(), o->tokens.begin(), o->tokens.end());
-    if (o->finish != FinishReason::None) return o->spec;
+    if (o->finish != FinishReason::None) {
+      stats = engine.stats();
+      return o->spec;
+    }
   }
 }
 
@@ -262,12 +265,19 @@ TEST(SpeculationGates, EachGateStopsOnlyTheDrafterItIsFor) {
                        Case{"fast and wrong", std::chrono::milliseconds(0), true, "acceptance_gate"}}) {
     OracleDrafter drafter(continuation, c.delay, c.wrong);
     std::vector<int32_t> out;
-    const SpecUsage usage = run_gated(prompt, drafter, 96, out);
+    EngineStats stats;
+    const SpecUsage usage = run_gated(prompt, drafter, 96, out, stats);
     EXPECT_EQ(out, plain) << c.what;
     EXPECT_EQ(usage.stopped_by, c.expected_stop) << c.what << ": " << usage.num_steps << " steps, " << usage.num_drafted << " drafted, " << usage.num_accepted << " accepted";
     if (!c.wrong) {
       EXPECT_GT(usage.num_accepted, 0) << c.what;
     }
+    // The step-cost counters see the drafting (at least the drafter's sleep per step).
+    EXPECT_GT(stats.spec_decode_steps, 0u) << c.what;
+    EXPECT_GT(stats.plain_decode_steps, 0u) << c.what;  // the gate's plain probes at least
+    EXPECT_GE(stats.spec_draft_seconds, 0.05 * static_cast<double>(stats.spec_decode_steps) * (c.delay.count() > 0))
+        << c.what;
+    EXPECT_GT(stats.spec_step_seconds, stats.spec_draft_seconds) << c.what;
   }
 }
 
