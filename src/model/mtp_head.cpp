@@ -138,8 +138,7 @@ class MtpLayerHead final : public MtpHead {
     backend_.rms_norm(x, input_norm_, rows, hidden, eps, offset, h);
     if (spec_.use_mla) mla_forward(ctx, ws_, mla_, spec_.mla, kv.layer(0), h, y);
     else attention_forward(ctx, ws_, attn_, attention_, kv.layer(0), h, y);
-    backend_.add(x, y, rows * hidden);
-    backend_.rms_norm(x, post_attention_norm_, rows, hidden, eps, offset, h);
+    backend_.add_rms_norm(x, y, post_attention_norm_, rows, hidden, eps, offset, h);
     if (is_moe_) moe_forward(ctx, ws_, moe_, spec_.moe, h, y);
     else gated_mlp_forward(ctx, ws_, mlp_, spec_.activation, h, y);
     backend_.add(x, y, rows * hidden);
@@ -148,11 +147,14 @@ class MtpLayerHead final : public MtpHead {
     if (n == 0) return out;
     float* o = ws_.get(Workspace::kLogitIn, n * hidden);
     float* logits = ws_.get(Workspace::kLogits, n * vocab);
+    // Everything is issued before the first copy to the host, which waits for the device: one
+    // wait per level of drafting, not one in the middle (h is free after the layer).
+    backend_.gather_rows(x, batch.logit_rows.data(), n, hidden, h);
     backend_.gather_rows(x, batch.logit_rows.data(), n, hidden, o);
-    out.hidden.resize(static_cast<size_t>(n * hidden));
-    backend_.copy_to_host(out.hidden.data(), o, out.hidden.size() * sizeof(float));
     backend_.rms_norm(o, final_norm_, n, hidden, eps, offset, o);
     backend_.matmul(o, n, head, nullptr, logits);
+    out.hidden.resize(static_cast<size_t>(n * hidden));
+    backend_.copy_to_host(out.hidden.data(), h, out.hidden.size() * sizeof(float));
     out.logits.resize(static_cast<size_t>(n * vocab));
     backend_.copy_to_host(out.logits.data(), logits, out.logits.size() * sizeof(float));
     return out;

@@ -180,14 +180,23 @@ class DecoderModel final : public Model {
     out.vocab_size = spec_.vocab_size;
     out.hidden_size = spec_.hidden_size;
     const int64_t hidden = spec_.hidden_size;
+    // Every op is issued before the first copy to the host (which waits for the device), so a
+    // step that also returns hidden states waits once, not once more in the middle.
+    float* hid = nullptr;
     if (!batch.hidden_rows.empty()) {
       const int64_t n = static_cast<int64_t>(batch.hidden_rows.size());
-      float* hid = ws_.get(Workspace::kHidden, n * hidden);
+      hid = ws_.get(Workspace::kHidden, n * hidden);
       backend_.gather_rows(x, batch.hidden_rows.data(), n, hidden, hid);
       out.hidden.resize(static_cast<size_t>(n * hidden));
-      backend_.copy_to_host(out.hidden.data(), hid, out.hidden.size() * sizeof(float));
     }
-    if (!batch.logit_rows.empty()) {
+    auto copy_hidden = [&] {
+      if (hid) backend_.copy_to_host(out.hidden.data(), hid, out.hidden.size() * sizeof(float));
+    };
+    if (batch.logit_rows.empty()) {
+      copy_hidden();
+      return out;
+    }
+    {
       const int64_t n = static_cast<int64_t>(batch.logit_rows.size());
       float* in = ws_.get(Workspace::kLogitIn, n * hidden);              // [n, hidden]
       float* logits = ws_.get(Workspace::kLogits, n * spec_.vocab_size);  // [n, vocab]
@@ -198,10 +207,12 @@ class DecoderModel final : public Model {
         int32_t* ids = ws_.get_ints(Workspace::kExpertIds, n);  // [n] int32 (the slot is free after the layers)
         backend_.argmax(logits, n, spec_.vocab_size, ids);
         out.argmax.resize(static_cast<size_t>(n));
+        copy_hidden();
         backend_.copy_to_host(out.argmax.data(), ids, out.argmax.size() * sizeof(int32_t));
         return out;
       }
       out.logits.resize(static_cast<size_t>(n * spec_.vocab_size));
+      copy_hidden();
       backend_.copy_to_host(out.logits.data(), logits, out.logits.size() * sizeof(float));
     }
     return out;
