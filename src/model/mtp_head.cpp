@@ -116,11 +116,23 @@ class MtpLayerHead final : public MtpHead {
     draft_head_ = backend_.upload_weight(Weight{t.data, t.dtype, n, config_.hidden_size});
   }
 
-  Output forward(const Batch& batch, std::span<const float> hidden_in, kv::KvCache& kv) override {
+  Output forward(const Batch& batch, std::span<const float> hidden_in, kv::KvCache& kv, bool return_hidden) override {
+    TACHYON_CHECK(static_cast<int64_t>(hidden_in.size()) == static_cast<int64_t>(batch.tokens.size()) * config_.hidden_size,
+                  "MTP needs one hidden state per row");
+    return run(batch, hidden_in.data(), kv, return_hidden);
+  }
+  Output forward_recursive(const Batch& batch, kv::KvCache& kv) override {
+    TACHYON_CHECK(static_cast<int64_t>(batch.tokens.size()) == last_logit_rows_ && last_logit_rows_ > 0,
+                  "recursive MTP step: {} rows after a step with {} outputs", batch.tokens.size(), last_logit_rows_);
+    return run(batch, nullptr, kv, false);
+  }
+
+ private:
+  // hidden_in: host [rows, hidden], or null for the previous call's o_t (on the device).
+  Output run(const Batch& batch, const float* hidden_in, kv::KvCache& kv, bool return_hidden) {
     StepContext ctx(backend_, batch, kv);
     const Weight& head = draft_head_.empty() ? lm_head_ : draft_head_;
     const int64_t rows = ctx.rows, hidden = config_.hidden_size, vocab = head.rows;
-    TACHYON_CHECK(static_cast<int64_t>(hidden_in.size()) == rows * hidden, "MTP needs one hidden state per row");
     const float eps = spec_.rms_norm_eps, offset = spec_.norm_weight_offset;
     float* e = ws_.get(Workspace::kNormed, rows * hidden);   // [rows, hidden] normed embeddings
     float* g = ws_.get(Workspace::kAct, rows * hidden);      // [rows, hidden] normed target hidden
@@ -128,7 +140,9 @@ class MtpLayerHead final : public MtpHead {
     float* y = ws_.get(Workspace::kProj, rows * hidden);     // [rows, hidden]
     backend_.embedding(embed_, batch.tokens.data(), rows, spec_.embed_scale, e);
     backend_.rms_norm(e, norm_embedding_, rows, hidden, eps, offset, e);
-    backend_.copy_to_device(g, hidden_in.data(), hidden_in.size() * sizeof(float));
+    float* previous_o = recursion_.get(Workspace::kHidden, rows * hidden);  // no growth when recursing
+    if (hidden_in) backend_.copy_to_device(g, hidden_in, static_cast<size_t>(rows * hidden) * sizeof(float));
+    else backend_.copy_on_device(g, previous_o, static_cast<size_t>(rows * hidden) * sizeof(float));
     backend_.rms_norm(g, norm_hidden_, rows, hidden, eps, offset, g);
     backend_.matmul(e, rows, fc_embedding_, nullptr, x);
     backend_.matmul(g, rows, fc_hidden_, nullptr, y);
@@ -144,26 +158,31 @@ class MtpLayerHead final : public MtpHead {
     backend_.add(x, y, rows * hidden);
     Output out;
     const int64_t n = static_cast<int64_t>(batch.logit_rows.size());
+    last_logit_rows_ = n;
     if (n == 0) return out;
     float* o = ws_.get(Workspace::kLogitIn, n * hidden);
     float* logits = ws_.get(Workspace::kLogits, n * vocab);
-    // Everything is issued before the first copy to the host, which waits for the device: one
-    // wait per level of drafting, not one in the middle (h is free after the layer).
-    backend_.gather_rows(x, batch.logit_rows.data(), n, hidden, h);
+    // o_t stays on the device for the next recursive step. Everything is issued before the
+    // first copy to the host, which waits for the device: one wait per level of drafting.
+    float* o_keep = recursion_.get(Workspace::kHidden, n * hidden);
+    backend_.gather_rows(x, batch.logit_rows.data(), n, hidden, o_keep);
     backend_.gather_rows(x, batch.logit_rows.data(), n, hidden, o);
     backend_.rms_norm(o, final_norm_, n, hidden, eps, offset, o);
     backend_.matmul(o, n, head, nullptr, logits);
-    out.hidden.resize(static_cast<size_t>(n * hidden));
-    backend_.copy_to_host(out.hidden.data(), h, out.hidden.size() * sizeof(float));
+    if (return_hidden) {
+      out.hidden.resize(static_cast<size_t>(n * hidden));
+      backend_.copy_to_host(out.hidden.data(), o_keep, out.hidden.size() * sizeof(float));
+    }
     out.logits.resize(static_cast<size_t>(n * vocab));
     backend_.copy_to_host(out.logits.data(), logits, out.logits.size() * sizeof(float));
     return out;
   }
 
- private:
   io::ModelConfig config_;
   kernels::Backend& backend_;
   Workspace ws_;
+  Workspace recursion_{backend_};  // kHidden: the last call's o_t rows (the recursive step's input)
+  int64_t last_logit_rows_ = 0;
   DecoderSpec spec_;
   AttentionOptions attention_;
   bool is_moe_ = false;

@@ -49,8 +49,15 @@ class MtpHead {
     std::vector<float> hidden;  // [logit rows, hidden] o_t before mtp.norm (for recursion)
   };
   // Rows of `batch`: tokens x_{t+1} at positions t; `hidden` holds h_t per row [rows, hidden]
-  // (host). Returns logits and o_t for batch.logit_rows.
-  virtual Output forward(const Batch& batch, std::span<const float> hidden, kv::KvCache& kv) = 0;
+  // (host). Returns logits and (when `return_hidden`) o_t for batch.logit_rows; o_t also stays
+  // on the device for forward_recursive.
+  virtual Output forward(const Batch& batch, std::span<const float> hidden, kv::KvCache& kv,
+                         bool return_hidden = true) = 0;
+  // The recursive drafting step: forward with each row's h_t = the previous call's o_t of the
+  // same logit row, read where it stayed on the device (no round trip through the host, which
+  // on a GPU costs two waits per level). `batch` has as many rows as the previous call had
+  // logit rows. Output::hidden stays empty.
+  virtual Output forward_recursive(const Batch& batch, kv::KvCache& kv) = 0;
 };
 
 }  // namespace tachyon::model

@@ -52,7 +52,7 @@ class MtpDrafter final : public LevelDrafter {
     if (!kv_.reserve(s.seq, n - s.base + k)) return {};
     model::Batch batch;
     batch.add(s.seq, next_tokens, from - s.base, model::LogitRows::Last);
-    auto out = head_->forward(batch, hidden, kv_);
+    auto out = head_->forward(batch, hidden, kv_, /*return_hidden=*/false);
     s.built = n - s.base;
     s.pending.erase(s.pending.begin(), s.pending.lower_bound(n));
     std::vector<LevelChoice> levels;
@@ -63,8 +63,7 @@ class MtpDrafter final : public LevelDrafter {
       // Recursive step: the head's own output stands in for the target's hidden state.
       batch.clear();
       batch.add(s.seq, std::span<const int32_t>(&d, 1), n - s.base + j, model::LogitRows::Last);
-      const std::vector<float> o = std::move(out.hidden);
-      out = head_->forward(batch, o, kv_);
+      out = head_->forward_recursive(batch, kv_);
     }
     kv_.truncate(s.seq, s.built);  // recursive entries were built from drafts: not kept
     return levels;

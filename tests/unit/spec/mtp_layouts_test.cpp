@@ -61,6 +61,45 @@ std::string deepseek_name(const std::string& qwen_name, int layer) {
   return qwen_name;
 }
 
+// The recursive drafting step reads o_t where it stayed on the device: the same bits as a
+// forward fed the o_t it returned to the host; a step whose rows do not match is refused.
+TEST(MtpLayouts, RecursiveStepEqualsForwardWithTheReturnedHidden) {
+  const fs::path demo = kRoot / "models/tachyon-demo";
+  auto backend = kernels::make_backend("cpu");
+  auto head = model::MtpHead::load(demo.string(), io::load_model_config(demo.string()), *backend);
+  ASSERT_NE(head, nullptr);
+  const auto golden = io::Checkpoint::open_file((demo / "golden.safetensors").string());
+  const auto& ids = golden.get("code.mtp_input_ids");
+  std::vector<int32_t> next(static_cast<const int64_t*>(ids.data),
+                            static_cast<const int64_t*>(ids.data) + ids.num_elements());
+  const auto& h = golden.get("code.hidden_prenorm");
+  const std::vector<float> hidden(static_cast<const float*>(h.data),
+                                  static_cast<const float*>(h.data) + h.num_elements());
+  kv::KvCache kv(*backend, head->kv_layout(16));
+  const int32_t t = static_cast<int32_t>(next.size());
+  std::vector<float> level2[2];
+  for (int recursive = 0; recursive < 2; ++recursive) {
+    auto seq = kv.add_sequence();
+    kv.reserve(seq, t + 1);
+    model::Batch batch;
+    batch.add(seq, next, 0, model::LogitRows::Last);
+    const auto first = head->forward(batch, hidden, kv);
+    const int32_t draft = 17;
+    batch.clear();
+    batch.add(seq, std::span<const int32_t>(&draft, 1), t, model::LogitRows::Last);
+    level2[recursive] = recursive ? head->forward_recursive(batch, kv).logits : head->forward(batch, first.hidden, kv).logits;
+  }
+  ASSERT_FALSE(level2[0].empty());
+  ASSERT_EQ(level2[0].size(), level2[1].size());
+  EXPECT_EQ(0, std::memcmp(level2[0].data(), level2[1].data(), level2[0].size() * sizeof(float)));
+  // Two rows after a step with one output: refused.
+  auto seq = kv.add_sequence();
+  kv.reserve(seq, 2);
+  model::Batch two;
+  two.add(seq, std::vector<int32_t>{3, 4}, 0, model::LogitRows::Last);
+  EXPECT_THROW(head->forward_recursive(two, kv), Error);
+}
+
 TEST(MtpLayouts, DeepSeekNamesGiveTheSameHeadAsQwenNames) {
   const fs::path demo = kRoot / "models/tachyon-demo";
   TempDir dir;
