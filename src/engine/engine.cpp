@@ -442,6 +442,7 @@ class EngineLoop : public KvAllocator {
   // step over its first 8-16 steps and ~1.4 over 384 tokens on the demo model): with 8 steps and
   // 16 tokens the gates stopped it at 1.0x where it runs at 1.47x (CPU, bench/results).
   static constexpr int32_t kAcceptanceEvidenceSteps = 32;
+  static constexpr double kMinRowCost = 0.02;
   static constexpr int32_t kThroughputEvidenceTokens = 64;
 
   // Auto-k: maximise expected tokens per unit of step cost, E(k) = (1 − α^{k+1}) / (1 − α)
@@ -496,9 +497,11 @@ class EngineLoop : public KvAllocator {
             ? spec::verify_chain(
                   drafts, [&](size_t i) { return out.logits_row(logit_row + i); }, *a.sampler, prompt, generated)
             : spec::verify_chain_greedy(drafts, std::span<const int32_t>(out.argmax).subspan(logit_row, num_drafted + 1));
-    // Tree: the accepted branch's K/V move to consecutive positions after the root.
+    // Tree: the accepted branch's K/V move to consecutive positions after the root (one op).
+    tree_moves_.clear();
     for (size_t d = 0; d < result.nodes.size(); ++d)
-      kv_.copy_position(a.seq, c.begin + result.nodes[d], c.begin + static_cast<int32_t>(d) + 1);
+      tree_moves_.emplace_back(c.begin + result.nodes[d], c.begin + static_cast<int32_t>(d) + 1);
+    kv_.copy_positions(a.seq, tree_moves_);
     a.tree_parents.clear();
     a.depth_drafted += std::min<int32_t>(a.draft_depth, static_cast<int32_t>(num_drafted));
     int32_t num_computed = committed + result.num_accepted;
@@ -549,7 +552,11 @@ class EngineLoop : public KvAllocator {
       switch_off_speculation(a, "throughput_gate");
     if (config_.gates && !a.spec_off && a.spec.num_steps >= kAcceptanceEvidenceSteps) {
       const double accepted_per_step = static_cast<double>(a.spec.num_accepted) / a.spec.num_steps;
-      const double extra_cost = marginal_row_cost() * static_cast<double>(a.spec.num_drafted) / a.spec.num_steps;
+      // A verified row is never free (at least its share of the step and the bookkeeping): with
+      // the floor, drafts that are never accepted are stopped even where a timing sample made
+      // rows look free.
+      const double row_cost = std::max(kMinRowCost, marginal_row_cost());
+      const double extra_cost = row_cost * static_cast<double>(a.spec.num_drafted) / a.spec.num_steps;
       if (accepted_per_step < extra_cost) switch_off_speculation(a, "acceptance_gate");
     }
     std::lock_guard lock(stats_mutex_);
@@ -744,7 +751,8 @@ class EngineLoop : public KvAllocator {
   Scheduler scheduler_;
   std::unordered_map<RequestId, Active> active_;
   double plain_step_cost_ = 0, spec_step_cost_ = 0;  // EMA seconds per request of a step
-  std::vector<double*> gate_buckets_;  // per chunk of the step: the throughput-gate clock it counts on
+  std::vector<double*> gate_buckets_;
+  std::vector<std::pair<int32_t, int32_t>> tree_moves_;  // scratch: a verified branch's KV moves  // per chunk of the step: the throughput-gate clock it counts on
   double spec_step_drafts_ = 0;                      // EMA drafts per request of a verifying step
   std::vector<int32_t> tree_rows_parents_;  // scratch: a tree's parents with the root's
   double draft_token_cost_ = 0;                      // EMA seconds of drafting one token

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "kernels/ops.h"
@@ -36,6 +37,17 @@ class Backend {
   // Backend memory to backend memory, ordered after the ops issued before it (non-overlapping
   // ranges). The default bounces through the host.
   virtual void copy_on_device(void* dst, const void* src, size_t bytes);
+  struct DeviceCopy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  // Many copies in one op (a draft tree's accepted branch: every layer's K and V rows). Every
+  // source is read before any destination is written; callers guarantee that no source is the
+  // destination of an earlier copy, so this equals the copies in order, which the default does.
+  virtual void copy_on_device_many(std::span<const DeviceCopy> copies) {
+    for (const DeviceCopy& c : copies) copy_on_device(c.dst, c.src, c.bytes);
+  }
   virtual void synchronize() {}
   // Count of one-time work done so far (the CUDA backend: graphs captured). Steps during
   // which it grows are warm-up, not steady-state cost: the engine's gates do not time them.

@@ -282,19 +282,31 @@ void KvCache::commit_state(SeqId seq, int32_t position, int32_t end) {
 }
 
 void KvCache::copy_position(SeqId seq, int32_t from, int32_t to) {
+  const std::pair<int32_t, int32_t> move{from, to};
+  copy_positions(seq, {&move, 1});
+}
+
+void KvCache::copy_positions(SeqId seq, std::span<const std::pair<int32_t, int32_t>> moves) {
   const Sequence& s = sequence(seq);
-  TACHYON_CHECK(from >= 0 && to >= 0 && from < s.num_tokens && to < s.num_tokens,
-                "copy_position {} -> {} outside a sequence of {} tokens", from, to, s.num_tokens);
-  if (from == to) return;
   const int32_t bs = layout_.block_size;
   const int64_t width = layout_.num_kv_heads * layout_.head_dim;
-  const int64_t src = static_cast<int64_t>(s.blocks[from / bs]) * bs + from % bs;
-  const int64_t dst = static_cast<int64_t>(s.blocks[to / bs]) * bs + to % bs;
   const size_t bytes = static_cast<size_t>(width) * sizeof(float);
-  for (size_t l = 0; l < k_.size(); ++l) {
-    backend_.copy_on_device(k_[l] + dst * width, k_[l] + src * width, bytes);
-    if (v_[l] != k_[l]) backend_.copy_on_device(v_[l] + dst * width, v_[l] + src * width, bytes);
+  std::vector<kernels::Backend::DeviceCopy> copies;
+  for (size_t i = 0; i < moves.size(); ++i) {
+    const auto [from, to] = moves[i];
+    TACHYON_CHECK(from >= 0 && to >= 0 && from < s.num_tokens && to < s.num_tokens,
+                  "copy_position {} -> {} outside a sequence of {} tokens", from, to, s.num_tokens);
+    for (size_t j = 0; j < i; ++j)
+      TACHYON_CHECK(moves[j].second != from, "copy_positions: {} is read after it was written", from);
+    if (from == to) continue;
+    const int64_t src = static_cast<int64_t>(s.blocks[from / bs]) * bs + from % bs;
+    const int64_t dst = static_cast<int64_t>(s.blocks[to / bs]) * bs + to % bs;
+    for (size_t l = 0; l < k_.size(); ++l) {
+      copies.push_back({k_[l] + dst * width, k_[l] + src * width, bytes});
+      if (v_[l] != k_[l]) copies.push_back({v_[l] + dst * width, v_[l] + src * width, bytes});
+    }
   }
+  if (!copies.empty()) backend_.copy_on_device_many(copies);
 }
 
 kernels::PagedKv KvCache::layer(int64_t index) const {

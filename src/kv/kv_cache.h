@@ -86,6 +86,9 @@ class KvCache {
   // moves the accepted branch's entries to consecutive positions). Both must be reserved and
   // in blocks of this sequence alone (not yet registered for prefix sharing).
   void copy_position(SeqId seq, int32_t from, int32_t to);
+  // copy_position for each (from, to) pair in order, as one backend op; no `from` may be the
+  // `to` of an earlier pair (a branch moving down to consecutive positions never is).
+  void copy_positions(SeqId seq, std::span<const std::pair<int32_t, int32_t>> moves);
   // Appends an existing block (a prefix-cache hit, already retained by the caller).
   void append_block(SeqId seq, BlockId block);
 

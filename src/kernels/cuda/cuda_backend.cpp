@@ -172,6 +172,7 @@ class CudaBackend final : public Backend {
     if (counters_) cudaFree(counters_);
     profile_.reset();
     if (attn_workspace_) cudaFree(attn_workspace_);
+    if (copy_workspace_) cudaFree(copy_workspace_);
     cudaStreamDestroy(stream_);
   }
 
@@ -235,6 +236,31 @@ class CudaBackend final : public Backend {
     flush();
     TACHYON_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
     TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void copy_on_device_many(std::span<const DeviceCopy> copies) override {
+    size_t total = 0;
+    bool aligned = true;
+    for (const DeviceCopy& c : copies) {
+      total += c.bytes;
+      aligned &= (reinterpret_cast<uintptr_t>(c.dst) | reinterpret_cast<uintptr_t>(c.src) | c.bytes) % 16 == 0;
+    }
+    if (!aligned || copies.size() > 65535) return Backend::copy_on_device_many(copies);
+    if (copies.empty()) return;
+    Scope scope(this, "copy_on_device_many");
+    if (total > copy_workspace_bytes_) {  // grow-only, geometrically (see matmul)
+      if (copy_workspace_) deallocate(copy_workspace_);
+      copy_workspace_bytes_ = std::max(total, copy_workspace_bytes_ * 3 / 2);
+      copy_workspace_ = allocate(copy_workspace_bytes_);
+    }
+    copy_descs_.clear();
+    int64_t offset = 0;
+    for (const DeviceCopy& c : copies) {
+      const int64_t count = static_cast<int64_t>(c.bytes / 16);
+      copy_descs_.push_back({static_cast<uint4*>(c.dst), static_cast<const uint4*>(c.src), offset, count});
+      offset += count;
+    }
+    cuda::copy_many(staged(copy_descs_.data(), copy_descs_.size()), static_cast<int64_t>(copy_descs_.size()),
+                    static_cast<uint4*>(copy_workspace_), stream_);
   }
   void copy_on_device(void* dst, const void* src, size_t bytes) override {
     if (graphs_->enabled && !profile_->enabled) {
@@ -553,6 +579,9 @@ class CudaBackend final : public Backend {
   size_t staging_bytes_ = 0;
   void* workspace_ = nullptr;  // A fragments of the matmuls with more than 16 rows
   size_t workspace_bytes_ = 0;
+  void* copy_workspace_ = nullptr;  // copy_on_device_many: the sources, gathered
+  size_t copy_workspace_bytes_ = 0;
+  std::vector<cuda::CopyDesc> copy_descs_;
   void* attn_workspace_ = nullptr;  // split-KV partial results of decode attention
   size_t attn_workspace_bytes_ = 0;
 };

@@ -141,4 +141,26 @@ void gate_multiply(float* x, int64_t rows, int64_t dim, const float* gate, int64
          fn == GateFn::Sigmoid);
 }
 
+namespace {
+__global__ void gather_copies_kernel(const CopyDesc* __restrict__ copies, uint4* __restrict__ workspace) {
+  pdl_wait();
+  pdl_launch_dependents();
+  const CopyDesc c = copies[blockIdx.x];
+  for (int64_t i = threadIdx.x; i < c.count; i += blockDim.x) workspace[c.offset + i] = c.src[i];
+}
+__global__ void scatter_copies_kernel(const CopyDesc* __restrict__ copies, const uint4* __restrict__ workspace) {
+  pdl_wait();
+  pdl_launch_dependents();
+  const CopyDesc c = copies[blockIdx.x];
+  for (int64_t i = threadIdx.x; i < c.count; i += blockDim.x) c.dst[i] = workspace[c.offset + i];
+}
+}  // namespace
+
+void copy_many(const CopyDesc* copies, int64_t num_copies, uint4* workspace, cudaStream_t stream) {
+  if (num_copies == 0) return;
+  launch(gather_copies_kernel, static_cast<unsigned>(num_copies), 128, 0, stream, copies, workspace);
+  launch(scatter_copies_kernel, static_cast<unsigned>(num_copies), 128, 0, stream, copies,
+         static_cast<const uint4*>(workspace));
+}
+
 }  // namespace tachyon::kernels::cuda

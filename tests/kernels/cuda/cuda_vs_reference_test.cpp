@@ -350,5 +350,24 @@ TEST_F(CudaKernels, FusedAttentionPrologueGivesTheBitsOfTheSeparateOps) {
   }
 }
 
+// Many device copies in one op (gathered, then scattered): the result of copying one by one in
+// order, when no source is an earlier destination (a tree branch's KV move), on 16-byte aligned
+// rows (two kernels) and on unaligned ones (copied one by one).
+TEST_F(CudaKernels, CopyOnDeviceManyEqualsTheCopiesInOrder) {
+  for (const int64_t row : {32, 5}) {  // floats per row: 128 B (aligned), 20 B (not)
+    const auto data = random_vec(static_cast<size_t>(16 * row), rng);
+    float* d = upload(data);
+    std::vector<float> expect = data;
+    const std::vector<std::pair<int, int>> moves = {{7, 5}, {9, 6}, {10, 7}, {12, 8}, {3, 3}};
+    std::vector<Backend::DeviceCopy> copies;
+    for (auto [from, to] : moves) {
+      std::copy_n(expect.begin() + from * row, row, expect.begin() + to * row);
+      copies.push_back({d + to * row, d + from * row, static_cast<size_t>(row) * sizeof(float)});
+    }
+    gpu->copy_on_device_many(copies);
+    EXPECT_EQ(download(d, expect.size()), expect) << row << " floats per row";
+  }
+}
+
 }  // namespace
 }  // namespace tachyon::kernels

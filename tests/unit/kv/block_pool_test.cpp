@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "base/error.h"
 #include "kernels/backend.h"
 #include "kv/kv_cache.h"
@@ -66,6 +70,47 @@ TEST(KvCache, ReserveTruncateAndRemoveReturnEveryBlock) {
   kv.remove_sequence(b);
   EXPECT_EQ(kv.pool().num_free(), 4);
   EXPECT_THROW(kv.num_tokens(a), Error);
+}
+
+// A draft tree's accepted branch moves to consecutive positions in one op: the same K/V as
+// moving position by position, in every layer; a move that reads a position an earlier move
+// wrote is refused.
+TEST(KvCache, CopyPositionsMovesEveryLayersRowsInOrder) {
+  auto backend = kernels::make_backend("cpu");
+  const KvLayout layout{.num_layers = 2, .num_kv_heads = 2, .head_dim = 4, .block_size = 4, .num_blocks = 6};
+  KvCache kv(*backend, layout);
+  auto seq = kv.add_sequence();
+  ASSERT_TRUE(kv.reserve(seq, 12));
+  const int64_t width = 8, slots = 6 * 4;
+  for (int64_t l = 0; l < 2; ++l)
+    for (int64_t i = 0; i < slots * width; ++i) {
+      kv.layer(l).k[i] = static_cast<float>(1000 * l + i);
+      kv.layer(l).v[i] = static_cast<float>(-1000 * l - i);
+    }
+  // The expected result: one copy_position at a time, on a snapshot.
+  auto snapshot = [&] {
+    std::vector<float> all;
+    for (int64_t l = 0; l < 2; ++l) {
+      all.insert(all.end(), kv.layer(l).k, kv.layer(l).k + slots * width);
+      all.insert(all.end(), kv.layer(l).v, kv.layer(l).v + slots * width);
+    }
+    return all;
+  };
+  const auto before = snapshot();
+  const std::vector<std::pair<int32_t, int32_t>> moves = {{7, 5}, {9, 6}, {10, 7}};  // 7 is read, then written
+  for (auto [from, to] : moves) kv.copy_position(seq, from, to);
+  const auto one_by_one = snapshot();
+  // Restore and do it in one op.
+  size_t at = 0;
+  for (int64_t l = 0; l < 2; ++l) {
+    std::copy_n(before.begin() + static_cast<long>(at), slots * width, kv.layer(l).k), at += slots * width;
+    std::copy_n(before.begin() + static_cast<long>(at), slots * width, kv.layer(l).v), at += slots * width;
+  }
+  kv.copy_positions(seq, moves);
+  EXPECT_EQ(snapshot(), one_by_one);
+  EXPECT_NE(one_by_one, before);
+  const std::vector<std::pair<int32_t, int32_t>> bad = {{7, 5}, {5, 6}};
+  EXPECT_THROW(kv.copy_positions(seq, bad), Error);
 }
 
 }  // namespace
