@@ -186,8 +186,9 @@ int main(int argc, char** argv) {
   if (top_k == 0 && !engine_only) {
     std::printf("| matmul [n x k] | M | time us | weights GB/s | TFLOP/s |\n|---|---|---|---|---|\n");
     Json rows = Json::array();
-    const Shape shapes[] = {{"qkv_proj", q_dim + 2 * kv_dim, h}, {"q_proj", q_dim, h}, {"k_proj", kv_dim, h}, {"o_proj", h, q_dim},
-                            {"gate_up", 2 * inter, h}, {"down", h, inter}, {"lm_head", c.vocab_size, h}};
+    const Shape shapes[] = {{"qkv_proj", q_dim + 2 * kv_dim, h}, {"q_proj", q_dim, h}, {"k_proj", kv_dim, h},
+                            {"o_proj", h, q_dim}, {"gate_up", 2 * inter, h}, {"down", h, inter},
+                            {"lm_head", c.vocab_size, h}};
     float* x = static_cast<float*>(backend->allocate(size_t(4096) * 2 * inter * sizeof(float)));
     float* out = static_cast<float*>(backend->allocate(size_t(4096) * c.vocab_size * sizeof(float)));
     {

@@ -137,8 +137,9 @@ int main(int argc, char** argv) {
   const bool has_drafter = std::filesystem::exists(dir + "/drafter/config.json");
   std::printf("Speculative decoding through the engine, %s, %s, %d new tokens, median of %d after a warm-up\n\n",
               backend->name().c_str(), dir.c_str(), tokens, runs);
-  std::printf("| workload | method | decode tok/s | ratio | tokens per verify step | gate | ms per spec step | of which drafting | ms per plain step |\n"
-              "|---|---|---:|---:|---:|---|---:|---:|---:|\n");
+  std::printf(
+      "| workload | method | decode tok/s | ratio | tokens per verify step | gate | ms per spec step | of which drafting "
+      "| ms per plain step |\n|---|---|---:|---:|---:|---|---:|---:|---:|\n");
   // Process warm-up before anything is timed: the first method measured otherwise runs on a
   // cold device (clocks, lazily loaded kernels, allocator), which on the H200 made the first
   // workload's baseline up to 20% slower than the others' and inflated its ratios.

@@ -751,8 +751,8 @@ class EngineLoop : public KvAllocator {
   Scheduler scheduler_;
   std::unordered_map<RequestId, Active> active_;
   double plain_step_cost_ = 0, spec_step_cost_ = 0;  // EMA seconds per request of a step
-  std::vector<double*> gate_buckets_;
-  std::vector<std::pair<int32_t, int32_t>> tree_moves_;  // scratch: a verified branch's KV moves  // per chunk of the step: the throughput-gate clock it counts on
+  std::vector<double*> gate_buckets_;  // per chunk of the step: the throughput-gate clock it counts on
+  std::vector<std::pair<int32_t, int32_t>> tree_moves_;  // scratch: a verified branch's KV moves
   double spec_step_drafts_ = 0;                      // EMA drafts per request of a verifying step
   std::vector<int32_t> tree_rows_parents_;  // scratch: a tree's parents with the root's
   double draft_token_cost_ = 0;                      // EMA seconds of drafting one token

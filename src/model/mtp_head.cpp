@@ -117,7 +117,8 @@ class MtpLayerHead final : public MtpHead {
   }
 
   Output forward(const Batch& batch, std::span<const float> hidden_in, kv::KvCache& kv, bool return_hidden) override {
-    TACHYON_CHECK(static_cast<int64_t>(hidden_in.size()) == static_cast<int64_t>(batch.tokens.size()) * config_.hidden_size,
+    const int64_t rows = static_cast<int64_t>(batch.tokens.size());
+    TACHYON_CHECK(static_cast<int64_t>(hidden_in.size()) == rows * config_.hidden_size,
                   "MTP needs one hidden state per row");
     return run(batch, hidden_in.data(), kv, return_hidden);
   }

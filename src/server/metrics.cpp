@@ -73,8 +73,8 @@ std::string render_metrics(const std::string& model, const engine::EngineStats& 
                   s.plain_step_seconds);
   counter(out, "tachyon_spec_decode_steps_total", "Decode steps that verified drafts (no prompt rows).", m,
           s.spec_decode_steps);
-  counter_seconds(out, "tachyon_spec_step_seconds_total", "Wall time of decode steps that verified drafts, drafting included.",
-                  m, s.spec_step_seconds);
+  counter_seconds(out, "tachyon_spec_step_seconds_total",
+                  "Wall time of decode steps that verified drafts, drafting included.", m, s.spec_step_seconds);
   counter_seconds(out, "tachyon_spec_draft_seconds_total", "Drafting time of decode steps that verified drafts.", m,
                   s.spec_draft_seconds);
   gauge(out, "tachyon_queue_depth", "Requests waiting for admission.", m, s.queue_depth);

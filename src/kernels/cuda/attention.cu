@@ -394,10 +394,8 @@ __global__ void __launch_bounds__(32) qkv_norm_rope_write_kv_kernel(
   }
   __syncwarp();
   const int64_t width = static_cast<int64_t>(kv_heads) * head_dim;
-  const int64_t slot =
-      is_k ? kv_slot(meta.block_tables + meta.block_table_offsets[meta.row_seq[r]], tree_position(meta, r, meta.positions[r]),
-                     block_size)
-           : 0;
+  const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[r]];
+  const int64_t slot = is_k ? kv_slot(table, tree_position(meta, r, meta.positions[r]), block_size) : 0;
   const float* v = x + static_cast<int64_t>(kv_heads) * head_dim;  // k heads only: this head's v
 #pragma unroll
   for (int j = 0; j < PL; ++j) {

@@ -29,7 +29,8 @@ void bind_attention(WeightBinder& b, AttentionWeights& w, const std::string& p, 
     b.bind_fused(&w.qkv, {p + "q_proj.weight", p + "k_proj.weight", p + "v_proj.weight"},
                  {{q_dim, o.hidden}, {kv_dim, o.hidden}, {kv_dim, o.hidden}});
     if (qkv_bias)
-      b.bind_fused(&w.qkv_bias, {p + "q_proj.bias", p + "k_proj.bias", p + "v_proj.bias"}, {{q_dim}, {kv_dim}, {kv_dim}});
+      b.bind_fused(&w.qkv_bias, {p + "q_proj.bias", p + "k_proj.bias", p + "v_proj.bias"},
+                   {{q_dim}, {kv_dim}, {kv_dim}});
   }
   b.bind(&w.o, p + "o_proj.weight", {o.hidden, q_dim});
   if (o_bias) b.bind(&w.o_bias, p + "o_proj.bias", {o.hidden});

@@ -341,9 +341,9 @@ TEST_F(CudaKernels, FusedAttentionPrologueGivesTheBitsOfTheSeparateOps) {
     // And the separate ops are the reference's (so the fused path is too).
     std::vector<float> eq(q_size), ek(kv_size), ev(kv_size), ekc = empty_cache, evc = empty_cache;
     const Weight rq{qn.data(), DType::F32, 1, c.d}, rk{kn.data(), DType::F32, 1, c.d};
+    const PagedKv ref_kv{ekc.data(), evc.data(), static_cast<int32_t>(bs), kv_heads, c.d};
     ref->qkv_norm_rope_write_kv(qkv.data(), rows, heads, c.norms ? &rq : nullptr, c.norms ? &rk : nullptr, 1e-6f, 0.f,
-                                t, positions.data(), PagedKv{ekc.data(), evc.data(), static_cast<int32_t>(bs), kv_heads, c.d},
-                                meta, eq.data(), ek.data(), ev.data());
+                                t, positions.data(), ref_kv, meta, eq.data(), ek.data(), ev.data());
     EXPECT_LT(rel_l2(results[1][0], eq), 1e-5);
     EXPECT_LT(rel_l2(results[1][1], ekc), 1e-5);
     EXPECT_EQ(results[1][2], evc);
