@@ -441,8 +441,7 @@ class EngineLoop : public KvAllocator {
   // generation are unrepresentative (prompt lookup on code completion accepts ~0.6 drafts per
   // step over its first 8-16 steps and ~1.4 over 384 tokens on the demo model): with 8 steps and
   // 16 tokens the gates stopped it at 1.0x where it runs at 1.47x (CPU, bench/results).
-  static constexpr int32_t kAcceptanceEvidenceSteps = 32;  // a quarter of it for a clear loss
-  static constexpr double kClearLoss = 0.85;  // speculative tok/s over plain: stop after a quarter of the evidence
+  static constexpr int32_t kAcceptanceEvidenceSteps = 32;
   static constexpr double kMinRowCost = 0.02;
   static constexpr int32_t kThroughputEvidenceTokens = 64;
 
@@ -546,24 +545,19 @@ class EngineLoop : public KvAllocator {
     // longer pay for the measured extra cost of verifying them.
     if (a.step_timed) a.spec_tokens += static_cast<int32_t>(emitted);
     // Throughput gate (sticky): speculation stays only while it emits more tokens per second
-    // than plain decoding of the same request, both measured. A clear loss stops it early, a
-    // slight one only with more evidence (see kThroughputEvidenceTokens).
+    // than plain decoding of the same request, both measured.
     if (config_.gates && a.spec.num_steps % 4 == 0 && a.plain_tokens < 4) a.probe_plain = 4;
-    if (config_.gates && a.plain_tokens >= 4 && a.spec_seconds > 0 && a.plain_seconds > 0) {
-      const double ratio = (a.spec_tokens / a.spec_seconds) / (a.plain_tokens / a.plain_seconds);
-      if ((a.spec_tokens >= kThroughputEvidenceTokens && ratio < 1.0) ||
-          (a.spec_tokens >= kThroughputEvidenceTokens / 4 && ratio < kClearLoss))
-        switch_off_speculation(a, "throughput_gate");
-    }
-    if (config_.gates && !a.spec_off && a.spec.num_steps >= kAcceptanceEvidenceSteps / 4) {
+    if (config_.gates && a.spec_tokens >= kThroughputEvidenceTokens && a.plain_tokens >= 4 && a.spec_seconds > 0 &&
+        a.plain_seconds > 0 && a.spec_tokens / a.spec_seconds < a.plain_tokens / a.plain_seconds)
+      switch_off_speculation(a, "throughput_gate");
+    if (config_.gates && !a.spec_off && a.spec.num_steps >= kAcceptanceEvidenceSteps) {
       const double accepted_per_step = static_cast<double>(a.spec.num_accepted) / a.spec.num_steps;
       // A verified row is never free (at least its share of the step and the bookkeeping): with
       // the floor, drafts that are never accepted are stopped even where a timing sample made
       // rows look free.
       const double row_cost = std::max(kMinRowCost, marginal_row_cost());
       const double extra_cost = row_cost * static_cast<double>(a.spec.num_drafted) / a.spec.num_steps;
-      const bool enough = a.spec.num_steps >= kAcceptanceEvidenceSteps;
-      if (accepted_per_step < (enough ? 1.0 : 0.25) * extra_cost) switch_off_speculation(a, "acceptance_gate");
+      if (accepted_per_step < extra_cost) switch_off_speculation(a, "acceptance_gate");
     }
     std::lock_guard lock(stats_mutex_);
     stats_.spec_drafted_tokens += num_drafted;
