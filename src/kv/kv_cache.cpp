@@ -281,17 +281,13 @@ void KvCache::commit_state(SeqId seq, int32_t position, int32_t end) {
   s.state_position = end;
 }
 
-void KvCache::copy_position(SeqId seq, int32_t from, int32_t to) {
-  const std::pair<int32_t, int32_t> move{from, to};
-  copy_positions(seq, {&move, 1});
-}
-
 void KvCache::copy_positions(SeqId seq, std::span<const std::pair<int32_t, int32_t>> moves) {
   const Sequence& s = sequence(seq);
   const int32_t bs = layout_.block_size;
   const int64_t width = layout_.num_kv_heads * layout_.head_dim;
   const size_t bytes = static_cast<size_t>(width) * sizeof(float);
-  std::vector<kernels::Backend::DeviceCopy> copies;
+  auto& copies = copies_;  // reused: tree steps move a branch every step
+  copies.clear();
   for (size_t i = 0; i < moves.size(); ++i) {
     const auto [from, to] = moves[i];
     TACHYON_CHECK(from >= 0 && to >= 0 && from < s.num_tokens && to < s.num_tokens,

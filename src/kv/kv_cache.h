@@ -82,12 +82,11 @@ class KvCache {
   bool reserve(SeqId seq, int32_t num_tokens);
   // Shortens the sequence to num_tokens positions, releasing blocks no longer needed.
   void truncate(SeqId seq, int32_t num_tokens);
-  // Copies the K/V of position `from` to position `to` in every layer (tree verification
-  // moves the accepted branch's entries to consecutive positions). Both must be reserved and
-  // in blocks of this sequence alone (not yet registered for prefix sharing).
-  void copy_position(SeqId seq, int32_t from, int32_t to);
-  // copy_position for each (from, to) pair in order, as one backend op; no `from` may be the
-  // `to` of an earlier pair (a branch moving down to consecutive positions never is).
+  // Copies the K/V of position `from` to position `to` in every layer, for each (from, to) pair
+  // in order, as one backend op (tree verification moves the accepted branch's entries to
+  // consecutive positions). All must be reserved and in blocks of this sequence alone (not yet
+  // registered for prefix sharing); no `from` may be the `to` of an earlier pair (a branch
+  // moving down to consecutive positions never is).
   void copy_positions(SeqId seq, std::span<const std::pair<int32_t, int32_t>> moves);
   // Appends an existing block (a prefix-cache hit, already retained by the caller).
   void append_block(SeqId seq, BlockId block);
@@ -162,6 +161,7 @@ class KvCache {
   std::vector<Sequence> sequences_;
   std::vector<SeqId> free_ids_;
   std::vector<float*> k_, v_;  // per layer: [num_blocks, block_size, num_kv_heads, head_dim]
+  std::vector<kernels::Backend::DeviceCopy> copies_;  // copy_positions' scratch
   std::vector<float*> states_;           // per state layer: [first_snapshot_slot() + snapshot_slots, state_floats]
   std::vector<int32_t> block_snapshot_;  // per block: its snapshot index, or -1
   std::vector<bool> snapshot_valid_;     // per block: the snapshot is complete

@@ -264,7 +264,8 @@ class CudaBackend final : public Backend {
   }
   void copy_on_device(void* dst, const void* src, size_t bytes) override {
     if (graphs_->enabled && !profile_->enabled) {
-      std::string key;
+      thread_local std::string key;  // reused, as in `launch`: no allocation per recorded copy
+      key.clear();
       cuda::append_key(key, dst, src, bytes);
       graphs_->record(key, [=](cudaStream_t s) {
         TACHYON_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));

@@ -98,7 +98,7 @@ TEST(KvCache, CopyPositionsMovesEveryLayersRowsInOrder) {
   };
   const auto before = snapshot();
   const std::vector<std::pair<int32_t, int32_t>> moves = {{7, 5}, {9, 6}, {10, 7}};  // 7 is read, then written
-  for (auto [from, to] : moves) kv.copy_position(seq, from, to);
+  for (const auto& move : moves) kv.copy_positions(seq, {&move, 1});
   const auto one_by_one = snapshot();
   // Restore and do it in one op.
   size_t at = 0;
