@@ -15,7 +15,8 @@
 // device (Batch::argmax_only: only token ids come back); batch 1 and 64 are also measured
 // with every logit row returned to the host. --profile prints the GPU time per op class of
 // one prefill and of decode steps (cudaEvents around every op, bench/NOTES-cuda.md).
-// Usage: cuda_bench [--runs 3] [--json FILE] [--lab] [--profile] [--engine-only: skip the kernel tables] MODEL_DIR
+// Usage: cuda_bench [--runs 3] [--json FILE] [--lab] [--profile] [--engine-only: skip the kernel tables]
+//                   [--attention-only: the attention table alone] MODEL_DIR
 // Env: TACHYON_CUDA_L2_PREFETCH_MB (decode weight prefetch depth, 0 = off), TACHYON_CUDA_GRAPHS.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -146,7 +147,7 @@ struct Shape {
 
 int main(int argc, char** argv) {
   int runs = 3, decode_variant = kernels::cuda::kDecodeAuto;
-  bool lab = false, profile = false, engine_only = false;
+  bool lab = false, profile = false, engine_only = false, attention_only = false;
   std::string json_path, dir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -156,6 +157,7 @@ int main(int argc, char** argv) {
     else if (a == "--lab") lab = true;
     else if (a == "--profile") profile = true;
     else if (a == "--engine-only") engine_only = true;
+    else if (a == "--attention-only") attention_only = true;
     else dir = a;
   }
   if (dir.empty()) {
@@ -211,6 +213,7 @@ int main(int argc, char** argv) {
       return median(t);
     };
     for (const auto& s : shapes) {
+      if (attention_only) break;
       const auto host = random_bf16(size_t(s.n * s.k), 0.02f, 2);
       const kernels::Weight w = backend->upload_weight(kernels::Weight{host.data(), DType::BF16, s.n, s.k});
       std::vector<int> variants = {kernels::cuda::kDecodeWide, kernels::cuda::kDecodeSplitK,
@@ -277,6 +280,7 @@ int main(int argc, char** argv) {
     report["matmul"] = rows;
     backend->deallocate(x);
     backend->deallocate(out);
+    if (attention_only) return 0;
   }
 
   // Bytes and FLOPs the model must move per token: every tensor once, except the embedding

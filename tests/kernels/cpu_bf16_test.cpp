@@ -9,6 +9,7 @@
 
 #include "base/dtype.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/tf32_chunk_attention.h"
 #include "test_data.h"
 
 namespace tachyon::kernels {
@@ -150,6 +151,53 @@ TEST_F(CpuBf16, CpuBackendKeepsF32Inputs) {
   cpu->matmul(x.data(), rows, cpu->upload_weight(host), nullptr, got.data());
   ref->matmul(x.data(), rows, host, nullptr, want.data());
   EXPECT_LT(max_rel(got, want), 1e-5);
+}
+
+// tf32 keeps 10 mantissa bits; cvt.rna rounds ties away from zero.
+TEST_F(CpuBf16, Tf32RoundsToNearestTiesAway) {
+  EXPECT_EQ(cpu::round_to_tf32(1.f + 0x1p-11f), 1.f + 0x1p-10f);
+  EXPECT_EQ(cpu::round_to_tf32(-(1.f + 0x1p-11f)), -(1.f + 0x1p-10f));
+  EXPECT_EQ(cpu::round_to_tf32(1.f + 0x1p-12f), 1.f);
+  EXPECT_EQ(cpu::round_to_tf32(1.f + 3 * 0x1p-12f), 1.f + 0x1p-10f);
+  EXPECT_EQ(cpu::round_to_tf32(INFINITY), INFINITY);
+}
+
+// Attention is the CUDA kernels' chunked tf32 reduction: a row that sees one key returns that
+// key's v rounded to tf32 (p = 1); longer rows, across 64-key chunks, with GQA, a sliding window,
+// softcap and sinks, stay within tf32's error of the f32 reference.
+TEST_F(CpuBf16, AttentionIsTheChunkedTf32Reduction) {
+  const int64_t heads = 4, kv_heads = 2, d = 24, bs = 16, blocks = 12, width = kv_heads * d;
+  auto kc = random_vec(static_cast<size_t>(blocks * bs * width), rng);
+  auto vc = random_vec(kc.size(), rng);
+  for (float& v : vc) v += 0x1p-13f;  // off the tf32 grid
+  std::vector<int32_t> table(blocks);
+  for (int32_t b = 0; b < blocks; ++b) table[b] = (b * 5 + 3) % blocks;
+  const std::vector<int32_t> offsets = {0, static_cast<int32_t>(blocks)};
+  std::vector<int32_t> positions = {0, 63, 64, 150, 191}, row_seq(positions.size(), 0);
+  const int64_t rows = static_cast<int64_t>(positions.size());
+  const auto q = random_vec(static_cast<size_t>(rows * heads * d), rng);
+  const PagedKv kv{kc.data(), vc.data(), static_cast<int32_t>(bs), kv_heads, d};
+  const AttentionMeta meta{positions.data(), row_seq.data(), table.data(), offsets.data()};
+  const std::vector<float> sinks = {0.5f, -1.f, 2.f, 0.f};
+  for (int variant = 0; variant < 4; ++variant) {
+    AttentionParams p;
+    p.num_heads = heads;
+    p.scale = 1.f / std::sqrt(float(d));
+    if (variant == 1) p.sliding_window = 70;
+    if (variant == 2) p.softcap = 3.f;
+    if (variant == 3) p.sinks = sinks.data();
+    std::vector<float> got(q.size()), want(q.size()), f32(q.size());
+    bf16->attention(q.data(), rows, kv, meta, p, got.data());
+    ref->attention(q.data(), rows, kv, meta, p, want.data());
+    cpu->attention(q.data(), rows, kv, meta, p, f32.data());
+    EXPECT_LT(max_rel(got, want), 5e-3) << "variant " << variant;
+    EXPECT_GT(max_rel(got, f32), 1e-6) << "variant " << variant << ": no rounding happened";
+    if (variant == 3) continue;  // a sink takes part of the weight of the only key
+    const float* v0 = vc.data() + static_cast<int64_t>(table[0]) * bs * width;  // position 0's slot
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < d; ++i)
+        EXPECT_EQ(got[h * d + i], cpu::round_to_tf32(v0[(h / 2) * d + i])) << "head " << h << " dim " << i;
+  }
 }
 
 }  // namespace

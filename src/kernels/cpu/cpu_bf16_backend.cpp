@@ -2,6 +2,7 @@
 
 #include "base/dtype.h"
 #include "base/thread_pool.h"
+#include "kernels/cpu/tf32_chunk_attention.h"
 #include "kernels/reference/rowwise.h"
 
 namespace tachyon::kernels {
@@ -49,6 +50,11 @@ void CpuBf16Backend::head_matmul(const float* x, int64_t rows, int64_t heads, in
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < k; ++i) x_bf16_[(r * heads + h) * k + i] = round_to_bf16(x[r * xrs + h * xhs + i]);
   CpuBackend::head_matmul(x_bf16_.data(), rows, heads, heads * k, k, w, out, ors, ohs);
+}
+
+void CpuBf16Backend::attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
+                               const AttentionParams& p, float* out) {
+  cpu::attention_tf32_chunks(q, rows, kv, meta, p, out);
 }
 
 }  // namespace tachyon::kernels

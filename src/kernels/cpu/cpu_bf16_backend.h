@@ -9,8 +9,10 @@
 //   upload_weight            matrices (rows > 1: linear layers, embeddings, conv kernels) stored
 //                            as bf16; vectors (norms, biases, sinks) stay as they are, as on CUDA
 //                            where they become f32; a [1, k] matmul weight is rounded when used
-// Everything else (norms, attention and the KV cache, routing, activations, the recurrent ops,
-// the embedding lookup's scale) stays f32 on both backends.
+//   attention                the CUDA kernels' chunked reduction with q, k, p and v rounded to
+//                            tf32 (cpu/tf32_chunk_attention.h)
+// Everything else (norms, the KV cache, routing, activations, the recurrent ops, the embedding
+// lookup's scale) stays f32 on both backends.
 //
 //   auto gpu_like = make_backend("cpu-bf16");  // then load a model on it like on "cpu"
 //
@@ -32,6 +34,8 @@ class CpuBf16Backend final : public CpuBackend {
   void matmul(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* out) override;
   void head_matmul(const float* x, int64_t rows, int64_t heads, int64_t x_row_stride, int64_t x_head_stride,
                    const Weight& w, float* out, int64_t out_row_stride, int64_t out_head_stride) override;
+  void attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
+                 const AttentionParams& p, float* out) override;
 
  protected:
   void round_matmul_input(float* x, int64_t n) override;

@@ -3,17 +3,16 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cuda/attention_chunk.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/rowwise.cuh"
 
 namespace tachyon::kernels::cuda {
 namespace {
 
-constexpr int kMaxPairs = 16;    // (row, head) pairs per CTA
 constexpr int kWarps = 4;
-constexpr int kPairsPerWarp = kMaxPairs / kWarps;
-constexpr int kKeyTile = 32;
 constexpr int kTreeDepth = 16;  // kernels/ops.h kMaxTreeDepth (that header is host-only C++)
+constexpr int kMaxDTilesPerWarp = 16;  // the query-tile kernel's accumulators: 128 columns per warp
 
 __device__ __forceinline__ int64_t kv_slot(const int32_t* table, int32_t position, int block_size) {
   return static_cast<int64_t>(table[position / block_size]) * block_size + position % block_size;
@@ -26,212 +25,175 @@ __device__ __forceinline__ int32_t tree_position(const DeviceAttentionMeta& meta
   return base < 0 || position < base ? position : base + meta.tree_path[r * kTreeDepth + (position - base)];
 }
 
-// The canonical reduction of one (row, head) over its keys, shared by both kernels so that a
-// row's bits do not depend on which kernel ran it (decode vs query tiles): keys are cut into
-// chunks of kChunkKeys aligned to absolute positions; inside a chunk an online softmax runs
-// over its two 32-key sub-tiles; chunk states are merged in chunk order by merge_state.
-constexpr int kChunkKeys = 64;
-
-template <int DPL>
-__device__ __forceinline__ void merge_state(float& M, float& L, float (&A)[DPL], float m, float l,
-                                            const float (&a)[DPL]) {
-  const float mn = fmaxf(M, m);
-  const float fo = expf(M - mn), fn = expf(m - mn);  // M = -inf (nothing merged yet): fo = 0
-  L = fmaf(l, fn, L * fo);
-#pragma unroll
-  for (int i = 0; i < DPL; ++i) A[i] = fmaf(a[i], fn, A[i] * fo);
-  M = mn;
-}
-
-// One 32-key sub-tile of a chain: lane `lane` holds key j0 + lane's score (valid keys only).
-template <int DPL>
-__device__ __forceinline__ void chain_scores_update(float& m, float& l, float (&acc)[DPL], float score, bool valid,
-                                                    float& pj) {
-  const float m_new = fmaxf(m, warp_max(score));
-  const float alpha = expf(m - m_new);
-  pj = valid ? expf(score - m_new) : 0.f;
-  l = l * alpha + warp_sum(pj);
-#pragma unroll
-  for (int i = 0; i < DPL; ++i) acc[i] *= alpha;
-  m = m_new;
-}
-
-// Sinks, then normalisation: the final step of both kernels.
-template <int DPL>
-__device__ __forceinline__ void finish_row(float M, float L, float (&A)[DPL], const float* sinks, int h) {
-  float rescale = 1.f;
-  if (sinks) {
-    const float sink = sinks[h], m_f = fmaxf(M, sink);
-    rescale = expf(M - m_f);
-    L = L * rescale + expf(sink - m_f);
-  }
-  const float inv = 1.f / L;
-#pragma unroll
-  for (int i = 0; i < DPL; ++i) A[i] = A[i] * rescale * inv;
-}
-
 __device__ __forceinline__ void cp_async16_attn(void* smem, const void* gmem) {
   const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem));
 }
 
-template <int DPL>  // head_dim <= 32 * DPL
-__global__ void __launch_bounds__(128) attention_kernel(const float* __restrict__ q, DeviceAttentionMeta meta,
-                                                        const QueryTile* __restrict__ tiles,
-                                                        const float* __restrict__ k_cache,
-                                                        const float* __restrict__ v_cache, AttentionShape s,
-                                                        int heads_per_chunk, float* __restrict__ out) {
+// Copies the K and V rows of chunk keys [c0, c0 + 64) into shared memory (every load in flight
+// at once); keys outside [k_begin, k_end] are zero rows, so that their zero weights multiply
+// finite values. `key_position` maps a logical key to the position of its cache slot.
+template <typename KeyPosition>
+__device__ __forceinline__ void stage_chunk(const float* __restrict__ k_cache, const float* __restrict__ v_cache,
+                                            const int32_t* table, int block_size, int64_t width, int64_t head_offset,
+                                            int D, int c0, int k_begin, int k_end, KeyPosition key_position,
+                                            float* ks, float* vs) {
+  const int vecs = D / 4, KS = qk_stride(D), VS = v_stride(D);
+  for (int i = threadIdx.x; i < kChunkKeys * vecs; i += blockDim.x) {
+    const int jj = i / vecs, c = i % vecs, j = c0 + jj;
+    float* kd = ks + jj * KS + 4 * c;
+    float* vd = vs + jj * VS + 4 * c;
+    if (j < k_begin || j > k_end) {
+      *reinterpret_cast<float4*>(kd) = make_float4(0.f, 0.f, 0.f, 0.f);
+      *reinterpret_cast<float4*>(vd) = make_float4(0.f, 0.f, 0.f, 0.f);
+      continue;
+    }
+    const int64_t src = kv_slot(table, key_position(j), block_size) * width + head_offset + 4 * c;
+    cp_async16_attn(kd, k_cache + src);
+    cp_async16_attn(vd, v_cache + src);
+  }
+  asm volatile("cp.async.commit_group;\n" ::);
+  asm volatile("cp.async.wait_group 0;\n" ::);
+}
+
+// q of `pairs` (row, head) pairs as tf32 bits, padded with zero pairs to `padded` rows.
+template <typename PairQ>
+__device__ __forceinline__ void stage_q(PairQ pair_q, int pairs, int padded, int D, uint32_t* qs) {
+  const int S = qk_stride(D);
+  for (int i = threadIdx.x; i < padded * D; i += blockDim.x) {
+    const int p = i / D, d = i % D;
+    qs[p * S + d] = p < pairs ? to_tf32(pair_q(p)[d]) : 0u;
+  }
+}
+
+// ---- query tiles (prefill, chunked prefill) ----------------------------------------------
+// CTA (query tile, KV head, head chunk): up to 64 (row, head) pairs sharing one KV head, 16 per
+// warp (or per two warps when head_dim > 128: each holds half of the d tiles). The CTA stages
+// each 64-key chunk once; every warp computes its pairs' scores and p (chunk_softmax), merges
+// the chunk into its running state and, tile by tile, accumulates p·v into it. Tiles run in
+// reverse order: a sequence's last tiles have the most keys and start first.
+__host__ __device__ inline int d_parts(int D) { return (D / 8 + kMaxDTilesPerWarp - 1) / kMaxDTilesPerWarp; }
+__host__ __device__ inline int tile_pairs(int D) { return 16 * (kWarps / d_parts(D)); }
+
+size_t tile_smem_bytes(int D) {
+  return static_cast<size_t>(tile_pairs(D) * qk_stride(D) + kChunkKeys * (qk_stride(D) + v_stride(D))) * 4;
+}
+
+template <int DT>  // d tiles per warp: head_dim <= 8 · DT · d_parts
+__global__ void __launch_bounds__(128, 2) attention_kernel(const float* __restrict__ q, DeviceAttentionMeta meta,
+                                                           const QueryTile* __restrict__ tiles,
+                                                           const float* __restrict__ k_cache,
+                                                           const float* __restrict__ v_cache, AttentionShape s,
+                                                           int heads_per_chunk, float* __restrict__ out) {
   pdl_wait();
   pdl_launch_dependents();
-  extern __shared__ float smem[];
-  const int D = s.head_dim, width = s.num_kv_heads * D;
-  float* qs = smem;                         // [kMaxPairs][D]
-  float* ks = qs + kMaxPairs * D;           // [kKeyTile][D + 4] (padded: lane j reads row j, 16 bytes at a time)
-  float* vs = ks + kKeyTile * (D + 4);      // [kKeyTile][D]
-  __shared__ int32_t pos_s[kMaxPairs], lo_s[kMaxPairs];
+  extern __shared__ float4 smem4[];
+  const int D = s.head_dim, parts = d_parts(D), max_pairs = tile_pairs(D);
+  uint32_t* qs = reinterpret_cast<uint32_t*>(smem4);
+  float* ks = reinterpret_cast<float*>(qs + max_pairs * qk_stride(D));
+  float* vs = ks + kChunkKeys * qk_stride(D);
+  __shared__ int32_t pos_s[64], lo_s[64];
 
-  const QueryTile tile = tiles[blockIdx.x];
+  const QueryTile tile = tiles[gridDim.x - 1 - blockIdx.x];
   const int group = s.num_heads / s.num_kv_heads;
   const int chunks = (group + heads_per_chunk - 1) / heads_per_chunk;
   const int kvh = blockIdx.y / chunks, chunk = blockIdx.y % chunks;
   const int h_begin = kvh * group + chunk * heads_per_chunk;
   const int hg = min(heads_per_chunk, group - chunk * heads_per_chunk);
   const int num_pairs = tile.num_rows * hg;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-
-  for (int i = tid; i < num_pairs * D; i += blockDim.x) {
-    const int p = i / D, d = i % D;
-    const int r = tile.row0 + p / hg, h = h_begin + p % hg;
-    qs[i] = q[(static_cast<int64_t>(r) * s.num_heads + h) * D + d];
-  }
-  if (tid < tile.num_rows) {
-    const int32_t pos = meta.positions[tile.row0 + tid];
-    pos_s[tid] = pos;
-    lo_s[tid] = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
+  stage_q([&](int p) { return q + (static_cast<int64_t>(tile.row0 + p / hg) * s.num_heads + h_begin + p % hg) * D; },
+          num_pairs, max_pairs, D, qs);
+  if (threadIdx.x < tile.num_rows) {
+    const int32_t pos = meta.positions[tile.row0 + threadIdx.x];
+    pos_s[threadIdx.x] = pos;
+    lo_s[threadIdx.x] = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
   }
   __syncthreads();
   int kmin = lo_s[0], kmax = pos_s[0];
   for (int i = 1; i < tile.num_rows; ++i) kmin = min(kmin, lo_s[i]), kmax = max(kmax, pos_s[i]);
   const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[tile.row0]];
 
-  // Per pair: the current chunk's chain (m, l, acc) and the merged total (M, L, A).
-  float m[kPairsPerWarp], l[kPairsPerWarp], acc[kPairsPerWarp][DPL];
-  float M[kPairsPerWarp], L[kPairsPerWarp], A[kPairsPerWarp][DPL];
-  bool active[kPairsPerWarp];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int pair0 = 16 * (warp / parts), part = warp % parts;
+  const int nt_begin = part * DT, nt_end = min(D / 8, nt_begin + DT);
+  int lo[2], hi[2];  // the lane's two rows (pairs pair0 + g, pair0 + g + 8): their key windows
+  int32_t row_lo[2], row_pos[2];
 #pragma unroll
-  for (int pp = 0; pp < kPairsPerWarp; ++pp) {
-    m[pp] = M[pp] = -INFINITY, l[pp] = L[pp] = 0.f, active[pp] = false;
-#pragma unroll
-    for (int i = 0; i < DPL; ++i) acc[pp][i] = A[pp][i] = 0.f;
+  for (int i = 0; i < 2; ++i) {
+    const int p = pair0 + g + 8 * i;
+    row_lo[i] = p < num_pairs ? lo_s[p / hg] : 1;
+    row_pos[i] = p < num_pairs ? pos_s[p / hg] : 0;
   }
+  float M[2] = {-INFINITY, -INFINITY}, L[2] = {0.f, 0.f}, A[DT][4];
+#pragma unroll
+  for (int i = 0; i < DT; ++i) A[i][0] = A[i][1] = A[i][2] = A[i][3] = 0.f;
 
-  // Per key tile: K and V rows staged by cp.async (every load in flight at once); each lane
-  // computes its key's dot products with the warp's 4 pairs together (one K read feeds 4
-  // FMA chains, each still in d order); the V rows are read once for the 4 pairs, keys in
-  // order. Keys outside a pair's range get weight 0 there: fmaf(0, v, acc) == acc.
-  const int vecs = D / 4;
-  for (int j0 = kmin / kKeyTile * kKeyTile; j0 <= kmax; j0 += kKeyTile) {
-    for (int i = tid; i < kKeyTile * vecs; i += blockDim.x) {
-      const int jj = i / vecs, c = i % vecs, j = j0 + jj;
-      if (j < kmin || j > kmax) continue;
-      const int64_t src = kv_slot(table, j, s.block_size) * width + static_cast<int64_t>(kvh) * D + 4 * c;
-      cp_async16_attn(ks + jj * (D + 4) + 4 * c, k_cache + src);
-      cp_async16_attn(vs + jj * D + 4 * c, v_cache + src);
-    }
-    asm volatile("cp.async.commit_group;\n" ::);
-    asm volatile("cp.async.wait_group 0;\n" ::);
+  for (int c0 = kmin / kChunkKeys * kChunkKeys; c0 <= kmax; c0 += kChunkKeys) {
+    stage_chunk(k_cache, v_cache, table, s.block_size, static_cast<int64_t>(s.num_kv_heads) * D,
+                static_cast<int64_t>(kvh) * D, D, c0, kmin, kmax, [](int j) { return j; }, ks, vs);
     __syncthreads();
-    float dot[kPairsPerWarp];
+    bool any = false;
 #pragma unroll
-    for (int pp = 0; pp < kPairsPerWarp; ++pp) dot[pp] = 0.f;
-    {
-      const float4* kj = reinterpret_cast<const float4*>(ks + lane * (D + 4));
-#pragma unroll 2
-      for (int c = 0; c < vecs; ++c) {
-        const float4 kk = kj[c];
-#pragma unroll
-        for (int pp = 0; pp < kPairsPerWarp; ++pp) {
-          const float4 qq = reinterpret_cast<const float4*>(qs + (warp + kWarps * pp) * D)[c];
-          dot[pp] = fmaf(qq.x, kk.x, dot[pp]);
-          dot[pp] = fmaf(qq.y, kk.y, dot[pp]);
-          dot[pp] = fmaf(qq.z, kk.z, dot[pp]);
-          dot[pp] = fmaf(qq.w, kk.w, dot[pp]);
-        }
-      }
+    for (int i = 0; i < 2; ++i) {
+      lo[i] = max(row_lo[i], c0) - c0;
+      hi[i] = min(row_pos[i], c0 + kChunkKeys - 1) - c0;
+      any |= lo[i] <= hi[i];
     }
-    float pj[kPairsPerWarp];
+    if (__any_sync(0xffffffffu, any)) {
+      float p[kChunkTiles][4], m[2], l[2], fo[2], fn[2];
+      chunk_scores(qs + pair0 * qk_stride(D), 16, ks, D, p);
+      chunk_softmax(p, lo, hi, s.scale, s.softcap, m, l);
 #pragma unroll
-    for (int pp = 0; pp < kPairsPerWarp; ++pp) {
-      pj[pp] = 0.f;
-      const int p = warp + kWarps * pp;
-      if (p >= num_pairs) continue;
-      const int rl = p / hg;
-      const int js = max(lo_s[rl], j0), je = min(pos_s[rl], j0 + kKeyTile - 1);
-      if (js <= je) {
-        const int j = j0 + lane;
-        const bool valid = j >= js && j <= je;
-        float score = -INFINITY;
-        if (valid) {
-          score = dot[pp] * s.scale;
-          if (s.softcap > 0.f) score = s.softcap * tanhf(score / s.softcap);
-        }
-        chain_scores_update(m[pp], l[pp], acc[pp], score, valid, pj[pp]);
-        active[pp] = true;
+      for (int i = 0; i < 2; ++i) {
+        fo[i] = 1.f, fn[i] = 0.f;
+        if (m[i] != -INFINITY) merge_factors(M[i], L[i], m[i], l[i], fo[i], fn[i]);
       }
-    }
-    const int ja = max(kmin, j0) - j0, jb = min(kmax, j0 + kKeyTile - 1) - j0;  // staged rows
-    for (int jj = ja; jj <= jb; ++jj) {
-      float v[DPL];
+      constexpr int G = DT < 8 ? DT : 8;  // d tiles per group of interleaved p·v chains
 #pragma unroll
-      for (int i = 0; i < DPL; ++i) v[i] = lane + 32 * i < D ? vs[jj * D + lane + 32 * i] : 0.f;
+      for (int i0 = 0; i0 < DT; i0 += G) {
+        if (nt_begin + i0 >= nt_end) break;
+        float o[G][4];
+        chunk_pv<G>(p, vs, D, nt_begin + i0, nt_end, o);
 #pragma unroll
-      for (int pp = 0; pp < kPairsPerWarp; ++pp) {
-        if (warp + kWarps * pp >= num_pairs) continue;
-        const float pv = __shfl_sync(0xffffffffu, pj[pp], jj);
+        for (int i = 0; i < G; ++i)
 #pragma unroll
-        for (int i = 0; i < DPL; ++i) acc[pp][i] = fmaf(pv, v[i], acc[pp][i]);
-      }
-    }
-#pragma unroll
-    for (int pp = 0; pp < kPairsPerWarp; ++pp) {
-      // End of a chunk (or of this tile's keys): merge the chain into the total.
-      if (active[pp] && ((j0 / kKeyTile) % (kChunkKeys / kKeyTile) == kChunkKeys / kKeyTile - 1 || j0 + kKeyTile > kmax)) {
-        merge_state(M[pp], L[pp], A[pp], m[pp], l[pp], acc[pp]);
-        m[pp] = -INFINITY, l[pp] = 0.f, active[pp] = false;
-#pragma unroll
-        for (int i = 0; i < DPL; ++i) acc[pp][i] = 0.f;
+          for (int e = 0; e < 4; ++e)
+            if (m[e / 2] != -INFINITY) A[i0 + i][e] = fmaf(o[i][e], fn[e / 2], A[i0 + i][e] * fo[e / 2]);
       }
     }
     __syncthreads();
   }
 
 #pragma unroll
-  for (int pp = 0; pp < kPairsPerWarp; ++pp) {
-    const int p = warp + kWarps * pp;
+  for (int i = 0; i < 2; ++i) {
+    const int p = pair0 + g + 8 * i;
     if (p >= num_pairs) continue;
     const int r = tile.row0 + p / hg, h = h_begin + p % hg;
-    finish_row(M[pp], L[pp], A[pp], s.sinks, h);
+    float rescale, inv;
+    finish_factors(M[i], L[i], s.sinks, h, rescale, inv);
+    float* o = out + (static_cast<int64_t>(r) * s.num_heads + h) * D;
 #pragma unroll
-    for (int i = 0; i < DPL; ++i) {
-      const int d = lane + 32 * i;
-      if (d < D) out[(static_cast<int64_t>(r) * s.num_heads + h) * D + d] = A[pp][i];
+    for (int j = 0; j < DT; ++j) {
+      const int nt = nt_begin + j;
+      if (nt >= nt_end) break;
+      *reinterpret_cast<float2*>(o + 8 * nt + 2 * t) =
+          make_float2(A[j][2 * i] * rescale * inv, A[j][2 * i + 1] * rescale * inv);
     }
   }
 }
 
 // ---- decode: one row per sequence, split-KV ----------------------------------------------
-// CTA (row, KV head, chunk): the CTA first copies the chunk's K and V rows into shared memory
-// (cp.async, every load in flight at once: one DRAM round trip), then warp w runs the chain
-// of the canonical reduction above for the heads w, w + 4, ... of the group over the chunk's
-// keys and writes its state; the combine kernel merges the chunk states in chunk order. Same
-// arithmetic as attention_kernel (the FMA orders are unchanged; only where K/V are read from).
+// CTA (row, KV head, chunk): stages the chunk's K and V rows and the row's query heads of that
+// KV head (16-pair tiles), then each warp takes (pair tile, quarter of the d tiles) items:
+// scores and p for the tile (the same chunk_scores / chunk_softmax as the query-tile kernel),
+// p·v for its d tiles, and writes the chunk state (m, l, o). The combine kernel merges the
+// states in chunk order with the same merge_factors, so the bits equal the query-tile kernel's.
 constexpr int kMaxGroup = 64;
 
-// Shared memory of attention_decode_kernel: K [kChunkKeys][D + 4] (padded: lane j reads row j
-// with 16-byte loads, conflict-free per quarter warp) and V [kChunkKeys][D].
-size_t decode_smem_bytes(int D) { return static_cast<size_t>(kChunkKeys) * (2 * D + 4) * sizeof(float); }
+size_t decode_smem_bytes(int D, int group) {
+  return static_cast<size_t>(group * qk_stride(D) + kChunkKeys * (qk_stride(D) + v_stride(D))) * 4;
+}
 
-template <int DPL>
 __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __restrict__ q, DeviceAttentionMeta meta,
                                                                const int32_t* __restrict__ rows,
                                                                const float* __restrict__ k_cache,
@@ -240,73 +202,57 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
   pdl_wait();
   pdl_launch_dependents();
   extern __shared__ float4 smem4[];
-  const int D = s.head_dim, width = s.num_kv_heads * D, group = s.num_heads / s.num_kv_heads;
-  const int KS = D + 4;  // K row stride in floats
-  float* ks = reinterpret_cast<float*>(smem4);
-  float* vs = ks + kChunkKeys * KS;
+  const int D = s.head_dim, group = s.num_heads / s.num_kv_heads, pair_tiles = (group + 15) / 16;
+  uint32_t* qs = reinterpret_cast<uint32_t*>(smem4);  // the group's q heads only (70 KB in all at d 128: 3 CTAs/SM)
+  float* ks = reinterpret_cast<float*>(qs + group * qk_stride(D));
+  float* vs = ks + kChunkKeys * qk_stride(D);
   const int r = rows[blockIdx.x], kvh = blockIdx.y, chunk = blockIdx.z;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int32_t pos = meta.positions[r];
-  const int lo = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
+  const int lo_key = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
   const int c0 = chunk * kChunkKeys;
-  const int k_begin = max(lo, c0), k_end = min(pos, c0 + kChunkKeys - 1);
+  const int k_begin = max(lo_key, c0), k_end = min(pos, c0 + kChunkKeys - 1);
   if (k_begin > k_end) return;  // the combine skips this chunk too
   const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[r]];
-
-  const int vecs = D / 4, num_keys = k_end - k_begin + 1;
-  for (int i = threadIdx.x; i < num_keys * vecs; i += blockDim.x) {
-    const int jj = k_begin - c0 + i / vecs, c = i % vecs;
-    const int64_t src =
-        kv_slot(table, tree_position(meta, r, c0 + jj), s.block_size) * width + static_cast<int64_t>(kvh) * D + 4 * c;
-    cp_async16_attn(ks + jj * KS + 4 * c, k_cache + src);
-    cp_async16_attn(vs + jj * D + 4 * c, v_cache + src);
-  }
-  asm volatile("cp.async.commit_group;\n" ::);
-  asm volatile("cp.async.wait_group 0;\n" ::);
+  stage_q([&](int p) { return q + (static_cast<int64_t>(r) * s.num_heads + kvh * group + p) * D; }, group, group, D,
+          qs);
+  stage_chunk(k_cache, v_cache, table, s.block_size, static_cast<int64_t>(s.num_kv_heads) * D,
+              static_cast<int64_t>(kvh) * D, D, c0, k_begin, k_end,
+              [&](int j) { return tree_position(meta, r, j); }, ks, vs);
   __syncthreads();
 
-  for (int hh = warp; hh < group; hh += kWarps) {
-    const int h = kvh * group + hh;
-    const float4* q4 = reinterpret_cast<const float4*>(q + (static_cast<int64_t>(r) * s.num_heads + h) * D);
-    float m = -INFINITY, l = 0.f, acc[DPL];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int d_tiles = D / 8, per_part = (d_tiles + kWarps - 1) / kWarps;
+  int lo[2], hi[2];
+  for (int item = warp; item < pair_tiles * kWarps; item += kWarps) {
+    const int pair0 = 16 * (item / kWarps), part = item % kWarps;
+    const int nt_begin = part * per_part, nt_end = min(d_tiles, nt_begin + per_part);
+    if (nt_begin >= nt_end) continue;
 #pragma unroll
-    for (int i = 0; i < DPL; ++i) acc[i] = 0.f;
-    for (int j0 = c0; j0 < c0 + kChunkKeys; j0 += kKeyTile) {
-      const int js = max(k_begin, j0), je = min(k_end, j0 + kKeyTile - 1);
-      if (js > je) continue;
-      const int j = j0 + lane;
-      const bool valid = j >= js && j <= je;
-      float score = -INFINITY;
-      if (valid) {
-        const float4* kj = reinterpret_cast<const float4*>(ks + (j - c0) * KS);
-        float dot = 0.f;
+    for (int i = 0; i < 2; ++i) {
+      const bool real = pair0 + g + 8 * i < group;
+      lo[i] = real ? k_begin - c0 : 1;
+      hi[i] = real ? k_end - c0 : 0;
+    }
+    float p[kChunkTiles][4], m[2], l[2];
+    chunk_scores(qs + pair0 * qk_stride(D), group - pair0, ks, D, p);
+    chunk_softmax(p, lo, hi, s.scale, s.softcap, m, l);
+    constexpr int G = 4;
+    for (int nt0 = nt_begin; nt0 < nt_end; nt0 += G) {
+      float o[G][4];
+      chunk_pv<G>(p, vs, D, nt0, nt_end, o);
 #pragma unroll
-        for (int c = 0; c < 8 * DPL; ++c)
-          if (c < D / 4) {
-            const float4 qq = q4[c], kk = kj[c];
-            dot = fmaf(qq.x, kk.x, dot);
-            dot = fmaf(qq.y, kk.y, dot);
-            dot = fmaf(qq.z, kk.z, dot);
-            dot = fmaf(qq.w, kk.w, dot);
-          }
-        score = dot * s.scale;
-        if (s.softcap > 0.f) score = s.softcap * tanhf(score / s.softcap);
-      }
-      float pj;
-      chain_scores_update(m, l, acc, score, valid, pj);
-      for (int jj = js - j0; jj <= je - j0; ++jj) {
-        const float pv = __shfl_sync(0xffffffffu, pj, jj);
-        const float* vj = vs + (j0 - c0 + jj) * D;
+      for (int i = 0; i < 2; ++i) {
+        const int hh = pair0 + g + 8 * i;
+        if (hh >= group) continue;
+        float* st = partial +
+                    ((static_cast<int64_t>(blockIdx.x) * s.num_heads + kvh * group + hh) * max_chunks + chunk) * (D + 2);
 #pragma unroll
-        for (int i = 0; i < DPL; ++i)
-          if (lane + 32 * i < D) acc[i] = fmaf(pv, vj[lane + 32 * i], acc[i]);
+        for (int k = 0; k < G; ++k)
+          if (nt0 + k < nt_end)
+            *reinterpret_cast<float2*>(st + 2 + 8 * (nt0 + k) + 2 * t) = make_float2(o[k][2 * i], o[k][2 * i + 1]);
+        if (nt0 == 0 && t == 0) st[0] = m[i], st[1] = l[i];
       }
     }
-    float* st = partial + ((static_cast<int64_t>(blockIdx.x) * s.num_heads + h) * max_chunks + chunk) * (D + 2);
-#pragma unroll
-    for (int i = 0; i < DPL; ++i)
-      if (lane + 32 * i < D) st[2 + lane + 32 * i] = acc[i];
-    if (lane == 0) st[0] = m, st[1] = l;
   }
 }
 
@@ -320,19 +266,22 @@ __global__ void attention_combine_kernel(DeviceAttentionMeta meta, const int32_t
   const int32_t pos = meta.positions[r];
   const int lo = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
   const float* p = partial + (static_cast<int64_t>(i) * s.num_heads + h) * max_chunks * (D + 2);
-  float M = -INFINITY, L = 0.f, A[DPL], a[DPL];
+  float M = -INFINITY, L = 0.f, A[DPL];
 #pragma unroll
   for (int k = 0; k < DPL; ++k) A[k] = 0.f;
   for (int c = lo / kChunkKeys; c <= pos / kChunkKeys; ++c) {
     const float* st = p + c * (D + 2);
+    float fo, fn;
+    merge_factors(M, L, st[0], st[1], fo, fn);
 #pragma unroll
-    for (int k = 0; k < DPL; ++k) a[k] = lane + 32 * k < D ? st[2 + lane + 32 * k] : 0.f;
-    merge_state(M, L, A, st[0], st[1], a);
+    for (int k = 0; k < DPL; ++k)
+      if (lane + 32 * k < D) A[k] = fmaf(st[2 + lane + 32 * k], fn, A[k] * fo);
   }
-  finish_row(M, L, A, s.sinks, h);
+  float rescale, inv;
+  finish_factors(M, L, s.sinks, h, rescale, inv);
 #pragma unroll
   for (int k = 0; k < DPL; ++k)
-    if (lane + 32 * k < D) out[(static_cast<int64_t>(r) * s.num_heads + h) * D + lane + 32 * k] = A[k];
+    if (lane + 32 * k < D) out[(static_cast<int64_t>(r) * s.num_heads + h) * D + lane + 32 * k] = A[k] * rescale * inv;
 }
 
 __global__ void write_kv_kernel(const float* __restrict__ k, const float* __restrict__ v, DeviceAttentionMeta meta,
@@ -410,13 +359,20 @@ __global__ void __launch_bounds__(32) qkv_norm_rope_write_kv_kernel(
   }
 }
 
-int heads_per_chunk(int group) { return std::min(group, kMaxPairs); }
+int heads_per_chunk(int group, int head_dim) { return std::min(group, tile_pairs(head_dim)); }
+
+// head_dim: a multiple of 8 (the MMA's k step) up to 256.
+void check_head_dim(int D) {
+  if (D % 8 != 0 || D > 256) fail_unsupported("attention head_dim (a multiple of 8, at most 256)", D);
+}
 
 }  // namespace
 
 constexpr int32_t kDecodeRunRows = 16;
 
-int query_tile_rows(int group) { return std::max(1, kMaxPairs / heads_per_chunk(group)); }
+int query_tile_rows(int group, int head_dim) {
+  return std::max(1, tile_pairs(head_dim) / heads_per_chunk(group, head_dim));
+}
 
 std::vector<QueryTile> make_query_tiles(const int32_t* row_seq, const int32_t* tree_base, int64_t rows,
                                         int tile_rows, std::vector<int32_t>& decode_rows) {
@@ -441,22 +397,20 @@ void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile*
                const float* k_cache, const float* v_cache, const AttentionShape& shape, float* out,
                cudaStream_t stream) {
   if (num_tiles == 0) return;
-  const int group = shape.num_heads / shape.num_kv_heads, hpc = heads_per_chunk(group);
-  const int chunks = (group + hpc - 1) / hpc;
   const int D = shape.head_dim;
-  if (D % 4 != 0) fail_unsupported("attention head_dim (a multiple of 4)", D);
-  const size_t smem = (kMaxPairs * D + kKeyTile * (D + 4) + kKeyTile * D) * sizeof(float);
+  check_head_dim(D);
+  const int group = shape.num_heads / shape.num_kv_heads, hpc = heads_per_chunk(group, D);
+  const int chunks = (group + hpc - 1) / hpc;
+  const size_t smem = tile_smem_bytes(D);
   const dim3 grid(static_cast<unsigned>(num_tiles), static_cast<unsigned>(shape.num_kv_heads * chunks));
   auto go = [&](auto kernel) {
     if (smem > 48 * 1024)
       TACHYON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     launch(kernel, grid, 128, smem, stream, q, meta, tiles, k_cache, v_cache, shape, hpc, out);
   };
-  if (D <= 32) go(attention_kernel<1>);
-  else if (D <= 64) go(attention_kernel<2>);
-  else if (D <= 128) go(attention_kernel<4>);
-  else if (D <= 256) go(attention_kernel<8>);
-  else fail_unsupported("head_dim", D);
+  if (D <= 32) go(attention_kernel<4>);
+  else if (D <= 64) go(attention_kernel<8>);
+  else go(attention_kernel<kMaxDTilesPerWarp>);
 }
 
 int decode_chunks(int32_t max_position) { return max_position / kChunkKeys + 1; }
@@ -470,22 +424,24 @@ void attention_decode(const float* q, const DeviceAttentionMeta& meta, const int
                       float* workspace, float* out, cudaStream_t stream) {
   if (num_rows == 0) return;
   const int D = shape.head_dim, group = shape.num_heads / shape.num_kv_heads;
-  if (group > kMaxGroup || D % 4 != 0) fail_unsupported("decode attention group size / head_dim", group * 1000 + D);
+  check_head_dim(D);
+  if (group > kMaxGroup) fail_unsupported("decode attention query heads per KV head", group);
   const dim3 grid(static_cast<unsigned>(num_rows), static_cast<unsigned>(shape.num_kv_heads),
                   static_cast<unsigned>(max_chunks));
   const dim3 combine_grid(static_cast<unsigned>(num_rows), static_cast<unsigned>(shape.num_heads));
-  const size_t smem = decode_smem_bytes(D);
-  auto go = [&](auto kernel, auto combine) {
-    if (smem > 48 * 1024)
-      TACHYON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    launch(kernel, grid, 128, smem, stream, q, meta, rows, k_cache, v_cache, shape, max_chunks, workspace);
-    launch(combine, combine_grid, 32, 0, stream, meta, rows, shape, max_chunks, workspace, out);
+  const size_t smem = decode_smem_bytes(D, group);
+  if (smem > 48 * 1024)
+    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(smem)));
+  launch(attention_decode_kernel, grid, 128, smem, stream, q, meta, rows, k_cache, v_cache, shape, max_chunks,
+         workspace);
+  auto combine = [&](auto kernel) {
+    launch(kernel, combine_grid, 32, 0, stream, meta, rows, shape, max_chunks, workspace, out);
   };
-  if (D <= 32) go(attention_decode_kernel<1>, attention_combine_kernel<1>);
-  else if (D <= 64) go(attention_decode_kernel<2>, attention_combine_kernel<2>);
-  else if (D <= 128) go(attention_decode_kernel<4>, attention_combine_kernel<4>);
-  else if (D <= 256) go(attention_decode_kernel<8>, attention_combine_kernel<8>);
-  else fail_unsupported("head_dim", D);
+  if (D <= 32) combine(attention_combine_kernel<1>);
+  else if (D <= 64) combine(attention_combine_kernel<2>);
+  else if (D <= 128) combine(attention_combine_kernel<4>);
+  else combine(attention_combine_kernel<8>);
 }
 
 bool qkv_norm_rope_write_kv(const float* qkv, float* q, int64_t rows, const QkPrologue& p,

@@ -1,13 +1,14 @@
 // Paged attention and KV writes over the f32 paged cache of kernels/ops.h.
 //
-// attention: one CTA per (query tile, KV head, head chunk). A query tile is up to 16
-// consecutive rows of one sequence (built on the host by make_query_tiles); the CTA stages
-// 32-key tiles of K and V in shared memory and each (row, head) pair reduces over its keys
-// in the canonical order of attention.cu (64-key chunks aligned to absolute positions, an
-// online softmax inside each, chunk states merged in order). Rows alone in their sequence
-// (decode) take attention_decode, which computes the same reduction split over CTAs. So a
-// row's bits never depend on the other rows of its tile or batch, nor on the kernel:
-// decode, chunked prefill and prefill agree exactly.
+// attention: one CTA per (query tile, KV head, head chunk). A query tile is up to 64 (row, head)
+// pairs of consecutive rows of one sequence (built on the host by make_query_tiles); the CTA
+// stages 64-key chunks of K and V in shared memory and each pair reduces over its keys in the
+// canonical order of attention_chunk.cuh (tensor cores, tf32 in, f32 accumulate: chunks aligned
+// to absolute positions, each computed from zero, chunk states merged in order). Rows alone in
+// their sequence (decode) take attention_decode, which computes the same chunk states in
+// separate CTAs and merges them in the same order. So a row's bits never depend on the other
+// rows of its tile or batch, nor on the kernel: decode, chunked prefill and prefill agree
+// exactly. head_dim must be a multiple of 8, at most 256.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -40,8 +41,8 @@ struct AttentionShape {
   const float* sinks;  // device [num_heads] or null
 };
 
-// Rows per query tile for a GQA group size (tiles hold at most 16 (row, head) pairs).
-int query_tile_rows(int group);
+// Rows per query tile for a GQA group size and head_dim (tiles hold at most 64 (row, head) pairs).
+int query_tile_rows(int group, int head_dim);
 // Cuts the rows of sequences with more than 16 rows in the call into tiles of at most
 // `tile_rows` consecutive rows of one sequence; the rows of shorter runs (decode, speculative
 // verification) go to `decode_rows`; so do tree rows (`tree_base` >= 0; they need the

@@ -385,12 +385,14 @@ class CudaBackend final : public Backend {
                  const AttentionParams& p, float* out) override {
     if (rows == 0) return;
     Scope scope(this, "attention");
-    TACHYON_CHECK(kv.head_dim <= 256, "the CUDA attention supports head_dim <= 256, got {}", kv.head_dim);
+    TACHYON_CHECK(kv.head_dim <= 256 && kv.head_dim % 8 == 0,
+                  "the CUDA attention supports head_dim a multiple of 8 up to 256, got {}", kv.head_dim);
     TACHYON_CHECK(p.num_heads % kv.num_kv_heads == 0, "num_heads must be a multiple of num_kv_heads");
     const int group = static_cast<int>(p.num_heads / kv.num_kv_heads);
     std::vector<int32_t> decode_rows;
     const auto tiles =
-        cuda::make_query_tiles(meta.row_seq, meta.tree_base, rows, cuda::query_tile_rows(group), decode_rows);
+        cuda::make_query_tiles(meta.row_seq, meta.tree_base, rows,
+                               cuda::query_tile_rows(group, static_cast<int>(kv.head_dim)), decode_rows);
     cuda::AttentionShape shape{static_cast<int>(p.num_heads), static_cast<int>(kv.num_kv_heads),
                                static_cast<int>(kv.head_dim), kv.block_size, p.scale, p.softcap,
                                static_cast<int>(p.sliding_window), 0,

@@ -1,0 +1,163 @@
+// The arithmetic of attention over one 64-key chunk on tensor cores, shared by the query-tile
+// kernel (prefill, chunked prefill) and the split-KV decode kernel (attention.cu), so that a
+// row's bits never depend on which kernel ran it.
+//
+// The canonical reduction of one (row, head): keys are cut into chunks of kChunkKeys aligned to
+// absolute positions. For each chunk with at least one valid key:
+//   s  = scale · q·k over d, one chain of mma.m16n8k8 (tf32 in, f32 accumulate) over 8-wide d
+//        steps in order from zero; softcapped; -inf where the key is masked;
+//   m  = max of s; p = tf32(exp(s - m)) (0 where masked); l = the sum of p in the fixed order
+//        of chunk_softmax;
+//   o  = p·v, per 8-wide d tile one chain of mma.m16n8k8 over the chunk's 8-key steps in order
+//        from zero;
+// and the chunk states (m, l, o) are merged in chunk order by merge_factors (the first merge
+// into M = -inf, L = 0, A = 0 yields the chunk's own state). Sinks and the normalisation come
+// last (finish_factors).
+//
+// An MMA output element depends only on its row of A and its column of B, so a row's result
+// does not depend on the other rows of its 16-row tile (other heads, other positions, padding).
+// Inside an 8-wide k step the logical k index t ↔ d (or key) 2t and t + 4 ↔ 2t + 1: q and k are
+// then read as float2, and p comes straight from the score registers (the accumulator layout
+// holds columns 2t, 2t + 1), with no shuffle.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+
+namespace tachyon::kernels::cuda {
+
+constexpr int kChunkKeys = 64;
+constexpr int kChunkTiles = kChunkKeys / 8;  // 8-key tiles of s per chunk
+
+// Shared-memory row strides (in 4-byte words) for head_dim D (a multiple of 8): q and K are read
+// as float2 at (row g, word 2t) by lane 4g + t: conflict-free when the stride is 8 mod 16; V is
+// read as scalars at (key 2t, column g): conflict-free when the stride is 4 mod 16. Both keep
+// rows 16-byte aligned for cp.async.
+__host__ __device__ inline int qk_stride(int D) { return D + (24 - D % 16) % 16; }
+__host__ __device__ inline int v_stride(int D) { return D + (20 - D % 16) % 16; }
+
+#ifdef __CUDACC__
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+
+// d += a · b for one m16n8k8 tile (tf32 in, f32 accumulate).
+__device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Raw scores of the warp's 16 pairs against the chunk's 64 keys. qs: the pairs' q as tf32 bits
+// (row stride qk_stride; rows at or past `q_rows` are not read: zero); ks: the chunk's K rows
+// (f32, row stride qk_stride). Lane 4g + t gets, for key tile j,
+// s[j] = {(g, 8j + 2t), (g, 8j + 2t + 1), (g + 8, 8j + 2t), (g + 8, 8j + 2t + 1)}.
+__device__ __forceinline__ void chunk_scores(const uint32_t* qs, int q_rows, const float* ks, int D,
+                                             float (&s)[kChunkTiles][4]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, S = qk_stride(D);
+#pragma unroll
+  for (int j = 0; j < kChunkTiles; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+  const bool row_a = g < q_rows, row_b = g + 8 < q_rows;
+#pragma unroll 2
+  for (int d0 = 0; d0 < D; d0 += 8) {
+    const uint2 qa = row_a ? *reinterpret_cast<const uint2*>(qs + g * S + d0 + 2 * t) : make_uint2(0u, 0u);
+    const uint2 qb = row_b ? *reinterpret_cast<const uint2*>(qs + (g + 8) * S + d0 + 2 * t) : make_uint2(0u, 0u);
+    float2 k[kChunkTiles];
+#pragma unroll
+    for (int j = 0; j < kChunkTiles; ++j) k[j] = *reinterpret_cast<const float2*>(ks + (8 * j + g) * S + d0 + 2 * t);
+#pragma unroll
+    for (int j = 0; j < kChunkTiles; ++j) mma_tf32(s[j], qa.x, qb.x, qa.y, qb.y, to_tf32(k[j].x), to_tf32(k[j].y));
+  }
+}
+
+// Scales, softcaps and masks the scores (keys [lo[i], hi[i]] of the chunk are valid for the
+// lane's row i: 0 for g, 1 for g + 8; lo > hi: none), then turns them into p in place (tf32
+// bits as floats) and returns each row's m (-inf: no valid key) and l.
+__device__ __forceinline__ void chunk_softmax(float (&s)[kChunkTiles][4], const int (&lo)[2], const int (&hi)[2],
+                                              float scale, float softcap, float (&m)[2], float (&l)[2]) {
+  const int t = threadIdx.x % 4;
+  m[0] = m[1] = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < kChunkTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = e / 2, key = 8 * j + 2 * t + e % 2;
+      float score = -INFINITY;
+      if (key >= lo[i] && key <= hi[i]) {
+        score = s[j][e] * scale;
+        if (softcap > 0.f) score = softcap * tanhf(score / softcap);
+      }
+      s[j][e] = score;
+      m[i] = fmaxf(m[i], score);
+    }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    m[i] = fmaxf(m[i], __shfl_xor_sync(0xffffffffu, m[i], 1));
+    m[i] = fmaxf(m[i], __shfl_xor_sync(0xffffffffu, m[i], 2));
+  }
+  l[0] = l[1] = 0.f;
+#pragma unroll
+  for (int j = 0; j < kChunkTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = e / 2;
+      const float p = s[j][e] == -INFINITY ? 0.f : __uint_as_float(to_tf32(expf(s[j][e] - m[i])));
+      s[j][e] = p;
+      l[i] += p;
+    }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+  }
+}
+
+// o = p · v for the G d tiles nt0 .. nt0 + G - 1 (columns 8nt .. 8nt + 7; tiles at or past
+// `nt_end` are skipped); vs: the chunk's V rows (f32, row stride v_stride). Lane 4g + t gets
+// o[i] = {(g, 8nt + 2t), (g, 8nt + 2t + 1), (g + 8, ...), ...} for nt = nt0 + i. Each tile's
+// chain runs over the 8-key steps in order; the G chains are interleaved (independent MMAs).
+template <int G>
+__device__ __forceinline__ void chunk_pv(const float (&p)[kChunkTiles][4], const float* vs, int D, int nt0,
+                                         int nt_end, float (&o)[G][4]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, S = v_stride(D);
+#pragma unroll
+  for (int i = 0; i < G; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+#pragma unroll
+  for (int j = 0; j < kChunkTiles; ++j) {
+    const float* v = vs + (8 * j + 2 * t) * S + 8 * nt0 + g;
+#pragma unroll
+    for (int i = 0; i < G; ++i)
+      if (nt0 + i < nt_end)
+        mma_tf32(o[i], __float_as_uint(p[j][0]), __float_as_uint(p[j][2]), __float_as_uint(p[j][1]),
+                 __float_as_uint(p[j][3]), to_tf32(v[8 * i]), to_tf32(v[8 * i + S]));
+  }
+}
+
+// Merging a chunk state (m, l) into the running (M, L): the factors for the old and the new
+// accumulators (A = fmaf(a, fn, A · fo)). M = -inf (nothing merged yet) gives fo = 0.
+__device__ __forceinline__ void merge_factors(float& M, float& L, float m, float l, float& fo, float& fn) {
+  const float mn = fmaxf(M, m);
+  fo = expf(M - mn);
+  fn = expf(m - mn);
+  L = fmaf(l, fn, L * fo);
+  M = mn;
+}
+
+// Sinks, then normalisation: out = A · rescale · inv.
+__device__ __forceinline__ void finish_factors(float M, float L, const float* sinks, int h, float& rescale,
+                                               float& inv) {
+  rescale = 1.f;
+  if (sinks) {
+    const float sink = sinks[h], m_f = fmaxf(M, sink);
+    rescale = expf(M - m_f);
+    L = L * rescale + expf(sink - m_f);
+  }
+  inv = 1.f / L;
+}
+#endif
+
+}  // namespace tachyon::kernels::cuda
