@@ -46,6 +46,7 @@ float dot_f32_avx2(const float* a, const float* b, int64_t k);
 void attend_items_avx2(const AttentionItem* items, size_t count);
 void matmul_range_avx512(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
                          int64_t ldo);
+void attend_items_avx512(const AttentionItem* items, size_t count);
 #endif
 
 struct IsaKernels {

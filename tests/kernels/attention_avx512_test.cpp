@@ -1,0 +1,90 @@
+// The AVX-512 attention (cpu/isa/attention_avx512.cpp) against attend_item compiled portably:
+// bit for bit, over key counts that leave every partial 8- and 16-key block, head dims with
+// and without a tail past the last 8-lane step, odd and even groups, sinks, softcap, a sliding
+// window's lower bound, tree rows, and the rows of one sequence attended together.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "kernels/cpu/isa/matmul.h"
+#include "test_data.h"
+
+namespace tachyon::kernels {
+namespace {
+
+bool has_avx512() {
+#if defined(__x86_64__)
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+#else
+  return false;
+#endif
+}
+
+struct Case {
+  int64_t d, group;
+  bool sinks;
+  float softcap;
+};
+
+TEST(AttentionAvx512, BitIdenticalToPortable) {
+  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+#if defined(__x86_64__)
+  std::mt19937 rng(5);
+  const int64_t kv_heads = 2, bs = 4, blocks = 12;
+  std::vector<int32_t> table = {4, 9, 0, 2, 11, 7, 1, 3, 8, 10, 5, 6};
+  for (const Case c : {Case{64, 3, false, 0.f}, Case{64, 1, false, 0.f}, Case{64, 4, true, 0.f},
+                       Case{20, 3, true, 0.f}, Case{8, 2, false, 3.f}, Case{128, 5, false, 0.f},
+                       Case{5, 2, true, 0.f}, Case{72, 7, false, 0.f}, Case{96, 6, true, 2.5f}}) {
+    const int64_t d = c.d, g = c.group;
+    auto kc = random_vec(static_cast<size_t>(blocks * bs * kv_heads * d), rng), vc = random_vec(kc.size(), rng);
+    const PagedKv kv{kc.data(), vc.data(), static_cast<int32_t>(bs), kv_heads, d};
+    const auto sinks = random_vec(static_cast<size_t>(g), rng);
+    for (int32_t pos = 0; pos < blocks * bs; pos += pos < 20 ? 1 : 7)
+      for (int32_t lo : {0, pos / 3}) {
+        const auto q = random_vec(static_cast<size_t>(g * d), rng, 0.5f);
+        std::vector<float> a(static_cast<size_t>(g * d)), b(a.size());
+        cpu::AttentionItem it{q.data(), &kv, table.data(), pos % 2, g, lo, pos, 0.3f, c.softcap,
+                              c.sinks ? sinks.data() : nullptr, a.data()};
+        cpu::attend_items_avx512(&it, 1);
+        it.out = b.data();
+        cpu::attend_items_portable(&it, 1);
+        ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+            << "d " << d << " group " << g << " keys [" << lo << ", " << pos << "]";
+      }
+  }
+#endif
+}
+
+// A draft tree's rows read positions >= tree_base through their own paths; several items
+// (the rows of one sequence) in one call.
+TEST(AttentionAvx512, TreeRowsInOneCallAreBitIdentical) {
+  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+#if defined(__x86_64__)
+  std::mt19937 rng(9);
+  const int64_t kv_heads = 1, d = 64, g = 3, bs = 16, blocks = 3;
+  auto kc = random_vec(static_cast<size_t>(blocks * bs * kv_heads * d), rng), vc = random_vec(kc.size(), rng);
+  const PagedKv kv{kc.data(), vc.data(), static_cast<int32_t>(bs), kv_heads, d};
+  std::vector<int32_t> table = {2, 0, 1};
+  const int32_t base = 30;
+  std::vector<int32_t> paths = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0, 0, 3, 4, 0, 0, 0, 0, 0};
+  const size_t rows = 3;
+  const auto q = random_vec(rows * g * d, rng);
+  std::vector<float> a(q.size()), b(q.size());
+  std::vector<cpu::AttentionItem> items;
+  for (size_t r = 0; r < rows; ++r) {
+    cpu::AttentionItem it{q.data() + r * g * d, &kv, table.data(), 0, g, 0, base + static_cast<int32_t>(r) % 3,
+                          0.125f, 0.f, nullptr, a.data() + r * g * d};
+    it.tree_base = base;
+    it.tree_path = paths.data() + 8 * r;
+    items.push_back(it);
+  }
+  cpu::attend_items_avx512(items.data(), items.size());
+  for (auto& it : items) it.out = b.data() + (it.out - a.data());
+  cpu::attend_items_portable(items.data(), items.size());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+#endif
+}
+
+}  // namespace
+}  // namespace tachyon::kernels
