@@ -18,6 +18,11 @@ namespace {
 
 constexpr int64_t kPanel = Weight::kPanel;
 constexpr int kMaxRows = 6;  // 6 rows × 4 accumulators + 4 weight vectors + broadcast + mask ≤ 32 registers
+// A forward streams the model's weights from L3 (they do not fit L2), and the L2 streamer stops
+// at each 4 KiB page: without a software prefetch one page ahead a verify step's multi-row tiles
+// waited for memory and then computed, instead of overlapping the two (bench/results/
+// verify-cost-cpu-*.md: all matmuls of a forward, 5 rows, 1426 → 1104 µs; 1 row 1116 → 1017).
+constexpr int64_t kPrefetchBytes = 4096;
 
 // One k step of a panel (64 outputs) as four f32 vectors in output order. bf16 panels are
 // interleaved per 32 outputs (kernels/weight.h): a shift and a mask convert 32 weights.
@@ -50,8 +55,12 @@ void tile(const float* x, int64_t k, const void* w, int64_t panel, float* out, i
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
+  constexpr int64_t esize = WT == DType::F32 ? 4 : 2;
+  const char* ahead = static_cast<const char*>(w) + panel * esize + kPrefetchBytes;
   int64_t base = panel;
-  for (int64_t t = 0; t < k; ++t, base += kPanel) {
+  for (int64_t t = 0; t < k; ++t, base += kPanel, ahead += kPanel * esize) {
+#pragma GCC unroll 4
+    for (int64_t line = 0; line < kPanel * esize; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
     __m512 wv[4];
     load64<WT>(w, base, wv);
 #pragma GCC unroll 6
