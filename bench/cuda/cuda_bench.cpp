@@ -37,6 +37,7 @@
 #include "io/config.h"
 #include "io/safetensors.h"
 #include "kernels/backend.h"
+#include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/matmul.cuh"
 #include "model/model.h"
@@ -266,13 +267,22 @@ int main(int argc, char** argv) {
         kernels::AttentionParams p;
         p.num_heads = heads;
         p.scale = 0.088f;
-        const double t = time_backend([&] { backend->attention(x, nrows, pkv, meta, p, out); }, 5);
         double flops = 0, kv_bytes = 0;
         for (int32_t pos : positions) flops += 4.0 * heads * d * (pos + 1);
         for (int sq = 0; sq < nseq; ++sq) kv_bytes += 2.0 * ctx * kvh * d * 4;
-        std::printf("| %s | %ld | %ld | %.1f | %.2f | %.0f |\n", rows_per_seq == 1 ? "decode" : "prefill", long(nrows),
-                    long(ctx), t * 1e6, flops / t / 1e12, kv_bytes / t / 1e9);
-        rows.push_back({{"op", "attention"}, {"rows", nrows}, {"context", ctx}, {"seconds", t}, {"tflops", flops / t / 1e12}});
+        // Query-tile variants (warps per CTA x chunk buffers) in the lab; the default last.
+        std::vector<std::pair<int, int>> variants = {{8, 2}};
+        if (lab && rows_per_seq > 1) variants = {{4, 1}, {4, 2}, {8, 1}, {8, 2}};
+        for (auto [warps, stages] : variants) {
+          kernels::cuda::set_attention_tile_variant(warps, stages);
+          const double t = time_backend([&] { backend->attention(x, nrows, pkv, meta, p, out); }, 5);
+          const std::string what = variants.size() > 1 ? fmt::format("prefill {}x{}", warps, stages)
+                                                       : std::string(rows_per_seq == 1 ? "decode" : "prefill");
+          std::printf("| %s | %ld | %ld | %.1f | %.2f | %.0f |\n", what.c_str(), long(nrows), long(ctx), t * 1e6,
+                      flops / t / 1e12, kv_bytes / t / 1e9);
+          rows.push_back({{"op", "attention"}, {"rows", nrows}, {"context", ctx}, {"warps", warps}, {"stages", stages},
+                          {"seconds", t}, {"tflops", flops / t / 1e12}});
+        }
       }
       backend->deallocate(kc);
       backend->deallocate(vc);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cuda/attention_chunk.cuh"
 #include "kernels/cuda/common.cuh"
@@ -10,7 +11,7 @@
 namespace tachyon::kernels::cuda {
 namespace {
 
-constexpr int kWarps = 4;
+constexpr int kDecodeWarps = 4;
 constexpr int kTreeDepth = 16;  // kernels/ops.h kMaxTreeDepth (that header is host-only C++)
 constexpr int kMaxDTilesPerWarp = 16;  // the query-tile kernel's accumulators: 128 columns per warp
 
@@ -30,8 +31,8 @@ __device__ __forceinline__ void cp_async16_attn(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem));
 }
 
-// Copies the K and V rows of chunk keys [c0, c0 + 64) into shared memory (every load in flight
-// at once); keys outside [k_begin, k_end] are zero rows, so that their zero weights multiply
+// Issues the copies of the K and V rows of chunk keys [c0, c0 + 64) into shared memory (every
+// load in flight at once, one cp.async group: wait with cp_async_wait); keys outside [k_begin, k_end] are zero rows, so that their zero weights multiply
 // finite values. `key_position` maps a logical key to the position of its cache slot.
 template <typename KeyPosition>
 __device__ __forceinline__ void stage_chunk(const float* __restrict__ k_cache, const float* __restrict__ v_cache,
@@ -53,7 +54,12 @@ __device__ __forceinline__ void stage_chunk(const float* __restrict__ k_cache, c
     cp_async16_attn(vd, v_cache + src);
   }
   asm volatile("cp.async.commit_group;\n" ::);
-  asm volatile("cp.async.wait_group 0;\n" ::);
+}
+
+// Waits until at most N of this thread's committed cp.async groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
 // q of `pairs` (row, head) pairs as tf32 bits, padded with zero pairs to `padded` rows.
@@ -67,32 +73,46 @@ __device__ __forceinline__ void stage_q(PairQ pair_q, int pairs, int padded, int
 }
 
 // ---- query tiles (prefill, chunked prefill) ----------------------------------------------
-// CTA (query tile, KV head, head chunk): up to 64 (row, head) pairs sharing one KV head, 16 per
-// warp (or per two warps when head_dim > 128: each holds half of the d tiles). The CTA stages
-// each 64-key chunk once; every warp computes its pairs' scores and p (chunk_softmax), merges
-// the chunk into its running state and, tile by tile, accumulates p·v into it. Tiles run in
-// reverse order: a sequence's last tiles have the most keys and start first.
+// CTA (query tile, KV head, head chunk): up to 16 (row, head) pairs sharing one KV head per warp
+// (per two warps when head_dim > 128: each holds half of the d tiles). The CTA stages each
+// 64-key chunk once (the next one's copies in flight during this one's MMAs where two chunk
+// buffers fit); every warp computes its pairs' scores and p (chunk_softmax), merges the chunk
+// into its running state and accumulates p·v into it. Tiles run in reverse order: a sequence's
+// last tiles have the most keys and start first.
+//
+// Bytes per FLOP decide the shape: every CTA reads its KV head's f32 K and V chunks from L2,
+// 64 KB per chunk at d 128, for 2 MFLOP per 64 pairs: 8 warps (128 pairs) halve the L2 traffic
+// of 4 (measured in bench/NOTES-cuda.md, "Attention on tensor cores").
+struct TileVariant {
+  int warps, stages;
+};
+TileVariant g_tile_variant{8, 2};
+
 __host__ __device__ inline int d_parts(int D) { return (D / 8 + kMaxDTilesPerWarp - 1) / kMaxDTilesPerWarp; }
-__host__ __device__ inline int tile_pairs(int D) { return 16 * (kWarps / d_parts(D)); }
+__host__ __device__ inline int tile_pairs(int D, int warps) { return 16 * (warps / d_parts(D)); }
+int tile_pairs(int D) { return tile_pairs(D, g_tile_variant.warps); }
 
-size_t tile_smem_bytes(int D) {
-  return static_cast<size_t>(tile_pairs(D) * qk_stride(D) + kChunkKeys * (qk_stride(D) + v_stride(D))) * 4;
+__host__ __device__ inline int chunk_smem_words(int D) { return kChunkKeys * (qk_stride(D) + v_stride(D)); }
+size_t tile_smem_bytes(int D, int stages) {
+  return (static_cast<size_t>(tile_pairs(D)) * qk_stride(D) + static_cast<size_t>(stages) * chunk_smem_words(D)) * 4;
 }
+constexpr size_t kMaxSmemPerBlock = 226 * 1024;  // 227 KB less the static arrays
+int tile_stages(int D) { return tile_smem_bytes(D, g_tile_variant.stages) <= kMaxSmemPerBlock ? g_tile_variant.stages : 1; }
 
-template <int DT>  // d tiles per warp: head_dim <= 8 · DT · d_parts
-__global__ void __launch_bounds__(128, 2) attention_kernel(const float* __restrict__ q, DeviceAttentionMeta meta,
-                                                           const QueryTile* __restrict__ tiles,
-                                                           const float* __restrict__ k_cache,
-                                                           const float* __restrict__ v_cache, AttentionShape s,
-                                                           int heads_per_chunk, float* __restrict__ out) {
+// DT: d tiles per warp (head_dim <= 8 · DT · d_parts); DK: head_dim / 8 when fixed at compile
+// time (constant strides and unrolled loops), 0 to read it from the shape.
+template <int DT, int WARPS, int DK>
+__global__ void __launch_bounds__(32 * WARPS, 8 / WARPS) attention_kernel(
+    const float* __restrict__ q, DeviceAttentionMeta meta, const QueryTile* __restrict__ tiles,
+    const float* __restrict__ k_cache, const float* __restrict__ v_cache, AttentionShape s, int heads_per_chunk,
+    int stages, float* __restrict__ out) {
   pdl_wait();
   pdl_launch_dependents();
   extern __shared__ float4 smem4[];
-  const int D = s.head_dim, parts = d_parts(D), max_pairs = tile_pairs(D);
+  const int D = DK > 0 ? 8 * DK : s.head_dim, parts = d_parts(D), max_pairs = tile_pairs(D, WARPS);
   uint32_t* qs = reinterpret_cast<uint32_t*>(smem4);
-  float* ks = reinterpret_cast<float*>(qs + max_pairs * qk_stride(D));
-  float* vs = ks + kChunkKeys * qk_stride(D);
-  __shared__ int32_t pos_s[64], lo_s[64];
+  float* chunk_buf = reinterpret_cast<float*>(qs + max_pairs * qk_stride(D));
+  __shared__ int32_t pos_s[16 * WARPS], lo_s[16 * WARPS];
 
   const QueryTile tile = tiles[gridDim.x - 1 - blockIdx.x];
   const int group = s.num_heads / s.num_kv_heads;
@@ -128,10 +148,25 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const float* __restri
 #pragma unroll
   for (int i = 0; i < DT; ++i) A[i][0] = A[i][1] = A[i][2] = A[i][3] = 0.f;
 
-  for (int c0 = kmin / kChunkKeys * kChunkKeys; c0 <= kmax; c0 += kChunkKeys) {
-    stage_chunk(k_cache, v_cache, table, s.block_size, static_cast<int64_t>(s.num_kv_heads) * D,
-                static_cast<int64_t>(kvh) * D, D, c0, kmin, kmax, [](int j) { return j; }, ks, vs);
+  const int64_t width = static_cast<int64_t>(s.num_kv_heads) * D;
+  auto stage = [&](int c0, int buffer) {
+    float* ks = chunk_buf + buffer * chunk_smem_words(D);
+    stage_chunk(k_cache, v_cache, table, s.block_size, width, static_cast<int64_t>(kvh) * D, D, c0, kmin, kmax,
+                [](int j) { return j; }, ks, ks + kChunkKeys * qk_stride(D));
+  };
+  const int c_first = kmin / kChunkKeys * kChunkKeys;
+  stage(c_first, 0);
+  for (int c0 = c_first, n = 0; c0 <= kmax; c0 += kChunkKeys, ++n) {
+    const bool next = c0 + kChunkKeys <= kmax;
+    if (stages == 2 && next) {
+      stage(c0 + kChunkKeys, (n + 1) % 2);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
     __syncthreads();
+    const float* ks = chunk_buf + (stages == 2 ? n % 2 : 0) * chunk_smem_words(D);
+    const float* vs = ks + kChunkKeys * qk_stride(D);
     bool any = false;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
@@ -141,7 +176,7 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const float* __restri
     }
     if (__any_sync(0xffffffffu, any)) {
       float p[kChunkTiles][4], m[2], l[2], fo[2], fn[2];
-      chunk_scores(qs + pair0 * qk_stride(D), 16, ks, D, p);
+      chunk_scores<DK>(qs + pair0 * qk_stride(D), 16, ks, D, p);
       chunk_softmax(p, lo, hi, s.scale, s.softcap, m, l);
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
@@ -162,6 +197,7 @@ __global__ void __launch_bounds__(128, 2) attention_kernel(const float* __restri
       }
     }
     __syncthreads();
+    if (stages == 1 && next) stage(c0 + kChunkKeys, 0);
   }
 
 #pragma unroll
@@ -194,6 +230,7 @@ size_t decode_smem_bytes(int D, int group) {
   return static_cast<size_t>(group * qk_stride(D) + kChunkKeys * (qk_stride(D) + v_stride(D))) * 4;
 }
 
+template <int DK>  // head_dim / 8 when fixed at compile time, else 0
 __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __restrict__ q, DeviceAttentionMeta meta,
                                                                const int32_t* __restrict__ rows,
                                                                const float* __restrict__ k_cache,
@@ -202,7 +239,7 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
   pdl_wait();
   pdl_launch_dependents();
   extern __shared__ float4 smem4[];
-  const int D = s.head_dim, group = s.num_heads / s.num_kv_heads, pair_tiles = (group + 15) / 16;
+  const int D = DK > 0 ? 8 * DK : s.head_dim, group = s.num_heads / s.num_kv_heads, pair_tiles = (group + 15) / 16;
   uint32_t* qs = reinterpret_cast<uint32_t*>(smem4);  // the group's q heads only (70 KB in all at d 128: 3 CTAs/SM)
   float* ks = reinterpret_cast<float*>(qs + group * qk_stride(D));
   float* vs = ks + kChunkKeys * qk_stride(D);
@@ -218,13 +255,14 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
   stage_chunk(k_cache, v_cache, table, s.block_size, static_cast<int64_t>(s.num_kv_heads) * D,
               static_cast<int64_t>(kvh) * D, D, c0, k_begin, k_end,
               [&](int j) { return tree_position(meta, r, j); }, ks, vs);
+  cp_async_wait<0>();
   __syncthreads();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int d_tiles = D / 8, per_part = (d_tiles + kWarps - 1) / kWarps;
+  const int d_tiles = D / 8, per_part = (d_tiles + kDecodeWarps - 1) / kDecodeWarps;
   int lo[2], hi[2];
-  for (int item = warp; item < pair_tiles * kWarps; item += kWarps) {
-    const int pair0 = 16 * (item / kWarps), part = item % kWarps;
+  for (int item = warp; item < pair_tiles * kDecodeWarps; item += kDecodeWarps) {
+    const int pair0 = 16 * (item / kDecodeWarps), part = item % kDecodeWarps;
     const int nt_begin = part * per_part, nt_end = min(d_tiles, nt_begin + per_part);
     if (nt_begin >= nt_end) continue;
 #pragma unroll
@@ -234,7 +272,7 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
       hi[i] = real ? k_end - c0 : 0;
     }
     float p[kChunkTiles][4], m[2], l[2];
-    chunk_scores(qs + pair0 * qk_stride(D), group - pair0, ks, D, p);
+    chunk_scores<DK>(qs + pair0 * qk_stride(D), group - pair0, ks, D, p);
     chunk_softmax(p, lo, hi, s.scale, s.softcap, m, l);
     constexpr int G = 4;
     for (int nt0 = nt_begin; nt0 < nt_end; nt0 += G) {
@@ -294,8 +332,8 @@ __global__ void write_kv_kernel(const float* __restrict__ k, const float* __rest
   const int64_t slot = kv_slot(table, tree_position(meta, r, meta.positions[r]), block_size);
   const int64_t i = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;  // one element per thread
   if (i < width) {
-    k_cache[slot * width + i] = k[r * width + i];
-    v_cache[slot * width + i] = v[r * width + i];
+    k_cache[slot * width + i] = round_tf32(k[r * width + i]);  // the precision attention reads
+    v_cache[slot * width + i] = round_tf32(v[r * width + i]);
   }
 }
 
@@ -351,8 +389,8 @@ __global__ void __launch_bounds__(32) qkv_norm_rope_write_kv_kernel(
     const int i = lane + 32 * j;
     if (i >= head_dim) break;
     if (is_k) {
-      k_cache[slot * width + static_cast<int64_t>(h) * head_dim + i] = head[i];
-      v_cache[slot * width + static_cast<int64_t>(h) * head_dim + i] = v[i];
+      k_cache[slot * width + static_cast<int64_t>(h) * head_dim + i] = round_tf32(head[i]);
+      v_cache[slot * width + static_cast<int64_t>(h) * head_dim + i] = round_tf32(v[i]);
     } else {
       q[(static_cast<int64_t>(r) * num_heads + h) * head_dim + i] = head[i];
     }
@@ -401,16 +439,30 @@ void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile*
   check_head_dim(D);
   const int group = shape.num_heads / shape.num_kv_heads, hpc = heads_per_chunk(group, D);
   const int chunks = (group + hpc - 1) / hpc;
-  const size_t smem = tile_smem_bytes(D);
+  const int stages = tile_stages(D);
+  const size_t smem = tile_smem_bytes(D, stages);
   const dim3 grid(static_cast<unsigned>(num_tiles), static_cast<unsigned>(shape.num_kv_heads * chunks));
-  auto go = [&](auto kernel) {
+  auto go = [&](auto kernel, int warps) {
     if (smem > 48 * 1024)
       TACHYON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    launch(kernel, grid, 128, smem, stream, q, meta, tiles, k_cache, v_cache, shape, hpc, out);
+    launch(kernel, grid, 32 * warps, smem, stream, q, meta, tiles, k_cache, v_cache, shape, hpc, stages, out);
   };
-  if (D <= 32) go(attention_kernel<4>);
-  else if (D <= 64) go(attention_kernel<8>);
-  else go(attention_kernel<kMaxDTilesPerWarp>);
+  auto pick = [&](auto warps) {
+    constexpr int W = decltype(warps)::value;
+    if (D == 64) go(attention_kernel<8, W, 8>, W);
+    else if (D == 128) go(attention_kernel<16, W, 16>, W);
+    else if (D == 256) go(attention_kernel<16, W, 32>, W);
+    else if (D <= 32) go(attention_kernel<4, W, 0>, W);
+    else if (D <= 64) go(attention_kernel<8, W, 0>, W);
+    else go(attention_kernel<kMaxDTilesPerWarp, W, 0>, W);
+  };
+  if (g_tile_variant.warps == 8) pick(std::integral_constant<int, 8>{});
+  else pick(std::integral_constant<int, 4>{});
+}
+
+void set_attention_tile_variant(int warps, int stages) {
+  if ((warps != 4 && warps != 8) || (stages != 1 && stages != 2)) fail_unsupported("attention tile variant", warps * 10 + stages);
+  g_tile_variant = {warps, stages};
 }
 
 int decode_chunks(int32_t max_position) { return max_position / kChunkKeys + 1; }
@@ -430,11 +482,15 @@ void attention_decode(const float* q, const DeviceAttentionMeta& meta, const int
                   static_cast<unsigned>(max_chunks));
   const dim3 combine_grid(static_cast<unsigned>(num_rows), static_cast<unsigned>(shape.num_heads));
   const size_t smem = decode_smem_bytes(D, group);
-  if (smem > 48 * 1024)
-    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(smem)));
-  launch(attention_decode_kernel, grid, 128, smem, stream, q, meta, rows, k_cache, v_cache, shape, max_chunks,
-         workspace);
+  auto decode = [&](auto kernel) {
+    if (smem > 48 * 1024)
+      TACHYON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    launch(kernel, grid, 128, smem, stream, q, meta, rows, k_cache, v_cache, shape, max_chunks, workspace);
+  };
+  if (D == 64) decode(attention_decode_kernel<8>);
+  else if (D == 128) decode(attention_decode_kernel<16>);
+  else if (D == 256) decode(attention_decode_kernel<32>);
+  else decode(attention_decode_kernel<0>);
   auto combine = [&](auto kernel) {
     launch(kernel, combine_grid, 32, 0, stream, meta, rows, shape, max_chunks, workspace, out);
   };

@@ -54,6 +54,10 @@ void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile*
                const float* k_cache, const float* v_cache, const AttentionShape& shape, float* out,
                cudaStream_t stream);
 
+// Lab switch for cuda_bench: warps per query-tile CTA (4 or 8) and chunk buffers (1, or 2 where
+// they fit); the default is 8 warps, 2 buffers.
+void set_attention_tile_variant(int warps, int stages);
+
 // Decode rows (the only row of their sequence in the call): split-KV flash decoding, one
 // CTA per (row, KV head, 64-key chunk), then a combine. Bit-identical to `attention` for the same row.
 // max_chunks = decode_chunks(largest position among `rows`); workspace of
@@ -64,6 +68,8 @@ void attention_decode(const float* q, const DeviceAttentionMeta& meta, const int
                       int max_chunks, const float* k_cache, const float* v_cache, const AttentionShape& shape,
                       float* workspace, float* out, cudaStream_t stream);
 
+// Stores k and v rounded to tf32 (attention_chunk.cuh): the cache holds the values the
+// attention's tensor cores read, so no kernel rounds them again; the fused prologue likewise.
 void write_kv(const float* k, const float* v, int64_t rows, const DeviceAttentionMeta& meta, float* k_cache,
               float* v_cache, int block_size, int64_t width, cudaStream_t stream);
 

@@ -5,7 +5,8 @@
 // The canonical reduction of one (row, head): keys are cut into chunks of kChunkKeys aligned to
 // absolute positions. For each chunk with at least one valid key:
 //   s  = scale · q·k over d, one chain of mma.m16n8k8 (tf32 in, f32 accumulate) over 8-wide d
-//        steps in order from zero; softcapped; -inf where the key is masked;
+//        steps in order from zero (k index t of step 2b ↔ d 16b + 4t, t + 4 ↔ 16b + 4t + 1;
+//        of step 2b + 1 ↔ 16b + 4t + 2, 16b + 4t + 3); softcapped; -inf where the key is masked;
 //   m  = max of s; p = tf32(exp(s - m)) (0 where masked); l = the sum of p in the fixed order
 //        of chunk_softmax;
 //   o  = p·v, per 8-wide d tile one chain of mma.m16n8k8 over the chunk's 8-key steps in order
@@ -16,9 +17,10 @@
 //
 // An MMA output element depends only on its row of A and its column of B, so a row's result
 // does not depend on the other rows of its 16-row tile (other heads, other positions, padding).
-// Inside an 8-wide k step the logical k index t ↔ d (or key) 2t and t + 4 ↔ 2t + 1: q and k are
-// then read as float2, and p comes straight from the score registers (the accumulator layout
-// holds columns 2t, 2t + 1), with no shuffle.
+// The logical k index of a step is permuted so that operands come in wide loads: q and k as
+// 16 bytes per lane (see s above), and p straight from the score registers (k index t of a key
+// step ↔ key 2t, t + 4 ↔ 2t + 1: the accumulator layout holds columns 2t, 2t + 1), with no
+// shuffle.
 #pragma once
 
 #include <cstdint>
@@ -31,18 +33,19 @@ constexpr int kChunkKeys = 64;
 constexpr int kChunkTiles = kChunkKeys / 8;  // 8-key tiles of s per chunk
 
 // Shared-memory row strides (in 4-byte words) for head_dim D (a multiple of 8): q and K are read
-// as float2 at (row g, word 2t) by lane 4g + t: conflict-free when the stride is 8 mod 16; V is
+// 16 bytes at (row g, word 4t) by lane 4g + t: conflict-free when the stride is 16 mod 32; V is
 // read as scalars at (key 2t, column g): conflict-free when the stride is 4 mod 16. Both keep
 // rows 16-byte aligned for cp.async.
-__host__ __device__ inline int qk_stride(int D) { return D + (24 - D % 16) % 16; }
+__host__ __device__ inline int qk_stride(int D) { return D + (48 - D % 32) % 32; }
 __host__ __device__ inline int v_stride(int D) { return D + (20 - D % 16) % 16; }
 
 #ifdef __CUDACC__
-__device__ __forceinline__ uint32_t to_tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-  return r;
-}
+// tf32 rounding to nearest, ties away from zero (cvt.rna.tf32.f32's rounding), as integer ops:
+// half a tf32 ulp added to the magnitude, the low 13 bits cleared (a conversion instruction runs
+// at a fraction of the rate: bench/NOTES-cuda.md). Finite inputs only. K and V are stored in the
+// cache already rounded (write_kv and the fused prologue), so the MMAs read them as they are.
+__device__ __forceinline__ uint32_t to_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+__device__ __forceinline__ float round_tf32(float x) { return __uint_as_float(to_tf32(x)); }
 
 // d += a · b for one m16n8k8 tile (tf32 in, f32 accumulate).
 __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
@@ -54,23 +57,43 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
 
 // Raw scores of the warp's 16 pairs against the chunk's 64 keys. qs: the pairs' q as tf32 bits
 // (row stride qk_stride; rows at or past `q_rows` are not read: zero); ks: the chunk's K rows
-// (f32, row stride qk_stride). Lane 4g + t gets, for key tile j,
+// (tf32 values, row stride qk_stride). Lane 4g + t gets, for key tile j,
 // s[j] = {(g, 8j + 2t), (g, 8j + 2t + 1), (g + 8, 8j + 2t), (g + 8, 8j + 2t + 1)}.
+// d is taken 16 at a time: lane t reads d 4t .. 4t + 3 of the block with one 16-byte load and
+// feeds the first two to the block's first MMA, the last two to its second (for head_dim
+// % 16 == 8 the last 8 are one MMA of 8-byte loads). DT = head_dim / 8 when known at compile
+// time (0: read D).
+template <int DT>
 __device__ __forceinline__ void chunk_scores(const uint32_t* qs, int q_rows, const float* ks, int D,
                                              float (&s)[kChunkTiles][4]) {
+  if constexpr (DT > 0) D = 8 * DT;
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, S = qk_stride(D);
 #pragma unroll
   for (int j = 0; j < kChunkTiles; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
   const bool row_a = g < q_rows, row_b = g + 8 < q_rows;
-#pragma unroll 2
-  for (int d0 = 0; d0 < D; d0 += 8) {
-    const uint2 qa = row_a ? *reinterpret_cast<const uint2*>(qs + g * S + d0 + 2 * t) : make_uint2(0u, 0u);
-    const uint2 qb = row_b ? *reinterpret_cast<const uint2*>(qs + (g + 8) * S + d0 + 2 * t) : make_uint2(0u, 0u);
-    float2 k[kChunkTiles];
+  const uint32_t* qa_row = qs + g * S;
+  const uint32_t* qb_row = qs + (g + 8) * S;
+  const float* k_row = ks + g * S;
+  const int D16 = D / 16 * 16;
+#pragma unroll(DT > 0 ? DT / 2 : 1)
+  for (int d0 = 0; d0 < D16; d0 += 16) {
+    const uint4 qa = row_a ? *reinterpret_cast<const uint4*>(qa_row + d0 + 4 * t) : make_uint4(0u, 0u, 0u, 0u);
+    const uint4 qb = row_b ? *reinterpret_cast<const uint4*>(qb_row + d0 + 4 * t) : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
-    for (int j = 0; j < kChunkTiles; ++j) k[j] = *reinterpret_cast<const float2*>(ks + (8 * j + g) * S + d0 + 2 * t);
+    for (int j = 0; j < kChunkTiles; ++j) {
+      const uint4 k = *reinterpret_cast<const uint4*>(k_row + 8 * j * S + d0 + 4 * t);
+      mma_tf32(s[j], qa.x, qb.x, qa.y, qb.y, k.x, k.y);
+      mma_tf32(s[j], qa.z, qb.z, qa.w, qb.w, k.z, k.w);
+    }
+  }
+  if (D16 < D) {
+    const uint2 qa = row_a ? *reinterpret_cast<const uint2*>(qa_row + D16 + 2 * t) : make_uint2(0u, 0u);
+    const uint2 qb = row_b ? *reinterpret_cast<const uint2*>(qb_row + D16 + 2 * t) : make_uint2(0u, 0u);
 #pragma unroll
-    for (int j = 0; j < kChunkTiles; ++j) mma_tf32(s[j], qa.x, qb.x, qa.y, qb.y, to_tf32(k[j].x), to_tf32(k[j].y));
+    for (int j = 0; j < kChunkTiles; ++j) {
+      const uint2 k = *reinterpret_cast<const uint2*>(k_row + 8 * j * S + D16 + 2 * t);
+      mma_tf32(s[j], qa.x, qb.x, qa.y, qb.y, k.x, k.y);
+    }
   }
 }
 
@@ -105,7 +128,8 @@ __device__ __forceinline__ void chunk_softmax(float (&s)[kChunkTiles][4], const 
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int i = e / 2;
-      const float p = s[j][e] == -INFINITY ? 0.f : __uint_as_float(to_tf32(expf(s[j][e] - m[i])));
+      // __expf: one ex2.approx, the same instruction in every kernel; p is rounded to tf32 anyway.
+      const float p = s[j][e] == -INFINITY ? 0.f : round_tf32(__expf(s[j][e] - m[i]));
       s[j][e] = p;
       l[i] += p;
     }
@@ -117,7 +141,7 @@ __device__ __forceinline__ void chunk_softmax(float (&s)[kChunkTiles][4], const 
 }
 
 // o = p · v for the G d tiles nt0 .. nt0 + G - 1 (columns 8nt .. 8nt + 7; tiles at or past
-// `nt_end` are skipped); vs: the chunk's V rows (f32, row stride v_stride). Lane 4g + t gets
+// `nt_end` are skipped); vs: the chunk's V rows (tf32 values, row stride v_stride). Lane 4g + t gets
 // o[i] = {(g, 8nt + 2t), (g, 8nt + 2t + 1), (g + 8, ...), ...} for nt = nt0 + i. Each tile's
 // chain runs over the 8-key steps in order; the G chains are interleaved (independent MMAs).
 template <int G>
@@ -133,7 +157,7 @@ __device__ __forceinline__ void chunk_pv(const float (&p)[kChunkTiles][4], const
     for (int i = 0; i < G; ++i)
       if (nt0 + i < nt_end)
         mma_tf32(o[i], __float_as_uint(p[j][0]), __float_as_uint(p[j][2]), __float_as_uint(p[j][1]),
-                 __float_as_uint(p[j][3]), to_tf32(v[8 * i]), to_tf32(v[8 * i + S]));
+                 __float_as_uint(p[j][3]), __float_as_uint(v[8 * i]), __float_as_uint(v[8 * i + S]));
   }
 }
 
