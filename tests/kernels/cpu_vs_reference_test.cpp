@@ -160,6 +160,23 @@ TEST_P(Kernels, RowwiseOpsMatchReference) {
   }
 }
 
+// CpuBackend::rms_norm interleaves four rows' sums of squares: every row count (groups of four
+// plus a tail) and the in-place form (q/k norms) give the reference bits.
+TEST_P(Kernels, RmsNormIsBitIdenticalForAnyRowCountAndInPlace) {
+  const int64_t dim = 64;
+  auto w = random_weight(GetParam(), 1, dim, rng);
+  const Weight packed = cpu->upload_weight(w.view);
+  for (int64_t rows = 1; rows <= 9; ++rows) {
+    auto x = random_vec(static_cast<size_t>(rows * dim), rng);
+    std::vector<float> a(x.size()), b(x.size()), in_place = x;
+    cpu->rms_norm(x.data(), packed, rows, dim, 1e-6f, 0.f, a.data());
+    ref->rms_norm(x.data(), w.view, rows, dim, 1e-6f, 0.f, b.data());
+    cpu->rms_norm(in_place.data(), packed, rows, dim, 1e-6f, 0.f, in_place.data());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "rows " << rows;
+    EXPECT_EQ(0, std::memcmp(in_place.data(), b.data(), b.size() * sizeof(float))) << "in place, rows " << rows;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, Kernels, ::testing::Values(DType::F32, DType::BF16, DType::F16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
