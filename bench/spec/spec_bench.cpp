@@ -1,7 +1,9 @@
 // Speculative decoding through the engine, per method against plain decoding, on the same
 // workloads as bench/spec/run_spec_bench.sh (the prompts pre-tokenized in bench/spec/prompts/*.ids)
 // but without the CLI, so it also runs where only the core modules build (the GPU machine).
-// Greedy; decode tok/s = tokens after the first over the time after the first; 2 s of plain
+// Greedy, so every method must produce plain decoding's tokens (the "= plain" column: "yes", or
+// the first differing position; the exit code is 1 if any run differs). Decode tok/s = tokens
+// after the first over the time after the first; 2 s of plain
 // decoding warm the process up before anything is timed, then per method one warm-up
 // run discarded, median of --runs; a fresh drafter per run (the suffix trie would otherwise
 // learn the answer). Engine defaults otherwise (k = 4, auto-k, gates on). Plain method names
@@ -37,6 +39,7 @@ namespace {
 
 struct RunResult {
   double decode_tok_s = 0;
+  std::vector<int32_t> tokens;
   engine::SpecUsage spec;
   engine::EngineStats stats;
 };
@@ -69,6 +72,7 @@ RunResult generate(model::Model& model, spec::Drafter* drafter, bool model_free,
     if (!out) throw std::runtime_error("the engine stalled");
     if (n == 0 && !out->tokens.empty()) first = Clock::now();
     n += out->tokens.size();
+    r.tokens.insert(r.tokens.end(), out->tokens.begin(), out->tokens.end());
     if (out->finish != engine::FinishReason::None) {
       r.spec = out->spec;
       r.stats = engine.stats();
@@ -134,12 +138,13 @@ int main(int argc, char** argv) {
   }
   auto backend = kernels::make_backend(device);
   auto model = model::load_model(dir, *backend);
+  bool mismatches = false;
   const bool has_drafter = std::filesystem::exists(dir + "/drafter/config.json");
   std::printf("Speculative decoding through the engine, %s, %s, %d new tokens, median of %d after a warm-up\n\n",
               backend->name().c_str(), dir.c_str(), tokens, runs);
   std::printf(
       "| workload | method | decode tok/s | ratio | tokens per verify step | gate | ms per spec step | of which drafting "
-      "| ms per plain step |\n|---|---|---:|---:|---:|---|---:|---:|---:|\n");
+      "| ms per plain step | = plain |\n|---|---|---:|---:|---:|---|---:|---:|---:|---|\n");
   // Process warm-up before anything is timed: the first method measured otherwise runs on a
   // cold device (clocks, lazily loaded kernels, allocator), which on the H200 made the first
   // workload's baseline up to 20% slower than the others' and inflated its ratios.
@@ -153,6 +158,7 @@ int main(int argc, char** argv) {
     const auto prompt = read_ids(file);
     const std::string workload = std::filesystem::path(file).stem().string();
     double base = 0;
+    std::vector<int32_t> plain_tokens = generate(*model, nullptr, false, 0, prompt, tokens).tokens;
     for (const std::string& method : methods) {
       if (method.starts_with("draft") && !has_drafter) continue;
       std::vector<RunResult> results;
@@ -173,19 +179,30 @@ int main(int argc, char** argv) {
         if (r > 0) results.push_back(result);  // run 0 is the warm-up
       }
       if (results.empty()) continue;
+      // The first position where any run's tokens leave plain decoding's, or -1.
+      int64_t differs = -1;
+      for (const RunResult& result : results) {
+        const auto [a, b] = std::mismatch(result.tokens.begin(), result.tokens.end(), plain_tokens.begin(),
+                                          plain_tokens.end());
+        if (a != result.tokens.end() || b != plain_tokens.end())
+          differs = std::max<int64_t>(differs, a - result.tokens.begin());
+      }
+      if (differs >= 0) mismatches = true;
       std::sort(results.begin(), results.end(),
                 [](const RunResult& a, const RunResult& b) { return a.decode_tok_s < b.decode_tok_s; });
       const RunResult& median = results[results.size() / 2];
       if (method == "none") base = median.decode_tok_s;
       const engine::EngineStats& st = median.stats;
-      std::printf("| %s | %s | %.1f | %.2f | %s | %s | %s | %s | %s |\n", workload.c_str(), method.c_str(),
+      std::printf("| %s | %s | %.1f | %.2f | %s | %s | %s | %s | %s | %s |\n", workload.c_str(), method.c_str(),
                   median.decode_tok_s, base > 0 ? median.decode_tok_s / base : 0.0,
                   median.spec.num_steps ? std::to_string(median.spec.mean_accepted_length()).substr(0, 4).c_str() : "-",
                   median.spec.stopped_by.c_str(), per_step_ms(st.spec_step_seconds, st.spec_decode_steps).c_str(),
                   per_step_ms(st.spec_draft_seconds, st.spec_decode_steps).c_str(),
-                  per_step_ms(st.plain_step_seconds, st.plain_decode_steps).c_str());
+                  per_step_ms(st.plain_step_seconds, st.plain_decode_steps).c_str(),
+                  differs < 0 ? "yes" : ("NO: from token " + std::to_string(differs)).c_str());
       if (const std::string after = graph_counters(*backend); after != graphs_before)
         std::fprintf(stderr, "%s %s: CUDA graphs (cumulative) %s\n", workload.c_str(), method.c_str(), after.c_str());
     }
   }
+  return mismatches ? 1 : 0;
 }
