@@ -3,7 +3,8 @@
 # run the CUDA kernel tests, the 8B-shape engine figures (cuda_bench --engine-only: no kernel
 # tables), then the demo model's speculation benchmark once per TACHYON_CUDA_GRAPHS value.
 # Results under $OUT (or bench/results). The full record is run_cuda_bench.sh's.
-# Env: BENCH_ARGS (e.g. "--profile --runs 2"), GRAPHS (default "0"), SPEC_METHODS, SPEC_PROMPTS,
+# Env: BENCH_ARGS (e.g. "--profile --runs 2"), GRAPHS (TACHYON_CUDA_GRAPHS values to run, "default" = unset:
+# the default; e.g. "default 0"), SPEC_METHODS, SPEC_PROMPTS,
 # SPEC_RUNS (3), TESTS ("kernel" default; "all" adds the golden tests, "none"), EXTRA_CMAKE_ARGS,
 # BUILD, SKIP_ENGINE=1, SKIP_SPEC=1.
 set -euo pipefail
@@ -32,9 +33,10 @@ if [ "${SKIP_ENGINE:-0}" = 0 ]; then
   grep -E "^\| (decode|prefill)|device copy" "$results/engine.md"
 fi
 [ "${SKIP_SPEC:-0}" = 1 ] && exit 0
-for g in ${GRAPHS:-0}; do
+for g in ${GRAPHS:-default}; do
   echo "## demo model speculation, TACHYON_CUDA_GRAPHS=$g"
-  TACHYON_CUDA_GRAPHS=$g "$build/bench/spec_bench" --device cuda --runs "${SPEC_RUNS:-3}" --tokens 384 \
+  # "default": unset (graphs for the steps the engine marks as repeating)
+  env $([ "$g" = default ] && echo -u TACHYON_CUDA_GRAPHS || echo TACHYON_CUDA_GRAPHS=$g) "$build/bench/spec_bench" --device cuda --runs "${SPEC_RUNS:-3}" --tokens 384 \
     --methods "${SPEC_METHODS:-none,ngram,mtp,mtp-tree,draft-tree}" "$root/models/tachyon-demo" \
     ${SPEC_PROMPTS:-$root/bench/spec/prompts/code_completion.ids $root/bench/spec/prompts/prose.ids} 2>&1 |
     grep -E "^\||CUDA graphs"

@@ -213,6 +213,7 @@ class EngineLoop : public KvAllocator {
       });
       int32_t step_drafts = 0;   // draft rows this step verifies
       bool decode_only = true;  // every chunk is one committed token (+ its drafts): no prompt rows
+      bool any_tree = false;    // a draft tree's shape changes from step to step
       for (auto& c : plan.chunks) {
         Active& a = active_.at(c.id);
         if (a.num_cached_prompt < 0) {
@@ -232,6 +233,7 @@ class EngineLoop : public KvAllocator {
         const bool all_rows = a.num_drafts > 0 || (a.request.prompt_logprobs && c.begin < a.num_prompt);
         const bool want_hidden = config_.drafter && config_.drafter->wants_hidden() && speculation_on(a);
         if (!a.tree_parents.empty()) {  // a draft tree: node 0 is the last committed token
+          any_tree = true;
           tree_rows_parents_.assign(1, -1);
           tree_rows_parents_.insert(tree_rows_parents_.end(), a.tree_parents.begin(), a.tree_parents.end());
           batch.add_tree(a.seq, span, tree_rows_parents_, c.begin, want_hidden);
@@ -245,8 +247,15 @@ class EngineLoop : public KvAllocator {
       const auto t0 = Clock::now();
       const uint64_t warmups = model_.backend().warmup_events();
       try {
+        // Decode steps of plain rows and draft chains repeat their shapes (k settles): the
+        // backend may replay them as graphs. Both kinds alike, so that the step-cost model
+        // compares like with like (a replayed plain step against a directly issued verify
+        // step made every draft row look expensive to auto-k).
+        model_.backend().set_repeating_step(decode_only && !any_tree);
         out = model_.forward(batch, kv_);
+        model_.backend().set_repeating_step(false);
       } catch (const std::exception& e) {
+        model_.backend().set_repeating_step(false);
         log::error("forward failed: {}", e.what());
         for (const auto& c : plan.chunks) finish(c.id, FinishReason::Error, e.what());
         continue;

@@ -52,6 +52,11 @@ class Backend {
   // Count of one-time work done so far (the CUDA backend: graphs captured). Steps during
   // which it grows are warm-up, not steady-state cost: the engine's gates do not time them.
   virtual uint64_t warmup_events() const { return 0; }
+  // A hint from the engine about the ops until the next call: true while it runs a decode step
+  // whose shape repeats from step to step (plain rows, draft chains), so the CUDA backend
+  // records it as a replayable graph; false for prefill chunks, draft trees and drafting,
+  // whose shapes vary or were not measured (a capture costs more than the replays it would get).
+  virtual void set_repeating_step(bool repeating) { (void)repeating; }
 
   // out[r, :] = table[ids[r], :] * scale
   virtual void embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) = 0;

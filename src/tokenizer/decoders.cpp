@@ -192,7 +192,7 @@ class WordPieceDecoder : public Decoder {
         if (t.compare(0, prefix_.size(), prefix_) == 0 && at != std::string::npos) {
           t.erase(at, prefix_.size());
         } else {
-          t.insert(0, " ");
+          t.insert(t.begin(), ' ');  // (insert(0, " ") trips GCC 12's -Wrestrict false positive at -O3)
         }
       }
       if (cleanup_) {

@@ -145,12 +145,13 @@ class CudaBackend final : public Backend {
     TACHYON_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     mirror_ = std::make_unique<DeviceMirror>(stream_);
     graphs_ = std::make_unique<cuda::StepGraphs>(stream_);
-    // Off unless TACHYON_CUDA_GRAPHS=1: measured +26% plain decode on the demo model but no
-    // gain on the GPU-bound 8B shape, and (before warm-up steps were kept out of the
-    // speculation gates) captures during the first speculative steps switched prompt lookup
-    // off; the fixed interaction is not yet measured (bench/NOTES-cuda.md).
-    const char* env = std::getenv("TACHYON_CUDA_GRAPHS");
-    graphs_->enabled = env && std::string(env) == "1";
+    // By default graphs record the steps the engine marks as repeating (plain decode: +9-26%
+    // on the launch-bound demo model, nothing lost on the GPU-bound 8B shape) and nothing else:
+    // speculative steps change shape often, and capturing them cost more than it saved
+    // (bench/NOTES-cuda.md). TACHYON_CUDA_GRAPHS=1 records every step, =0 none.
+    if (const char* env = std::getenv("TACHYON_CUDA_GRAPHS"))
+      graph_policy_ = std::string(env) == "1" ? GraphPolicy::Always : GraphPolicy::Never;
+    graphs_->enabled = graph_policy_ == GraphPolicy::Always;
     moe_ = std::make_unique<cuda::MoeRunner>(stream_);
     profile_ = std::make_unique<OpProfile>();
     cudaDeviceProp prop{};
@@ -275,6 +276,17 @@ class CudaBackend final : public Backend {
     TACHYON_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
   }
   uint64_t warmup_events() const override { return graphs_->counters().captures + graphs_->counters().capture_failures; }
+  void set_repeating_step(bool repeating) override {
+    if (graph_policy_ != GraphPolicy::RepeatingSteps) return;
+    flush();  // what was recorded under the old setting goes first
+    graphs_->enabled = repeating;
+  }
+  enum class GraphPolicy { RepeatingSteps, Always, Never };
+  void set_graph_policy(GraphPolicy policy) {
+    synchronize();
+    graph_policy_ = policy;
+    graphs_->enabled = policy == GraphPolicy::Always;
+  }
   void synchronize() override {
     flush();
     TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -586,6 +598,7 @@ class CudaBackend final : public Backend {
   size_t copy_workspace_bytes_ = 0;
   std::vector<cuda::CopyDesc> copy_descs_;
   void* attn_workspace_ = nullptr;  // split-KV partial results of decode attention
+  GraphPolicy graph_policy_ = GraphPolicy::RepeatingSteps;  // see the constructor
   size_t attn_workspace_bytes_ = 0;
 };
 
@@ -611,8 +624,7 @@ void cuda_profile_enable(Backend& backend, bool on) {
 void cuda_graphs_enable(Backend& backend, bool on) {
   auto* b = dynamic_cast<cuda::CudaBackend*>(&backend);
   TACHYON_CHECK(b != nullptr, "cuda_graphs_enable needs the CUDA backend");
-  b->synchronize();
-  b->graphs().enabled = on;
+  b->set_graph_policy(on ? cuda::CudaBackend::GraphPolicy::Always : cuda::CudaBackend::GraphPolicy::Never);
 }
 
 CudaGraphCounters cuda_graph_counters(Backend& backend) {

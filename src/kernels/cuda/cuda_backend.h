@@ -3,8 +3,9 @@
 //
 //   if (kernels::cuda_device_count() > 0) backend = kernels::make_cuda_backend();
 //
-// With TACHYON_CUDA_GRAPHS=1 (or cuda_graphs_enable), steps run as CUDA graphs
-// (step_graph.h): the ops of a step are recorded with keys that describe them exactly, the
+// Steps the engine marks as repeating (Backend::set_repeating_step: plain decode) run as CUDA
+// graphs (step_graph.h; TACHYON_CUDA_GRAPHS=1 or cuda_graphs_enable: every step, =0: none):
+// the ops of a step are recorded with keys that describe them exactly, the
 // host metadata they read (ids, positions, block tables) staged in pinned memory uploaded at
 // the step's start, and a step whose key sequence ran before replays a captured graph (same
 // bits as issuing the ops directly, tested). Otherwise host arrays are mirrored into device
@@ -32,8 +33,8 @@ std::unique_ptr<Backend> make_cuda_backend();
 void cuda_profile_enable(Backend& backend, bool on);
 std::string cuda_profile_report(Backend& backend);
 
-// CUDA graphs of repeated steps (off by default, see above); the counters say how steps
-// were issued.
+// CUDA graphs for every step (on) or none (off), overriding the engine's repeating-step hint
+// (see above); the counters say how steps were issued.
 struct CudaGraphCounters {
   uint64_t replays = 0, captures = 0, direct = 0, capture_failures = 0;
 };

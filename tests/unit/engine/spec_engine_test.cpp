@@ -4,6 +4,7 @@
 // speculative from plain sampling.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <random>
@@ -14,6 +15,7 @@
 #include "engine/engine.h"
 #include "io/safetensors.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "spec/draft_model.h"
 #include "spec/mtp.h"
@@ -114,6 +116,68 @@ TEST(SpeculativeEngine, GreedyOutputIsIdenticalWithEveryDrafterAloneAndBatched) 
       std::printf("%s, concurrency %d: %d drafted, %d accepted, mean accepted length %.2f\n", name, concurrent,
                   usage.num_drafted, usage.num_accepted, usage.mean_accepted_length());
     }
+  }
+}
+
+// The engine tells the backend which steps repeat their shape (Backend::set_repeating_step;
+// the CUDA backend replays those as graphs): decode steps of plain rows and of draft chains,
+// never prefill chunks or draft trees. A CPU backend that notes the hint at each forward's
+// embedding lookup.
+class RepeatingStepSpy final : public kernels::CpuBackend {
+ public:
+  void set_repeating_step(bool repeating) override { repeating_ = repeating; }
+  void embedding(const kernels::Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) override {
+    (repeating_ ? repeating_rows : other_rows).push_back(rows);
+    CpuBackend::embedding(table, ids, rows, scale, out);
+  }
+  std::vector<int64_t> repeating_rows, other_rows;
+
+ private:
+  bool repeating_ = false;
+};
+
+TEST(SpeculativeEngine, DecodeStepsOfChainsAreMarkedRepeatingPrefillAndTreesAreNot) {
+  for (int32_t tree_nodes : {0, 8}) {
+    RepeatingStepSpy spy;
+    const auto model = model::load_model(kDemo, spy);
+    // Chains from prompt lookup; trees from MTP (it always branches with runner-up tokens; its
+    // head's own one-row forwards are drafting, never marked).
+    auto drafter = tree_nodes == 0 ? spec::make_ngram_drafter({})
+                                   : spec::make_mtp_drafter(model::MtpHead::load(kDemo, model->config(), spy), spy);
+    EngineConfig config{.max_concurrent = 1, .num_blocks = 256};
+    config.drafter = drafter.get();
+    config.max_tree_nodes = tree_nodes;
+    Engine engine(*model, config);
+    GenerationRequest request;
+    request.prompt = prompts()[0];  // code with a repeated half: prompt lookup drafts, sometimes not
+    request.sampling.temperature = 0;
+    request.max_tokens = 96;
+    auto stream = engine.submit(request);
+    SpecUsage spec;
+    for (;;) {
+      auto out = stream->next(std::chrono::seconds(300));
+      ASSERT_TRUE(out.has_value());
+      if (out->finish != FinishReason::None) {
+        spec = out->spec;
+        break;
+      }
+    }
+    ASSERT_GT(spec.num_steps, 0) << "no speculative step: the test needs both kinds";
+    const size_t multi_row = static_cast<size_t>(
+        std::count_if(spy.repeating_rows.begin(), spy.repeating_rows.end(), [](int64_t r) { return r > 1; }));
+    if (tree_nodes == 0) {
+      // Everything after the prompt's prefill is a decode step: plain (1 row) or a chain.
+      EXPECT_EQ(spy.other_rows, std::vector<int64_t>{static_cast<int64_t>(request.prompt.size())});
+      EXPECT_GT(multi_row, 0u) << "no verify step of a chain was marked repeating";
+    } else {
+      ASSERT_GT(engine.stats().spec_tree_steps, 0u) << "no tree was verified";
+      EXPECT_EQ(multi_row, 0u) << "a tree step was marked repeating";
+      const size_t unmarked_multi_row = static_cast<size_t>(
+          std::count_if(spy.other_rows.begin(), spy.other_rows.end(), [](int64_t r) { return r > 1; }));
+      EXPECT_GE(unmarked_multi_row, engine.stats().spec_tree_steps + 1);  // the prefill and every tree step
+    }
+    EXPECT_TRUE(std::count(spy.repeating_rows.begin(), spy.repeating_rows.end(), 1) > 0)
+        << "no plain decode step was marked repeating";
   }
 }
 
