@@ -32,8 +32,9 @@ __device__ __forceinline__ void cp_async16_attn(void* smem, const void* gmem) {
 }
 
 // Issues the copies of the K and V rows of chunk keys [c0, c0 + 64) into shared memory (every
-// load in flight at once, one cp.async group: wait with cp_async_wait); keys outside [k_begin, k_end] are zero rows, so that their zero weights multiply
-// finite values. `key_position` maps a logical key to the position of its cache slot.
+// load in flight at once, one cp.async group: wait with cp_async_wait); keys outside
+// [k_begin, k_end] are zero rows, so that their zero weights multiply finite values.
+// `key_position` maps a logical key to the position of its cache slot.
 template <typename KeyPosition>
 __device__ __forceinline__ void stage_chunk(const float* __restrict__ k_cache, const float* __restrict__ v_cache,
                                             const int32_t* table, int block_size, int64_t width, int64_t head_offset,
@@ -80,9 +81,9 @@ __device__ __forceinline__ void stage_q(PairQ pair_q, int pairs, int padded, int
 // into its running state and accumulates p·v into it. Tiles run in reverse order: a sequence's
 // last tiles have the most keys and start first.
 //
-// Bytes per FLOP decide the shape: every CTA reads its KV head's f32 K and V chunks from L2,
-// 64 KB per chunk at d 128, for 2 MFLOP per 64 pairs: 8 warps (128 pairs) halve the L2 traffic
-// of 4 (measured in bench/NOTES-cuda.md, "Attention on tensor cores").
+// Shape, by measurement (bench/NOTES-cuda.md, "Session 5: attention on tensor cores"): 8 warps
+// (128 pairs, half the L2 reads of K and V per FLOP) with two chunk buffers ran 10-12% faster
+// than 4 warps with one; 4 warps with two buffers (one CTA per SM) ran 1.7x slower.
 struct TileVariant {
   int warps, stages;
 };
@@ -97,7 +98,9 @@ size_t tile_smem_bytes(int D, int stages) {
   return (static_cast<size_t>(tile_pairs(D)) * qk_stride(D) + static_cast<size_t>(stages) * chunk_smem_words(D)) * 4;
 }
 constexpr size_t kMaxSmemPerBlock = 226 * 1024;  // 227 KB less the static arrays
-int tile_stages(int D) { return tile_smem_bytes(D, g_tile_variant.stages) <= kMaxSmemPerBlock ? g_tile_variant.stages : 1; }
+int tile_stages(int D) {
+  return tile_smem_bytes(D, g_tile_variant.stages) <= kMaxSmemPerBlock ? g_tile_variant.stages : 1;
+}
 
 // DT: d tiles per warp (head_dim <= 8 · DT · d_parts); DK: head_dim / 8 when fixed at compile
 // time (constant strides and unrolled loops), 0 to read it from the shape.
