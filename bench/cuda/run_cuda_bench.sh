@@ -9,7 +9,8 @@
 # room), MAX_GB (checkpoint cap: layers are dropped to fit; default: the room left on CKPT's
 # file system), BENCH_ARGS (e.g. --profile), EXTRA_CMAKE_ARGS (e.g.
 # -DTACHYON_ONLY_MODULES="base;io;kernels;kv;sampling;model" where the server's dependencies
-# are missing; see bench/NOTES-cuda.md "Reproducing on the H200 image").
+# are missing; see bench/NOTES-cuda.md "Reproducing on the H200 image"), SANITIZE=1 (also run the
+# kernel tests under compute-sanitizer memcheck: cuda-sanitizer-<commit>.log).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${BUILD:-$root/build-cuda-release}"
@@ -48,6 +49,11 @@ if [ "$skip_tests" = 0 ]; then
   done
   grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED|Failure|divergence|demo greedy|Expected|Which is|max diff" \
     "$results/cuda-tests-$commit.log" || true
+  if [ "${SANITIZE:-0}" = 1 ]; then  # memcheck over every CUDA kernel test (~1 minute more)
+    (cd "$root" && compute-sanitizer --tool memcheck --error-exitcode 1 "$build/tests/kernels/cuda/cuda_kernel_tests") \
+      > "$results/cuda-sanitizer-$commit.log" 2>&1 || tests_rc=$?
+    grep -E "ERROR SUMMARY|^\[  (PASSED|FAILED)" "$results/cuda-sanitizer-$commit.log" || true
+  fi
 fi
 wait $gen || { cat "$results/checkpoint.log"; exit 1; }
 if [ "$skip_bench" = 0 ]; then
