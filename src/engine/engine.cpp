@@ -19,6 +19,20 @@ namespace tachyon::engine {
 namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// Backend::set_repeating_step for one forward: set on entry, cleared on every exit.
+class RepeatingStep {
+ public:
+  RepeatingStep(kernels::Backend& backend, bool repeating) : backend_(backend) {
+    backend_.set_repeating_step(repeating);
+  }
+  ~RepeatingStep() { backend_.set_repeating_step(false); }
+  RepeatingStep(const RepeatingStep&) = delete;
+  RepeatingStep& operator=(const RepeatingStep&) = delete;
+
+ private:
+  kernels::Backend& backend_;
+};
 }  // namespace
 
 const char* finish_reason_name(FinishReason r) {
@@ -251,11 +265,9 @@ class EngineLoop : public KvAllocator {
         // backend may replay them as graphs. Both kinds alike, so that the step-cost model
         // compares like with like (a replayed plain step against a directly issued verify
         // step made every draft row look expensive to auto-k).
-        model_.backend().set_repeating_step(decode_only && !any_tree);
+        const RepeatingStep hint(model_.backend(), decode_only && !any_tree);
         out = model_.forward(batch, kv_);
-        model_.backend().set_repeating_step(false);
       } catch (const std::exception& e) {
-        model_.backend().set_repeating_step(false);
         log::error("forward failed: {}", e.what());
         for (const auto& c : plan.chunks) finish(c.id, FinishReason::Error, e.what());
         continue;

@@ -415,9 +415,9 @@ int query_tile_rows(int group, int head_dim) {
   return std::max(1, tile_pairs(head_dim) / heads_per_chunk(group, head_dim));
 }
 
-std::vector<QueryTile> make_query_tiles(const int32_t* row_seq, const int32_t* tree_base, int64_t rows,
-                                        int tile_rows, std::vector<int32_t>& decode_rows) {
-  std::vector<QueryTile> tiles;
+void make_query_tiles(const int32_t* row_seq, const int32_t* tree_base, int64_t rows, int tile_rows,
+                      std::vector<QueryTile>& tiles, std::vector<int32_t>& decode_rows) {
+  tiles.clear();
   decode_rows.clear();
   for (int32_t r = 0; r < rows;) {
     int32_t end = r + 1;
@@ -431,7 +431,6 @@ std::vector<QueryTile> make_query_tiles(const int32_t* row_seq, const int32_t* t
       for (int32_t t = r; t < end; t += tile_rows) tiles.push_back({t, std::min(tile_rows, end - t)});
     r = end;
   }
-  return tiles;
 }
 
 void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,

@@ -47,8 +47,8 @@ int query_tile_rows(int group, int head_dim);
 // `tile_rows` consecutive rows of one sequence; the rows of shorter runs (decode, speculative
 // verification) go to `decode_rows`; so do tree rows (`tree_base` >= 0; they need the
 // per-row key mapping that only the decode kernel applies), whatever their run's length.
-std::vector<QueryTile> make_query_tiles(const int32_t* row_seq, const int32_t* tree_base, int64_t rows,
-                                        int tile_rows, std::vector<int32_t>& decode_rows);
+void make_query_tiles(const int32_t* row_seq, const int32_t* tree_base, int64_t rows, int tile_rows,
+                      std::vector<QueryTile>& tiles, std::vector<int32_t>& decode_rows);
 
 void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
                const float* k_cache, const float* v_cache, const AttentionShape& shape, float* out,

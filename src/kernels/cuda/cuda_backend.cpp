@@ -145,10 +145,11 @@ class CudaBackend final : public Backend {
     TACHYON_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     mirror_ = std::make_unique<DeviceMirror>(stream_);
     graphs_ = std::make_unique<cuda::StepGraphs>(stream_);
-    // By default graphs record the steps the engine marks as repeating (plain decode: +9-26%
-    // on the launch-bound demo model, nothing lost on the GPU-bound 8B shape) and nothing else:
-    // speculative steps change shape often, and capturing them cost more than it saved
-    // (bench/NOTES-cuda.md). TACHYON_CUDA_GRAPHS=1 records every step, =0 none.
+    // By default graphs record the steps the engine marks as repeating (plain decode and
+    // draft-chain verify steps: +16-26% plain, +4-44% prompt lookup on the launch-bound demo
+    // model) and nothing else: draft trees and drafting change shape often, and capturing
+    // every step cost more than it saved (bench/NOTES-cuda.md). TACHYON_CUDA_GRAPHS=1 records
+    // every step, =0 none.
     if (const char* env = std::getenv("TACHYON_CUDA_GRAPHS"))
       graph_policy_ = std::string(env) == "1" ? GraphPolicy::Always : GraphPolicy::Never;
     graphs_->enabled = graph_policy_ == GraphPolicy::Always;
@@ -401,10 +402,10 @@ class CudaBackend final : public Backend {
                   "the CUDA attention supports head_dim a multiple of 8 up to 256, got {}", kv.head_dim);
     TACHYON_CHECK(p.num_heads % kv.num_kv_heads == 0, "num_heads must be a multiple of num_kv_heads");
     const int group = static_cast<int>(p.num_heads / kv.num_kv_heads);
-    std::vector<int32_t> decode_rows;
-    const auto tiles =
-        cuda::make_query_tiles(meta.row_seq, meta.tree_base, rows,
-                               cuda::query_tile_rows(group, static_cast<int>(kv.head_dim)), decode_rows);
+    std::vector<cuda::QueryTile>& tiles = query_tiles_;
+    std::vector<int32_t>& decode_rows = decode_rows_;
+    cuda::make_query_tiles(meta.row_seq, meta.tree_base, rows,
+                           cuda::query_tile_rows(group, static_cast<int>(kv.head_dim)), tiles, decode_rows);
     cuda::AttentionShape shape{static_cast<int>(p.num_heads), static_cast<int>(kv.num_kv_heads),
                                static_cast<int>(kv.head_dim), kv.block_size, p.scale, p.softcap,
                                static_cast<int>(p.sliding_window), 0,
@@ -598,8 +599,10 @@ class CudaBackend final : public Backend {
   size_t copy_workspace_bytes_ = 0;
   std::vector<cuda::CopyDesc> copy_descs_;
   void* attn_workspace_ = nullptr;  // split-KV partial results of decode attention
-  GraphPolicy graph_policy_ = GraphPolicy::RepeatingSteps;  // see the constructor
   size_t attn_workspace_bytes_ = 0;
+  std::vector<cuda::QueryTile> query_tiles_;  // attention's plan, reused: no allocation per call
+  std::vector<int32_t> decode_rows_;
+  GraphPolicy graph_policy_ = GraphPolicy::RepeatingSteps;  // see the constructor
 };
 
 }  // namespace cuda
