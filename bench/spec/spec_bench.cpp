@@ -9,7 +9,8 @@
 // learn the answer). Engine defaults otherwise (k = 4, auto-k, gates on). Plain method names
 // draft chains; a "-tree" suffix (ngram-tree, ...) drafts trees of --tree-nodes nodes
 // (default -1: the engine's automatic choice, the default of tachyon run/serve).
-// Usage: spec_bench [--device cpu|cuda] [--tokens 384] [--runs 5] [--tree-nodes 16]
+// Usage: spec_bench [--device cpu|cuda] [--tokens 384] [--runs 5] [--tree-nodes 16] [--k 4] [--fixed-k]
+//                   [--draft-vocabulary N]
 //                   [--methods none,ngram,ngram-tree,...] MODEL_DIR PROMPT.ids...
 #include <algorithm>
 #include <chrono>
@@ -52,10 +53,20 @@ std::string per_step_ms(double seconds, uint64_t steps) {
   return buf;
 }
 
+// --k N: num_speculative_tokens (default: the engine's); --fixed-k: auto-k off;
+// --draft-vocabulary N: the model drafters score ids [0, N) (-1: their default, 0: all).
+struct SpecOptions {
+  int32_t k = 0;
+  bool fixed_k = false;
+  int64_t draft_vocabulary = -1;
+};
+
 RunResult generate(model::Model& model, spec::Drafter* drafter, bool model_free, int32_t tree_nodes,
-                   const std::vector<int32_t>& prompt, int32_t tokens) {
+                   const std::vector<int32_t>& prompt, int32_t tokens, const SpecOptions& options = {}) {
   engine::EngineConfig config{.max_concurrent = 1};
   config.drafter = drafter;
+  if (options.k > 0) config.num_speculative_tokens = options.k;
+  config.auto_k = !options.fixed_k;
   config.max_tree_nodes = tree_nodes;
   config.model_free_drafter = model_free;
   engine::Engine engine(model, config);
@@ -92,13 +103,16 @@ std::vector<int32_t> read_ids(const std::string& path) {
   return ids;
 }
 
-// The CUDA backend's graph counters (replays, captures, direct issues), or "" elsewhere.
+// The CUDA backend's graph counters (replays, captures, direct issues) and host seconds at
+// host reads (issuing, waiting), or "" elsewhere.
 std::string graph_counters(kernels::Backend& backend) {
 #ifdef TACHYON_HAS_CUDA
   if (backend.name().starts_with("cuda")) {
     const auto c = kernels::cuda_graph_counters(backend);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, ", issue %.3f s, wait %.3f s", c.flush_seconds, c.wait_seconds);
     return "replays " + std::to_string(c.replays) + ", captures " + std::to_string(c.captures) + ", direct " +
-           std::to_string(c.direct);
+           std::to_string(c.direct) + buf;
   }
 #endif
   (void)backend;
@@ -113,6 +127,7 @@ int main(int argc, char** argv) {
   int runs = 5;
   std::vector<std::string> prompt_files;
   int32_t tree_nodes = -1;  // auto (the engine default)
+  SpecOptions options;
   std::vector<std::string> methods = {"none",  "ngram",      "ngram-tree", "suffix", "suffix-tree",
                                       "draft", "draft-tree", "mtp",        "mtp-tree"};
   for (int i = 1; i < argc; ++i) {
@@ -120,6 +135,9 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) runs = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--tree-nodes") && i + 1 < argc) tree_nodes = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--k") && i + 1 < argc) options.k = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--fixed-k")) options.fixed_k = true;
+    else if (!std::strcmp(argv[i], "--draft-vocabulary") && i + 1 < argc) options.draft_vocabulary = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--methods") && i + 1 < argc) {
       methods.clear();
       std::string list = argv[++i];
@@ -133,7 +151,7 @@ int main(int argc, char** argv) {
     else prompt_files.push_back(argv[i]);
   }
   if (dir.empty() || prompt_files.empty()) {
-    std::fprintf(stderr, "usage: spec_bench [--device cpu|cuda] [--tokens N] [--runs N] [--tree-nodes N] [--methods a,b] MODEL_DIR PROMPT.ids...\n");
+    std::fprintf(stderr, "usage: spec_bench [--device cpu|cuda] [--tokens N] [--runs N] [--tree-nodes N] [--k N] [--fixed-k] [--draft-vocabulary N] [--methods a,b] MODEL_DIR PROMPT.ids...\n");
     return 2;
   }
   auto backend = kernels::make_backend(device);
@@ -163,19 +181,26 @@ int main(int argc, char** argv) {
       if (method.starts_with("draft") && !has_drafter) continue;
       std::vector<RunResult> results;
       const std::string graphs_before = graph_counters(*backend);
+      // Model drafters live as long as a server does: one per method, its per-request state
+      // dropped at each request's end (a fresh one per run would re-upload its weights and make
+      // a GPU re-capture every graph of its forwards in every run). The suffix trie is fresh
+      // per run: it would otherwise learn the answer.
+      std::unique_ptr<spec::Drafter> model_drafter;
+      if (method.starts_with("draft"))
+        model_drafter = spec::make_draft_model_drafter(dir + "/drafter", dir, *model, *backend,
+                                                       {.draft_vocabulary = options.draft_vocabulary});
+      else if (method.starts_with("mtp"))
+        if (auto head = model::MtpHead::load(dir, model->config(), *backend))
+          model_drafter = spec::make_mtp_drafter(std::move(head), *backend, 1024, 16, options.draft_vocabulary);
+      if (method.starts_with("mtp") && !model_drafter) continue;
       for (int r = 0; r <= runs; ++r) {
-        std::unique_ptr<spec::Drafter> drafter;
+        std::unique_ptr<spec::Drafter> fresh;
         const bool model_free = method.starts_with("ngram") || method.starts_with("suffix");
-        if (method.starts_with("ngram")) drafter = spec::make_ngram_drafter({});
-        else if (method.starts_with("suffix")) drafter = spec::make_suffix_drafter({});
-        else if (method.starts_with("draft")) drafter = spec::make_draft_model_drafter(dir + "/drafter", dir, *model, *backend);
-        else if (method.starts_with("mtp")) {
-          auto head = model::MtpHead::load(dir, model->config(), *backend);
-          if (!head) break;
-          drafter = spec::make_mtp_drafter(std::move(head), *backend);
-        }
-        auto result = generate(*model, drafter.get(), model_free, method.ends_with("-tree") ? tree_nodes : 0, prompt,
-                               tokens);
+        if (method.starts_with("ngram")) fresh = spec::make_ngram_drafter({});
+        else if (method.starts_with("suffix")) fresh = spec::make_suffix_drafter({});
+        spec::Drafter* drafter = model_drafter ? model_drafter.get() : fresh.get();
+        auto result = generate(*model, drafter, model_free, method.ends_with("-tree") ? tree_nodes : 0, prompt,
+                               tokens, options);
         if (r > 0) results.push_back(result);  // run 0 is the warm-up
       }
       if (results.empty()) continue;

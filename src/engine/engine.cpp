@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/logging.h"
 #include "engine/scheduler.h"
+#include "engine/spec_step_costs.h"
 #include "kv/kv_cache.h"
 #include "kernels/ops.h"
 #include "spec/draft_tree.h"
@@ -20,19 +21,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-// Backend::set_repeating_step for one forward: set on entry, cleared on every exit.
-class RepeatingStep {
- public:
-  RepeatingStep(kernels::Backend& backend, bool repeating) : backend_(backend) {
-    backend_.set_repeating_step(repeating);
-  }
-  ~RepeatingStep() { backend_.set_repeating_step(false); }
-  RepeatingStep(const RepeatingStep&) = delete;
-  RepeatingStep& operator=(const RepeatingStep&) = delete;
-
- private:
-  kernels::Backend& backend_;
-};
 }  // namespace
 
 const char* finish_reason_name(FinishReason r) {
@@ -187,7 +175,7 @@ class EngineLoop : public KvAllocator {
     int32_t num_drafts = 0;  // unverified draft tokens at the end of `tokens`
     std::vector<int32_t> tree_parents;  // the drafts' parents when they form a tree (spec::DraftTree); empty: a chain
     int32_t draft_depth = 0;            // levels of the pending drafts (a chain: its length)
-    int32_t depth_drafted = 0;          // sum of draft_depth over verified steps: auto-k's per-level acceptance
+    DraftAcceptance acceptance;         // per draft level, for auto-k
     bool spec_off = false;
     SpecUsage spec;
     // Throughput gate: seconds and tokens of this request's speculative steps (drafting
@@ -265,7 +253,7 @@ class EngineLoop : public KvAllocator {
         // backend may replay them as graphs. Both kinds alike, so that the step-cost model
         // compares like with like (a replayed plain step against a directly issued verify
         // step made every draft row look expensive to auto-k).
-        const RepeatingStep hint(model_.backend(), decode_only && !any_tree);
+        const kernels::RepeatingStepHint hint(model_.backend(), decode_only && !any_tree);
         out = model_.forward(batch, kv_);
       } catch (const std::exception& e) {
         log::error("forward failed: {}", e.what());
@@ -287,6 +275,7 @@ class EngineLoop : public KvAllocator {
         a.step_timed = timed && !a.draft_warmup;
         if (a.step_timed && a.num_drafts > 0) {
           a.spec_seconds += share + a.draft_seconds;
+          if (decode_only) spec_costs_.record(a.num_drafts, share + a.draft_seconds);
           gate_buckets_[i] = &a.spec_seconds;
         } else if (a.step_timed && c.count == 1 && c.completes && speculation_on(a)) {
           a.plain_seconds += share;
@@ -435,9 +424,6 @@ class EngineLoop : public KvAllocator {
       a.draft_warmup = catch_up;
       if (!catch_up) a.draft_seconds += seconds;
       if (drafts.empty()) continue;
-      const double per_draft = seconds / static_cast<double>(drafts.size());
-      if (!catch_up)
-        draft_token_cost_ = draft_token_cost_ == 0 ? per_draft : 0.9 * draft_token_cost_ + 0.1 * per_draft;
       a.tokens.insert(a.tokens.end(), drafts.begin(), drafts.end());
       a.num_drafts = static_cast<int32_t>(drafts.size());
       scheduler_.on_token_appended(id, a.num_drafts);
@@ -466,39 +452,32 @@ class EngineLoop : public KvAllocator {
   static constexpr double kMinRowCost = 0.02;
   static constexpr int32_t kThroughputEvidenceTokens = 64;
 
-  // Auto-k: maximise expected tokens per unit of step cost, E(k) = (1 − α^{k+1}) / (1 − α)
-  // over cost(k) = 1 + β·k, with α the request's measured per-draft acceptance and β the
-  // measured marginal cost of a draft: its verified row plus drafting it (a draft model's or
-  // MTP head's forward), both relative to a plain decode step.
+  // Auto-k: the k with the most expected tokens per second (engine/spec_step_costs.h), from the
+  // request's measured acceptance per draft level and the measured cost of steps by drafts
+  // verified. The first steps, and every kExploreEvery-th, draft k_max: they measure the deep
+  // levels that shorter chains never reach.
   int32_t choose_k(const Active& a) const {
     const int32_t k_max = a.request.num_speculative_tokens.value_or(config_.num_speculative_tokens);
-    if (!config_.auto_k || a.request.num_speculative_tokens || a.depth_drafted < 8) return k_max;
-    // Per level, so that a tree's extra branches do not read as lower acceptance.
-    const double alpha = std::clamp(static_cast<double>(a.spec.num_accepted) / a.depth_drafted, 0.0, 0.99);
-    const double beta = marginal_row_cost() + (plain_step_cost_ > 0 ? draft_token_cost_ / plain_step_cost_ : 0.0);
-    int32_t best = 1;
-    double best_rate = 0;
-    for (int32_t k = 1; k <= k_max; ++k) {
-      const double rate = (1 - std::pow(alpha, k + 1)) / (1 - alpha) / (1 + beta * k);
-      if (rate > best_rate) best_rate = rate, best = k;
-    }
-    return best;
+    if (!config_.auto_k || a.request.num_speculative_tokens || a.acceptance.steps() < kFirstStepsAtKMax ||
+        a.acceptance.steps() % kExploreEvery == 0)
+      return k_max;
+    return spec_costs_.best_k(a.acceptance, k_max, [&](int32_t k) { return std::max(k, tree_nodes(a, k)); });
   }
+  static constexpr int32_t kFirstStepsAtKMax = 2, kExploreEvery = 8;
 
   // Step-cost model from measured forwards: per-request time of plain decode steps, and of
   // steps that verify drafts with the drafts they verified (per verified row beyond the first).
   void record_step_cost(double seconds, size_t num_requests, int32_t num_drafts) {
     const double n = static_cast<double>(std::max<size_t>(1, num_requests)), per_request = seconds / n;
-    double& ema = num_drafts > 0 ? spec_step_cost_ : plain_step_cost_;
-    ema = ema == 0 ? per_request : 0.9 * ema + 0.1 * per_request;
-    if (num_drafts > 0) {
-      const double drafts = num_drafts / n;
-      spec_step_drafts_ = spec_step_drafts_ == 0 ? drafts : 0.9 * spec_step_drafts_ + 0.1 * drafts;
-    }
+    if (num_drafts == 0) return spec_costs_.record_plain(per_request);
+    spec_step_cost_ = spec_step_cost_ == 0 ? per_request : 0.9 * spec_step_cost_ + 0.1 * per_request;
+    const double drafts = num_drafts / n;
+    spec_step_drafts_ = spec_step_drafts_ == 0 ? drafts : 0.9 * spec_step_drafts_ + 0.1 * drafts;
   }
   double marginal_row_cost() const {
-    if (plain_step_cost_ <= 0 || spec_step_cost_ <= 0) return 0.1;  // until measured
-    return std::max(0.0, spec_step_cost_ / plain_step_cost_ - 1.0) / std::max(1.0, spec_step_drafts_);
+    const double plain = spec_costs_.plain();
+    if (plain <= 0 || spec_step_cost_ <= 0) return 0.1;  // until measured
+    return std::max(0.0, spec_step_cost_ / plain - 1.0) / std::max(1.0, spec_step_drafts_);
   }
 
   // Verifies the drafted chunk, commits accepted tokens + the bonus token, rolls back the
@@ -524,7 +503,7 @@ class EngineLoop : public KvAllocator {
       tree_moves_.emplace_back(c.begin + result.nodes[d], c.begin + static_cast<int32_t>(d) + 1);
     kv_.copy_positions(a.seq, tree_moves_);
     a.tree_parents.clear();
-    a.depth_drafted += std::min<int32_t>(a.draft_depth, static_cast<int32_t>(num_drafted));
+    a.acceptance.record(std::min<int32_t>(a.draft_depth, static_cast<int32_t>(num_drafted)), result.num_accepted);
     int32_t num_computed = committed + result.num_accepted;
     if (hidden) {  // rows of the last committed token and of the accepted drafts are real
       const int32_t valid = 1 + result.num_accepted;
@@ -771,12 +750,12 @@ class EngineLoop : public KvAllocator {
   kv::KvCache kv_;
   Scheduler scheduler_;
   std::unordered_map<RequestId, Active> active_;
-  double plain_step_cost_ = 0, spec_step_cost_ = 0;  // EMA seconds per request of a step
+  double spec_step_cost_ = 0;                        // EMA seconds per request of a verifying forward
+  SpecStepCosts spec_costs_;                         // auto-k: plain and speculative steps by drafts
   std::vector<double*> gate_buckets_;  // per chunk of the step: the throughput-gate clock it counts on
   std::vector<std::pair<int32_t, int32_t>> tree_moves_;  // scratch: a verified branch's KV moves
   double spec_step_drafts_ = 0;                      // EMA drafts per request of a verifying step
   std::vector<int32_t> tree_rows_parents_;  // scratch: a tree's parents with the root's
-  double draft_token_cost_ = 0;                      // EMA seconds of drafting one token
 
   std::mutex inbox_mutex_;
   std::condition_variable inbox_ready_;

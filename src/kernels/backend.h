@@ -52,10 +52,11 @@ class Backend {
   // Count of one-time work done so far (the CUDA backend: graphs captured). Steps during
   // which it grows are warm-up, not steady-state cost: the engine's gates do not time them.
   virtual uint64_t warmup_events() const { return 0; }
-  // A hint from the engine about the ops until the next call: true while it runs a decode step
-  // whose shape repeats from step to step (plain rows, draft chains), so the CUDA backend
-  // records it as a replayable graph; false for prefill chunks, draft trees and drafting,
-  // whose shapes vary or were not measured (a capture costs more than the replays it would get).
+  // A hint about the ops until the next call: true while the caller runs a forward whose shape
+  // repeats from step to step (the engine's plain and draft-chain decode steps, a drafter's
+  // one-row chain forwards), so the CUDA backend records it as a replayable graph; false for
+  // prefill chunks and draft trees, whose shapes vary (a capture costs more than the replays
+  // it would get). RepeatingStepHint sets it for one scope.
   virtual void set_repeating_step(bool repeating) { (void)repeating; }
 
   // out[r, :] = table[ids[r], :] * scale
@@ -153,6 +154,18 @@ class Backend {
 
  protected:
   [[noreturn]] void unsupported(const char* op) const;
+};
+
+// Backend::set_repeating_step for one scope: set on entry, cleared on every exit.
+class RepeatingStepHint {
+ public:
+  RepeatingStepHint(Backend& backend, bool repeating) : backend_(backend) { backend_.set_repeating_step(repeating); }
+  ~RepeatingStepHint() { backend_.set_repeating_step(false); }
+  RepeatingStepHint(const RepeatingStepHint&) = delete;
+  RepeatingStepHint& operator=(const RepeatingStepHint&) = delete;
+
+ private:
+  Backend& backend_;
 };
 
 // "cpu" (AVX2/FMA/F16C when the CPU has them, else portable), "cuda" (builds with

@@ -28,6 +28,12 @@ class Model {
   // positions of a sequence's rows are consecutive and follow what the cache already holds.
   virtual StepOutput forward(const Batch& batch, kv::KvCache& kv) = 0;
 
+  // For a model that drafts for another: logits (and argmax) over token ids [0, n) only; n <= 0
+  // or >= vocab_size: all of them. Drafting needs the likely tokens, and byte-level BPE
+  // vocabularies number tokens in merge order, so the first ids are the frequent ones; the LM
+  // head is most of a small drafter's weights. Lossless: the target verifies every draft.
+  virtual void set_draft_vocabulary(int64_t n) = 0;
+
   virtual const io::ModelConfig& config() const = 0;
   virtual kv::KvLayout kv_layout(int32_t num_blocks, int32_t block_size = 16) const = 0;
   virtual kernels::Backend& backend() = 0;

@@ -17,7 +17,10 @@ namespace {
 class DraftModelDrafter final : public LevelDrafter {
  public:
   DraftModelDrafter(std::unique_ptr<model::Model> model, const DraftModelConfig& config)
-      : model_(std::move(model)), kv_(model_->backend(), model_->kv_layout(config.num_blocks, config.block_size)) {}
+      : model_(std::move(model)), kv_(model_->backend(), model_->kv_layout(config.num_blocks, config.block_size)) {
+    model_->set_draft_vocabulary(config.draft_vocabulary < 0 ? default_draft_vocabulary(model_->config().vocab_size)
+                                                             : config.draft_vocabulary);
+  }
 
   std::string name() const override { return "draft"; }
 
@@ -54,6 +57,7 @@ class DraftModelDrafter final : public LevelDrafter {
       if (!kv_.reserve(s.seq, position + static_cast<int32_t>(feed.size()))) break;  // pool full: draft less
       model::Batch batch;
       batch.add(s.seq, feed, position, model::LogitRows::Last);
+      const kernels::RepeatingStepHint hint(model_->backend(), feed.size() <= kMaxRepeatingDraftRows);
       const auto out = model_->forward(batch, kv_);
       position += static_cast<int32_t>(feed.size());
       levels.push_back(level_choice(out.logits_row(0)));

@@ -15,6 +15,9 @@ namespace tachyon::spec {
 struct DraftModelConfig {
   int32_t num_blocks = 1024;  // drafter KV pool (shared by all requests)
   int32_t block_size = 16;
+  // Drafting scores token ids [0, draft_vocabulary) only (Model::set_draft_vocabulary);
+  // -1: default_draft_vocabulary (spec/level_drafter.h), 0: all of them.
+  int64_t draft_vocabulary = -1;
 };
 
 // Loads `drafter_dir` (fail closed like any model) and checks that it can draft for the

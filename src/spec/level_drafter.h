@@ -7,6 +7,17 @@
 
 namespace tachyon::spec {
 
+// How many of the first token ids a model drafter scores (Model::set_draft_vocabulary,
+// MtpHead::set_draft_vocabulary) unless told: measured on the demo model (bench/results/
+// spec-draft-vocabulary-*.md).
+int64_t default_draft_vocabulary(int64_t vocab_size);
+
+// A model drafter's forward of at most this many rows repeats its shape step after step (a
+// chain level feeds one token, the catch-up after a verification at most k + 1), so it is
+// hinted as repeating (kernels::RepeatingStepHint) and a GPU replays it as a graph; a longer
+// one (the first catch-up over a whole prompt) is issued directly.
+inline constexpr size_t kMaxRepeatingDraftRows = 16;
+
 class LevelDrafter : public Drafter {
  public:
   std::vector<int32_t> propose(RequestKey request, std::span<const int32_t> tokens, int32_t k) final {

@@ -15,7 +15,7 @@ namespace {
 class MtpDrafter final : public LevelDrafter {
  public:
   MtpDrafter(std::unique_ptr<model::MtpHead> head, kernels::Backend& backend, int32_t num_blocks, int32_t block_size)
-      : head_(std::move(head)), kv_(backend, head_->kv_layout(num_blocks, block_size)) {}
+      : head_(std::move(head)), backend_(backend), kv_(backend, head_->kv_layout(num_blocks, block_size)) {}
 
   std::string name() const override { return "mtp"; }
   bool wants_hidden() const override { return true; }
@@ -52,7 +52,11 @@ class MtpDrafter final : public LevelDrafter {
     if (!kv_.reserve(s.seq, n - s.base + k)) return {};
     model::Batch batch;
     batch.add(s.seq, next_tokens, from - s.base, model::LogitRows::Last);
-    auto out = head_->forward(batch, hidden, kv_, /*return_hidden=*/false);
+    model::MtpHead::Output out;
+    {
+      const kernels::RepeatingStepHint hint(backend_, next_tokens.size() <= kMaxRepeatingDraftRows);
+      out = head_->forward(batch, hidden, kv_, /*return_hidden=*/false);
+    }
     s.built = n - s.base;
     s.pending.erase(s.pending.begin(), s.pending.lower_bound(n));
     std::vector<LevelChoice> levels;
@@ -63,6 +67,7 @@ class MtpDrafter final : public LevelDrafter {
       // Recursive step: the head's own output stands in for the target's hidden state.
       batch.clear();
       batch.add(s.seq, std::span<const int32_t>(&d, 1), n - s.base + j, model::LogitRows::Last);
+      const kernels::RepeatingStepHint hint(backend_, true);
       out = head_->forward_recursive(batch, kv_);
     }
     kv_.truncate(s.seq, s.built);  // recursive entries were built from drafts: not kept
@@ -81,6 +86,7 @@ class MtpDrafter final : public LevelDrafter {
   }
 
   std::unique_ptr<model::MtpHead> head_;
+  kernels::Backend& backend_;
   kv::KvCache kv_;
   PerRequestKv<State> states_{kv_};
 };
@@ -89,7 +95,7 @@ class MtpDrafter final : public LevelDrafter {
 
 std::unique_ptr<Drafter> make_mtp_drafter(std::unique_ptr<model::MtpHead> head, kernels::Backend& backend,
                                           int32_t num_blocks, int32_t block_size, int64_t draft_vocabulary) {
-  if (draft_vocabulary < 0) draft_vocabulary = std::max<int64_t>(2048, head->vocab_size() / 2);
+  if (draft_vocabulary < 0) draft_vocabulary = default_draft_vocabulary(head->vocab_size());
   head->set_draft_vocabulary(draft_vocabulary);
   return std::make_unique<MtpDrafter>(std::move(head), backend, num_blocks, block_size);
 }

@@ -13,7 +13,7 @@
 namespace tachyon::spec {
 
 // Drafting scores token ids [0, draft_vocabulary) only (MtpHead::set_draft_vocabulary);
-// -1: a quarter of the vocabulary (at least 2048 ids), 0: all of it.
+// -1: default_draft_vocabulary (spec/level_drafter.h), 0: all of it.
 std::unique_ptr<Drafter> make_mtp_drafter(std::unique_ptr<model::MtpHead> head, kernels::Backend& backend,
                                           int32_t num_blocks = 1024, int32_t block_size = 16,
                                           int64_t draft_vocabulary = -1);

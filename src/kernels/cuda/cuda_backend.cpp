@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -229,12 +230,24 @@ class CudaBackend final : public Backend {
   }
 
   void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    using Clock = std::chrono::steady_clock;
+    const auto t0 = Clock::now();
     flush();
+    const auto t1 = Clock::now();
     TACHYON_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
     TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    host_read_flush_seconds_ += std::chrono::duration<double>(t1 - t0).count();
+    host_read_wait_seconds_ += std::chrono::duration<double>(Clock::now() - t1).count();
     graphs_->reset();  // between ops, after a synchronisation: the staging area starts over
   }
   void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    if (graphs_->enabled && !profile_->enabled) {
+      // Recorded like a kernel: the bytes are staged with the step's other host arrays and
+      // copied on the device in order, so the step does not wait here and stays replayable
+      // (the MTP head's hidden-state input).
+      copy_on_device(dst, graphs_->stage(src, bytes), bytes);
+      return;
+    }
     flush();
     TACHYON_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
     TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -283,6 +296,8 @@ class CudaBackend final : public Backend {
     graphs_->enabled = repeating;
   }
   enum class GraphPolicy { RepeatingSteps, Always, Never };
+  double host_read_flush_seconds() const { return host_read_flush_seconds_; }
+  double host_read_wait_seconds() const { return host_read_wait_seconds_; }
   void set_graph_policy(GraphPolicy policy) {
     synchronize();
     graph_policy_ = policy;
@@ -603,6 +618,7 @@ class CudaBackend final : public Backend {
   std::vector<cuda::QueryTile> query_tiles_;  // attention's plan, reused: no allocation per call
   std::vector<int32_t> decode_rows_;
   GraphPolicy graph_policy_ = GraphPolicy::RepeatingSteps;  // see the constructor
+  double host_read_flush_seconds_ = 0, host_read_wait_seconds_ = 0;  // copy_to_host: issuing, then waiting
 };
 
 }  // namespace cuda
@@ -634,7 +650,7 @@ CudaGraphCounters cuda_graph_counters(Backend& backend) {
   auto* b = dynamic_cast<cuda::CudaBackend*>(&backend);
   TACHYON_CHECK(b != nullptr, "cuda_graph_counters needs the CUDA backend");
   const auto& c = b->graphs().counters();
-  return {c.replays, c.captures, c.direct, c.capture_failures};
+  return {c.replays, c.captures, c.direct, c.capture_failures, b->host_read_flush_seconds(), b->host_read_wait_seconds()};
 }
 
 std::string cuda_profile_report(Backend& backend) {

@@ -34,9 +34,12 @@ void cuda_profile_enable(Backend& backend, bool on);
 std::string cuda_profile_report(Backend& backend);
 
 // CUDA graphs for every step (on) or none (off), overriding the engine's repeating-step hint
-// (see above); the counters say how steps were issued.
+// (see above); the counters say how steps were issued, and where the host's time went at the
+// steps' host reads: issuing the recorded ops (flush: replay, capture or direct launches) and
+// waiting for the device.
 struct CudaGraphCounters {
   uint64_t replays = 0, captures = 0, direct = 0, capture_failures = 0;
+  double flush_seconds = 0, wait_seconds = 0;
 };
 void cuda_graphs_enable(Backend& backend, bool on);
 CudaGraphCounters cuda_graph_counters(Backend& backend);

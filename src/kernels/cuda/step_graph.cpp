@@ -8,7 +8,12 @@
 namespace tachyon::kernels::cuda {
 
 namespace {
-constexpr size_t kMaxGraphs = 48;   // instantiated graphs kept (LRU)
+// Instantiated graphs kept (LRU). A speculative request cycles through many step shapes: the
+// target's plain and verify steps, its drafter's catch-up (1..k+1 rows) and chain forwards,
+// each per context band and split at every host read; with 48 the demo model's draft and MTP
+// runs evicted and re-captured graphs all the time (600 captures in one sweep).
+constexpr size_t kMaxGraphs = 384;
+constexpr size_t kMaxKeys = 4096;  // keys seen but not (yet) captured: forgotten beyond this
 constexpr size_t kAlign = 256;
 }  // namespace
 
@@ -120,7 +125,7 @@ void StepGraphs::evict_if_full() {
     graphs_.erase(oldest);
   }
   // Keys seen once and never again (prefill shapes) are forgotten now and then.
-  if (graphs_.size() > 64 * kMaxGraphs)
+  if (graphs_.size() > kMaxKeys)
     std::erase_if(graphs_, [](const auto& kv) { return kv.second.exec == nullptr; });
 }
 

@@ -93,6 +93,16 @@ class DecoderModel final : public Model {
   const io::ModelConfig& config() const override { return config_; }
   kernels::Backend& backend() override { return backend_; }
 
+  void set_draft_vocabulary(int64_t n) override {
+    if (n <= 0 || n >= spec_.vocab_size) {
+      draft_head_ = {};
+      return;
+    }
+    // Row-major [vocab, hidden]: ids [0, n) are its first n rows.
+    const auto& t = checkpoint_->get(spec_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
+    draft_head_ = backend_.upload_weight(Weight{t.data, t.dtype, n, spec_.hidden_size});
+  }
+
   kv::KvLayout kv_layout(int32_t num_blocks, int32_t block_size) const override {
     kv::KvLayout layout{num_kv_layers_, config_.num_key_value_heads, config_.head_dim, block_size, num_blocks};
     if (spec_.use_mla) {
@@ -176,8 +186,10 @@ class DecoderModel final : public Model {
   };
 
   StepOutput finish(const Batch& batch, const float* x) {
+    const Weight& head = draft_head_.empty() ? lm_head_ : draft_head_;
+    const int64_t vocab = head.rows;
     StepOutput out;
-    out.vocab_size = spec_.vocab_size;
+    out.vocab_size = vocab;
     out.hidden_size = spec_.hidden_size;
     const int64_t hidden = spec_.hidden_size;
     // Every op is issued before the first copy to the host (which waits for the device), so a
@@ -199,19 +211,19 @@ class DecoderModel final : public Model {
     {
       const int64_t n = static_cast<int64_t>(batch.logit_rows.size());
       float* in = ws_.get(Workspace::kLogitIn, n * hidden);              // [n, hidden]
-      float* logits = ws_.get(Workspace::kLogits, n * spec_.vocab_size);  // [n, vocab]
+      float* logits = ws_.get(Workspace::kLogits, n * vocab);  // [n, vocab]
       backend_.gather_rows(x, batch.logit_rows.data(), n, hidden, in);
       backend_.rms_norm(in, final_norm_, n, hidden, spec_.rms_norm_eps, spec_.norm_weight_offset, in);
-      backend_.matmul(in, n, lm_head_, nullptr, logits);
+      backend_.matmul(in, n, head, nullptr, logits);
       if (batch.argmax_only) {
         int32_t* ids = ws_.get_ints(Workspace::kExpertIds, n);  // [n] int32 (the slot is free after the layers)
-        backend_.argmax(logits, n, spec_.vocab_size, ids);
+        backend_.argmax(logits, n, vocab, ids);
         out.argmax.resize(static_cast<size_t>(n));
         copy_hidden();
         backend_.copy_to_host(out.argmax.data(), ids, out.argmax.size() * sizeof(int32_t));
         return out;
       }
-      out.logits.resize(static_cast<size_t>(n * spec_.vocab_size));
+      out.logits.resize(static_cast<size_t>(n * vocab));
       copy_hidden();
       backend_.copy_to_host(out.logits.data(), logits, out.logits.size() * sizeof(float));
     }
@@ -224,6 +236,7 @@ class DecoderModel final : public Model {
   DecoderSpec spec_;
   Workspace ws_;
   Weight embed_, final_norm_, lm_head_;  // [vocab, hidden], [hidden], [vocab, hidden]
+  Weight draft_head_;                    // set_draft_vocabulary: the LM head's first n rows, or empty
   std::vector<Layer> layers_;
   int64_t num_kv_layers_ = 0, num_state_layers_ = 0;
 };

@@ -18,6 +18,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "spec/draft_model.h"
+#include "spec/level_drafter.h"
 #include "spec/mtp.h"
 #include "spec/ngram.h"
 #include "spec/suffix.h"
@@ -140,10 +141,13 @@ TEST(SpeculativeEngine, DecodeStepsOfChainsAreMarkedRepeatingPrefillAndTreesAreN
   for (int32_t tree_nodes : {0, 8}) {
     RepeatingStepSpy spy;
     const auto model = model::load_model(kDemo, spy);
-    // Chains from prompt lookup; trees from MTP (it always branches with runner-up tokens; its
-    // head's own one-row forwards are drafting, never marked).
-    auto drafter = tree_nodes == 0 ? spec::make_ngram_drafter({})
-                                   : spec::make_mtp_drafter(model::MtpHead::load(kDemo, model->config(), spy), spy);
+    // Chains from prompt lookup; trees from MTP (it always branches with runner-up tokens). The
+    // MTP head runs on a backend of its own: its forwards are not the engine's steps (the next
+    // test covers them).
+    kernels::CpuBackend head_backend;
+    auto drafter = tree_nodes == 0
+                       ? spec::make_ngram_drafter({})
+                       : spec::make_mtp_drafter(model::MtpHead::load(kDemo, model->config(), head_backend), head_backend);
     EngineConfig config{.max_concurrent = 1, .num_blocks = 256};
     config.drafter = drafter.get();
     config.max_tree_nodes = tree_nodes;
@@ -178,6 +182,45 @@ TEST(SpeculativeEngine, DecodeStepsOfChainsAreMarkedRepeatingPrefillAndTreesAreN
     }
     EXPECT_TRUE(std::count(spy.repeating_rows.begin(), spy.repeating_rows.end(), 1) > 0)
         << "no plain decode step was marked repeating";
+  }
+}
+
+// The model drafters mark their own short forwards (chain levels, catch-ups after a
+// verification) as repeating, so that a GPU replays them as graphs; their first catch-up over
+// the whole prompt is issued directly. The drafter runs on the spy, the target on demo()'s backend.
+TEST(SpeculativeEngine, ModelDraftersMarkTheirShortForwardsRepeating) {
+  for (const std::string method : {"draft", "mtp"}) {
+    RepeatingStepSpy spy;
+    auto drafter = method == "draft"
+                       ? spec::make_draft_model_drafter(kDemo + "/drafter", kDemo, *demo().model, spy)
+                       : spec::make_mtp_drafter(model::MtpHead::load(kDemo, demo().model->config(), spy), spy);
+    EngineConfig config{.max_concurrent = 1, .num_blocks = 256};
+    config.drafter = drafter.get();
+    Engine engine(*demo().model, config);
+    GenerationRequest request;
+    for (const auto& p : prompts())  // a prompt longer than a repeating forward
+      if (p.size() > 2 * spec::kMaxRepeatingDraftRows) {
+        request.prompt = p;
+        break;
+      }
+    ASSERT_FALSE(request.prompt.empty());
+    request.sampling.temperature = 0;
+    request.max_tokens = 64;
+    auto stream = engine.submit(request);
+    SpecUsage spec;
+    for (;;) {
+      auto out = stream->next(std::chrono::seconds(300));
+      ASSERT_TRUE(out.has_value());
+      if (out->finish != FinishReason::None) {
+        spec = out->spec;
+        break;
+      }
+    }
+    ASSERT_GT(spec.num_steps, 1) << method;
+    EXPECT_GE(spy.repeating_rows.size(), static_cast<size_t>(spec.num_steps)) << method << ": at least one per step";
+    for (int64_t rows : spy.repeating_rows) EXPECT_LE(rows, static_cast<int64_t>(spec::kMaxRepeatingDraftRows)) << method;
+    ASSERT_EQ(spy.other_rows.size(), 1u) << method << ": only the first catch-up is issued directly";
+    EXPECT_GT(spy.other_rows[0], static_cast<int64_t>(spec::kMaxRepeatingDraftRows)) << method;
   }
 }
 

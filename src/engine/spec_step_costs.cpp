@@ -1,0 +1,86 @@
+#include "engine/spec_step_costs.h"
+
+#include <algorithm>
+
+namespace tachyon::engine {
+
+namespace {
+void update(double& ema, double sample) { ema = ema == 0 ? sample : 0.9 * ema + 0.1 * sample; }
+}  // namespace
+
+void DraftAcceptance::record(int32_t depth, int32_t accepted) {
+  if (depth <= 0) return;
+  if (static_cast<size_t>(depth) > reached_.size()) {
+    reached_.resize(static_cast<size_t>(depth));
+    accepted_.resize(static_cast<size_t>(depth));
+  }
+  // Level j (0-based) was reached when the j levels before it were accepted.
+  for (int32_t j = 0; j < depth && j <= accepted; ++j) {
+    ++reached_[static_cast<size_t>(j)];
+    accepted_[static_cast<size_t>(j)] += j < accepted;
+  }
+  ++steps_;
+}
+
+double DraftAcceptance::rate(int32_t level) const {
+  for (int32_t j = std::min<int32_t>(level, static_cast<int32_t>(reached_.size())) - 1; j >= 0; --j)
+    if (reached_[static_cast<size_t>(j)] >= kMinReached)
+      return static_cast<double>(accepted_[static_cast<size_t>(j)]) / reached_[static_cast<size_t>(j)];
+  return reached_.empty() || reached_[0] == 0 ? 0.0 : static_cast<double>(accepted_[0]) / reached_[0];
+}
+
+double DraftAcceptance::expected_tokens(int32_t k) const {
+  double tokens = 1, reach = 1;
+  for (int32_t j = 1; j <= k; ++j) {
+    reach *= rate(j);
+    tokens += reach;
+  }
+  return tokens;
+}
+
+void SpecStepCosts::record_plain(double seconds) { update(plain_, seconds); }
+
+void SpecStepCosts::record(int32_t drafts, double seconds) {
+  if (drafts <= 0 || seconds <= 0) return;
+  if (static_cast<size_t>(drafts) >= by_drafts_.size()) by_drafts_.resize(static_cast<size_t>(drafts) + 1);
+  Average& a = by_drafts_[static_cast<size_t>(drafts)];
+  update(a.seconds, seconds);
+  ++a.samples;
+}
+
+double SpecStepCosts::cost(int32_t k) const {
+  if (k > 0 && static_cast<size_t>(k) < by_drafts_.size() && by_drafts_[k].samples >= kMinSamples)
+    return by_drafts_[k].seconds;
+  // Least squares over the measured counts (each once: a count's samples are already averaged).
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t d = 1; d < by_drafts_.size(); ++d) {
+    if (by_drafts_[d].samples == 0) continue;
+    const double x = static_cast<double>(d), y = by_drafts_[d].seconds;
+    n += 1, sx += x, sy += y, sxx += x * x, sxy += x * y;
+  }
+  if (n == 0) return 0;
+  if (n == 1) {  // one point: through the plain step (no intercept known), or flat
+    const double x = sx, y = sy;
+    if (plain_ <= 0) return y;
+    return std::max(plain_, plain_ + (y - plain_) * static_cast<double>(k) / x);
+  }
+  // A draft never makes a step cheaper: a negative slope (timing noise) is taken as flat.
+  const double slope = std::max(0.0, (n * sxy - sx * sy) / (n * sxx - sx * sx));
+  const double intercept = (sy - slope * sx) / n;
+  return std::max(intercept + slope * static_cast<double>(k), 1e-9);
+}
+
+int32_t SpecStepCosts::best_k(const DraftAcceptance& acceptance, int32_t k_max,
+                              const std::function<int32_t(int32_t)>& drafts_for) const {
+  int32_t best = k_max;
+  double best_rate = 0;
+  for (int32_t k = 1; k <= k_max; ++k) {
+    const double c = cost(drafts_for ? drafts_for(k) : k);
+    if (c <= 0) return k_max;
+    const double rate = acceptance.expected_tokens(k) / c;
+    if (rate > best_rate) best_rate = rate, best = k;
+  }
+  return best;
+}
+
+}  // namespace tachyon::engine

@@ -1,0 +1,100 @@
+// Auto-k's measurements (engine/spec_step_costs.h): step costs with an intercept, acceptance
+// per draft level, and the k they choose.
+#include "engine/spec_step_costs.h"
+
+#include <gtest/gtest.h>
+
+namespace tachyon::engine {
+namespace {
+
+// Costs of the CPU demo drafter's shape: a plain step 1.0, a speculative step 1.2 + 0.25·k
+// (a catch-up forward and the verify's fixed part do not grow with k).
+double affine(int32_t k) { return 1.2 + 0.25 * k; }
+
+TEST(SpecStepCosts, MeasuredCountsAreUsedAndOthersReadOffTheirLine) {
+  SpecStepCosts costs;
+  EXPECT_EQ(costs.cost(3), 0);  // nothing measured
+  costs.record_plain(1.0);
+  for (int i = 0; i < SpecStepCosts::kMinSamples; ++i) costs.record(4, affine(4));
+  // One count measured: the line from the plain step through it.
+  EXPECT_DOUBLE_EQ(costs.cost(4), affine(4));
+  EXPECT_DOUBLE_EQ(costs.cost(2), 1.0 + (affine(4) - 1.0) * 2 / 4);
+  for (int i = 0; i < SpecStepCosts::kMinSamples; ++i) costs.record(1, affine(1));
+  // Two counts: the line through them, intercept included.
+  EXPECT_NEAR(costs.cost(2), affine(2), 1e-12);
+  EXPECT_NEAR(costs.cost(6), affine(6), 1e-12);
+  // A count with too few samples of its own is read off the line too.
+  costs.record(3, 9.0);
+  EXPECT_GT(costs.cost(3), affine(3));
+  EXPECT_LT(costs.cost(3), 9.0);
+}
+
+TEST(SpecStepCosts, NoisyCostsThatFallWithKAreTakenAsFlat) {
+  SpecStepCosts costs;
+  for (int i = 0; i < SpecStepCosts::kMinSamples; ++i) {
+    costs.record(1, 2.0);
+    costs.record(4, 1.9);
+  }
+  EXPECT_DOUBLE_EQ(costs.cost(8), costs.cost(2));
+  EXPECT_GT(costs.cost(8), 0);
+}
+
+TEST(DraftAcceptance, EachLevelHasItsOwnRateAndDeeperLevelsTakeTheDeepestMeasured) {
+  DraftAcceptance acceptance;
+  EXPECT_DOUBLE_EQ(acceptance.expected_tokens(3), 1.0);  // nothing measured: no draft is expected to pass
+  // Level 1 accepted 3 times in 4, level 2 (reached 3 times) always.
+  acceptance.record(2, 2);
+  acceptance.record(2, 2);
+  acceptance.record(2, 2);
+  acceptance.record(2, 0);
+  acceptance.record(1, 1);  // a one-level step: level 1 reached and accepted
+  const double r1 = 4.0 / 5, r2 = 1.0;
+  EXPECT_DOUBLE_EQ(acceptance.expected_tokens(1), 1 + r1);
+  // Level 2 was reached only 3 times (< kMinReached): level 1's rate stands in.
+  EXPECT_DOUBLE_EQ(acceptance.expected_tokens(2), 1 + r1 + r1 * r1);
+  acceptance.record(2, 2);
+  EXPECT_DOUBLE_EQ(acceptance.expected_tokens(2), 1 + (5.0 / 6) + (5.0 / 6) * r2);
+  // Level 3 never ran: level 2's rate stands in.
+  EXPECT_DOUBLE_EQ(acceptance.expected_tokens(3), 1 + (5.0 / 6) + (5.0 / 6) * r2 + (5.0 / 6) * r2 * r2);
+}
+
+// The case that motivated both: acceptance that rises with depth and a cost with an
+// intercept. A per-draft rate with cost = plain × (1 + β·k) fitted at k = 1 picks a short
+// chain; the measured levels and line pick the deepest one.
+TEST(SpecStepCosts, DeepChainsWinWhenDeepLevelsAreAcceptedAndCostsHaveAnIntercept) {
+  DraftAcceptance acceptance;
+  // Level rates .8, .9, .95, .95 (each level reached 40+ times).
+  for (int i = 0; i < 100; ++i) {
+    const int accepted = i < 20 ? 0 : i < 28 ? 1 : i < 32 ? 2 : i < 34 ? 3 : 4;
+    acceptance.record(4, accepted);
+  }
+  SpecStepCosts costs;
+  costs.record_plain(1.0);
+  for (int i = 0; i < SpecStepCosts::kMinSamples; ++i) {
+    costs.record(1, affine(1));
+    costs.record(4, affine(4));
+  }
+  EXPECT_EQ(costs.best_k(acceptance, 4), 4);
+  // The old model: α = accepted per drafted level, cost 1 + β·k with β = (cost(1) − 1) / 1.
+  const double alpha = 0.8, beta = affine(1) - 1.0;
+  int32_t old_best = 1;
+  double best_rate = 0;
+  for (int32_t k = 1; k <= 4; ++k) {
+    double tokens = 1, reach = 1;
+    for (int32_t j = 1; j <= k; ++j) tokens += reach *= alpha;
+    if (tokens / (1 + beta * k) > best_rate) best_rate = tokens / (1 + beta * k), old_best = k;
+  }
+  EXPECT_EQ(old_best, 2);
+  // Costs that grow steeply with k make short chains win again.
+  SpecStepCosts steep;
+  for (int i = 0; i < SpecStepCosts::kMinSamples; ++i) {
+    steep.record(1, 1.3);
+    steep.record(4, 4.0);
+  }
+  EXPECT_EQ(steep.best_k(acceptance, 4), 1);
+  // Nothing measured: k_max.
+  EXPECT_EQ(SpecStepCosts{}.best_k(acceptance, 3), 3);
+}
+
+}  // namespace
+}  // namespace tachyon::engine
