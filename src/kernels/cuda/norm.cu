@@ -27,6 +27,32 @@ __global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, int
     if (lane + 32 * j < dim) orow[lane + 32 * j] = rms_scaled(v[j], inv, w[lane + 32 * j], weight_offset);
 }
 
+// add_rms_norm for rows of up to 32 · kWarpMaxPerLane: x += y, out = norm(x), as the add and
+// rms_norm kernels would in turn (the same sums, the same order) but in one launch: a small
+// model's decode step is a chain of launch-bound kernels (the demo model: 12 per layer, of which
+// these were 4).
+__global__ void add_rms_norm_kernel(float* x, const float* y, const float* __restrict__ w, int64_t rows, int dim,
+                                    float eps, float weight_offset, float* out) {
+  pdl_wait();
+  pdl_launch_dependents();
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  float* xr = x + row * dim;
+  const float* yr = y + row * dim;
+  float v[kWarpMaxPerLane];
+#pragma unroll
+  for (int j = 0; j < kWarpMaxPerLane; ++j) v[j] = lane + 32 * j < dim ? xr[lane + 32 * j] + yr[lane + 32 * j] : 0.f;
+#pragma unroll
+  for (int j = 0; j < kWarpMaxPerLane; ++j)
+    if (lane + 32 * j < dim) xr[lane + 32 * j] = v[j];
+  const float inv = inv_rms(warp_sum_squares(v), dim, eps);
+  float* orow = out + row * dim;  // may alias x or y: this lane read its elements above
+#pragma unroll
+  for (int j = 0; j < kWarpMaxPerLane; ++j)
+    if (lane + 32 * j < dim) orow[lane + 32 * j] = rms_scaled(v[j], inv, w[lane + 32 * j], weight_offset);
+}
+
 // Wide rows (dim >= kWideDim, dim % 4 == 0, dim <= 4 * 256 * kWideMaxVec): one 256-thread
 // block per row; thread t holds the float4s t, t + 256, ... in registers (all loaded before
 // the first FMA), sums them in order, warps reduce by butterfly, warp sums add in warp order.
@@ -149,6 +175,12 @@ bool add_rms_norm(float* x, const float* y, const float* w, int64_t rows, int64_
   const bool aligned = dim % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(y) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(w) % 16 == 0;
+  if (rows > 0 && dim <= 32 * kWarpMaxPerLane && !(dim >= kWideDim && aligned)) {
+    constexpr int kRowsPerBlock = 8;
+    launch(add_rms_norm_kernel, static_cast<unsigned>(ceil_div(rows, kRowsPerBlock)), 32 * kRowsPerBlock, 0, stream, x,
+           y, w, rows, static_cast<int>(dim), eps, weight_offset, out);
+    return true;
+  }
   if (!(dim >= kWideDim && aligned && dim <= 4 * 256 * kWideMaxVec)) return false;
   if (rows == 0) return true;
   launch(add_rms_norm_wide_kernel, static_cast<unsigned>(rows), 256, 0, stream, x, y, w, static_cast<int>(dim), eps,

@@ -12,8 +12,9 @@ namespace tachyon::kernels::cuda {
 // w: [dim] f32 (device).
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float weight_offset, float* out,
               cudaStream_t stream);
-// x += y, then out = rms_norm(x), in one kernel when the row is wide and 16-byte aligned
-// (bit-identical to add then rms_norm); returns false, having done nothing, otherwise.
+// x += y, then out = rms_norm(x), in one kernel (bit-identical to add then rms_norm) when the row
+// has at most 1024 elements, or is wider and 16-byte aligned; returns false, having done
+// nothing, otherwise.
 bool add_rms_norm(float* x, const float* y, const float* w, int64_t rows, int64_t dim, float eps, float weight_offset,
                   float* out, cudaStream_t stream);
 

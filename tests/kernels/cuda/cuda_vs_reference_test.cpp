@@ -99,11 +99,12 @@ TEST_F(CudaKernels, ArgmaxReturnsTheFirstMaximum) {
   for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(got[r], planted[r]) << "row " << r;
 }
 
-// The fused residual add + norm gives the bits of add then rms_norm (wide rows: fused kernel;
-// narrow rows: the default's two kernels).
+// The fused residual add + norm gives the bits of add then rms_norm (wide rows: the wide fused
+// kernel; rows up to 1024: the warp-per-row fused kernel; wide unaligned rows: the default's two
+// kernels).
 TEST_F(CudaKernels, AddRmsNormIsAddThenRmsNorm) {
-  for (int64_t dim : {int64_t{4096}, int64_t{200}}) {
-    const int64_t rows = 3;
+  for (int64_t dim : {int64_t{4096}, int64_t{200}, int64_t{384}, int64_t{1000}, int64_t{2050}}) {
+    const int64_t rows = 11;
     const auto wv = random_vec(static_cast<size_t>(dim), rng);
     const Weight w = gpu->upload_weight(Weight{wv.data(), DType::F32, 1, dim});
     const auto x = random_vec(static_cast<size_t>(rows * dim), rng), y = random_vec(x.size(), rng);
