@@ -1,5 +1,6 @@
 #include "kernels/backend.h"
 
+#include <cmath>
 #include <vector>
 
 #include "base/error.h"
@@ -33,6 +34,35 @@ void Backend::argmax(const float* x, int64_t rows, int64_t n, int32_t* ids) {
   }
   copy_to_device(ids, best.data(), best.size() * sizeof(int32_t));
 }
+TopTwo top_two_of_row(const float* row, int64_t n) {
+  TopTwo t;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t id = static_cast<int32_t>(i);
+    if (t.best < 0 || row[i] > row[t.best]) t.second = t.best, t.best = id;
+    else if (t.second < 0 || row[i] > row[t.second]) t.second = id;
+  }
+  if (t.best < 0) return t;
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(row[i]) - row[t.best]);
+  t.p_best = static_cast<float>(1.0 / sum);
+  if (t.second >= 0) t.p_second = static_cast<float>(std::exp(static_cast<double>(row[t.second]) - row[t.best]) / sum);
+  return t;
+}
+
+void Backend::top_two(const float* x, int64_t rows, int64_t n, TopTwo* out) {
+  std::vector<float> host(static_cast<size_t>(rows * n));
+  std::vector<TopTwo> best(static_cast<size_t>(rows));
+  copy_to_host(host.data(), x, host.size() * sizeof(float));
+  for (int64_t r = 0; r < rows; ++r) best[r] = top_two_of_row(host.data() + r * n, n);
+  copy_to_device(out, best.data(), best.size() * sizeof(TopTwo));
+}
+
+void Backend::embedding_device_ids(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) {
+  std::vector<int32_t> host(static_cast<size_t>(rows));
+  copy_to_host(host.data(), ids, host.size() * sizeof(int32_t));
+  embedding(table, host.data(), rows, scale, out);
+}
+
 void Backend::moe_route(const float*, int64_t, const MoeRoutingParams&, int32_t*, float*) { unsupported("moe_route"); }
 void Backend::moe_experts(const float*, int64_t, const int32_t*, const float*, int64_t, const MoeExperts&, float*) {
   unsupported("moe_experts");

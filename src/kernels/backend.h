@@ -115,6 +115,13 @@ class Backend {
   // ids is a device int32 array. Greedy sampling on the device: only the ids cross the bus.
   // The default copies the rows to the host and back (the CPU and reference backends use it).
   virtual void argmax(const float* x, int64_t rows, int64_t n, int32_t* ids);
+  // out[r] = TopTwo of x[r, :n) for r < rows; out is device memory. A drafter's levels stay on
+  // the device until its chain is done: one wait per chain instead of one per level. The
+  // default copies the rows to the host and back.
+  virtual void top_two(const float* x, int64_t rows, int64_t n, TopTwo* out);
+  // embedding() with `ids` in device memory (a previous forward's top_two: a drafter feeds its
+  // chain without a round trip). The default copies the ids to the host first.
+  virtual void embedding_device_ids(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out);
 
   // ---- Ops added for MoE / MLA / linear-attention architectures. The defaults throw, so a
   // backend that lacks one still compiles and fails loudly at run time.
@@ -155,6 +162,9 @@ class Backend {
  protected:
   [[noreturn]] void unsupported(const char* op) const;
 };
+
+// The TopTwo of one host row of n values (Backend::top_two's definition; softmax sum in double).
+TopTwo top_two_of_row(const float* row, int64_t n);
 
 // Backend::set_repeating_step for one scope: set on entry, cleared on every exit.
 class RepeatingStepHint {

@@ -25,6 +25,14 @@
 namespace tachyon::kernels {
 
 // Rotary embedding of one layer type, precomputed on the host.
+// A row's two most likely entries: `best` is the lowest index among the maxima, `second` the
+// lowest among the maxima of the others; p_* are their softmax probabilities over the row.
+// A drafter's level (its chain token and runner-up), chosen on the device.
+struct TopTwo {
+  int32_t best = -1, second = -1;
+  float p_best = 0.f, p_second = 0.f;
+};
+
 struct RopeTable {
   std::vector<float> inv_freq;    // [rotary_dim / 2]
   int64_t rotary_dim = 0;         // dims rotated (partial rotary: < head_dim)

@@ -69,6 +69,9 @@ void Batch::clear() {
   seqs.clear();
   logit_rows.clear();
   hidden_rows.clear();
+  argmax_only = false;
+  device_tokens = nullptr;
+  top_two = nullptr;
 }
 
 }  // namespace tachyon::model

@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/ops.h"
 #include "kv/kv_cache.h"
 
 namespace tachyon::model {
@@ -29,6 +30,13 @@ struct Batch {
   // Greedy only: StepOutput carries each logit row's argmax (computed on the device) instead of
   // its logits, so only token ids cross the bus.
   bool argmax_only = false;
+  // Drafting on the device (a drafter's chain without a wait per level):
+  // - device_tokens: the rows' token ids are read from this device int32 array [num_rows] (a
+  //   previous forward's TopTwo::best) instead of `tokens`, which then hold placeholders;
+  // - top_two: each logit row's kernels::TopTwo is written to this device array and the step
+  //   returns no logits (nothing is read back, so the step does not wait for the device).
+  const int32_t* device_tokens = nullptr;
+  kernels::TopTwo* top_two = nullptr;
   // Draft trees (speculative tree verification, see kernels/ops.h kMaxTreeDepth): per row the
   // first physical position of its tree (-1 for rows outside trees) and the node index of its
   // ancestor at each depth. Both empty while the batch holds no tree.

@@ -139,7 +139,8 @@ class MtpLayerHead final : public MtpHead {
     float* g = ws_.get(Workspace::kAct, rows * hidden);      // [rows, hidden] normed target hidden
     float* x = ws_.get(Workspace::kResidual, rows * hidden); // [rows, hidden] z_t, then the layer's stream
     float* y = ws_.get(Workspace::kProj, rows * hidden);     // [rows, hidden]
-    backend_.embedding(embed_, batch.tokens.data(), rows, spec_.embed_scale, e);
+    if (batch.device_tokens) backend_.embedding_device_ids(embed_, batch.device_tokens, rows, spec_.embed_scale, e);
+    else backend_.embedding(embed_, batch.tokens.data(), rows, spec_.embed_scale, e);
     backend_.rms_norm(e, norm_embedding_, rows, hidden, eps, offset, e);
     float* previous_o = recursion_.get(Workspace::kHidden, rows * hidden);  // no growth when recursing
     if (hidden_in) backend_.copy_to_device(g, hidden_in, static_cast<size_t>(rows * hidden) * sizeof(float));
@@ -170,6 +171,11 @@ class MtpLayerHead final : public MtpHead {
     backend_.gather_rows(x, batch.logit_rows.data(), n, hidden, o);
     backend_.rms_norm(o, final_norm_, n, hidden, eps, offset, o);
     backend_.matmul(o, n, head, nullptr, logits);
+    if (batch.top_two) {  // stays on the device; so does o_t (o_keep)
+      TACHYON_CHECK(!return_hidden, "MTP: top_two keeps everything on the device");
+      backend_.top_two(logits, n, vocab, batch.top_two);
+      return out;
+    }
     if (return_hidden) {
       out.hidden.resize(static_cast<size_t>(n * hidden));
       backend_.copy_to_host(out.hidden.data(), o_keep, out.hidden.size() * sizeof(float));

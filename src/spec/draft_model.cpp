@@ -48,25 +48,26 @@ class DraftModelDrafter final : public LevelDrafter {
       valid = resume;
     }
     s.tail.clear();
-    std::vector<int32_t> drafts;
-    std::vector<LevelChoice> levels;
+    // The chain runs on the device: level i's forward writes its choice to levels_, level i + 1
+    // embeds its best token from there, and the levels are read back once at the end.
     std::span<const int32_t> feed = tokens.subspan(static_cast<size_t>(valid));
-    int32_t position = valid;
-    int32_t last = 0;
-    for (int32_t i = 0; i < k; ++i) {
+    const kernels::RepeatingStepHint hint(model_->backend(), feed.size() <= kMaxRepeatingDraftRows);
+    kernels::TopTwo* out = levels_.get(k);
+    const int32_t placeholder = 0;
+    int32_t position = valid, done = 0;
+    for (; done < k; ++done) {
       if (!kv_.reserve(s.seq, position + static_cast<int32_t>(feed.size()))) break;  // pool full: draft less
       model::Batch batch;
       batch.add(s.seq, feed, position, model::LogitRows::Last);
-      const kernels::RepeatingStepHint hint(model_->backend(), feed.size() <= kMaxRepeatingDraftRows);
-      const auto out = model_->forward(batch, kv_);
+      if (done > 0) batch.device_tokens = levels_.best_token(done - 1);
+      batch.top_two = out + done;
+      model_->forward(batch, kv_);
       position += static_cast<int32_t>(feed.size());
-      levels.push_back(level_choice(out.logits_row(0)));
-      last = levels.back().best;
-      drafts.push_back(last);
-      feed = std::span<const int32_t>(&last, 1);
+      feed = std::span<const int32_t>(&placeholder, 1);
     }
+    std::vector<LevelChoice> levels = levels_.read(done);
     s.synced = static_cast<int32_t>(tokens.size());
-    if (!drafts.empty()) s.tail.assign(drafts.begin(), drafts.end() - 1);  // the last draft has no KV yet
+    for (size_t i = 0; i + 1 < levels.size(); ++i) s.tail.push_back(levels[i].best);  // the last draft has no KV yet
     kv_.truncate(s.seq, std::min(kv_.num_tokens(s.seq), s.synced + static_cast<int32_t>(s.tail.size())));
     return levels;
   }
@@ -78,6 +79,7 @@ class DraftModelDrafter final : public LevelDrafter {
   };
   std::unique_ptr<model::Model> model_;
   kv::KvCache kv_;
+  DeviceLevels levels_{model_->backend()};
   PerRequestKv<State> states_{kv_};
 };
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/backend.h"
+
 namespace tachyon::spec {
 
 bool DraftTree::is_chain() const {
@@ -45,18 +47,7 @@ DraftTree DraftTree::chain(std::vector<int32_t> tokens) {
 }
 
 LevelChoice level_choice(std::span<const float> logits) {
-  LevelChoice c;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const int32_t id = static_cast<int32_t>(i);
-    if (c.best < 0 || logits[i] > logits[c.best]) c.second = c.best, c.best = id;
-    else if (c.second < 0 || logits[i] > logits[c.second]) c.second = id;
-  }
-  if (c.best < 0) return c;
-  double sum = 0;
-  for (float l : logits) sum += std::exp(static_cast<double>(l) - logits[c.best]);
-  c.p_best = static_cast<float>(1.0 / sum);
-  if (c.second >= 0) c.p_second = static_cast<float>(std::exp(static_cast<double>(logits[c.second]) - logits[c.best]) / sum);
-  return c;
+  return kernels::top_two_of_row(logits.data(), static_cast<int64_t>(logits.size()));
 }
 
 DraftTree chain_with_runner_ups(const std::vector<LevelChoice>& levels, int32_t max_nodes) {

@@ -15,6 +15,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/ops.h"
 #include "spec/verify.h"
 
 namespace tachyon::spec {
@@ -38,11 +39,9 @@ struct DraftTree {
 };
 
 // What a model-based drafter (draft model, MTP head) sees at each level of its chain: the
-// token it chose and its runner-up, with their probabilities under the drafter.
-struct LevelChoice {
-  int32_t best = -1, second = -1;
-  float p_best = 0.f, p_second = 0.f;
-};
+// token it chose and its runner-up, with their probabilities under the drafter
+// (kernels::TopTwo, computed on the device by Backend::top_two or here from host logits).
+using LevelChoice = kernels::TopTwo;
 LevelChoice level_choice(std::span<const float> logits);
 // The chain of best tokens plus, beside each chain token, its level's runner-up as a leaf:
 // they cost the drafter nothing (same forward) and catch the commonest miss. Runner-ups are

@@ -3,6 +3,9 @@
 // best tokens and their tree is the chain plus the runner-ups as leaves (spec/draft_tree.h).
 #pragma once
 
+#include <vector>
+
+#include "kernels/backend.h"
 #include "spec/drafter.h"
 
 namespace tachyon::spec {
@@ -17,6 +20,28 @@ int64_t default_draft_vocabulary(int64_t vocab_size);
 // hinted as repeating (kernels::RepeatingStepHint) and a GPU replays it as a graph; a longer
 // one (the first catch-up over a whole prompt) is issued directly.
 inline constexpr size_t kMaxRepeatingDraftRows = 16;
+
+// Device memory for a chain's levels (Batch::top_two): each level's forward writes its TopTwo
+// here and the next embeds its best token from here, so a chain of k forwards waits for the
+// device once, when the levels are read back (a GPU records the whole chain as one graph).
+class DeviceLevels {
+ public:
+  explicit DeviceLevels(kernels::Backend& backend) : backend_(backend) {}
+  ~DeviceLevels() { backend_.deallocate(data_); }
+  DeviceLevels(const DeviceLevels&) = delete;
+  DeviceLevels& operator=(const DeviceLevels&) = delete;
+
+  kernels::TopTwo* get(int32_t k);  // room for k levels (grows; same address while it fits)
+  // Level i's best token, where the next forward reads it (Batch::device_tokens).
+  const int32_t* best_token(int32_t i) const { return reinterpret_cast<const int32_t*>(data_ + i); }
+  // The first n levels, read back (one wait).
+  std::vector<LevelChoice> read(int32_t n);
+
+ private:
+  kernels::Backend& backend_;
+  kernels::TopTwo* data_ = nullptr;
+  int32_t capacity_ = 0;
+};
 
 class LevelDrafter : public Drafter {
  public:

@@ -50,26 +50,26 @@ class MtpDrafter final : public LevelDrafter {
       hidden.insert(hidden.end(), s.pending[t].begin(), s.pending[t].end());
     }
     if (!kv_.reserve(s.seq, n - s.base + k)) return {};
+    // The levels run on the device: each writes its choice to levels_, the next embeds its best
+    // token from there (and reads o_t where it stayed); one read-back at the end.
+    const kernels::RepeatingStepHint hint(backend_, next_tokens.size() <= kMaxRepeatingDraftRows);
+    kernels::TopTwo* out = levels_.get(k);
     model::Batch batch;
     batch.add(s.seq, next_tokens, from - s.base, model::LogitRows::Last);
-    model::MtpHead::Output out;
-    {
-      const kernels::RepeatingStepHint hint(backend_, next_tokens.size() <= kMaxRepeatingDraftRows);
-      out = head_->forward(batch, hidden, kv_, /*return_hidden=*/false);
-    }
+    batch.top_two = out;
+    head_->forward(batch, hidden, kv_, /*return_hidden=*/false);
     s.built = n - s.base;
     s.pending.erase(s.pending.begin(), s.pending.lower_bound(n));
-    std::vector<LevelChoice> levels;
-    for (int32_t j = 0;; ++j) {
-      levels.push_back(level_choice(out.logits));
-      const int32_t d = levels.back().best;
-      if (j + 1 == k) break;
+    const int32_t placeholder = 0;
+    for (int32_t j = 1; j < k; ++j) {
       // Recursive step: the head's own output stands in for the target's hidden state.
       batch.clear();
-      batch.add(s.seq, std::span<const int32_t>(&d, 1), n - s.base + j, model::LogitRows::Last);
-      const kernels::RepeatingStepHint hint(backend_, true);
-      out = head_->forward_recursive(batch, kv_);
+      batch.add(s.seq, std::span<const int32_t>(&placeholder, 1), n - s.base + j - 1, model::LogitRows::Last);
+      batch.device_tokens = levels_.best_token(j - 1);
+      batch.top_two = out + j;
+      head_->forward_recursive(batch, kv_);
     }
+    std::vector<LevelChoice> levels = levels_.read(k);
     kv_.truncate(s.seq, s.built);  // recursive entries were built from drafts: not kept
     return levels;
   }
@@ -88,6 +88,7 @@ class MtpDrafter final : public LevelDrafter {
   std::unique_ptr<model::MtpHead> head_;
   kernels::Backend& backend_;
   kv::KvCache kv_;
+  DeviceLevels levels_{backend_};
   PerRequestKv<State> states_{kv_};
 };
 

@@ -315,6 +315,11 @@ class CudaBackend final : public Backend {
     cuda::embedding(table.data, table.layout == WeightLayout::MmaFragments, table.cols, staged(ids, rows), rows,
                     scale, out, stream_);
   }
+  void embedding_device_ids(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) override {
+    Scope scope(this, "embedding");
+    TACHYON_CHECK(table.layout == WeightLayout::MmaFragments || table.dtype == DType::F32, "embedding table layout");
+    cuda::embedding(table.data, table.layout == WeightLayout::MmaFragments, table.cols, ids, rows, scale, out, stream_);
+  }
   void rms_norm(const float* x, const Weight& w, int64_t rows, int64_t dim, float eps, float weight_offset,
                 float* out) override {
     Scope scope(this, "rms_norm");
@@ -375,6 +380,10 @@ class CudaBackend final : public Backend {
   void argmax(const float* x, int64_t rows, int64_t n, int32_t* ids) override {
     Scope scope(this, "argmax");
     cuda::argmax(x, rows, n, ids, stream_);
+  }
+  void top_two(const float* x, int64_t rows, int64_t n, TopTwo* out) override {
+    Scope scope(this, "top_two");
+    cuda::top_two(x, rows, n, out, stream_);
   }
   void write_kv(const float* k, const float* v, int64_t rows, const PagedKv& kv, const AttentionMeta& meta) override {
     Scope scope(this, "write_kv");

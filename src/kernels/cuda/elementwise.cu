@@ -74,6 +74,63 @@ __global__ void __launch_bounds__(1024) argmax_kernel(const float* __restrict__ 
   }
 }
 
+// One 256-thread CTA per row: each thread keeps its strided top two in the order (value
+// descending, index ascending), warps and the CTA merge them with the same order (so `best` is
+// the first maximum and `second` the first maximum of the rest); then the softmax sum (float
+// exponentials summed in double: the probabilities only order a draft tree's runner-ups).
+struct Ranked {
+  float v;
+  int i;
+};
+__device__ __forceinline__ bool before(Ranked a, Ranked b) { return a.v > b.v || (a.v == b.v && a.i < b.i); }
+__device__ __forceinline__ void insert(Ranked (&t)[2], Ranked c) {
+  if (before(c, t[0])) t[1] = t[0], t[0] = c;
+  else if (before(c, t[1])) t[1] = c;
+}
+__device__ __forceinline__ void merge_shfl(Ranked (&t)[2], int o) {
+  const Ranked a{__shfl_xor_sync(0xffffffffu, t[0].v, o), __shfl_xor_sync(0xffffffffu, t[0].i, o)};
+  const Ranked b{__shfl_xor_sync(0xffffffffu, t[1].v, o), __shfl_xor_sync(0xffffffffu, t[1].i, o)};
+  insert(t, a);
+  insert(t, b);
+}
+__global__ void __launch_bounds__(256) top_two_kernel(const float* __restrict__ x, int64_t n, TopTwo* __restrict__ out) {
+  pdl_wait();
+  pdl_launch_dependents();
+  __shared__ Ranked tops[8][2];
+  __shared__ double sums[8];
+  const float* row = x + static_cast<int64_t>(blockIdx.x) * n;
+  const Ranked none{-INFINITY, 0x7fffffff};
+  Ranked t[2] = {none, none};
+  for (int64_t c = threadIdx.x; c < n; c += 256) insert(t, {row[c], static_cast<int>(c)});
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) merge_shfl(t, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) tops[warp][0] = t[0], tops[warp][1] = t[1];
+  __syncthreads();
+  if (warp == 0) {
+    t[0] = lane < 8 ? tops[lane][0] : none, t[1] = lane < 8 ? tops[lane][1] : none;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) merge_shfl(t, o);
+    if (lane == 0) tops[0][0] = t[0], tops[0][1] = t[1];
+  }
+  __syncthreads();
+  const Ranked best = tops[0][0], second = tops[0][1];
+  double sum = 0;
+  for (int64_t c = threadIdx.x; c < n; c += 256) sum += expf(row[c] - best.v);
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (lane == 0) sums[warp] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0;
+    for (int w = 0; w < 8; ++w) total += sums[w];
+    TopTwo& r = out[blockIdx.x];
+    r.best = best.i == 0x7fffffff ? -1 : best.i;
+    r.second = second.i == 0x7fffffff ? -1 : second.i;
+    r.p_best = best.i == 0x7fffffff ? 0.f : static_cast<float>(1.0 / total);
+    r.p_second = second.i == 0x7fffffff ? 0.f : static_cast<float>(expf(second.v - best.v) / total);
+  }
+}
+
 // dst[r, i] = src[r, i] with row strides (in-place-safe only when the ranges do not overlap).
 __global__ void copy_strided_kernel(const float* __restrict__ src, int64_t src_stride, int64_t rows, int64_t width,
                                     float* __restrict__ dst, int64_t dst_stride) {
@@ -121,6 +178,11 @@ void add(float* x, const float* y, int64_t n, cudaStream_t stream) {
 void argmax(const float* x, int64_t rows, int64_t n, int32_t* ids, cudaStream_t stream) {
   if (rows == 0) return;
   launch(argmax_kernel, static_cast<unsigned>(rows), 1024, 0, stream, x, n, ids);
+}
+
+void top_two(const float* x, int64_t rows, int64_t n, TopTwo* out, cudaStream_t stream) {
+  if (rows == 0) return;
+  launch(top_two_kernel, static_cast<unsigned>(rows), 256, 0, stream, x, n, out);
 }
 
 void gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t width, float* dst, cudaStream_t stream) {

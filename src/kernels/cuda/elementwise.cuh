@@ -21,6 +21,9 @@ void add(float* x, const float* y, int64_t n, cudaStream_t stream);
 // dst[i, :] = src[rows[i], :]
 // ids[r] = the first index of the maximum of x[r, 0:n).
 void argmax(const float* x, int64_t rows, int64_t n, int32_t* ids, cudaStream_t stream);
+// out[r] = the TopTwo of x[r, 0:n) (kernels/ops.h): indices exact; probabilities from float
+// exponentials summed in double, within rounding of Backend::top_two's host definition.
+void top_two(const float* x, int64_t rows, int64_t n, TopTwo* out, cudaStream_t stream);
 void gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t width, float* dst, cudaStream_t stream);
 // dst[r, 0:width] = src[r, 0:width] with row strides
 void copy_strided(const float* src, int64_t src_stride, int64_t rows, int64_t width, float* dst, int64_t dst_stride,

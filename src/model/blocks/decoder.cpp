@@ -124,8 +124,9 @@ class DecoderModel final : public Model {
   StepOutput forward(const Batch& batch, kv::KvCache& kv) override {
     TACHYON_CHECK(kv.layout().num_layers == num_kv_layers_ && kv.layout().num_state_layers == num_state_layers_,
                   "KV cache layout does not match the model");
-    for (int32_t t : batch.tokens)
-      TACHYON_CHECK(t >= 0 && t < spec_.vocab_size, "token id {} outside the vocabulary [0, {})", t, spec_.vocab_size);
+    if (!batch.device_tokens)
+      for (int32_t t : batch.tokens)
+        TACHYON_CHECK(t >= 0 && t < spec_.vocab_size, "token id {} outside the vocabulary [0, {})", t, spec_.vocab_size);
     if (kv.has_state()) {  // each sequence's recurrent state to its first position (rows are contiguous)
       for (size_t r = 0; r < batch.tokens.size(); ++r) {
         const int32_t s = batch.row_seq[r];
@@ -142,7 +143,8 @@ class DecoderModel final : public Model {
     float* h = ws_.get(Workspace::kNormed, rows * hidden);    // [rows, hidden] normed input of a sub-block
     float* y = ws_.get(Workspace::kProj, rows * hidden);      // [rows, hidden] sub-block output
     const float eps = spec_.rms_norm_eps, offset = spec_.norm_weight_offset;
-    backend_.embedding(embed_, batch.tokens.data(), rows, spec_.embed_scale, x);
+    if (batch.device_tokens) backend_.embedding_device_ids(embed_, batch.device_tokens, rows, spec_.embed_scale, x);
+    else backend_.embedding(embed_, batch.tokens.data(), rows, spec_.embed_scale, x);
     if (spec_.num_layers > 0) backend_.rms_norm(x, layers_[0].input_norm, rows, hidden, eps, offset, h);
     for (int64_t l = 0; l < spec_.num_layers; ++l) {
       const Layer& layer = layers_[l];  // h = input_norm(x) on entry
@@ -215,6 +217,11 @@ class DecoderModel final : public Model {
       backend_.gather_rows(x, batch.logit_rows.data(), n, hidden, in);
       backend_.rms_norm(in, final_norm_, n, hidden, spec_.rms_norm_eps, spec_.norm_weight_offset, in);
       backend_.matmul(in, n, head, nullptr, logits);
+      if (batch.top_two) {  // stays on the device
+        backend_.top_two(logits, n, vocab, batch.top_two);
+        copy_hidden();
+        return out;
+      }
       if (batch.argmax_only) {
         int32_t* ids = ws_.get_ints(Workspace::kExpertIds, n);  // [n] int32 (the slot is free after the layers)
         backend_.argmax(logits, n, vocab, ids);

@@ -99,6 +99,34 @@ TEST_F(CudaKernels, ArgmaxReturnsTheFirstMaximum) {
   for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(got[r], planted[r]) << "row " << r;
 }
 
+// A drafter level's choice on the device: the host definition's indices exactly (ties: the
+// first maximum; the runner-up also ties with the maximum or comes first among its equals) and
+// its probabilities within rounding.
+TEST_F(CudaKernels, TopTwoIsTheHostDefinition) {
+  const int64_t rows = 5, n = 8192;
+  auto x = random_vec(static_cast<size_t>(rows * n), rng);
+  x[0 * n + 17] = 9.f;                                      // a clear best, second from the noise
+  x[1 * n + 4000] = 9.f, x[1 * n + 12] = 9.f;               // a tie: best 12, second 4000
+  x[2 * n + n - 1] = 9.f, x[2 * n + 3] = 8.f, x[2 * n + 5] = 8.f;  // second: the first of two equals
+  x[3 * n + 0] = 9.f;
+  x[4 * n + 77] = 50.f;                                     // p_best ~ 1, p_second ~ 0
+  auto* out = static_cast<TopTwo*>(gpu->allocate(rows * sizeof(TopTwo)));
+  gpu->top_two(upload(x), rows, n, out);
+  std::vector<TopTwo> got(rows);
+  gpu->copy_to_host(got.data(), out, rows * sizeof(TopTwo));
+  gpu->deallocate(out);
+  for (int64_t r = 0; r < rows; ++r) {
+    const TopTwo want = top_two_of_row(x.data() + r * n, n);
+    EXPECT_EQ(got[r].best, want.best) << "row " << r;
+    EXPECT_EQ(got[r].second, want.second) << "row " << r;
+    EXPECT_NEAR(got[r].p_best, want.p_best, 1e-5f * std::max(1.f, want.p_best)) << "row " << r;
+    EXPECT_NEAR(got[r].p_second, want.p_second, 1e-5f * std::max(1.f, want.p_second)) << "row " << r;
+  }
+  EXPECT_EQ(got[1].best, 12);
+  EXPECT_EQ(got[1].second, 4000);
+  EXPECT_EQ(got[2].second, 3);
+}
+
 // The fused residual add + norm gives the bits of add then rms_norm (wide rows: the wide fused
 // kernel; rows up to 1024: the warp-per-row fused kernel; wide unaligned rows: the default's two
 // kernels).
