@@ -222,36 +222,29 @@ __global__ void __launch_bounds__(32 * WARPS, 8 / WARPS) attention_kernel(
 }
 
 // ---- decode: one row per sequence, split-KV ----------------------------------------------
-// CTA (row, KV head, chunk): stages the chunk's K and V rows and the row's query heads of that
-// KV head (16-pair tiles), then each warp takes (pair tile, quarter of the d tiles) items:
-// scores and p for the tile (the same chunk_scores / chunk_softmax as the query-tile kernel),
-// p·v for its d tiles, and writes the chunk state (m, l, o). The combine kernel merges the
-// states in chunk order with the same merge_factors, so the bits equal the query-tile kernel's.
+// CTA (row, KV head, chunk) computes the chunk's state; the last CTA of (row, KV head) merges
+// the states in chunk order with the same merge_factors, so the bits equal the query-tile
+// kernel's. (Until session 6 a separate combine kernel merged: one launch more per layer, which
+// on a small model's launch-bound decode step was 1 of 10.)
 constexpr int kMaxGroup = 64;
 
 size_t decode_smem_bytes(int D, int group) {
   return static_cast<size_t>(group * qk_stride(D) + kChunkKeys * (qk_stride(D) + v_stride(D))) * 4;
 }
 
-template <int DK>  // head_dim / 8 when fixed at compile time, else 0
-__global__ void __launch_bounds__(128) attention_decode_kernel(const float* __restrict__ q, DeviceAttentionMeta meta,
-                                                               const int32_t* __restrict__ rows,
-                                                               const float* __restrict__ k_cache,
-                                                               const float* __restrict__ v_cache, AttentionShape s,
-                                                               int max_chunks, float* __restrict__ partial) {
-  pdl_wait();
-  pdl_launch_dependents();
-  extern __shared__ float4 smem4[];
+// One chunk of a decode CTA: stages its K and V rows and the row's query heads of KV head kvh
+// (16-pair tiles), then each warp takes (pair tile, quarter of the d tiles) items: scores and p
+// for the tile (the same chunk_scores / chunk_softmax as the query-tile kernel), p·v for its d
+// tiles, and writes the chunk state (m, l, o).
+template <int DK>
+__device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const DeviceAttentionMeta& meta, int r,
+                                             const float* __restrict__ k_cache, const float* __restrict__ v_cache,
+                                             const AttentionShape& s, int max_chunks, float* __restrict__ partial,
+                                             float4* smem4, int kvh, int chunk, int c0, int k_begin, int k_end) {
   const int D = DK > 0 ? 8 * DK : s.head_dim, group = s.num_heads / s.num_kv_heads, pair_tiles = (group + 15) / 16;
   uint32_t* qs = reinterpret_cast<uint32_t*>(smem4);  // the group's q heads only (70 KB in all at d 128: 3 CTAs/SM)
   float* ks = reinterpret_cast<float*>(qs + group * qk_stride(D));
   float* vs = ks + kChunkKeys * qk_stride(D);
-  const int r = rows[blockIdx.x], kvh = blockIdx.y, chunk = blockIdx.z;
-  const int32_t pos = meta.positions[r];
-  const int lo_key = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
-  const int c0 = chunk * kChunkKeys;
-  const int k_begin = max(lo_key, c0), k_end = min(pos, c0 + kChunkKeys - 1);
-  if (k_begin > k_end) return;  // the combine skips this chunk too
   const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[r]];
   stage_q([&](int p) { return q + (static_cast<int64_t>(r) * s.num_heads + kvh * group + p) * D; }, group, group, D,
           qs);
@@ -297,13 +290,13 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
   }
 }
 
-// One warp per (decode row, head): merges the chunk states in chunk order, then finishes.
+// One warp: head h of decode row i merges its chunk states in chunk order (merge_factors),
+// then finishes (finish_factors): the query-tile kernel's arithmetic, so the bits are its.
 template <int DPL>
-__global__ void attention_combine_kernel(DeviceAttentionMeta meta, const int32_t* __restrict__ rows, AttentionShape s,
-                                         int max_chunks, const float* __restrict__ partial, float* __restrict__ out) {
-  pdl_wait();
-  pdl_launch_dependents();
-  const int i = blockIdx.x, h = blockIdx.y, r = rows[i], D = s.head_dim, lane = threadIdx.x;
+__device__ __forceinline__ void merge_chunks(const DeviceAttentionMeta& meta, int r, const AttentionShape& s,
+                                             int max_chunks, int i, int h, int lane, const float* partial,
+                                             float* __restrict__ out) {
+  const int D = s.head_dim;
   const int32_t pos = meta.positions[r];
   const int lo = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
   const float* p = partial + (static_cast<int64_t>(i) * s.num_heads + h) * max_chunks * (D + 2);
@@ -311,18 +304,56 @@ __global__ void attention_combine_kernel(DeviceAttentionMeta meta, const int32_t
 #pragma unroll
   for (int k = 0; k < DPL; ++k) A[k] = 0.f;
   for (int c = lo / kChunkKeys; c <= pos / kChunkKeys; ++c) {
-    const float* st = p + c * (D + 2);
+    const float* st = p + c * (D + 2);  // written by other CTAs: read through L2
     float fo, fn;
-    merge_factors(M, L, st[0], st[1], fo, fn);
+    merge_factors(M, L, __ldcg(st), __ldcg(st + 1), fo, fn);
 #pragma unroll
     for (int k = 0; k < DPL; ++k)
-      if (lane + 32 * k < D) A[k] = fmaf(st[2 + lane + 32 * k], fn, A[k] * fo);
+      if (lane + 32 * k < D) A[k] = fmaf(__ldcg(st + 2 + lane + 32 * k), fn, A[k] * fo);
   }
   float rescale, inv;
   finish_factors(M, L, s.sinks, h, rescale, inv);
 #pragma unroll
   for (int k = 0; k < DPL; ++k)
     if (lane + 32 * k < D) out[(static_cast<int64_t>(r) * s.num_heads + h) * D + lane + 32 * k] = A[k] * rescale * inv;
+}
+
+// CTA (row, KV head, chunk): the chunk's state (decode_chunk; chunks outside the row's keys
+// have none), then the last CTA of (row, KV head) to finish, counted on `counters`, merges the
+// states of the group's heads (merge_chunks): one launch, no separate combine kernel.
+template <int DK>  // head_dim / 8 when fixed at compile time, else 0
+__global__ void __launch_bounds__(128) attention_decode_kernel(const float* __restrict__ q, DeviceAttentionMeta meta,
+                                                               const int32_t* __restrict__ rows,
+                                                               const float* __restrict__ k_cache,
+                                                               const float* __restrict__ v_cache, AttentionShape s,
+                                                               int max_chunks, float* __restrict__ partial,
+                                                               unsigned* __restrict__ counters, float* __restrict__ out) {
+  pdl_wait();
+  pdl_launch_dependents();
+  extern __shared__ float4 smem4[];
+  __shared__ bool last;
+  const int group = s.num_heads / s.num_kv_heads;
+  const int r = rows[blockIdx.x], kvh = blockIdx.y, chunk = blockIdx.z;
+  const int32_t pos = meta.positions[r];
+  const int lo_key = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
+  const int c0 = chunk * kChunkKeys;
+  const int k_begin = max(lo_key, c0), k_end = min(pos, c0 + kChunkKeys - 1);
+  if (k_begin <= k_end)
+    decode_chunk<DK>(q, meta, r, k_cache, v_cache, s, max_chunks, partial, smem4, kvh, chunk, c0, k_begin, k_end);
+  __threadfence();  // this CTA's chunk state, before it is counted
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned* counter = counters + static_cast<int64_t>(blockIdx.x) * gridDim.y + kvh;
+    last = atomicAdd(counter, 1u) == gridDim.z - 1;
+    if (last) *counter = 0;  // ready for the next launch (graph replays too)
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  constexpr int kDpl = DK > 0 ? (8 * DK + 31) / 32 : 8;  // head_dim <= 256
+  for (int hh = warp; hh < group; hh += kDecodeWarps)
+    merge_chunks<kDpl>(meta, r, s, max_chunks, blockIdx.x, kvh * group + hh, lane, partial, out);
 }
 
 __global__ void write_kv_kernel(const float* __restrict__ k, const float* __restrict__ v, DeviceAttentionMeta meta,
@@ -475,31 +506,23 @@ size_t decode_workspace_bytes(int64_t rows, int num_heads, int head_dim, int max
 
 void attention_decode(const float* q, const DeviceAttentionMeta& meta, const int32_t* rows, int num_rows,
                       int max_chunks, const float* k_cache, const float* v_cache, const AttentionShape& shape,
-                      float* workspace, float* out, cudaStream_t stream) {
+                      float* workspace, unsigned* counters, float* out, cudaStream_t stream) {
   if (num_rows == 0) return;
   const int D = shape.head_dim, group = shape.num_heads / shape.num_kv_heads;
   check_head_dim(D);
   if (group > kMaxGroup) fail_unsupported("decode attention query heads per KV head", group);
   const dim3 grid(static_cast<unsigned>(num_rows), static_cast<unsigned>(shape.num_kv_heads),
                   static_cast<unsigned>(max_chunks));
-  const dim3 combine_grid(static_cast<unsigned>(num_rows), static_cast<unsigned>(shape.num_heads));
   const size_t smem = decode_smem_bytes(D, group);
   auto decode = [&](auto kernel) {
     if (smem > 48 * 1024)
       TACHYON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    launch(kernel, grid, 128, smem, stream, q, meta, rows, k_cache, v_cache, shape, max_chunks, workspace);
+    launch(kernel, grid, 128, smem, stream, q, meta, rows, k_cache, v_cache, shape, max_chunks, workspace, counters, out);
   };
   if (D == 64) decode(attention_decode_kernel<8>);
   else if (D == 128) decode(attention_decode_kernel<16>);
   else if (D == 256) decode(attention_decode_kernel<32>);
   else decode(attention_decode_kernel<0>);
-  auto combine = [&](auto kernel) {
-    launch(kernel, combine_grid, 32, 0, stream, meta, rows, shape, max_chunks, workspace, out);
-  };
-  if (D <= 32) combine(attention_combine_kernel<1>);
-  else if (D <= 64) combine(attention_combine_kernel<2>);
-  else if (D <= 128) combine(attention_combine_kernel<4>);
-  else combine(attention_combine_kernel<8>);
 }
 
 bool qkv_norm_rope_write_kv(const float* qkv, float* q, int64_t rows, const QkPrologue& p,

@@ -59,14 +59,15 @@ void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile*
 void set_attention_tile_variant(int warps, int stages);
 
 // Decode rows (the only row of their sequence in the call): split-KV flash decoding, one
-// CTA per (row, KV head, 64-key chunk), then a combine. Bit-identical to `attention` for the same row.
-// max_chunks = decode_chunks(largest position among `rows`); workspace of
-// decode_workspace_bytes(num_rows, num_heads, head_dim, max_chunks).
+// CTA per (row, KV head, 64-key chunk); the last CTA of each (row, KV head) merges. Bit-identical
+// to `attention` for the same row. max_chunks = decode_chunks(largest position among `rows`);
+// workspace of decode_workspace_bytes(num_rows, num_heads, head_dim, max_chunks); counters:
+// num_rows * num_kv_heads zeroed unsigned (left zeroed).
 int decode_chunks(int32_t max_position);
 size_t decode_workspace_bytes(int64_t rows, int num_heads, int head_dim, int max_chunks);
 void attention_decode(const float* q, const DeviceAttentionMeta& meta, const int32_t* rows, int num_rows,
                       int max_chunks, const float* k_cache, const float* v_cache, const AttentionShape& shape,
-                      float* workspace, float* out, cudaStream_t stream);
+                      float* workspace, unsigned* counters, float* out, cudaStream_t stream);
 
 // Stores k and v rounded to tf32 (attention_chunk.cuh): the cache holds the values the
 // attention's tensor cores read, so no kernel rounds them again; the fused prologue likewise.

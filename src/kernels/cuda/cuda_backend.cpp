@@ -173,6 +173,7 @@ class CudaBackend final : public Backend {
     if (staging_) cudaFree(staging_);
     if (workspace_) cudaFree(workspace_);
     if (counters_) cudaFree(counters_);
+    if (attn_counters_) cudaFree(attn_counters_);
     profile_.reset();
     if (attn_workspace_) cudaFree(attn_workspace_);
     if (copy_workspace_) cudaFree(copy_workspace_);
@@ -453,9 +454,17 @@ class CudaBackend final : public Backend {
         attn_workspace_bytes_ = std::max(need, attn_workspace_bytes_ * 2);
         attn_workspace_ = allocate(attn_workspace_bytes_);
       }
+      const size_t counters = decode_rows.size() * static_cast<size_t>(shape.num_kv_heads);
+      if (counters > num_attn_counters_) {  // grow-only; zeroed once, the kernel leaves them zeroed
+        if (attn_counters_) deallocate(attn_counters_);
+        num_attn_counters_ = std::max(counters, num_attn_counters_ * 2);
+        attn_counters_ = static_cast<unsigned*>(allocate(num_attn_counters_ * sizeof(unsigned)));
+        flush();  // before the zeroing (issued directly)
+        TACHYON_CUDA_CHECK(cudaMemsetAsync(attn_counters_, 0, num_attn_counters_ * sizeof(unsigned), stream_));
+      }
       cuda::attention_decode(q, dmeta, staged(decode_rows.data(), decode_rows.size()),
                              static_cast<int>(decode_rows.size()), chunks, kv.k, kv.v, shape,
-                             static_cast<float*>(attn_workspace_), out, stream_);
+                             static_cast<float*>(attn_workspace_), attn_counters_, out, stream_);
     }
   }
 
@@ -614,6 +623,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<OpProfile> profile_;
   unsigned* counters_ = nullptr;  // split-K matmul: one zeroed counter per column group
   size_t num_counters_ = 0;
+  unsigned* attn_counters_ = nullptr;  // decode attention: one zeroed counter per (row, KV head)
+  size_t num_attn_counters_ = 0;
   std::vector<void*> owned_;
   void* staging_ = nullptr;  // row-major weight on its way to being packed
   size_t staging_bytes_ = 0;
