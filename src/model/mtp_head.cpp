@@ -144,32 +144,36 @@ class MtpLayerHead final : public MtpHead {
     backend_.rms_norm(e, norm_embedding_, rows, hidden, eps, offset, e);
     float* previous_o = recursion_.get(Workspace::kHidden, rows * hidden);  // no growth when recursing
     if (hidden_in) backend_.copy_to_device(g, hidden_in, static_cast<size_t>(rows * hidden) * sizeof(float));
-    else backend_.copy_on_device(g, previous_o, static_cast<size_t>(rows * hidden) * sizeof(float));
-    backend_.rms_norm(g, norm_hidden_, rows, hidden, eps, offset, g);
+    backend_.rms_norm(hidden_in ? g : previous_o, norm_hidden_, rows, hidden, eps, offset, g);
     backend_.matmul(e, rows, fc_embedding_, nullptr, x);
     backend_.matmul(g, rows, fc_hidden_, nullptr, y);
-    backend_.add(x, y, rows * hidden);
-    // One decoder layer over z.
+    // z = x + y; then one decoder layer over z.
     float* h = ws_.get(Workspace::kHidden, rows * hidden);
-    backend_.rms_norm(x, input_norm_, rows, hidden, eps, offset, h);
+    backend_.add_rms_norm(x, y, input_norm_, rows, hidden, eps, offset, h);
     if (spec_.use_mla) mla_forward(ctx, ws_, mla_, spec_.mla, kv.layer(0), h, y);
     else attention_forward(ctx, ws_, attn_, attention_, kv.layer(0), h, y);
     backend_.add_rms_norm(x, y, post_attention_norm_, rows, hidden, eps, offset, h);
     if (is_moe_) moe_forward(ctx, ws_, moe_, spec_.moe, h, y);
     else gated_mlp_forward(ctx, ws_, mlp_, spec_.activation, h, y);
-    backend_.add(x, y, rows * hidden);
     Output out;
     const int64_t n = static_cast<int64_t>(batch.logit_rows.size());
     last_logit_rows_ = n;
+    bool all_rows = n == rows;  // every row a logit row, in order (drafting levels)
+    for (int64_t r = 0; all_rows && r < rows; ++r) all_rows = batch.logit_rows[r] == r;
+    if (n == 0 || !all_rows) backend_.add(x, y, rows * hidden);
     if (n == 0) return out;
     float* o = ws_.get(Workspace::kLogitIn, n * hidden);
     float* logits = ws_.get(Workspace::kLogits, n * vocab);
     // o_t stays on the device for the next recursive step. Everything is issued before the
     // first copy to the host, which waits for the device: one wait per level of drafting.
     float* o_keep = recursion_.get(Workspace::kHidden, n * hidden);
-    backend_.gather_rows(x, batch.logit_rows.data(), n, hidden, o_keep);
-    backend_.gather_rows(x, batch.logit_rows.data(), n, hidden, o);
-    backend_.rms_norm(o, final_norm_, n, hidden, eps, offset, o);
+    if (all_rows) {  // the residual add and the final norm in one op
+      backend_.add_rms_norm(x, y, final_norm_, rows, hidden, eps, offset, o);
+      backend_.copy_on_device(o_keep, x, static_cast<size_t>(rows * hidden) * sizeof(float));
+    } else {
+      backend_.gather_rows(x, batch.logit_rows.data(), n, hidden, o_keep);
+      backend_.rms_norm(o_keep, final_norm_, n, hidden, eps, offset, o);
+    }
     backend_.matmul(o, n, head, nullptr, logits);
     if (batch.top_two) {  // stays on the device; so does o_t (o_keep)
       TACHYON_CHECK(!return_hidden, "MTP: top_two keeps everything on the device");
