@@ -53,8 +53,8 @@ class Backend {
   // which it grows are warm-up, not steady-state cost: the engine's gates do not time them.
   virtual uint64_t warmup_events() const { return 0; }
   // A hint about the ops until the next call: true while the caller runs a forward whose shape
-  // repeats from step to step (the engine's plain and draft-chain decode steps, a drafter's
-  // one-row chain forwards), so the CUDA backend records it as a replayable graph; false for
+  // repeats from step to step (the engine's plain and draft-chain decode steps, a model
+  // drafter's chain), so the CUDA backend records it as a replayable graph; false for
   // prefill chunks and draft trees, whose shapes vary (a capture costs more than the replays
   // it would get). RepeatingStepHint sets it for one scope.
   virtual void set_repeating_step(bool repeating) { (void)repeating; }

@@ -146,11 +146,11 @@ class CudaBackend final : public Backend {
     TACHYON_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     mirror_ = std::make_unique<DeviceMirror>(stream_);
     graphs_ = std::make_unique<cuda::StepGraphs>(stream_);
-    // By default graphs record the steps the engine marks as repeating (plain decode and
-    // draft-chain verify steps: +16-26% plain, +4-44% prompt lookup on the launch-bound demo
-    // model) and nothing else: draft trees and drafting change shape often, and capturing
-    // every step cost more than it saved (bench/NOTES-cuda.md). TACHYON_CUDA_GRAPHS=1 records
-    // every step, =0 none.
+    // By default graphs record the forwards their callers mark as repeating (the engine's plain
+    // and draft-chain decode steps, the model drafters' chains: on the launch-bound demo model
+    // +16-26% plain, +4-44% prompt lookup) and nothing else: prefill chunks change shape, and
+    // graphing draft-tree steps measured no faster (bench/NOTES-cuda.md). TACHYON_CUDA_GRAPHS=1
+    // records every step, =0 none.
     if (const char* env = std::getenv("TACHYON_CUDA_GRAPHS"))
       graph_policy_ = std::string(env) == "1" ? GraphPolicy::Always : GraphPolicy::Never;
     graphs_->enabled = graph_policy_ == GraphPolicy::Always;
