@@ -120,6 +120,20 @@ TEST(SpeculativeEngine, GreedyOutputIsIdenticalWithEveryDrafterAloneAndBatched) 
   }
 }
 
+// One greedy request through `engine` to its end: its speculation usage.
+SpecUsage run_one(Engine& engine, std::vector<int32_t> prompt, int32_t max_tokens) {
+  GenerationRequest request;
+  request.prompt = std::move(prompt);
+  request.sampling.temperature = 0;
+  request.max_tokens = max_tokens;
+  auto stream = engine.submit(request);
+  for (;;) {
+    auto out = stream->next(std::chrono::seconds(300));
+    if (!out) throw std::runtime_error("the engine stalled");
+    if (out->finish != FinishReason::None) return out->spec;
+  }
+}
+
 // The engine tells the backend which steps repeat their shape (Backend::set_repeating_step;
 // the CUDA backend replays those as graphs): decode steps of plain rows and of draft chains,
 // never prefill chunks or draft trees. A CPU backend that notes the hint at each forward's
@@ -152,26 +166,14 @@ TEST(SpeculativeEngine, DecodeStepsOfChainsAreMarkedRepeatingPrefillAndTreesAreN
     config.drafter = drafter.get();
     config.max_tree_nodes = tree_nodes;
     Engine engine(*model, config);
-    GenerationRequest request;
-    request.prompt = prompts()[0];  // code with a repeated half: prompt lookup drafts, sometimes not
-    request.sampling.temperature = 0;
-    request.max_tokens = 96;
-    auto stream = engine.submit(request);
-    SpecUsage spec;
-    for (;;) {
-      auto out = stream->next(std::chrono::seconds(300));
-      ASSERT_TRUE(out.has_value());
-      if (out->finish != FinishReason::None) {
-        spec = out->spec;
-        break;
-      }
-    }
+    const auto prompt = prompts()[0];  // code with a repeated half: prompt lookup drafts, sometimes not
+    const SpecUsage spec = run_one(engine, prompt, 96);
     ASSERT_GT(spec.num_steps, 0) << "no speculative step: the test needs both kinds";
     const size_t multi_row = static_cast<size_t>(
         std::count_if(spy.repeating_rows.begin(), spy.repeating_rows.end(), [](int64_t r) { return r > 1; }));
     if (tree_nodes == 0) {
       // Everything after the prompt's prefill is a decode step: plain (1 row) or a chain.
-      EXPECT_EQ(spy.other_rows, std::vector<int64_t>{static_cast<int64_t>(request.prompt.size())});
+      EXPECT_EQ(spy.other_rows, std::vector<int64_t>{static_cast<int64_t>(prompt.size())});
       EXPECT_GT(multi_row, 0u) << "no verify step of a chain was marked repeating";
     } else {
       ASSERT_GT(engine.stats().spec_tree_steps, 0u) << "no tree was verified";
@@ -197,25 +199,14 @@ TEST(SpeculativeEngine, ModelDraftersMarkTheirShortForwardsRepeating) {
     EngineConfig config{.max_concurrent = 1, .num_blocks = 256};
     config.drafter = drafter.get();
     Engine engine(*demo().model, config);
-    GenerationRequest request;
+    std::vector<int32_t> prompt;
     for (const auto& p : prompts())  // a prompt longer than a repeating forward
       if (p.size() > 2 * spec::kMaxRepeatingDraftRows) {
-        request.prompt = p;
+        prompt = p;
         break;
       }
-    ASSERT_FALSE(request.prompt.empty());
-    request.sampling.temperature = 0;
-    request.max_tokens = 64;
-    auto stream = engine.submit(request);
-    SpecUsage spec;
-    for (;;) {
-      auto out = stream->next(std::chrono::seconds(300));
-      ASSERT_TRUE(out.has_value());
-      if (out->finish != FinishReason::None) {
-        spec = out->spec;
-        break;
-      }
-    }
+    ASSERT_FALSE(prompt.empty());
+    const SpecUsage spec = run_one(engine, prompt, 64);
     ASSERT_GT(spec.num_steps, 1) << method;
     EXPECT_GE(spy.repeating_rows.size(), static_cast<size_t>(spec.num_steps)) << method << ": at least one per step";
     for (int64_t rows : spy.repeating_rows) EXPECT_LE(rows, static_cast<int64_t>(spec::kMaxRepeatingDraftRows)) << method;
