@@ -10,7 +10,7 @@
 // draft chains; a "-tree" suffix (ngram-tree, ...) drafts trees of --tree-nodes nodes
 // (default -1: the engine's automatic choice, the default of tachyon run/serve).
 // Usage: spec_bench [--device cpu|cuda] [--tokens 384] [--runs 5] [--tree-nodes 16] [--k 4] [--fixed-k]
-//                   [--draft-vocabulary N]
+//                   [--no-gates] [--draft-vocabulary N]
 //                   [--methods none,ngram,ngram-tree,...] MODEL_DIR PROMPT.ids...
 #include <algorithm>
 #include <chrono>
@@ -54,10 +54,12 @@ std::string per_step_ms(double seconds, uint64_t steps) {
 }
 
 // --k N: num_speculative_tokens (default: the engine's); --fixed-k: auto-k off;
-// --draft-vocabulary N: the model drafters score ids [0, N) (-1: their default, 0: all).
+// --draft-vocabulary N: the model drafters score ids [0, N) (-1: their default, 0: all);
+// --no-gates: speculation is never switched off (acceptance measured over every step).
 struct SpecOptions {
   int32_t k = 0;
   bool fixed_k = false;
+  bool gates = true;
   int64_t draft_vocabulary = -1;
 };
 
@@ -67,6 +69,7 @@ RunResult generate(model::Model& model, spec::Drafter* drafter, bool model_free,
   config.drafter = drafter;
   if (options.k > 0) config.num_speculative_tokens = options.k;
   config.auto_k = !options.fixed_k;
+  config.gates = options.gates;
   config.max_tree_nodes = tree_nodes;
   config.model_free_drafter = model_free;
   engine::Engine engine(model, config);
@@ -137,6 +140,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--tree-nodes") && i + 1 < argc) tree_nodes = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--k") && i + 1 < argc) options.k = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--fixed-k")) options.fixed_k = true;
+    else if (!std::strcmp(argv[i], "--no-gates")) options.gates = false;
     else if (!std::strcmp(argv[i], "--draft-vocabulary") && i + 1 < argc) options.draft_vocabulary = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--methods") && i + 1 < argc) {
       methods.clear();
@@ -151,7 +155,7 @@ int main(int argc, char** argv) {
     else prompt_files.push_back(argv[i]);
   }
   if (dir.empty() || prompt_files.empty()) {
-    std::fprintf(stderr, "usage: spec_bench [--device cpu|cuda] [--tokens N] [--runs N] [--tree-nodes N] [--k N] [--fixed-k] [--draft-vocabulary N] [--methods a,b] MODEL_DIR PROMPT.ids...\n");
+    std::fprintf(stderr, "usage: spec_bench [--device cpu|cuda] [--tokens N] [--runs N] [--tree-nodes N] [--k N] [--fixed-k] [--no-gates] [--draft-vocabulary N] [--methods a,b] MODEL_DIR PROMPT.ids...\n");
     return 2;
   }
   auto backend = kernels::make_backend(device);
