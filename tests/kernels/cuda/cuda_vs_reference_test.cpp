@@ -83,6 +83,29 @@ TEST_F(CudaKernels, MatmulRowIsBitIdenticalWhateverTheBatchOrKernel) {
   }
 }
 
+// copy_to_device inside a repeating step is staged and recorded with the step (the MTP head's
+// hidden states): each sighting of the same step, issued directly, captured or replayed, reads
+// that step's host bytes, and the host buffer may change right after the call.
+TEST_F(CudaKernels, CopyToDeviceInARepeatingStepReadsEachStepsBytes) {
+  const int64_t n = 1000;
+  float* dst = poisoned(static_cast<size_t>(n));
+  float* acc = upload(std::vector<float>(static_cast<size_t>(n), 0.f));
+  std::vector<float> host(static_cast<size_t>(n)), expect(static_cast<size_t>(n), 0.f);
+  for (int step = 0; step < 5; ++step) {  // sightings 1 (direct), 2 (capture), 3-5 (replays)
+    {
+      const RepeatingStepHint hint(*gpu, true);
+      for (int64_t i = 0; i < n; ++i) host[i] = static_cast<float>(step * 1000 + i);
+      gpu->copy_to_device(dst, host.data(), host.size() * sizeof(float));
+      std::fill(host.begin(), host.end(), -1.f);  // the call has taken its bytes
+      gpu->add(acc, dst, n);
+    }
+    for (int64_t i = 0; i < n; ++i) expect[i] += static_cast<float>(step * 1000 + i);
+    EXPECT_EQ(download(acc, static_cast<size_t>(n)), expect) << "step " << step;
+  }
+  const auto c = cuda_graph_counters(*gpu);
+  EXPECT_GT(c.replays, 0u) << "the repeated step was never replayed";
+}
+
 // Greedy sampling on the device: the first index of each row's maximum (planted ties).
 TEST_F(CudaKernels, ArgmaxReturnsTheFirstMaximum) {
   const int64_t rows = 5, n = 151936;
