@@ -60,6 +60,13 @@ void Batch::add_tree(kv::SeqId seq, std::span<const int32_t> ids, std::span<cons
   }
 }
 
+bool Batch::logits_on_every_row() const {
+  if (logit_rows.size() != tokens.size()) return false;
+  for (size_t r = 0; r < logit_rows.size(); ++r)
+    if (logit_rows[r] != static_cast<int32_t>(r)) return false;
+  return true;
+}
+
 void Batch::clear() {
   tree_base.clear();
   tree_path.clear();

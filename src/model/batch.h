@@ -44,6 +44,8 @@ struct Batch {
   std::vector<int32_t> tree_path;  // [num_rows, kernels::kMaxTreeDepth]
 
   int64_t num_rows() const { return static_cast<int64_t>(tokens.size()); }
+  // Every row is a logit row, in row order (decode and verification steps, drafting levels).
+  bool logits_on_every_row() const;
 
   // Appends `ids` of sequence `seq` at positions first_position, first_position + 1, ...
   void add(kv::SeqId seq, std::span<const int32_t> ids, int32_t first_position, LogitRows logits = LogitRows::Last,

@@ -158,9 +158,8 @@ class MtpLayerHead final : public MtpHead {
     Output out;
     const int64_t n = static_cast<int64_t>(batch.logit_rows.size());
     last_logit_rows_ = n;
-    bool all_rows = n == rows;  // every row a logit row, in order (drafting levels)
-    for (int64_t r = 0; all_rows && r < rows; ++r) all_rows = batch.logit_rows[r] == r;
-    if (n == 0 || !all_rows) backend_.add(x, y, rows * hidden);
+    const bool all_rows = batch.logits_on_every_row();  // drafting levels
+    if (!all_rows) backend_.add(x, y, rows * hidden);
     if (n == 0) return out;
     float* o = ws_.get(Workspace::kLogitIn, n * hidden);
     float* logits = ws_.get(Workspace::kLogits, n * vocab);

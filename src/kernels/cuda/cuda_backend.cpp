@@ -312,12 +312,14 @@ class CudaBackend final : public Backend {
 
   void embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) override {
     Scope scope(this, "embedding");
-    TACHYON_CHECK(table.layout == WeightLayout::MmaFragments || table.dtype == DType::F32, "embedding table layout");
-    cuda::embedding(table.data, table.layout == WeightLayout::MmaFragments, table.cols, staged(ids, rows), rows,
-                    scale, out, stream_);
+    embed(table, staged(ids, rows), rows, scale, out);
   }
   void embedding_device_ids(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) override {
     Scope scope(this, "embedding");
+    embed(table, ids, rows, scale, out);
+  }
+  // ids: device memory.
+  void embed(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) {
     TACHYON_CHECK(table.layout == WeightLayout::MmaFragments || table.dtype == DType::F32, "embedding table layout");
     cuda::embedding(table.data, table.layout == WeightLayout::MmaFragments, table.cols, ids, rows, scale, out, stream_);
   }
@@ -340,14 +342,7 @@ class CudaBackend final : public Backend {
       workspace_bytes_ = std::max(need, workspace_bytes_ * 3 / 2);
       workspace_ = allocate(workspace_bytes_);
     }
-    const size_t counters = cuda::matmul_counter_count(w.rows);
-    if (counters > num_counters_) {
-      if (counters_) deallocate(counters_);
-      num_counters_ = std::max(counters, num_counters_ * 2);
-      counters_ = static_cast<unsigned*>(allocate(num_counters_ * sizeof(unsigned)));
-      flush();  // before the zeroing (issued directly)
-      TACHYON_CUDA_CHECK(cudaMemsetAsync(counters_, 0, num_counters_ * sizeof(unsigned), stream_));
-    }
+    grow_zeroed_counters(counters_, num_counters_, cuda::matmul_counter_count(w.rows));
     cuda::matmul(x, rows, w.data, w.rows, w.cols, b, out, workspace_, counters_, stream_);
   }
   void rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const RopeTable& table,
@@ -454,14 +449,8 @@ class CudaBackend final : public Backend {
         attn_workspace_bytes_ = std::max(need, attn_workspace_bytes_ * 2);
         attn_workspace_ = allocate(attn_workspace_bytes_);
       }
-      const size_t counters = decode_rows.size() * static_cast<size_t>(shape.num_kv_heads);
-      if (counters > num_attn_counters_) {  // grow-only; zeroed once, the kernel leaves them zeroed
-        if (attn_counters_) deallocate(attn_counters_);
-        num_attn_counters_ = std::max(counters, num_attn_counters_ * 2);
-        attn_counters_ = static_cast<unsigned*>(allocate(num_attn_counters_ * sizeof(unsigned)));
-        flush();  // before the zeroing (issued directly)
-        TACHYON_CUDA_CHECK(cudaMemsetAsync(attn_counters_, 0, num_attn_counters_ * sizeof(unsigned), stream_));
-      }
+      grow_zeroed_counters(attn_counters_, num_attn_counters_,
+                           decode_rows.size() * static_cast<size_t>(shape.num_kv_heads));
       cuda::attention_decode(q, dmeta, staged(decode_rows.data(), decode_rows.size()),
                              static_cast<int>(decode_rows.size()), chunks, kv.k, kv.v, shape,
                              static_cast<float*>(attn_workspace_), attn_counters_, out, stream_);
@@ -577,6 +566,16 @@ class CudaBackend final : public Backend {
     if (cuda::active_step_graphs() == graphs_.get())
       return static_cast<const T*>(graphs_->stage(host, n * sizeof(T)));
     return mirror_->get(host, n);
+  }
+  // Counters that kernels count on and leave zeroed (split-K matmul, decode attention): at least
+  // `need`, grow-only and geometrically (a reallocation synchronises the stream), zeroed once.
+  void grow_zeroed_counters(unsigned*& counters, size_t& count, size_t need) {
+    if (need <= count) return;
+    if (counters) deallocate(counters);
+    count = std::max(need, count * 2);
+    counters = static_cast<unsigned*>(allocate(count * sizeof(unsigned)));
+    flush();  // before the zeroing (issued directly)
+    TACHYON_CUDA_CHECK(cudaMemsetAsync(counters, 0, count * sizeof(unsigned), stream_));
   }
   // Issues the recorded ops (graph or direct) before anything that leaves the recording.
   void flush() { graphs_->flush(); }

@@ -21,6 +21,13 @@ class ReferenceBackend : public Backend {
   void copy_on_device(void* dst, const void* src, size_t bytes) override;
 
   void embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) override;
+  // Device memory is host memory here: no round trip through copies (a drafter's every level).
+  void embedding_device_ids(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) override {
+    embedding(table, ids, rows, scale, out);
+  }
+  void top_two(const float* x, int64_t rows, int64_t n, TopTwo* out) override {
+    for (int64_t r = 0; r < rows; ++r) out[r] = top_two_of_row(x + r * n, n);
+  }
   void rms_norm(const float* x, const Weight& w, int64_t rows, int64_t dim, float eps, float weight_offset,
                 float* out) override;
   void matmul(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* out) override;

@@ -145,9 +145,8 @@ class DecoderModel final : public Model {
     const float eps = spec_.rms_norm_eps, offset = spec_.norm_weight_offset;
     // Every row a logit row, in order (decode, verification): the last residual add and the final
     // norm are one op, with no gather (two launches fewer on a GPU's launch-bound small steps).
-    bool all_rows = static_cast<int64_t>(batch.logit_rows.size()) == rows && spec_.num_layers > 0;
-    for (int64_t r = 0; all_rows && r < rows; ++r) all_rows = batch.logit_rows[r] == r;
-    float* normed = all_rows ? ws_.get(Workspace::kLogitIn, rows * hidden) : nullptr;
+    float* normed = spec_.num_layers > 0 && batch.logits_on_every_row() ? ws_.get(Workspace::kLogitIn, rows * hidden)
+                                                                          : nullptr;
     if (batch.device_tokens) backend_.embedding_device_ids(embed_, batch.device_tokens, rows, spec_.embed_scale, x);
     else backend_.embedding(embed_, batch.tokens.data(), rows, spec_.embed_scale, x);
     if (spec_.num_layers > 0) backend_.rms_norm(x, layers_[0].input_norm, rows, hidden, eps, offset, h);
