@@ -5,8 +5,9 @@
 // the first differing position; the exit code is 1 if any run differs). Decode tok/s = tokens
 // after the first over the time after the first; 2 s of plain
 // decoding warm the process up before anything is timed, then per method one warm-up
-// run discarded, median of --runs; a fresh drafter per run (the suffix trie would otherwise
-// learn the answer). Engine defaults otherwise (k = 4, auto-k, gates on). Plain method names
+// run discarded, median of --runs; every run of a method is served by one engine (as in a
+// server), except the suffix drafter's: a fresh drafter and engine per run (its trie would
+// otherwise learn the answer). Engine defaults otherwise (k = 4, auto-k, gates on). Plain method names
 // draft chains; a "-tree" suffix (ngram-tree, ...) drafts trees of --tree-nodes nodes
 // (default -1: the engine's automatic choice, the default of tachyon run/serve).
 // Usage: spec_bench [--device cpu|cuda] [--tokens 384] [--runs 5] [--tree-nodes 16] [--k 4] [--fixed-k]
@@ -63,8 +64,8 @@ struct SpecOptions {
   int64_t draft_vocabulary = -1;
 };
 
-RunResult generate(model::Model& model, spec::Drafter* drafter, bool model_free, int32_t tree_nodes,
-                   const std::vector<int32_t>& prompt, int32_t tokens, const SpecOptions& options = {}) {
+engine::EngineConfig engine_config(spec::Drafter* drafter, bool model_free, int32_t tree_nodes,
+                                   const SpecOptions& options) {
   engine::EngineConfig config{.max_concurrent = 1};
   config.drafter = drafter;
   if (options.k > 0) config.num_speculative_tokens = options.k;
@@ -72,7 +73,12 @@ RunResult generate(model::Model& model, spec::Drafter* drafter, bool model_free,
   config.gates = options.gates;
   config.max_tree_nodes = tree_nodes;
   config.model_free_drafter = model_free;
-  engine::Engine engine(model, config);
+  return config;
+}
+
+// One request through `engine`; the step statistics are this request's (the engine's grow).
+RunResult generate(engine::Engine& engine, const std::vector<int32_t>& prompt, int32_t tokens) {
+  const engine::EngineStats before = engine.stats();
   engine::GenerationRequest request;
   request.prompt = prompt;
   request.sampling.temperature = 0;
@@ -95,7 +101,18 @@ RunResult generate(model::Model& model, spec::Drafter* drafter, bool model_free,
   }
   const double decode = std::chrono::duration<double>(Clock::now() - first).count();
   r.decode_tok_s = n > 1 && decode > 0 ? static_cast<double>(n - 1) / decode : 0;
+  r.stats.spec_step_seconds -= before.spec_step_seconds;
+  r.stats.spec_draft_seconds -= before.spec_draft_seconds;
+  r.stats.plain_step_seconds -= before.plain_step_seconds;
+  r.stats.spec_decode_steps -= before.spec_decode_steps;
+  r.stats.plain_decode_steps -= before.plain_decode_steps;
   return r;
+}
+
+RunResult generate(model::Model& model, spec::Drafter* drafter, bool model_free, int32_t tree_nodes,
+                   const std::vector<int32_t>& prompt, int32_t tokens, const SpecOptions& options = {}) {
+  engine::Engine engine(model, engine_config(drafter, model_free, tree_nodes, options));
+  return generate(engine, prompt, tokens);
 }
 
 std::vector<int32_t> read_ids(const std::string& path) {
@@ -112,14 +129,28 @@ std::string graph_counters(kernels::Backend& backend) {
 #ifdef TACHYON_HAS_CUDA
   if (backend.name().starts_with("cuda")) {
     const auto c = kernels::cuda_graph_counters(backend);
-    char buf[64];
-    std::snprintf(buf, sizeof buf, ", issue %.3f s, wait %.3f s", c.flush_seconds, c.wait_seconds);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, ", issue %.3f s, wait %.3f s (flushes: replay %.3f s, capture %.3f s, direct %.3f s)",
+                  c.flush_seconds, c.wait_seconds, c.replay_seconds, c.capture_seconds, c.direct_seconds);
     return "replays " + std::to_string(c.replays) + ", captures " + std::to_string(c.captures) + ", direct " +
            std::to_string(c.direct) + buf;
   }
 #endif
   (void)backend;
   return "";
+}
+
+// Graph captures and direct issues so far (CUDA), for the per-run counts: a run that still
+// captures or issues directly pays for shapes the earlier runs did not settle.
+std::pair<uint64_t, uint64_t> captures_and_direct(kernels::Backend& backend) {
+#ifdef TACHYON_HAS_CUDA
+  if (backend.name().starts_with("cuda")) {
+    const auto c = kernels::cuda_graph_counters(backend);
+    return {c.captures, c.direct};
+  }
+#endif
+  (void)backend;
+  return {0, 0};
 }
 
 }  // namespace
@@ -165,8 +196,8 @@ int main(int argc, char** argv) {
   std::printf("Speculative decoding through the engine, %s, %s, %d new tokens, median of %d after a warm-up\n\n",
               backend->name().c_str(), dir.c_str(), tokens, runs);
   std::printf(
-      "| workload | method | decode tok/s | ratio | tokens per verify step | gate | ms per spec step | of which drafting "
-      "| ms per plain step | = plain |\n|---|---|---:|---:|---:|---|---:|---:|---:|---|\n");
+      "| workload | method | decode tok/s | ratio | tokens per verify step | drafts per verify step | gate | ms per spec step "
+      "| of which drafting | ms per plain step | = plain |\n|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|\n");
   // Process warm-up before anything is timed: the first method measured otherwise runs on a
   // cold device (clocks, lazily loaded kernels, allocator), which on the H200 made the first
   // workload's baseline up to 20% slower than the others' and inflated its ratios.
@@ -197,15 +228,32 @@ int main(int argc, char** argv) {
         if (auto head = model::MtpHead::load(dir, model->config(), *backend))
           model_drafter = spec::make_mtp_drafter(std::move(head), *backend, 1024, 16, options.draft_vocabulary);
       if (method.starts_with("mtp") && !model_drafter) continue;
+      std::string per_run;  // "captures+direct" per run, warm-up first
+      const bool model_free = method.starts_with("ngram") || method.starts_with("suffix");
+      const int32_t nodes = method.ends_with("-tree") ? tree_nodes : 0;
+      // Every request of a method goes through one engine, as in a server (a fresh engine per
+      // run put its KV cache at new addresses, which made a GPU capture new graphs in every run:
+      // up to 20% of a run's time), except the suffix drafter's: it gets a fresh drafter and
+      // engine per run, since its trie would otherwise learn the answer.
+      std::unique_ptr<spec::Drafter> stateless;  // prompt lookup keeps nothing between requests
+      if (method.starts_with("ngram")) stateless = spec::make_ngram_drafter({});
+      std::unique_ptr<engine::Engine> shared;
+      if (!method.starts_with("suffix"))
+        shared = std::make_unique<engine::Engine>(
+            *model, engine_config(model_drafter ? model_drafter.get() : stateless.get(), model_free, nodes, options));
       for (int r = 0; r <= runs; ++r) {
-        std::unique_ptr<spec::Drafter> fresh;
-        const bool model_free = method.starts_with("ngram") || method.starts_with("suffix");
-        if (method.starts_with("ngram")) fresh = spec::make_ngram_drafter({});
-        else if (method.starts_with("suffix")) fresh = spec::make_suffix_drafter({});
-        spec::Drafter* drafter = model_drafter ? model_drafter.get() : fresh.get();
-        auto result = generate(*model, drafter, model_free, method.ends_with("-tree") ? tree_nodes : 0, prompt,
-                               tokens, options);
+        const auto before = captures_and_direct(*backend);
+        if (std::getenv("TACHYON_GRAPH_TRACE")) std::fprintf(stderr, "graph-trace: %s run %d\n", method.c_str(), r);
+        RunResult result;
+        if (shared) {
+          result = generate(*shared, prompt, tokens);
+        } else {
+          auto fresh = spec::make_suffix_drafter({});
+          result = generate(*model, fresh.get(), true, nodes, prompt, tokens, options);
+        }
         if (r > 0) results.push_back(result);  // run 0 is the warm-up
+        const auto after = captures_and_direct(*backend);
+        per_run += " " + std::to_string(after.first - before.first) + "+" + std::to_string(after.second - before.second);
       }
       if (results.empty()) continue;
       // The first position where any run's tokens leave plain decoding's, or -1.
@@ -222,15 +270,19 @@ int main(int argc, char** argv) {
       const RunResult& median = results[results.size() / 2];
       if (method == "none") base = median.decode_tok_s;
       const engine::EngineStats& st = median.stats;
-      std::printf("| %s | %s | %.1f | %.2f | %s | %s | %s | %s | %s | %s |\n", workload.c_str(), method.c_str(),
+      std::printf("| %s | %s | %.1f | %.2f | %s | %s | %s | %s | %s | %s | %s |\n", workload.c_str(), method.c_str(),
                   median.decode_tok_s, base > 0 ? median.decode_tok_s / base : 0.0,
                   median.spec.num_steps ? std::to_string(median.spec.mean_accepted_length()).substr(0, 4).c_str() : "-",
+                  median.spec.num_steps
+                      ? std::to_string(static_cast<double>(median.spec.num_drafted) / median.spec.num_steps).substr(0, 4).c_str()
+                      : "-",
                   median.spec.stopped_by.c_str(), per_step_ms(st.spec_step_seconds, st.spec_decode_steps).c_str(),
                   per_step_ms(st.spec_draft_seconds, st.spec_decode_steps).c_str(),
                   per_step_ms(st.plain_step_seconds, st.plain_decode_steps).c_str(),
                   differs < 0 ? "yes" : ("NO: from token " + std::to_string(differs)).c_str());
       if (const std::string after = graph_counters(*backend); after != graphs_before)
-        std::fprintf(stderr, "%s %s: CUDA graphs (cumulative) %s\n", workload.c_str(), method.c_str(), after.c_str());
+        std::fprintf(stderr, "%s %s: CUDA graphs (cumulative) %s; per run captures+direct:%s\n", workload.c_str(),
+                     method.c_str(), after.c_str(), per_run.c_str());
     }
   }
   return mismatches ? 1 : 0;

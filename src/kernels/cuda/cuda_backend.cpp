@@ -37,6 +37,9 @@ void fail_unsupported(const char* what, int64_t value) {
 
 namespace {
 
+// Decode attention launches at least this many 64-key chunks per (row, KV head): see attention().
+constexpr int kMinDecodeChunks = 8;
+
 // Device copies of host arrays, found again by content: a step's layers pass the same
 // positions and block tables, which then cross the bus once per step.
 class DeviceMirror {
@@ -290,7 +293,14 @@ class CudaBackend final : public Backend {
     }
     TACHYON_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
   }
-  uint64_t warmup_events() const override { return graphs_->counters().captures + graphs_->counters().capture_failures; }
+  // A step seen for the first time is issued op by op (host-bound: up to twice a replay's time
+  // for a drafter chain), the second time captured: both are one-time costs of that shape.
+  // Timing them made auto-k see the rarer draft counts as expensive and choose them ever
+  // less (measured on the H200: auto-k 1.30x against 1.40x with k fixed at 4).
+  uint64_t warmup_events() const override {
+    const auto& c = graphs_->counters();
+    return c.captures + c.capture_failures + c.first_sightings;
+  }
   void set_repeating_step(bool repeating) override {
     if (graph_policy_ != GraphPolicy::RepeatingSteps) return;
     flush();  // what was recorded under the old setting goes first
@@ -437,10 +447,12 @@ class CudaBackend final : public Backend {
     if (!decode_rows.empty()) {
       int32_t max_pos = 0;
       for (int32_t r : decode_rows) max_pos = std::max(max_pos, meta.positions[r]);
-      // Rounded up to a power of two: chunks past a row's position exit at once, and the
-      // launch shape (part of a step's graph key) changes at 64, 128, 256, ... tokens of
-      // context instead of every 64.
-      int chunks = 1;
+      // Rounded up to a power of two, at least kMinDecodeChunks: chunks past a row's position
+      // exit at once (and are not merged: same bits), and the launch shape, part of a step's
+      // graph key, changes at 512, 1024, 2048, ... tokens of context instead of every 64. Below
+      // 512 tokens every 64-token band had its own graphs of each speculative step shape, and a
+      // request of a few hundred tokens kept capturing new ones (~1 ms each on the H200).
+      int chunks = kMinDecodeChunks;
       while (chunks < cuda::decode_chunks(max_pos)) chunks *= 2;
       const size_t need = cuda::decode_workspace_bytes(static_cast<int64_t>(decode_rows.size()), shape.num_heads,
                                                        shape.head_dim, chunks);
@@ -669,7 +681,8 @@ CudaGraphCounters cuda_graph_counters(Backend& backend) {
   auto* b = dynamic_cast<cuda::CudaBackend*>(&backend);
   TACHYON_CHECK(b != nullptr, "cuda_graph_counters needs the CUDA backend");
   const auto& c = b->graphs().counters();
-  return {c.replays, c.captures, c.direct, c.capture_failures, b->host_read_flush_seconds(), b->host_read_wait_seconds()};
+  return {c.replays,          c.captures,         c.direct,         c.capture_failures, b->host_read_flush_seconds(),
+          b->host_read_wait_seconds(), c.replay_seconds, c.capture_seconds, c.direct_seconds};
 }
 
 std::string cuda_profile_report(Backend& backend) {

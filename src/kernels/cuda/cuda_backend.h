@@ -40,6 +40,7 @@ std::string cuda_profile_report(Backend& backend);
 struct CudaGraphCounters {
   uint64_t replays = 0, captures = 0, direct = 0, capture_failures = 0;
   double flush_seconds = 0, wait_seconds = 0;
+  double replay_seconds = 0, capture_seconds = 0, direct_seconds = 0;  // host time per kind of flush
 };
 void cuda_graphs_enable(Backend& backend, bool on);
 CudaGraphCounters cuda_graph_counters(Backend& backend);

@@ -1,6 +1,7 @@
 #include "kernels/cuda/step_graph.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "kernels/cuda/common.cuh"
@@ -35,6 +36,7 @@ StepGraphs::~StepGraphs() {
 
 void StepGraphs::record(std::string_view key, std::function<void(cudaStream_t)> op) {
   key_.append(key);
+  if (trace_.on) trace_.op_recorded(key_.size());
   ops_.push_back(std::move(op));
 }
 
@@ -78,12 +80,15 @@ void StepGraphs::flush() {
   // The whole step: the uploads (addresses and ranges) and every op's key.
   for (const auto& seg : segments_)
     if (seg.used > seg.uploaded) append_key(key_, seg.host, seg.device, seg.uploaded, seg.used);
+  const auto t0 = std::chrono::steady_clock::now();
+  double* seconds = &counters_.direct_seconds;
   auto& e = graphs_[key_];
   e.last_use = ++clock_;
   ++e.seen;
   if (e.exec) {  // its upload nodes read the staged bytes of this step when it runs
     TACHYON_CUDA_CHECK(cudaGraphLaunch(e.exec, stream_));
     ++counters_.replays;
+    seconds = &counters_.replay_seconds;
   } else if (e.seen >= 2 && !e.never) {
     cudaGraph_t graph = nullptr;
     cudaError_t err = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
@@ -96,6 +101,7 @@ void StepGraphs::flush() {
     if (err == cudaSuccess) {
       TACHYON_CUDA_CHECK(cudaGraphLaunch(e.exec, stream_));
       ++counters_.captures;
+      seconds = &counters_.capture_seconds;
       evict_if_full();
     } else {
       cudaGetLastError();  // clear the capture's error; this step shape runs directly from now on
@@ -106,9 +112,13 @@ void StepGraphs::flush() {
       ++counters_.direct;
     }
   } else {
+    if (trace_.on && e.seen == 1) trace_.new_key(key_);
+    counters_.first_sightings += e.seen == 1;
     issue(stream_);
     ++counters_.direct;
   }
+  if (trace_.on) trace_.flushed();
+  *seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (auto& seg : segments_) seg.uploaded = seg.used;
   ops_.clear();
   key_.clear();

@@ -23,6 +23,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/cuda/step_graph_trace.h"
+
 namespace tachyon::kernels::cuda {
 
 class StepGraphs {
@@ -49,6 +51,8 @@ class StepGraphs {
 
   struct Counters {
     uint64_t replays = 0, captures = 0, direct = 0, capture_failures = 0;
+    uint64_t first_sightings = 0;  // direct issues of a step seen for the first time
+    double replay_seconds = 0, capture_seconds = 0, direct_seconds = 0;  // host time in each kind of flush
   };
   const Counters& counters() const { return counters_; }
 
@@ -76,6 +80,7 @@ class StepGraphs {
   std::unordered_map<std::string, Entry> graphs_;
   uint64_t clock_ = 0;
   Counters counters_;
+  StepKeyTrace trace_;
 };
 
 // The recorder `launch` hands kernels to on this thread, or null (issue directly).
