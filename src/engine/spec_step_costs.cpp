@@ -44,29 +44,33 @@ void SpecStepCosts::record(int32_t drafts, double seconds) {
   if (drafts <= 0 || seconds <= 0) return;
   if (static_cast<size_t>(drafts) >= by_drafts_.size()) by_drafts_.resize(static_cast<size_t>(drafts) + 1);
   Average& a = by_drafts_[static_cast<size_t>(drafts)];
+  // One slow step (the host preempted, a first-seen shape) would otherwise lift its count's
+  // average for tens of steps, and auto-k would avoid that count meanwhile.
+  if (a.samples >= kMinSamples) seconds = std::min(seconds, kMaxStepOverAverage * a.seconds);
   update(a.seconds, seconds);
   ++a.samples;
 }
 
 double SpecStepCosts::cost(int32_t k) const {
-  if (k > 0 && static_cast<size_t>(k) < by_drafts_.size() && by_drafts_[k].samples >= kMinSamples)
-    return by_drafts_[k].seconds;
-  // Least squares over the measured counts (each once: a count's samples are already averaged).
-  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  // Least squares over the measured counts, each weighted by its samples (up to kFullWeight):
+  // the counts auto-k rarely picks (the deep ones, explored every few steps) are read off the
+  // line that the others fix as well, not off their own few, noisy samples.
+  double n = 0, sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
   for (size_t d = 1; d < by_drafts_.size(); ++d) {
     if (by_drafts_[d].samples == 0) continue;
+    const double w = std::min(static_cast<double>(by_drafts_[d].samples), kFullWeight);
     const double x = static_cast<double>(d), y = by_drafts_[d].seconds;
-    n += 1, sx += x, sy += y, sxx += x * x, sxy += x * y;
+    n += 1, sw += w, sx += w * x, sy += w * y, sxx += w * x * x, sxy += w * x * y;
   }
   if (n == 0) return 0;
   if (n == 1) {  // one point: through the plain step (no intercept known), or flat
-    const double x = sx, y = sy;
+    const double x = sx / sw, y = sy / sw;
     if (plain_ <= 0) return y;
     return std::max(plain_, plain_ + (y - plain_) * static_cast<double>(k) / x);
   }
   // A draft never makes a step cheaper: a negative slope (timing noise) is taken as flat.
-  const double slope = std::max(0.0, (n * sxy - sx * sy) / (n * sxx - sx * sx));
-  const double intercept = (sy - slope * sx) / n;
+  const double slope = std::max(0.0, (sw * sxy - sx * sy) / (sw * sxx - sx * sx));
+  const double intercept = (sy - slope * sx) / sw;
   return std::max(intercept + slope * static_cast<double>(k), 1e-9);
 }
 

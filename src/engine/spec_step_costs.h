@@ -8,8 +8,9 @@
 // - A model drafter's first forward catches up on the tokens the last verification committed,
 //   and the verify forward has a fixed part, whatever k is. Cost = plain step × (1 + β·k) with
 //   β fitted at the k in use charges that fixed part to every draft, so at small k each draft
-//   looks expensive. Here every k that ran has its own measured cost; others are read off the
-//   line through the measured ones (it has an intercept).
+//   looks expensive. Here the cost is the line through every measured count's average (it has
+//   an intercept), weighted by samples: a count's own average, when it ran rarely, is a few
+//   noisy steps, and with it auto-k on the H200 kept k below 4 where a fixed k = 4 ran faster.
 // - Acceptance rises with depth once a level is reached (a run of accepted drafts marks text the
 //   drafter predicts well: the demo drafter's per-level rates are .82/.87/.88/.89). A single
 //   per-draft rate, measured at k = 1, predicts too few tokens for deeper chains. Here each
@@ -50,9 +51,9 @@ class SpecStepCosts {
   // A timed speculative step of one request that verified `drafts` drafts (chain or tree).
   void record(int32_t drafts, double seconds);
 
-  // Expected seconds per request of a step verifying k drafts: the measured value when k has
-  // run often enough, else the least-squares line through the measured draft counts, or with
-  // one count measured the line from the plain step through it. 0 while nothing is measured.
+  // Expected seconds per request of a step verifying k drafts: the least-squares line through
+  // the measured draft counts (weighted by samples), or with one count measured the line from
+  // the plain step through it. 0 while nothing is measured.
   double cost(int32_t k) const;
   // The k in [1, k_max] with the most expected tokens per second of cost(drafts_for(k));
   // k_max while no cost is measured. drafts_for: the drafts verified at depth k (a tree's
@@ -62,7 +63,9 @@ class SpecStepCosts {
 
   double plain() const { return plain_; }
 
-  static constexpr int32_t kMinSamples = 3;  // before a count's own average is trusted
+  static constexpr int32_t kMinSamples = 3;         // before a sample may be clipped to its count's average
+  static constexpr double kMaxStepOverAverage = 2;  // a sample counts at most this times the average
+  static constexpr double kFullWeight = 16;          // samples beyond this do not weigh more in the line
 
  private:
   struct Average {
