@@ -11,7 +11,7 @@
 // draft chains; a "-tree" suffix (ngram-tree, ...) drafts trees of --tree-nodes nodes
 // (default -1: the engine's automatic choice, the default of tachyon run/serve).
 // Usage: spec_bench [--device cpu|cuda] [--tokens 384] [--runs 5] [--tree-nodes 16] [--k 4] [--fixed-k]
-//                   [--no-gates] [--draft-vocabulary N]
+//                   [--no-gates] [--draft-vocabulary N] [--paired]
 //                   [--methods none,ngram,ngram-tree,...] MODEL_DIR PROMPT.ids...
 #include <algorithm>
 #include <chrono>
@@ -62,6 +62,11 @@ struct SpecOptions {
   bool fixed_k = false;
   bool gates = true;
   int64_t draft_vocabulary = -1;
+  // --paired: each timed run of a method follows a plain run, and the ratio is the median of
+  // the runs' ratios to the plain run just before: on a noisy host (the 2-core CI VM's plain
+  // step drifted 0.84-1.76 ms within one invocation) ratios of medians taken minutes apart
+  // measure the host as much as the method.
+  bool paired = false;
 };
 
 engine::EngineConfig engine_config(spec::Drafter* drafter, bool model_free, int32_t tree_nodes,
@@ -172,6 +177,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--k") && i + 1 < argc) options.k = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--fixed-k")) options.fixed_k = true;
     else if (!std::strcmp(argv[i], "--no-gates")) options.gates = false;
+    else if (!std::strcmp(argv[i], "--paired")) options.paired = true;
     else if (!std::strcmp(argv[i], "--draft-vocabulary") && i + 1 < argc) options.draft_vocabulary = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--methods") && i + 1 < argc) {
       methods.clear();
@@ -186,15 +192,16 @@ int main(int argc, char** argv) {
     else prompt_files.push_back(argv[i]);
   }
   if (dir.empty() || prompt_files.empty()) {
-    std::fprintf(stderr, "usage: spec_bench [--device cpu|cuda] [--tokens N] [--runs N] [--tree-nodes N] [--k N] [--fixed-k] [--no-gates] [--draft-vocabulary N] [--methods a,b] MODEL_DIR PROMPT.ids...\n");
+    std::fprintf(stderr, "usage: spec_bench [--device cpu|cuda] [--tokens N] [--runs N] [--tree-nodes N] [--k N] [--fixed-k] [--no-gates] [--draft-vocabulary N] [--paired] [--methods a,b] MODEL_DIR PROMPT.ids...\n");
     return 2;
   }
   auto backend = kernels::make_backend(device);
   auto model = model::load_model(dir, *backend);
   bool mismatches = false;
   const bool has_drafter = std::filesystem::exists(dir + "/drafter/config.json");
-  std::printf("Speculative decoding through the engine, %s, %s, %d new tokens, median of %d after a warm-up\n\n",
-              backend->name().c_str(), dir.c_str(), tokens, runs);
+  std::printf("Speculative decoding through the engine, %s, %s, %d new tokens, median of %d after a warm-up%s\n\n",
+              backend->name().c_str(), dir.c_str(), tokens, runs,
+              options.paired ? "; ratio: median of each run's ratio to a plain run just before it" : "");
   std::printf(
       "| workload | method | decode tok/s | ratio | tokens per verify step | drafts per verify step | gate | ms per spec step "
       "| of which drafting | ms per plain step | = plain |\n|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|\n");
@@ -211,7 +218,8 @@ int main(int argc, char** argv) {
     const auto prompt = read_ids(file);
     const std::string workload = std::filesystem::path(file).stem().string();
     double base = 0;
-    std::vector<int32_t> plain_tokens = generate(*model, nullptr, false, 0, prompt, tokens).tokens;
+    engine::Engine plain_engine(*model, engine_config(nullptr, false, 0, options));  // --paired's plain runs
+    std::vector<int32_t> plain_tokens = generate(plain_engine, prompt, tokens).tokens;
     for (const std::string& method : methods) {
       if (method.starts_with("draft") && !has_drafter) continue;
       std::vector<RunResult> results;
@@ -228,7 +236,8 @@ int main(int argc, char** argv) {
         if (auto head = model::MtpHead::load(dir, model->config(), *backend))
           model_drafter = spec::make_mtp_drafter(std::move(head), *backend, 1024, 16, options.draft_vocabulary);
       if (method.starts_with("mtp") && !model_drafter) continue;
-      std::string per_run;  // "captures+direct" per run, warm-up first
+      std::string per_run;         // "captures+direct" per run, warm-up first
+      std::vector<double> ratios;  // --paired: each run's tok/s over the plain run before it
       const bool model_free = method.starts_with("ngram") || method.starts_with("suffix");
       const int32_t nodes = method.ends_with("-tree") ? tree_nodes : 0;
       // Every request of a method goes through one engine, as in a server (a fresh engine per
@@ -244,6 +253,8 @@ int main(int argc, char** argv) {
       for (int r = 0; r <= runs; ++r) {
         const auto before = captures_and_direct(*backend);
         if (std::getenv("TACHYON_GRAPH_TRACE")) std::fprintf(stderr, "graph-trace: %s run %d\n", method.c_str(), r);
+        const bool pair = options.paired && method != "none" && r > 0;
+        const double plain_tok_s = pair ? generate(plain_engine, prompt, tokens).decode_tok_s : 0;
         RunResult result;
         if (shared) {
           result = generate(*shared, prompt, tokens);
@@ -252,6 +263,7 @@ int main(int argc, char** argv) {
           result = generate(*model, fresh.get(), true, nodes, prompt, tokens, options);
         }
         if (r > 0) results.push_back(result);  // run 0 is the warm-up
+        if (pair && plain_tok_s > 0) ratios.push_back(result.decode_tok_s / plain_tok_s);
         const auto after = captures_and_direct(*backend);
         per_run += " " + std::to_string(after.first - before.first) + "+" + std::to_string(after.second - before.second);
       }
@@ -269,9 +281,14 @@ int main(int argc, char** argv) {
                 [](const RunResult& a, const RunResult& b) { return a.decode_tok_s < b.decode_tok_s; });
       const RunResult& median = results[results.size() / 2];
       if (method == "none") base = median.decode_tok_s;
+      double ratio = base > 0 ? median.decode_tok_s / base : 0.0;
+      if (!ratios.empty()) {
+        std::sort(ratios.begin(), ratios.end());
+        ratio = ratios[ratios.size() / 2];
+      }
       const engine::EngineStats& st = median.stats;
       std::printf("| %s | %s | %.1f | %.2f | %s | %s | %s | %s | %s | %s | %s |\n", workload.c_str(), method.c_str(),
-                  median.decode_tok_s, base > 0 ? median.decode_tok_s / base : 0.0,
+                  median.decode_tok_s, ratio,
                   median.spec.num_steps ? std::to_string(median.spec.mean_accepted_length()).substr(0, 4).c_str() : "-",
                   median.spec.num_steps
                       ? std::to_string(static_cast<double>(median.spec.num_drafted) / median.spec.num_steps).substr(0, 4).c_str()

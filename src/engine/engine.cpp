@@ -175,6 +175,9 @@ class EngineLoop : public KvAllocator {
     int32_t num_drafts = 0;  // unverified draft tokens at the end of `tokens`
     std::vector<int32_t> tree_parents;  // the drafts' parents when they form a tree (spec::DraftTree); empty: a chain
     int32_t draft_depth = 0;            // levels of the pending drafts (a chain: its length)
+    bool tree_step = false;             // the pending drafts' shape, as chosen by tree_or_chain_
+    bool shape_measured = false;        // ... and the choice was tree_or_chain_'s (auto trees)
+    double step_seconds = 0;            // this step's timed cost (forward share + drafting), or 0
     DraftAcceptance acceptance;         // per draft level, for auto-k
     bool spec_off = false;
     SpecUsage spec;
@@ -273,6 +276,7 @@ class EngineLoop : public KvAllocator {
         const ScheduledChunk& c = plan.chunks[i];
         Active& a = active_.at(c.id);
         a.step_timed = timed && !a.draft_warmup;
+        a.step_seconds = a.step_timed && a.num_drafts > 0 ? share + a.draft_seconds : 0;
         if (a.step_timed && a.num_drafts > 0) {
           a.spec_seconds += share + a.draft_seconds;
           if (decode_only) spec_costs_.record(a.num_drafts, share + a.draft_seconds);
@@ -395,6 +399,8 @@ class EngineLoop : public KvAllocator {
       const int32_t generated = static_cast<int32_t>(a.tokens.size()) - a.num_prompt;
       const int32_t room = std::min(a.request.max_tokens - generated - 1,
                                     engine_.max_context() - static_cast<int32_t>(a.tokens.size()) - 1);
+      a.shape_measured = auto_tree_eligible(a);
+      a.tree_step = a.shape_measured && tree_or_chain_.trees(shape_decisions_++);
       int32_t k = std::min(choose_k(a), room);
       if (kv_.has_state()) k = std::min(k, kv_.layout().state_rollback_rows - 1);  // what the ring can undo
       if (k <= 0) continue;
@@ -434,16 +440,20 @@ class EngineLoop : public KvAllocator {
   // Nodes of this request's next draft tree; <= k means a chain. Trees are verified greedily
   // from every node's logits, so they serve greedy requests without per-token logprobs, on
   // models whose only per-sequence state is the paged KV (a recurrent state follows one branch).
-  int32_t tree_nodes(const Active& a, int32_t k) const {
-    if (!config_.drafter->proposes_trees() || kv_.has_state() || !a.request.sampling.greedy() ||
-        a.request.logprobs >= 0)
-      return 0;
-    if (config_.max_tree_nodes >= 0) return config_.max_tree_nodes;
-    // Auto: a tree's extra nodes are extra verified rows; they pay only where a row costs
-    // little (measured; before any measurement marginal_row_cost() is 0.1: chains).
-    return config_.drafter->trees_by_default() && marginal_row_cost() < kCheapRowCost ? 2 * k : 0;
+  bool trees_possible(const Active& a) const {
+    return config_.drafter->proposes_trees() && !kv_.has_state() && a.request.sampling.greedy() &&
+           a.request.logprobs < 0;
   }
-  static constexpr double kCheapRowCost = 0.1;
+  // Auto (max_tree_nodes -1): trees of 2k nodes or chains, whichever measures faster
+  // (TreeOrChain), for drafters whose trees are worth trying.
+  bool auto_tree_eligible(const Active& a) const {
+    return config_.max_tree_nodes < 0 && config_.drafter->trees_by_default() && trees_possible(a);
+  }
+  int32_t tree_nodes(const Active& a, int32_t k) const {
+    if (!trees_possible(a)) return 0;
+    if (config_.max_tree_nodes >= 0) return config_.max_tree_nodes;
+    return a.tree_step ? 2 * k : 0;
+  }
   // Evidence before a sticky gate may stop a request's speculation. The first steps of a
   // generation are unrepresentative (prompt lookup on code completion accepts ~0.6 drafts per
   // step over its first 8-16 steps and ~1.4 over 384 tokens on the demo model): with 8 steps and
@@ -544,6 +554,7 @@ class EngineLoop : public KvAllocator {
     // Runtime gate (sticky): after enough evidence, stop when the accepted tokens per step no
     // longer pay for the measured extra cost of verifying them.
     if (a.step_timed) a.spec_tokens += static_cast<int32_t>(emitted);
+    if (a.shape_measured && a.step_seconds > 0) tree_or_chain_.record(a.tree_step, 1 + result.num_accepted, a.step_seconds);
     // Throughput gate (sticky): speculation stays only while it emits more tokens per second
     // than plain decoding of the same request, both measured.
     if (config_.gates && a.spec.num_steps % 4 == 0 && a.plain_tokens < 4) a.probe_plain = 4;
@@ -752,6 +763,8 @@ class EngineLoop : public KvAllocator {
   std::unordered_map<RequestId, Active> active_;
   double spec_step_cost_ = 0;                        // EMA seconds per request of a verifying forward
   SpecStepCosts spec_costs_;                         // auto-k: plain and speculative steps by drafts
+  TreeOrChain tree_or_chain_;                        // auto trees: which shape emits faster
+  uint64_t shape_decisions_ = 0;
   std::vector<double*> gate_buckets_;  // per chunk of the step: the throughput-gate clock it counts on
   std::vector<std::pair<int32_t, int32_t>> tree_moves_;  // scratch: a verified branch's KV moves
   double spec_step_drafts_ = 0;                      // EMA drafts per request of a verifying step

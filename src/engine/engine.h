@@ -49,10 +49,9 @@ struct EngineConfig {
   bool auto_k = true;                  // pick k per request from measured acceptance and step cost
   // Draft trees (spec/draft_tree.h) of up to this many nodes for greedy requests, when the
   // drafter branches and the model has no recurrent state; at most num_speculative_tokens
-  // deep. 0 or anything <= k: chains. -1 (auto): for drafters whose trees pay
-  // (Drafter::trees_by_default), trees of 2k nodes while a verified row measures cheap
-  // against a decode step (bandwidth-bound GPUs); chains otherwise (a CPU verify row of a
-  // small model costs about half a step).
+  // deep. 0 or anything <= k: chains. -1 (auto): for drafters whose trees may pay
+  // (Drafter::trees_by_default), trees of 2k nodes or chains, whichever emits more tokens per
+  // second of measured step cost (engine/spec_step_costs.h, TreeOrChain).
   int32_t max_tree_nodes = -1;
   bool gates = true;                   // prompt, acceptance and throughput gates may turn speculation off
   bool model_free_drafter = false;     // apply the prompt-time repetition gate

@@ -87,4 +87,21 @@ int32_t SpecStepCosts::best_k(const DraftAcceptance& acceptance, int32_t k_max,
   return best;
 }
 
+bool TreeOrChain::trees(uint64_t step) const {
+  if (tree_.steps < kMinSteps || chain_.steps < kMinSteps) return tree_.steps <= chain_.steps;
+  const bool faster = tree_.tokens / tree_.seconds > chain_.tokens / chain_.seconds;
+  return step % kExploreEvery == 0 ? !faster : faster;
+}
+
+void TreeOrChain::record(bool tree, int32_t tokens, double seconds) {
+  if (seconds <= 0 || tokens <= 0) return;
+  Rate& r = tree ? tree_ : chain_;
+  // An average over the first steps, then an EMA slower than the step costs': a step's tokens
+  // vary from 1 to k + 1.
+  const double w = std::max(0.05, 1.0 / (r.steps + 1));
+  r.tokens += w * (tokens - r.tokens);
+  r.seconds += w * (seconds - r.seconds);
+  ++r.steps;
+}
+
 }  // namespace tachyon::engine

@@ -76,4 +76,34 @@ class SpecStepCosts {
   std::vector<Average> by_drafts_;  // [drafts] EMA seconds per request of a speculative step
 };
 
+// Draft trees or chains, whichever emits more tokens per second of step cost, measured on the
+// engine's steps (all requests; for drafters whose trees are worth trying, Drafter::
+// trees_by_default). A tree's runner-up leaves are extra verified rows and an op-by-op verify
+// step (tree shapes change from step to step, so a GPU does not replay them as graphs); whether
+// the tokens they add pay for that depends on the device and the text, not on a rule: on the
+// H200 chains beat trees on every demo workload (1.56-1.60x against 1.45-1.51x on code
+// completion), where the old rule (trees while a verified row costs < 0.1 plain step) always
+// chose trees.
+//
+//   TreeOrChain choice;
+//   bool tree = choice.trees(step);               // this step's shape
+//   choice.record(tree, /*tokens=*/3, seconds);   // after its verification
+class TreeOrChain {
+ public:
+  // The shape for decision number `step` (any counter that advances by one per proposal):
+  // the two alternate until each has kMinSteps measured steps, then the faster one, with the
+  // other every kExploreEvery-th decision (costs and acceptance drift with context and text).
+  bool trees(uint64_t step) const;
+  void record(bool tree, int32_t tokens, double seconds);
+
+  static constexpr int32_t kMinSteps = 4, kExploreEvery = 16;
+
+ private:
+  struct Rate {  // EMAs of a step's tokens and seconds
+    double tokens = 0, seconds = 0;
+    int32_t steps = 0;
+  };
+  Rate tree_, chain_;
+};
+
 }  // namespace tachyon::engine

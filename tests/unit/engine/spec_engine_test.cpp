@@ -13,6 +13,7 @@
 
 #include "../spec/chi_square.h"
 #include "engine/engine.h"
+#include "engine/spec_step_costs.h"
 #include "io/safetensors.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -248,6 +249,23 @@ TEST(SpeculativeEngine, GreedyOutputIsIdenticalWithDraftTrees) {
                   static_cast<unsigned long long>(stats.spec_steps), usage.num_drafted, usage.num_accepted);
     }
   }
+}
+
+// Auto trees (max_tree_nodes -1, the default) for a drafter whose trees may pay: the engine
+// measures both shapes and keeps the faster (TreeOrChain), so both are verified, exactly.
+TEST(SpeculativeEngine, AutoTreesMeasureTreesAndChainsAndStayExact) {
+  auto ps = prompts();
+  ps.resize(4);
+  const auto plain = run_all(ps, {.max_concurrent = 1, .num_blocks = 1024}, 96);
+  auto draft = spec::make_draft_model_drafter(kDemo + "/drafter", kDemo, *demo().model, *demo().backend);
+  EngineConfig config{.max_concurrent = 1, .num_blocks = 1024};
+  config.drafter = draft.get();
+  ASSERT_EQ(config.max_tree_nodes, -1);
+  EngineStats stats;
+  const auto outs = run_all(ps, config, 96, nullptr, &stats);
+  for (size_t i = 0; i < ps.size(); ++i) ASSERT_EQ(outs[i], plain[i]) << "prompt " << i;
+  EXPECT_GE(stats.spec_tree_steps, static_cast<uint64_t>(TreeOrChain::kMinSteps));
+  EXPECT_GE(stats.spec_steps - stats.spec_tree_steps, static_cast<uint64_t>(TreeOrChain::kMinSteps));
 }
 
 // Greedy with a logits processor: tree verification applies it with each branch as history.

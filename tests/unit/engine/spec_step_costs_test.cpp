@@ -1,5 +1,5 @@
 // Auto-k's measurements (engine/spec_step_costs.h): step costs with an intercept, acceptance
-// per draft level, and the k they choose.
+// per draft level, and the k they choose; the measured choice between draft trees and chains.
 #include "engine/spec_step_costs.h"
 
 #include <gtest/gtest.h>
@@ -111,6 +111,25 @@ TEST(SpecStepCosts, DeepChainsWinWhenDeepLevelsAreAcceptedAndCostsHaveAnIntercep
   EXPECT_EQ(steep.best_k(acceptance, 4), 1);
   // Nothing measured: k_max.
   EXPECT_EQ(SpecStepCosts{}.best_k(acceptance, 3), 3);
+}
+
+TEST(TreeOrChain, AlternatesUntilBothAreMeasuredThenTakesTheFasterAndExploresTheOther) {
+  TreeOrChain choice;
+  uint64_t step = 1;
+  int trees = 0, chains = 0;
+  // Trees: 4 tokens per 1.0 s; chains: 3 tokens per 0.5 s (the H200's case: chains win).
+  while (trees < TreeOrChain::kMinSteps || chains < TreeOrChain::kMinSteps) {
+    const bool tree = choice.trees(step++);
+    (tree ? trees : chains) += 1;
+    choice.record(tree, tree ? 4 : 3, tree ? 1.0 : 0.5);
+    ASSERT_LE(trees + chains, 2 * TreeOrChain::kMinSteps) << "both shapes are measured within the first steps";
+  }
+  for (uint64_t s = 1; s < TreeOrChain::kExploreEvery; ++s) EXPECT_FALSE(choice.trees(s)) << s;
+  EXPECT_TRUE(choice.trees(TreeOrChain::kExploreEvery));  // the slower shape, now and then
+  // The trees get faster (e.g. the text turns predictable): the choice follows the measurements.
+  for (int i = 0; i < 200; ++i) choice.record(true, 5, 0.4);
+  EXPECT_TRUE(choice.trees(1));
+  EXPECT_FALSE(choice.trees(TreeOrChain::kExploreEvery));
 }
 
 }  // namespace
