@@ -178,6 +178,7 @@ class EngineLoop : public KvAllocator {
     bool tree_step = false;             // the pending drafts' shape, as chosen by tree_or_chain_
     bool shape_measured = false;        // ... and the choice was tree_or_chain_'s (auto trees)
     double step_seconds = 0;            // this step's timed cost (forward share + drafting), or 0
+    int32_t step_tokens = 0;            // tokens this step's verification yielded, for tree_or_chain_
     DraftAcceptance acceptance;         // per draft level, for auto-k
     bool spec_off = false;
     SpecUsage spec;
@@ -279,7 +280,7 @@ class EngineLoop : public KvAllocator {
         a.step_seconds = a.step_timed && a.num_drafts > 0 ? share + a.draft_seconds : 0;
         if (a.step_timed && a.num_drafts > 0) {
           a.spec_seconds += share + a.draft_seconds;
-          if (decode_only) spec_costs_.record(a.num_drafts, share + a.draft_seconds);
+          if (decode_only) (a.tree_parents.empty() ? spec_costs_ : tree_costs_).record(a.num_drafts, share + a.draft_seconds);
           gate_buckets_[i] = &a.spec_seconds;
         } else if (a.step_timed && c.count == 1 && c.completes && speculation_on(a)) {
           a.plain_seconds += share;
@@ -343,6 +344,15 @@ class EngineLoop : public KvAllocator {
       const double rest = seconds_between(iteration_start, Clock::now()) - drafting_seconds - step_seconds;
       for (double* bucket : gate_buckets_)
         if (bucket) *bucket += std::max(0.0, rest) / static_cast<double>(plan.chunks.size());
+      // Trees and chains are compared on whole iterations too: a tree's verification moves
+      // the accepted branch's KV and walks the tree on the host.
+      for (const auto& c : plan.chunks) {
+        Active& a = active_.at(c.id);
+        if (a.step_tokens > 0)
+          tree_or_chain_.record(a.tree_step, a.step_tokens,
+                                a.step_seconds + std::max(0.0, rest) / static_cast<double>(plan.chunks.size()));
+        a.step_tokens = 0;
+      }
       {
         std::lock_guard lock(stats_mutex_);
         if (decode_only && timed) {
@@ -471,7 +481,8 @@ class EngineLoop : public KvAllocator {
     if (!config_.auto_k || a.request.num_speculative_tokens || a.acceptance.steps() < kFirstStepsAtKMax ||
         a.acceptance.steps() % kExploreEvery == 0)
       return k_max;
-    return spec_costs_.best_k(a.acceptance, k_max, [&](int32_t k) { return std::max(k, tree_nodes(a, k)); });
+    const bool tree = tree_nodes(a, k_max) > k_max;
+    return (tree ? tree_costs_ : spec_costs_).best_k(a.acceptance, k_max, [&](int32_t k) { return std::max(k, tree_nodes(a, k)); });
   }
   static constexpr int32_t kFirstStepsAtKMax = 2, kExploreEvery = 8;
 
@@ -479,7 +490,10 @@ class EngineLoop : public KvAllocator {
   // steps that verify drafts with the drafts they verified (per verified row beyond the first).
   void record_step_cost(double seconds, size_t num_requests, int32_t num_drafts) {
     const double n = static_cast<double>(std::max<size_t>(1, num_requests)), per_request = seconds / n;
-    if (num_drafts == 0) return spec_costs_.record_plain(per_request);
+    if (num_drafts == 0) {
+      tree_costs_.record_plain(per_request);
+      return spec_costs_.record_plain(per_request);
+    }
     spec_step_cost_ = spec_step_cost_ == 0 ? per_request : 0.9 * spec_step_cost_ + 0.1 * per_request;
     const double drafts = num_drafts / n;
     spec_step_drafts_ = spec_step_drafts_ == 0 ? drafts : 0.9 * spec_step_drafts_ + 0.1 * drafts;
@@ -554,7 +568,7 @@ class EngineLoop : public KvAllocator {
     // Runtime gate (sticky): after enough evidence, stop when the accepted tokens per step no
     // longer pay for the measured extra cost of verifying them.
     if (a.step_timed) a.spec_tokens += static_cast<int32_t>(emitted);
-    if (a.shape_measured && a.step_seconds > 0) tree_or_chain_.record(a.tree_step, 1 + result.num_accepted, a.step_seconds);
+    if (a.shape_measured && a.step_seconds > 0) a.step_tokens = 1 + result.num_accepted;  // recorded with the step's rest
     // Throughput gate (sticky): speculation stays only while it emits more tokens per second
     // than plain decoding of the same request, both measured.
     if (config_.gates && a.spec.num_steps % 4 == 0 && a.plain_tokens < 4) a.probe_plain = 4;
@@ -762,7 +776,10 @@ class EngineLoop : public KvAllocator {
   Scheduler scheduler_;
   std::unordered_map<RequestId, Active> active_;
   double spec_step_cost_ = 0;                        // EMA seconds per request of a verifying forward
-  SpecStepCosts spec_costs_;                         // auto-k: plain and speculative steps by drafts
+  // Auto-k: plain and speculative steps by drafts verified, chains and trees apart (a tree of n
+  // nodes is an op-by-op step of n rows, a chain step of n drafts a graph replay: mixing them in
+  // one line made the chains' k look expensive where both ran).
+  SpecStepCosts spec_costs_, tree_costs_;
   TreeOrChain tree_or_chain_;                        // auto trees: which shape emits faster
   uint64_t shape_decisions_ = 0;
   std::vector<double*> gate_buckets_;  // per chunk of the step: the throughput-gate clock it counts on
