@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/logging.h"
+#include "engine/drafter_payoff.h"
 #include "engine/scheduler.h"
 #include "engine/spec_step_costs.h"
 #include "kv/kv_cache.h"
@@ -187,6 +188,7 @@ class EngineLoop : public KvAllocator {
     double spec_seconds = 0, plain_seconds = 0, draft_seconds = 0;
     int32_t spec_tokens = 0, plain_tokens = 0, probe_plain = 0;
     bool drafter_primed = false;  // the drafter has seen this request once (see propose_drafts)
+    bool payoff_checked = false;  // payoff_ decided whether a model drafter starts on it
     bool draft_warmup = false;    // this step's drafting did one-time work (Backend::warmup_events)
     bool step_timed = true;       // this step's time counts for the throughput gate
   };
@@ -418,6 +420,16 @@ class EngineLoop : public KvAllocator {
         --a.probe_plain;
         continue;
       }
+      // Payoff gate: a model drafter's first proposal pays its catch-up over the whole prompt.
+      if (config_.gates && !config_.model_free_drafter && !a.payoff_checked) {
+        a.payoff_checked = true;
+        const int32_t max_new = std::min(a.request.max_tokens - generated,
+                                         engine_.max_context() - static_cast<int32_t>(a.tokens.size()));
+        if (!payoff_.worth_drafting(static_cast<int64_t>(a.tokens.size()), max_new, spec_costs_.plain())) {
+          switch_off_speculation(a, "payoff_gate");
+          continue;
+        }
+      }
       const auto t0 = Clock::now();
       const uint64_t warmups = model_.backend().warmup_events();
       std::vector<int32_t> drafts;
@@ -435,6 +447,8 @@ class EngineLoop : public KvAllocator {
       // prefill): a one-time cost like the target's prefill, kept out of the per-token costs
       // that the throughput gate and auto-k compare (it made the gate switch draft/MTP off
       // on long prompts where they then ran faster).
+      if (!a.drafter_primed && !config_.model_free_drafter)
+        payoff_.record_catch_up(static_cast<int64_t>(a.tokens.size()), seconds);
       const bool catch_up = !a.drafter_primed || model_.backend().warmup_events() != warmups;
       a.drafter_primed = true;
       a.draft_warmup = catch_up;
@@ -689,6 +703,7 @@ class EngineLoop : public KvAllocator {
   void retire(RequestId id, bool cancelled) {
     if (config_.drafter) {
       const Active& a = active_.at(id);
+      if (!config_.model_free_drafter) payoff_.record_request(a.spec_tokens, a.spec_seconds, a.plain_tokens, a.plain_seconds);
       config_.drafter->on_finish(id, std::span<const int32_t>(a.tokens.data(), a.tokens.size() - a.num_drafts),
                                  a.num_prompt);
     }
@@ -781,6 +796,7 @@ class EngineLoop : public KvAllocator {
   // one line made the chains' k look expensive where both ran).
   SpecStepCosts spec_costs_, tree_costs_;
   TreeOrChain tree_or_chain_;                        // auto trees: which shape emits faster
+  DrafterPayoff payoff_;                             // whether a model drafter starts on a request
   uint64_t shape_decisions_ = 0;
   std::vector<double*> gate_buckets_;  // per chunk of the step: the throughput-gate clock it counts on
   std::vector<std::pair<int32_t, int32_t>> tree_moves_;  // scratch: a verified branch's KV moves

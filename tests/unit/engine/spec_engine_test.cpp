@@ -366,6 +366,42 @@ SpecUsage run_gated(const std::vector<int32_t>& prompt, spec::Drafter& drafter, 
   }
 }
 
+// The payoff gate (engine/drafter_payoff.h): once a model drafter measured slower than plain
+// decoding on this engine, the next request does not start it (nor pay its catch-up).
+TEST(SpeculationGates, ADrafterMeasuredSlowerThanPlainIsNotStartedOnTheNextRequest) {
+  const std::vector<int32_t> prompt = prompts()[0];
+  const auto plain = run_all({prompt}, {.max_concurrent = 1, .num_blocks = 256}, 96)[0];
+  std::vector<int32_t> continuation = prompt;
+  continuation.insert(continuation.end(), plain.begin(), plain.end());
+  OracleDrafter slow(continuation, std::chrono::milliseconds(50), false);  // ~100 tok/s at best
+  EngineConfig config{.max_concurrent = 1, .num_blocks = 256};
+  config.drafter = &slow;
+  Engine engine(*demo().model, config);
+  for (const char* expected : {"throughput_gate", "payoff_gate"}) {
+    GenerationRequest r;
+    r.prompt = prompt;
+    r.sampling.temperature = 0;
+    r.max_tokens = 96;
+    auto stream = engine.submit(r);
+    std::vector<int32_t> out;
+    SpecUsage usage;
+    for (;;) {
+      auto o = stream->next(std::chrono::seconds(300));
+      ASSERT_TRUE(o) << "the engine stalled";
+      out.insert(out.end(), o->tokens.begin(), o->tokens.end());
+      if (o->finish != FinishReason::None) {
+        usage = o->spec;
+        break;
+      }
+    }
+    EXPECT_EQ(out, plain) << expected;
+    EXPECT_EQ(usage.stopped_by, expected);
+    if (std::string(expected) == "payoff_gate") {
+      EXPECT_EQ(usage.num_steps, 0) << "nothing was drafted";
+    }
+  }
+}
+
 TEST(SpeculationGates, EachGateStopsOnlyTheDrafterItIsFor) {
   const std::vector<int32_t> prompt = prompts()[0];
   const auto plain = run_all({prompt}, {.max_concurrent = 1, .num_blocks = 256}, 96)[0];
