@@ -3,7 +3,8 @@
 // Speculation with k drafts pays only when the tokens it emits per step exceed cost(k+1)/cost(1).
 // Also times the drafter's own forward (a `drafter/` folder) at 1 row, to give the full step
 // budget. Protocol: warm-up discarded, median of --reps forwards per row count.
-// Usage: verify_cost [--device cpu|cuda] [--context 256] [--max-rows 9] [--reps 200] MODEL_DIR
+// Usage: verify_cost [--device cpu|cuda] [--context 256] [--max-rows 9 | --rows R] [--reps 200] MODEL_DIR
+// (--rows R: only R rows against 1, e.g. to profile one shape)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -61,25 +62,26 @@ double forward_seconds(model::Model& m, int32_t context, int32_t rows, int reps)
 }  // namespace
 
 int main(int argc, char** argv) {
-  int32_t context = 256, max_rows = 9;
+  int32_t context = 256, max_rows = 9, only_rows = 0;
   int reps = 200;
   std::string dir, device = "cpu";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--context") && i + 1 < argc) context = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--max-rows") && i + 1 < argc) max_rows = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--rows") && i + 1 < argc) only_rows = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
     else dir = argv[i];
   }
   if (dir.empty()) {
-    std::fprintf(stderr, "usage: verify_cost [--context N] [--max-rows R] [--reps N] MODEL_DIR\n");
+    std::fprintf(stderr, "usage: verify_cost [--context N] [--max-rows R | --rows R] [--reps N] MODEL_DIR\n");
     return 2;
   }
   auto backend = kernels::make_backend(device);
   auto target = model::load_model(dir, *backend);
   std::printf("| rows | forward ms | cost / 1-row decode |\n|---:|---:|---:|\n");
   const double one = forward_seconds(*target, context, 1, reps);
-  for (int32_t rows = 1; rows <= max_rows; ++rows) {
+  for (int32_t rows = only_rows > 0 ? only_rows : 1; rows <= (only_rows > 0 ? only_rows : max_rows); ++rows) {
     const double s = rows == 1 ? one : forward_seconds(*target, context, rows, reps);
     std::printf("| %d | %.3f | %.2f |\n", rows, s * 1e3, s / one);
   }
