@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <string_view>
 #include <unordered_map>
 
 #include "base/error.h"
@@ -631,6 +632,8 @@ class EngineLoop : public KvAllocator {
     a.pending.spec = a.spec;
     std::lock_guard lock(stats_mutex_);
     ++stats_.spec_gated_requests;
+    for (size_t g = 0; g < kSpecGates.size(); ++g)
+      if (std::string_view(why) == kSpecGates[g]) ++stats_.spec_gated_by[g];
   }
 
   void trim_drafts(RequestId id, int32_t n) {

@@ -42,7 +42,7 @@ struct SpecUsage {
   int32_t num_drafted = 0;     // draft tokens verified
   int32_t num_accepted = 0;    // of which accepted
   int32_t num_steps = 0;       // verification steps
-  std::string stopped_by;      // "", or the gate: "prompt_gate", "payoff_gate", "acceptance_gate", "throughput_gate"
+  std::string stopped_by;      // "", or the gate (engine/stats.h kSpecGates)
   double mean_accepted_length() const {  // tokens emitted per verification step
     return num_steps ? 1.0 + static_cast<double>(num_accepted) / num_steps : 0.0;
   }

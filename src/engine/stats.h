@@ -17,6 +17,10 @@ struct Histogram {
   void observe(double seconds);
 };
 
+// The gates that switch a request's speculation off (SpecUsage::stopped_by).
+inline constexpr std::array<const char*, 4> kSpecGates = {"prompt_gate", "payoff_gate", "acceptance_gate",
+                                                          "throughput_gate"};
+
 struct EngineStats {
   uint64_t requests_started = 0, requests_finished = 0, requests_cancelled = 0;
   uint64_t prompt_tokens = 0, generated_tokens = 0;
@@ -26,6 +30,7 @@ struct EngineStats {
   uint64_t steps = 0;
   uint64_t spec_drafted_tokens = 0, spec_accepted_tokens = 0, spec_steps = 0;
   uint64_t spec_gated_requests = 0;  // speculation switched off by a gate
+  std::array<uint64_t, kSpecGates.size()> spec_gated_by{};  // ... by each of kSpecGates
   uint64_t spec_tree_steps = 0;      // verify steps whose drafts formed a tree
   // Wall time of decode steps (no prompt rows), host work included: steps that verify drafts
   // (their drafting included, and counted apart) and plain ones. What speculation costs per step.

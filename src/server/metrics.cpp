@@ -63,8 +63,11 @@ std::string render_metrics(const std::string& model, const engine::EngineStats& 
           s.spec_drafted_tokens);
   counter(out, "tachyon_spec_accepted_tokens_total", "Draft tokens accepted.", m, s.spec_accepted_tokens);
   counter(out, "tachyon_spec_verify_steps_total", "Speculative verification steps.", m, s.spec_steps);
-  counter(out, "tachyon_spec_gated_requests_total", "Requests whose speculation a gate switched off.", m,
-          s.spec_gated_requests);
+  out += "# HELP tachyon_spec_gated_requests_total Requests whose speculation a gate switched off, by gate.\n"
+         "# TYPE tachyon_spec_gated_requests_total counter\n";
+  for (size_t g = 0; g < engine::kSpecGates.size(); ++g)
+    out += fmt::format("tachyon_spec_gated_requests_total{{{},gate=\"{}\"}} {}\n", m, engine::kSpecGates[g],
+                       s.spec_gated_by[g]);
   counter(out, "tachyon_spec_tree_steps_total", "Verification steps whose drafts formed a tree.", m,
           s.spec_tree_steps);
   counter(out, "tachyon_engine_steps_total", "Engine steps (forward passes).", m, s.steps);

@@ -400,6 +400,13 @@ TEST(SpeculationGates, ADrafterMeasuredSlowerThanPlainIsNotStartedOnTheNextReque
       EXPECT_EQ(usage.num_steps, 0) << "nothing was drafted";
     }
   }
+  // /metrics counts each gate apart (engine/stats.h kSpecGates).
+  const EngineStats stats = engine.stats();
+  EXPECT_EQ(stats.spec_gated_requests, 2u);
+  for (size_t g = 0; g < kSpecGates.size(); ++g) {
+    const std::string gate = kSpecGates[g];
+    EXPECT_EQ(stats.spec_gated_by[g], gate == "throughput_gate" || gate == "payoff_gate" ? 1u : 0u) << gate;
+  }
 }
 
 TEST(SpeculationGates, EachGateStopsOnlyTheDrafterItIsFor) {
