@@ -81,8 +81,8 @@ class SpecStepCosts {
 // trees_by_default). A tree's runner-up leaves are extra verified rows and an op-by-op verify
 // step (tree shapes change from step to step, so a GPU does not replay them as graphs); whether
 // the tokens they add pay for that depends on the device and the text, not on a rule: on the
-// H200 chains beat trees on every demo workload (1.56-1.60x against 1.45-1.51x on code
-// completion), where the old rule (trees while a verified row costs < 0.1 plain step) always
+// H200 chains beat trees on most demo workloads (code completion 1.56-1.60x against
+// 1.45-1.51x), where the old rule (trees while a verified row costs < 0.1 plain step) always
 // chose trees.
 //
 //   TreeOrChain choice;

@@ -449,9 +449,10 @@ class CudaBackend final : public Backend {
       for (int32_t r : decode_rows) max_pos = std::max(max_pos, meta.positions[r]);
       // Rounded up to a power of two, at least kMinDecodeChunks: chunks past a row's position
       // exit at once (and are not merged: same bits), and the launch shape, part of a step's
-      // graph key, changes at 512, 1024, 2048, ... tokens of context instead of every 64. Below
-      // 512 tokens every 64-token band had its own graphs of each speculative step shape, and a
-      // request of a few hundred tokens kept capturing new ones (~1 ms each on the H200).
+      // graph key, changes at 512, 1024, 2048, ... tokens of context. Starting from one chunk it
+      // also changed at 64, 128 and 256, each band had its own graphs of every speculative step
+      // shape, and a request of a few hundred tokens kept capturing new ones (~1 ms each on the
+      // H200).
       int chunks = kMinDecodeChunks;
       while (chunks < cuda::decode_chunks(max_pos)) chunks *= 2;
       const size_t need = cuda::decode_workspace_bytes(static_cast<int64_t>(decode_rows.size()), shape.num_heads,
