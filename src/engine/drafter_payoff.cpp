@@ -1,10 +1,8 @@
 #include "engine/drafter_payoff.h"
 
-namespace tachyon::engine {
+#include "engine/ema.h"
 
-namespace {
-void update(double& ema, double sample, double weight) { ema = ema == 0 ? sample : (1 - weight) * ema + weight * sample; }
-}  // namespace
+namespace tachyon::engine {
 
 bool DrafterPayoff::worth_drafting(int64_t prompt_tokens, int64_t max_new_tokens, double plain_step_seconds) {
   const bool explore = decisions_++ % kExploreEvery == 0;
@@ -15,14 +13,14 @@ bool DrafterPayoff::worth_drafting(int64_t prompt_tokens, int64_t max_new_tokens
 }
 
 void DrafterPayoff::record_catch_up(int64_t tokens, double seconds) {
-  if (tokens > 0 && seconds > 0) update(catch_up_per_token_, seconds / static_cast<double>(tokens), 0.2);
+  if (tokens > 0 && seconds > 0) ema_update(catch_up_per_token_, seconds / static_cast<double>(tokens), 0.2);
 }
 
 void DrafterPayoff::record_request(int64_t spec_tokens, double spec_seconds, int64_t plain_tokens,
                                    double plain_seconds) {
   if (spec_tokens < kMinSpecTokens || plain_tokens < kMinPlainTokens || spec_seconds <= 0 || plain_seconds <= 0) return;
   const double r = (static_cast<double>(spec_tokens) / spec_seconds) / (static_cast<double>(plain_tokens) / plain_seconds);
-  update(speedup_, r, 0.25);
+  ema_update(speedup_, r, 0.25);
 }
 
 }  // namespace tachyon::engine

@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/logging.h"
 #include "engine/drafter_payoff.h"
+#include "engine/ema.h"
 #include "engine/scheduler.h"
 #include "engine/spec_step_costs.h"
 #include "kv/kv_cache.h"
@@ -509,9 +510,9 @@ class EngineLoop : public KvAllocator {
       tree_costs_.record_plain(per_request);
       return spec_costs_.record_plain(per_request);
     }
-    spec_step_cost_ = spec_step_cost_ == 0 ? per_request : 0.9 * spec_step_cost_ + 0.1 * per_request;
+    ema_update(spec_step_cost_, per_request, 0.1);
     const double drafts = num_drafts / n;
-    spec_step_drafts_ = spec_step_drafts_ == 0 ? drafts : 0.9 * spec_step_drafts_ + 0.1 * drafts;
+    ema_update(spec_step_drafts_, drafts, 0.1);
   }
   double marginal_row_cost() const {
     const double plain = spec_costs_.plain();

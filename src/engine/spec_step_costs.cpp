@@ -2,10 +2,12 @@
 
 #include <algorithm>
 
+#include "engine/ema.h"
+
 namespace tachyon::engine {
 
 namespace {
-void update(double& ema, double sample) { ema = ema == 0 ? sample : 0.9 * ema + 0.1 * sample; }
+constexpr double kCostWeight = 0.1;  // of each new step cost
 }  // namespace
 
 void DraftAcceptance::record(int32_t depth, int32_t accepted) {
@@ -38,7 +40,7 @@ double DraftAcceptance::expected_tokens(int32_t k) const {
   return tokens;
 }
 
-void SpecStepCosts::record_plain(double seconds) { update(plain_, seconds); }
+void SpecStepCosts::record_plain(double seconds) { ema_update(plain_, seconds, kCostWeight); }
 
 void SpecStepCosts::record(int32_t drafts, double seconds) {
   if (drafts <= 0 || seconds <= 0) return;
@@ -47,7 +49,7 @@ void SpecStepCosts::record(int32_t drafts, double seconds) {
   // One slow step (the host preempted, a first-seen shape) would otherwise lift its count's
   // average for tens of steps, and auto-k would avoid that count meanwhile.
   if (a.samples >= kMinSamples) seconds = std::min(seconds, kMaxStepOverAverage * a.seconds);
-  update(a.seconds, seconds);
+  ema_update(a.seconds, seconds, kCostWeight);
   ++a.samples;
 }
 

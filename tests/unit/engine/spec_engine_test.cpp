@@ -121,8 +121,10 @@ TEST(SpeculativeEngine, GreedyOutputIsIdenticalWithEveryDrafterAloneAndBatched) 
   }
 }
 
-// One greedy request through `engine` to its end: its speculation usage.
-SpecUsage run_one(Engine& engine, std::vector<int32_t> prompt, int32_t max_tokens) {
+// One greedy request through `engine` to its end: its speculation usage (its tokens appended
+// to `tokens` when given).
+SpecUsage run_one(Engine& engine, std::vector<int32_t> prompt, int32_t max_tokens,
+                  std::vector<int32_t>* tokens = nullptr) {
   GenerationRequest request;
   request.prompt = std::move(prompt);
   request.sampling.temperature = 0;
@@ -131,6 +133,7 @@ SpecUsage run_one(Engine& engine, std::vector<int32_t> prompt, int32_t max_token
   for (;;) {
     auto out = stream->next(std::chrono::seconds(300));
     if (!out) throw std::runtime_error("the engine stalled");
+    if (tokens) tokens->insert(tokens->end(), out->tokens.begin(), out->tokens.end());
     if (out->finish != FinishReason::None) return out->spec;
   }
 }
@@ -350,20 +353,9 @@ SpecUsage run_gated(const std::vector<int32_t>& prompt, spec::Drafter& drafter, 
   EngineConfig config{.max_concurrent = 1, .num_blocks = 256};
   config.drafter = &drafter;
   Engine engine(*demo().model, config);
-  GenerationRequest r;
-  r.prompt = prompt;
-  r.sampling.temperature = 0;
-  r.max_tokens = max_tokens;
-  auto stream = engine.submit(r);
-  for (;;) {
-    auto o = stream->next(std::chrono::seconds(300));
-    if (!o) throw std::runtime_error("the engine stalled");
-    out.insert(out.end(), o->tokens.begin(), o->tokens.end());
-    if (o->finish != FinishReason::None) {
-      stats = engine.stats();
-      return o->spec;
-    }
-  }
+  const SpecUsage usage = run_one(engine, prompt, max_tokens, &out);
+  stats = engine.stats();
+  return usage;
 }
 
 // The payoff gate (engine/drafter_payoff.h): once a model drafter measured slower than plain
@@ -378,22 +370,8 @@ TEST(SpeculationGates, ADrafterMeasuredSlowerThanPlainIsNotStartedOnTheNextReque
   config.drafter = &slow;
   Engine engine(*demo().model, config);
   for (const char* expected : {"throughput_gate", "payoff_gate"}) {
-    GenerationRequest r;
-    r.prompt = prompt;
-    r.sampling.temperature = 0;
-    r.max_tokens = 96;
-    auto stream = engine.submit(r);
     std::vector<int32_t> out;
-    SpecUsage usage;
-    for (;;) {
-      auto o = stream->next(std::chrono::seconds(300));
-      ASSERT_TRUE(o) << "the engine stalled";
-      out.insert(out.end(), o->tokens.begin(), o->tokens.end());
-      if (o->finish != FinishReason::None) {
-        usage = o->spec;
-        break;
-      }
-    }
+    const SpecUsage usage = run_one(engine, prompt, 96, &out);
     EXPECT_EQ(out, plain) << expected;
     EXPECT_EQ(usage.stopped_by, expected);
     if (std::string(expected) == "payoff_gate") {
