@@ -11,12 +11,13 @@
 // draft chains; a "-tree" suffix (ngram-tree, ...) drafts trees of --tree-nodes nodes
 // (default -1: the engine's automatic choice, the default of tachyon run/serve).
 // Usage: spec_bench [--device cpu|cuda] [--tokens 384] [--runs 5] [--tree-nodes 16] [--k 4] [--fixed-k]
-//                   [--no-gates] [--draft-vocabulary N] [--paired]
+//                   [--no-gates] [--draft-vocabulary N] [--exact-draft-weights] [--paired]
 //                   [--methods none,ngram,ngram-tree,...] MODEL_DIR PROMPT.ids...
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -62,6 +63,7 @@ struct SpecOptions {
   bool fixed_k = false;
   bool gates = true;
   int64_t draft_vocabulary = -1;
+  bool exact_draft_weights = false;  // model drafters as stored (default: draft precision, int8 on the CPU)
   // --paired: each timed run of a method follows a plain run, and the ratio is the median of
   // the runs' ratios to the plain run just before: on a noisy host (the 2-core CI VM's plain
   // step drifted 0.84-1.76 ms within one invocation) ratios of medians taken minutes apart
@@ -178,6 +180,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--fixed-k")) options.fixed_k = true;
     else if (!std::strcmp(argv[i], "--no-gates")) options.gates = false;
     else if (!std::strcmp(argv[i], "--paired")) options.paired = true;
+    else if (!std::strcmp(argv[i], "--exact-draft-weights")) options.exact_draft_weights = true;
     else if (!std::strcmp(argv[i], "--draft-vocabulary") && i + 1 < argc) options.draft_vocabulary = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--methods") && i + 1 < argc) {
       methods.clear();
@@ -192,7 +195,7 @@ int main(int argc, char** argv) {
     else prompt_files.push_back(argv[i]);
   }
   if (dir.empty() || prompt_files.empty()) {
-    std::fprintf(stderr, "usage: spec_bench [--device cpu|cuda] [--tokens N] [--runs N] [--tree-nodes N] [--k N] [--fixed-k] [--no-gates] [--draft-vocabulary N] [--paired] [--methods a,b] MODEL_DIR PROMPT.ids...\n");
+    std::fprintf(stderr, "usage: spec_bench [--device cpu|cuda] [--tokens N] [--runs N] [--tree-nodes N] [--k N] [--fixed-k] [--no-gates] [--draft-vocabulary N] [--exact-draft-weights] [--paired] [--methods a,b] MODEL_DIR PROMPT.ids...\n");
     return 2;
   }
   auto backend = kernels::make_backend(device);
@@ -231,10 +234,14 @@ int main(int argc, char** argv) {
       std::unique_ptr<spec::Drafter> model_drafter;
       if (method.starts_with("draft"))
         model_drafter = spec::make_draft_model_drafter(dir + "/drafter", dir, *model, *backend,
-                                                       {.draft_vocabulary = options.draft_vocabulary});
-      else if (method.starts_with("mtp"))
+                                                       {.draft_vocabulary = options.draft_vocabulary,
+                                                        .exact_weights = options.exact_draft_weights});
+      else if (method.starts_with("mtp")) {
+        std::optional<kernels::DraftWeights> scope;  // as tachyon run/serve load it
+        if (!options.exact_draft_weights) scope.emplace(*backend);
         if (auto head = model::MtpHead::load(dir, model->config(), *backend))
           model_drafter = spec::make_mtp_drafter(std::move(head), *backend, 1024, 16, options.draft_vocabulary);
+      }
       if (method.starts_with("mtp") && !model_drafter) continue;
       std::string per_run;         // "captures+direct" per run, warm-up first
       std::vector<double> ratios;  // --paired: each run's tok/s over the plain run before it

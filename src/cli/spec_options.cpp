@@ -62,6 +62,7 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
   std::unique_ptr<model::MtpHead> mtp_head;
   if (!no_mtp) {
     try {
+      const kernels::DraftWeights scope(backend);  // the head only drafts: its matrices in draft precision
       mtp_head = model::MtpHead::load(model_dir, model.config(), backend);
     } catch (const Error& e) {
       throw Error("the config declares MTP heads that cannot be loaded (give --no-mtp to run without them): {}",

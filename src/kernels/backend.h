@@ -32,6 +32,15 @@ class Backend {
   // kernels read (the CPU repacks matrices into Panel64). The backend owns the copy until
   // it is destroyed; the host bytes may be released afterwards.
   virtual Weight upload_weight(const Weight& host) = 0;
+  // upload_weight for a matrix that only matmul reads and only a drafter uses (uploaded while a
+  // DraftWeights scope lives, see below). A backend may store it lossily: drafts are verified by
+  // the target, so a drafter's precision changes how many drafts are accepted, never the output.
+  // The CPU quantizes it to int8 per row (half the bytes of bf16: a CPU drafter's forward streams
+  // its weights from memory, so its cost follows their bytes); the default is upload_weight.
+  virtual Weight upload_draft_weight(const Weight& host) { return upload_weight(host); }
+  // True while a DraftWeights scope lives: the weights being loaded belong to a drafter.
+  bool loading_draft_weights() const { return loading_draft_weights_; }
+  void set_loading_draft_weights(bool on) { loading_draft_weights_ = on; }
   virtual void copy_to_host(void* host_dst, const void* device_src, size_t bytes) = 0;
   virtual void copy_to_device(void* device_dst, const void* host_src, size_t bytes) = 0;
   // Backend memory to backend memory, ordered after the ops issued before it (non-overlapping
@@ -161,6 +170,9 @@ class Backend {
 
  protected:
   [[noreturn]] void unsupported(const char* op) const;
+
+ private:
+  bool loading_draft_weights_ = false;
 };
 
 // The TopTwo of one host row of n values (Backend::top_two's definition; softmax sum in double).
@@ -173,6 +185,19 @@ class RepeatingStepHint {
   ~RepeatingStepHint() { backend_.set_repeating_step(false); }
   RepeatingStepHint(const RepeatingStepHint&) = delete;
   RepeatingStepHint& operator=(const RepeatingStepHint&) = delete;
+
+ private:
+  Backend& backend_;
+};
+
+// Marks the weights loaded in one scope as a drafter's (Backend::upload_draft_weight):
+//   { kernels::DraftWeights scope(backend); drafter = model::load_model(dir, backend); }
+class DraftWeights {
+ public:
+  explicit DraftWeights(Backend& backend) : backend_(backend) { backend_.set_loading_draft_weights(true); }
+  ~DraftWeights() { backend_.set_loading_draft_weights(false); }
+  DraftWeights(const DraftWeights&) = delete;
+  DraftWeights& operator=(const DraftWeights&) = delete;
 
  private:
   Backend& backend_;

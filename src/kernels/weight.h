@@ -35,6 +35,9 @@ struct Weight {
   int64_t rows = 0;  // output features (or vocabulary entries for embeddings)
   int64_t cols = 0;  // input features (1-D weights: rows = 1)
   WeightLayout layout = WeightLayout::RowMajor;
+  // I8 weights (a drafter's, Backend::upload_draft_weight): element (r, c) is data's int8 value
+  // times scales[r] (one f32 per row; Panel64: per padded row).
+  const float* scales = nullptr;
   bool empty() const { return data == nullptr; }
 
   static constexpr int64_t kPanel = 64;

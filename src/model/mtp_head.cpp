@@ -58,8 +58,8 @@ class MtpLayerHead final : public MtpHead {
     const bool own_embed = !names.embed.empty() && checkpoint.has(names.embed);
     b.bind(&embed_, own_embed ? names.embed : "model.embed_tokens.weight", {vocab, hidden});
     const bool own_head = !names.head.empty() && checkpoint.has(names.head);
-    if (own_head) b.bind(&lm_head_, names.head, {vocab, hidden});
-    else if (!c.tie_word_embeddings) b.bind(&lm_head_, "lm_head.weight", {vocab, hidden});
+    if (own_head) b.bind(&lm_head_, names.head, {vocab, hidden}, WeightBinder::Use::Matmul);
+    else if (!c.tie_word_embeddings) b.bind(&lm_head_, "lm_head.weight", {vocab, hidden}, WeightBinder::Use::Matmul);
     b.bind(&norm_embedding_, names.norm_embedding, {hidden});
     b.bind(&norm_hidden_, names.norm_hidden, {hidden});
     b.bind(&final_norm_, names.final_norm, {hidden});
@@ -86,8 +86,11 @@ class MtpLayerHead final : public MtpHead {
         std::memcpy(halves[half].data() + r * hidden * esize,
                     static_cast<const uint8_t*>(fc.data) + (r * 2 * hidden + half * hidden) * esize, hidden * esize);
     }
-    fc_embedding_ = backend.upload_weight(Weight{halves[0].data(), fc.dtype, hidden, hidden});
-    fc_hidden_ = backend.upload_weight(Weight{halves[1].data(), fc.dtype, hidden, hidden});
+    auto upload = [&](const Weight& host) {
+      return draft_weights_ ? backend.upload_draft_weight(host) : backend.upload_weight(host);
+    };
+    fc_embedding_ = upload(Weight{halves[0].data(), fc.dtype, hidden, hidden});
+    fc_hidden_ = upload(Weight{halves[1].data(), fc.dtype, hidden, hidden});
     num_tensors_ = static_cast<int32_t>(std::count_if(
         checkpoint.tensors().begin(), checkpoint.tensors().end(),
         [&](const auto& t) { return t.first.rfind(names.counted_prefix, 0) == 0; }));
@@ -107,13 +110,16 @@ class MtpLayerHead final : public MtpHead {
   int32_t num_tensors() const override { return num_tensors_; }
 
   void set_draft_vocabulary(int64_t n) override {
-    if (n <= 0 || n >= config_.vocab_size) {
+    const bool all = n <= 0 || n >= config_.vocab_size;
+    if (all && !draft_weights_) {
       draft_head_ = {};
       return;
     }
-    // Row-major [vocab, hidden]: ids [0, n) are its first n rows.
+    // Row-major [vocab, hidden]: ids [0, n) are its first n rows (in draft precision when
+    // loaded as a drafter, also for all ids).
     const auto& t = checkpoint_->get(head_source_);
-    draft_head_ = backend_.upload_weight(Weight{t.data, t.dtype, n, config_.hidden_size});
+    const Weight host{t.data, t.dtype, all ? config_.vocab_size : n, config_.hidden_size};
+    draft_head_ = draft_weights_ ? backend_.upload_draft_weight(host) : backend_.upload_weight(host);
   }
 
   Output forward(const Batch& batch, std::span<const float> hidden_in, kv::KvCache& kv, bool return_hidden) override {
@@ -206,6 +212,7 @@ class MtpLayerHead final : public MtpHead {
   std::shared_ptr<io::Checkpoint> checkpoint_;  // keeps the LM head's rows mapped for set_draft_vocabulary
   std::string head_source_;
   Weight draft_head_;                            // the first n rows of the LM head, or empty
+  const bool draft_weights_ = backend_.loading_draft_weights();  // loaded as a drafter (kernels::DraftWeights)
 };
 
 }  // namespace

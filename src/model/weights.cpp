@@ -17,8 +17,8 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 bool is_float_dtype(DType d) { return d == DType::F32 || d == DType::BF16 || d == DType::F16; }
 }  // namespace
 
-void WeightBinder::bind(Weight* target, const std::string& name, std::vector<int64_t> shape) {
-  bindings_.push_back({target, {name}, {std::move(shape)}, false, nullptr});
+void WeightBinder::bind(Weight* target, const std::string& name, std::vector<int64_t> shape, Use use) {
+  bindings_.push_back({target, {name}, {std::move(shape)}, false, nullptr, use});
 }
 
 void WeightBinder::bind_remapped(Weight* target, const std::string& name, std::vector<int64_t> shape, Remap remap) {
@@ -30,9 +30,14 @@ void WeightBinder::bind_optional(Weight* target, const std::string& name, std::v
 }
 
 void WeightBinder::bind_fused(Weight* target, const std::vector<std::string>& names,
-                              const std::vector<std::vector<int64_t>>& shapes) {
+                              const std::vector<std::vector<int64_t>>& shapes, Use use) {
   TACHYON_CHECK(names.size() == shapes.size() && !names.empty(), "bind_fused needs one shape per name");
-  bindings_.push_back({target, names, shapes, false, nullptr});
+  bindings_.push_back({target, names, shapes, false, nullptr, use});
+}
+
+Weight WeightBinder::upload(const Binding& b, const Weight& host) {
+  if (b.use == Use::Matmul && backend_.loading_draft_weights()) return backend_.upload_draft_weight(host);
+  return backend_.upload_weight(host);
 }
 
 void WeightBinder::load() {
@@ -98,7 +103,7 @@ void WeightBinder::load() {
       const io::TensorView& t = checkpoint_.get(b.names[0]);
       const int64_t cols = t.shape.size() >= 2 ? t.shape[1] : t.shape[0];
       const int64_t rows = t.shape.size() >= 2 ? t.shape[0] : 1;
-      *b.target = backend_.upload_weight(Weight{t.data, t.dtype, rows, cols});
+      *b.target = upload(b, Weight{t.data, t.dtype, rows, cols});
       continue;
     }
     // Fused: concatenate the parts row-wise on the host, then upload once.
@@ -112,7 +117,7 @@ void WeightBinder::load() {
       const io::TensorView& t = checkpoint_.get(name);
       host.insert(host.end(), static_cast<const uint8_t*>(t.data), static_cast<const uint8_t*>(t.data) + t.num_bytes);
     }
-    *b.target = backend_.upload_weight(Weight{host.data(), dtype, rows, cols});
+    *b.target = upload(b, Weight{host.data(), dtype, rows, cols});
   }
 }
 

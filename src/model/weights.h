@@ -29,11 +29,15 @@ class WeightBinder {
  public:
   WeightBinder(const io::Checkpoint& checkpoint, kernels::Backend& backend) : checkpoint_(checkpoint), backend_(backend) {}
 
-  void bind(Weight* target, const std::string& name, std::vector<int64_t> shape);
+  // How the model reads a weight. Matmul: only through Backend::matmul (linear layers, LM
+  // heads); a drafter's such weights go through Backend::upload_draft_weight (kernels::DraftWeights).
+  enum class Use { Any, Matmul };
+  void bind(Weight* target, const std::string& name, std::vector<int64_t> shape, Use use = Use::Any);
   void bind_optional(Weight* target, const std::string& name, std::vector<int64_t> shape);
   // Concatenates the tensors along dim 0 into one weight (e.g. q/k/v into qkv). All parts
   // must be present with the given shapes; 1-D parts (biases) concatenate the same way.
-  void bind_fused(Weight* target, const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes);
+  void bind_fused(Weight* target, const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes,
+                  Use use = Use::Any);
 
   // A weight built from one checkpoint tensor of `shape` by an element mapping: element (r, c)
   // of the [rows, cols] result is the tensor's element at row-major flat index source(r, c).
@@ -56,7 +60,9 @@ class WeightBinder {
     std::vector<std::vector<int64_t>> shapes;
     bool optional;
     std::shared_ptr<Remap> remap;  // null: the tensor as it is
+    Use use = Use::Any;
   };
+  Weight upload(const Binding& b, const Weight& host);
   std::vector<Binding> bindings_;
   const io::Checkpoint& checkpoint_;
   kernels::Backend& backend_;

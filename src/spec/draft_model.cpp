@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <unordered_map>
 
 #include "base/error.h"
@@ -89,7 +90,12 @@ std::unique_ptr<Drafter> make_draft_model_drafter(const std::string& drafter_dir
                                                   const model::Model& target, kernels::Backend& backend,
                                                   const DraftModelConfig& config) {
   namespace fs = std::filesystem;
-  auto drafter = model::load_model(drafter_dir, backend);
+  std::unique_ptr<model::Model> drafter;
+  {
+    std::optional<kernels::DraftWeights> scope;
+    if (!config.exact_weights) scope.emplace(backend);
+    drafter = model::load_model(drafter_dir, backend);
+  }
   if (drafter->config().vocab_size != target.config().vocab_size)
     throw Error("drafter {}: vocab_size {} differs from the target's {}: the tokenizers are not compatible", drafter_dir,
                 drafter->config().vocab_size, target.config().vocab_size);

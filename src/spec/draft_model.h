@@ -18,6 +18,9 @@ struct DraftModelConfig {
   // Drafting scores token ids [0, draft_vocabulary) only (Model::set_draft_vocabulary);
   // -1: default_draft_vocabulary (spec/level_drafter.h), 0: all of them.
   int64_t draft_vocabulary = -1;
+  // false: the drafter's matrices are loaded in draft precision (kernels::DraftWeights; int8 on
+  // the CPU). true: as the checkpoint stores them.
+  bool exact_weights = false;
 };
 
 // Loads `drafter_dir` (fail closed like any model) and checks that it can draft for the

@@ -12,6 +12,7 @@
 #include "test_data.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/isa/matmul.h"
+#include "kernels/reference/rowwise.h"
 
 namespace tachyon::kernels {
 namespace {
@@ -69,6 +70,47 @@ TEST_P(Kernels, MatmulRowIsBitIdenticalWhateverTheBatch) {
   }
 }
 
+// A drafter's weights (Backend::upload_draft_weight): int8 per row on the CPU, within the
+// quantisation error of the exact product (|w − q·s| <= s/2 per weight, s = max|row| / 127),
+// the stored values exact, and every row's bits independent of the batch.
+TEST_P(Kernels, DraftWeightsAreInt8PerRowWithinTheQuantisationError) {
+  const int64_t n = 131, k = 203;
+  auto w = random_weight(GetParam(), n, k, rng);
+  const Weight draft = cpu->upload_draft_weight(w.view);
+  ASSERT_EQ(draft.dtype, DType::I8);
+  ASSERT_NE(draft.scales, nullptr);
+  for (int64_t r : {0, 64, 130}) {
+    float peak = 0.f;
+    for (int64_t c = 0; c < k; ++c) peak = std::max(peak, std::fabs(rowwise::load_weight(w.view, r, c)));
+    EXPECT_FLOAT_EQ(draft.scales[r], peak / 127.f) << "row " << r;
+    for (int64_t c = 0; c < k; c += 17)
+      EXPECT_LE(std::fabs(rowwise::load_weight(draft, r, c) - rowwise::load_weight(w.view, r, c)),
+                0.5f * draft.scales[r] * (1.f + 1e-5f)) << r << "," << c;
+  }
+  const int64_t rows = 9;
+  auto x = random_vec(static_cast<size_t>(rows * k), rng);
+  std::vector<float> exact(static_cast<size_t>(rows * n)), lossy(exact.size());
+  ref->matmul(x.data(), rows, w.view, nullptr, exact.data());
+  cpu->matmul(x.data(), rows, draft, nullptr, lossy.data());
+  const double err = max_rel(lossy, exact);
+  EXPECT_LT(err, 2e-2);
+  EXPECT_GT(err, 0.0);  // it really is the quantised matrix
+  for (int64_t r : {0, 5, 8}) {
+    std::vector<float> alone(static_cast<size_t>(n));
+    cpu->matmul(x.data() + r * k, 1, draft, nullptr, alone.data());
+    EXPECT_EQ(0, std::memcmp(alone.data(), lossy.data() + r * n, n * sizeof(float))) << "row " << r;
+  }
+}
+
+TEST(KernelsDraftWeights, OtherBackendsKeepDraftWeightsExact) {
+  auto ref = make_backend("reference");
+  std::mt19937 rng(3);
+  auto w = random_weight(DType::BF16, 8, 16, rng);
+  const Weight draft = ref->upload_draft_weight(w.view);
+  EXPECT_EQ(draft.dtype, DType::BF16);
+  EXPECT_EQ(draft.scales, nullptr);
+}
+
 // Every ISA path (AVX-512 tiles of up to 6 rows, AVX2 tiles of 3 and 1, portable) computes
 // the same fma chain per output: bit-identical results for any row count and panel tail.
 TEST(KernelsIsa, EveryIsaMatmulIsBitIdentical) {
@@ -76,8 +118,15 @@ TEST(KernelsIsa, EveryIsaMatmulIsBitIdentical) {
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) GTEST_SKIP() << "no AVX2 on this CPU";
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
   std::mt19937 rng(7);
-  for (DType d : {DType::F32, DType::BF16, DType::F16}) {
-    auto w = random_weight(d, 129, 45, rng);
+  for (DType d : {DType::F32, DType::BF16, DType::F16, DType::I8}) {
+    auto w = random_weight(d == DType::I8 ? DType::F32 : d, 129, 45, rng);
+    std::vector<int8_t> q(129 * 45);
+    std::vector<float> scales(129);
+    if (d == DType::I8) {  // a drafter's weight (CpuBackend::upload_draft_weight)
+      cpu::quantize_rows_i8(w.view, q.data(), scales.data());
+      w.view = Weight{q.data(), DType::I8, 129, 45};
+      w.view.scales = scales.data();
+    }
     std::vector<uint8_t> packed_bytes(static_cast<size_t>(cpu::panel64_padded_rows(129) * 45) * dtype_size(d));
     cpu::pack_panel64(w.view, packed_bytes.data());
     Weight packed = w.view;

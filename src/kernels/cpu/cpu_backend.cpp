@@ -75,6 +75,18 @@ Weight CpuBackend::upload_weight(const Weight& host) {
   return w;
 }
 
+Weight CpuBackend::upload_draft_weight(const Weight& host) {
+  const bool floats = host.dtype == DType::F32 || host.dtype == DType::BF16 || host.dtype == DType::F16;
+  if (host.rows <= 1 || !floats || host.layout != WeightLayout::RowMajor) return upload_weight(host);
+  std::vector<int8_t> q(static_cast<size_t>(host.rows * host.cols));
+  auto* scales = static_cast<float*>(allocate(static_cast<size_t>(host.rows) * sizeof(float)));
+  owned_.push_back(scales);
+  cpu::quantize_rows_i8(host, q.data(), scales);
+  Weight w = upload_weight(Weight{q.data(), DType::I8, host.rows, host.cols});
+  w.scales = scales;
+  return w;
+}
+
 void CpuBackend::matmul(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* out) {
   const auto& isa = cpu::isa_kernels();
   const auto matmul_range = w.layout == WeightLayout::Panel64 ? isa.matmul_range : cpu::matmul_range_portable;

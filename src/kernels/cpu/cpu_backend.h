@@ -15,6 +15,9 @@ class CpuBackend : public ReferenceBackend {
   std::string name() const override;
   // Matrices are repacked into Panel64 (see kernels/weight.h); vectors are copied.
   Weight upload_weight(const Weight& host) override;
+  // A drafter's matrices: int8 per row, Panel64 (half the bytes of bf16; the matmul kernels
+  // reduce the int8 values and scale each output).
+  Weight upload_draft_weight(const Weight& host) override;
 
   void embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) override;
   void rms_norm(const float* x, const Weight& w, int64_t rows, int64_t dim, float eps, float weight_offset,

@@ -17,12 +17,16 @@ inline float load_element(const Weight& w, int64_t index) {
     case DType::F32: return static_cast<const float*>(w.data)[index];
     case DType::BF16: return tachyon::bf16_to_f32(static_cast<const uint16_t*>(w.data)[index]);
     case DType::F16: return tachyon::f16_to_f32(static_cast<const uint16_t*>(w.data)[index]);
+    case DType::I8: return static_cast<float>(static_cast<const int8_t*>(w.data)[index]);
     default: return NAN;
   }
 }
 // Element (r, c) of a matrix, or element c of a 1-D weight (r = 0), whatever the layout.
-inline float load_weight(const Weight& w, int64_t r, int64_t c) { return load_element(w, w.index_of(r, c)); }
-inline float load_weight(const Weight& w, int64_t c) { return load_element(w, w.index_of(0, c)); }
+inline float load_weight(const Weight& w, int64_t r, int64_t c) {
+  const float v = load_element(w, w.index_of(r, c));
+  return w.scales ? v * w.scales[r] : v;
+}
+inline float load_weight(const Weight& w, int64_t c) { return load_weight(w, 0, c); }
 
 inline void embedding_row(const Weight& table, int32_t id, float scale, float* out) {
   for (int64_t i = 0; i < table.cols; ++i) out[i] = load_weight(table, id, i) * scale;

@@ -16,8 +16,8 @@ void bind_attention(WeightBinder& b, AttentionWeights& w, const std::string& p, 
                     {q_dim, hidden, [=](int64_t r, int64_t c) { return ((r / D) * 2 * D + r % D) * hidden + c; }});
     b.bind_remapped(&w.gate, p + "q_proj.weight", shape,
                     {q_dim, hidden, [=](int64_t r, int64_t c) { return ((r / D) * 2 * D + D + r % D) * hidden + c; }});
-    b.bind(&w.k, p + "k_proj.weight", {kv_dim, o.hidden});
-    b.bind(&w.v, p + "v_proj.weight", {kv_dim, o.hidden});
+    b.bind(&w.k, p + "k_proj.weight", {kv_dim, o.hidden}, WeightBinder::Use::Matmul);
+    b.bind(&w.v, p + "v_proj.weight", {kv_dim, o.hidden}, WeightBinder::Use::Matmul);
     if (qkv_bias) {
       b.bind(&w.q_bias, p + "q_proj.bias", {q_dim});
       b.bind(&w.k_bias, p + "k_proj.bias", {kv_dim});
@@ -27,12 +27,12 @@ void bind_attention(WeightBinder& b, AttentionWeights& w, const std::string& p, 
     // Every output column is its own dot product in every backend's canonical order, so the
     // fused matmul gives the bits of the three separate ones.
     b.bind_fused(&w.qkv, {p + "q_proj.weight", p + "k_proj.weight", p + "v_proj.weight"},
-                 {{q_dim, o.hidden}, {kv_dim, o.hidden}, {kv_dim, o.hidden}});
+                 {{q_dim, o.hidden}, {kv_dim, o.hidden}, {kv_dim, o.hidden}}, WeightBinder::Use::Matmul);
     if (qkv_bias)
       b.bind_fused(&w.qkv_bias, {p + "q_proj.bias", p + "k_proj.bias", p + "v_proj.bias"},
                    {{q_dim}, {kv_dim}, {kv_dim}});
   }
-  b.bind(&w.o, p + "o_proj.weight", {o.hidden, q_dim});
+  b.bind(&w.o, p + "o_proj.weight", {o.hidden, q_dim}, WeightBinder::Use::Matmul);
   if (o_bias) b.bind(&w.o_bias, p + "o_proj.bias", {o.hidden});
   if (qk_norm) {
     b.bind(&w.q_norm, p + "q_norm.weight", {o.head_dim});

@@ -85,7 +85,7 @@ class DecoderModel final : public Model {
       else bind_gated_mlp(b, layer.mlp, p + "mlp.", hidden, spec_.intermediate_size);
     }
     b.bind(&final_norm_, "model.norm.weight", {hidden});
-    if (!spec_.tie_word_embeddings) b.bind(&lm_head_, "lm_head.weight", {spec_.vocab_size, hidden});
+    if (!spec_.tie_word_embeddings) b.bind(&lm_head_, "lm_head.weight", {spec_.vocab_size, hidden}, WeightBinder::Use::Matmul);
     b.load();
     if (spec_.tie_word_embeddings) lm_head_ = embed_;
   }
@@ -94,13 +94,16 @@ class DecoderModel final : public Model {
   kernels::Backend& backend() override { return backend_; }
 
   void set_draft_vocabulary(int64_t n) override {
-    if (n <= 0 || n >= spec_.vocab_size) {
+    const bool all = n <= 0 || n >= spec_.vocab_size;
+    if (all && !draft_weights_) {
       draft_head_ = {};
       return;
     }
-    // Row-major [vocab, hidden]: ids [0, n) are its first n rows.
+    // Row-major [vocab, hidden]: ids [0, n) are its first n rows. A drafter's head is its own
+    // upload in draft precision, also for all ids (a tied head is the embedding table, exact).
     const auto& t = checkpoint_->get(spec_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
-    draft_head_ = backend_.upload_weight(Weight{t.data, t.dtype, n, spec_.hidden_size});
+    const Weight host{t.data, t.dtype, all ? spec_.vocab_size : n, spec_.hidden_size};
+    draft_head_ = draft_weights_ ? backend_.upload_draft_weight(host) : backend_.upload_weight(host);
   }
 
   kv::KvLayout kv_layout(int32_t num_blocks, int32_t block_size) const override {
@@ -253,6 +256,7 @@ class DecoderModel final : public Model {
   Workspace ws_;
   Weight embed_, final_norm_, lm_head_;  // [vocab, hidden], [hidden], [vocab, hidden]
   Weight draft_head_;                    // set_draft_vocabulary: the LM head's first n rows, or empty
+  const bool draft_weights_ = backend_.loading_draft_weights();  // loaded as a drafter (kernels::DraftWeights)
   std::vector<Layer> layers_;
   int64_t num_kv_layers_ = 0, num_state_layers_ = 0;
 };

@@ -3,8 +3,8 @@
 namespace tachyon::model {
 
 void bind_gated_mlp(WeightBinder& b, GatedMlpWeights& w, const std::string& p, int64_t hidden, int64_t intermediate) {
-  b.bind_fused(&w.gate_up, {p + "gate_proj.weight", p + "up_proj.weight"}, {{intermediate, hidden}, {intermediate, hidden}});
-  b.bind(&w.down, p + "down_proj.weight", {hidden, intermediate});
+  b.bind_fused(&w.gate_up, {p + "gate_proj.weight", p + "up_proj.weight"}, {{intermediate, hidden}, {intermediate, hidden}}, WeightBinder::Use::Matmul);
+  b.bind(&w.down, p + "down_proj.weight", {hidden, intermediate}, WeightBinder::Use::Matmul);
 }
 
 void gated_mlp_forward(StepContext& ctx, Workspace& ws, const GatedMlpWeights& w, kernels::Activation act,

@@ -2,6 +2,8 @@
 // level embeds the previous level's choice without a round trip). Their levels must be exactly
 // what the same model gives level by level through the host: the drafter model's own greedy
 // continuation, and the MTP head's recursion with host-side choices.
+// (Draft precision, kernels::DraftWeights, is the draft model's default; the MTP heads here are
+// loaded as stored.)
 #include <gtest/gtest.h>
 
 #include "kernels/backend.h"
@@ -24,8 +26,15 @@ TEST(ModelDrafterChain, DraftModelLevelsAreTheDrafterModelsGreedyTokens) {
   auto drafter = make_draft_model_drafter(kDemo + "/drafter", kDemo, *target, *backend, {.draft_vocabulary = 0});
   const int32_t k = 5;
   const DraftTree tree = drafter->propose_tree(1, kPrompt, k, 2 * k);
-  // Host path: the drafter model, one forward per token, full logits, choices on the host.
-  auto model = model::load_model(kDemo + "/drafter", *backend);
+  // Host path: the drafter model, one forward per token, full logits, choices on the host. It is
+  // loaded as the drafter loads it: its matrices in draft precision (int8 on the CPU), so this
+  // also checks that the drafter does (with the weights as stored its levels differ).
+  std::unique_ptr<model::Model> model;
+  {
+    const kernels::DraftWeights scope(*backend);
+    model = model::load_model(kDemo + "/drafter", *backend);
+  }
+  model->set_draft_vocabulary(0);
   kv::KvCache kv(*backend, model->kv_layout(64));
   const auto seq = kv.add_sequence();
   ASSERT_TRUE(kv.reserve(seq, static_cast<int32_t>(kPrompt.size()) + k));

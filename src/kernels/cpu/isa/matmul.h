@@ -66,13 +66,26 @@ void with_panel_dtype(const Weight& w, Fn&& fn) {
     case DType::F32: return fn(std::integral_constant<DType, DType::F32>{});
     case DType::BF16: return fn(std::integral_constant<DType, DType::BF16>{});
     case DType::F16: return fn(std::integral_constant<DType, DType::F16>{});
+    case DType::I8: return fn(std::integral_constant<DType, DType::I8>{});
     default: std::abort();
   }
+}
+
+// I8 weights: the kernels reduce the raw int8 values (the same sequential chains), then each
+// output is multiplied by its row's scale here, so every ISA path gives the same bits.
+inline void scale_i8_outputs(const Weight& w, int64_t rows, int64_t n_begin, int64_t n_end, float* out, int64_t ldo) {
+  if (w.dtype != DType::I8 || !w.scales) return;
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t n = n_begin; n < n_end; ++n) out[m * ldo + n] *= w.scales[n];
 }
 
 // Repacks a row-major weight into Panel64 (same dtype, rows zero-padded to a multiple of 64).
 // `dst` holds padded_rows(rows) · cols elements.
 int64_t panel64_padded_rows(int64_t rows);
 void pack_panel64(const Weight& row_major, void* dst);
+
+// Row-major int8 of a row-major float weight (F32/BF16/F16), symmetric per row: scales[r] =
+// max_c |w[r, c]| / 127, q = round(w / scales[r]). `q` holds rows · cols, `scales` rows.
+void quantize_rows_i8(const Weight& row_major, int8_t* q, float* scales);
 
 }  // namespace tachyon::kernels::cpu

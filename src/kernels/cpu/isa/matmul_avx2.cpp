@@ -33,6 +33,10 @@ inline void load32(const void* base, int64_t index, __m256 v[4]) {
     v[1] = _mm256_castsi256_ps(_mm256_slli_epi32(b, 16));
     v[2] = _mm256_castsi256_ps(_mm256_and_si256(a, high));
     v[3] = _mm256_castsi256_ps(_mm256_and_si256(b, high));
+  } else if constexpr (WT == DType::I8) {
+    const int8_t* p = static_cast<const int8_t*>(base) + index;
+    for (int j = 0; j < 4; ++j)
+      v[j] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * j))));
   } else {
     const uint16_t* p = static_cast<const uint16_t*>(base) + index;
     for (int j = 0; j < 4; ++j) v[j] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8 * j)));
@@ -99,6 +103,7 @@ void matmul_panels(const float* x, int64_t rows, const Weight& w, int64_t n_begi
 void matmul_range_avx2(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
                        int64_t ldo) {
   with_panel_dtype(w, [&](auto wt) { matmul_panels<decltype(wt)::value>(x, rows, w, n_begin, n_end, out, ldo); });
+  scale_i8_outputs(w, rows, n_begin, n_end, out, ldo);
 }
 
 float dot_f32_avx2(const float* a, const float* b, int64_t k) { return dot_canonical(a, b, k); }

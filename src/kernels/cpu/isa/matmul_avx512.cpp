@@ -39,6 +39,10 @@ inline void load64(const void* base, int64_t index, __m512 v[4]) {
       v[2 * g] = _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16));
       v[2 * g + 1] = _mm512_castsi512_ps(_mm512_and_si512(pairs, high));
     }
+  } else if constexpr (WT == DType::I8) {
+    const int8_t* p = static_cast<const int8_t*>(base) + index;
+    for (int j = 0; j < 4; ++j)
+      v[j] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * j))));
   } else {
     const uint16_t* p = static_cast<const uint16_t*>(base) + index;
     for (int j = 0; j < 4; ++j)
@@ -55,7 +59,7 @@ void tile(const float* x, int64_t k, const void* w, int64_t panel, float* out, i
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
-  constexpr int64_t esize = WT == DType::F32 ? 4 : 2;
+  constexpr int64_t esize = WT == DType::F32 ? 4 : WT == DType::I8 ? 1 : 2;
   const char* ahead = static_cast<const char*>(w) + panel * esize + kPrefetchBytes;
   int64_t base = panel;
   for (int64_t t = 0; t < k; ++t, base += kPanel, ahead += kPanel * esize) {
@@ -100,6 +104,7 @@ void matmul_panels(const float* x, int64_t rows, const Weight& w, int64_t n_begi
 void matmul_range_avx512(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
                          int64_t ldo) {
   with_panel_dtype(w, [&](auto wt) { matmul_panels<decltype(wt)::value>(x, rows, w, n_begin, n_end, out, ldo); });
+  scale_i8_outputs(w, rows, n_begin, n_end, out, ldo);
 }
 
 }  // namespace tachyon::kernels::cpu

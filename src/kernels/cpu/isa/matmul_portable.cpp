@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -13,9 +15,10 @@ void matmul_range_portable(const float* x, int64_t rows, const Weight& w, int64_
   for (int64_t m = 0; m < rows; ++m)
     for (int64_t n = n_begin; n < n_end; ++n) {
       float acc = 0.f;
-      for (int64_t t = 0; t < k; ++t) acc = std::fma(x[m * k + t], rowwise::load_weight(w, n, t), acc);
+      for (int64_t t = 0; t < k; ++t) acc = std::fma(x[m * k + t], rowwise::load_element(w, w.index_of(n, t)), acc);
       out[m * ldo + n] = acc;
     }
+  scale_i8_outputs(w, rows, n_begin, n_end, out, ldo);
 }
 
 float dot_f32_portable(const float* a, const float* b, int64_t k) { return dot_f32_portable_inline(a, b, k); }
@@ -33,6 +36,17 @@ void pack_panel64(const Weight& w, void* dst) {
   for (int64_t r = 0; r < w.rows; ++r)
     for (int64_t c = 0; c < w.cols; ++c)
       std::memcpy(out + packed.index_of(r, c) * esize, src + (r * w.cols + c) * esize, esize);
+}
+
+void quantize_rows_i8(const Weight& w, int8_t* q, float* scales) {
+  for (int64_t r = 0; r < w.rows; ++r) {
+    float peak = 0.f;
+    for (int64_t c = 0; c < w.cols; ++c) peak = std::max(peak, std::fabs(rowwise::load_weight(w, r, c)));
+    const float scale = peak / 127.f;
+    scales[r] = scale;
+    for (int64_t c = 0; c < w.cols; ++c)
+      q[r * w.cols + c] = scale > 0.f ? static_cast<int8_t>(std::lrint(rowwise::load_weight(w, r, c) / scale)) : 0;
+  }
 }
 
 const IsaKernels& isa_kernels() {
