@@ -102,6 +102,48 @@ TEST_P(Kernels, DraftWeightsAreInt8PerRowWithinTheQuantisationError) {
   }
 }
 
+// Backend::top_two on the CPU (cpu/top_two_row.h): the definition's ids, its probabilities within
+// 1e-5 (a float sum instead of a double one), the same bits on every ISA path.
+TEST(KernelsIsa, TopTwoMatchesTheDefinitionOnEveryIsa) {
+  std::mt19937 rng(11);
+  auto cpu = make_backend("cpu");
+  for (int64_t n : {1, 2, 17, 4096, 8191}) {
+    auto x = random_vec(static_cast<size_t>(3 * n), rng, 3.f);
+    if (n > 2) x[static_cast<size_t>(n + 5)] = x[static_cast<size_t>(n + 1)] = 40.f;  // a tie: the first index wins
+    std::vector<TopTwo> got(3);
+    cpu->top_two(x.data(), 3, n, got.data());
+    for (int64_t r = 0; r < 3; ++r) {
+      const TopTwo want = top_two_of_row(x.data() + r * n, n);
+      EXPECT_EQ(got[r].best, want.best) << n << " row " << r;
+      EXPECT_EQ(got[r].second, want.second) << n << " row " << r;
+      EXPECT_NEAR(got[r].p_best, want.p_best, 1e-5f * want.p_best) << n << " row " << r;
+      EXPECT_NEAR(got[r].p_second, want.p_second, 1e-5f * std::max(want.p_second, 1e-30f)) << n << " row " << r;
+      const TopTwo portable = cpu::top_two_row_portable(x.data() + r * n, n);
+#if defined(__x86_64__)
+      if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        const TopTwo avx2 = cpu::top_two_row_avx2(x.data() + r * n, n);
+        EXPECT_EQ(0, std::memcmp(&avx2, &portable, sizeof(TopTwo))) << n << " row " << r;
+      }
+      if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
+        const TopTwo avx512 = cpu::top_two_row_avx512(x.data() + r * n, n);
+        EXPECT_EQ(0, std::memcmp(&avx512, &portable, sizeof(TopTwo))) << n << " row " << r;
+      }
+#endif
+    }
+  }
+}
+
+// A row of the embedding table gives the same bits from Panel64 as from the checkpoint's rows.
+TEST_P(Kernels, EmbeddingFromPackedTableMatchesReference) {
+  auto w = random_weight(GetParam(), 131, 45, rng);
+  const Weight packed = cpu->upload_weight(w.view);
+  const std::vector<int32_t> ids = {0, 63, 64, 130, 7};
+  std::vector<float> a(ids.size() * 45), b(a.size());
+  cpu->embedding(packed, ids.data(), static_cast<int64_t>(ids.size()), 0.5f, a.data());
+  ref->embedding(w.view, ids.data(), static_cast<int64_t>(ids.size()), 0.5f, b.data());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+}
+
 TEST(KernelsDraftWeights, OtherBackendsKeepDraftWeightsExact) {
   auto ref = make_backend("reference");
   std::mt19937 rng(3);

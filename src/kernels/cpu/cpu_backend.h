@@ -20,6 +20,7 @@ class CpuBackend : public ReferenceBackend {
   Weight upload_draft_weight(const Weight& host) override;
 
   void embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) override;
+  void top_two(const float* x, int64_t rows, int64_t n, TopTwo* out) override;  // cpu/top_two_row.h
   void rms_norm(const float* x, const Weight& w, int64_t rows, int64_t dim, float eps, float weight_offset,
                 float* out) override;
   void matmul(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* out) override;

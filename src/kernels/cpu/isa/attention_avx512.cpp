@@ -20,6 +20,7 @@
 #include "kernels/cpu/attention_rows.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/isa/matmul.h"
+#include "kernels/cpu/top_two_row.h"
 
 namespace tachyon::kernels::cpu {
 
@@ -226,5 +227,7 @@ void attend_items_avx512(const AttentionItem* items, size_t count) {
   thread_local Scratch scratch;
   for (size_t i = 0; i < count; ++i) attend_item_avx512(items[i], scratch);
 }
+
+TopTwo top_two_row_avx512(const float* row, int64_t n) { return top_two_row(row, n); }
 
 }  // namespace tachyon::kernels::cpu

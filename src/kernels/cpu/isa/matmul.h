@@ -32,11 +32,13 @@ struct AttentionItem {
 };
 
 using AttendFn = void (*)(const AttentionItem* items, size_t count);
+using TopTwoFn = TopTwo (*)(const float* row, int64_t n);  // cpu/top_two_row.h
 
 void matmul_range_portable(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
                            int64_t ldo);
 float dot_f32_portable(const float* a, const float* b, int64_t k);
 void attend_items_portable(const AttentionItem* items, size_t count);
+TopTwo top_two_row_portable(const float* row, int64_t n);
 
 #if defined(__x86_64__)
 // Panel64 weights only.
@@ -44,15 +46,18 @@ void matmul_range_avx2(const float* x, int64_t rows, const Weight& w, int64_t n_
                        int64_t ldo);
 float dot_f32_avx2(const float* a, const float* b, int64_t k);
 void attend_items_avx2(const AttentionItem* items, size_t count);
+TopTwo top_two_row_avx2(const float* row, int64_t n);
 void matmul_range_avx512(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
                          int64_t ldo);
 void attend_items_avx512(const AttentionItem* items, size_t count);
+TopTwo top_two_row_avx512(const float* row, int64_t n);
 #endif
 
 struct IsaKernels {
   MatmulRangeFn matmul_range;
   DotF32Fn dot_f32;
   AttendFn attend;
+  TopTwoFn top_two_row;
   const char* name;
 };
 const IsaKernels& isa_kernels();  // best for this CPU; TACHYON_ISA=avx2|portable forces a fallback

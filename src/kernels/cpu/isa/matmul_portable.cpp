@@ -57,12 +57,12 @@ const IsaKernels& isa_kernels() {
     const bool avx2_only = forced && std::strcmp(forced, "avx2") == 0;
     if (!portable && !avx2_only && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-      return IsaKernels{matmul_range_avx512, dot_f32_avx2, attend_items_avx512, "avx512"};
+      return IsaKernels{matmul_range_avx512, dot_f32_avx2, attend_items_avx512, top_two_row_avx512, "avx512"};
     if (!portable && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-      return IsaKernels{matmul_range_avx2, dot_f32_avx2, attend_items_avx2, "avx2"};
+      return IsaKernels{matmul_range_avx2, dot_f32_avx2, attend_items_avx2, top_two_row_avx2, "avx2"};
 #endif
     (void)portable;
-    return IsaKernels{matmul_range_portable, dot_f32_portable, attend_items_portable, "portable"};
+    return IsaKernels{matmul_range_portable, dot_f32_portable, attend_items_portable, top_two_row_portable, "portable"};
   }();
   return kernels;
 }
