@@ -162,6 +162,10 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     TACHYON_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     device_name_ = prop.name;
+    // Prefill matmuls on wgmma (sm_90a: compute capability 9.0 exactly) need each matrix also in
+    // core-matrix order (cuda::pack_core_weight); TACHYON_WGMMA=0 keeps the mma.sync kernel.
+    const char* wgmma = std::getenv("TACHYON_WGMMA");
+    wgmma_ = prop.major == 9 && prop.minor == 0 && !(wgmma && std::string(wgmma) == "0");
   }
   ~CudaBackend() override {
     try {
@@ -225,6 +229,19 @@ class CudaBackend final : public Backend {
     TACHYON_CUDA_CHECK(cudaMemcpyAsync(staging_, host.data, src_bytes, cudaMemcpyHostToDevice, stream_));
     void* packed = allocate(cuda::packed_weight_bytes(host.rows, host.cols));
     cuda::pack_weight(staging_, host.dtype, host.rows, host.cols, packed, stream_);
+    // The wgmma prefill kernel's copy, while the device keeps an eighth of its memory free
+    // beyond it (else this matrix's prefill runs on the mma.sync kernel: the same bits).
+    if (wgmma_) {
+      const size_t bytes = cuda::core_weight_bytes(host.rows, host.cols);
+      size_t free = 0, total = 0;
+      TACHYON_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+      if (free > bytes + total / 8) {
+        void* core = allocate(bytes);
+        cuda::pack_core_weight(staging_, host.dtype, host.rows, host.cols, core, stream_);
+        owned_.push_back(core);
+        core_copies_[packed] = core;
+      }
+    }
     TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
     owned_.push_back(packed);
     w.data = packed;
@@ -353,7 +370,10 @@ class CudaBackend final : public Backend {
       workspace_ = allocate(workspace_bytes_);
     }
     grow_zeroed_counters(counters_, num_counters_, cuda::matmul_counter_count(w.rows));
-    cuda::matmul(x, rows, w.data, w.rows, w.cols, b, out, workspace_, counters_, stream_);
+    const void* core = nullptr;
+    if (rows > 64)
+      if (auto it = core_copies_.find(w.data); it != core_copies_.end()) core = it->second;
+    cuda::matmul(x, rows, w.data, core, w.rows, w.cols, b, out, workspace_, counters_, stream_);
   }
   void rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const RopeTable& table,
             const int32_t* positions) override {
@@ -630,6 +650,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::MoeRunner> moe_;
   std::vector<cuda::GroupTile> head_tiles_;
   std::map<const void*, Weight> packed_rows_;
+  bool wgmma_ = false;                                // see the constructor
+  std::map<const void*, const void*> core_copies_;  // fragment-packed matrix -> its core-matrix copy
   std::unique_ptr<DeviceMirror> mirror_;
   std::unique_ptr<cuda::StepGraphs> graphs_;
   std::unique_ptr<OpProfile> profile_;

@@ -645,6 +645,137 @@ __global__ void __launch_bounds__(256, 1) matmul_tiled_kernel(const uint4* __res
       }
 }
 
+// ---- wgmma (sm_90a): M > 64 when the weight has a core-matrix copy -------------------------
+// The same canonical order as every kernel above (bench/results/wgmma-probe.md: a chain of
+// wgmma.m64nNk16 gives the bits of the mma.sync.m16n8k16 chain), on Hopper's asynchronous
+// warpgroup MMA: a CTA of two warpgroups computes a 128 x 128 tile, each warpgroup 64 rows x
+// 128 columns with one wgmma.m64n128k16 per k16 step, A from registers (the A fragments of
+// to_a_fragments_kernel, staged as for the tiled kernel) and B from shared memory in the
+// core-matrix order of pack_core_weight (8 rows x 16 bytes per core matrix, no swizzle).
+// Accumulators restart from zero at each 512-k segment; segment totals add in order.
+constexpr int kCoreStageUnitsB = 16 * (2 * kStageKt) * 8;  // uint4 per stage: 16 n-blocks x 8 k-blocks x 128 B
+constexpr size_t kWgmmaSmem = kStages * (kStageUnitsA + kCoreStageUnitsB) * sizeof(uint4);
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Shared-memory matrix descriptor, no swizzle: `lbo` bytes between core matrices adjacent in k,
+// `sbo` between those adjacent in rows.
+__device__ __forceinline__ uint64_t core_descriptor(const void* smem, uint32_t lbo, uint32_t sbo) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
+         (static_cast<uint64_t>(sbo >> 4) << 32);
+}
+
+// d (64 rows x 128 columns of this warpgroup) += A (registers) · B (descriptor), one k16 step.
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], const uint32_t (&a)[4], uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+#endif
+
+__global__ void __launch_bounds__(256, 1) matmul_wgmma_kernel(const uint4* __restrict__ xa, int M, int k_tiles,
+                                                              const uint4* __restrict__ wc, int N,
+                                                              const float* __restrict__ bias, float* __restrict__ out) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  pdl_wait();
+  pdl_launch_dependents();
+  extern __shared__ __align__(128) uint4 smem[];
+  uint4* As = smem;                           // [kStages][kTileM][kStageKt][32]
+  uint4* Bs = smem + kStages * kStageUnitsA;  // [kStages][16 n-blocks][8 k-blocks][8] (core matrices)
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int wg = warp / 4, wq = warp % 4;  // warpgroup: rows [64 wg, 64 wg + 64); warp: its 16-row slab
+  const int mt0 = blockIdx.x * kTileM, nb0 = blockIdx.y * 16;
+  const int64_t kb_count = 2 * static_cast<int64_t>(k_tiles);  // k-blocks of 8 in a core-matrix row
+  const int num_stages = k_tiles / kStageKt;
+
+  auto load_stage = [&](int slot, int ks) {
+#pragma unroll
+    for (int i = 0; i < kStageUnitsA / 256; ++i) {
+      const int c = tid + 256 * i, mt = c / (kStageKt * 32), rem = c % (kStageKt * 32);
+      cp_async16(As + slot * kStageUnitsA + c,
+                 xa + (static_cast<int64_t>(mt0 + mt) * k_tiles + ks * kStageKt) * 32 + rem);
+    }
+#pragma unroll
+    for (int i = 0; i < kCoreStageUnitsB / 256; ++i) {
+      const int c = tid + 256 * i, nb = c / 64, rem = c % 64;  // 64 uint4: the n-block's 8 k-blocks
+      cp_async16(Bs + slot * kCoreStageUnitsB + c, wc + ((nb0 + nb) * kb_count + ks * 8) * 8 + rem);
+    }
+  };
+
+  float acc[64], total[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = total[i] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < num_stages) load_stage(s, s);
+    cp_async_commit();
+  }
+  for (int ks = 0; ks < num_stages; ++ks) {
+    cp_async_wait<kStages - 2>();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async bytes, read by wgmma
+    __syncthreads();
+    if (ks + kStages - 1 < num_stages) load_stage((ks + kStages - 1) % kStages, ks + kStages - 1);
+    cp_async_commit();
+    const int slot = ks % kStages;
+    uint32_t a[kStageKt][4];
+#pragma unroll
+    for (int kt = 0; kt < kStageKt; ++kt) {
+      const uint4 v = As[slot * kStageUnitsA + ((wg * 4 + wq) * kStageKt + kt) * 32 + lane];
+      a[kt][0] = v.x, a[kt][1] = v.y, a[kt][2] = v.z, a[kt][3] = v.w;
+    }
+    const uint4* b_s = Bs + slot * kCoreStageUnitsB;
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int kt = 0; kt < kStageKt; ++kt)  // k-blocks 2 kt, 2 kt + 1: 128 B apart; n-blocks 1 KB apart
+      wgmma_m64n128k16(acc, a[kt], core_descriptor(b_s + kt * 16, 128, 1024));
+    asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    if ((ks + 1) % kStagesPerSegment == 0 || ks + 1 == num_stages) {
+#pragma unroll
+      for (int i = 0; i < 64; ++i) total[i] += acc[i], acc[i] = 0.f;
+    }
+  }
+  cp_async_wait<0>();
+
+  // D of m64n128: per warp the mma C layout of each 8-column block nb: acc[4 nb .. 4 nb + 3].
+  const int g = lane / 4, c = lane % 4;
+#pragma unroll
+  for (int nb = 0; nb < 16; ++nb)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int row = (mt0 + wg * 4 + wq) * 16 + g + 8 * (r / 2), col = (nb0 + nb) * 8 + 2 * c + r % 2;
+      if (row < M && col < N) out[static_cast<int64_t>(row) * N + col] = finish(total[4 * nb + r], bias, col);
+    }
+#else
+  __trap();  // built for sm_90 without the arch-specific features: never launched (matmul checks)
+#endif
+}
+
+// Core-matrix copy of a row-major [rows, cols] matrix (pack_core_weight): one thread per core
+// matrix row (8 bf16 = 16 bytes); core (n / 8, k / 8) at ((n / 8) · kb_count + k / 8) · 128 bytes.
+__global__ void pack_core_kernel(const void* __restrict__ src, int dtype, int64_t rows, int64_t cols,
+                                 int64_t kb_count, int64_t units, uint4* __restrict__ dst) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= units) return;
+  const int64_t core = i / 8, n = (core / kb_count) * 8 + i % 8, k0 = (core % kb_count) * 8;
+  uint16_t v[8];
+  for (int j = 0; j < 8; ++j) {
+    const int64_t k = k0 + j;
+    float f = 0.f;
+    if (n < rows && k < cols) {
+      const int64_t idx = n * cols + k;
+      if (dtype == static_cast<int>(DType::F32)) f = static_cast<const float*>(src)[idx];
+      else if (dtype == static_cast<int>(DType::F16)) f = __half2float(static_cast<const __half*>(src)[idx]);
+      else f = __bfloat162float(static_cast<const __nv_bfloat16*>(src)[idx]);
+    }
+    const __nv_bfloat16 b = __float2bfloat16_rn(f);
+    v[j] = *reinterpret_cast<const uint16_t*>(&b);
+  }
+  dst[i] = *reinterpret_cast<const uint4*>(v);
+}
+
 template <int MT, int NTW, int U, bool kFragA>
 void launch_skinny(const float* x, const uint4* xa, int M, int K, const uint4* w, int N, int kp_count,
                    const float* bias, float* out, cudaStream_t stream) {
@@ -666,6 +797,15 @@ int64_t a_fragment_m_tiles(int64_t rows) { return round_up(ceil_div(rows, 16), k
 
 size_t packed_weight_bytes(int64_t rows, int64_t cols) {
   return static_cast<size_t>(round_up(rows, kMmaRowPad) * round_up(cols, kMmaColPad)) * 2;
+}
+
+size_t core_weight_bytes(int64_t rows, int64_t cols) { return packed_weight_bytes(rows, cols); }
+
+void pack_core_weight(const void* src, DType dtype, int64_t rows, int64_t cols, void* dst, cudaStream_t stream) {
+  const int64_t kb_count = round_up(cols, kMmaColPad) / 8, units = round_up(rows, kMmaRowPad) * kb_count;
+  pack_core_kernel<<<static_cast<unsigned>(ceil_div(units, 256)), 256, 0, stream>>>(
+      src, static_cast<int>(dtype), rows, cols, kb_count, units, static_cast<uint4*>(dst));
+  TACHYON_CUDA_LAUNCH_CHECK();
 }
 
 void pack_weight(const void* src, DType dtype, int64_t rows, int64_t cols, void* dst, cudaStream_t stream) {
@@ -697,8 +837,8 @@ size_t matmul_workspace_bytes(int64_t rows, int64_t n, int64_t k) {
 
 size_t matmul_counter_count(int64_t n) { return static_cast<size_t>(round_up(n, kMmaRowPad) / 8 / kSplitWarps); }
 
-void matmul(const float* x, int64_t rows, const void* w, int64_t n, int64_t k, const float* bias, float* out,
-            void* workspace, unsigned* counters, cudaStream_t stream) {
+void matmul(const float* x, int64_t rows, const void* w, const void* w_core, int64_t n, int64_t k, const float* bias,
+            float* out, void* workspace, unsigned* counters, cudaStream_t stream) {
   if (rows == 0) return;
   const int M = static_cast<int>(rows), N = static_cast<int>(n), K = static_cast<int>(k);
   const auto* wf = static_cast<const uint4*>(w);
@@ -766,13 +906,24 @@ void matmul(const float* x, int64_t rows, const void* w, int64_t n, int64_t k, c
   if (rows <= 32) return launch_skinny<2, 2, 8, true>(x, xa, M, K, wf, N, k_tiles / 2, bias, out, stream);
   if (rows <= 48) return launch_skinny<3, 4, 4, true>(x, xa, M, K, wf, N, k_tiles / 2, bias, out, stream);
   if (rows <= 64) return launch_skinny<4, 4, 4, true>(x, xa, M, K, wf, N, k_tiles / 2, bias, out, stream);
+  const dim3 grid(static_cast<unsigned>(m_tiles / kTileM), static_cast<unsigned>(round_up(n, kMmaRowPad) / 128));
+  if (w_core) {
+    static const bool configured = [] {
+      TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(kWgmmaSmem)));
+      return true;
+    }();
+    (void)configured;
+    launch(matmul_wgmma_kernel, grid, 256, kWgmmaSmem, stream, xa, M, k_tiles, static_cast<const uint4*>(w_core), N,
+           bias, out);
+    return;
+  }
   static const bool configured = [] {
     TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(kTiledSmem)));
     return true;
   }();
   (void)configured;
-  const dim3 grid(static_cast<unsigned>(m_tiles / kTileM), static_cast<unsigned>(round_up(n, kMmaRowPad) / 128));
   launch(matmul_tiled_kernel, grid, 256, kTiledSmem, stream, xa, M, k_tiles, wf, N, bias, out);
 }
 

@@ -15,7 +15,8 @@
 //    (weights read once, x from L2 once per 16 n-tiles); else the skinny kernel with 2-4
 //    m-tiles per warp;
 //  - tiled (M > 64, prefill): 128x128 tiles, x first converted to A fragments, a 4-stage
-//    cp.async pipeline.
+//    cp.async pipeline; on Hopper (sm_90a) with the weight's core-matrix copy, the same tiles on
+//    wgmma (two warpgroups of m64n128k16, B from shared memory).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -32,15 +33,22 @@ size_t packed_weight_bytes(int64_t rows, int64_t cols);
 // Packs a row-major matrix `src` (device memory, f32/f16/bf16) into `dst` (bf16 fragments).
 void pack_weight(const void* src, DType dtype, int64_t rows, int64_t cols, void* dst, cudaStream_t stream);
 
+// The same matrix in wgmma core-matrix order, for the prefill kernel (M > 64) on sm_90a: core
+// matrices of 8 rows x 8 columns (16 bytes per row), core (r / 8, c / 8) at
+// ((r / 8) · cols64 / 8 + c / 8) · 128 bytes, rows padded to 128 and columns to 64 with zeros.
+size_t core_weight_bytes(int64_t rows, int64_t cols);
+void pack_core_weight(const void* src, DType dtype, int64_t rows, int64_t cols, void* dst, cudaStream_t stream);
+
 // Workspace bytes `matmul` needs for x [rows, k] times W [n, k]ᵀ.
 size_t matmul_workspace_bytes(int64_t rows, int64_t n, int64_t k);
 // Number of zero-initialised counters the split-K kernel needs for n output features; the
 // kernel leaves them zero again (stream-ordered reuse by every matmul).
 size_t matmul_counter_count(int64_t n);
-// w: fragment-packed [n, k]; bias: [n] f32 or null; workspace: matmul_workspace_bytes bytes;
+// w: fragment-packed [n, k]; w_core: its core-matrix copy or null (M > 64 then runs the wgmma
+// kernel: sm_90a devices only); bias: [n] f32 or null; workspace: matmul_workspace_bytes bytes;
 // counters: matmul_counter_count(n) zeroed unsigned ints.
-void matmul(const float* x, int64_t rows, const void* w, int64_t n, int64_t k, const float* bias, float* out,
-            void* workspace, unsigned* counters, cudaStream_t stream);
+void matmul(const float* x, int64_t rows, const void* w, const void* w_core, int64_t n, int64_t k, const float* bias,
+            float* out, void* workspace, unsigned* counters, cudaStream_t stream);
 
 // Kernel lab (bench/cuda): which kernel serves M <= 64. All are bit-identical (the canonical
 // order); they differ in how they stream weights and read x. Default: the fastest measured.

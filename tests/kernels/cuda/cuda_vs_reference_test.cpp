@@ -5,6 +5,8 @@
 // attention query tiles. Skips when no GPU is visible.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -80,6 +82,42 @@ TEST_F(CudaKernels, MatmulRowIsBitIdenticalWhateverTheBatchOrKernel) {
       }
     }
     cuda::set_decode_matmul_variant(cuda::kDecodeAuto);
+  }
+}
+
+// Prefill on wgmma (sm_90a, the weight's core-matrix copy) and on the mma.sync tiled kernel
+// (TACHYON_WGMMA=0): identical bits, with row, column and k tails and several k segments.
+TEST_F(CudaKernels, WgmmaPrefillMatmulGivesTheBitsOfTheMmaSyncKernel) {
+  setenv("TACHYON_WGMMA", "0", 1);
+  auto mma = make_backend("cuda");
+  unsetenv("TACHYON_WGMMA");
+  for (auto [rows, n, k] : {std::tuple{int64_t{65}, int64_t{130}, int64_t{64}}, {200, 264, 1100}, {1000, 300, 2050},
+                            {512, 1024, 4096}}) {
+    const auto wb = to_bf16(random_vec(static_cast<size_t>(n * k), rng, 0.05f));
+    const auto bias = random_vec(static_cast<size_t>(n), rng);
+    const auto x = random_vec(static_cast<size_t>(rows * k), rng);
+    std::vector<float> got[2];
+    int i = 0;
+    for (Backend* be : {gpu.get(), mma.get()}) {
+      const Weight w = be->upload_weight(Weight{wb.data(), DType::BF16, n, k});
+      const Weight b = be->upload_weight(Weight{bias.data(), DType::F32, 1, n});
+      auto* dx = static_cast<float*>(be->allocate(x.size() * sizeof(float)));
+      auto* out = static_cast<float*>(be->allocate(static_cast<size_t>(rows * n) * sizeof(float)));
+      be->copy_to_device(dx, x.data(), x.size() * sizeof(float));
+      be->matmul(dx, rows, w, &b, out);
+      got[i].resize(static_cast<size_t>(rows * n));
+      be->copy_to_host(got[i].data(), out, got[i].size() * sizeof(float));
+      be->deallocate(dx);
+      be->deallocate(out);
+      ++i;
+    }
+    EXPECT_EQ(0, std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(float))) << rows << "x" << n << "x" << k;
+    if (rows * n * k > 1'000'000'000) continue;  // the scalar reference would take seconds
+    std::vector<float> want(got[0].size());
+    ref->matmul(x.data(), rows, Weight{wb.data(), DType::BF16, n, k}, nullptr, want.data());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < n; ++c) want[r * n + c] += bias[c];
+    EXPECT_LT(rel_l2(got[0], want), 1e-2) << rows << "x" << n << "x" << k;
   }
 }
 
