@@ -649,12 +649,29 @@ __global__ void __launch_bounds__(256, 1) matmul_tiled_kernel(const uint4* __res
 // The same canonical order as every kernel above (bench/results/wgmma-probe.md: a chain of
 // wgmma.m64nNk16 gives the bits of the mma.sync.m16n8k16 chain), on Hopper's asynchronous
 // warpgroup MMA: a CTA of two warpgroups computes a 128 x 128 tile, each warpgroup 64 rows x
-// 128 columns with one wgmma.m64n128k16 per k16 step, A from registers (the A fragments of
-// to_a_fragments_kernel, staged as for the tiled kernel) and B from shared memory in the
-// core-matrix order of pack_core_weight (8 rows x 16 bytes per core matrix, no swizzle).
-// Accumulators restart from zero at each 512-k segment; segment totals add in order.
-constexpr int kCoreStageUnitsB = 16 * (2 * kStageKt) * 8;  // uint4 per stage: 16 n-blocks x 8 k-blocks x 128 B
-constexpr size_t kWgmmaSmem = kStages * (kStageUnitsA + kCoreStageUnitsB) * sizeof(uint4);
+// 128 columns with one wgmma.m64n128k16 per k16 step, both operands from shared memory in core-
+// matrix order (8 rows x 16 bytes, no swizzle): x converted to that order (to_core_rows_kernel),
+// the weight from its copy (pack_core_weight), each stage 1 KB runs of cp.async per row-block. One stage's wgmmas stay
+// in flight while the next stage's are issued. Accumulators restart from zero at each 512-k
+// segment; segment totals add in order.
+// 64-k stages, 4 in flight (measured: 128-k stages, 3 in flight, 8% slower at M = 4096).
+constexpr int kCoreStageUnits = 16 * (2 * kStageKt) * 8;  // uint4 per operand and stage: 16 row-blocks x 8 k-blocks
+constexpr size_t kWgmmaSmem = kStages * 2 * kCoreStageUnits * sizeof(uint4);
+
+// x [M, K] f32 -> bf16 [m_pad, k_pad] in the core-matrix order of pack_core_weight (zero-padded):
+// a stage's 8 k-blocks of a row-block are 1 KB of contiguous memory. 8 values per thread.
+__global__ void to_core_rows_kernel(const float* __restrict__ x, int M, int K, int64_t m_pad, int64_t k_pad,
+                                    uint4* __restrict__ xb) {
+  pdl_wait();
+  pdl_launch_dependents();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= m_pad * k_pad / 8) return;
+  const int64_t kb_count = k_pad / 8, core = i / 8, r = (core / kb_count) * 8 + i % 8, k0 = (core % kb_count) * 8;
+  uint32_t v[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) v[j] = load_x_pair(x, M, K, static_cast<int>(r), static_cast<int>(k0 + 2 * j));
+  xb[i] = make_uint4(v[0], v[1], v[2], v[3]);
+}
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // Shared-memory matrix descriptor, no swizzle: `lbo` bytes between core matrices adjacent in k,
@@ -665,42 +682,37 @@ __device__ __forceinline__ uint64_t core_descriptor(const void* smem, uint32_t l
          (static_cast<uint64_t>(sbo >> 4) << 32);
 }
 
-// d (64 rows x 128 columns of this warpgroup) += A (registers) · B (descriptor), one k16 step.
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], const uint32_t (&a)[4], uint64_t b) {
+// d (64 rows x 128 columns of this warpgroup) += A · B, one k16 step, both from shared memory.
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t a, uint64_t b) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+      : "l"(a), "l"(b), "r"(1));
 }
 #endif
 
-__global__ void __launch_bounds__(256, 1) matmul_wgmma_kernel(const uint4* __restrict__ xa, int M, int k_tiles,
+__global__ void __launch_bounds__(256, 1) matmul_wgmma_kernel(const uint4* __restrict__ xb, int M, int k_tiles,
                                                               const uint4* __restrict__ wc, int N,
                                                               const float* __restrict__ bias, float* __restrict__ out) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   pdl_wait();
   pdl_launch_dependents();
   extern __shared__ __align__(128) uint4 smem[];
-  uint4* As = smem;                           // [kStages][kTileM][kStageKt][32]
-  uint4* Bs = smem + kStages * kStageUnitsA;  // [kStages][16 n-blocks][8 k-blocks][8] (core matrices)
+  uint4* As = smem;                              // [kStages][16 row-blocks][8 k-blocks][8] (core matrices)
+  uint4* Bs = smem + kStages * kCoreStageUnits;  // the same for 16 blocks of 8 output columns
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int wg = warp / 4, wq = warp % 4;  // warpgroup: rows [64 wg, 64 wg + 64); warp: its 16-row slab
-  const int mt0 = blockIdx.x * kTileM, nb0 = blockIdx.y * 16;
-  const int64_t kb_count = 2 * static_cast<int64_t>(k_tiles);  // k-blocks of 8 in a core-matrix row
+  const int wg = warp / 4;  // warpgroup: rows [64 wg, 64 wg + 64) of the tile
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 128, nb0 = static_cast<int64_t>(blockIdx.y) * 16;
+  const int64_t kb_count = 2 * static_cast<int64_t>(k_tiles);  // k-blocks of 8: x rows are kb_count uint4 long
   const int num_stages = k_tiles / kStageKt;
 
   auto load_stage = [&](int slot, int ks) {
 #pragma unroll
-    for (int i = 0; i < kStageUnitsA / 256; ++i) {
-      const int c = tid + 256 * i, mt = c / (kStageKt * 32), rem = c % (kStageKt * 32);
-      cp_async16(As + slot * kStageUnitsA + c,
-                 xa + (static_cast<int64_t>(mt0 + mt) * k_tiles + ks * kStageKt) * 32 + rem);
-    }
-#pragma unroll
-    for (int i = 0; i < kCoreStageUnitsB / 256; ++i) {
-      const int c = tid + 256 * i, nb = c / 64, rem = c % 64;  // 64 uint4: the n-block's 8 k-blocks
-      cp_async16(Bs + slot * kCoreStageUnitsB + c, wc + ((nb0 + nb) * kb_count + ks * 8) * 8 + rem);
+    for (int i = 0; i < kCoreStageUnits / 256; ++i) {
+      const int c = tid + 256 * i, blk = c / 64, rem = c % 64;  // 64 uint4: a row-block's 8 k-blocks
+      cp_async16(As + slot * kCoreStageUnits + c, xb + ((row0 / 8 + blk) * kb_count + ks * 8) * 8 + rem);
+      cp_async16(Bs + slot * kCoreStageUnits + c, wc + ((nb0 + blk) * kb_count + ks * 8) * 8 + rem);
     }
   };
 
@@ -716,37 +728,37 @@ __global__ void __launch_bounds__(256, 1) matmul_wgmma_kernel(const uint4* __res
   for (int ks = 0; ks < num_stages; ++ks) {
     cp_async_wait<kStages - 2>();
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async bytes, read by wgmma
+    // Every thread is past the previous iteration's wait: the stage read by its wgmmas (the slot
+    // reloaded below) is free.
     __syncthreads();
     if (ks + kStages - 1 < num_stages) load_stage((ks + kStages - 1) % kStages, ks + kStages - 1);
     cp_async_commit();
     const int slot = ks % kStages;
-    uint32_t a[kStageKt][4];
-#pragma unroll
-    for (int kt = 0; kt < kStageKt; ++kt) {
-      const uint4 v = As[slot * kStageUnitsA + ((wg * 4 + wq) * kStageKt + kt) * 32 + lane];
-      a[kt][0] = v.x, a[kt][1] = v.y, a[kt][2] = v.z, a[kt][3] = v.w;
-    }
-    const uint4* b_s = Bs + slot * kCoreStageUnitsB;
+    const uint4* a_s = As + slot * kCoreStageUnits + wg * 8 * 64;  // this warpgroup's 8 row-blocks
+    const uint4* b_s = Bs + slot * kCoreStageUnits;
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
-    for (int kt = 0; kt < kStageKt; ++kt)  // k-blocks 2 kt, 2 kt + 1: 128 B apart; n-blocks 1 KB apart
-      wgmma_m64n128k16(acc, a[kt], core_descriptor(b_s + kt * 16, 128, 1024));
-    asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    for (int kt = 0; kt < kStageKt; ++kt)  // k-blocks 2 kt, 2 kt + 1: 128 B apart; row-blocks 1 KB apart
+      wgmma_m64n128k16(acc, core_descriptor(a_s + kt * 16, 128, 1024), core_descriptor(b_s + kt * 16, 128, 1024));
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     if ((ks + 1) % kStagesPerSegment == 0 || ks + 1 == num_stages) {
+      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
       for (int i = 0; i < 64; ++i) total[i] += acc[i], acc[i] = 0.f;
+    } else {
+      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // this stage stays in flight
     }
   }
   cp_async_wait<0>();
 
-  // D of m64n128: per warp the mma C layout of each 8-column block nb: acc[4 nb .. 4 nb + 3].
+  // D of m64n128: per warp (16 rows) the mma C layout of each 8-column block nb: acc[4 nb .. 4 nb + 3].
   const int g = lane / 4, c = lane % 4;
 #pragma unroll
   for (int nb = 0; nb < 16; ++nb)
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-      const int row = (mt0 + wg * 4 + wq) * 16 + g + 8 * (r / 2), col = (nb0 + nb) * 8 + 2 * c + r % 2;
-      if (row < M && col < N) out[static_cast<int64_t>(row) * N + col] = finish(total[4 * nb + r], bias, col);
+      const int64_t row = row0 + 16 * (warp) + g + 8 * (r / 2), col = (nb0 + nb) * 8 + 2 * c + r % 2;
+      if (row < M && col < N) out[row * N + col] = finish(total[4 * nb + r], bias, static_cast<int>(col));
     }
 #else
   __trap();  // built for sm_90 without the arch-specific features: never launched (matmul checks)
@@ -890,9 +902,24 @@ void matmul(const float* x, int64_t rows, const void* w, const void* w_core, int
            bias, out);
     return;
   }
-  // x -> A fragments once; every CTA then reads 16 bytes per lane per (m-tile, k-tile).
   const int64_t m_tiles = a_fragment_m_tiles(rows);
   auto* xa = static_cast<uint4*>(workspace);
+  const dim3 grid(static_cast<unsigned>(m_tiles / kTileM), static_cast<unsigned>(round_up(n, kMmaRowPad) / 128));
+  if (rows > 64 && w_core) {  // x -> bf16 core matrices (the same bytes as its A fragments), then wgmma
+    const int64_t m_pad = m_tiles * 16, k_pad = static_cast<int64_t>(k_tiles) * 16;
+    launch(to_core_rows_kernel, static_cast<unsigned>(ceil_div(m_pad * k_pad / 8, 256)), 256, 0, stream, x, M, K, m_pad,
+           k_pad, xa);
+    static const bool configured = [] {
+      TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(kWgmmaSmem)));
+      return true;
+    }();
+    (void)configured;
+    launch(matmul_wgmma_kernel, grid, 256, kWgmmaSmem, stream, xa, M, k_tiles, static_cast<const uint4*>(w_core), N,
+           bias, out);
+    return;
+  }
+  // x -> A fragments once; every CTA then reads 16 bytes per lane per (m-tile, k-tile).
   const int64_t units = m_tiles * k_tiles * 32;
   launch(to_a_fragments_kernel, static_cast<unsigned>(ceil_div(units, 256)), 256, 0, stream, x, M, K, m_tiles, k_tiles,
          xa);
@@ -906,18 +933,6 @@ void matmul(const float* x, int64_t rows, const void* w, const void* w_core, int
   if (rows <= 32) return launch_skinny<2, 2, 8, true>(x, xa, M, K, wf, N, k_tiles / 2, bias, out, stream);
   if (rows <= 48) return launch_skinny<3, 4, 4, true>(x, xa, M, K, wf, N, k_tiles / 2, bias, out, stream);
   if (rows <= 64) return launch_skinny<4, 4, 4, true>(x, xa, M, K, wf, N, k_tiles / 2, bias, out, stream);
-  const dim3 grid(static_cast<unsigned>(m_tiles / kTileM), static_cast<unsigned>(round_up(n, kMmaRowPad) / 128));
-  if (w_core) {
-    static const bool configured = [] {
-      TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(kWgmmaSmem)));
-      return true;
-    }();
-    (void)configured;
-    launch(matmul_wgmma_kernel, grid, 256, kWgmmaSmem, stream, xa, M, k_tiles, static_cast<const uint4*>(w_core), N,
-           bias, out);
-    return;
-  }
   static const bool configured = [] {
     TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(kTiledSmem)));
