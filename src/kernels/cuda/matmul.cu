@@ -654,9 +654,12 @@ __global__ void __launch_bounds__(256, 1) matmul_tiled_kernel(const uint4* __res
 // the weight from its copy (pack_core_weight), each stage 1 KB runs of cp.async per row-block. One stage's wgmmas stay
 // in flight while the next stage's are issued. Accumulators restart from zero at each 512-k
 // segment; segment totals add in order.
-// 64-k stages, 4 in flight (measured: 128-k stages, 3 in flight, 8% slower at M = 4096).
+// 64-k stages in a ring of kWgStages. One stage's wgmmas stay in flight past its iteration, so the
+// slot refilled at iteration ks is the one stage ks - 2 read: loads run kWgStages - 2 stages ahead.
+// (Measured: 128-k stages with fewer in flight were 8% slower at M = 4096.)
+constexpr int kWgStages = 6;
 constexpr int kCoreStageUnits = 16 * (2 * kStageKt) * 8;  // uint4 per operand and stage: 16 row-blocks x 8 k-blocks
-constexpr size_t kWgmmaSmem = kStages * 2 * kCoreStageUnits * sizeof(uint4);
+constexpr size_t kWgmmaSmem = kWgStages * 2 * kCoreStageUnits * sizeof(uint4);
 
 // x [M, K] f32 -> bf16 [m_pad, k_pad] in the core-matrix order of pack_core_weight (zero-padded):
 // a stage's 8 k-blocks of a row-block are 1 KB of contiguous memory. 8 values per thread.
@@ -699,13 +702,14 @@ __global__ void __launch_bounds__(256, 1) matmul_wgmma_kernel(const uint4* __res
   pdl_wait();
   pdl_launch_dependents();
   extern __shared__ __align__(128) uint4 smem[];
-  uint4* As = smem;                              // [kStages][16 row-blocks][8 k-blocks][8] (core matrices)
-  uint4* Bs = smem + kStages * kCoreStageUnits;  // the same for 16 blocks of 8 output columns
+  uint4* As = smem;                                // [kWgStages][16 row-blocks][8 k-blocks][8] (core matrices)
+  uint4* Bs = smem + kWgStages * kCoreStageUnits;  // the same for 16 blocks of 8 output columns
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int wg = warp / 4;  // warpgroup: rows [64 wg, 64 wg + 64) of the tile
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 128, nb0 = static_cast<int64_t>(blockIdx.y) * 16;
   const int64_t kb_count = 2 * static_cast<int64_t>(k_tiles);  // k-blocks of 8: x rows are kb_count uint4 long
   const int num_stages = k_tiles / kStageKt;
+  constexpr int kWgAhead = kWgStages - 2;
 
   auto load_stage = [&](int slot, int ks) {
 #pragma unroll
@@ -721,19 +725,19 @@ __global__ void __launch_bounds__(256, 1) matmul_wgmma_kernel(const uint4* __res
   for (int i = 0; i < 64; ++i) acc[i] = total[i] = 0.f;
 
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
+  for (int s = 0; s < kWgAhead; ++s) {
     if (s < num_stages) load_stage(s, s);
     cp_async_commit();
   }
   for (int ks = 0; ks < num_stages; ++ks) {
-    cp_async_wait<kStages - 2>();
+    cp_async_wait<kWgAhead - 1>();  // stage ks has landed (later ones may not)
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async bytes, read by wgmma
-    // Every thread is past the previous iteration's wait: the stage read by its wgmmas (the slot
-    // reloaded below) is free.
+    // Every thread is past the previous iteration's wait_group 1: stage ks - 2's wgmmas are done and
+    // its slot, reloaded below, is free (stage ks - 1's may still be reading theirs).
     __syncthreads();
-    if (ks + kStages - 1 < num_stages) load_stage((ks + kStages - 1) % kStages, ks + kStages - 1);
+    if (ks + kWgAhead < num_stages) load_stage((ks + kWgAhead) % kWgStages, ks + kWgAhead);
     cp_async_commit();
-    const int slot = ks % kStages;
+    const int slot = ks % kWgStages;
     const uint4* a_s = As + slot * kCoreStageUnits + wg * 8 * 64;  // this warpgroup's 8 row-blocks
     const uint4* b_s = Bs + slot * kCoreStageUnits;
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
