@@ -34,13 +34,18 @@ void Backend::argmax(const float* x, int64_t rows, int64_t n, int32_t* ids) {
   }
   copy_to_device(ids, best.data(), best.size() * sizeof(int32_t));
 }
-TopTwo top_two_of_row(const float* row, int64_t n) {
+TopTwo top_two_ids(const float* row, int64_t n) {
   TopTwo t;
   for (int64_t i = 0; i < n; ++i) {
     const int32_t id = static_cast<int32_t>(i);
     if (t.best < 0 || row[i] > row[t.best]) t.second = t.best, t.best = id;
     else if (t.second < 0 || row[i] > row[t.second]) t.second = id;
   }
+  return t;
+}
+
+TopTwo top_two_of_row(const float* row, int64_t n) {
+  TopTwo t = top_two_ids(row, n);
   if (t.best < 0) return t;
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(row[i]) - row[t.best]);

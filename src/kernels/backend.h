@@ -177,6 +177,8 @@ class Backend {
 
 // The TopTwo of one host row of n values (Backend::top_two's definition; softmax sum in double).
 TopTwo top_two_of_row(const float* row, int64_t n);
+// Its ids only (best, then runner-up; the first index among equal values), probabilities zero.
+TopTwo top_two_ids(const float* row, int64_t n);
 
 // Backend::set_repeating_step for one scope: set on entry, cleared on every exit.
 class RepeatingStepHint {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/backend.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/ops.h"
 
@@ -15,12 +16,7 @@ namespace tachyon::kernels::cpu {
 namespace {
 
 inline TopTwo top_two_row(const float* row, int64_t n) {
-  TopTwo t;
-  for (int64_t i = 0; i < n; ++i) {
-    const int32_t id = static_cast<int32_t>(i);
-    if (t.best < 0 || row[i] > row[t.best]) t.second = t.best, t.best = id;
-    else if (t.second < 0 || row[i] > row[t.second]) t.second = id;
-  }
+  TopTwo t = top_two_ids(row, n);
   if (t.best < 0) return t;
   const float peak = row[t.best];
   constexpr int kLanes = 16;

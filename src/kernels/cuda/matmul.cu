@@ -57,6 +57,20 @@ __device__ __forceinline__ void add_segment_sums(const float* partial, int M, in
   if (threadIdx.x == 0) counters[blockIdx.x] = 0u;
 }
 
+// Element (n, k) of a row-major [rows, cols] f32/f16/bf16 matrix as bf16 bits; zero outside it.
+__device__ __forceinline__ uint16_t source_bf16(const void* __restrict__ src, int dtype, int64_t rows, int64_t cols,
+                                                int64_t n, int64_t k) {
+  float f = 0.f;
+  if (n < rows && k < cols) {
+    const int64_t idx = n * cols + k;
+    if (dtype == static_cast<int>(DType::F32)) f = static_cast<const float*>(src)[idx];
+    else if (dtype == static_cast<int>(DType::F16)) f = __half2float(static_cast<const __half*>(src)[idx]);
+    else f = __bfloat162float(static_cast<const __nv_bfloat16*>(src)[idx]);
+  }
+  const __nv_bfloat16 b = __float2bfloat16_rn(f);
+  return *reinterpret_cast<const uint16_t*>(&b);
+}
+
 __global__ void pack_weight_kernel(const void* __restrict__ src, int dtype, int64_t rows, int64_t cols,
                                    int64_t num_units, int64_t kp_count, uint4* __restrict__ dst) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -68,15 +82,7 @@ __global__ void pack_weight_kernel(const void* __restrict__ src, int dtype, int6
   for (int j = 0; j < 4; ++j)
     for (int h = 0; h < 2; ++h) {
       const int64_t k = kp * 32 + 16 * (j >> 1) + 2 * (lane & 3) + 8 * (j & 1) + h;
-      float f = 0.f;
-      if (n < rows && k < cols) {
-        const int64_t idx = n * cols + k;
-        if (dtype == static_cast<int>(DType::F32)) f = static_cast<const float*>(src)[idx];
-        else if (dtype == static_cast<int>(DType::F16)) f = __half2float(static_cast<const __half*>(src)[idx]);
-        else f = __bfloat162float(static_cast<const __nv_bfloat16*>(src)[idx]);
-      }
-      const __nv_bfloat16 b = __float2bfloat16_rn(f);
-      v[j * 2 + h] = *reinterpret_cast<const uint16_t*>(&b);
+      v[j * 2 + h] = source_bf16(src, dtype, rows, cols, n, k);
     }
   dst[i] = *reinterpret_cast<const uint4*>(v);
 }
@@ -777,18 +783,7 @@ __global__ void pack_core_kernel(const void* __restrict__ src, int dtype, int64_
   if (i >= units) return;
   const int64_t core = i / 8, n = (core / kb_count) * 8 + i % 8, k0 = (core % kb_count) * 8;
   uint16_t v[8];
-  for (int j = 0; j < 8; ++j) {
-    const int64_t k = k0 + j;
-    float f = 0.f;
-    if (n < rows && k < cols) {
-      const int64_t idx = n * cols + k;
-      if (dtype == static_cast<int>(DType::F32)) f = static_cast<const float*>(src)[idx];
-      else if (dtype == static_cast<int>(DType::F16)) f = __half2float(static_cast<const __half*>(src)[idx]);
-      else f = __bfloat162float(static_cast<const __nv_bfloat16*>(src)[idx]);
-    }
-    const __nv_bfloat16 b = __float2bfloat16_rn(f);
-    v[j] = *reinterpret_cast<const uint16_t*>(&b);
-  }
+  for (int j = 0; j < 8; ++j) v[j] = source_bf16(src, dtype, rows, cols, n, k0 + j);
   dst[i] = *reinterpret_cast<const uint4*>(v);
 }
 
