@@ -144,6 +144,17 @@ TEST_P(Kernels, EmbeddingFromPackedTableMatchesReference) {
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
 }
 
+TEST(KernelsDraftWeights, AMatrixWithANonFiniteWeightStaysAsStored) {
+  auto cpu = make_backend("cpu");
+  std::vector<float> w(8 * 16, 0.25f);
+  w[37] = INFINITY;
+  const Weight draft = cpu->upload_draft_weight(Weight{w.data(), DType::F32, 8, 16});
+  EXPECT_EQ(draft.dtype, DType::F32);
+  EXPECT_EQ(draft.scales, nullptr);
+  w[37] = NAN;
+  EXPECT_EQ(cpu->upload_draft_weight(Weight{w.data(), DType::F32, 8, 16}).dtype, DType::F32);
+}
+
 TEST(KernelsDraftWeights, OtherBackendsKeepDraftWeightsExact) {
   auto ref = make_backend("reference");
   std::mt19937 rng(3);
@@ -165,7 +176,7 @@ TEST(KernelsIsa, EveryIsaMatmulIsBitIdentical) {
     std::vector<int8_t> q(129 * 45);
     std::vector<float> scales(129);
     if (d == DType::I8) {  // a drafter's weight (CpuBackend::upload_draft_weight)
-      cpu::quantize_rows_i8(w.view, q.data(), scales.data());
+      ASSERT_TRUE(cpu::quantize_rows_i8(w.view, q.data(), scales.data()));
       w.view = Weight{q.data(), DType::I8, 129, 45};
       w.view.scales = scales.data();
     }

@@ -98,9 +98,12 @@ Weight CpuBackend::upload_draft_weight(const Weight& host) {
   const bool floats = host.dtype == DType::F32 || host.dtype == DType::BF16 || host.dtype == DType::F16;
   if (host.rows <= 1 || !floats || host.layout != WeightLayout::RowMajor) return upload_weight(host);
   std::vector<int8_t> q(static_cast<size_t>(host.rows * host.cols));
-  auto* scales = static_cast<float*>(allocate(static_cast<size_t>(host.rows) * sizeof(float)));
+  std::vector<float> row_scales(static_cast<size_t>(host.rows));
+  // A matrix with a non-finite weight has no int8 scale: it stays as stored.
+  if (!cpu::quantize_rows_i8(host, q.data(), row_scales.data())) return upload_weight(host);
+  auto* scales = static_cast<float*>(allocate(row_scales.size() * sizeof(float)));
   owned_.push_back(scales);
-  cpu::quantize_rows_i8(host, q.data(), scales);
+  std::copy(row_scales.begin(), row_scales.end(), scales);
   Weight w = upload_weight(Weight{q.data(), DType::I8, host.rows, host.cols});
   w.scales = scales;
   return w;

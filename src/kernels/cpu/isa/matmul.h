@@ -91,6 +91,7 @@ void pack_panel64(const Weight& row_major, void* dst);
 
 // Row-major int8 of a row-major float weight (F32/BF16/F16), symmetric per row: scales[r] =
 // max_c |w[r, c]| / 127, q = round(w / scales[r]). `q` holds rows · cols, `scales` rows.
-void quantize_rows_i8(const Weight& row_major, int8_t* q, float* scales);
+// False (q and scales unspecified) when a weight is not finite.
+bool quantize_rows_i8(const Weight& row_major, int8_t* q, float* scales);
 
 }  // namespace tachyon::kernels::cpu

@@ -38,15 +38,20 @@ void pack_panel64(const Weight& w, void* dst) {
       std::memcpy(out + packed.index_of(r, c) * esize, src + (r * w.cols + c) * esize, esize);
 }
 
-void quantize_rows_i8(const Weight& w, int8_t* q, float* scales) {
+bool quantize_rows_i8(const Weight& w, int8_t* q, float* scales) {
   for (int64_t r = 0; r < w.rows; ++r) {
     float peak = 0.f;
-    for (int64_t c = 0; c < w.cols; ++c) peak = std::max(peak, std::fabs(rowwise::load_weight(w, r, c)));
+    for (int64_t c = 0; c < w.cols; ++c) {
+      const float v = rowwise::load_weight(w, r, c);
+      if (!std::isfinite(v)) return false;
+      peak = std::max(peak, std::fabs(v));
+    }
     const float scale = peak / 127.f;
     scales[r] = scale;
     for (int64_t c = 0; c < w.cols; ++c)
       q[r * w.cols + c] = scale > 0.f ? static_cast<int8_t>(std::lrint(rowwise::load_weight(w, r, c) / scale)) : 0;
   }
+  return true;
 }
 
 const IsaKernels& isa_kernels() {
