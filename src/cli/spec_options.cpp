@@ -70,8 +70,9 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
     }
   }
   // Default: prompt lookup, the method that measured faster than plain decoding on every
-  // workload (bench/results/spec-*.md); a draft model or MTP head costs a forward per draft,
-  // which a compute-bound CPU verify step does not repay. --no-pld falls back to them.
+  // workload and fastest on most (bench/results/spec-*.md); a draft model or MTP head costs a
+  // forward per draft and beat it only on code completion (CPU: draft model 1.81x against 1.63x,
+  // spec-cpu-e5e73ec.md). --no-pld falls back to them.
   if (method.empty())
     method = !no_pld ? "ngram" : ((!no_drafter && have_companion) ? "draft" : (mtp_head ? "mtp" : ""));
 
