@@ -11,7 +11,7 @@
 // and prints, for several random inputs, how many outputs differ in bits from `mma` and the
 // largest relative difference to a double-precision reference (to show the layouts are right).
 // Build: the CMake target wgmma_probe (build/bench/wgmma_probe), or
-//   nvcc -std=c++17 -O2 -gencode arch=compute_90a,code=sm_90a bench/cuda/wgmma_probe.cu -o wgmma_probe
+//   nvcc -std=c++20 -O2 -Isrc -gencode arch=compute_90a,code=sm_90a bench/cuda/wgmma_probe.cu -o wgmma_probe
 // Result on the H200 (bench/results/wgmma-probe.md): 0 of 73,728 outputs differ, both forms.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -23,7 +23,11 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cuda/mma.cuh"  // mma_bf16: the chain every matmul kernel of the backend computes
+
 namespace {
+
+using tachyon::kernels::cuda::mma_bf16;
 
 constexpr int kM = 64, kK = 512;
 
@@ -101,12 +105,6 @@ __device__ __forceinline__ void wgmma_ss<64>(float (&d)[32], uint64_t a, uint64_
 }
 #undef D32
 #endif
-
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 // a [64, K] row-major, b [N, K] row-major (B's columns: the weight layout), out [3][64, N].
 template <int N>

@@ -17,7 +17,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -237,8 +236,7 @@ int main(int argc, char** argv) {
                                                        {.draft_vocabulary = options.draft_vocabulary,
                                                         .exact_weights = options.exact_draft_weights});
       else if (method.starts_with("mtp")) {
-        std::optional<kernels::DraftWeights> scope;  // as tachyon run/serve load it
-        if (!options.exact_draft_weights) scope.emplace(*backend);
+        const kernels::DraftWeights scope(*backend, !options.exact_draft_weights);  // as tachyon run/serve load it
         if (auto head = model::MtpHead::load(dir, model->config(), *backend))
           model_drafter = spec::make_mtp_drafter(std::move(head), *backend, 1024, 16, options.draft_vocabulary);
       }

@@ -12,7 +12,6 @@
 #include <ctime>
 #include <cstdlib>
 #include <filesystem>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,8 +92,7 @@ int main(int argc, char** argv) {
     for (const bool exact : {true, false}) {
       std::unique_ptr<model::Model> drafter;
       {
-        std::optional<kernels::DraftWeights> scope;
-        if (!exact) scope.emplace(*backend);
+        const kernels::DraftWeights scope(*backend, !exact);
         drafter = model::load_model(dir + "/drafter", *backend);
       }
       drafter->set_draft_vocabulary(spec::default_draft_vocabulary(drafter->config().vocab_size));

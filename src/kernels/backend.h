@@ -192,17 +192,21 @@ class RepeatingStepHint {
   Backend& backend_;
 };
 
-// Marks the weights loaded in one scope as a drafter's (Backend::upload_draft_weight):
+// Marks the weights loaded in one scope as a drafter's (Backend::upload_draft_weight), unless
+// `on` is false (weights as stored); the previous mode comes back on exit:
 //   { kernels::DraftWeights scope(backend); drafter = model::load_model(dir, backend); }
 class DraftWeights {
  public:
-  explicit DraftWeights(Backend& backend) : backend_(backend) { backend_.set_loading_draft_weights(true); }
-  ~DraftWeights() { backend_.set_loading_draft_weights(false); }
+  explicit DraftWeights(Backend& backend, bool on = true) : backend_(backend), before_(backend.loading_draft_weights()) {
+    backend_.set_loading_draft_weights(on);
+  }
+  ~DraftWeights() { backend_.set_loading_draft_weights(before_); }
   DraftWeights(const DraftWeights&) = delete;
   DraftWeights& operator=(const DraftWeights&) = delete;
 
  private:
   Backend& backend_;
+  bool before_;
 };
 
 // "cpu" (AVX2/FMA/F16C when the CPU has them, else portable), "cuda" (builds with

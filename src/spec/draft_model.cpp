@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <optional>
 #include <unordered_map>
 
 #include "base/error.h"
@@ -92,8 +91,7 @@ std::unique_ptr<Drafter> make_draft_model_drafter(const std::string& drafter_dir
   namespace fs = std::filesystem;
   std::unique_ptr<model::Model> drafter;
   {
-    std::optional<kernels::DraftWeights> scope;
-    if (!config.exact_weights) scope.emplace(backend);
+    const kernels::DraftWeights scope(backend, !config.exact_weights);
     drafter = model::load_model(drafter_dir, backend);
   }
   if (drafter->config().vocab_size != target.config().vocab_size)

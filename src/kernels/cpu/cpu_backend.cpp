@@ -54,21 +54,7 @@ std::string CpuBackend::name() const { return std::string("cpu/") + cpu::isa_ker
 
 void CpuBackend::embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) {
   pool().parallel_for(rows, [&](size_t b, size_t e) {
-    for (size_t r = b; r < e; ++r) {
-      float* o = out + r * table.cols;
-      if (table.layout != WeightLayout::Panel64) {
-        rowwise::embedding_row(table, ids[r], scale, o);
-        continue;
-      }
-      // A Panel64 row is strided by the panel width (kernels/weight.h): one index computation per
-      // row instead of one per element (rowwise::embedding_row's arithmetic, value for value).
-      const int64_t first = table.index_of(ids[r], 0);
-      const float row_scale = table.scales ? table.scales[ids[r]] : 1.f;
-      for (int64_t c = 0; c < table.cols; ++c) {
-        const float v = rowwise::load_element(table, first + c * Weight::kPanel);
-        o[c] = (table.scales ? v * row_scale : v) * scale;
-      }
-    }
+    for (size_t r = b; r < e; ++r) rowwise::embedding_row(table, ids[r], scale, out + r * table.cols);
   }, 16);
 }
 

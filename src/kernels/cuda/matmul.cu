@@ -657,9 +657,8 @@ __global__ void __launch_bounds__(256, 1) matmul_tiled_kernel(const uint4* __res
 // warpgroup MMA: a CTA of two warpgroups computes a 128 x 128 tile, each warpgroup 64 rows x
 // 128 columns with one wgmma.m64n128k16 per k16 step, both operands from shared memory in core-
 // matrix order (8 rows x 16 bytes, no swizzle): x converted to that order (to_core_rows_kernel),
-// the weight from its copy (pack_core_weight), each stage 1 KB runs of cp.async per row-block. One stage's wgmmas stay
-// in flight while the next stage's are issued. Accumulators restart from zero at each 512-k
-// segment; segment totals add in order.
+// the weight from its copy (pack_core_weight), each stage as 1 KB runs of cp.async per row-block.
+// Accumulators restart from zero at each 512-k segment; segment totals add in order.
 // 64-k stages in a ring of kWgStages. One stage's wgmmas stay in flight past its iteration, so the
 // slot refilled at iteration ks is the one stage ks - 2 read: loads run kWgStages - 2 stages ahead.
 // (Measured: 128-k stages with fewer in flight were 8% slower at M = 4096.)

@@ -28,8 +28,19 @@ inline float load_weight(const Weight& w, int64_t r, int64_t c) {
 }
 inline float load_weight(const Weight& w, int64_t c) { return load_weight(w, 0, c); }
 
+// load_weight(table, id, i) · scale for every i. In the row-major and Panel64 layouts a row's
+// elements are evenly strided (1 and the panel width): one index computation per row.
 inline void embedding_row(const Weight& table, int32_t id, float scale, float* out) {
-  for (int64_t i = 0; i < table.cols; ++i) out[i] = load_weight(table, id, i) * scale;
+  if (table.layout == WeightLayout::MmaFragments) {
+    for (int64_t i = 0; i < table.cols; ++i) out[i] = load_weight(table, id, i) * scale;
+    return;
+  }
+  const int64_t first = table.index_of(id, 0), step = table.layout == WeightLayout::Panel64 ? Weight::kPanel : 1;
+  const float row_scale = table.scales ? table.scales[id] : 1.f;
+  for (int64_t i = 0; i < table.cols; ++i) {
+    const float v = load_element(table, first + i * step);
+    out[i] = (table.scales ? v * row_scale : v) * scale;
+  }
 }
 
 inline void rms_norm_row(const float* x, const Weight& w, int64_t dim, float eps, float weight_offset, float* out) {
