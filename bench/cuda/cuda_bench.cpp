@@ -148,7 +148,7 @@ struct Shape {
 
 int main(int argc, char** argv) {
   int runs = 3, decode_variant = kernels::cuda::kDecodeAuto;
-  bool lab = false, profile = false, engine_only = false, attention_only = false;
+  bool lab = false, profile = false, engine_only = false, attention_only = false, decode_only = false;
   std::string json_path, dir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -159,6 +159,7 @@ int main(int argc, char** argv) {
     else if (a == "--profile") profile = true;
     else if (a == "--engine-only") engine_only = true;
     else if (a == "--attention-only") attention_only = true;
+    else if (a == "--decode-only") decode_only = true;  // the decode matmul table (M = 1, 8), then exit
     else dir = a;
   }
   if (dir.empty()) {
@@ -218,7 +219,8 @@ int main(int argc, char** argv) {
       const auto host = random_bf16(size_t(s.n * s.k), 0.02f, 2);
       const kernels::Weight w = backend->upload_weight(kernels::Weight{host.data(), DType::BF16, s.n, s.k});
       std::vector<int> variants = {kernels::cuda::kDecodeWide, kernels::cuda::kDecodeSplitK,
-                                   kernels::cuda::kDecodeBatched, kernels::cuda::kDecodeBatchedWhole};
+                                   kernels::cuda::kDecodeStream, kernels::cuda::kDecodeBatched,
+                                   kernels::cuda::kDecodeBatchedWhole};
       if (lab)
         variants.insert(variants.end(), {kernels::cuda::kDecodeMedium, kernels::cuda::kDecodeNarrow,
                                          kernels::cuda::kDecodeStaged, kernels::cuda::kDecodeWideDeep,
@@ -226,9 +228,12 @@ int main(int argc, char** argv) {
       for (int variant : variants) {
         kernels::cuda::set_decode_matmul_variant(variant);
         for (int64_t m : {1, 8, 32, 64}) {
+          if (decode_only && m > 8) continue;
           // The batched variants serve 17-64 rows only; kDecodeWide at 17-64 rows is the skinny
           // kernel over A fragments.
-          if (m <= 16 && variant >= kernels::cuda::kDecodeBatched) continue;
+          const bool batched =
+              variant == kernels::cuda::kDecodeBatched || variant == kernels::cuda::kDecodeBatchedWhole;
+          if ((m <= 16 && batched) || (m > 8 && variant == kernels::cuda::kDecodeStream)) continue;
           const double t = time_backend([&] { backend->matmul(x, m, w, nullptr, out); }, 50);
           std::printf("| %s [%ld x %ld] decode variant %d | %ld | %.1f | %.0f | |\n", s.name, long(s.n), long(s.k),
                       variant, long(m), t * 1e6, s.n * s.k * 2.0 / t / 1e9);
@@ -237,7 +242,7 @@ int main(int argc, char** argv) {
       }
       kernels::cuda::set_decode_matmul_variant(decode_variant);
       for (int64_t m : {1, 8, 32, 64, 512, 4096}) {
-        if (m > 512 && std::string(s.name) == "lm_head") continue;
+        if ((m > 512 && std::string(s.name) == "lm_head") || (decode_only && m > 8)) continue;
         const double t = time_backend([&] { backend->matmul(x, m, w, nullptr, out); }, m <= 64 ? 50 : 5);
         const double gbps = s.n * s.k * 2.0 / t / 1e9, tflops = 2.0 * m * s.n * s.k / t / 1e12;
         std::printf("| %s [%ld x %ld] | %ld | %.1f | %.0f | %.1f |\n", s.name, long(s.n), long(s.k), long(m), t * 1e6,
@@ -247,6 +252,7 @@ int main(int argc, char** argv) {
       }
     }
     // Attention of one layer over a paged cache: decode rows at context 256, and a prefill.
+    if (decode_only) return 0;
     {
       const int64_t heads = c.num_attention_heads, kvh = c.num_key_value_heads, d = c.head_dim, bs = 16;
       const int64_t blocks = 4096 / bs * 2;

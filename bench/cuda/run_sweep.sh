@@ -6,7 +6,9 @@
 # Env: BENCH_ARGS (e.g. "--profile --runs 2"), GRAPHS (TACHYON_CUDA_GRAPHS values to run, "default" = unset:
 # the default; e.g. "default 0"), SPEC_METHODS, SPEC_PROMPTS,
 # SPEC_RUNS (3), TESTS ("kernel" default; "all" adds the golden tests, "none"), EXTRA_CMAKE_ARGS,
-# BUILD, SKIP_ENGINE=1, SKIP_SPEC=1.
+# BUILD, SKIP_ENGINE=1, SKIP_SPEC=1, KERNELS=1 (the kernel tables too: cuda_bench without --engine-only;
+# KERNELS=decode: the decode matmul table alone, into kernels.md, before the engine run),
+# AB_ARGS (a second engine run with these arguments, e.g. "--decode-variant 12", into engine-b.md).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${BUILD:-/tmp/build-sweep}"
@@ -23,14 +25,23 @@ ninja -C "$build" -j"$(nproc)" cuda_kernel_tests hf_cuda_golden_tests cuda_bench
 log="$results/sweep-tests.log"
 : > "$log"
 case "${TESTS:-kernel}" in
-  all) (cd "$root" && "$build/tests/kernels/cuda/cuda_kernel_tests"; "$build/tests/diff/hf/hf_cuda_golden_tests") >> "$log" 2>&1 || true ;;
-  kernel) (cd "$root" && "$build/tests/kernels/cuda/cuda_kernel_tests") >> "$log" 2>&1 || true ;;
+  all) (cd "$root" && timeout 300 "$build/tests/kernels/cuda/cuda_kernel_tests"; timeout 300 "$build/tests/diff/hf/hf_cuda_golden_tests") >> "$log" 2>&1 || true ;;
+  kernel) (cd "$root" && timeout 300 "$build/tests/kernels/cuda/cuda_kernel_tests") >> "$log" 2>&1 || true ;;
 esac
 grep -E "^\[  (PASSED|FAILED)|FAILED|Failure" "$log" || true
 if [ "${SKIP_ENGINE:-0}" = 0 ]; then
   wait
-  "$build/bench/cuda_bench" --engine-only ${BENCH_ARGS:-} "$ckpt" > "$results/engine.md" 2>&1 || tail "$results/engine.md"
+  if [ "${KERNELS:-0}" = decode ]; then
+    "$build/bench/cuda_bench" --decode-only "$ckpt" > "$results/kernels.md" 2>&1 || tail "$results/kernels.md"
+  fi
+  "$build/bench/cuda_bench" $([ "${KERNELS:-0}" = 1 ] || echo --engine-only) ${BENCH_ARGS:-} "$ckpt" > "$results/engine.md" 2>&1 ||
+    tail "$results/engine.md"
   grep -E "^\| (decode|prefill)|device copy" "$results/engine.md"
+  if [ -n "${AB_ARGS:-}" ]; then
+    echo "## engine with $AB_ARGS"
+    "$build/bench/cuda_bench" --engine-only $AB_ARGS "$ckpt" > "$results/engine-b.md" 2>&1 || tail "$results/engine-b.md"
+    grep -E "^\| (decode|prefill)" "$results/engine-b.md"
+  fi
 fi
 [ "${SKIP_SPEC:-0}" = 1 ] && exit 0
 for g in ${GRAPHS:-default}; do

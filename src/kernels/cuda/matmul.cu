@@ -1,4 +1,5 @@
 #include "kernels/cuda/matmul.cuh"
+#include "kernels/cuda/matmul_stream.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -18,13 +19,6 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-// x[r, k..k+1] as a bf16 pair; zero outside [M, K) (K is even).
-__device__ __forceinline__ uint32_t load_x_pair(const float* __restrict__ x, int M, int K, int r, int k) {
-  if (r >= M || k >= K) return 0u;
-  const float2 v = *reinterpret_cast<const float2*>(x + static_cast<int64_t>(r) * K + k);
-  return pack_bf16x2(v.x, v.y);
-}
 
 // The A fragment of m-tile rows [r0, r0 + 16) and k-tile columns [k0, k0 + 16).
 __device__ __forceinline__ void load_a_fragment(const float* __restrict__ x, int M, int K, int r0, int k0, int lane,
@@ -857,11 +851,19 @@ void matmul(const float* x, int64_t rows, const void* w, const void* w_core, int
   // (gate_up, LM head) stream best through the long-lived 4-n-tile kernel, the rest through
   // split-K; at 17-64 rows wide matrices through the batched kernel (v8), the rest through the
   // skinny kernel over A fragments.
+  // Then (NOTES-cuda.md "Session 9") the streaming kernel: at M = 1 for matrices of 16 MB or more,
+  // at 2-8 rows for the wide ones (at M = 8 it loses on 32 MB matrices: each CTA stages all of x).
   int variant = decode_variant;
-  if (variant == kDecodeAuto || (rows <= 16 && variant >= kDecodeBatched)) {
+  const bool streams = stream_matmul_fits(rows, k);
+  if (variant == kDecodeStream && !streams) variant = kDecodeAuto;
+  if (variant == kDecodeAuto && streams && n * k >= (int64_t{8} << 20) && (rows == 1 || n >= 16384))
+    variant = kDecodeStream;
+  if (variant == kDecodeAuto || variant == kDecodeAutoClassic ||
+      (rows <= 16 && (variant == kDecodeBatched || variant == kDecodeBatchedWhole))) {
     if (rows <= 16) variant = n >= 16384 && k <= 4096 ? kDecodeWide : kDecodeSplitK;
     else variant = n >= 16384 ? kDecodeBatched : kDecodeWide;  // 17-64 rows
   }
+  if (variant == kDecodeStream) return matmul_stream(x, M, K, wf, N, k_tiles / 2, bias, out, stream);
   if (rows <= 64 && variant == kDecodeSplitK) {
     auto* partial = static_cast<float*>(workspace);
     const int kp = k_tiles / 2;

@@ -4,7 +4,8 @@
 // (fixed k segments, one m16n8k16 MMA chain per segment, segment sums in order), with x
 // rounded to bf16. So a row's bits do not depend on M, on its place in the batch, or on
 // which kernel ran:
-//  - decode (M <= 64), chosen by shape (kDecodeAuto): split-K, one warp per (8 output
+//  - decode (M <= 8) of matrices of 8 MB or more: the streaming kernel (matmul_stream.cuh);
+//  - other decode (M <= 64), chosen by shape (kDecodeAuto): split-K, one warp per (8 output
 //    columns, 512-k segment), the whole segment's weights loaded before the first MMA (and
 //    before waiting for the previous kernel), x staged per CTA as bf16 A fragments, segment
 //    sums added in order by the last CTA of each column group; or, for wide matrices with
@@ -67,6 +68,8 @@ enum DecodeMatmulVariant {
   kDecodeBatched = 9,       // 17-64 rows: A fragments staged per CTA and segment, reused over 16 n-tiles;
                             // k split across CTAs (segment sums summed in order) only for short n
   kDecodeBatchedWhole = 10, // the same, every CTA over all of k (no split)
+  kDecodeStream = 11,       // M <= 8: one CTA per SM streams its n-tiles through a TMA-filled ring (matmul_stream.cuh)
+  kDecodeAutoClassic = 12,  // kDecodeAuto as before the streaming kernel (for A/B runs)
 };
 void set_decode_matmul_variant(int variant);
 

@@ -15,6 +15,13 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// x[r, k..k+1] as a bf16 pair (the matmul input rounding); zero outside [M, K) (K is even).
+__device__ __forceinline__ uint32_t load_x_pair(const float* __restrict__ x, int M, int K, int r, int k) {
+  if (r >= M || k >= K) return 0u;
+  const float2 v = *reinterpret_cast<const float2*>(x + static_cast<int64_t>(r) * K + k);
+  return pack_bf16x2(v.x, v.y);
+}
+
 // Weights are read once per step: keep them out of L1.
 __device__ __forceinline__ uint4 load_stream(const uint4* p) {
   uint4 r;

@@ -56,7 +56,7 @@ TEST_F(CudaKernels, MatmulF32AndF16WeightsAreConvertedToBf16) {
 }
 
 // The same row through the split-K kernel (1 to 64 rows: its four instantiations), the older
-// skinny kernel, the batched kernel (17-64 rows; k split over CTAs and whole) and the tiled one
+// skinny kernel, the streaming kernel (1 and 7 rows), the batched kernel (17-64 rows; k split over CTAs and whole) and the tiled one
 // (65, 200 rows), at different places in the batch: identical bits.
 TEST_F(CudaKernels, MatmulRowIsBitIdenticalWhateverTheBatchOrKernel) {
   for (int64_t k : {64, 1100, 4096}) {
@@ -69,7 +69,7 @@ TEST_F(CudaKernels, MatmulRowIsBitIdenticalWhateverTheBatchOrKernel) {
     gpu->matmul(dx, big, w, nullptr, all);
     const auto batched = download(all, static_cast<size_t>(big * n));
     for (int variant : {cuda::kDecodeSplitK, cuda::kDecodeSplitKShared, cuda::kDecodeWide, cuda::kDecodeBatched,
-                        cuda::kDecodeBatchedWhole}) {
+                        cuda::kDecodeBatchedWhole, cuda::kDecodeStream}) {
       cuda::set_decode_matmul_variant(variant);
       for (int64_t rows : {1, 7, 9, 17, 33, 64, 65}) {
         for (int64_t first : {int64_t{0}, big - rows, int64_t{3}}) {
@@ -79,6 +79,34 @@ TEST_F(CudaKernels, MatmulRowIsBitIdenticalWhateverTheBatchOrKernel) {
           EXPECT_EQ(0, std::memcmp(got.data(), batched.data() + first * n, got.size() * sizeof(float)))
               << "k " << k << ", rows [" << first << ", " << first + rows << "), variant " << variant;
         }
+      }
+    }
+    cuda::set_decode_matmul_variant(cuda::kDecodeAuto);
+  }
+}
+
+// The streaming kernel on matrices large enough that each CTA owns several rounds of n-tiles
+// (narrower last rounds, uneven shares) and its ring wraps many times (k = 12288: 24 segments per
+// n-tile), with a short last segment (k = 1100) and a bias: the bits of the prefill kernel's rows.
+TEST_F(CudaKernels, StreamingDecodeMatmulGivesTheBitsOfEveryOtherKernel) {
+  for (auto [n, k] : {std::pair{int64_t{8200}, int64_t{1100}}, {12000, 12288}, {1000, 4096}}) {
+    const int64_t big = 72;
+    const auto wb = to_bf16(random_vec(static_cast<size_t>(n * k), rng, 0.05f));
+    const auto bias = random_vec(static_cast<size_t>(n), rng);
+    const Weight w = gpu->upload_weight(Weight{wb.data(), DType::BF16, n, k});
+    const Weight b = gpu->upload_weight(Weight{bias.data(), DType::F32, 1, n});
+    float* dx = upload(random_vec(static_cast<size_t>(big * k), rng));
+    float* all = poisoned(static_cast<size_t>(big * n));
+    gpu->matmul(dx, big, w, &b, all);
+    const auto batched = download(all, static_cast<size_t>(big * n));
+    cuda::set_decode_matmul_variant(cuda::kDecodeStream);
+    for (int64_t rows : {1, 3, 8}) {
+      for (int64_t first : {int64_t{0}, big - rows}) {
+        float* part = poisoned(static_cast<size_t>(rows * n));
+        gpu->matmul(dx + first * k, rows, w, &b, part);
+        const auto got = download(part, static_cast<size_t>(rows * n));
+        EXPECT_EQ(0, std::memcmp(got.data(), batched.data() + first * n, got.size() * sizeof(float)))
+            << "n " << n << ", k " << k << ", rows [" << first << ", " << first + rows << ")";
       }
     }
     cuda::set_decode_matmul_variant(cuda::kDecodeAuto);

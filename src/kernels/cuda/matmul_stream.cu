@@ -1,0 +1,184 @@
+#include "kernels/cuda/matmul_stream.cuh"
+
+#include <algorithm>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/mma.cuh"
+
+namespace tachyon::kernels::cuda {
+namespace {
+
+// A unit is one (n-tile, 512-k segment) of the fragment layout: 16 k-pairs x 512 B = 8 KB,
+// contiguous in memory (an n-tile's k-pairs are consecutive), so one bulk copy moves it.
+constexpr int kUnitPairs = static_cast<int>(kSegmentK / 32);
+constexpr int kUnitBytes = kUnitPairs * 512;
+constexpr int kStreamSlots = 16;        // 128 KB of weights in flight per SM
+constexpr int kStreamConsumerWarps = 8;  // one n-tile each at a time; warp 8 produces
+constexpr int kStreamThreads = (kStreamConsumerWarps + 1) * 32;
+constexpr size_t kRingBytes = static_cast<size_t>(kStreamSlots) * kUnitBytes;
+constexpr size_t kBarrierBytes = 2 * kStreamSlots * sizeof(uint64_t);
+constexpr size_t kStreamSmemLimit = 227 * 1024;
+
+// x rows in shared memory: bf16, padded by 16 bytes so the 8 rows of an A fragment fall in
+// different banks.
+__host__ __device__ inline int x_row_words(int64_t k) { return static_cast<int>(round_up(k, kMmaColPad) / 2 + 4); }
+size_t stream_smem_bytes(int64_t rows, int64_t k) {
+  const size_t segments = static_cast<size_t>(ceil_div(round_up(k, kMmaColPad), kSegmentK));
+  const size_t sums = 2 * kStreamConsumerWarps * segments * static_cast<size_t>(rows) * 4 * sizeof(float2);
+  return kRingBytes + kBarrierBytes + static_cast<size_t>(rows) * x_row_words(k) * sizeof(uint32_t) + sums;
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+// Returns once the barrier's phase of this parity has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+// Bulk copy (TMA, no tensor map) of `bytes` from global to shared memory; completion is counted
+// on `bar`. The weights are read once per step: evict them from L2 first.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
+          smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
+      : "memory");
+}
+
+// CTA c owns n-tiles [c·T/G, (c+1)·T/G), a contiguous run of the weight. Its units, n-tile-major
+// (memory order), go through ring slot u % kStreamSlots; the consumer warps take them round-robin
+// (unit u: warp u % 8), whatever the number of n-tiles, so a CTA with four n-tiles still runs eight
+// MMA chains at once. A consumer releases a slot as soon as its fragments are in registers. Each
+// unit's segment sum goes to shared memory; per round of 8 n-tiles the consumers meet at a barrier
+// and warp w adds n-tile w's segment sums in segment order (double-buffered by round parity, so one
+// barrier per round).
+__global__ void __launch_bounds__(kStreamThreads, 1)
+    matmul_stream_kernel(const float* __restrict__ x, int M, int K, const uint4* __restrict__ w, int N, int kp_count,
+                         int n_tiles, const float* __restrict__ bias, float* __restrict__ out) {
+  extern __shared__ __align__(128) uint4 smem_stream[];
+  uint4* ring = smem_stream;
+  auto* full = reinterpret_cast<uint64_t*>(smem_stream + kRingBytes / sizeof(uint4));
+  uint64_t* empty = full + kStreamSlots;
+  auto* xs = reinterpret_cast<uint32_t*>(empty + kStreamSlots);  // [M][row_words] bf16 pairs
+  const int row_words = x_row_words(K), pair_count = kp_count * 16;  // bf16 pairs per padded row
+  const int num_segments = (kp_count + kUnitPairs - 1) / kUnitPairs;
+  // [2 round parities][8 n-tiles][segments][M rows x 4 lanes] float2: a unit's sums for rows < M
+  auto* sums = reinterpret_cast<float2*>(xs + M * row_words);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int tile_begin = static_cast<int>(static_cast<int64_t>(blockIdx.x) * n_tiles / gridDim.x);
+  const int tile_end = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * n_tiles / gridDim.x);
+  const int my_tiles = tile_end - tile_begin;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStreamSlots; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  // The next kernel may be scheduled now: it waits for this one's completion before reading out.
+  pdl_launch_dependents();
+
+  if (warp == kStreamConsumerWarps) {
+    // Producer: weights are constant, so they stream before pdl_wait (during the previous kernel).
+    if (lane != 0) return;
+    uint64_t policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+    const int num_units = my_tiles * num_segments;
+    for (int u = 0; u < num_units; ++u) {
+      const int slot = u % kStreamSlots, tile = tile_begin + u / num_segments, seg = u % num_segments;
+      if (u >= kStreamSlots) mbar_wait(&empty[slot], ((u / kStreamSlots) - 1) & 1);
+      const uint32_t bytes = static_cast<uint32_t>(min(kUnitPairs, kp_count - seg * kUnitPairs) * 512);
+      mbar_arrive_expect_tx(&full[slot], bytes);
+      bulk_load(ring + slot * (kUnitBytes / 16), w + (static_cast<int64_t>(tile) * kp_count + seg * kUnitPairs) * 32,
+                bytes, &full[slot], policy);
+    }
+    return;
+  }
+
+  pdl_wait();
+  for (int i = threadIdx.x; i < M * pair_count; i += kStreamConsumerWarps * 32) {
+    const int r = i / pair_count, p = i % pair_count;
+    xs[r * row_words + p] = load_x_pair(x, M, K, r, 2 * p);
+  }
+  constexpr int kConsumerThreads = kStreamConsumerWarps * 32;
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");  // consumers only
+
+  const int g = lane / 4, c = lane % 4;
+  const uint32_t* x_lane = xs + g * row_words + c;  // A rows g (< M); rows 8-15 are zero
+  const int round_units = kStreamConsumerWarps * num_segments;
+  for (int round = 0; round * kStreamConsumerWarps < my_tiles; ++round) {
+    const int width = min(kStreamConsumerWarps, my_tiles - round * kStreamConsumerWarps);
+    float2* round_sums = sums + (round & 1) * kStreamConsumerWarps * num_segments * M * 4;
+    for (int i = warp; i < width * num_segments; i += kStreamConsumerWarps) {
+      const int u = round * round_units + i, slot = u % kStreamSlots, seg = i % num_segments;
+      const int pairs = min(kUnitPairs, kp_count - seg * kUnitPairs);
+      mbar_wait(&full[slot], (u / kStreamSlots) & 1);
+      uint4 b[kUnitPairs];
+      const uint4* unit = ring + slot * (kUnitBytes / 16);
+#pragma unroll
+      for (int p = 0; p < kUnitPairs; ++p) b[p] = p < pairs ? unit[p * 32 + lane] : make_uint4(0, 0, 0, 0);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[slot]);
+      float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int p = 0; p < kUnitPairs; ++p) {
+        if (p >= pairs) break;
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          const int kt = (seg * kUnitPairs + p) * 2 + t;
+          uint32_t a[4] = {0u, 0u, 0u, 0u};
+          if (g < M) a[0] = x_lane[8 * kt], a[2] = x_lane[8 * kt + 4];
+          mma_bf16(acc, a, t == 0 ? b[p].x : b[p].z, t == 0 ? b[p].y : b[p].w);
+        }
+      }
+      if (g < M) round_sums[i * M * 4 + lane] = make_float2(acc[0], acc[1]);  // [tile][seg] = i
+    }
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");
+    if (warp < width && g < M) {
+      float2 total = make_float2(0.f, 0.f);  // segment sums in segment order (the canonical order)
+      for (int seg = 0; seg < num_segments; ++seg) {
+        const float2 v = round_sums[(warp * num_segments + seg) * M * 4 + lane];
+        total.x += v.x, total.y += v.y;
+      }
+      const int col = (tile_begin + round * kStreamConsumerWarps + warp) * 8 + 2 * c;
+      if (col < N) out[static_cast<int64_t>(g) * N + col] = total.x + (bias ? bias[col] : 0.f);
+      if (col + 1 < N) out[static_cast<int64_t>(g) * N + col + 1] = total.y + (bias ? bias[col + 1] : 0.f);
+    }
+  }
+}
+
+}  // namespace
+
+bool stream_matmul_fits(int64_t rows, int64_t k) {
+  return rows >= 1 && rows <= kStreamMaxRows && stream_smem_bytes(rows, k) <= kStreamSmemLimit;
+}
+
+void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_count, const float* bias, float* out,
+                   cudaStream_t stream) {
+  static const int sm_count = [] {
+    int device = 0, count = 0;
+    TACHYON_CUDA_CHECK(cudaGetDevice(&device));
+    TACHYON_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(kStreamSmemLimit)));
+    return count;
+  }();
+  const int n_tiles = static_cast<int>(ceil_div(N, 8));
+  const unsigned grid = static_cast<unsigned>(std::min(sm_count, n_tiles));
+  launch(matmul_stream_kernel, grid, kStreamThreads, stream_smem_bytes(M, K), stream, x, M, K, w, N, kp_count, n_tiles,
+         bias, out);
+}
+
+}  // namespace tachyon::kernels::cuda
