@@ -8,7 +8,8 @@
 # SPEC_RUNS (3), TESTS ("kernel" default; "all" adds the golden tests, "none"), EXTRA_CMAKE_ARGS,
 # BUILD, SKIP_ENGINE=1, SKIP_SPEC=1, KERNELS=1 (the kernel tables too: cuda_bench without --engine-only;
 # KERNELS=decode: the decode matmul table alone, into kernels.md, before the engine run),
-# AB_ARGS (a second engine run with these arguments, e.g. "--decode-variant 12", into engine-b.md).
+# AB_ARGS / AB_ENV (a second engine run with these arguments / environment, e.g. "--decode-variant 12" or
+# "TACHYON_WGMMA_WS=0", into engine-b.md).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${BUILD:-/tmp/build-sweep}"
@@ -25,8 +26,8 @@ ninja -C "$build" -j"$(nproc)" cuda_kernel_tests hf_cuda_golden_tests cuda_bench
 log="$results/sweep-tests.log"
 : > "$log"
 case "${TESTS:-kernel}" in
-  all) (cd "$root" && timeout 300 "$build/tests/kernels/cuda/cuda_kernel_tests"; timeout 300 "$build/tests/diff/hf/hf_cuda_golden_tests") >> "$log" 2>&1 || true ;;
-  kernel) (cd "$root" && timeout 300 "$build/tests/kernels/cuda/cuda_kernel_tests") >> "$log" 2>&1 || true ;;
+  all) (cd "$root" && timeout 150 "$build/tests/kernels/cuda/cuda_kernel_tests"; timeout 300 "$build/tests/diff/hf/hf_cuda_golden_tests") >> "$log" 2>&1 || true ;;
+  kernel) (cd "$root" && timeout 150 "$build/tests/kernels/cuda/cuda_kernel_tests") >> "$log" 2>&1 || true ;;
 esac
 grep -E "^\[  (PASSED|FAILED)|FAILED|Failure" "$log" || true
 if [ "${SKIP_ENGINE:-0}" = 0 ]; then
@@ -34,12 +35,12 @@ if [ "${SKIP_ENGINE:-0}" = 0 ]; then
   if [ "${KERNELS:-0}" = decode ]; then
     "$build/bench/cuda_bench" --decode-only "$ckpt" > "$results/kernels.md" 2>&1 || tail "$results/kernels.md"
   fi
-  "$build/bench/cuda_bench" $([ "${KERNELS:-0}" = 1 ] || echo --engine-only) ${BENCH_ARGS:-} "$ckpt" > "$results/engine.md" 2>&1 ||
+  timeout 400 "$build/bench/cuda_bench" $([ "${KERNELS:-0}" = 1 ] || echo --engine-only) ${BENCH_ARGS:-} "$ckpt" > "$results/engine.md" 2>&1 ||
     tail "$results/engine.md"
   grep -E "^\| (decode|prefill)|device copy" "$results/engine.md"
-  if [ -n "${AB_ARGS:-}" ]; then
-    echo "## engine with $AB_ARGS"
-    "$build/bench/cuda_bench" --engine-only $AB_ARGS "$ckpt" > "$results/engine-b.md" 2>&1 || tail "$results/engine-b.md"
+  if [ -n "${AB_ARGS:-}${AB_ENV:-}" ]; then
+    echo "## engine with ${AB_ENV:-} ${AB_ARGS:-}"
+    env ${AB_ENV:-} timeout 300 "$build/bench/cuda_bench" --engine-only ${AB_ARGS:-} "$ckpt" > "$results/engine-b.md" 2>&1 || tail "$results/engine-b.md"
     grep -E "^\| (decode|prefill)" "$results/engine-b.md"
   fi
 fi

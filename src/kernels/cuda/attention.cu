@@ -375,9 +375,11 @@ __global__ void write_kv_kernel(const float* __restrict__ k, const float* __rest
 // q (heads [0, num_heads)) and of k (the rest), read from the fused projection's row; the
 // head's vector is normalised in registers with the warp norm kernel's arithmetic, rotated pair
 // by pair through shared memory with the rope kernel's, then q heads go to q and k heads, with
-// v's head, to the row's cache slot.
+// v's head, to the row's cache slot. kPrologueWarps heads per CTA (one-warp CTAs ran at a quarter
+// of the copy bandwidth on long prefills: the SM's CTA slots, not its warps, were the limit).
+constexpr int kPrologueWarps = 4;
 template <int PL>  // elements per lane: head_dim <= 32 * PL
-__global__ void __launch_bounds__(32) qkv_norm_rope_write_kv_kernel(
+__global__ void __launch_bounds__(32 * kPrologueWarps) qkv_norm_rope_write_kv_kernel(
     const float* __restrict__ qkv, float* __restrict__ q, int num_heads, int kv_heads, int head_dim,
     const float* __restrict__ q_norm, const float* __restrict__ k_norm, float eps, float weight_offset,
     const float* __restrict__ inv_freq, int half, int offset, float scaling, bool interleaved,
@@ -385,12 +387,15 @@ __global__ void __launch_bounds__(32) qkv_norm_rope_write_kv_kernel(
     float* __restrict__ v_cache, int block_size) {
   pdl_wait();
   pdl_launch_dependents();
-  __shared__ float head[32 * PL];
-  const int r = blockIdx.x, lane = threadIdx.x;
-  const bool is_k = static_cast<int>(blockIdx.y) >= num_heads;
-  const int h = is_k ? blockIdx.y - num_heads : blockIdx.y;
+  __shared__ float heads[kPrologueWarps][32 * PL];
+  const int r = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int qk_head = blockIdx.y * kPrologueWarps + warp;  // q heads, then k heads
+  if (qk_head >= num_heads + kv_heads) return;
+  float* head = heads[warp];
+  const bool is_k = qk_head >= num_heads;
+  const int h = is_k ? qk_head - num_heads : qk_head;
   const int64_t row_stride = static_cast<int64_t>(num_heads + 2 * kv_heads) * head_dim;
-  const float* x = qkv + r * row_stride + static_cast<int64_t>(blockIdx.y) * head_dim;  // this q or k head
+  const float* x = qkv + r * row_stride + static_cast<int64_t>(qk_head) * head_dim;  // this q or k head
   const float* w = is_k ? k_norm : q_norm;
   float vals[PL];
 #pragma unroll
@@ -530,9 +535,9 @@ bool qkv_norm_rope_write_kv(const float* qkv, float* q, int64_t rows, const QkPr
                             cudaStream_t stream) {
   if (p.head_dim > 256 || p.num_heads + p.kv_heads > 65535 || p.offset + 2 * p.half > p.head_dim) return false;
   if (rows == 0) return true;
-  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(p.num_heads + p.kv_heads));
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(ceil_div(p.num_heads + p.kv_heads, kPrologueWarps)));
   auto go = [&](auto kernel) {
-    launch(kernel, grid, 32, 0, stream, qkv, q, p.num_heads, p.kv_heads, p.head_dim, p.q_norm, p.k_norm, p.eps,
+    launch(kernel, grid, 32 * kPrologueWarps, 0, stream, qkv, q, p.num_heads, p.kv_heads, p.head_dim, p.q_norm, p.k_norm, p.eps,
            p.weight_offset, p.inv_freq, p.half, p.offset, p.scaling, p.interleaved, p.positions, meta, k_cache,
            v_cache, block_size);
   };

@@ -34,6 +34,19 @@ __global__ void gated_activation_kernel(const float* __restrict__ gate_up, int64
   out[i] = (gelu ? gelu_tanh(g) : silu(g)) * gate_up[r * 2 * dim + dim + c];
 }
 
+// The same per element, four columns per thread and the row from the grid (dim % 4 == 0): 16-byte
+// accesses and no 64-bit division per element (the scalar kernel ran at half the copy bandwidth).
+__global__ void gated_activation4_kernel(const float4* __restrict__ gate_up, int64_t dim4, bool gelu,
+                                         float4* __restrict__ out) {
+  pdl_wait();
+  pdl_launch_dependents();
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, r = blockIdx.y;
+  if (c >= dim4) return;
+  const float4 g = gate_up[r * 2 * dim4 + c], u = gate_up[r * 2 * dim4 + dim4 + c];
+  auto act = [gelu](float v) { return gelu ? gelu_tanh(v) : silu(v); };
+  out[r * dim4 + c] = make_float4(act(g.x) * u.x, act(g.y) * u.y, act(g.z) * u.z, act(g.w) * u.w);
+}
+
 __global__ void add_kernel(float* __restrict__ x, const float* __restrict__ y, int64_t n) {
   pdl_wait();
   pdl_launch_dependents();
@@ -166,6 +179,14 @@ void embedding(const void* table, bool fragment_packed, int64_t dim, const int32
 void gated_activation(const float* gate_up, int64_t rows, int64_t dim, Activation act, float* out,
                       cudaStream_t stream) {
   if (rows * dim == 0) return;
+  const bool aligned = dim % 4 == 0 && reinterpret_cast<uintptr_t>(gate_up) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  if (aligned && rows <= 65535) {
+    launch(gated_activation4_kernel, dim3(blocks_for(dim / 4), static_cast<unsigned>(rows)), 256, 0, stream,
+           reinterpret_cast<const float4*>(gate_up), dim / 4, act == Activation::GeluTanh,
+           reinterpret_cast<float4*>(out));
+    return;
+  }
   launch(gated_activation_kernel, blocks_for(rows * dim), 256, 0, stream, gate_up, rows, dim,
          act == Activation::GeluTanh, out);
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/mma.cuh"
 
@@ -648,17 +649,20 @@ __global__ void __launch_bounds__(256, 1) matmul_tiled_kernel(const uint4* __res
 // ---- wgmma (sm_90a): M > 64 when the weight has a core-matrix copy -------------------------
 // The same canonical order as every kernel above (bench/results/wgmma-probe.md: a chain of
 // wgmma.m64nNk16 gives the bits of the mma.sync.m16n8k16 chain), on Hopper's asynchronous
-// warpgroup MMA: a CTA of two warpgroups computes a 128 x 128 tile, each warpgroup 64 rows x
-// 128 columns with one wgmma.m64n128k16 per k16 step, both operands from shared memory in core-
-// matrix order (8 rows x 16 bytes, no swizzle): x converted to that order (to_core_rows_kernel),
-// the weight from its copy (pack_core_weight), each stage as 1 KB runs of cp.async per row-block.
-// Accumulators restart from zero at each 512-k segment; segment totals add in order.
-// 64-k stages in a ring of kWgStages. One stage's wgmmas stay in flight past its iteration, so the
-// slot refilled at iteration ks is the one stage ks - 2 read: loads run kWgStages - 2 stages ahead.
-// (Measured: 128-k stages with fewer in flight were 8% slower at M = 4096.)
-constexpr int kWgStages = 6;
+// warpgroup MMA: a CTA computes a 128 x 128 tile, both operands from shared memory in core-matrix
+// order (8 rows x 16 bytes, no swizzle): x converted to that order (to_core_rows_kernel), the
+// weight from its copy (pack_core_weight). Warp-specialized: warpgroup 0 produces 64-k stages into
+// a ring of kWsStages slots (16-byte cp.asyncs, 1 KB runs per row-block; each thread arrives on the
+// slot's `full` mbarrier when its copies land), warpgroups 1 and 2 consume, each 64 rows x 128
+// columns with one wgmma.m64n128k16 per k16 step, and release a slot on its `empty` mbarrier once
+// the wgmmas that read it are done (one stage kept in flight). Accumulators restart from zero at
+// each 512-k segment; segment totals add in order. Measured (NOTES-cuda.md): the same tiles with
+// the consumers issuing the copies and a CTA barrier per stage ran 19-27% slower; one bulk copy
+// (TMA) per 1 KB run instead of the cp.asyncs, 1.6x slower.
+constexpr int kWsStages = 6;
+constexpr int kWsThreads = 384;  // producer warpgroup + 2 consumer warpgroups
 constexpr int kCoreStageUnits = 16 * (2 * kStageKt) * 8;  // uint4 per operand and stage: 16 row-blocks x 8 k-blocks
-constexpr size_t kWgmmaSmem = kWgStages * 2 * kCoreStageUnits * sizeof(uint4);
+constexpr size_t kWgmmaSmem = kWsStages * 2 * kCoreStageUnits * sizeof(uint4) + 2 * kWsStages * sizeof(uint64_t);
 
 // x [M, K] f32 -> bf16 [m_pad, k_pad] in the core-matrix order of pack_core_weight (zero-padded):
 // a stage's 8 k-blocks of a row-block are 1 KB of contiguous memory. 8 values per thread.
@@ -694,65 +698,83 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t a, uin
 }
 #endif
 
-__global__ void __launch_bounds__(256, 1) matmul_wgmma_kernel(const uint4* __restrict__ xb, int M, int k_tiles,
-                                                              const uint4* __restrict__ wc, int N,
-                                                              const float* __restrict__ bias, float* __restrict__ out) {
+__device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+
+__global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4* __restrict__ xb, int M, int k_tiles,
+                                                                     const uint4* __restrict__ wc, int N,
+                                                                     const float* __restrict__ bias,
+                                                                     float* __restrict__ out) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  pdl_wait();
-  pdl_launch_dependents();
   extern __shared__ __align__(128) uint4 smem[];
-  uint4* As = smem;                                // [kWgStages][16 row-blocks][8 k-blocks][8] (core matrices)
-  uint4* Bs = smem + kWgStages * kCoreStageUnits;  // the same for 16 blocks of 8 output columns
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int wg = warp / 4;  // warpgroup: rows [64 wg, 64 wg + 64) of the tile
+  uint4* As = smem;                                // [kWsStages][16 row-blocks][8 k-blocks][8] (core matrices)
+  uint4* Bs = smem + kWsStages * kCoreStageUnits;  // the same for 16 blocks of 8 output columns
+  auto* full = reinterpret_cast<uint64_t*>(Bs + kWsStages * kCoreStageUnits);  // [kWsStages]: stage landed
+  uint64_t* empty = full + kWsStages;                                           // [kWsStages]: stage consumed
+  // The warpgroup index through a shuffle: provably uniform per warp, so ptxas does not treat the
+  // consumers' wgmmas as divergent code (it serialises them there, C7518).
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = __shfl_sync(0xffffffffu, tid / 128, 0);
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 128, nb0 = static_cast<int64_t>(blockIdx.y) * 16;
   const int64_t kb_count = 2 * static_cast<int64_t>(k_tiles);  // k-blocks of 8: x rows are kb_count uint4 long
   const int num_stages = k_tiles / kStageKt;
-  constexpr int kWgAhead = kWgStages - 2;
+  if (tid == 0) {
+    for (int s = 0; s < kWsStages; ++s) mbar_init(&full[s], 128), mbar_init(&empty[s], 8);
+    fence_mbarrier_init();
+  }
+  __syncthreads();
+  pdl_launch_dependents();
 
-  auto load_stage = [&](int slot, int ks) {
+  if (wg == 0) {
+    pdl_wait();  // x comes from the previous kernel
+    for (int ks = 0; ks < num_stages; ++ks) {
+      const int slot = ks % kWsStages;
+      if (ks >= kWsStages) mbar_wait(&empty[slot], ((ks / kWsStages) - 1) & 1);
 #pragma unroll
-    for (int i = 0; i < kCoreStageUnits / 256; ++i) {
-      const int c = tid + 256 * i, blk = c / 64, rem = c % 64;  // 64 uint4: a row-block's 8 k-blocks
-      cp_async16(As + slot * kCoreStageUnits + c, xb + ((row0 / 8 + blk) * kb_count + ks * 8) * 8 + rem);
-      cp_async16(Bs + slot * kCoreStageUnits + c, wc + ((nb0 + blk) * kb_count + ks * 8) * 8 + rem);
+      for (int i = 0; i < kCoreStageUnits / 128; ++i) {
+        const int c = tid + 128 * i, blk = c / 64, rem = c % 64;  // 64 uint4: a row-block's 8 k-blocks
+        cp_async16(As + slot * kCoreStageUnits + c, xb + ((row0 / 8 + blk) * kb_count + ks * 8) * 8 + rem);
+        cp_async16(Bs + slot * kCoreStageUnits + c, wc + ((nb0 + blk) * kb_count + ks * 8) * 8 + rem);
+      }
+      cp_async_arrive(&full[slot]);
     }
-  };
+    cp_async_wait<0>();
+    return;
+  }
 
+  const int cw = wg - 1, cwarp = warp - 4;  // consumer warpgroup: rows [64 cw, 64 cw + 64) of the tile
   float acc[64], total[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = total[i] = 0.f;
-
-#pragma unroll
-  for (int s = 0; s < kWgAhead; ++s) {
-    if (s < num_stages) load_stage(s, s);
-    cp_async_commit();
-  }
+  int pending = -1;  // a stage whose wgmmas may still be in flight, its slot not yet released
   for (int ks = 0; ks < num_stages; ++ks) {
-    cp_async_wait<kWgAhead - 1>();  // stage ks has landed (later ones may not)
+    const int slot = ks % kWsStages;
+    mbar_wait(&full[slot], (ks / kWsStages) & 1);
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async bytes, read by wgmma
-    // Every thread is past the previous iteration's wait_group 1: stage ks - 2's wgmmas are done and
-    // its slot, reloaded below, is free (stage ks - 1's may still be reading theirs).
-    __syncthreads();
-    if (ks + kWgAhead < num_stages) load_stage((ks + kWgAhead) % kWgStages, ks + kWgAhead);
-    cp_async_commit();
-    const int slot = ks % kWgStages;
-    const uint4* a_s = As + slot * kCoreStageUnits + wg * 8 * 64;  // this warpgroup's 8 row-blocks
+    const uint4* a_s = As + slot * kCoreStageUnits + cw * 8 * 64;  // this warpgroup's 8 row-blocks
     const uint4* b_s = Bs + slot * kCoreStageUnits;
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
     for (int kt = 0; kt < kStageKt; ++kt)  // k-blocks 2 kt, 2 kt + 1: 128 B apart; row-blocks 1 KB apart
       wgmma_m64n128k16(acc, core_descriptor(a_s + kt * 16, 128, 1024), core_descriptor(b_s + kt * 16, 128, 1024));
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    // One arrival per consumer warp (8 per slot): after its wait_group the warp's wgmmas that read
+    // the slot are done.
     if ((ks + 1) % kStagesPerSegment == 0 || ks + 1 == num_stages) {
       asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+      if (lane == 0) {
+        if (pending >= 0) mbar_arrive(&empty[pending % kWsStages]);
+        mbar_arrive(&empty[slot]);
+      }
+      pending = -1;
 #pragma unroll
       for (int i = 0; i < 64; ++i) total[i] += acc[i], acc[i] = 0.f;
     } else {
       asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // this stage stays in flight
+      if (lane == 0 && pending >= 0) mbar_arrive(&empty[pending % kWsStages]);
+      pending = ks;
     }
   }
-  cp_async_wait<0>();
 
   // D of m64n128: per warp (16 rows) the mma C layout of each 8-column block nb: acc[4 nb .. 4 nb + 3].
   const int g = lane / 4, c = lane % 4;
@@ -760,7 +782,7 @@ __global__ void __launch_bounds__(256, 1) matmul_wgmma_kernel(const uint4* __res
   for (int nb = 0; nb < 16; ++nb)
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-      const int64_t row = row0 + 16 * (warp) + g + 8 * (r / 2), col = (nb0 + nb) * 8 + 2 * c + r % 2;
+      const int64_t row = row0 + 16 * cwarp + g + 8 * (r / 2), col = (nb0 + nb) * 8 + 2 * c + r % 2;
       if (row < M && col < N) out[row * N + col] = finish(total[4 * nb + r], bias, static_cast<int>(col));
     }
 #else
@@ -915,8 +937,8 @@ void matmul(const float* x, int64_t rows, const void* w, const void* w_core, int
       return true;
     }();
     (void)configured;
-    launch(matmul_wgmma_kernel, grid, 256, kWgmmaSmem, stream, xa, M, k_tiles, static_cast<const uint4*>(w_core), N,
-           bias, out);
+    launch(matmul_wgmma_kernel, grid, kWsThreads, kWgmmaSmem, stream, xa, M, k_tiles,
+           static_cast<const uint4*>(w_core), N, bias, out);
     return;
   }
   // x -> A fragments once; every CTA then reads 16 bytes per lane per (m-tile, k-tile).

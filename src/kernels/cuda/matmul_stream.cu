@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/mma.cuh"
 
@@ -26,37 +27,6 @@ size_t stream_smem_bytes(int64_t rows, int64_t k) {
   const size_t segments = static_cast<size_t>(ceil_div(round_up(k, kMmaColPad), kSegmentK));
   const size_t sums = 2 * kStreamConsumerWarps * segments * static_cast<size_t>(rows) * 4 * sizeof(float2);
   return kRingBytes + kBarrierBytes + static_cast<size_t>(rows) * x_row_words(k) * sizeof(uint32_t) + sums;
-}
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-}
-// Returns once the barrier's phase of this parity has completed.
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-}
-// Bulk copy (TMA, no tensor map) of `bytes` from global to shared memory; completion is counted
-// on `bar`. The weights are read once per step: evict them from L2 first.
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
-          smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
-      : "memory");
 }
 
 // CTA c owns n-tiles [c·T/G, (c+1)·T/G), a contiguous run of the weight. Its units, n-tile-major
@@ -84,7 +54,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   const int my_tiles = tile_end - tile_begin;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStreamSlots; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    fence_mbarrier_init();
   }
   __syncthreads();
   // The next kernel may be scheduled now: it waits for this one's completion before reading out.
@@ -93,8 +63,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   if (warp == kStreamConsumerWarps) {
     // Producer: weights are constant, so they stream before pdl_wait (during the previous kernel).
     if (lane != 0) return;
-    uint64_t policy;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+    const uint64_t policy = l2_evict_first_policy();  // weights are read once per step
     const int num_units = my_tiles * num_segments;
     for (int u = 0; u < num_units; ++u) {
       const int slot = u % kStreamSlots, tile = tile_begin + u / num_segments, seg = u % num_segments;
