@@ -1,10 +1,14 @@
 #include "kernels/cuda/matmul.cuh"
 #include "kernels/cuda/matmul_stream.cuh"
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/common.cuh"
@@ -702,10 +706,22 @@ __device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
 
+// Tensor copy (TMA) of one 3-D box of a core-matrix tensor map (core_tensor_map) to shared memory.
+__device__ __forceinline__ void tensor_load(void* dst, const CUtensorMap& map, int c0, int c1, int c2, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
+          smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar))
+      : "memory");
+}
+
+template <bool kTma>  // the producer: one thread's two tensor copies per stage, or 128 threads' cp.asyncs
 __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4* __restrict__ xb, int M, int k_tiles,
                                                                      const uint4* __restrict__ wc, int N,
                                                                      const float* __restrict__ bias,
-                                                                     float* __restrict__ out) {
+                                                                     float* __restrict__ out,
+                                                                     const __grid_constant__ CUtensorMap x_map,
+                                                                     const __grid_constant__ CUtensorMap w_map) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(128) uint4 smem[];
   uint4* As = smem;                                // [kWsStages][16 row-blocks][8 k-blocks][8] (core matrices)
@@ -719,7 +735,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
   const int64_t kb_count = 2 * static_cast<int64_t>(k_tiles);  // k-blocks of 8: x rows are kb_count uint4 long
   const int num_stages = k_tiles / kStageKt;
   if (tid == 0) {
-    for (int s = 0; s < kWsStages; ++s) mbar_init(&full[s], 128), mbar_init(&empty[s], 8);
+    for (int s = 0; s < kWsStages; ++s) mbar_init(&full[s], kTma ? 1 : 128), mbar_init(&empty[s], 8);
     fence_mbarrier_init();
   }
   __syncthreads();
@@ -727,6 +743,17 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
 
   if (wg == 0) {
     pdl_wait();  // x comes from the previous kernel
+    if constexpr (kTma) {
+      if (tid != 0) return;
+      for (int ks = 0; ks < num_stages; ++ks) {
+        const int slot = ks % kWsStages;
+        if (ks >= kWsStages) mbar_wait(&empty[slot], ((ks / kWsStages) - 1) & 1);
+        mbar_arrive_expect_tx(&full[slot], 2 * kCoreStageUnits * sizeof(uint4));
+        tensor_load(As + slot * kCoreStageUnits, x_map, 0, ks * 8, static_cast<int>(row0 / 8), &full[slot]);
+        tensor_load(Bs + slot * kCoreStageUnits, w_map, 0, ks * 8, static_cast<int>(nb0), &full[slot]);
+      }
+      return;
+    }
     for (int ks = 0; ks < num_stages; ++ks) {
       const int slot = ks % kWsStages;
       if (ks >= kWsStages) mbar_wait(&empty[slot], ((ks / kWsStages) - 1) & 1);
@@ -750,7 +777,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
   for (int ks = 0; ks < num_stages; ++ks) {
     const int slot = ks % kWsStages;
     mbar_wait(&full[slot], (ks / kWsStages) & 1);
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async bytes, read by wgmma
+    if constexpr (!kTma) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async bytes, read by wgmma
     const uint4* a_s = As + slot * kCoreStageUnits + cw * 8 * 64;  // this warpgroup's 8 row-blocks
     const uint4* b_s = Bs + slot * kCoreStageUnits;
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -818,6 +845,37 @@ void launch_skinny(const float* x, const uint4* xa, int M, int K, const uint4* w
 }
 
 int64_t a_fragment_m_tiles(int64_t rows) { return round_up(ceil_div(rows, 16), kTileM); }
+
+// The driver's tensor-map encoder, through the runtime (no link against libcuda); null if absent.
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const auto encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &status) !=
+            cudaSuccess ||
+        status != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  return encode;
+}
+
+// A core-matrix matrix (pack_core_weight's order; x after to_core_rows) of `rows` (a multiple of
+// 128) x kb_count k-blocks as a 3-D tensor: (64 elements of a core matrix, k-block, row-block).
+// One box, {64, 8, 16}, is a wgmma stage of one operand: 16 row-blocks x 8 k-blocks, 16 KB, laid
+// out in shared memory exactly as the consumers read it.
+CUtensorMap core_tensor_map(const void* base, int64_t rows, int64_t kb_count) {
+  CUtensorMap map{};
+  const cuuint64_t dims[3] = {64, static_cast<cuuint64_t>(kb_count), static_cast<cuuint64_t>(rows / 8)};
+  const cuuint64_t strides[2] = {128, static_cast<cuuint64_t>(kb_count) * 128};  // bytes, dims 1 and 2
+  const cuuint32_t box[3] = {64, 8, 16}, element_strides[3] = {1, 1, 1};
+  const CUresult result = tensor_map_encoder()(
+      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides, box, element_strides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result != CUDA_SUCCESS) fail_unsupported("wgmma tensor map (cuTensorMapEncodeTiled result)", result);
+  return map;
+}
 
 }  // namespace
 
@@ -931,14 +989,21 @@ void matmul(const float* x, int64_t rows, const void* w, const void* w_core, int
     const int64_t m_pad = m_tiles * 16, k_pad = static_cast<int64_t>(k_tiles) * 16;
     launch(to_core_rows_kernel, static_cast<unsigned>(ceil_div(m_pad * k_pad / 8, 256)), 256, 0, stream, x, M, K, m_pad,
            k_pad, xa);
-    static const bool configured = [] {
-      TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(kWgmmaSmem)));
-      return true;
+    static const bool tma = [] {
+      for (auto kernel : {matmul_wgmma_kernel<true>, matmul_wgmma_kernel<false>})
+        TACHYON_CUDA_CHECK(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kWgmmaSmem)));
+      const char* env = std::getenv("TACHYON_WGMMA_TMA");  // A/B runs: 0 = the cp.async producer
+      return tensor_map_encoder() != nullptr && !(env && std::string(env) == "0");
     }();
-    (void)configured;
-    launch(matmul_wgmma_kernel, grid, kWsThreads, kWgmmaSmem, stream, xa, M, k_tiles,
-           static_cast<const uint4*>(w_core), N, bias, out);
+    const int64_t kb_count = 2 * static_cast<int64_t>(k_tiles);
+    if (tma)
+      launch(matmul_wgmma_kernel<true>, grid, kWsThreads, kWgmmaSmem, stream, xa, M, k_tiles,
+             static_cast<const uint4*>(w_core), N, bias, out, core_tensor_map(xa, m_pad, kb_count),
+             core_tensor_map(w_core, round_up(n, kMmaRowPad), kb_count));
+    else
+      launch(matmul_wgmma_kernel<false>, grid, kWsThreads, kWgmmaSmem, stream, xa, M, k_tiles,
+             static_cast<const uint4*>(w_core), N, bias, out, CUtensorMap{}, CUtensorMap{});
     return;
   }
   // x -> A fragments once; every CTA then reads 16 bytes per lane per (m-tile, k-tile).
