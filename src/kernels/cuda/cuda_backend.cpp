@@ -361,19 +361,18 @@ class CudaBackend final : public Backend {
     Scope scope(this, "matmul", w.rows, w.cols, rows);
     TACHYON_CHECK(w.layout == WeightLayout::MmaFragments, "matmul weights must come from upload_weight");
     const float* b = bias && !bias->empty() ? static_cast<const float*>(bias->data) : nullptr;
-    // Grow-only, geometrically: a steady decode loop never reallocates (a reallocation
-    // synchronises the stream).
-    const size_t need = cuda::matmul_workspace_bytes(rows, w.rows, w.cols);
-    if (need > workspace_bytes_) {
-      if (workspace_) deallocate(workspace_);
-      workspace_bytes_ = std::max(need, workspace_bytes_ * 3 / 2);
-      workspace_ = allocate(workspace_bytes_);
-    }
-    grow_zeroed_counters(counters_, num_counters_, cuda::matmul_counter_count(w.rows));
-    const void* core = nullptr;
-    if (rows > 64)
-      if (auto it = core_copies_.find(w.data); it != core_copies_.end()) core = it->second;
-    cuda::matmul(x, rows, w.data, core, w.rows, w.cols, b, out, workspace_, counters_, stream_);
+    prepare_matmul(rows, w);
+    cuda::matmul(x, rows, w.data, core_copy(rows, w), w.rows, w.cols, b, out, workspace_, counters_, stream_);
+  }
+  void gated_matmul(const float* gate_up, int64_t rows, int64_t dim, Activation act, const Weight& w, float* act_out,
+                    float* out) override {
+    if (w.layout != WeightLayout::MmaFragments || w.cols != dim ||
+        !cuda::matmul_gated_fuses(rows, w.rows, w.cols, core_copy(rows, w) != nullptr))
+      return Backend::gated_matmul(gate_up, rows, dim, act, w, act_out, out);
+    Scope scope(this, "gated_matmul", w.rows, w.cols, rows);
+    prepare_matmul(rows, w);
+    cuda::matmul_gated(gate_up, act == Activation::GeluTanh, rows, core_copy(rows, w), w.rows, w.cols, nullptr, out,
+                       workspace_, stream_);
   }
   void rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const RopeTable& table,
             const int32_t* positions) override {
@@ -556,6 +555,24 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return stream_; }
 
  private:
+  // The matmul workspace and split-K counters for w at `rows`. Grow-only, geometrically: a steady
+  // decode loop never reallocates (a reallocation synchronises the stream).
+  void prepare_matmul(int64_t rows, const Weight& w) {
+    const size_t need = cuda::matmul_workspace_bytes(rows, w.rows, w.cols);
+    if (need > workspace_bytes_) {
+      if (workspace_) deallocate(workspace_);
+      workspace_bytes_ = std::max(need, workspace_bytes_ * 3 / 2);
+      workspace_ = allocate(workspace_bytes_);
+    }
+    grow_zeroed_counters(counters_, num_counters_, cuda::matmul_counter_count(w.rows));
+  }
+  // w's core-matrix copy when the prefill (wgmma) kernel would use it, else null.
+  const void* core_copy(int64_t rows, const Weight& w) const {
+    if (rows <= 64) return nullptr;
+    const auto it = core_copies_.find(w.data);
+    return it != core_copies_.end() ? it->second : nullptr;
+  }
+
   // Brackets one op: installs the step recorder for its launches (graph-safe ops; `direct()`
   // for the others, which synchronise inside), or profile events when profiling is on.
   struct Scope {

@@ -1,5 +1,6 @@
 #include "kernels/cuda/elementwise.cuh"
 
+#include "kernels/cuda/activation.cuh"
 #include "kernels/cuda/common.cuh"
 
 namespace tachyon::kernels::cuda {
@@ -17,12 +18,6 @@ __global__ void embedding_kernel(const void* __restrict__ table, bool packed, in
   }
 }
 
-__device__ __forceinline__ float silu(float x) { return x / (1.f + expf(-x)); }
-__device__ __forceinline__ float gelu_tanh(float x) {
-  const float k = 0.7978845608028654f;  // sqrt(2 / pi)
-  return 0.5f * x * (1.f + tanhf(k * (x + 0.044715f * x * x * x)));
-}
-
 __global__ void gated_activation_kernel(const float* __restrict__ gate_up, int64_t rows, int64_t dim, bool gelu,
                                         float* __restrict__ out) {
   pdl_wait();
@@ -31,7 +26,7 @@ __global__ void gated_activation_kernel(const float* __restrict__ gate_up, int64
   if (i >= rows * dim) return;
   const int64_t r = i / dim, c = i % dim;
   const float g = gate_up[r * 2 * dim + c];
-  out[i] = (gelu ? gelu_tanh(g) : silu(g)) * gate_up[r * 2 * dim + dim + c];
+  out[i] = gated(g, gate_up[r * 2 * dim + dim + c], gelu);
 }
 
 // The same per element, four columns per thread and the row from the grid (dim % 4 == 0): 16-byte
@@ -43,8 +38,8 @@ __global__ void gated_activation4_kernel(const float4* __restrict__ gate_up, int
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, r = blockIdx.y;
   if (c >= dim4) return;
   const float4 g = gate_up[r * 2 * dim4 + c], u = gate_up[r * 2 * dim4 + dim4 + c];
-  auto act = [gelu](float v) { return gelu ? gelu_tanh(v) : silu(v); };
-  out[r * dim4 + c] = make_float4(act(g.x) * u.x, act(g.y) * u.y, act(g.z) * u.z, act(g.w) * u.w);
+  out[r * dim4 + c] = make_float4(gated(g.x, u.x, gelu), gated(g.y, u.y, gelu), gated(g.z, u.z, gelu),
+                                  gated(g.w, u.w, gelu));
 }
 
 __global__ void add_kernel(float* __restrict__ x, const float* __restrict__ y, int64_t n) {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "kernels/cuda/activation.cuh"
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/mma.cuh"
@@ -670,7 +671,7 @@ constexpr size_t kWgmmaSmem = kWsStages * 2 * kCoreStageUnits * sizeof(uint4) + 
 
 // x [M, K] f32 -> bf16 [m_pad, k_pad] in the core-matrix order of pack_core_weight (zero-padded):
 // a stage's 8 k-blocks of a row-block are 1 KB of contiguous memory. 8 values per thread.
-__global__ void to_core_rows_kernel(const float* __restrict__ x, int M, int K, int64_t m_pad, int64_t k_pad,
+__global__ void to_core_rows_kernel(MatmulInput in, int M, int K, int64_t m_pad, int64_t k_pad,
                                     uint4* __restrict__ xb) {
   pdl_wait();
   pdl_launch_dependents();
@@ -679,7 +680,7 @@ __global__ void to_core_rows_kernel(const float* __restrict__ x, int M, int K, i
   const int64_t kb_count = k_pad / 8, core = i / 8, r = (core / kb_count) * 8 + i % 8, k0 = (core % kb_count) * 8;
   uint32_t v[4];
 #pragma unroll
-  for (int j = 0; j < 4; ++j) v[j] = load_x_pair(x, M, K, static_cast<int>(r), static_cast<int>(k0 + 2 * j));
+  for (int j = 0; j < 4; ++j) v[j] = load_input_pair(in, M, K, static_cast<int>(r), static_cast<int>(k0 + 2 * j));
   xb[i] = make_uint4(v[0], v[1], v[2], v[3]);
 }
 
@@ -752,20 +753,20 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
         tensor_load(As + slot * kCoreStageUnits, x_map, 0, ks * 8, static_cast<int>(row0 / 8), &full[slot]);
         tensor_load(Bs + slot * kCoreStageUnits, w_map, 0, ks * 8, static_cast<int>(nb0), &full[slot]);
       }
-      return;
-    }
-    for (int ks = 0; ks < num_stages; ++ks) {
-      const int slot = ks % kWsStages;
-      if (ks >= kWsStages) mbar_wait(&empty[slot], ((ks / kWsStages) - 1) & 1);
+    } else {
+      for (int ks = 0; ks < num_stages; ++ks) {
+        const int slot = ks % kWsStages;
+        if (ks >= kWsStages) mbar_wait(&empty[slot], ((ks / kWsStages) - 1) & 1);
 #pragma unroll
-      for (int i = 0; i < kCoreStageUnits / 128; ++i) {
-        const int c = tid + 128 * i, blk = c / 64, rem = c % 64;  // 64 uint4: a row-block's 8 k-blocks
-        cp_async16(As + slot * kCoreStageUnits + c, xb + ((row0 / 8 + blk) * kb_count + ks * 8) * 8 + rem);
-        cp_async16(Bs + slot * kCoreStageUnits + c, wc + ((nb0 + blk) * kb_count + ks * 8) * 8 + rem);
+        for (int i = 0; i < kCoreStageUnits / 128; ++i) {
+          const int c = tid + 128 * i, blk = c / 64, rem = c % 64;  // 64 uint4: a row-block's 8 k-blocks
+          cp_async16(As + slot * kCoreStageUnits + c, xb + ((row0 / 8 + blk) * kb_count + ks * 8) * 8 + rem);
+          cp_async16(Bs + slot * kCoreStageUnits + c, wc + ((nb0 + blk) * kb_count + ks * 8) * 8 + rem);
+        }
+        cp_async_arrive(&full[slot]);
       }
-      cp_async_arrive(&full[slot]);
+      cp_async_wait<0>();
     }
-    cp_async_wait<0>();
     return;
   }
 
@@ -908,6 +909,57 @@ void set_decode_matmul_variant(int variant) {
   splitk_smem_weights = variant == kDecodeSplitKShared;
 }
 
+namespace {
+
+// Auto (measured on the H200, bench/NOTES-cuda.md): at M <= 16 wide matrices with k <= 4096
+// (gate_up, LM head) stream best through the long-lived 4-n-tile kernel, the rest through
+// split-K; at 17-64 rows wide matrices through the batched kernel (v8), the rest through the
+// skinny kernel over A fragments.
+// Then (NOTES-cuda.md "Session 9") the streaming kernel: at M = 1 for matrices of 16 MB or more,
+// at 2-8 rows for the wide ones (at M = 8 it loses on 32 MB matrices: each CTA stages all of x).
+int decode_variant_for(int64_t rows, int64_t n, int64_t k) {
+  int variant = decode_variant;
+  const bool streams = stream_matmul_fits(rows, k);
+  if (variant == kDecodeStream && !streams) variant = kDecodeAuto;
+  if (variant == kDecodeAuto && streams && n * k >= (int64_t{8} << 20) && (rows == 1 || n >= 16384))
+    variant = kDecodeStream;
+  if (variant == kDecodeAuto || variant == kDecodeAutoClassic ||
+      (rows <= 16 && (variant == kDecodeBatched || variant == kDecodeBatchedWhole))) {
+    if (rows <= 16) variant = n >= 16384 && k <= 4096 ? kDecodeWide : kDecodeSplitK;
+    else variant = n >= 16384 ? kDecodeBatched : kDecodeWide;  // 17-64 rows
+  }
+  return variant;
+}
+
+// x [M, K] (or gated_activation's output, `in`) -> bf16 core matrices (the same bytes as its A
+// fragments), then the wgmma kernel: M > 64 with the weight's core-matrix copy.
+void matmul_wgmma(const MatmulInput& in, int M, int K, int k_tiles, const void* w_core, int64_t n, const float* bias,
+                  float* out, void* workspace, cudaStream_t stream) {
+  const int64_t m_tiles = a_fragment_m_tiles(M), N = n;
+  auto* xa = static_cast<uint4*>(workspace);
+  const dim3 grid(static_cast<unsigned>(m_tiles / kTileM), static_cast<unsigned>(round_up(n, kMmaRowPad) / 128));
+  const int64_t m_pad = m_tiles * 16, k_pad = static_cast<int64_t>(k_tiles) * 16;
+  launch(to_core_rows_kernel, static_cast<unsigned>(ceil_div(m_pad * k_pad / 8, 256)), 256, 0, stream, in, M, K, m_pad,
+         k_pad, xa);
+  static const bool tma = [] {
+    for (auto kernel : {matmul_wgmma_kernel<true>, matmul_wgmma_kernel<false>})
+      TACHYON_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kWgmmaSmem)));
+    const char* env = std::getenv("TACHYON_WGMMA_TMA");  // A/B runs: 0 = the cp.async producer
+    return tensor_map_encoder() != nullptr && !(env && std::string(env) == "0");
+  }();
+  const int64_t kb_count = 2 * static_cast<int64_t>(k_tiles);
+  if (tma)
+    launch(matmul_wgmma_kernel<true>, grid, kWsThreads, kWgmmaSmem, stream, xa, M, k_tiles,
+           static_cast<const uint4*>(w_core), static_cast<int>(N), bias, out, core_tensor_map(xa, m_pad, kb_count),
+           core_tensor_map(w_core, round_up(n, kMmaRowPad), kb_count));
+  else
+    launch(matmul_wgmma_kernel<false>, grid, kWsThreads, kWgmmaSmem, stream, xa, M, k_tiles,
+           static_cast<const uint4*>(w_core), static_cast<int>(N), bias, out, CUtensorMap{}, CUtensorMap{});
+}
+
+}  // namespace
+
 // Rows 17-64 may need both: the A fragments, then (batched kernel with split k) the segment
 // sums after them.
 size_t matmul_workspace_bytes(int64_t rows, int64_t n, int64_t k) {
@@ -927,22 +979,7 @@ void matmul(const float* x, int64_t rows, const void* w, const void* w_core, int
   const int M = static_cast<int>(rows), N = static_cast<int>(n), K = static_cast<int>(k);
   const auto* wf = static_cast<const uint4*>(w);
   const int k_tiles = static_cast<int>(round_up(k, kMmaColPad) / 16);
-  // Auto (measured on the H200, bench/NOTES-cuda.md): at M <= 16 wide matrices with k <= 4096
-  // (gate_up, LM head) stream best through the long-lived 4-n-tile kernel, the rest through
-  // split-K; at 17-64 rows wide matrices through the batched kernel (v8), the rest through the
-  // skinny kernel over A fragments.
-  // Then (NOTES-cuda.md "Session 9") the streaming kernel: at M = 1 for matrices of 16 MB or more,
-  // at 2-8 rows for the wide ones (at M = 8 it loses on 32 MB matrices: each CTA stages all of x).
-  int variant = decode_variant;
-  const bool streams = stream_matmul_fits(rows, k);
-  if (variant == kDecodeStream && !streams) variant = kDecodeAuto;
-  if (variant == kDecodeAuto && streams && n * k >= (int64_t{8} << 20) && (rows == 1 || n >= 16384))
-    variant = kDecodeStream;
-  if (variant == kDecodeAuto || variant == kDecodeAutoClassic ||
-      (rows <= 16 && (variant == kDecodeBatched || variant == kDecodeBatchedWhole))) {
-    if (rows <= 16) variant = n >= 16384 && k <= 4096 ? kDecodeWide : kDecodeSplitK;
-    else variant = n >= 16384 ? kDecodeBatched : kDecodeWide;  // 17-64 rows
-  }
+  const int variant = decode_variant_for(rows, n, k);
   if (variant == kDecodeStream) return matmul_stream(x, M, K, wf, N, k_tiles / 2, bias, out, stream);
   if (rows <= 64 && variant == kDecodeSplitK) {
     auto* partial = static_cast<float*>(workspace);
@@ -985,27 +1022,7 @@ void matmul(const float* x, int64_t rows, const void* w, const void* w_core, int
   const int64_t m_tiles = a_fragment_m_tiles(rows);
   auto* xa = static_cast<uint4*>(workspace);
   const dim3 grid(static_cast<unsigned>(m_tiles / kTileM), static_cast<unsigned>(round_up(n, kMmaRowPad) / 128));
-  if (rows > 64 && w_core) {  // x -> bf16 core matrices (the same bytes as its A fragments), then wgmma
-    const int64_t m_pad = m_tiles * 16, k_pad = static_cast<int64_t>(k_tiles) * 16;
-    launch(to_core_rows_kernel, static_cast<unsigned>(ceil_div(m_pad * k_pad / 8, 256)), 256, 0, stream, x, M, K, m_pad,
-           k_pad, xa);
-    static const bool tma = [] {
-      for (auto kernel : {matmul_wgmma_kernel<true>, matmul_wgmma_kernel<false>})
-        TACHYON_CUDA_CHECK(
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kWgmmaSmem)));
-      const char* env = std::getenv("TACHYON_WGMMA_TMA");  // A/B runs: 0 = the cp.async producer
-      return tensor_map_encoder() != nullptr && !(env && std::string(env) == "0");
-    }();
-    const int64_t kb_count = 2 * static_cast<int64_t>(k_tiles);
-    if (tma)
-      launch(matmul_wgmma_kernel<true>, grid, kWsThreads, kWgmmaSmem, stream, xa, M, k_tiles,
-             static_cast<const uint4*>(w_core), N, bias, out, core_tensor_map(xa, m_pad, kb_count),
-             core_tensor_map(w_core, round_up(n, kMmaRowPad), kb_count));
-    else
-      launch(matmul_wgmma_kernel<false>, grid, kWsThreads, kWgmmaSmem, stream, xa, M, k_tiles,
-             static_cast<const uint4*>(w_core), N, bias, out, CUtensorMap{}, CUtensorMap{});
-    return;
-  }
+  if (rows > 64 && w_core) return matmul_wgmma({x}, M, K, k_tiles, w_core, n, bias, out, workspace, stream);
   // x -> A fragments once; every CTA then reads 16 bytes per lane per (m-tile, k-tile).
   const int64_t units = m_tiles * k_tiles * 32;
   launch(to_a_fragments_kernel, static_cast<unsigned>(ceil_div(units, 256)), 256, 0, stream, x, M, K, m_tiles, k_tiles,
@@ -1027,6 +1044,20 @@ void matmul(const float* x, int64_t rows, const void* w, const void* w_core, int
   }();
   (void)configured;
   launch(matmul_tiled_kernel, grid, 256, kTiledSmem, stream, xa, M, k_tiles, wf, N, bias, out);
+}
+
+// Not at decode: staging the activation in the streaming kernel measured 42.7 us for the 8B down
+// projection against 31.0 + 4.4 us for the two launches, and batch-1 decode 187 against 206 tok/s
+// (NOTES-cuda.md "Session 9": the activation kernel's launch is hidden while the matmul fills its
+// ring; the fused kernel's staging is not).
+bool matmul_gated_fuses(int64_t rows, int64_t n, int64_t k, bool has_core) { return rows > 64 && has_core; }
+
+void matmul_gated(const float* gate_up, bool gelu, int64_t rows, const void* w_core, int64_t n, int64_t k,
+                  const float* bias, float* out, void* workspace, cudaStream_t stream) {
+  const MatmulInput in{nullptr, gate_up, gelu ? 1 : 0};
+  const int M = static_cast<int>(rows), K = static_cast<int>(k), k_tiles = static_cast<int>(round_up(k, kMmaColPad) / 16);
+  if (!matmul_gated_fuses(rows, n, k, w_core != nullptr)) fail_unsupported("matmul_gated rows (needs > 64)", rows);
+  matmul_wgmma(in, M, K, k_tiles, w_core, n, bias, out, workspace, stream);
 }
 
 }  // namespace tachyon::kernels::cuda

@@ -52,6 +52,14 @@ size_t matmul_counter_count(int64_t n);
 void matmul(const float* x, int64_t rows, const void* w, const void* w_core, int64_t n, int64_t k, const float* bias,
             float* out, void* workspace, unsigned* counters, cudaStream_t stream);
 
+// out = gated_activation(gate_up) · Wᵀ (+ bias) with the activation applied as x is converted for
+// the wgmma kernel (gate_up [rows, 2k]; gelu: GeluTanh, else SiLU): the bits of gated_activation
+// then matmul, one launch fewer and no activation round trip through memory. Only where
+// matmul_gated_fuses: M > 64 with the weight's core-matrix copy (w_core).
+bool matmul_gated_fuses(int64_t rows, int64_t n, int64_t k, bool has_core);
+void matmul_gated(const float* gate_up, bool gelu, int64_t rows, const void* w_core, int64_t n, int64_t k,
+                  const float* bias, float* out, void* workspace, cudaStream_t stream);
+
 // Kernel lab (bench/cuda): which kernel serves M <= 64. All are bit-identical (the canonical
 // order); they differ in how they stream weights and read x. Default: the fastest measured.
 enum DecodeMatmulVariant {

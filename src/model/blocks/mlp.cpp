@@ -13,8 +13,7 @@ void gated_mlp_forward(StepContext& ctx, Workspace& ws, const GatedMlpWeights& w
   float* gate_up = ws.get(Workspace::kGateUp, rows * 2 * inter);
   float* h = ws.get(Workspace::kAct, rows * inter);
   ctx.backend.matmul(x, rows, w.gate_up, nullptr, gate_up);
-  ctx.backend.gated_activation(gate_up, rows, inter, act, h);
-  ctx.backend.matmul(h, rows, w.down, nullptr, out);
+  ctx.backend.gated_matmul(gate_up, rows, inter, act, w.down, h, out);
 }
 
 }  // namespace tachyon::model

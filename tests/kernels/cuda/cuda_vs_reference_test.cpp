@@ -113,6 +113,34 @@ TEST_F(CudaKernels, StreamingDecodeMatmulGivesTheBitsOfEveryOtherKernel) {
   }
 }
 
+// gated_matmul applies the activation while converting the wgmma kernel's input (prefill rows)
+// and falls back to the two ops elsewhere (decode rows): the bits of gated_activation then
+// matmul, for both activations.
+TEST_F(CudaKernels, GatedMatmulGivesTheBitsOfTheActivationThenTheMatmul) {
+  struct Case {
+    int64_t rows, n, k;
+    bool fused;
+  };
+  for (const Case& c : {Case{1, 8200, 1100, false}, {8, 16400, 2050, false}, {20, 300, 1100, false},
+                        {100, 300, 2050, true}, {300, 1000, 4096, true}}) {
+    const auto wb = to_bf16(random_vec(static_cast<size_t>(c.n * c.k), rng, 0.05f));
+    const Weight w = gpu->upload_weight(Weight{wb.data(), DType::BF16, c.n, c.k});
+    float* gate_up = upload(random_vec(static_cast<size_t>(c.rows * 2 * c.k), rng));
+    EXPECT_EQ(c.fused, cuda::matmul_gated_fuses(c.rows, c.n, c.k, c.rows > 64)) << c.rows << " rows";
+    for (auto act : {Activation::SiLU, Activation::GeluTanh}) {
+      float* h = poisoned(static_cast<size_t>(c.rows * c.k));
+      float* expect = poisoned(static_cast<size_t>(c.rows * c.n));
+      gpu->gated_activation(gate_up, c.rows, c.k, act, h);
+      gpu->matmul(h, c.rows, w, nullptr, expect);
+      float* got = poisoned(static_cast<size_t>(c.rows * c.n));
+      gpu->gated_matmul(gate_up, c.rows, c.k, act, w, poisoned(static_cast<size_t>(c.rows * c.k)), got);
+      const auto a = download(got, static_cast<size_t>(c.rows * c.n)), b = download(expect, a.size());
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+          << c.rows << " x " << c.n << " x " << c.k << (act == Activation::GeluTanh ? ", gelu" : ", silu");
+    }
+  }
+}
+
 // Prefill on wgmma (sm_90a, the weight's core-matrix copy) and on the mma.sync tiled kernel
 // (TACHYON_WGMMA=0): identical bits, with row, column and k tails and several k segments.
 TEST_F(CudaKernels, WgmmaPrefillMatmulGivesTheBitsOfTheMmaSyncKernel) {
