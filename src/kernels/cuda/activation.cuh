@@ -16,7 +16,9 @@ __device__ __forceinline__ float gelu_tanh(float x) {
   return 0.5f * x * (1.f + tanhf(k * (x + 0.044715f * x * x * x)));
 }
 // act(gate) · up, one element.
-__device__ __forceinline__ float gated(float gate, float up, bool gelu) { return (gelu ? gelu_tanh(gate) : silu(gate)) * up; }
+__device__ __forceinline__ float gated(float gate, float up, bool gelu) {
+  return (gelu ? gelu_tanh(gate) : silu(gate)) * up;
+}
 
 // A matmul's input row r, columns k, k + 1 as a bf16 pair (the matmul input rounding), zero outside
 // [M, K) (K even): x itself, or, when gate_up is set, gated_activation's output computed from it

@@ -535,10 +535,11 @@ bool qkv_norm_rope_write_kv(const float* qkv, float* q, int64_t rows, const QkPr
                             cudaStream_t stream) {
   if (p.head_dim > 256 || p.num_heads + p.kv_heads > 65535 || p.offset + 2 * p.half > p.head_dim) return false;
   if (rows == 0) return true;
-  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(ceil_div(p.num_heads + p.kv_heads, kPrologueWarps)));
+  const dim3 grid(static_cast<unsigned>(rows),
+                  static_cast<unsigned>(ceil_div(p.num_heads + p.kv_heads, kPrologueWarps)));
   auto go = [&](auto kernel) {
-    launch(kernel, grid, 32 * kPrologueWarps, 0, stream, qkv, q, p.num_heads, p.kv_heads, p.head_dim, p.q_norm, p.k_norm, p.eps,
-           p.weight_offset, p.inv_freq, p.half, p.offset, p.scaling, p.interleaved, p.positions, meta, k_cache,
+    launch(kernel, grid, 32 * kPrologueWarps, 0, stream, qkv, q, p.num_heads, p.kv_heads, p.head_dim, p.q_norm,
+           p.k_norm, p.eps, p.weight_offset, p.inv_freq, p.half, p.offset, p.scaling, p.interleaved, p.positions, meta, k_cache,
            v_cache, block_size);
   };
   if (p.head_dim <= 64) go(qkv_norm_rope_write_kv_kernel<2>);

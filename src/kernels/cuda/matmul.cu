@@ -657,13 +657,15 @@ __global__ void __launch_bounds__(256, 1) matmul_tiled_kernel(const uint4* __res
 // warpgroup MMA: a CTA computes a 128 x 128 tile, both operands from shared memory in core-matrix
 // order (8 rows x 16 bytes, no swizzle): x converted to that order (to_core_rows_kernel), the
 // weight from its copy (pack_core_weight). Warp-specialized: warpgroup 0 produces 64-k stages into
-// a ring of kWsStages slots (16-byte cp.asyncs, 1 KB runs per row-block; each thread arrives on the
-// slot's `full` mbarrier when its copies land), warpgroups 1 and 2 consume, each 64 rows x 128
-// columns with one wgmma.m64n128k16 per k16 step, and release a slot on its `empty` mbarrier once
-// the wgmmas that read it are done (one stage kept in flight). Accumulators restart from zero at
-// each 512-k segment; segment totals add in order. Measured (NOTES-cuda.md): the same tiles with
-// the consumers issuing the copies and a CTA barrier per stage ran 19-27% slower; one bulk copy
-// (TMA) per 1 KB run instead of the cp.asyncs, 1.6x slower.
+// a ring of kWsStages slots, counted on each slot's `full` mbarrier: one thread issues two TMA
+// tensor copies per stage (core_tensor_map: a 16 KB box per operand) where the driver exports the
+// encoder, else its 128 threads issue 16-byte cp.asyncs and arrive when theirs land. Warpgroups 1
+// and 2 consume, each 64 rows x 128 columns with one wgmma.m64n128k16 per k16 step, and release a
+// slot on its `empty` mbarrier once the wgmmas that read it are done (one stage kept in flight).
+// Accumulators restart from zero at each 512-k segment; segment totals add in order. Measured
+// (NOTES-cuda.md "Session 9"): the same tiles with the consumers issuing the copies and a CTA
+// barrier per stage ran 19-27% slower than the cp.async producer, the tensor copies 2-4% faster
+// than it, and one bulk copy per 1 KB run 1.6x slower.
 constexpr int kWsStages = 6;
 constexpr int kWsThreads = 384;  // producer warpgroup + 2 consumer warpgroups
 constexpr int kCoreStageUnits = 16 * (2 * kStageKt) * 8;  // uint4 per operand and stage: 16 row-blocks x 8 k-blocks
@@ -778,7 +780,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
   for (int ks = 0; ks < num_stages; ++ks) {
     const int slot = ks % kWsStages;
     mbar_wait(&full[slot], (ks / kWsStages) & 1);
-    if constexpr (!kTma) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async bytes, read by wgmma
+    // cp.async bytes (generic proxy), read by wgmma (async proxy); tensor copies need no fence
+    if constexpr (!kTma) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     const uint4* a_s = As + slot * kCoreStageUnits + cw * 8 * 64;  // this warpgroup's 8 row-blocks
     const uint4* b_s = Bs + slot * kCoreStageUnits;
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -1055,7 +1058,8 @@ bool matmul_gated_fuses(int64_t rows, int64_t n, int64_t k, bool has_core) { ret
 void matmul_gated(const float* gate_up, bool gelu, int64_t rows, const void* w_core, int64_t n, int64_t k,
                   const float* bias, float* out, void* workspace, cudaStream_t stream) {
   const MatmulInput in{nullptr, gate_up, gelu ? 1 : 0};
-  const int M = static_cast<int>(rows), K = static_cast<int>(k), k_tiles = static_cast<int>(round_up(k, kMmaColPad) / 16);
+  const int M = static_cast<int>(rows), K = static_cast<int>(k);
+  const int k_tiles = static_cast<int>(round_up(k, kMmaColPad) / 16);
   if (!matmul_gated_fuses(rows, n, k, w_core != nullptr)) fail_unsupported("matmul_gated rows (needs > 64)", rows);
   matmul_wgmma(in, M, K, k_tiles, w_core, n, bias, out, workspace, stream);
 }

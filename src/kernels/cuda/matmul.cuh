@@ -17,8 +17,8 @@
 //    m-tiles per warp;
 //  - tiled (M > 64, prefill): 128x128 tiles, x first converted to A fragments, a 4-stage
 //    cp.async pipeline; on Hopper (sm_90a) with the weight's core-matrix copy, the same tiles on
-//    wgmma (two warpgroups of m64n128k16, x and the weight both in core-matrix order in shared
-//    memory, one stage of wgmmas kept in flight).
+//    wgmma, warp-specialized (a producer warpgroup fills a ring by TMA, two consumer warpgroups of
+//    m64n128k16; x and the weight both in core-matrix order, one stage of wgmmas kept in flight).
 #pragma once
 
 #include <cuda_runtime.h>

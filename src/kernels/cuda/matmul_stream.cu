@@ -14,7 +14,7 @@ namespace {
 constexpr int kUnitPairs = static_cast<int>(kSegmentK / 32);
 constexpr int kUnitBytes = kUnitPairs * 512;
 constexpr int kStreamSlots = 16;        // 128 KB of weights in flight per SM
-constexpr int kStreamConsumerWarps = 8;  // one n-tile each at a time; warp 8 produces
+constexpr int kStreamConsumerWarps = 8;  // take the units round-robin; warp 8 produces
 constexpr int kStreamThreads = (kStreamConsumerWarps + 1) * 32;
 constexpr size_t kRingBytes = static_cast<size_t>(kStreamSlots) * kUnitBytes;
 constexpr size_t kBarrierBytes = 2 * kStreamSlots * sizeof(uint64_t);

@@ -56,7 +56,8 @@ TEST_F(CudaKernels, MatmulF32AndF16WeightsAreConvertedToBf16) {
 }
 
 // The same row through the split-K kernel (1 to 64 rows: its four instantiations), the older
-// skinny kernel, the streaming kernel (1 and 7 rows), the batched kernel (17-64 rows; k split over CTAs and whole) and the tiled one
+// skinny kernel, the streaming kernel (1 and 7 rows),
+// the batched kernel (17-64 rows; k split over CTAs and whole) and the tiled one
 // (65, 200 rows), at different places in the batch: identical bits.
 TEST_F(CudaKernels, MatmulRowIsBitIdenticalWhateverTheBatchOrKernel) {
   for (int64_t k : {64, 1100, 4096}) {
