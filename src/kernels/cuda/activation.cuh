@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/mma.cuh"
 
 namespace tachyon::kernels::cuda {
 
@@ -31,11 +32,8 @@ struct MatmulInput {
   int32_t unused = 0;
 };
 __device__ __forceinline__ uint32_t load_input_pair(const MatmulInput& in, int M, int K, int r, int k) {
+  if (!in.gate_up) return load_x_pair(in.x, M, K, r, k);
   if (r >= M || k >= K) return 0u;
-  if (!in.gate_up) {
-    const float2 v = *reinterpret_cast<const float2*>(in.x + static_cast<int64_t>(r) * K + k);
-    return pack_bf16x2(v.x, v.y);
-  }
   const float* row = in.gate_up + static_cast<int64_t>(r) * 2 * K;
   const float2 g = *reinterpret_cast<const float2*>(row + k), u = *reinterpret_cast<const float2*>(row + K + k);
   return pack_bf16x2(gated(g.x, u.x, in.gelu), gated(g.y, u.y, in.gelu));

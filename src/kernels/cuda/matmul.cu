@@ -938,7 +938,8 @@ int decode_variant_for(int64_t rows, int64_t n, int64_t k) {
 // fragments), then the wgmma kernel: M > 64 with the weight's core-matrix copy.
 void matmul_wgmma(const MatmulInput& in, int M, int K, int k_tiles, const void* w_core, int64_t n, const float* bias,
                   float* out, void* workspace, cudaStream_t stream) {
-  const int64_t m_tiles = a_fragment_m_tiles(M), N = n;
+  const int64_t m_tiles = a_fragment_m_tiles(M);
+  const int N = static_cast<int>(n);
   auto* xa = static_cast<uint4*>(workspace);
   const dim3 grid(static_cast<unsigned>(m_tiles / kTileM), static_cast<unsigned>(round_up(n, kMmaRowPad) / 128));
   const int64_t m_pad = m_tiles * 16, k_pad = static_cast<int64_t>(k_tiles) * 16;
@@ -954,11 +955,11 @@ void matmul_wgmma(const MatmulInput& in, int M, int K, int k_tiles, const void* 
   const int64_t kb_count = 2 * static_cast<int64_t>(k_tiles);
   if (tma)
     launch(matmul_wgmma_kernel<true>, grid, kWsThreads, kWgmmaSmem, stream, xa, M, k_tiles,
-           static_cast<const uint4*>(w_core), static_cast<int>(N), bias, out, core_tensor_map(xa, m_pad, kb_count),
+           static_cast<const uint4*>(w_core), N, bias, out, core_tensor_map(xa, m_pad, kb_count),
            core_tensor_map(w_core, round_up(n, kMmaRowPad), kb_count));
   else
     launch(matmul_wgmma_kernel<false>, grid, kWsThreads, kWgmmaSmem, stream, xa, M, k_tiles,
-           static_cast<const uint4*>(w_core), static_cast<int>(N), bias, out, CUtensorMap{}, CUtensorMap{});
+           static_cast<const uint4*>(w_core), N, bias, out, CUtensorMap{}, CUtensorMap{});
 }
 
 }  // namespace
@@ -1022,10 +1023,10 @@ void matmul(const float* x, int64_t rows, const void* w, const void* w_core, int
            bias, out);
     return;
   }
+  if (rows > 64 && w_core) return matmul_wgmma({x}, M, K, k_tiles, w_core, n, bias, out, workspace, stream);
   const int64_t m_tiles = a_fragment_m_tiles(rows);
   auto* xa = static_cast<uint4*>(workspace);
   const dim3 grid(static_cast<unsigned>(m_tiles / kTileM), static_cast<unsigned>(round_up(n, kMmaRowPad) / 128));
-  if (rows > 64 && w_core) return matmul_wgmma({x}, M, K, k_tiles, w_core, n, bias, out, workspace, stream);
   // x -> A fragments once; every CTA then reads 16 bytes per lane per (m-tile, k-tile).
   const int64_t units = m_tiles * k_tiles * 32;
   launch(to_a_fragments_kernel, static_cast<unsigned>(ceil_div(units, 256)), 256, 0, stream, x, M, K, m_tiles, k_tiles,
