@@ -16,8 +16,9 @@
 // with every logit row returned to the host. --profile prints the GPU time per op class of
 // one prefill and of decode steps (cudaEvents around every op, bench/NOTES-cuda.md).
 // Usage: cuda_bench [--runs 3] [--json FILE] [--lab] [--profile] [--engine-only: skip the kernel tables]
-//                   [--attention-only: the attention table alone] MODEL_DIR
-// Env: TACHYON_CUDA_L2_PREFETCH_MB (decode weight prefetch depth, 0 = off), TACHYON_CUDA_GRAPHS.
+//                   [--attention-only: the attention table alone] [--decode-only: the decode matmul table, M 1-8]
+//                   [--decode-quick: engine decode at batch 1, 4 and 8 only] MODEL_DIR
+// Env: TACHYON_CUDA_GRAPHS, TACHYON_STREAM_SLOTS (matmul_stream.cu), TACHYON_WGMMA_TMA (matmul.cu).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -148,7 +149,8 @@ struct Shape {
 
 int main(int argc, char** argv) {
   int runs = 3, decode_variant = kernels::cuda::kDecodeAuto;
-  bool lab = false, profile = false, engine_only = false, attention_only = false, decode_only = false;
+  bool lab = false, profile = false, engine_only = false, attention_only = false, decode_only = false,
+       decode_quick = false;
   std::string json_path, dir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -159,7 +161,8 @@ int main(int argc, char** argv) {
     else if (a == "--profile") profile = true;
     else if (a == "--engine-only") engine_only = true;
     else if (a == "--attention-only") attention_only = true;
-    else if (a == "--decode-only") decode_only = true;  // the decode matmul table (M = 1, 8), then exit
+    else if (a == "--decode-only") decode_only = true;
+    else if (a == "--decode-quick") decode_quick = true;  // engine decode at batch 1 and 8 only (A/B runs)  // the decode matmul table (M = 1, 8), then exit
     else dir = a;
   }
   if (dir.empty()) {
@@ -227,8 +230,8 @@ int main(int argc, char** argv) {
                                          kernels::cuda::kDecodeMediumDeep, kernels::cuda::kDecodeSplitKShared});
       for (int variant : variants) {
         kernels::cuda::set_decode_matmul_variant(variant);
-        for (int64_t m : {1, 8, 32, 64}) {
-          if (decode_only && m > 8) continue;
+        for (int64_t m : {1, 2, 4, 8, 32, 64}) {
+          if (decode_only ? m > 8 : m == 2 || m == 4) continue;
           // The batched variants serve 17-64 rows only; kDecodeWide at 17-64 rows is the skinny
           // kernel over A fragments.
           const bool batched =
@@ -332,6 +335,7 @@ int main(int argc, char** argv) {
   std::printf("\n| figure | measured | roofline | ratio |\n|---|---|---|---|\n");
   Json engine = Json::object();
   for (int tokens : {512, 4096}) {
+    if (decode_quick) break;
     const auto prompt = random_ids(tokens);
     std::vector<double> tps;
     for (int r = 0; r <= runs + (profile ? 1 : 0); ++r) {  // the extra run is profiled
@@ -364,8 +368,9 @@ int main(int argc, char** argv) {
     int batch;
     bool host_logits;
   };
-  for (auto [b, host_logits] : {DecodeCase{1, false}, DecodeCase{1, true}, DecodeCase{8, false},
+  for (auto [b, host_logits] : {DecodeCase{1, false}, DecodeCase{1, true}, DecodeCase{4, false}, DecodeCase{8, false},
                                 DecodeCase{32, false}, DecodeCase{64, false}, DecodeCase{64, true}}) {
+    if (decode_quick ? host_logits || b > 8 : b == 4) continue;  // batch 4 (a verification's rows): quick runs
     std::vector<kv::SeqId> seqs;
     std::vector<int32_t> pos(static_cast<size_t>(b), prompt_len), next(static_cast<size_t>(b));
     model::Batch batch;

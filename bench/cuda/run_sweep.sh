@@ -9,7 +9,10 @@
 # BUILD, SKIP_ENGINE=1, SKIP_SPEC=1, KERNELS=1 (the kernel tables too: cuda_bench without --engine-only;
 # KERNELS=decode: the decode matmul table alone, into kernels.md, before the engine run),
 # AB_ARGS / AB_ENV (a second engine run with these arguments / environment, e.g. "--decode-variant 12" or
-# "TACHYON_WGMMA_WS=0", into engine-b.md).
+# "TACHYON_WGMMA_WS=0", into engine-b.md); QUICK: environments separated by ';' ("-": none), each one
+# cuda_bench --decode-quick run (batch 1 and 8) into quick.md; B_CUDA_FLAGS: a second build of cuda_bench with
+# these extra CUDA flags (e.g. "-DTACHYON_PDL_EARLY=1") that runs QUICK again.
+# FULL_ENGINE=0 skips the full engine run (QUICK runs only).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${BUILD:-/tmp/build-sweep}"
@@ -35,13 +38,31 @@ if [ "${SKIP_ENGINE:-0}" = 0 ]; then
   if [ "${KERNELS:-0}" = decode ]; then
     "$build/bench/cuda_bench" --decode-only "$ckpt" > "$results/kernels.md" 2>&1 || tail "$results/kernels.md"
   fi
-  timeout 400 "$build/bench/cuda_bench" $([ "${KERNELS:-0}" = 1 ] || echo --engine-only) ${BENCH_ARGS:-} "$ckpt" > "$results/engine.md" 2>&1 ||
+  [ "${FULL_ENGINE:-1}" = 0 ] || timeout 400 "$build/bench/cuda_bench" $([ "${KERNELS:-0}" = 1 ] || echo --engine-only) ${BENCH_ARGS:-} "$ckpt" > "$results/engine.md" 2>&1 ||
     tail "$results/engine.md"
-  grep -E "^\| (decode|prefill)|device copy" "$results/engine.md"
+  [ "${FULL_ENGINE:-1}" = 0 ] || grep -E "^\| (decode|prefill)|device copy" "$results/engine.md"
   if [ -n "${AB_ARGS:-}${AB_ENV:-}" ]; then
     echo "## engine with ${AB_ENV:-} ${AB_ARGS:-}"
     env ${AB_ENV:-} timeout 300 "$build/bench/cuda_bench" --engine-only ${AB_ARGS:-} "$ckpt" > "$results/engine-b.md" 2>&1 || tail "$results/engine-b.md"
     grep -E "^\| (decode|prefill)" "$results/engine-b.md"
+  fi
+fi
+quick_runs() {  # $1: the cuda_bench binary, $2: a label
+  local configs e
+  IFS=';' read -ra configs <<< "${QUICK:-}"
+  for e in "${configs[@]}"; do
+    [ "$e" = - ] && e=""
+    echo "## decode-quick, build $2, env: ${e:-none}"
+    env $e timeout 120 "$1" --engine-only --decode-quick "$ckpt" 2>&1 | grep -E "^\| decode" || echo "(failed: exit $?)"
+  done
+}
+if [ -n "${QUICK:-}" ] && [ "${SKIP_ENGINE:-0}" = 0 ]; then
+  quick_runs "$build/bench/cuda_bench" a | tee "$results/quick.md"
+  if [ -n "${B_CUDA_FLAGS:-}" ]; then
+    cmake -S "$root" -B "$build-b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTACHYON_SERVER=OFF -DTACHYON_TESTS=ON \
+      -DTACHYON_CUDA=ON "-DCMAKE_CUDA_FLAGS=$B_CUDA_FLAGS" ${EXTRA_CMAKE_ARGS:-} > "$results/cmake-b.log" 2>&1 &&
+      ninja -C "$build-b" -j"$(nproc)" cuda_bench > "$results/build-b.log" 2>&1 &&
+      quick_runs "$build-b/bench/cuda_bench" "b ($B_CUDA_FLAGS)" | tee -a "$results/quick.md"
   fi
 fi
 [ "${SKIP_SPEC:-0}" = 1 ] && exit 0

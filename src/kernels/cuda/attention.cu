@@ -109,8 +109,7 @@ __global__ void __launch_bounds__(32 * WARPS, 8 / WARPS) attention_kernel(
     const float* __restrict__ q, DeviceAttentionMeta meta, const QueryTile* __restrict__ tiles,
     const float* __restrict__ k_cache, const float* __restrict__ v_cache, AttentionShape s, int heads_per_chunk,
     int stages, float* __restrict__ out) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   extern __shared__ float4 smem4[];
   const int D = DK > 0 ? 8 * DK : s.head_dim, parts = d_parts(D), max_pairs = tile_pairs(D, WARPS);
   uint32_t* qs = reinterpret_cast<uint32_t*>(smem4);
@@ -328,8 +327,7 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
                                                                const float* __restrict__ v_cache, AttentionShape s,
                                                                int max_chunks, float* __restrict__ partial,
                                                                unsigned* __restrict__ counters, float* __restrict__ out) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   extern __shared__ float4 smem4[];
   __shared__ bool last;
   const int group = s.num_heads / s.num_kv_heads;
@@ -359,8 +357,7 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
 __global__ void write_kv_kernel(const float* __restrict__ k, const float* __restrict__ v, DeviceAttentionMeta meta,
                                 float* __restrict__ k_cache, float* __restrict__ v_cache, int block_size,
                                 int64_t width) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   const int r = blockIdx.x;
   const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[r]];
   const int64_t slot = kv_slot(table, tree_position(meta, r, meta.positions[r]), block_size);
@@ -385,8 +382,7 @@ __global__ void __launch_bounds__(32 * kPrologueWarps) qkv_norm_rope_write_kv_ke
     const float* __restrict__ inv_freq, int half, int offset, float scaling, bool interleaved,
     const int32_t* __restrict__ positions, DeviceAttentionMeta meta, float* __restrict__ k_cache,
     float* __restrict__ v_cache, int block_size) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   __shared__ float heads[kPrologueWarps][32 * PL];
   const int r = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int qk_head = blockIdx.y * kPrologueWarps + warp;  // q heads, then k heads

@@ -77,6 +77,27 @@ __device__ __forceinline__ float warp_max(float v) {
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 
+#ifndef TACHYON_PDL_EARLY
+#define TACHYON_PDL_EARLY 0
+#endif
+// The entry of a kernel that reads nothing before its predecessor ends. Built with
+// -DTACHYON_PDL_EARLY=1 it releases the next kernel before it waits, so a small kernel between
+// two matmuls lets the second matmul's CTA take each SM as soon as the first one's CTA there
+// exits and fill its ring while the small kernel waits and runs. Sound by the rule above (a
+// kernel released early still reads nothing but weights before its own pdl_wait, and every
+// kernel it waits on is resident before it is launched); H200, same call: batch-1 decode 209.9
+// vs 205.8 tok/s, batch 8 1301 vs 1317 (bench/NOTES-cuda.md "Session 10"). Off until the CUDA
+// tests have run in that build on the device.
+__device__ __forceinline__ void pdl_enter() {
+  if constexpr (TACHYON_PDL_EARLY) {
+    pdl_launch_dependents();
+    pdl_wait();
+  } else {
+    pdl_wait();
+    pdl_launch_dependents();
+  }
+}
+
 template <typename... Params>
 void launch_now(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Params... args) {
   cudaLaunchConfig_t config{};

@@ -8,8 +8,7 @@ namespace {
 
 __global__ void embedding_kernel(const void* __restrict__ table, bool packed, int64_t dim,
                                  const int32_t* __restrict__ ids, float scale, float* __restrict__ out) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   const int64_t r = blockIdx.x, id = ids[r];
   for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
     const float v = packed ? __bfloat162float(static_cast<const __nv_bfloat16*>(table)[mma_fragment_index(id, c, dim)])
@@ -20,8 +19,7 @@ __global__ void embedding_kernel(const void* __restrict__ table, bool packed, in
 
 __global__ void gated_activation_kernel(const float* __restrict__ gate_up, int64_t rows, int64_t dim, bool gelu,
                                         float* __restrict__ out) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * dim) return;
   const int64_t r = i / dim, c = i % dim;
@@ -33,8 +31,7 @@ __global__ void gated_activation_kernel(const float* __restrict__ gate_up, int64
 // accesses and no 64-bit division per element (the scalar kernel ran at half the copy bandwidth).
 __global__ void gated_activation4_kernel(const float4* __restrict__ gate_up, int64_t dim4, bool gelu,
                                          float4* __restrict__ out) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, r = blockIdx.y;
   if (c >= dim4) return;
   const float4 g = gate_up[r * 2 * dim4 + c], u = gate_up[r * 2 * dim4 + dim4 + c];
@@ -43,16 +40,14 @@ __global__ void gated_activation4_kernel(const float4* __restrict__ gate_up, int
 }
 
 __global__ void add_kernel(float* __restrict__ x, const float* __restrict__ y, int64_t n) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) x[i] += y[i];
 }
 
 __global__ void gather_rows_kernel(const float* __restrict__ src, const int32_t* __restrict__ rows, int64_t width,
                                    float* __restrict__ dst) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   const int64_t i = blockIdx.x, from = rows[i];
   for (int64_t c = threadIdx.x; c < width; c += blockDim.x) dst[i * width + c] = src[from * width + c];
 }
@@ -63,8 +58,7 @@ __device__ __forceinline__ void better(float& v, int& i, float ov, int oi) {
   if (ov > v || (ov == v && oi < i)) v = ov, i = oi;
 }
 __global__ void __launch_bounds__(1024) argmax_kernel(const float* __restrict__ x, int64_t n, int32_t* __restrict__ ids) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   __shared__ float vs[32];
   __shared__ int is[32];
   const float* row = x + static_cast<int64_t>(blockIdx.x) * n;
@@ -102,8 +96,7 @@ __device__ __forceinline__ void merge_shfl(Ranked (&t)[2], int o) {
   insert(t, b);
 }
 __global__ void __launch_bounds__(256) top_two_kernel(const float* __restrict__ x, int64_t n, TopTwo* __restrict__ out) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   __shared__ Ranked tops[8][2];
   __shared__ double sums[8];
   const float* row = x + static_cast<int64_t>(blockIdx.x) * n;
@@ -142,8 +135,7 @@ __global__ void __launch_bounds__(256) top_two_kernel(const float* __restrict__ 
 // dst[r, i] = src[r, i] with row strides (in-place-safe only when the ranges do not overlap).
 __global__ void copy_strided_kernel(const float* __restrict__ src, int64_t src_stride, int64_t rows, int64_t width,
                                     float* __restrict__ dst, int64_t dst_stride) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * width) return;
   const int64_t r = i / width, c = i % width;
@@ -152,8 +144,7 @@ __global__ void copy_strided_kernel(const float* __restrict__ src, int64_t src_s
 
 __global__ void gate_multiply_kernel(float* __restrict__ x, int64_t rows, int64_t dim,
                                      const float* __restrict__ gate, int64_t gate_stride, int64_t group, bool sigmoid) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * dim) return;
   const int64_t r = i / dim, c = i % dim;
@@ -221,14 +212,12 @@ void gate_multiply(float* x, int64_t rows, int64_t dim, const float* gate, int64
 
 namespace {
 __global__ void gather_copies_kernel(const CopyDesc* __restrict__ copies, uint4* __restrict__ workspace) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   const CopyDesc c = copies[blockIdx.x];
   for (int64_t i = threadIdx.x; i < c.count; i += blockDim.x) workspace[c.offset + i] = c.src[i];
 }
 __global__ void scatter_copies_kernel(const CopyDesc* __restrict__ copies, const uint4* __restrict__ workspace) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   const CopyDesc c = copies[blockIdx.x];
   for (int64_t i = threadIdx.x; i < c.count; i += blockDim.x) c.dst[i] = workspace[c.offset + i];
 }

@@ -21,8 +21,7 @@ __global__ void causal_conv1d_silu_kernel(const float* __restrict__ x, int64_t c
   float wc[kMaxConvKernel], win[kMaxConvKernel];  // win[0:kernel-1]: oldest input first
   if (c < channels)
     for (int i = 0; i < kernel; ++i) wc[i] = __bfloat162float(w[mma_fragment_index(c, i, kernel)]);
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   if (c >= channels) return;
   float* st = state + meta.seq_state_slot[s] * state_stride;  // [kernel − 1, channels]
   for (int i = 0; i < kernel - 1; ++i) win[i] = st[i * channels + c];
@@ -52,8 +51,7 @@ __global__ void gated_delta_rule_kernel(const float* __restrict__ qkv, int64_t q
   float* S = delta_smem;
   float* q = S + dk * dv;
   float* k = q + dk;
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   float* st = state + meta.seq_state_slot[s] * state_stride + static_cast<int64_t>(h) * dk * dv;
   if (j < dv)
     for (int i = 0; i < dk; ++i) S[i * dv + j] = st[i * dv + j];

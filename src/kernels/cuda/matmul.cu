@@ -99,8 +99,7 @@ __global__ void __launch_bounds__(256) matmul_skinny_kernel(const float* __restr
                                                             const uint4* __restrict__ xa, int M, int K,
                                                             const uint4* __restrict__ w, int N, int kp_count,
                                                             const float* __restrict__ bias, float* __restrict__ out) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   constexpr int kTileFloats = MT * NTW * 32 * 4;  // one warp's partial sums
   constexpr int kPerThread = (kTileFloats + 255) / 256;
   extern __shared__ float partial[];  // [kSkinnyWarps][kTileFloats]
@@ -194,8 +193,7 @@ __global__ void __launch_bounds__(256) matmul_decode_kernel(const float* __restr
                                                             const uint4* __restrict__ w, int N, int kp_count,
                                                             const float* __restrict__ bias,
                                                             float* __restrict__ out) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   constexpr int kRegs = kHalf ? 2 : 4;  // A registers staged per lane per k-tile
   extern __shared__ uint32_t xs[];      // [kDecodeRoundTiles][32 lanes][kRegs]
   __shared__ float partial[kSkinnyWarps][128];
@@ -424,8 +422,7 @@ __global__ void __launch_bounds__(256, 2) matmul_batched_kernel(const uint4* __r
     }
   };
   load_batch(b[0], s_begin, 0);  // weights are constant: before the wait (PDL)
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   for (int s = s_begin; s < s_end; ++s) {
     const int kp_begin = s * kPairsPerSegment, kp_end = min(kp_count, kp_begin + kPairsPerSegment);
     __syncthreads();  // every warp is done with the previous segment's A fragments
@@ -551,8 +548,7 @@ constexpr size_t kTiledSmem = kStages * (kStageUnitsA + kStageUnitsB) * sizeof(u
 // x [M, K] f32 -> A fragments [m_tiles][k_tiles][32 lanes] x uint4, zero-padded.
 __global__ void to_a_fragments_kernel(const float* __restrict__ x, int M, int K, int64_t m_tiles, int k_tiles,
                                       uint4* __restrict__ xa) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= m_tiles * k_tiles * 32) return;
   const int lane = static_cast<int>(i % 32);
@@ -566,8 +562,7 @@ __global__ void to_a_fragments_kernel(const float* __restrict__ x, int M, int K,
 __global__ void __launch_bounds__(256, 1) matmul_tiled_kernel(const uint4* __restrict__ xa, int M, int k_tiles,
                                                               const uint4* __restrict__ w, int N,
                                                               const float* __restrict__ bias, float* __restrict__ out) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   extern __shared__ uint4 smem[];
   uint4* As = smem;                           // [kStages][kTileM][kStageKt][32]
   uint4* Bs = smem + kStages * kStageUnitsA;  // [kStages][kTileN][kStageKt / 2][32]
@@ -675,8 +670,7 @@ constexpr size_t kWgmmaSmem = kWsStages * 2 * kCoreStageUnits * sizeof(uint4) + 
 // a stage's 8 k-blocks of a row-block are 1 KB of contiguous memory. 8 values per thread.
 __global__ void to_core_rows_kernel(MatmulInput in, int M, int K, int64_t m_pad, int64_t k_pad,
                                     uint4* __restrict__ xb) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= m_pad * k_pad / 8) return;
   const int64_t kb_count = k_pad / 8, core = i / 8, r = (core / kb_count) * 8 + i % 8, k0 = (core % kb_count) * 8;
@@ -920,11 +914,20 @@ namespace {
 // skinny kernel over A fragments.
 // Then (NOTES-cuda.md "Session 9") the streaming kernel: at M = 1 for matrices of 16 MB or more,
 // at 2-8 rows for the wide ones (at M = 8 it loses on 32 MB matrices: each CTA stages all of x).
+// TACHYON_STREAM_MIN_N (A/B runs): the narrowest matrix streamed at 2-8 rows.
+int64_t stream_min_n() {
+  static const int64_t n = [] {
+    const char* env = std::getenv("TACHYON_STREAM_MIN_N");
+    return env ? std::max<int64_t>(1, std::atoll(env)) : int64_t{16384};
+  }();
+  return n;
+}
+
 int decode_variant_for(int64_t rows, int64_t n, int64_t k) {
   int variant = decode_variant;
   const bool streams = stream_matmul_fits(rows, k);
   if (variant == kDecodeStream && !streams) variant = kDecodeAuto;
-  if (variant == kDecodeAuto && streams && n * k >= (int64_t{8} << 20) && (rows == 1 || n >= 16384))
+  if (variant == kDecodeAuto && streams && n * k >= (int64_t{8} << 20) && (rows == 1 || n >= stream_min_n()))
     variant = kDecodeStream;
   if (variant == kDecodeAuto || variant == kDecodeAutoClassic ||
       (rows <= 16 && (variant == kDecodeBatched || variant == kDecodeBatchedWhole))) {

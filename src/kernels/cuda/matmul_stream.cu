@@ -1,6 +1,8 @@
 #include "kernels/cuda/matmul_stream.cuh"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/common.cuh"
@@ -13,24 +15,51 @@ namespace {
 // contiguous in memory (an n-tile's k-pairs are consecutive), so one bulk copy moves it.
 constexpr int kUnitPairs = static_cast<int>(kSegmentK / 32);
 constexpr int kUnitBytes = kUnitPairs * 512;
-constexpr int kStreamSlots = 16;        // 128 KB of weights in flight per SM
+constexpr int kStreamSlots = 16;        // 128 KB of weights in flight per SM (at most: stream_slots)
 constexpr int kStreamConsumerWarps = 8;  // take the units round-robin; warp 8 produces
 constexpr int kStreamThreads = (kStreamConsumerWarps + 1) * 32;
-constexpr size_t kRingBytes = static_cast<size_t>(kStreamSlots) * kUnitBytes;
-constexpr size_t kBarrierBytes = 2 * kStreamSlots * sizeof(uint64_t);
 constexpr size_t kStreamSmemLimit = 227 * 1024;
+constexpr size_t kTwoPerSmLimit = 113 * 1024;  // two CTAs on one SM (228 KB, 1 KB reserved per CTA)
 
 // x rows in shared memory: bf16, padded by 16 bytes so the 8 rows of an A fragment fall in
 // different banks.
 __host__ __device__ inline int x_row_words(int64_t k) { return static_cast<int>(round_up(k, kMmaColPad) / 2 + 4); }
-size_t stream_smem_bytes(int64_t rows, int64_t k) {
+size_t stream_smem_bytes(int64_t rows, int64_t k, int slots) {
   const size_t segments = static_cast<size_t>(ceil_div(round_up(k, kMmaColPad), kSegmentK));
   const size_t sums = 2 * kStreamConsumerWarps * segments * static_cast<size_t>(rows) * 4 * sizeof(float2);
-  return kRingBytes + kBarrierBytes + static_cast<size_t>(rows) * x_row_words(k) * sizeof(uint32_t) + sums;
+  const size_t ring = static_cast<size_t>(slots) * (kUnitBytes + 2 * sizeof(uint64_t));  // units and barriers
+  return ring + static_cast<size_t>(rows) * x_row_words(k) * sizeof(uint32_t) + sums;
+}
+
+// Ring slots: a multiple of the consumer warps, so that every unit of a slot goes to one warp
+// (unit u: slot u % slots, warp u % 8), which takes them in order: a warp never waits on a slot's
+// barrier for a phase two ahead of the slot's current one (parity waits cannot tell those apart).
+// kStreamSlots by default; TACHYON_STREAM_SLOTS (A/B runs) = 8, 16 or 24, "pair" (16, or 8 where
+// that lets two CTAs share an SM: the next matmul's CTA then streams beside this one's last) or
+// "max" (the most that fit).
+constexpr int kMaxStreamSlots = 24;
+int stream_slots(int64_t rows, int64_t k) {
+  static const std::string setting = [] {
+    const char* env = std::getenv("TACHYON_STREAM_SLOTS");
+    return std::string(env ? env : "");
+  }();
+  const auto fits = [&](int slots, size_t limit) { return stream_smem_bytes(rows, k, slots) <= limit; };
+  if (setting == "pair") return fits(kStreamConsumerWarps, kTwoPerSmLimit) ? kStreamConsumerWarps : kStreamSlots;
+  if (setting == "max") {
+    int slots = kMaxStreamSlots;
+    while (slots > kStreamSlots && !fits(slots, kStreamSmemLimit)) slots -= kStreamConsumerWarps;
+    return slots;
+  }
+  if (setting.empty()) return kStreamSlots;
+  const int slots = std::atoi(setting.c_str());
+  if (slots < kStreamConsumerWarps || slots > kMaxStreamSlots || slots % kStreamConsumerWarps != 0 ||
+      !fits(slots, kStreamSmemLimit))
+    fail_unsupported("TACHYON_STREAM_SLOTS (8, 16 or 24 that fit, pair or max)", slots);
+  return slots;
 }
 
 // CTA c owns n-tiles [c·T/G, (c+1)·T/G), a contiguous run of the weight. Its units, n-tile-major
-// (memory order), go through ring slot u % kStreamSlots; the consumer warps take them round-robin
+// (memory order), go through ring slot u % slots; the consumer warps take them round-robin
 // (unit u: warp u % 8), whatever the number of n-tiles, so a CTA with four n-tiles still runs eight
 // MMA chains at once. A consumer releases a slot as soon as its fragments are in registers. Each
 // unit's segment sum goes to shared memory; per round of 8 n-tiles the consumers meet at a barrier
@@ -38,12 +67,12 @@ size_t stream_smem_bytes(int64_t rows, int64_t k) {
 // barrier per round).
 __global__ void __launch_bounds__(kStreamThreads, 1)
     matmul_stream_kernel(const float* __restrict__ x, int M, int K, const uint4* __restrict__ w, int N, int kp_count,
-                         int n_tiles, const float* __restrict__ bias, float* __restrict__ out) {
+                         int n_tiles, const float* __restrict__ bias, float* __restrict__ out, int slots) {
   extern __shared__ __align__(128) uint4 smem_stream[];
   uint4* ring = smem_stream;
-  auto* full = reinterpret_cast<uint64_t*>(smem_stream + kRingBytes / sizeof(uint4));
-  uint64_t* empty = full + kStreamSlots;
-  auto* xs = reinterpret_cast<uint32_t*>(empty + kStreamSlots);  // [M][row_words] bf16 pairs
+  auto* full = reinterpret_cast<uint64_t*>(smem_stream + static_cast<size_t>(slots) * kUnitBytes / sizeof(uint4));
+  uint64_t* empty = full + slots;
+  auto* xs = reinterpret_cast<uint32_t*>(empty + slots);  // [M][row_words] bf16 pairs
   const int row_words = x_row_words(K), pair_count = kp_count * 16;  // bf16 pairs per padded row
   const int num_segments = (kp_count + kUnitPairs - 1) / kUnitPairs;
   // [2 round parities][8 n-tiles][segments][M rows x 4 lanes] float2: a unit's sums for rows < M
@@ -53,7 +82,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   const int tile_end = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * n_tiles / gridDim.x);
   const int my_tiles = tile_end - tile_begin;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kStreamSlots; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
+    for (int s = 0; s < slots; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
     fence_mbarrier_init();
   }
   __syncthreads();
@@ -66,8 +95,8 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     const uint64_t policy = l2_evict_first_policy();  // weights are read once per step
     const int num_units = my_tiles * num_segments;
     for (int u = 0; u < num_units; ++u) {
-      const int slot = u % kStreamSlots, tile = tile_begin + u / num_segments, seg = u % num_segments;
-      if (u >= kStreamSlots) mbar_wait(&empty[slot], ((u / kStreamSlots) - 1) & 1);
+      const int slot = u % slots, tile = tile_begin + u / num_segments, seg = u % num_segments;
+      if (u >= slots) mbar_wait(&empty[slot], ((u / slots) - 1) & 1);
       const uint32_t bytes = static_cast<uint32_t>(min(kUnitPairs, kp_count - seg * kUnitPairs) * 512);
       mbar_arrive_expect_tx(&full[slot], bytes);
       bulk_load(ring + slot * (kUnitBytes / 16), w + (static_cast<int64_t>(tile) * kp_count + seg * kUnitPairs) * 32,
@@ -91,9 +120,9 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     const int width = min(kStreamConsumerWarps, my_tiles - round * kStreamConsumerWarps);
     float2* round_sums = sums + (round & 1) * kStreamConsumerWarps * num_segments * M * 4;
     for (int i = warp; i < width * num_segments; i += kStreamConsumerWarps) {
-      const int u = round * round_units + i, slot = u % kStreamSlots, seg = i % num_segments;
+      const int u = round * round_units + i, slot = u % slots, seg = i % num_segments;
       const int pairs = min(kUnitPairs, kp_count - seg * kUnitPairs);
-      mbar_wait(&full[slot], (u / kStreamSlots) & 1);
+      mbar_wait(&full[slot], (u / slots) & 1);
       uint4 b[kUnitPairs];
       const uint4* unit = ring + slot * (kUnitBytes / 16);
 #pragma unroll
@@ -131,7 +160,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
 }  // namespace
 
 bool stream_matmul_fits(int64_t rows, int64_t k) {
-  return rows >= 1 && rows <= kStreamMaxRows && stream_smem_bytes(rows, k) <= kStreamSmemLimit;
+  return rows >= 1 && rows <= kStreamMaxRows && stream_smem_bytes(rows, k, kStreamSlots) <= kStreamSmemLimit;
 }
 
 void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_count, const float* bias, float* out,
@@ -146,8 +175,9 @@ void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_c
   }();
   const int n_tiles = static_cast<int>(ceil_div(N, 8));
   const unsigned grid = static_cast<unsigned>(std::min(sm_count, n_tiles));
-  launch(matmul_stream_kernel, grid, kStreamThreads, stream_smem_bytes(M, K), stream, x, M, K, w, N, kp_count, n_tiles,
-         bias, out);
+  const int slots = stream_slots(M, K);
+  launch(matmul_stream_kernel, grid, kStreamThreads, stream_smem_bytes(M, K, slots), stream, x, M, K, w, N, kp_count,
+         n_tiles, bias, out, slots);
 }
 
 }  // namespace tachyon::kernels::cuda

@@ -64,8 +64,7 @@ __global__ void __launch_bounds__(kRouteWarps * 32) moe_route_kernel(const float
   __shared__ int picked_all[kRouteWarps][kMaxTopK];
   __shared__ int kept_all[kRouteWarps][kMaxGroups];
   __shared__ float group_all[kRouteWarps][kMaxGroups];
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row = blockIdx.x * kRouteWarps + warp;
   if (row >= rows) return;
@@ -139,8 +138,7 @@ __global__ void __launch_bounds__(1024) moe_plan_kernel(const int32_t* __restric
                                                         int32_t* __restrict__ num_tiles) {
   extern __shared__ int plan_smem[];  // count, offset, tile offset, fill: [experts] each
   int *count = plan_smem, *offset = count + experts, *tile_off = offset + experts, *fill = tile_off + experts;
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   for (int e = threadIdx.x; e < experts; e += blockDim.x) count[e] = 0, fill[e] = 0;
   __syncthreads();
   for (int s = threadIdx.x; s < slots; s += blockDim.x)
@@ -174,8 +172,7 @@ __global__ void __launch_bounds__(1024) moe_plan_kernel(const int32_t* __restric
 __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ ids,
                                    const float* __restrict__ weights, const int32_t* __restrict__ pos, int top_k,
                                    int64_t hidden, float* __restrict__ out) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   const int64_t r = blockIdx.x, i = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
   if (i >= hidden) return;
   int order[kMaxTopK];

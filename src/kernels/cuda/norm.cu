@@ -11,8 +11,7 @@ namespace {
 constexpr int kWarpMaxPerLane = 32;
 __global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, int64_t rows, int dim, float eps,
                                 float weight_offset, float* out) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -33,8 +32,7 @@ __global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, int
 // these were 4).
 __global__ void add_rms_norm_kernel(float* x, const float* y, const float* __restrict__ w, int64_t rows, int dim,
                                     float eps, float weight_offset, float* out) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -94,8 +92,7 @@ __device__ __forceinline__ void norm_row_wide(const float4 (&v)[kWideMaxVec], in
 
 __global__ void __launch_bounds__(256) rms_norm_wide_kernel(const float* x, const float* __restrict__ w, int dim,
                                                             float eps, float weight_offset, float* out) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   const float4* xr = reinterpret_cast<const float4*>(x + static_cast<int64_t>(blockIdx.x) * dim);
   const int vecs = dim / 4;
   float4 v[kWideMaxVec];
@@ -109,8 +106,7 @@ __global__ void __launch_bounds__(256) rms_norm_wide_kernel(const float* x, cons
 __global__ void __launch_bounds__(256) add_rms_norm_wide_kernel(float* x, const float* __restrict__ y,
                                                                 const float* __restrict__ w, int dim, float eps,
                                                                 float weight_offset, float* __restrict__ out) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   float4* xr = reinterpret_cast<float4*>(x + static_cast<int64_t>(blockIdx.x) * dim);
   const float4* yr = reinterpret_cast<const float4*>(y + static_cast<int64_t>(blockIdx.x) * dim);
   const int vecs = dim / 4;
@@ -132,8 +128,7 @@ __global__ void __launch_bounds__(256) add_rms_norm_wide_kernel(float* x, const 
 // Any other width: one block per row, strided.
 __global__ void rms_norm_block_kernel(const float* x, const float* __restrict__ w, int dim, float eps,
                                       float weight_offset, float* out) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   __shared__ float warp_sums[8];
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
   float sum = 0.f;

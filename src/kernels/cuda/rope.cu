@@ -9,8 +9,7 @@ namespace {
 // Block (row, head), thread = rotated pair: no loop carries a load.
 __global__ void rope_kernel(float* x, int heads, int head_dim, int offset, const float* __restrict__ inv_freq, int half,
                             float scaling, bool interleaved, const int32_t* __restrict__ positions) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_enter();
   const int64_t row = blockIdx.x;
   const int h = blockIdx.y;
   const int i = threadIdx.x;  // rotated pair
