@@ -10,9 +10,11 @@
 # KERNELS=decode: the decode matmul table alone, into kernels.md, before the engine run),
 # AB_ARGS / AB_ENV (a second engine run with these arguments / environment, e.g. "--decode-variant 12" or
 # "TACHYON_WGMMA_WS=0", into engine-b.md); QUICK: environments separated by ';' ("-": none), each one
-# cuda_bench --decode-quick run (batch 1 and 8) into quick.md; B_CUDA_FLAGS: a second build of cuda_bench with
-# these extra CUDA flags (e.g. "-DTACHYON_PDL_EARLY=1") that runs QUICK again.
-# FULL_ENGINE=0 skips the full engine run (QUICK runs only).
+# cuda_bench --decode-quick run (batch 1, 4 and 8) into quick.md; ATTN=1: the attention table
+# (cuda_bench --attention-only) into attention.md. B_CUDA_FLAGS / B_CMAKE_ARGS: a second build with these extra
+# CUDA flags / CMake arguments (e.g. "-DTACHYON_PDL_EARLY=1", "-DTACHYON_ATTENTION_BF16=ON") that runs QUICK and
+# ATTN again, with B_TESTS=1 its CUDA tests first (sweep-tests-b.log), with B_ENGINE=1 the full engine run after.
+# FULL_ENGINE=0 skips the default build's full engine run.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${BUILD:-/tmp/build-sweep}"
@@ -58,11 +60,29 @@ quick_runs() {  # $1: the cuda_bench binary, $2: a label
 }
 if [ -n "${QUICK:-}" ] && [ "${SKIP_ENGINE:-0}" = 0 ]; then
   quick_runs "$build/bench/cuda_bench" a | tee "$results/quick.md"
-  if [ -n "${B_CUDA_FLAGS:-}" ]; then
-    cmake -S "$root" -B "$build-b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTACHYON_SERVER=OFF -DTACHYON_TESTS=ON \
-      -DTACHYON_CUDA=ON "-DCMAKE_CUDA_FLAGS=$B_CUDA_FLAGS" ${EXTRA_CMAKE_ARGS:-} > "$results/cmake-b.log" 2>&1 &&
-      ninja -C "$build-b" -j"$(nproc)" cuda_bench > "$results/build-b.log" 2>&1 &&
-      quick_runs "$build-b/bench/cuda_bench" "b ($B_CUDA_FLAGS)" | tee -a "$results/quick.md"
+fi
+[ "${ATTN:-0}" = 1 ] && { timeout 120 "$build/bench/cuda_bench" --attention-only "$ckpt" 2>&1 | grep -E "^\| (attention|decode|prefill)" |
+  tee "$results/attention.md" || true; }
+if [ -n "${B_CUDA_FLAGS:-}${B_CMAKE_ARGS:-}" ] && [ "${SKIP_ENGINE:-0}" = 0 ]; then
+  label="b (${B_CUDA_FLAGS:-} ${B_CMAKE_ARGS:-})"
+  targets="cuda_bench$([ "${B_TESTS:-0}" = 1 ] && echo " cuda_kernel_tests hf_cuda_golden_tests")"
+  if cmake -S "$root" -B "$build-b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTACHYON_SERVER=OFF -DTACHYON_TESTS=ON \
+      -DTACHYON_CUDA=ON "-DCMAKE_CUDA_FLAGS=${B_CUDA_FLAGS:-}" ${B_CMAKE_ARGS:-} ${EXTRA_CMAKE_ARGS:-} > "$results/cmake-b.log" 2>&1 &&
+      ninja -C "$build-b" -j"$(nproc)" $targets > "$results/build-b.log" 2>&1; then
+    if [ "${B_TESTS:-0}" = 1 ]; then
+      (cd "$root" && timeout 150 "$build-b/tests/kernels/cuda/cuda_kernel_tests"; timeout 300 "$build-b/tests/diff/hf/hf_cuda_golden_tests") > "$results/sweep-tests-b.log" 2>&1 || true
+      echo "## tests, build $label"; grep -E "^\[  (PASSED|FAILED)|FAILED|Failure" "$results/sweep-tests-b.log" || true
+    fi
+    [ -n "${QUICK:-}" ] && quick_runs "$build-b/bench/cuda_bench" "$label" | tee -a "$results/quick.md"
+    [ "${ATTN:-0}" = 1 ] && { echo "## attention, build $label"; timeout 120 "$build-b/bench/cuda_bench" --attention-only "$ckpt" 2>&1 |
+      grep -E "^\| (attention|decode|prefill)" | tee -a "$results/attention.md" || true; }
+    if [ "${B_ENGINE:-0}" = 1 ]; then
+      echo "## engine, build $label"
+      timeout 300 "$build-b/bench/cuda_bench" --engine-only "$ckpt" > "$results/engine-build-b.md" 2>&1 || tail "$results/engine-build-b.md"
+      grep -E "^\| (decode|prefill)" "$results/engine-build-b.md" || true
+    fi
+  else
+    echo "build $label failed"; grep -E "error|FAILED" "$results/build-b.log" "$results/cmake-b.log" | head -20 || true
   fi
 fi
 [ "${SKIP_SPEC:-0}" = 1 ] && exit 0

@@ -9,6 +9,7 @@
 
 #include "base/dtype.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_bf16_backend.h"
 #include "kernels/cpu/tf32_chunk_attention.h"
 #include "test_data.h"
 
@@ -162,10 +163,19 @@ TEST_F(CpuBf16, Tf32RoundsToNearestTiesAway) {
   EXPECT_EQ(cpu::round_to_tf32(INFINITY), INFINITY);
 }
 
-// Attention is the CUDA kernels' chunked tf32 reduction: a row that sees one key returns that
-// key's v rounded to tf32 (p = 1); longer rows, across 64-key chunks, with GQA, a sliding window,
-// softcap and sinks, stay within tf32's error of the f32 reference.
-TEST_F(CpuBf16, AttentionIsTheChunkedTf32Reduction) {
+// Attention is the CUDA kernels' chunked reduction with tf32 operands (or bf16 ones, the
+// TACHYON_ATTENTION_BF16 build's): a row that sees one key returns that key's v rounded to the
+// operand format (p = 1); longer rows, across 64-key chunks, with GQA, a sliding window, softcap
+// and sinks, stay within that format's error of the f32 reference; the two formats differ.
+class CpuBf16Attention : public CpuBf16, public ::testing::WithParamInterface<cpu::AttentionOperands> {};
+
+TEST_P(CpuBf16Attention, IsTheChunkedReductionInItsOperandFormat) {
+  const cpu::AttentionOperands format = GetParam(), other = format == cpu::AttentionOperands::kTf32
+                                                                 ? cpu::AttentionOperands::kBf16
+                                                                 : cpu::AttentionOperands::kTf32;
+  CpuBf16Backend oracle(format), other_oracle(other);
+  // Measured 3.6e-4 (tf32) and 2.8e-3 (bf16): 2^-11 vs 2^-8 per operand.
+  const double bound = format == cpu::AttentionOperands::kTf32 ? 5e-3 : 1e-2;
   const int64_t heads = 4, kv_heads = 2, d = 24, bs = 16, blocks = 12, width = kv_heads * d;
   auto kc = random_vec(static_cast<size_t>(blocks * bs * width), rng);
   auto vc = random_vec(kc.size(), rng);
@@ -187,17 +197,32 @@ TEST_F(CpuBf16, AttentionIsTheChunkedTf32Reduction) {
     if (variant == 2) p.softcap = 3.f;
     if (variant == 3) p.sinks = sinks.data();
     std::vector<float> got(q.size()), want(q.size()), f32(q.size());
-    bf16->attention(q.data(), rows, kv, meta, p, got.data());
+    std::vector<float> in_other(q.size());
+    oracle.attention(q.data(), rows, kv, meta, p, got.data());
+    other_oracle.attention(q.data(), rows, kv, meta, p, in_other.data());
     ref->attention(q.data(), rows, kv, meta, p, want.data());
     cpu->attention(q.data(), rows, kv, meta, p, f32.data());
-    EXPECT_LT(max_rel(got, want), 5e-3) << "variant " << variant;
+    EXPECT_LT(max_rel(got, want), bound) << "variant " << variant;
     EXPECT_GT(max_rel(got, f32), 1e-6) << "variant " << variant << ": no rounding happened";
+    EXPECT_GT(max_rel(got, in_other), 1e-6) << "variant " << variant << ": the formats round alike";
     if (variant == 3) continue;  // a sink takes part of the weight of the only key
     const float* v0 = vc.data() + static_cast<int64_t>(table[0]) * bs * width;  // position 0's slot
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < d; ++i)
-        EXPECT_EQ(got[h * d + i], cpu::round_to_tf32(v0[(h / 2) * d + i])) << "head " << h << " dim " << i;
+        EXPECT_EQ(got[h * d + i], cpu::round_attention_operand(v0[(h / 2) * d + i], format))
+            << "head " << h << " dim " << i;
   }
+}
+INSTANTIATE_TEST_SUITE_P(Formats, CpuBf16Attention,
+                         ::testing::Values(cpu::AttentionOperands::kTf32, cpu::AttentionOperands::kBf16));
+
+// bf16 operands round to nearest, ties to even, like every other bf16 rounding of the backend.
+TEST_F(CpuBf16, Bf16AttentionOperandsRoundToNearestEven) {
+  EXPECT_EQ(cpu::round_attention_operand(1.f + 0x1p-8f, cpu::AttentionOperands::kBf16), 1.f);
+  EXPECT_EQ(cpu::round_attention_operand(1.f + 3 * 0x1p-8f, cpu::AttentionOperands::kBf16), 1.f + 0x1p-6f);
+  EXPECT_EQ(cpu::round_attention_operand(-(1.f + 0x1p-7f + 0x1p-9f), cpu::AttentionOperands::kBf16),
+            -(1.f + 0x1p-7f));
+  EXPECT_EQ(cpu::round_attention_operand(1.f + 0x1p-11f, cpu::AttentionOperands::kTf32), 1.f + 0x1p-10f);
 }
 
 }  // namespace

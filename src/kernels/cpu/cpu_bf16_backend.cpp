@@ -54,7 +54,7 @@ void CpuBf16Backend::head_matmul(const float* x, int64_t rows, int64_t heads, in
 
 void CpuBf16Backend::attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
                                const AttentionParams& p, float* out) {
-  cpu::attention_tf32_chunks(q, rows, kv, meta, p, out);
+  cpu::attention_tf32_chunks(q, rows, kv, meta, p, out, attention_);
 }
 
 }  // namespace tachyon::kernels

@@ -10,7 +10,7 @@
 //                            as bf16; vectors (norms, biases, sinks) stay as they are, as on CUDA
 //                            where they become f32; a [1, k] matmul weight is rounded when used
 //   attention                the CUDA kernels' chunked reduction with q, k, p and v rounded to
-//                            tf32 (cpu/tf32_chunk_attention.h)
+//                            tf32, or bf16 in a TACHYON_ATTENTION_BF16 build (cpu/tf32_chunk_attention.h)
 // Everything else (norms, the KV cache, routing, activations, the recurrent ops, the embedding
 // lookup's scale) stays f32 on both backends.
 //
@@ -24,11 +24,14 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/tf32_chunk_attention.h"
 
 namespace tachyon::kernels {
 
 class CpuBf16Backend final : public CpuBackend {
  public:
+  // attention: the operand format of the attention MMAs, by default the CUDA build's.
+  explicit CpuBf16Backend(cpu::AttentionOperands attention = cpu::kCudaAttentionOperands) : attention_(attention) {}
   std::string name() const override { return "cpu-bf16"; }
   Weight upload_weight(const Weight& host) override;
   void matmul(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* out) override;
@@ -43,6 +46,7 @@ class CpuBf16Backend final : public CpuBackend {
  private:
   std::vector<float> x_bf16_;       // [rows, k] rounded matmul input, grow-only
   std::vector<float> row_weight_;   // a [1, k] matmul weight rounded to bf16
+  cpu::AttentionOperands attention_;
 };
 
 }  // namespace tachyon::kernels

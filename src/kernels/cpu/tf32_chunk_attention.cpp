@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "base/dtype.h"
 #include "base/thread_pool.h"
 
 namespace tachyon::kernels::cpu {
@@ -22,8 +23,12 @@ float round_to_tf32(float v) {
   return v;
 }
 
-void attention_tf32_chunks(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
-                           const AttentionParams& p, float* out) {
+namespace {
+float round_to_bf16(float v) { return bf16_to_f32(f32_to_bf16(v)); }
+
+template <float (*round_operand)(float)>
+void attention_chunks(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
+                      const AttentionParams& p, float* out) {
   const int64_t D = kv.head_dim, heads = p.num_heads, group = heads / kv.num_kv_heads;
   const int64_t width = kv.num_kv_heads * D;
   ThreadPool::global().parallel_for(static_cast<size_t>(rows * heads), [&](size_t begin, size_t end) {
@@ -39,7 +44,7 @@ void attention_tf32_chunks(const float* q, int64_t rows, const PagedKv& kv, cons
         return cache + (static_cast<int64_t>(table[at / kv.block_size]) * kv.block_size + at % kv.block_size) * width +
                kvh * D;
       };
-      for (int64_t i = 0; i < D; ++i) qr[i] = round_to_tf32(q[(r * heads + h) * D + i]);
+      for (int64_t i = 0; i < D; ++i) qr[i] = round_operand(q[(r * heads + h) * D + i]);
       float M = -std::numeric_limits<float>::infinity(), L = 0.f;
       std::fill(acc.begin(), acc.end(), 0.f);
       for (int32_t c0 = lo / kChunkKeys * kChunkKeys; c0 <= pos; c0 += kChunkKeys) {
@@ -48,7 +53,7 @@ void attention_tf32_chunks(const float* q, int64_t rows, const PagedKv& kv, cons
         for (int32_t j = kb; j <= ke; ++j) {
           const float* k = row_of(kv.k, j);
           float dot = 0.f;
-          for (int64_t i = 0; i < D; ++i) dot += qr[i] * round_to_tf32(k[i]);
+          for (int64_t i = 0; i < D; ++i) dot += qr[i] * round_operand(k[i]);
           float score = dot * p.scale;
           if (p.softcap > 0.f) score = p.softcap * std::tanh(score / p.softcap);
           scores[j - c0] = score;
@@ -57,10 +62,10 @@ void attention_tf32_chunks(const float* q, int64_t rows, const PagedKv& kv, cons
         float l = 0.f;
         std::fill(o.begin(), o.end(), 0.f);
         for (int32_t j = kb; j <= ke; ++j) {
-          const float pj = round_to_tf32(std::exp(scores[j - c0] - m));
+          const float pj = round_operand(std::exp(scores[j - c0] - m));
           l += pj;
           const float* v = row_of(kv.v, j);
-          for (int64_t i = 0; i < D; ++i) o[i] += pj * round_to_tf32(v[i]);
+          for (int64_t i = 0; i < D; ++i) o[i] += pj * round_operand(v[i]);
         }
         const float mn = std::max(M, m), fo = std::exp(M - mn), fn = std::exp(m - mn);
         L = std::fma(l, fn, L * fo);
@@ -77,6 +82,18 @@ void attention_tf32_chunks(const float* q, int64_t rows, const PagedKv& kv, cons
       for (int64_t i = 0; i < D; ++i) out[(r * heads + h) * D + i] = acc[i] * rescale * inv;
     }
   }, 1);
+}
+
+}  // namespace
+
+float round_attention_operand(float v, AttentionOperands format) {
+  return format == AttentionOperands::kTf32 ? round_to_tf32(v) : round_to_bf16(v);
+}
+
+void attention_tf32_chunks(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
+                           const AttentionParams& p, float* out, AttentionOperands operands) {
+  if (operands == AttentionOperands::kTf32) attention_chunks<round_to_tf32>(q, rows, kv, meta, p, out);
+  else attention_chunks<round_to_bf16>(q, rows, kv, meta, p, out);
 }
 
 }  // namespace tachyon::kernels::cpu

@@ -63,13 +63,13 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// q of `pairs` (row, head) pairs as tf32 bits, padded with zero pairs to `padded` rows.
+// q of `pairs` (row, head) pairs in the operand format (to_operand), padded with zero pairs to `padded` rows.
 template <typename PairQ>
 __device__ __forceinline__ void stage_q(PairQ pair_q, int pairs, int padded, int D, uint32_t* qs) {
   const int S = qk_stride(D);
   for (int i = threadIdx.x; i < padded * D; i += blockDim.x) {
     const int p = i / D, d = i % D;
-    qs[p * S + d] = p < pairs ? to_tf32(pair_q(p)[d]) : 0u;
+    qs[p * S + d] = p < pairs ? to_operand(pair_q(p)[d]) : 0u;
   }
 }
 
@@ -363,8 +363,8 @@ __global__ void write_kv_kernel(const float* __restrict__ k, const float* __rest
   const int64_t slot = kv_slot(table, tree_position(meta, r, meta.positions[r]), block_size);
   const int64_t i = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;  // one element per thread
   if (i < width) {
-    k_cache[slot * width + i] = round_tf32(k[r * width + i]);  // the precision attention reads
-    v_cache[slot * width + i] = round_tf32(v[r * width + i]);
+    k_cache[slot * width + i] = round_operand(k[r * width + i]);  // the precision attention reads
+    v_cache[slot * width + i] = round_operand(v[r * width + i]);
   }
 }
 
@@ -424,8 +424,8 @@ __global__ void __launch_bounds__(32 * kPrologueWarps) qkv_norm_rope_write_kv_ke
     const int i = lane + 32 * j;
     if (i >= head_dim) break;
     if (is_k) {
-      k_cache[slot * width + static_cast<int64_t>(h) * head_dim + i] = round_tf32(head[i]);
-      v_cache[slot * width + static_cast<int64_t>(h) * head_dim + i] = round_tf32(v[i]);
+      k_cache[slot * width + static_cast<int64_t>(h) * head_dim + i] = round_operand(head[i]);
+      v_cache[slot * width + static_cast<int64_t>(h) * head_dim + i] = round_operand(v[i]);
     } else {
       q[(static_cast<int64_t>(r) * num_heads + h) * head_dim + i] = head[i];
     }

@@ -3,12 +3,12 @@
 // attention: one CTA per (query tile, KV head, head chunk). A query tile is up to 64 (row, head)
 // pairs of consecutive rows of one sequence (built on the host by make_query_tiles); the CTA
 // stages 64-key chunks of K and V in shared memory and each pair reduces over its keys in the
-// canonical order of attention_chunk.cuh (tensor cores, tf32 in, f32 accumulate: chunks aligned
-// to absolute positions, each computed from zero, chunk states merged in order). Rows alone in
-// their sequence (decode) take attention_decode, which computes the same chunk states in
-// separate CTAs and merges them in the same order. So a row's bits never depend on the other
-// rows of its tile or batch, nor on the kernel: decode, chunked prefill and prefill agree
-// exactly. head_dim must be a multiple of 8, at most 256.
+// canonical order of attention_chunk.cuh (tensor cores, tf32 or, built with TACHYON_ATTENTION_BF16,
+// bf16 in, f32 accumulate: chunks aligned to absolute positions, each computed from zero, chunk
+// states merged in order). Rows alone in their sequence (decode) take attention_decode, which
+// computes the same chunk states in separate CTAs and merges them in the same order. So a row's
+// bits never depend on the other rows of its tile or batch, nor on the kernel: decode, chunked
+// prefill and prefill agree exactly. head_dim must be a multiple of 8, at most 256.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -69,8 +69,8 @@ void attention_decode(const float* q, const DeviceAttentionMeta& meta, const int
                       int max_chunks, const float* k_cache, const float* v_cache, const AttentionShape& shape,
                       float* workspace, unsigned* counters, float* out, cudaStream_t stream);
 
-// Stores k and v rounded to tf32 (attention_chunk.cuh): the cache holds the values the
-// attention's tensor cores read, so no kernel rounds them again; the fused prologue likewise.
+// Stores k and v rounded to the operand format, tf32 or bf16 (attention_chunk.cuh): the cache
+// holds the values the attention's tensor cores read, so no kernel rounds them again; the fused prologue likewise.
 void write_kv(const float* k, const float* v, int64_t rows, const DeviceAttentionMeta& meta, float* k_cache,
               float* v_cache, int block_size, int64_t width, cudaStream_t stream);
 

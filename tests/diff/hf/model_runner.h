@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/safetensors.h"
@@ -15,7 +16,9 @@ namespace tachyon::testing {
 
 struct ModelRunner {
   explicit ModelRunner(const std::string& dir, const std::string& device = "cpu", int32_t num_blocks = 256)
-      : backend(kernels::make_backend(device)),
+      : ModelRunner(dir, kernels::make_backend(device), num_blocks) {}
+  ModelRunner(const std::string& dir, std::unique_ptr<kernels::Backend> on, int32_t num_blocks = 256)
+      : backend(std::move(on)),
         model(model::load_model(dir, *backend)),
         kv(std::make_unique<kv::KvCache>(*backend, model->kv_layout(num_blocks))) {}
 
