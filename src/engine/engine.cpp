@@ -214,13 +214,23 @@ class EngineLoop : public KvAllocator {
         continue;
       }
       batch.clear();
-      // Plain greedy requests need only each row's argmax: the backend computes it where the
-      // logits are (on the GPU: only token ids cross the bus).
-      batch.argmax_only = std::all_of(plan.chunks.begin(), plan.chunks.end(), [&](const ScheduledChunk& c) {
+      // Requests whose tokens come from the raw logits alone (no bias, penalty, logprobs or
+      // grammar; sampled ones without drafts to verify) need only their tokens: the backend takes
+      // each row's argmax, or draws it with the request's next uniform, where the logits are
+      // (Backend::argmax / sample_tokens; a backend that has them on the device returns only
+      // ids). The draw is the host sampler's arithmetic (kernels/token_sampling.h) and takes one
+      // uniform per sampled row, as the host sampler does.
+      const bool tokens_only = std::all_of(plan.chunks.begin(), plan.chunks.end(), [&](const ScheduledChunk& c) {
         const Active& a = active_.at(c.id);
-        return a.request.sampling.plain_greedy() && a.request.logprobs < 0 && !a.request.prompt_logprobs &&
-               !a.constraint;
+        const auto& s = a.request.sampling;
+        return s.raw_logits() && (s.greedy() || a.num_drafts == 0) && a.request.logprobs < 0 &&
+               !a.request.prompt_logprobs && !a.constraint;
       });
+      const bool any_sampled = std::any_of(plan.chunks.begin(), plan.chunks.end(), [&](const ScheduledChunk& c) {
+        return !active_.at(c.id).request.sampling.greedy();
+      });
+      batch.argmax_only = tokens_only && !any_sampled;
+      const bool draw_on_backend = tokens_only && any_sampled;
       int32_t step_drafts = 0;   // draft rows this step verifies
       bool decode_only = true;  // every chunk is one committed token (+ its drafts): no prompt rows
       bool any_tree = false;    // a draft tree's shape changes from step to step
@@ -242,16 +252,22 @@ class EngineLoop : public KvAllocator {
         const auto span = std::span<const int32_t>(a.tokens.data() + c.begin, static_cast<size_t>(c.count));
         const bool all_rows = a.num_drafts > 0 || (a.request.prompt_logprobs && c.begin < a.num_prompt);
         const bool want_hidden = config_.drafter && config_.drafter->wants_hidden() && speculation_on(a);
+        const size_t logit_rows_before = batch.logit_rows.size();
         if (!a.tree_parents.empty()) {  // a draft tree: node 0 is the last committed token
           any_tree = true;
           tree_rows_parents_.assign(1, -1);
           tree_rows_parents_.insert(tree_rows_parents_.end(), a.tree_parents.begin(), a.tree_parents.end());
           batch.add_tree(a.seq, span, tree_rows_parents_, c.begin, want_hidden);
-          continue;
+        } else {
+          batch.add(a.seq, span, c.begin,
+                    all_rows ? model::LogitRows::All : (c.completes ? model::LogitRows::Last : model::LogitRows::None),
+                    want_hidden);
         }
-        batch.add(a.seq, span, c.begin,
-                  all_rows ? model::LogitRows::All : (c.completes ? model::LogitRows::Last : model::LogitRows::None),
-                  want_hidden);
+        if (draw_on_backend) {  // sampled rows (one: the completing one) draw from the request's generator
+          const auto& s = a.request.sampling;
+          for (size_t r = logit_rows_before; r < batch.logit_rows.size(); ++r)
+            batch.sampling.push_back(s.greedy() ? kernels::TokenSampling{} : s.token_sampling(a.sampler->uniform()));
+        }
       }
       model::StepOutput out;
       const auto t0 = Clock::now();

@@ -7,6 +7,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_bf16_backend.h"
 #include "kernels/reference/reference_backend.h"
+#include "kernels/token_sampling.h"
 #ifdef TACHYON_HAS_CUDA
 #include "kernels/cuda/cuda_backend.h"
 #endif
@@ -33,6 +34,14 @@ void Backend::argmax(const float* x, int64_t rows, int64_t n, int32_t* ids) {
     best[r] = static_cast<int32_t>(b);
   }
   copy_to_device(ids, best.data(), best.size() * sizeof(int32_t));
+}
+void Backend::sample_tokens(const float* x, int64_t rows, int64_t n, const TokenSampling* params, int32_t* ids) {
+  std::vector<float> host(static_cast<size_t>(rows * n));
+  std::vector<int32_t> tokens(static_cast<size_t>(rows));
+  copy_to_host(host.data(), x, host.size() * sizeof(float));
+  for (int64_t r = 0; r < rows; ++r)
+    tokens[r] = sample_token(std::span<const float>(host.data() + r * n, static_cast<size_t>(n)), params[r]);
+  copy_to_device(ids, tokens.data(), tokens.size() * sizeof(int32_t));
 }
 TopTwo top_two_ids(const float* row, int64_t n) {
   TopTwo t;

@@ -33,6 +33,18 @@ struct TopTwo {
   float p_best = 0.f, p_second = 0.f;
 };
 
+// One logit row's token draw (Backend::sample_tokens), after the request's logits processors:
+// temperature (0: the argmax), truncation (top_k 0, top_p 1 and min_p 0 are off) and u, the
+// row's uniform draw in [0, 1) from the request's generator on the host, so that the token does
+// not depend on which backend draws it. The arithmetic is kernels/token_sampling.h's.
+struct TokenSampling {
+  float temperature = 0.f;
+  int32_t top_k = 0;
+  float top_p = 1.f;
+  float min_p = 0.f;
+  double u = 0.0;
+};
+
 struct RopeTable {
   std::vector<float> inv_freq;    // [rotary_dim / 2]
   int64_t rotary_dim = 0;         // dims rotated (partial rotary: < head_dim)

@@ -77,6 +77,7 @@ void Batch::clear() {
   logit_rows.clear();
   hidden_rows.clear();
   argmax_only = false;
+  sampling.clear();
   device_tokens = nullptr;
   top_two = nullptr;
 }

@@ -30,6 +30,10 @@ struct Batch {
   // Greedy only: StepOutput carries each logit row's argmax (computed on the device) instead of
   // its logits, so only token ids cross the bus.
   bool argmax_only = false;
+  // Tokens only, sampled: one entry per logit row (temperature 0: that row's argmax); StepOutput
+  // carries the tokens the backend draws where the logits are (Backend::sample_tokens) instead
+  // of the logits. Empty: not used.
+  std::vector<kernels::TokenSampling> sampling;
   // Drafting on the device (a drafter's chain without a wait per level):
   // - device_tokens: the rows' token ids are read from this device int32 array [num_rows] (a
   //   previous forward's TopTwo::best) instead of `tokens`, which then hold placeholders;
@@ -61,7 +65,9 @@ struct Batch {
 struct StepOutput {
   std::vector<float> logits;  // [logit_rows.size(), vocab_size] float32, host
   std::vector<float> hidden;  // [hidden_rows.size(), hidden_size] float32, host
-  std::vector<int32_t> argmax;  // [logit_rows.size()] when Batch::argmax_only (then `logits` is empty)
+  // [logit_rows.size()] the rows' tokens when Batch::argmax_only or Batch::sampling (then
+  // `logits` is empty).
+  std::vector<int32_t> argmax;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   std::span<const float> logits_row(size_t i) const {

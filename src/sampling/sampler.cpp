@@ -51,12 +51,7 @@ void apply_processors(const SamplingParams& p, const TokenHistory& history, std:
   }
 }
 
-int32_t argmax(std::span<const float> logits) {
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i)
-    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
-  return best;
-}
+int32_t argmax(std::span<const float> logits) { return kernels::argmax_token(logits); }
 
 std::vector<float> log_softmax(std::span<const float> logits) {
   float mx = -std::numeric_limits<float>::infinity();
@@ -70,46 +65,8 @@ std::vector<float> log_softmax(std::span<const float> logits) {
 }
 
 std::vector<Candidate> distribution(const SamplingParams& p, std::span<const float> logits) {
-  std::vector<Candidate> c;
-  if (p.greedy()) {
-    c.push_back({argmax(logits), 1.f});
-    return c;
-  }
-  c.reserve(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i)
-    if (logits[i] > -std::numeric_limits<float>::infinity()) c.push_back({static_cast<int32_t>(i), logits[i] / p.temperature});
-  auto by_logit = [](const Candidate& a, const Candidate& b) { return a.p > b.p || (a.p == b.p && a.id < b.id); };
-  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < c.size()) {
-    std::partial_sort(c.begin(), c.begin() + p.top_k, c.end(), by_logit);
-    c.resize(static_cast<size_t>(p.top_k));
-  } else {
-    std::sort(c.begin(), c.end(), by_logit);
-  }
-  if (c.empty()) throw Error("every token was masked out by the sampling parameters");
-  // softmax over the survivors (logits already divided by temperature)
-  const float mx = c.front().p;
-  double sum = 0;
-  for (auto& x : c) sum += (x.p = std::exp(x.p - mx));
-  for (auto& x : c) x.p = static_cast<float>(x.p / sum);
-  if (p.top_p < 1.f) {  // smallest prefix whose mass reaches top_p
-    double cum = 0;
-    size_t keep = 0;
-    while (keep < c.size()) {
-      cum += c[keep++].p;
-      if (cum >= p.top_p) break;
-    }
-    c.resize(keep);
-  }
-  if (p.min_p > 0.f) {
-    const float threshold = p.min_p * c.front().p;
-    size_t keep = 1;
-    while (keep < c.size() && c[keep].p >= threshold) ++keep;
-    c.resize(keep);
-  }
-  double total = 0;
-  for (const auto& x : c) total += x.p;
-  for (auto& x : c) x.p = static_cast<float>(x.p / total);
-  return c;
+  if (p.greedy()) return {{argmax(logits), 1.f}};
+  return kernels::truncated_distribution(logits, p.token_sampling(0.0));
 }
 
 Sampler::Sampler(const SamplingParams& params)
@@ -117,15 +74,7 @@ Sampler::Sampler(const SamplingParams& params)
 
 double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
 
-int32_t Sampler::draw(const std::vector<Candidate>& dist) {
-  const double u = uniform();
-  double cum = 0;
-  for (const auto& c : dist) {
-    cum += c.p;
-    if (u < cum) return c.id;
-  }
-  return dist.back().id;  // rounding left a sliver above the last cumulative sum
-}
+int32_t Sampler::draw(const std::vector<Candidate>& dist) { return kernels::draw_token(dist, uniform()); }
 
 int32_t Sampler::sample(std::span<float> logits, const TokenHistory& history) {
   apply_processors(params_, history, logits);

@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/token_sampling.h"
+
 namespace tachyon::sampling {
 
 struct SamplingParams {
@@ -33,12 +35,14 @@ struct SamplingParams {
   std::optional<uint64_t> seed;    // unseeded: a random seed per request
 
   bool greedy() const { return temperature <= 0.f; }
-  // Greedy with no bias or penalty: the token is the argmax of the raw logits (which the
-  // backend can compute where the logits are, so only token ids come back).
-  bool plain_greedy() const {
-    return greedy() && repetition_penalty == 1.f && presence_penalty == 0.f && frequency_penalty == 0.f &&
-           logit_bias.empty();
+  // No bias or penalty: the token is drawn from the raw logits, which the backend can do where
+  // the logits are (Backend::sample_tokens), so only token ids come back.
+  bool raw_logits() const {
+    return repetition_penalty == 1.f && presence_penalty == 0.f && frequency_penalty == 0.f && logit_bias.empty();
   }
+  bool plain_greedy() const { return greedy() && raw_logits(); }
+  // The backend's description of the draw (temperature and truncation) with the uniform draw u.
+  kernels::TokenSampling token_sampling(double u) const { return {temperature, top_k, top_p, min_p, u}; }
   // Throws tachyon::Error naming the first out-of-range field.
   void validate(int64_t vocab_size) const;
 };
@@ -56,11 +60,9 @@ void apply_processors(const SamplingParams& params, const TokenHistory& history,
 int32_t argmax(std::span<const float> logits);
 
 // The sparse final distribution after temperature and truncation, sorted by descending
-// probability (ties by ascending id), probabilities summing to 1.
-struct Candidate {
-  int32_t id;
-  float p;
-};
+// probability (ties by ascending id), probabilities summing to 1 (kernels/token_sampling.h:
+// the same arithmetic as every backend's Backend::sample_tokens).
+using Candidate = kernels::TokenCandidate;
 std::vector<Candidate> distribution(const SamplingParams& params, std::span<const float> processed_logits);
 
 // log softmax of the processed logits (for logprobs / top_logprobs).

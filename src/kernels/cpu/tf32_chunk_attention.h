@@ -1,9 +1,10 @@
 // The CUDA attention's arithmetic on the CPU, for the "cpu-bf16" oracle backend: the canonical
 // chunked reduction of kernels/cuda/attention_chunk.cuh with its tensor-core operands rounded
 // to tf32 (q, k, p and v: round to nearest, ties away from zero, as cvt.rna.tf32.f32; or to
-// bf16, AttentionOperands), in plain f32 otherwise. It matches the CUDA kernels up to the order of f32 sums inside a chunk (the
-// tensor cores' internal order is not specified), which is the point: a model whose logits move
-// with these roundings (a routing flip in an MoE) moves the same way here.
+// bf16, AttentionOperands), in plain f32 otherwise. It matches the CUDA kernels up to the order
+// of f32 sums inside a chunk (the tensor cores' internal order is not specified), which is the
+// point: a model whose logits move with these roundings (a routing flip in an MoE) moves the
+// same way here.
 #pragma once
 
 #include <cstdint>

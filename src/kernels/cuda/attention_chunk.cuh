@@ -67,7 +67,9 @@ __device__ __forceinline__ uint32_t to_bf16_bits(float x) {
   return (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
 }
 // The attention MMAs' operand format (see the top of the file): what the cache, q and p hold.
-__device__ __forceinline__ uint32_t to_operand(float x) { return TACHYON_ATTENTION_BF16 ? to_bf16_bits(x) : to_tf32(x); }
+__device__ __forceinline__ uint32_t to_operand(float x) {
+  return TACHYON_ATTENTION_BF16 ? to_bf16_bits(x) : to_tf32(x);
+}
 __device__ __forceinline__ float round_operand(float x) { return __uint_as_float(to_operand(x)); }
 // Two bf16 values held as f32 bits (low halves zero) as one bf16 pair, lo in the low half.
 __device__ __forceinline__ uint32_t pack_operands(uint32_t lo, uint32_t hi) { return __byte_perm(lo, hi, 0x7632); }
@@ -96,8 +98,8 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
 // s[j] = {(g, 8j + 2t), (g, 8j + 2t + 1), (g + 8, 8j + 2t), (g + 8, 8j + 2t + 1)}.
 // d is taken 16 at a time: lane t reads d 4t .. 4t + 3 of the block with one 16-byte load and
 // feeds the first two to the block's first tf32 MMA, the last two to its second (bf16: all four
-// to one MMA; for head_dim % 16 == 8 the last 8 are one MMA of 8-byte loads). DT = head_dim / 8 when known at compile
-// time (0: read D).
+// to one MMA; for head_dim % 16 == 8 the last 8 are one MMA of 8-byte loads). DT = head_dim / 8
+// when known at compile time (0: read D).
 template <int DT>
 __device__ __forceinline__ void chunk_scores(const uint32_t* qs, int q_rows, const float* ks, int D,
                                              float (&s)[kChunkTiles][4]) {
@@ -176,7 +178,8 @@ __device__ __forceinline__ void chunk_softmax(float (&s)[kChunkTiles][4], const 
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int i = e / 2;
-      // __expf: one ex2.approx, the same instruction in every kernel; p is rounded to the operand format anyway.
+      // __expf: one ex2.approx, the same instruction in every kernel; p is rounded to the operand
+      // format anyway.
       const float p = s[j][e] == -INFINITY ? 0.f : round_operand(__expf(s[j][e] - m[i]));
       s[j][e] = p;
       l[i] += p;
@@ -189,9 +192,9 @@ __device__ __forceinline__ void chunk_softmax(float (&s)[kChunkTiles][4], const 
 }
 
 // o = p · v for the G d tiles nt0 .. nt0 + G - 1 (columns 8nt .. 8nt + 7; tiles at or past
-// `nt_end` are skipped); vs: the chunk's V rows (operand values, row stride v_stride). Lane 4g + t gets
-// o[i] = {(g, 8nt + 2t), (g, 8nt + 2t + 1), (g + 8, ...), ...} for nt = nt0 + i. Each tile's
-// chain runs over the 8-key steps in order; the G chains are interleaved (independent MMAs).
+// `nt_end` are skipped); vs: the chunk's V rows (operand values, row stride v_stride). Lane 4g + t
+// gets o[i] = {(g, 8nt + 2t), (g, 8nt + 2t + 1), (g + 8, ...), ...} for nt = nt0 + i. Each tile's
+// chain runs over the 8-key (bf16: 16-key) steps in order; the G chains are interleaved.
 template <int G>
 __device__ __forceinline__ void chunk_pv(const float (&p)[kChunkTiles][4], const float* vs, int D, int nt0,
                                          int nt_end, float (&o)[G][4]) {

@@ -234,9 +234,15 @@ class DecoderModel final : public Model {
         copy_hidden();
         return out;
       }
-      if (batch.argmax_only) {
+      if (batch.argmax_only || !batch.sampling.empty()) {
         int32_t* ids = ws_.get_ints(Workspace::kExpertIds, n);  // [n] int32 (the slot is free after the layers)
-        backend_.argmax(logits, n, vocab, ids);
+        if (batch.sampling.empty()) {
+          backend_.argmax(logits, n, vocab, ids);
+        } else {
+          if (batch.sampling.size() != static_cast<size_t>(n))
+            throw Error("Batch::sampling has {} entries for {} logit rows", batch.sampling.size(), n);
+          backend_.sample_tokens(logits, n, vocab, batch.sampling.data(), ids);
+        }
         out.argmax.resize(static_cast<size_t>(n));
         copy_hidden();
         backend_.copy_to_host(out.argmax.data(), ids, out.argmax.size() * sizeof(int32_t));

@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "model/model.h"
 
 namespace tachyon::engine {
@@ -224,6 +225,57 @@ TEST(Engine, ArgmaxOnlyStepsGiveTheTokensOfFullLogits) {
     for (size_t i = 0; i < ids_only.size(); ++i)
       EXPECT_EQ(collect(*ids_only[i]), collect(*with_logits[i])) << "prompt " << i << " concurrency " << concurrent;
   }
+}
+
+// Sampled requests with no logits processor, logprobs or grammar draw on the backend
+// (Backend::sample_tokens, with each request's own uniform draws): the tokens of the host
+// sampler over full logits, alone and in mixed batches, and only ids come back.
+class DrawCountingBackend final : public kernels::CpuBackend {
+ public:
+  void sample_tokens(const float* x, int64_t rows, int64_t n, const kernels::TokenSampling* params,
+                     int32_t* ids) override {
+    for (int64_t r = 0; r < rows; ++r) drawn_with_temperature += params[r].temperature > 0.f;
+    CpuBackend::sample_tokens(x, rows, n, params, ids);
+  }
+  int64_t drawn_with_temperature = 0;
+};
+
+TEST(Engine, SampledStepsDrawOnTheBackendWithTheRequestsGenerator) {
+  DrawCountingBackend backend;
+  const auto model = model::load_model(kDemo, backend);
+  auto sampled = [](uint32_t seed, bool with_logprobs) {
+    GenerationRequest r;
+    r.prompt = random_prompt(12, 60 + seed);
+    r.max_tokens = 24;
+    r.sampling.temperature = 0.9f;
+    r.sampling.top_k = seed % 2 ? 40 : 0;
+    r.sampling.top_p = 0.95f;
+    r.sampling.min_p = seed == 3 ? 0.05f : 0.f;
+    r.sampling.seed = 1000 + seed;
+    if (with_logprobs) r.logprobs = 0;  // full logits: the host sampler draws
+    return r;
+  };
+  for (int32_t concurrent : {1, 4}) {
+    Engine engine(*model, {.max_concurrent = concurrent, .num_blocks = 256});
+    std::vector<std::shared_ptr<RequestStream>> ids_only, with_logits;
+    for (uint32_t seed = 0; seed < 4; ++seed) {
+      ids_only.push_back(engine.submit(sampled(seed, false)));
+      with_logits.push_back(engine.submit(sampled(seed, true)));
+    }
+    for (size_t i = 0; i < ids_only.size(); ++i)
+      EXPECT_EQ(collect(*ids_only[i]), collect(*with_logits[i])) << "prompt " << i << " concurrency " << concurrent;
+  }
+  // With no logprobs request beside it, every token of a sampled request is drawn on the
+  // backend; a greedy request in the same steps (its rows at temperature 0) keeps its argmax.
+  backend.drawn_with_temperature = 0;
+  Engine engine(*model, {.max_concurrent = 2, .num_blocks = 256});
+  auto a = engine.submit(sampled(0, false)), b = engine.submit(greedy(random_prompt(12, 70), 24));
+  EXPECT_EQ(collect(*a).size(), 24u);
+  const auto tb = collect(*b);
+  EXPECT_EQ(backend.drawn_with_temperature, 24);
+  Engine alone(*model, {.num_blocks = 256});
+  auto b_alone = alone.submit(greedy(random_prompt(12, 70), 24));
+  EXPECT_EQ(tb, collect(*b_alone));
 }
 
 }  // namespace

@@ -1,0 +1,102 @@
+// Backend::sample_tokens and the token draw of kernels/token_sampling.h against distributions
+// worked out by hand: temperature, top-k, top-p, min-p, ties, the draw's boundaries, and rows
+// with different settings in one call.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "base/error.h"
+#include "kernels/backend.h"
+#include "kernels/token_sampling.h"
+
+namespace tachyon::kernels {
+namespace {
+
+// Token ids 0..4 with probabilities 0.15, 0.05, 0.5, 0.3, 0 (-inf): sorted, ids 2, 3, 0, 1 with
+// cumulative 0.5, 0.8, 0.95, 1.
+std::vector<float> four_way() {
+  return {std::log(0.15f), std::log(0.05f), std::log(0.5f), std::log(0.3f), -std::numeric_limits<float>::infinity()};
+}
+
+TokenSampling at(double u, float temperature = 1.f) {
+  TokenSampling s;
+  s.temperature = temperature;
+  s.u = u;
+  return s;
+}
+
+TEST(TokenSampling, DrawsTheCandidateWhoseCumulativeProbabilityPassesU) {
+  const auto logits = four_way();
+  EXPECT_EQ(sample_token(logits, at(0.0)), 2);
+  EXPECT_EQ(sample_token(logits, at(0.49)), 2);
+  EXPECT_EQ(sample_token(logits, at(0.51)), 3);
+  EXPECT_EQ(sample_token(logits, at(0.79)), 3);
+  EXPECT_EQ(sample_token(logits, at(0.81)), 0);
+  EXPECT_EQ(sample_token(logits, at(0.96)), 1);
+  EXPECT_EQ(sample_token(logits, at(0.999999)), 1);  // never the -inf token
+  EXPECT_EQ(sample_token(logits, at(0.99, 0.f)), 2);  // temperature 0: the argmax
+}
+
+TEST(TokenSampling, TruncationKeepsTheRightPrefix) {
+  const auto logits = four_way();
+  TokenSampling s = at(0.99);
+  s.top_k = 2;  // ids 2, 3 renormalised to 0.625, 0.375
+  EXPECT_EQ(sample_token(logits, s), 3);
+  s.u = 0.6;
+  EXPECT_EQ(sample_token(logits, s), 2);
+  s = at(0.99);
+  s.top_p = 0.75f;  // smallest prefix reaching 0.75: ids 2, 3
+  EXPECT_EQ(sample_token(logits, s), 3);
+  s.top_p = 0.85f;  // ids 2, 3, 0
+  EXPECT_EQ(sample_token(logits, s), 0);
+  s = at(0.99);
+  s.min_p = 0.25f;  // p >= 0.125: ids 2, 3, 0
+  EXPECT_EQ(sample_token(logits, s), 0);
+  s.min_p = 0.5f;  // p >= 0.25: ids 2, 3
+  EXPECT_EQ(sample_token(logits, s), 3);
+  const auto dist = truncated_distribution(logits, s);
+  ASSERT_EQ(dist.size(), 2u);
+  EXPECT_NEAR(dist[0].p, 0.625f, 1e-6f);
+  EXPECT_NEAR(dist[1].p, 0.375f, 1e-6f);
+}
+
+TEST(TokenSampling, TemperatureSharpensAndTiesGoToTheLowerId) {
+  // Two tokens at log 0.6 and log 0.4: at temperature 0.5 the probabilities are 0.36 / 0.52
+  // and 0.16 / 0.52 (0.692 and 0.308).
+  const std::vector<float> logits = {std::log(0.4f), std::log(0.6f)};
+  EXPECT_EQ(sample_token(logits, at(0.68, 0.5f)), 1);
+  EXPECT_EQ(sample_token(logits, at(0.70, 0.5f)), 0);
+  const std::vector<float> tied = {1.f, 3.f, 3.f, 0.f};
+  EXPECT_EQ(sample_token(tied, at(0.5, 0.f)), 1);
+  TokenSampling one = at(0.99);
+  one.top_k = 1;
+  EXPECT_EQ(sample_token(tied, one), 1);
+  const std::vector<float> masked(3, -std::numeric_limits<float>::infinity());
+  EXPECT_THROW(sample_token(masked, at(0.5)), Error);
+}
+
+TEST(TokenSampling, BackendDrawsEachRowWithItsOwnSettings) {
+  for (const char* device : {"cpu", "reference"}) {
+    const auto backend = make_backend(device);
+    const auto row = four_way();
+    std::vector<float> logits;
+    for (int r = 0; r < 4; ++r) logits.insert(logits.end(), row.begin(), row.end());
+    std::vector<TokenSampling> params = {at(0.3, 0.f), at(0.9), at(0.6), at(0.99)};
+    params[2].top_p = 0.4f;  // id 2 only
+    params[3].top_k = 3;     // ids 2, 3, 0 over 0.95: 0.99 draws id 0
+    auto* x = static_cast<float*>(backend->allocate(logits.size() * sizeof(float)));
+    auto* ids = static_cast<int32_t*>(backend->allocate(4 * sizeof(int32_t)));
+    backend->copy_to_device(x, logits.data(), logits.size() * sizeof(float));
+    backend->sample_tokens(x, 4, 5, params.data(), ids);
+    std::vector<int32_t> got(4);
+    backend->copy_to_host(got.data(), ids, got.size() * sizeof(int32_t));
+    EXPECT_EQ(got, (std::vector<int32_t>{2, 0, 2, 0})) << device;
+    backend->deallocate(x);
+    backend->deallocate(ids);
+  }
+}
+
+}  // namespace
+}  // namespace tachyon::kernels
