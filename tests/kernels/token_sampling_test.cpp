@@ -3,8 +3,10 @@
 // with different settings in one call.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "base/error.h"
@@ -75,6 +77,44 @@ TEST(TokenSampling, TemperatureSharpensAndTiesGoToTheLowerId) {
   EXPECT_EQ(sample_token(tied, one), 1);
   const std::vector<float> masked(3, -std::numeric_limits<float>::infinity());
   EXPECT_THROW(sample_token(masked, at(0.5)), Error);
+}
+
+// Candidates are ranked on demand (the first 256, then doubling): a top-p that keeps thousands
+// and draws deep in the tail give the rank order of a full sort, and the lazy draw agrees with
+// the materialised distribution everywhere.
+TEST(TokenSampling, RankingOnDemandMatchesAFullSort) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> logits(5000);
+  for (auto& x : logits) x = std::round(normal(rng) * 64.f) / 64.f;  // many equal logits: ties by id
+  TokenSampling s = at(0.0, 0.7f);
+  s.top_p = 0.99f;
+  const auto dist = truncated_distribution(logits, s);
+  ASSERT_GT(dist.size(), 1000u);
+  std::vector<int32_t> order(logits.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  double mx = logits[order[0]] / 0.7, z = 0, cum = 0, mass = 0;
+  for (float l : logits) z += std::exp(l / 0.7 - mx);
+  for (size_t i = 0; i < dist.size(); ++i) {
+    ASSERT_EQ(dist[i].id, order[i]) << "rank " << i;
+    cum += std::exp(logits[order[i]] / 0.7 - mx) / z;
+    mass += dist[i].p;
+    if (i + 1 < dist.size()) {
+      EXPECT_LT(cum, 0.99 + 1e-5) << "kept more than top-p needs at rank " << i;
+    }
+  }
+  EXPECT_GT(cum, 0.99 - 1e-5);
+  EXPECT_NEAR(mass, 1.0, 1e-5);
+  for (double u : {0.0, 0.3, 0.75, 0.99, 0.9999, 0.999999}) {
+    s.u = u;
+    EXPECT_EQ(sample_token(logits, s), draw_token(dist, u)) << "u " << u;
+    TokenSampling all = s;
+    all.top_p = 1.f;
+    EXPECT_EQ(sample_token(logits, all), draw_token(truncated_distribution(logits, all), u)) << "u " << u;
+  }
 }
 
 TEST(TokenSampling, BackendDrawsEachRowWithItsOwnSettings) {
