@@ -79,7 +79,9 @@ int32_t Sampler::draw(const std::vector<Candidate>& dist) { return kernels::draw
 int32_t Sampler::sample(std::span<float> logits, const TokenHistory& history) {
   apply_processors(params_, history, logits);
   if (params_.greedy()) return argmax(logits);
-  return draw(distribution(params_, logits));
+  // draw(distribution(...)) without materialising the whole ranked distribution (the same
+  // token: kernels/token_sampling.h), and what Backend::sample_tokens computes.
+  return kernels::sample_token(logits, params_.token_sampling(uniform()));
 }
 
 }  // namespace tachyon::sampling
