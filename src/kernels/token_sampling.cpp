@@ -27,12 +27,14 @@ class RankedCandidates {
     std::vector<TokenCandidate> x;  // {id, logit / temperature}: 8 bytes, for the top-k heap
     x.reserve(logits.size());
     for (size_t i = 0; i < logits.size(); ++i)
-      if (logits[i] > -std::numeric_limits<float>::infinity()) x.push_back({static_cast<int32_t>(i), logits[i] / s.temperature});
+      if (logits[i] > -std::numeric_limits<float>::infinity())
+        x.push_back({static_cast<int32_t>(i), logits[i] / s.temperature});
     if (x.empty()) throw Error("every token was masked out by the sampling parameters");
     if (s.top_k > 0 && static_cast<size_t>(s.top_k) < x.size()) {
-      std::partial_sort(x.begin(), x.begin() + s.top_k, x.end(), [](const TokenCandidate& a, const TokenCandidate& b) {
-        return a.p > b.p || (a.p == b.p && a.id < b.id);
-      });
+      const auto by_x = [](const TokenCandidate& a, const TokenCandidate& b) {  // ranks_before on {id, x}
+        return ranks_before({a.id, a.p, 0.f}, {b.id, b.p, 0.f});
+      };
+      std::partial_sort(x.begin(), x.begin() + s.top_k, x.end(), by_x);
       x.resize(static_cast<size_t>(s.top_k));
       sorted_ = x.size();
     }
