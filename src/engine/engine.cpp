@@ -226,8 +226,9 @@ class EngineLoop : public KvAllocator {
         return s.raw_logits() && (s.greedy() || a.num_drafts == 0) && a.request.logprobs < 0 &&
                !a.request.prompt_logprobs && !a.constraint;
       });
+      // (A sampled request's prefill chunk that does not complete draws nothing: plain argmax then.)
       const bool any_sampled = std::any_of(plan.chunks.begin(), plan.chunks.end(), [&](const ScheduledChunk& c) {
-        return !active_.at(c.id).request.sampling.greedy();
+        return c.completes && !active_.at(c.id).request.sampling.greedy();
       });
       batch.argmax_only = tokens_only && !any_sampled;
       const bool draw_on_backend = tokens_only && any_sampled;
