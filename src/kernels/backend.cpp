@@ -26,13 +26,8 @@ void Backend::argmax(const float* x, int64_t rows, int64_t n, int32_t* ids) {
   std::vector<float> host(static_cast<size_t>(rows * n));
   std::vector<int32_t> best(static_cast<size_t>(rows));
   copy_to_host(host.data(), x, host.size() * sizeof(float));
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = host.data() + r * n;
-    int64_t b = 0;
-    for (int64_t i = 1; i < n; ++i)
-      if (row[i] > row[b]) b = i;
-    best[r] = static_cast<int32_t>(b);
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    best[r] = argmax_token(std::span<const float>(host.data() + r * n, static_cast<size_t>(n)));
   copy_to_device(ids, best.data(), best.size() * sizeof(int32_t));
 }
 void Backend::sample_tokens(const float* x, int64_t rows, int64_t n, const TokenSampling* params, int32_t* ids) {

@@ -7,10 +7,6 @@
 
 namespace tachyon::kernels {
 
-namespace {
-inline float round_to_bf16(float v) { return bf16_to_f32(f32_to_bf16(v)); }
-}  // namespace
-
 Weight CpuBf16Backend::upload_weight(const Weight& host) {
   if (host.rows <= 1 || host.dtype == DType::BF16) return CpuBackend::upload_weight(host);
   // CUDA packs every matrix as bf16 (f32 and f16 checkpoints included).

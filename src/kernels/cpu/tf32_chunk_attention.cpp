@@ -24,8 +24,6 @@ float round_to_tf32(float v) {
 }
 
 namespace {
-float round_to_bf16(float v) { return bf16_to_f32(f32_to_bf16(v)); }
-
 template <float (*round_operand)(float)>
 void attention_chunks(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
                       const AttentionParams& p, float* out) {
