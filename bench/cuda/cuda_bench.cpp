@@ -13,7 +13,8 @@
 // the dense matmul/attention kernel table is skipped.
 // Protocol: one warm-up discarded, median of --runs. Decode steps sample greedily on the
 // device (Batch::argmax_only: only token ids come back); batch 1 and 64 are also measured
-// with every logit row returned to the host. --profile prints the GPU time per op class of
+// with every logit row returned to the host, and batch 1, 8 and 64 sampled (temperature 0.7,
+// top-p 0.9) on the device and (1, 8) on the host over returned logits, host draw timed. --profile prints the GPU time per op class of
 // one prefill and of decode steps (cudaEvents around every op, bench/NOTES-cuda.md).
 // Usage: cuda_bench [--runs 3] [--json FILE] [--lab] [--profile] [--engine-only: skip the kernel tables]
 //                   [--attention-only: the attention table alone] [--decode-only: the decode matmul table, M 1-8]
@@ -27,6 +28,8 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <span>
 #include <random>
 #include <string>
 #include <vector>
@@ -41,6 +44,7 @@
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/matmul.cuh"
+#include "kernels/token_sampling.h"
 #include "model/model.h"
 
 using namespace tachyon;
@@ -364,13 +368,31 @@ int main(int argc, char** argv) {
   }
 
   double batch1 = 0;
+  std::map<int, double> greedy_tps;  // by batch: what the other token choices compare with
+  // How a decode step's tokens are chosen: greedy on the device (the engine's plain greedy steps),
+  // greedy over logits returned to the host, sampled on the device (Batch::sampling: temperature
+  // 0.7, top-p 0.9), or sampled on the host over returned logits (what the engine did before
+  // the device kernel; the host draw is timed too).
+  enum class Tokens { DeviceArgmax, HostLogits, DeviceSampled, HostSampled };
   struct DecodeCase {
     int batch;
-    bool host_logits;
+    Tokens tokens;
   };
-  for (auto [b, host_logits] : {DecodeCase{1, false}, DecodeCase{1, true}, DecodeCase{4, false}, DecodeCase{8, false},
-                                DecodeCase{32, false}, DecodeCase{64, false}, DecodeCase{64, true}}) {
-    if (decode_quick ? host_logits || b > 8 : b == 4) continue;  // batch 4 (a verification's rows): quick runs
+  const auto sampling_at = [](double u) {
+    kernels::TokenSampling s;
+    s.temperature = 0.7f, s.top_p = 0.9f, s.u = u;
+    return s;
+  };
+  std::mt19937_64 draws(11);
+  for (auto [b, tokens] : {DecodeCase{1, Tokens::DeviceArgmax}, DecodeCase{1, Tokens::HostLogits},
+                           DecodeCase{1, Tokens::DeviceSampled}, DecodeCase{1, Tokens::HostSampled},
+                           DecodeCase{4, Tokens::DeviceArgmax}, DecodeCase{8, Tokens::DeviceArgmax},
+                           DecodeCase{8, Tokens::DeviceSampled}, DecodeCase{8, Tokens::HostSampled},
+                           DecodeCase{32, Tokens::DeviceArgmax}, DecodeCase{64, Tokens::DeviceArgmax},
+                           DecodeCase{64, Tokens::HostLogits}, DecodeCase{64, Tokens::DeviceSampled}}) {
+    const bool argmax = tokens == Tokens::DeviceArgmax;
+    if (decode_quick ? !argmax || b > 8 : b == 4) continue;  // batch 4 (a verification's rows): quick runs
+    const bool host_logits = tokens == Tokens::HostLogits || tokens == Tokens::HostSampled;
     std::vector<kv::SeqId> seqs;
     std::vector<int32_t> pos(static_cast<size_t>(b), prompt_len), next(static_cast<size_t>(b));
     model::Batch batch;
@@ -384,20 +406,26 @@ int main(int argc, char** argv) {
     std::vector<double> tps;
     const bool profile_case = profile && !host_logits;
     for (int r = 0; r <= runs + (profile_case ? 1 : 0); ++r) {  // the extra run: one profiled step
-      double s = 0;  // forward time only: a host argmax over returned logits is the benchmark's
+      double s = 0;  // forward time (a host argmax over returned logits is the benchmark's), plus a host draw
       for (int step = 0; step < decode_steps; ++step) {
         batch.clear();
+        const double t_draw = now();
         for (int i = 0; i < b; ++i) {
           if (out.argmax.empty()) {
-            const float* row = out.logits.data() + size_t(i) * c.vocab_size;
-            next[i] = static_cast<int32_t>(std::max_element(row, row + c.vocab_size) - row);
+            const std::span<const float> row(out.logits.data() + size_t(i) * c.vocab_size, size_t(c.vocab_size));
+            next[i] = tokens == Tokens::HostSampled
+                          ? kernels::sample_token(row, sampling_at(double(draws() >> 11) * 0x1p-53))
+                          : static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
           } else {
             next[i] = out.argmax[i];
           }
           kv.reserve(seqs[i], pos[i] + 1);
           batch.add(seqs[i], std::span<const int32_t>(&next[i], 1), pos[i]++, model::LogitRows::Last);
         }
-        batch.argmax_only = !host_logits;
+        if (tokens == Tokens::HostSampled) s += now() - t_draw;
+        batch.argmax_only = argmax;
+        if (tokens == Tokens::DeviceSampled)
+          for (int i = 0; i < b; ++i) batch.sampling.push_back(sampling_at(double(draws() >> 11) * 0x1p-53));
         const bool prof = profile_case && r == runs + 1;
         if (prof) kernels::cuda_profile_enable(*backend, true);
         const double t0 = now();
@@ -415,9 +443,13 @@ int main(int argc, char** argv) {
     for (auto s : seqs) kv.remove_sequence(s);
     const double d = median(tps);
     const double ctx = prompt_len + (runs + 1) * decode_steps / 2.0;
-    if (host_logits) {
-      std::printf("| decode batch %d tok/s, all logits to the host | %.1f | | |\n", b, d);
-      engine["decode_" + std::to_string(b) + "_host_logits"] = {{"tok_s", d}, {"runs", tps}};
+    if (!argmax) {
+      static const char* const label[] = {"", "all logits to the host", "sampled on the device",
+                                          "sampled on the host (logits returned)"};
+      static const char* const key[] = {"", "_host_logits", "_sampled_device", "_sampled_host"};
+      std::printf("| decode batch %d tok/s, %s | %.1f | %.2fx greedy on the device | |\n", b,
+                  label[static_cast<int>(tokens)], d, d / greedy_tps[b]);
+      engine["decode_" + std::to_string(b) + key[static_cast<int>(tokens)]] = {{"tok_s", d}, {"runs", tps}};
     } else if (b == 1) {
       batch1 = d;
       const double bytes = weight_bytes + kv_bytes_per_position * ctx;
@@ -429,6 +461,7 @@ int main(int argc, char** argv) {
       std::printf("| decode batch %d tok/s | %.1f | %.1fx batch 1 | |\n", b, d, d / batch1);
       engine["decode_" + std::to_string(b)] = {{"tok_s", d}, {"runs", tps}, {"vs_batch_1", d / batch1}};
     }
+    if (argmax) greedy_tps[b] = d;
     std::fflush(stdout);
   }
   report["engine"] = engine;

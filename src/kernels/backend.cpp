@@ -34,8 +34,13 @@ void Backend::sample_tokens(const float* x, int64_t rows, int64_t n, const Token
   std::vector<float> host(static_cast<size_t>(rows * n));
   std::vector<int32_t> tokens(static_cast<size_t>(rows));
   copy_to_host(host.data(), x, host.size() * sizeof(float));
-  for (int64_t r = 0; r < rows; ++r)
-    tokens[r] = sample_token(std::span<const float>(host.data() + r * n, static_cast<size_t>(n)), params[r]);
+  for (int64_t r = 0; r < rows; ++r) {
+    try {
+      tokens[r] = sample_token(std::span<const float>(host.data() + r * n, static_cast<size_t>(n)), params[r]);
+    } catch (const Error&) {  // no finite logit
+      tokens[r] = -1;
+    }
+  }
   copy_to_device(ids, tokens.data(), tokens.size() * sizeof(int32_t));
 }
 TopTwo top_two_ids(const float* row, int64_t n) {

@@ -136,7 +136,8 @@ class Backend {
   // ids[r] = the token row r of x draws under params[r] (host memory; the arithmetic of
   // kernels/token_sampling.h: temperature, top-k, top-p, min-p, then the row's uniform draw) for
   // r < rows; ids is a device int32 array. Sampling where the logits are: only the ids cross the
-  // bus. The default copies the rows to the host, draws there and copies the ids back.
+  // bus. A row without a finite logit gets -1 (the caller reports it). The default copies the
+  // rows to the host, draws there and copies the ids back.
   virtual void sample_tokens(const float* x, int64_t rows, int64_t n, const TokenSampling* params, int32_t* ids);
   // out[r] = TopTwo of x[r, :n) for r < rows; out is device memory. A drafter's levels stay on
   // the device until its chain is done: one wait per chain instead of one per level. The

@@ -5,51 +5,48 @@
 #include <limits>
 
 #include "base/error.h"
+#include "kernels/sampling_arithmetic.h"
 
 namespace tachyon::kernels {
 
 namespace {
 
-struct Ranked {
-  int32_t id;
-  float x;  // logit / temperature: the rank order (descending, ties by ascending id)
-  float p;
-};
-bool ranks_before(const Ranked& a, const Ranked& b) { return a.x > b.x || (a.x == b.x && a.id < b.id); }
+namespace arith = sampling_arithmetic;
 
-// The candidates of one row after temperature, top-k and the softmax, with a prefix in rank
-// order that grows on demand: top-p, min-p and the draw read the most likely candidates first
-// and rarely need more than a few hundred of a 150k vocabulary, so sorting all of them (what
-// dominated a sampled token's host time: ~20 ms at 152k) is left for when a walk goes that far.
+struct Ranked {
+  uint64_t key;   // arith::candidate_key: rank order is descending key
+  uint64_t mass;  // arith::candidate_mass
+};
+bool ranks_before(const Ranked& a, const Ranked& b) { return a.key > b.key; }
+
+// The candidates of one row after temperature and top-k, with a prefix in rank order that grows
+// on demand: top-p, min-p and the draw read the most likely candidates first and rarely need
+// more than a few hundred of a 150k vocabulary, so sorting all of them (what dominated a sampled
+// token's host time: ~20 ms at 152k) is left for when a walk goes that far.
 class RankedCandidates {
  public:
   RankedCandidates(std::span<const float> logits, const TokenSampling& s) {
-    std::vector<TokenCandidate> x;  // {id, logit / temperature}: 8 bytes, for the top-k heap
-    x.reserve(logits.size());
+    constexpr float kMasked = -std::numeric_limits<float>::infinity();
+    float max_x = kMasked;
+    for (float l : logits)
+      if (l > kMasked) max_x = std::max(max_x, l / s.temperature);
+    c_.reserve(logits.size());
     for (size_t i = 0; i < logits.size(); ++i)
-      if (logits[i] > -std::numeric_limits<float>::infinity())
-        x.push_back({static_cast<int32_t>(i), logits[i] / s.temperature});
-    if (x.empty()) throw Error("every token was masked out by the sampling parameters");
-    if (s.top_k > 0 && static_cast<size_t>(s.top_k) < x.size()) {
-      const auto by_x = [](const TokenCandidate& a, const TokenCandidate& b) {  // ranks_before on {id, x}
-        return ranks_before({a.id, a.p, 0.f}, {b.id, b.p, 0.f});
-      };
-      std::partial_sort(x.begin(), x.begin() + s.top_k, x.end(), by_x);
-      x.resize(static_cast<size_t>(s.top_k));
-      sorted_ = x.size();
+      if (logits[i] > kMasked) {
+        const float p = arith::candidate_p(logits[i] / s.temperature, max_x);
+        c_.push_back({arith::candidate_key(p, static_cast<uint32_t>(i)), arith::candidate_mass(p)});
+      }
+    if (c_.empty()) throw Error("every token was masked out by the sampling parameters");
+    if (s.top_k > 0 && static_cast<size_t>(s.top_k) < c_.size()) {
+      std::partial_sort(c_.begin(), c_.begin() + s.top_k, c_.end(), ranks_before);
+      c_.resize(static_cast<size_t>(s.top_k));
+      sorted_ = c_.size();
     }
-    c_.resize(x.size());
-    for (size_t i = 0; i < x.size(); ++i) c_[i] = {x[i].id, x[i].p, 0.f};
-    // Softmax over the survivors, the sum in the order they are held (rank order after a
-    // top-k cut, index order otherwise).
-    float mx = c_.front().x;
-    for (const auto& r : c_) mx = std::max(mx, r.x);
-    double sum = 0;
-    for (auto& r : c_) sum += (r.p = std::exp(r.x - mx));
-    for (auto& r : c_) r.p = static_cast<float>(r.p / sum);
+    for (const Ranked& r : c_) total_ += r.mass;  // an integer sum: any order gives the same
   }
 
   size_t size() const { return c_.size(); }
+  uint64_t total() const { return total_; }
   // The i-th candidate in rank order.
   const Ranked& at(size_t i) {
     if (i >= sorted_) rank_through(i + 1);
@@ -64,38 +61,35 @@ class RankedCandidates {
     std::sort(first, last, ranks_before);
     sorted_ = m;
   }
-  // Sum of the first `keep` probabilities in the order they are held now (rank order where a
-  // walk reached them, index order for an untouched tail).
-  double mass(size_t keep) const {
-    double total = 0;
-    for (size_t i = 0; i < keep; ++i) total += c_[i].p;
-    return total;
-  }
 
  private:
   std::vector<Ranked> c_;
   size_t sorted_ = 0;
+  uint64_t total_ = 0;
 };
 
 // How many candidates top-p and min-p keep (a prefix in rank order) and their total mass.
-std::pair<size_t, double> truncate(RankedCandidates& c, const TokenSampling& s) {
+std::pair<size_t, uint64_t> truncate(RankedCandidates& c, const TokenSampling& s) {
   size_t keep = c.size();
-  if (s.top_p < 1.f) {  // smallest prefix whose mass reaches top_p
-    double cum = 0;
+  uint64_t mass = c.total();
+  if (s.top_p < 1.f) {  // the smallest prefix whose mass reaches top_p of the total
+    const uint64_t target = arith::ceil_times(s.top_p, mass);
+    uint64_t cum = 0;
     size_t k = 0;
     while (k < c.size()) {
-      cum += c.at(k++).p;
-      if (cum >= s.top_p) break;
+      cum += c.at(k++).mass;
+      if (cum >= target) break;
     }
-    keep = k;
+    keep = k, mass = cum;
   }
-  if (s.min_p > 0.f) {
-    const float threshold = s.min_p * c.at(0).p;
+  if (s.min_p > 0.f) {  // p >= min_p * the top p (min_p <= 1: the top candidate stays)
+    const uint64_t bound = arith::key_at_least(arith::mul_rn(s.min_p, arith::key_p(c.at(0).key)));
     size_t k = 1;
-    while (k < keep && c.at(k).p >= threshold) ++k;
-    keep = k;
+    uint64_t cum = c.at(0).mass;
+    while (k < keep && c.at(k).key >= bound) cum += c.at(k++).mass;
+    keep = k, mass = cum;
   }
-  return {keep, c.mass(keep)};
+  return {keep, mass};
 }
 
 }  // namespace
@@ -109,10 +103,13 @@ int32_t argmax_token(std::span<const float> logits) {
 
 std::vector<TokenCandidate> truncated_distribution(std::span<const float> logits, const TokenSampling& s) {
   RankedCandidates c(logits, s);
-  const auto [keep, total] = truncate(c, s);
+  const auto [keep, mass] = truncate(c, s);
   c.rank_through(keep);
   std::vector<TokenCandidate> dist(keep);
-  for (size_t i = 0; i < keep; ++i) dist[i] = {c.at(i).id, static_cast<float>(c.at(i).p / total)};
+  for (size_t i = 0; i < keep; ++i) {
+    const Ranked& r = c.at(i);
+    dist[i] = {static_cast<int32_t>(arith::key_id(r.key)), static_cast<float>(static_cast<double>(r.mass) / mass)};
+  }
   return dist;
 }
 
@@ -127,15 +124,16 @@ int32_t draw_token(const std::vector<TokenCandidate>& dist, double u) {
 
 int32_t sample_token(std::span<const float> logits, const TokenSampling& s) {
   if (s.temperature <= 0.f) return argmax_token(logits);
-  // draw_token over truncated_distribution, ranking only as far as the draw walks.
+  // The first candidate in rank order whose cumulative mass passes floor(u * kept mass).
   RankedCandidates c(logits, s);
-  const auto [keep, total] = truncate(c, s);
-  double cum = 0;
+  const auto [keep, mass] = truncate(c, s);
+  const uint64_t threshold = arith::floor_times(s.u, mass);
+  uint64_t cum = 0;
   for (size_t i = 0; i < keep; ++i) {
-    cum += static_cast<float>(c.at(i).p / total);
-    if (s.u < cum) return c.at(i).id;
+    cum += c.at(i).mass;
+    if (cum > threshold) return static_cast<int32_t>(arith::key_id(c.at(i).key));
   }
-  return c.at(keep - 1).id;
+  return static_cast<int32_t>(arith::key_id(c.at(keep - 1).key));  // unreachable: threshold < mass
 }
 
 }  // namespace tachyon::kernels

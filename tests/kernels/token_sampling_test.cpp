@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "kernels/backend.h"
+#include "kernels/sampling_arithmetic.h"
 #include "kernels/token_sampling.h"
 
 namespace tachyon::kernels {
@@ -123,18 +124,71 @@ TEST(TokenSampling, BackendDrawsEachRowWithItsOwnSettings) {
     const auto row = four_way();
     std::vector<float> logits;
     for (int r = 0; r < 4; ++r) logits.insert(logits.end(), row.begin(), row.end());
-    std::vector<TokenSampling> params = {at(0.3, 0.f), at(0.9), at(0.6), at(0.99)};
+    logits.insert(logits.end(), 5, -std::numeric_limits<float>::infinity());  // nothing to draw: -1
+    std::vector<TokenSampling> params = {at(0.3, 0.f), at(0.9), at(0.6), at(0.99), at(0.5)};
     params[2].top_p = 0.4f;  // id 2 only
     params[3].top_k = 3;     // ids 2, 3, 0 over 0.95: 0.99 draws id 0
     auto* x = static_cast<float*>(backend->allocate(logits.size() * sizeof(float)));
-    auto* ids = static_cast<int32_t*>(backend->allocate(4 * sizeof(int32_t)));
+    auto* ids = static_cast<int32_t*>(backend->allocate(5 * sizeof(int32_t)));
     backend->copy_to_device(x, logits.data(), logits.size() * sizeof(float));
-    backend->sample_tokens(x, 4, 5, params.data(), ids);
-    std::vector<int32_t> got(4);
+    backend->sample_tokens(x, 5, 5, params.data(), ids);
+    std::vector<int32_t> got(5);
     backend->copy_to_host(got.data(), ids, got.size() * sizeof(int32_t));
-    EXPECT_EQ(got, (std::vector<int32_t>{2, 0, 2, 0})) << device;
+    EXPECT_EQ(got, (std::vector<int32_t>{2, 0, 2, 0, -1})) << device;
     backend->deallocate(x);
     backend->deallocate(ids);
+  }
+}
+
+// The exp the host and the CUDA kernel share: within a few ulp of the true value, exactly 1 at 0
+// (the top candidate's p, which min-p scales), 0 below the subnormals and for NaN.
+TEST(SamplingArithmetic, ExpIsAccurateAndExactWhereTheDrawReadsIt) {
+  using sampling_arithmetic::sampling_exp;
+  EXPECT_EQ(sampling_exp(0.f), 1.f);
+  EXPECT_EQ(sampling_exp(-0.f), 1.f);
+  EXPECT_EQ(sampling_exp(-104.5f), 0.f);
+  EXPECT_EQ(sampling_exp(-std::numeric_limits<float>::infinity()), 0.f);
+  EXPECT_EQ(sampling_exp(std::numeric_limits<float>::quiet_NaN()), 0.f);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> r(-103.9f, 0.f);
+  double worst = 0;
+  for (int i = 0; i < 1000000; ++i) {
+    const float x = i < 200000 ? -static_cast<float>(i) * 1e-5f : r(rng);  // dense near 0, then anywhere
+    const double want = std::exp(static_cast<double>(x)), got = sampling_exp(x);
+    if (want >= 0x1p-126) {
+      worst = std::max(worst, std::abs(got - want) / want);
+    } else {
+      ASSERT_LE(std::abs(got - want), 0x1p-149) << "x " << x;  // subnormal: one rounding of the last scale
+    }
+  }
+  EXPECT_LT(worst, 4 * 0x1p-24) << "relative error";
+}
+
+// Integer mass times a probability, exactly: top-p's target rounds up, the draw's threshold down,
+// where float or double arithmetic would land on the wrong side of an integer.
+TEST(SamplingArithmetic, ScaledMassesAreExact) {
+  using sampling_arithmetic::ceil_times;
+  using sampling_arithmetic::floor_times;
+  EXPECT_EQ(floor_times(0.0, 12345), 0u);
+  EXPECT_EQ(floor_times(0.5, 7), 3u);
+  EXPECT_EQ(floor_times(0.75, 4), 3u);
+  EXPECT_EQ(floor_times(1.0 - 0x1p-53, uint64_t{1} << 53), (uint64_t{1} << 53) - 1);
+  EXPECT_EQ(floor_times(1.0 - 0x1p-53, ~uint64_t{0}), ~uint64_t{0} - 2048);  // 2^64 - 1 - 2^11 + 2^-53
+  EXPECT_EQ(floor_times(0x1p-1074, ~uint64_t{0}), 0u);                     // subnormal u
+  EXPECT_EQ(ceil_times(0.5f, 7), 4u);
+  EXPECT_EQ(ceil_times(0.5f, 8), 4u);
+  EXPECT_EQ(ceil_times(0.1f, 10), 2u);  // 0.1f is 0.100000001490116...: 10 of it exceed 1
+  EXPECT_EQ(ceil_times(0.9f, 10), 9u);  // 0.9f is 0.899999976158142...
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 100000; ++i) {
+    const uint64_t k = rng() >> 11, s = rng() >> (rng() % 64);  // u = k * 2^-53, any mass
+    const auto product = static_cast<sampling_arithmetic::uint128>(k) * s;
+    ASSERT_EQ(floor_times(static_cast<double>(k) * 0x1p-53, s), static_cast<uint64_t>(product >> 53)) << k << " " << s;
+    const uint32_t m = static_cast<uint32_t>(rng() >> 40);  // f = m * 2^-24 < 1
+    if (m == 0) continue;
+    const auto fp = static_cast<sampling_arithmetic::uint128>(m) * s;
+    const uint64_t want = static_cast<uint64_t>(fp >> 24) + ((fp & 0xffffff) != 0);
+    ASSERT_EQ(ceil_times(static_cast<float>(m) * 0x1p-24f, s), want) << m << " " << s;
   }
 }
 

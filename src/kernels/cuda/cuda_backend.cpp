@@ -23,6 +23,7 @@
 #include "kernels/cuda/moe.cuh"
 #include "kernels/cuda/norm.cuh"
 #include "kernels/cuda/rope.cuh"
+#include "kernels/cuda/sampling.cuh"
 #include "kernels/cuda/step_graph.h"
 
 namespace tachyon::kernels {
@@ -184,6 +185,7 @@ class CudaBackend final : public Backend {
     profile_.reset();
     if (attn_workspace_) cudaFree(attn_workspace_);
     if (copy_workspace_) cudaFree(copy_workspace_);
+    if (sample_workspace_) cudaFree(sample_workspace_);
     cudaStreamDestroy(stream_);
   }
 
@@ -405,6 +407,16 @@ class CudaBackend final : public Backend {
   void argmax(const float* x, int64_t rows, int64_t n, int32_t* ids) override {
     Scope scope(this, "argmax");
     cuda::argmax(x, rows, n, ids, stream_);
+  }
+  void sample_tokens(const float* x, int64_t rows, int64_t n, const TokenSampling* params, int32_t* ids) override {
+    Scope scope(this, "sample_tokens");
+    const size_t need = cuda::sample_workspace_bytes(rows, n);
+    if (need > sample_workspace_bytes_) {  // grow-only, geometrically (see matmul)
+      if (sample_workspace_) deallocate(sample_workspace_);
+      sample_workspace_bytes_ = std::max(need, sample_workspace_bytes_ * 3 / 2);
+      sample_workspace_ = allocate(sample_workspace_bytes_);
+    }
+    cuda::sample_tokens(x, rows, n, staged(params, static_cast<size_t>(rows)), sample_workspace_, ids, stream_);
   }
   void top_two(const float* x, int64_t rows, int64_t n, TopTwo* out) override {
     Scope scope(this, "top_two");
@@ -683,6 +695,8 @@ class CudaBackend final : public Backend {
   size_t workspace_bytes_ = 0;
   void* copy_workspace_ = nullptr;  // copy_on_device_many: the sources, gathered
   size_t copy_workspace_bytes_ = 0;
+  void* sample_workspace_ = nullptr;  // sample_tokens: each row's candidates
+  size_t sample_workspace_bytes_ = 0;
   std::vector<cuda::CopyDesc> copy_descs_;
   void* attn_workspace_ = nullptr;  // split-KV partial results of decode attention
   size_t attn_workspace_bytes_ = 0;

@@ -1,6 +1,7 @@
 #include "kernels/cuda/elementwise.cuh"
 
 #include "kernels/cuda/activation.cuh"
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/common.cuh"
 
 namespace tachyon::kernels::cuda {
@@ -52,28 +53,11 @@ __global__ void gather_rows_kernel(const float* __restrict__ src, const int32_t*
   for (int64_t c = threadIdx.x; c < width; c += blockDim.x) dst[i * width + c] = src[from * width + c];
 }
 
-// One 1024-thread CTA per row: each thread keeps its strided best (ties: lower index), then
-// warps and the CTA reduce with the same rule, so the result is the first maximum.
-__device__ __forceinline__ void better(float& v, int& i, float ov, int oi) {
-  if (ov > v || (ov == v && oi < i)) v = ov, i = oi;
-}
+// One 1024-thread CTA per row (block_reduce.cuh: the first maximum).
 __global__ void __launch_bounds__(1024) argmax_kernel(const float* __restrict__ x, int64_t n, int32_t* __restrict__ ids) {
   pdl_enter();
-  __shared__ float vs[32];
-  __shared__ int is[32];
-  const float* row = x + static_cast<int64_t>(blockIdx.x) * n;
-  float v = -INFINITY;
-  int best = 0x7fffffff;
-  for (int64_t c = threadIdx.x; c < n; c += 1024) better(v, best, row[c], static_cast<int>(c));
-  for (int o = 16; o > 0; o >>= 1) better(v, best, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, best, o));
-  if (threadIdx.x % 32 == 0) vs[threadIdx.x / 32] = v, is[threadIdx.x / 32] = best;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    v = vs[threadIdx.x], best = is[threadIdx.x];
-    for (int o = 16; o > 0; o >>= 1)
-      better(v, best, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, best, o));
-    if (threadIdx.x == 0) ids[blockIdx.x] = best == 0x7fffffff ? 0 : best;
-  }
+  const int best = block_argmax(x + static_cast<int64_t>(blockIdx.x) * n, n);
+  if (threadIdx.x == 0) ids[blockIdx.x] = best;
 }
 
 // One 256-thread CTA per row: each thread keeps its strided top two in the order (value

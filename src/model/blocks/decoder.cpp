@@ -246,6 +246,8 @@ class DecoderModel final : public Model {
         out.argmax.resize(static_cast<size_t>(n));
         copy_hidden();
         backend_.copy_to_host(out.argmax.data(), ids, out.argmax.size() * sizeof(int32_t));
+        for (int64_t r = 0; r < n; ++r)  // a backend's sample_tokens marks a row without a finite logit
+          if (out.argmax[r] < 0) throw Error("logit row {} has no finite logit: no token to sample", r);
         return out;
       }
       out.logits.resize(static_cast<size_t>(n * vocab));
