@@ -18,7 +18,8 @@
 // one prefill and of decode steps (cudaEvents around every op, bench/NOTES-cuda.md).
 // Usage: cuda_bench [--runs 3] [--json FILE] [--lab] [--profile] [--engine-only: skip the kernel tables]
 //                   [--attention-only: the attention table alone] [--decode-only: the decode matmul table, M 1-8]
-//                   [--decode-quick: engine decode at batch 1, 4 and 8 only] MODEL_DIR
+//                   [--decode-quick: engine decode at batch 1, 4 and 8 only]
+//                   [--sampling-only: the device token draw alone] MODEL_DIR
 // Env: TACHYON_CUDA_GRAPHS, TACHYON_STREAM_SLOTS (matmul_stream.cu), TACHYON_WGMMA_TMA (matmul.cu).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -151,10 +152,62 @@ struct Shape {
 
 }  // namespace
 
+// Backend::sample_tokens alone over 151936-logit rows (Qwen's vocabulary), per call, next to the
+// device argmax of the same rows: a flat row (what the random-weight benchmark model gives) and a
+// peaked one (40 tokens far above the bulk, what a trained model gives).
+int sampling_table(kernels::Backend& backend) {
+  const int64_t n = 151936;
+  std::printf("| sample_tokens, %lld logits | rows | us per call | x argmax |\n|---|---|---|---|\n",
+              static_cast<long long>(n));
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (const bool peaked : {false, true}) {
+    for (const int64_t rows : {1, 8, 64}) {
+      std::vector<float> logits(static_cast<size_t>(rows * n));
+      for (auto& v : logits) v = normal(rng) * (peaked ? 2.f : 1.f);
+      if (peaked)
+        for (int64_t r = 0; r < rows; ++r)
+          for (int j = 0; j < 40; ++j) logits[r * n + rng() % n] = 12.f + 3.f * normal(rng);
+      auto* x = static_cast<float*>(backend.allocate(logits.size() * sizeof(float)));
+      auto* ids = static_cast<int32_t*>(backend.allocate(rows * sizeof(int32_t)));
+      backend.copy_to_device(x, logits.data(), logits.size() * sizeof(float));
+      const auto per_call = [&](auto&& f) {
+        f();
+        backend.synchronize();
+        std::vector<double> t;
+        for (int r = 0; r < 5; ++r) {
+          const double t0 = now();
+          for (int i = 0; i < 20; ++i) f();
+          backend.synchronize();
+          t.push_back((now() - t0) / 20);
+        }
+        return median(t) * 1e6;
+      };
+      const double argmax_us = per_call([&] { backend.argmax(x, rows, n, ids); });
+      struct Setting {
+        const char* name;
+        float temperature, top_p;
+        int32_t top_k;
+      };
+      for (const Setting& st : {Setting{"temperature 0.7, top-p 0.9", 0.7f, 0.9f, 0},
+                                Setting{"temperature 1", 1.f, 1.f, 0}, Setting{"temperature 0.8, top-k 50", 0.8f, 1.f, 50}}) {
+        std::vector<kernels::TokenSampling> params(static_cast<size_t>(rows));
+        for (auto& p : params) p.temperature = st.temperature, p.top_p = st.top_p, p.top_k = st.top_k, p.u = 0.37;
+        const double us = per_call([&] { backend.sample_tokens(x, rows, n, params.data(), ids); });
+        std::printf("| %s row, %s | %lld | %.1f | %.1fx (argmax %.1f us) |\n", peaked ? "peaked" : "flat", st.name,
+                    static_cast<long long>(rows), us, us / argmax_us, argmax_us);
+      }
+      backend.deallocate(x);
+      backend.deallocate(ids);
+    }
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   int runs = 3, decode_variant = kernels::cuda::kDecodeAuto;
   bool lab = false, profile = false, engine_only = false, attention_only = false, decode_only = false,
-       decode_quick = false;
+       decode_quick = false, sampling_only = false;
   std::string json_path, dir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -166,6 +219,7 @@ int main(int argc, char** argv) {
     else if (a == "--engine-only") engine_only = true;
     else if (a == "--attention-only") attention_only = true;
     else if (a == "--decode-only") decode_only = true;
+    else if (a == "--sampling-only") sampling_only = true;
     else if (a == "--decode-quick") decode_quick = true;  // engine decode at batch 1 and 8 only (A/B runs)  // the decode matmul table (M = 1, 8), then exit
     else dir = a;
   }
@@ -174,6 +228,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto backend = kernels::make_backend("cuda");
+  if (sampling_only) return sampling_table(*backend);
   std::fprintf(stderr, "measuring ceilings on %s...\n", backend->name().c_str());
   const double copy_gbps = measure_copy_gbps();
   const double mm_tflops = measure_cublas_bf16_tflops();

@@ -11,7 +11,7 @@
 # AB_ARGS / AB_ENV (a second engine run with these arguments / environment, e.g. "--decode-variant 12" or
 # "TACHYON_WGMMA_WS=0", into engine-b.md); QUICK: environments separated by ';' ("-": none), each one
 # cuda_bench --decode-quick run (batch 1, 4 and 8) into quick.md; ATTN=1: the attention table
-# (cuda_bench --attention-only) into attention.md. B_CUDA_FLAGS / B_CMAKE_ARGS: a second build with these extra
+# (cuda_bench --attention-only) into attention.md; SAMPLING=1: the device token draw table (--sampling-only) into sampling.md. B_CUDA_FLAGS / B_CMAKE_ARGS: a second build with these extra
 # CUDA flags / CMake arguments (e.g. "-DTACHYON_PDL_EARLY=1", "-DTACHYON_ATTENTION_BF16=ON") that runs QUICK and
 # ATTN again, with B_TESTS=1 its CUDA tests first (sweep-tests-b.log), with B_ENGINE=1 the full engine run after.
 # FULL_ENGINE=0 skips the default build's full engine run.
@@ -61,6 +61,8 @@ quick_runs() {  # $1: the cuda_bench binary, $2: a label
 if [ -n "${QUICK:-}" ] && [ "${SKIP_ENGINE:-0}" = 0 ]; then
   quick_runs "$build/bench/cuda_bench" a | tee "$results/quick.md"
 fi
+[ "${SAMPLING:-0}" = 1 ] && { timeout 120 "$build/bench/cuda_bench" --sampling-only "$ckpt" 2>&1 | grep -E "^\|" |
+  tee "$results/sampling.md" || true; }
 [ "${ATTN:-0}" = 1 ] && { timeout 120 "$build/bench/cuda_bench" --attention-only "$ckpt" 2>&1 | grep -E "^\| (attention|decode|prefill)" |
   tee "$results/attention.md" || true; }
 if [ -n "${B_CUDA_FLAGS:-}${B_CMAKE_ARGS:-}" ] && [ "${SKIP_ENGINE:-0}" = 0 ]; then
