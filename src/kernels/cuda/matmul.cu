@@ -913,12 +913,13 @@ namespace {
 // split-K; at 17-64 rows wide matrices through the batched kernel (v8), the rest through the
 // skinny kernel over A fragments.
 // Then (NOTES-cuda.md "Session 9") the streaming kernel: at M = 1 for matrices of 16 MB or more,
-// at 2-8 rows for the wide ones (at M = 8 it loses on 32 MB matrices: each CTA stages all of x).
+// at 2-8 rows for n >= 4096 (session 11, Qwen3-8B shapes, same call: batch 4 736.7 vs 705.4
+// tok/s with only n >= 16384 streamed, batch 8 1320.4 vs 1308.9; bench/results/cuda-session11.md).
 // TACHYON_STREAM_MIN_N (A/B runs): the narrowest matrix streamed at 2-8 rows.
 int64_t stream_min_n() {
   static const int64_t n = [] {
     const char* env = std::getenv("TACHYON_STREAM_MIN_N");
-    return env ? std::max<int64_t>(1, std::atoll(env)) : int64_t{16384};
+    return env ? std::max<int64_t>(1, std::atoll(env)) : int64_t{4096};
   }();
   return n;
 }

@@ -47,6 +47,7 @@ struct Shared {
   Descent d;
   uint64_t list[kGatherCap];
   unsigned long long slot;  // cluster reductions: this CTA's value
+  Crossing result;          // CTA 0's, of a descent it finished alone
 };
 
 // The rank key of candidate i from its scratch word (the bits of its p, or kMaskedWord).
@@ -123,34 +124,61 @@ __device__ __forceinline__ void choose_bucket(const Histogram& h, bool by_count,
   d.bucket_count = h.count[b];
 }
 
+// Adds the members under the descent's prefix among `keys` (this CTA's slice of the row, or its
+// gathered list) to h, by their digit at `shift`.
+template <typename Keys>
+__device__ __forceinline__ void histogram_level(Histogram& h, const Keys& keys, int64_t count, int64_t first,
+                                                int64_t stride, uint64_t bound, int shift, uint64_t prefix) {
+  BucketRun run;
+  for (int64_t i = first; i < count; i += stride) {
+    const uint64_t key = keys(i);
+    if (is_member(key, bound) && (shift == 56 || (key >> (shift + 8)) == prefix))
+      run.add(h, static_cast<unsigned>(key >> shift) & (kBuckets - 1), mass_of(key));
+  }
+  run.flush(h);
+}
+
 // The first member (key >= bound) in rank order at which the cumulative count (by_count) or
-// mass reaches target, 1 <= target <= the members' total. Every thread of the cluster calls it.
-// Per level: each CTA's histogram of its slice, one cluster barrier, every CTA merges the eight
-// and chooses the same bucket. Once the chosen bucket holds <= kGatherCap candidates in the
-// whole row, each CTA moves its share to shared memory and later levels read only that.
+// mass reaches target, 1 <= target <= the members' total. Every thread of the cluster calls it;
+// `parity` (the local histogram the next cluster level fills) carries over between calls.
+// Cluster levels: each CTA's histogram of its slice, one cluster barrier, every CTA merges the
+// eight and chooses the same bucket. Once the chosen bucket holds <= kGatherCap candidates in
+// the whole row, each CTA gathers its share, CTA 0 collects them and finishes the descent alone
+// (no more cluster barriers), and the others read its result.
 __device__ Crossing find_crossing(cg::cluster_group& cluster, Shared& sh, const uint32_t* __restrict__ words,
-                                  int64_t n, uint64_t bound, bool by_count, uint64_t target) {
+                                  int64_t n, uint64_t bound, bool by_count, uint64_t target, int& parity) {
   Descent& d = sh.d;
   __syncthreads();  // the previous descent's readers are done with d and the list
   if (threadIdx.x == 0) d.prefix = 0, d.mass_before = 0, d.count_before = 0;
-  const Slice slice = my_slice(cluster.block_rank());
-  bool gathered = false;
-  for (int shift = 56, level = 0; shift >= 0; shift -= 8, ++level) {
-    Histogram& h = sh.local[level % 2];
+  const unsigned rank = cluster.block_rank();
+  const Slice slice = my_slice(rank);
+  const auto row_key = [&](int64_t i) { return key_at(words, i); };
+  const auto list_key = [&](int64_t i) { return sh.list[i]; };
+  // Ids are below n, so the bits of ~id above them are ones: a level of those alone puts every
+  // candidate into bucket 255 and is skipped.
+  const int id_bits = n > 1 ? 64 - __clzll(static_cast<unsigned long long>(n - 1)) : 0;
+  bool gathered = false, alone = false;  // alone: CTA 0 over the row's gathered candidates
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    if (shift < 32 && shift >= id_bits) {
+      if (threadIdx.x == 0) d.prefix = (d.prefix << 8) | (kBuckets - 1);
+      __syncthreads();
+      continue;
+    }
+    if (alone) {
+      Histogram& h = sh.merged;
+      for (int b = threadIdx.x; b < kBuckets; b += blockDim.x) h.count[b] = 0, h.mass[b] = 0;
+      __syncthreads();
+      histogram_level(h, list_key, d.list_size, threadIdx.x, blockDim.x, bound, shift, d.prefix);
+      __syncthreads();
+      if (threadIdx.x < 32) choose_bucket(h, by_count, target, d);
+      __syncthreads();
+      continue;
+    }
+    Histogram& h = sh.local[parity];
+    parity ^= 1;
     for (int b = threadIdx.x; b < kBuckets; b += blockDim.x) h.count[b] = 0, h.mass[b] = 0;
     __syncthreads();
-    const uint64_t prefix = d.prefix;
-    BucketRun run;
-    auto visit = [&](uint64_t key) {
-      if (is_member(key, bound) && (shift == 56 || (key >> (shift + 8)) == prefix))
-        run.add(h, static_cast<unsigned>(key >> shift) & (kBuckets - 1), mass_of(key));
-    };
-    if (gathered) {
-      for (unsigned i = threadIdx.x; i < d.list_size; i += blockDim.x) visit(sh.list[i]);
-    } else {
-      for (int64_t i = slice.first; i < n; i += slice.stride) visit(key_at(words, i));
-    }
-    run.flush(h);
+    histogram_level(h, row_key, n, slice.first, slice.stride, bound, shift, d.prefix);
     // Every CTA's histogram of this level is complete; the other parity's (last level's) is no
     // longer read by anyone, so the next level may clear it.
     cluster.sync();
@@ -166,17 +194,34 @@ __device__ Crossing find_crossing(cg::cluster_group& cluster, Shared& sh, const 
     __syncthreads();
     if (threadIdx.x < 32) choose_bucket(sh.merged, by_count, target, d);
     __syncthreads();
-    if (!gathered && shift > 0 && d.bucket_count <= kGatherCap) {
-      const uint64_t chosen = d.prefix;
-      if (threadIdx.x == 0) d.list_size = 0;
-      __syncthreads();
-      for (int64_t i = slice.first; i < n; i += slice.stride) {
-        const uint64_t key = key_at(words, i);
-        if (is_member(key, bound) && (key >> shift) == chosen) sh.list[atomicAdd(&d.list_size, 1u)] = key;
-      }
-      __syncthreads();
-      gathered = true;
+    if (shift == 0 || d.bucket_count > kGatherCap) continue;
+    // Gather: each CTA its share of the chosen bucket, then CTA 0 all of them.
+    const uint64_t chosen = d.prefix;
+    if (threadIdx.x == 0) d.list_size = 0;
+    __syncthreads();
+    for (int64_t i = slice.first; i < n; i += slice.stride) {
+      const uint64_t key = key_at(words, i);
+      if (is_member(key, bound) && (key >> shift) == chosen) sh.list[atomicAdd(&d.list_size, 1u)] = key;
     }
+    cluster.sync();  // every share is complete (and stays until the result barrier below)
+    gathered = true;
+    if (rank != 0) break;
+    unsigned offset = d.list_size;
+    for (int r = 1; r < kCluster; ++r) {
+      const unsigned size = cluster.map_shared_rank(&d, r)->list_size;
+      const uint64_t* share = cluster.map_shared_rank(sh.list, r);
+      for (unsigned i = threadIdx.x; i < size; i += blockDim.x) sh.list[offset + i] = share[i];
+      offset += size;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) d.list_size = offset;
+    __syncthreads();
+    alone = true;
+  }
+  if (gathered) {  // CTA 0 holds the result
+    if (rank == 0 && threadIdx.x == 0) sh.result = {d.prefix, d.mass_before + mass_of(d.prefix)};
+    cluster.sync();
+    return *cluster.map_shared_rank(&sh.result, 0);
   }
   return {d.prefix, d.mass_before + mass_of(d.prefix)};
 }
@@ -235,12 +280,13 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 1)
     }
   // The cluster barriers in cluster_combine also order the words' writes before other CTAs read them.
   uint64_t mass = cluster_combine(cluster, sh, block_sum(total), sum_of), bound = 0;  // members: key >= bound
+  int parity = 0;
   if (s.top_k > 0 && static_cast<unsigned>(s.top_k) < survivors) {
-    const Crossing c = find_crossing(cluster, sh, words, n, 0, true, static_cast<uint64_t>(s.top_k));
+    const Crossing c = find_crossing(cluster, sh, words, n, 0, true, static_cast<uint64_t>(s.top_k), parity);
     bound = c.key, mass = c.mass_through;
   }
   if (s.top_p < 1.f) {
-    const Crossing c = find_crossing(cluster, sh, words, n, bound, false, arith::ceil_times(s.top_p, mass));
+    const Crossing c = find_crossing(cluster, sh, words, n, bound, false, arith::ceil_times(s.top_p, mass), parity);
     bound = c.key, mass = c.mass_through;
   }
   if (s.min_p > 0.f) {  // p >= min_p * the top candidate's p, which is 1 (candidate_p of the largest x)
@@ -255,7 +301,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 1)
       mass = cluster_combine(cluster, sh, block_sum(m), sum_of);
     }
   }
-  const Crossing c = find_crossing(cluster, sh, words, n, bound, false, arith::floor_times(s.u, mass) + 1);
+  const Crossing c = find_crossing(cluster, sh, words, n, bound, false, arith::floor_times(s.u, mass) + 1, parity);
   if (rank == 0 && threadIdx.x == 0) ids[r] = static_cast<int32_t>(arith::key_id(c.key));
   cluster.sync();  // no CTA leaves while another still reads its last histogram
 }
