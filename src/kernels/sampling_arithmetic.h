@@ -86,10 +86,18 @@ TACHYON_HOST_DEVICE float key_p(uint64_t key) { return bits_of<float>(static_cas
 // The smallest key of a candidate with probability >= p.
 TACHYON_HOST_DEVICE uint64_t key_at_least(float p) { return static_cast<uint64_t>(bits_of<uint32_t>(p)) << 32; }
 
-// Probability mass as an integer: p * 2^40 truncated. The sum of a row stays below 2^64 for up to
-// 2^23 candidates; mass below 2^-40 of the top candidate's is dropped (never drawn).
-constexpr float kMassScale = 0x1p40f;
-TACHYON_HOST_DEVICE uint64_t candidate_mass(float p) { return static_cast<uint64_t>(p * kMassScale); }
+// Probability mass as an integer: p * 2^40 truncated (p in [0, 1]), from p's bits with integer
+// operations (a float-to-64-bit conversion is a slow instruction on the GPU, run per candidate
+// and level there). The sum of a row stays below 2^64 for up to 2^23 candidates; mass below
+// 2^-40 of the top candidate's is dropped (never drawn).
+TACHYON_HOST_DEVICE uint64_t candidate_mass(float p) {
+  const uint32_t b = bits_of<uint32_t>(p);
+  const int biased = static_cast<int>(b >> 23);  // p >= 0: no sign bit
+  if (biased == 0) return 0;                     // zero or subnormal: below 2^-126
+  const uint64_t m = (b & ((1u << 23) - 1)) | (1u << 23);  // p = m * 2^(biased - 150)
+  const int shift = biased - 110;                          // p * 2^40 = m * 2^shift
+  return shift >= 0 ? m << shift : (shift > -24 ? m >> -shift : 0);
+}
 
 __extension__ typedef unsigned __int128 uint128;  // GCC's and nvcc's, on both sides
 

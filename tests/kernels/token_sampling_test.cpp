@@ -164,6 +164,19 @@ TEST(SamplingArithmetic, ExpIsAccurateAndExactWhereTheDrawReadsIt) {
   EXPECT_LT(worst, 4 * 0x1p-24) << "relative error";
 }
 
+// The integer mass from p's bits is p * 2^40 truncated, as a float conversion gives it.
+TEST(SamplingArithmetic, MassIsTheTruncatedScaledProbability) {
+  using sampling_arithmetic::bits_of;
+  using sampling_arithmetic::candidate_mass;
+  for (float p : {0.f, 1.f, 0.5f, 0x1p-40f, 0x1p-41f, 0x1.fffffep-41f, 0x1p-126f, 0x1p-149f, 0.999999940f})
+    EXPECT_EQ(candidate_mass(p), static_cast<uint64_t>(p * 0x1p40f)) << p;
+  std::mt19937 rng(8);
+  for (int i = 0; i < 1000000; ++i) {
+    const float p = bits_of<float>(static_cast<uint32_t>(rng() % 0x3f800001u));  // every float in [0, 1]
+    ASSERT_EQ(candidate_mass(p), static_cast<uint64_t>(p * 0x1p40f)) << p;
+  }
+}
+
 // Integer mass times a probability, exactly: top-p's target rounds up, the draw's threshold down,
 // where float or double arithmetic would land on the wrong side of an integer.
 TEST(SamplingArithmetic, ScaledMassesAreExact) {

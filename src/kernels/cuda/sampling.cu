@@ -26,9 +26,23 @@ constexpr int kBuckets = 256;                  // 8 key bits a level
 constexpr unsigned kGatherCap = 4096;          // candidates a CTA may move to shared memory
 constexpr uint32_t kMaskedWord = 0xffffffffu;  // scratch word of a masked logit: its key has bit 63 set
 
+// A bucket's mass is 64 bits kept as two 32-bit words: 64-bit shared-memory atomics are
+// compare-and-swap loops on the GPU, 32-bit adds are native (the carry comes from the old value).
 struct Histogram {
   unsigned count[kBuckets];
-  unsigned long long mass[kBuckets];
+  unsigned mass_lo[kBuckets], mass_hi[kBuckets];
+  __device__ __forceinline__ uint64_t mass(int b) const {
+    return (static_cast<uint64_t>(mass_hi[b]) << 32) | mass_lo[b];
+  }
+  __device__ __forceinline__ void clear() {
+    for (int b = threadIdx.x; b < kBuckets; b += blockDim.x) count[b] = 0, mass_lo[b] = 0, mass_hi[b] = 0;
+  }
+  __device__ __forceinline__ void add(int b, unsigned c, uint64_t m) {
+    atomicAdd(&count[b], c);
+    const unsigned lo = static_cast<unsigned>(m), old = atomicAdd(&mass_lo[b], lo);
+    const unsigned carry = old + lo < old;
+    if ((m >> 32) + carry) atomicAdd(&mass_hi[b], static_cast<unsigned>(m >> 32) + carry);
+  }
 };
 struct Descent {  // a CTA's copy; every CTA of the row computes the same from the merged histograms
   unsigned long long prefix;       // key bits fixed so far (the bucket of each level)
@@ -88,7 +102,7 @@ struct BucketRun {
     ++count, mass += m;
   }
   __device__ __forceinline__ void flush(Histogram& h) {
-    if (count) atomicAdd(&h.count[bucket], count), atomicAdd(&h.mass[bucket], mass);
+    if (count) h.add(static_cast<int>(bucket), count, mass);
     count = 0, mass = 0;
   }
 };
@@ -101,7 +115,7 @@ __device__ __forceinline__ void choose_bucket(const Histogram& h, bool by_count,
   uint64_t lane_count = 0, lane_mass = 0;  // lane l holds buckets 255 - 8l down to 248 - 8l
   for (int j = 0; j < 8; ++j) {
     const int b = kBuckets - 1 - 8 * static_cast<int>(lane) - j;
-    lane_count += h.count[b], lane_mass += h.mass[b];
+    lane_count += h.count[b], lane_mass += h.mass(b);
   }
   uint64_t count_through = lane_count, mass_through = lane_mass;  // inclusive over lanes
   for (int o = 1; o < 32; o <<= 1) {
@@ -116,8 +130,8 @@ __device__ __forceinline__ void choose_bucket(const Histogram& h, bool by_count,
   uint64_t count = count_through - lane_count, mass = mass_through - lane_mass;  // of the lanes above
   int b = kBuckets - 1 - 8 * static_cast<int>(lane);
   for (int j = 0; j < 7; ++j, --b) {
-    if ((by_count ? count + h.count[b] : mass + h.mass[b]) >= need) break;
-    count += h.count[b], mass += h.mass[b];
+    if ((by_count ? count + h.count[b] : mass + h.mass(b)) >= need) break;
+    count += h.count[b], mass += h.mass(b);
   }
   d.count_before += count, d.mass_before += mass;
   d.prefix = (d.prefix << 8) | static_cast<unsigned>(b);
@@ -166,7 +180,7 @@ __device__ Crossing find_crossing(cg::cluster_group& cluster, Shared& sh, const 
     }
     if (alone) {
       Histogram& h = sh.merged;
-      for (int b = threadIdx.x; b < kBuckets; b += blockDim.x) h.count[b] = 0, h.mass[b] = 0;
+      h.clear();
       __syncthreads();
       histogram_level(h, list_key, d.list_size, threadIdx.x, blockDim.x, bound, shift, d.prefix);
       __syncthreads();
@@ -176,7 +190,7 @@ __device__ Crossing find_crossing(cg::cluster_group& cluster, Shared& sh, const 
     }
     Histogram& h = sh.local[parity];
     parity ^= 1;
-    for (int b = threadIdx.x; b < kBuckets; b += blockDim.x) h.count[b] = 0, h.mass[b] = 0;
+    h.clear();
     __syncthreads();
     histogram_level(h, row_key, n, slice.first, slice.stride, bound, shift, d.prefix);
     // Every CTA's histogram of this level is complete; the other parity's (last level's) is no
@@ -187,9 +201,10 @@ __device__ Crossing find_crossing(cg::cluster_group& cluster, Shared& sh, const 
       unsigned long long mass = 0;
       for (int r = 0; r < kCluster; ++r) {
         const Histogram* other = cluster.map_shared_rank(&h, r);
-        count += other->count[b], mass += other->mass[b];
+        count += other->count[b], mass += other->mass(b);
       }
-      sh.merged.count[b] = count, sh.merged.mass[b] = mass;
+      sh.merged.count[b] = count;
+      sh.merged.mass_lo[b] = static_cast<unsigned>(mass), sh.merged.mass_hi[b] = static_cast<unsigned>(mass >> 32);
     }
     __syncthreads();
     if (threadIdx.x < 32) choose_bucket(sh.merged, by_count, target, d);
