@@ -85,9 +85,9 @@ __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepc
 // two matmuls lets the second matmul's CTA take each SM as soon as the first one's CTA there
 // exits and fill its ring while the small kernel waits and runs. Sound by the rule above (a
 // kernel released early still reads nothing but weights before its own pdl_wait, and every
-// kernel it waits on is resident before it is launched); H200, same call: batch-1 decode 209.9
-// vs 205.8 tok/s, batch 8 1301 vs 1317 (bench/NOTES-cuda.md "Session 10"). Off until the CUDA
-// tests have run in that build on the device.
+// kernel it waits on is resident before it is launched); H200, two calls: batch-1 decode +1.5-2.0%,
+// batch 8 -1.1-1.7%, CUDA tests passing in that build (bench/NOTES-cuda.md "Session 10" and
+// "Session 11"). Off: it only moves time from batch 8 to batch 1.
 __device__ __forceinline__ void pdl_enter() {
   if constexpr (TACHYON_PDL_EARLY) {
     pdl_launch_dependents();
