@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -86,6 +87,16 @@ std::vector<Row> rows_to_draw(int64_t n, std::mt19937& rng) {
   return rows;
 }
 
+// The rows' logits back to back, and their settings.
+std::pair<std::vector<float>, std::vector<TokenSampling>> flatten(const std::vector<Row>& rows) {
+  std::pair<std::vector<float>, std::vector<TokenSampling>> out;
+  for (const Row& row : rows) {
+    out.first.insert(out.first.end(), row.logits.begin(), row.logits.end());
+    out.second.push_back(row.s);
+  }
+  return out;
+}
+
 // The host's token, or -1 where the host refuses the row (no finite logit).
 int32_t host_token(const Row& row) {
   try {
@@ -98,12 +109,7 @@ int32_t host_token(const Row& row) {
 TEST_F(CudaKernels, SampleTokensDrawsTheHostsTokenInEveryRow) {
   for (const int64_t n : {int64_t{7}, int64_t{40000}, int64_t{151936}}) {
     const auto rows = rows_to_draw(n, rng);
-    std::vector<float> logits;
-    std::vector<TokenSampling> params;
-    for (const Row& row : rows) {
-      logits.insert(logits.end(), row.logits.begin(), row.logits.end());
-      params.push_back(row.s);
-    }
+    const auto [logits, params] = flatten(rows);
     const int64_t count = static_cast<int64_t>(rows.size());
     auto* ids = upload(std::vector<int32_t>(rows.size(), -7));
     gpu->sample_tokens(upload(logits), count, n, params.data(), ids);
@@ -122,12 +128,7 @@ TEST_F(CudaKernels, SampleTokensDrawsTheHostsTokenInEveryRow) {
 TEST_F(CudaKernels, SampleTokensRowAloneDrawsWhatItDrawsInABatch) {
   const int64_t n = 151936;
   const auto rows = rows_to_draw(n, rng);
-  std::vector<float> logits;
-  std::vector<TokenSampling> params;
-  for (const Row& row : rows) {
-    logits.insert(logits.end(), row.logits.begin(), row.logits.end());
-    params.push_back(row.s);
-  }
+  const auto [logits, params] = flatten(rows);
   const float* x = upload(logits);
   auto* ids = upload(std::vector<int32_t>(rows.size(), -7));
   gpu->sample_tokens(x, static_cast<int64_t>(rows.size()), n, params.data(), ids);
