@@ -152,6 +152,74 @@ struct Shape {
 
 }  // namespace
 
+// Median over 5 repetitions of the wall time of `iters` calls of f, the backend synchronised.
+template <typename F>
+double time_calls(kernels::Backend& backend, F&& f, int iters) {
+  f();
+  backend.synchronize();
+  std::vector<double> t;
+  for (int r = 0; r < 5; ++r) {
+    const double t0 = now();
+    for (int i = 0; i < iters; ++i) f();
+    backend.synchronize();
+    t.push_back((now() - t0) / iters);
+  }
+  return median(t);
+}
+
+// Attention of one layer of the config's shape over a paged cache of random K and V: decode rows
+// at context 256, and prefills of 512 and 4096 tokens. Needs only config.json (--attention-only
+// loads no weights: a profiler run of it takes seconds).
+void attention_table(kernels::Backend& backend, const io::ModelConfig& c, bool lab, Json& rows) {
+  const int64_t heads = c.num_attention_heads, kvh = c.num_key_value_heads, d = c.head_dim, bs = 16;
+  const int64_t blocks = 4096 / bs * 2, max_rows = 4096;
+  const auto random_device_floats = [&](size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(0.f, 1.f);
+    std::vector<float> host(n);
+    for (auto& v : host) v = dist(rng);
+    auto* p = static_cast<float*>(backend.allocate(n * sizeof(float)));
+    backend.copy_to_device(p, host.data(), n * sizeof(float));
+    return p;
+  };
+  float* q = random_device_floats(size_t(max_rows * heads * d), 1);
+  float* kc = random_device_floats(size_t(blocks * bs * kvh * d), 2);
+  float* vc = random_device_floats(size_t(blocks * bs * kvh * d), 3);
+  float* out = static_cast<float*>(backend.allocate(size_t(max_rows * heads * d) * sizeof(float)));
+  std::printf("\n| attention (one layer) | rows | context | time us | TFLOP/s | KV GB/s |\n|---|---|---|---|---|---|\n");
+  for (auto [nseq, rows_per_seq, ctx] : {std::tuple{1, 1, 256}, {64, 1, 256}, {1, 512, 512}, {1, 4096, 4096}}) {
+    std::vector<int32_t> positions, row_seq, tables, offsets = {0};
+    for (int sq = 0; sq < nseq; ++sq) {
+      for (int64_t b = 0; b < ctx / bs + 1; ++b) tables.push_back(static_cast<int32_t>((sq * 17 + b) % blocks));
+      offsets.push_back(static_cast<int32_t>(tables.size()));
+      for (int r = 0; r < rows_per_seq; ++r) positions.push_back(ctx - rows_per_seq + r), row_seq.push_back(sq);
+    }
+    const int64_t nrows = static_cast<int64_t>(positions.size());
+    kernels::PagedKv pkv{kc, vc, static_cast<int32_t>(bs), kvh, d};
+    kernels::AttentionMeta meta{positions.data(), row_seq.data(), tables.data(), offsets.data()};
+    kernels::AttentionParams p;
+    p.num_heads = heads;
+    p.scale = 0.088f;
+    double flops = 0, kv_bytes = 0;
+    for (int32_t pos : positions) flops += 4.0 * heads * d * (pos + 1);
+    for (int sq = 0; sq < nseq; ++sq) kv_bytes += 2.0 * ctx * kvh * d * 4;
+    // Query-tile variants (warps per CTA x chunk buffers) in the lab; the default last.
+    std::vector<std::pair<int, int>> variants = {{8, 2}};
+    if (lab && rows_per_seq > 1) variants = {{4, 1}, {4, 2}, {8, 1}, {8, 2}};
+    for (auto [warps, stages] : variants) {
+      kernels::cuda::set_attention_tile_variant(warps, stages);
+      const double t = time_calls(backend, [&] { backend.attention(q, nrows, pkv, meta, p, out); }, 5);
+      const std::string what = variants.size() > 1 ? fmt::format("prefill {}x{}", warps, stages)
+                                                   : std::string(rows_per_seq == 1 ? "decode" : "prefill");
+      std::printf("| %s | %ld | %ld | %.1f | %.2f | %.0f |\n", what.c_str(), long(nrows), long(ctx), t * 1e6,
+                  flops / t / 1e12, kv_bytes / t / 1e9);
+      rows.push_back({{"op", "attention"}, {"rows", nrows}, {"context", ctx}, {"warps", warps}, {"stages", stages},
+                      {"seconds", t}, {"tflops", flops / t / 1e12}});
+    }
+  }
+  for (float* buffer : {q, kc, vc, out}) backend.deallocate(buffer);
+}
+
 // Backend::sample_tokens alone over 151936-logit rows (Qwen's vocabulary), per call, next to the
 // device argmax of the same rows: a flat row (what the random-weight benchmark model gives) and a
 // peaked one (40 tokens far above the bulk, what a trained model gives).
@@ -229,6 +297,11 @@ int main(int argc, char** argv) {
   }
   auto backend = kernels::make_backend("cuda");
   if (sampling_only) return sampling_table(*backend);
+  if (attention_only) {
+    Json rows = Json::array();
+    attention_table(*backend, io::load_model_config(dir), lab, rows);
+    return 0;
+  }
   std::fprintf(stderr, "measuring ceilings on %s...\n", backend->name().c_str());
   const double copy_gbps = measure_copy_gbps();
   const double mm_tflops = measure_cublas_bf16_tflops();
@@ -264,20 +337,8 @@ int main(int argc, char** argv) {
       for (auto& v : hx) v = dist(rng);
       backend->copy_to_device(x, hx.data(), hx.size() * sizeof(float));
     }
-    auto time_backend = [&](auto&& f, int iters) {
-      f();
-      backend->synchronize();
-      std::vector<double> t;
-      for (int r = 0; r < 5; ++r) {
-        const double t0 = now();
-        for (int i = 0; i < iters; ++i) f();
-        backend->synchronize();
-        t.push_back((now() - t0) / iters);
-      }
-      return median(t);
-    };
+    auto time_backend = [&](auto&& f, int iters) { return time_calls(*backend, f, iters); };
     for (const auto& s : shapes) {
-      if (attention_only) break;
       const auto host = random_bf16(size_t(s.n * s.k), 0.02f, 2);
       const kernels::Weight w = backend->upload_weight(kernels::Weight{host.data(), DType::BF16, s.n, s.k});
       std::vector<int> variants = {kernels::cuda::kDecodeWide, kernels::cuda::kDecodeSplitK,
@@ -313,52 +374,11 @@ int main(int argc, char** argv) {
                         {"tflops", tflops}});
       }
     }
-    // Attention of one layer over a paged cache: decode rows at context 256, and a prefill.
     if (decode_only) return 0;
-    {
-      const int64_t heads = c.num_attention_heads, kvh = c.num_key_value_heads, d = c.head_dim, bs = 16;
-      const int64_t blocks = 4096 / bs * 2;
-      float* kc = static_cast<float*>(backend->allocate(size_t(blocks * bs * kvh * d) * sizeof(float)));
-      float* vc = static_cast<float*>(backend->allocate(size_t(blocks * bs * kvh * d) * sizeof(float)));
-      backend->copy_to_device(kc, x, 0);
-      std::printf("\n| attention (one layer) | rows | context | time us | TFLOP/s | KV GB/s |\n|---|---|---|---|---|---|\n");
-      for (auto [nseq, rows_per_seq, ctx] : {std::tuple{1, 1, 256}, {64, 1, 256}, {1, 512, 512}, {1, 4096, 4096}}) {
-        std::vector<int32_t> positions, row_seq, tables, offsets = {0};
-        for (int sq = 0; sq < nseq; ++sq) {
-          for (int64_t b = 0; b < ctx / bs + 1; ++b) tables.push_back(static_cast<int32_t>((sq * 17 + b) % blocks));
-          offsets.push_back(static_cast<int32_t>(tables.size()));
-          for (int r = 0; r < rows_per_seq; ++r) positions.push_back(ctx - rows_per_seq + r), row_seq.push_back(sq);
-        }
-        const int64_t nrows = static_cast<int64_t>(positions.size());
-        kernels::PagedKv pkv{kc, vc, static_cast<int32_t>(bs), kvh, d};
-        kernels::AttentionMeta meta{positions.data(), row_seq.data(), tables.data(), offsets.data()};
-        kernels::AttentionParams p;
-        p.num_heads = heads;
-        p.scale = 0.088f;
-        double flops = 0, kv_bytes = 0;
-        for (int32_t pos : positions) flops += 4.0 * heads * d * (pos + 1);
-        for (int sq = 0; sq < nseq; ++sq) kv_bytes += 2.0 * ctx * kvh * d * 4;
-        // Query-tile variants (warps per CTA x chunk buffers) in the lab; the default last.
-        std::vector<std::pair<int, int>> variants = {{8, 2}};
-        if (lab && rows_per_seq > 1) variants = {{4, 1}, {4, 2}, {8, 1}, {8, 2}};
-        for (auto [warps, stages] : variants) {
-          kernels::cuda::set_attention_tile_variant(warps, stages);
-          const double t = time_backend([&] { backend->attention(x, nrows, pkv, meta, p, out); }, 5);
-          const std::string what = variants.size() > 1 ? fmt::format("prefill {}x{}", warps, stages)
-                                                       : std::string(rows_per_seq == 1 ? "decode" : "prefill");
-          std::printf("| %s | %ld | %ld | %.1f | %.2f | %.0f |\n", what.c_str(), long(nrows), long(ctx), t * 1e6,
-                      flops / t / 1e12, kv_bytes / t / 1e9);
-          rows.push_back({{"op", "attention"}, {"rows", nrows}, {"context", ctx}, {"warps", warps}, {"stages", stages},
-                          {"seconds", t}, {"tflops", flops / t / 1e12}});
-        }
-      }
-      backend->deallocate(kc);
-      backend->deallocate(vc);
-    }
+    attention_table(*backend, c, lab, rows);
     report["matmul"] = rows;
     backend->deallocate(x);
     backend->deallocate(out);
-    if (attention_only) return 0;
   }
 
   // Bytes and FLOPs the model must move per token: every tensor once, except the embedding

@@ -23,7 +23,7 @@ namespace cg = cooperative_groups;
 constexpr int kThreads = 512;
 constexpr int kCluster = 8;                    // CTAs per row (the portable cluster size): one slice each
 constexpr int kBuckets = 256;                  // 8 key bits a level
-constexpr unsigned kGatherCap = 4096;          // candidates a CTA may move to shared memory
+constexpr unsigned kGatherCap = 4096;          // a bucket this small moves into CTA 0's shared memory
 constexpr uint32_t kMaskedWord = 0xffffffffu;  // scratch word of a masked logit: its key has bit 63 set
 
 // A bucket's mass is 64 bits kept as two 32-bit words: 64-bit shared-memory atomics are
