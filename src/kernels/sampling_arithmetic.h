@@ -10,8 +10,6 @@
 //   top-p, the draw: exact products of an integer mass and a float / double (scaled_floor).
 #pragma once
 
-#include <math.h>
-
 #include <cstdint>
 #include <cstring>
 
@@ -50,11 +48,18 @@ TACHYON_HOST_DEVICE To bits_of(From v) {
 
 // e^r for r <= 0 to ~2 ulp: r = n ln2 + t (Cody-Waite, n ln2's high part exact), e^t by its
 // degree-7 Taylor polynomial (|t| <= 0.35: truncation < 6e-9), then the exact scale by 2^n.
-// sampling_exp(0) == 1 exactly; below -104 (and for NaN) 0.
+// sampling_exp(0) == 1 exactly; below -104 (and for NaN) 0. Branch-free (selects only), so that
+// a host loop over a row vectorises.
 TACHYON_HOST_DEVICE float sampling_exp(float r) {
-  if (!(r > -104.f)) return 0.f;
   constexpr float kLog2e = 1.44269504f, kLn2Hi = 0.693145751953125f, kLn2Lo = 1.42860677e-6f;
-  const float n = floorf(add_rn(mul_rn(r, kLog2e), 0.5f));
+  const bool live = r > -104.f;
+  r = live ? r : 0.f;
+  // floor of a value in [-150.5, 0.5]: truncation, one down for negatives with a fraction (floorf
+  // is a library call on x86-64 without SSE4.1).
+  const float v = add_rn(mul_rn(r, kLog2e), 0.5f);
+  const int truncated = static_cast<int>(v);
+  const int e = static_cast<float>(truncated) > v ? truncated - 1 : truncated;  // -150 <= e <= 0
+  const float n = static_cast<float>(e);
   const float t = add_rn(add_rn(r, -mul_rn(n, kLn2Hi)), -mul_rn(n, kLn2Lo));
   float y = 1.f / 5040;
   y = add_rn(mul_rn(y, t), 1.f / 720);
@@ -64,17 +69,19 @@ TACHYON_HOST_DEVICE float sampling_exp(float r) {
   y = add_rn(mul_rn(y, t), 0.5f);
   y = add_rn(mul_rn(y, t), 1.f);
   y = add_rn(mul_rn(y, t), 1.f);
-  int e = static_cast<int>(n);  // -150 <= e <= 0
-  if (e < -126) {               // 2^e is subnormal: scale in two steps, rounding once at the end
-    y = mul_rn(y, bits_of<float>(static_cast<uint32_t>(e + 64 + 127) << 23));
-    e = -64;
-  }
-  return mul_rn(y, bits_of<float>(static_cast<uint32_t>(e + 127) << 23));
+  // 2^e is subnormal below -126: scale by 2^(e + 64) (exact), then by 2^-64, rounding once.
+  const bool subnormal = e < -126;
+  const float scale = bits_of<float>(static_cast<uint32_t>((subnormal ? e + 64 : e) + 127) << 23);
+  y = mul_rn(mul_rn(y, scale), subnormal ? 0x1p-64f : 1.f);
+  return live ? y : 0.f;
 }
 
 // A candidate's probability before normalisation: 1 for the largest x (also when x - max is
 // inf - inf: a temperature small enough to overflow the scaled logits).
-TACHYON_HOST_DEVICE float candidate_p(float x, float max_x) { return x == max_x ? 1.f : sampling_exp(x - max_x); }
+TACHYON_HOST_DEVICE float candidate_p(float x, float max_x) {
+  const float p = sampling_exp(x - max_x);  // then a select, not a branch: host loops vectorise
+  return x == max_x ? 1.f : p;
+}
 
 // Rank order as one integer: larger key first. p >= 0, so its bits order like its value; among
 // equal p the lower id goes first.

@@ -140,6 +140,45 @@ TEST(TokenSampling, BackendDrawsEachRowWithItsOwnSettings) {
   }
 }
 
+// Top-k keeps the k most likely by (p, id), as ranking every candidate by p would: the host
+// computes p only inside a window of x below the k-th largest, which must lose nothing when
+// distinct logits meet at one p, sit one ulp apart at the boundary, or tie by the thousand.
+TEST(TokenSampling, TopKKeepsTheMostLikelyByProbabilityAndId) {
+  namespace arith = sampling_arithmetic;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<std::vector<float>> rows;
+  rows.emplace_back(3000);
+  for (auto& x : rows.back()) x = std::round(normal(rng) * 16.f) / 16.f;  // ties by the hundred
+  rows.emplace_back(3000);
+  for (size_t i = 0; i < rows.back().size(); ++i)  // one ulp apart around 1.5, and tiny steps
+    rows.back()[i] = i % 3 == 0 ? std::nextafter(1.5f, 2.f * static_cast<float>(i % 2)) : 1.5f - 1e-7f * (i % 7);
+  rows.emplace_back(3000);
+  for (auto& x : rows.back()) x = normal(rng) * 30.f;  // spread past the exp's underflow
+  for (const auto& logits : rows)
+    for (float temperature : {0.3f, 1.f})
+      for (int32_t k : {1, 7, 100, 1000, 2999}) {
+        std::vector<std::pair<uint64_t, uint64_t>> all;  // {key, mass} of every candidate
+        float max_x = -std::numeric_limits<float>::infinity();
+        for (float l : logits) max_x = std::max(max_x, l / temperature);
+        for (size_t i = 0; i < logits.size(); ++i) {
+          const float p = arith::candidate_p(logits[i] / temperature, max_x);
+          all.push_back({arith::candidate_key(p, static_cast<uint32_t>(i)), arith::candidate_mass(p)});
+        }
+        std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+        uint64_t total = 0;
+        for (int32_t i = 0; i < k; ++i) total += all[i].second;
+        TokenSampling s = at(0.5, temperature);
+        s.top_k = k;
+        const auto dist = truncated_distribution(logits, s);
+        ASSERT_EQ(dist.size(), static_cast<size_t>(k));
+        for (int32_t i = 0; i < k; ++i) {
+          ASSERT_EQ(dist[i].id, static_cast<int32_t>(arith::key_id(all[i].first))) << "k " << k << ", rank " << i;
+          ASSERT_EQ(dist[i].p, static_cast<float>(static_cast<double>(all[i].second) / total)) << "rank " << i;
+        }
+      }
+}
+
 // The exp the host and the CUDA kernel share: within a few ulp of the true value, exactly 1 at 0
 // (the top candidate's p, which min-p scales), 0 below the subnormals and for NaN.
 TEST(SamplingArithmetic, ExpIsAccurateAndExactWhereTheDrawReadsIt) {
