@@ -239,18 +239,7 @@ int sampling_table(kernels::Backend& backend) {
       auto* x = static_cast<float*>(backend.allocate(logits.size() * sizeof(float)));
       auto* ids = static_cast<int32_t*>(backend.allocate(rows * sizeof(int32_t)));
       backend.copy_to_device(x, logits.data(), logits.size() * sizeof(float));
-      const auto per_call = [&](auto&& f) {
-        f();
-        backend.synchronize();
-        std::vector<double> t;
-        for (int r = 0; r < 5; ++r) {
-          const double t0 = now();
-          for (int i = 0; i < 20; ++i) f();
-          backend.synchronize();
-          t.push_back((now() - t0) / 20);
-        }
-        return median(t) * 1e6;
-      };
+      const auto per_call = [&](auto&& f) { return time_calls(backend, f, 20) * 1e6; };  // us
       const double argmax_us = per_call([&] { backend.argmax(x, rows, n, ids); });
       struct Setting {
         const char* name;

@@ -23,12 +23,8 @@ void Backend::copy_on_device(void* dst, const void* src, size_t bytes) {
   copy_to_device(dst, host.data(), bytes);
 }
 void Backend::argmax(const float* x, int64_t rows, int64_t n, int32_t* ids) {
-  std::vector<float> host(static_cast<size_t>(rows * n));
-  std::vector<int32_t> best(static_cast<size_t>(rows));
-  copy_to_host(host.data(), x, host.size() * sizeof(float));
-  for (int64_t r = 0; r < rows; ++r)
-    best[r] = argmax_token(std::span<const float>(host.data() + r * n, static_cast<size_t>(n)));
-  copy_to_device(ids, best.data(), best.size() * sizeof(int32_t));
+  const std::vector<TokenSampling> greedy(static_cast<size_t>(rows));  // temperature 0: argmax_token
+  sample_tokens(x, rows, n, greedy.data(), ids);
 }
 void Backend::sample_tokens(const float* x, int64_t rows, int64_t n, const TokenSampling* params, int32_t* ids) {
   std::vector<float> host(static_cast<size_t>(rows * n));
