@@ -13,7 +13,6 @@ import os
 import struct
 import sys
 
-import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from make_random_checkpoint import ARCHITECTURES, SHAPES, tensors  # noqa: E402
@@ -31,6 +30,8 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--shape", default="qwen3-8b", choices=sorted(SHAPES))
     ap.add_argument("--max-gb", type=float, default=0.0)
+    ap.add_argument("--config-only", action="store_true",
+                    help="write config.json alone (what cuda_bench --attention-only and --sampling-only read)")
     args = ap.parse_args()
     c = dict(SHAPES[args.shape])
     os.makedirs(args.out, exist_ok=True)
@@ -38,6 +39,10 @@ def main():
     if os.path.exists(done):
         print(f"{args.out}: already complete")
         return
+    if args.config_only:
+        write_config(args.out, c)
+        return
+    import torch  # here: --config-only runs where torch is not installed
     full_layers = c["num_hidden_layers"]
     while args.max_gb and c["num_hidden_layers"] > 1 and 2 * sum(numel(s) for _, s in tensors(c)) > args.max_gb * 1e9:
         c["num_hidden_layers"] -= 1
@@ -71,15 +76,21 @@ def main():
                 if pending >= 1 << 28:
                     flush()
         flush()
+    write_config(args.out, c)
+    open(done, "w").close()
+    print(f"{args.out}: {offset / 1e9:.2f} GB of bf16 weights ({args.shape}, "
+          f"{c['num_hidden_layers']} of {full_layers} layers)")
+
+
+
+def write_config(out, c):
+    c = dict(c)
     kind = c.pop("model_type", "qwen3")
     config = dict(architectures=[ARCHITECTURES[kind]], model_type=kind, rms_norm_eps=1e-6,
                   max_position_embeddings=40960, rope_theta=1000000.0, torch_dtype="bfloat16",
                   hidden_act="silu", attention_bias=False, bos_token_id=151643, eos_token_id=151645, **c)
-    with open(os.path.join(args.out, "config.json"), "w") as f:
+    with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
-    open(done, "w").close()
-    print(f"{args.out}: {offset / 1e9:.2f} GB of bf16 weights ({args.shape}, "
-          f"{c['num_hidden_layers']} of {full_layers} layers)")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-// Hopper's asynchronous copies and the barriers that track them (sm_90): mbarriers in shared
+// Asynchronous copies and the barriers that track them: cp.async (sm_80), and on Hopper (sm_90) mbarriers in shared
 // memory, and bulk copies (TMA without a tensor map: one contiguous run of bytes per copy) whose
 // completion is counted on an mbarrier. Used by the kernels that stream operands through a ring
 // of shared-memory slots filled by one producer thread (matmul_stream.cu, matmul_wgmma.cu).
@@ -13,6 +13,17 @@ namespace tachyon::kernels::cuda {
 #ifdef __CUDACC__
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// 16 bytes global -> shared, asynchronously, cached in L2 only (cp.async.cg); completion is
+// counted per thread in commit groups.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Waits until at most N of this thread's committed cp.async groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 // Thread 0 initialises, then fence_mbarrier_init and a CTA barrier before any use.
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {

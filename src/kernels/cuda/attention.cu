@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/attention_chunk.cuh"
+#include "kernels/cuda/attention_wgmma.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/rowwise.cuh"
 
@@ -15,9 +16,6 @@ constexpr int kDecodeWarps = 4;
 constexpr int kTreeDepth = 16;  // kernels/ops.h kMaxTreeDepth (that header is host-only C++)
 constexpr int kMaxDTilesPerWarp = 16;  // the query-tile kernel's accumulators: 128 columns per warp
 
-__device__ __forceinline__ int64_t kv_slot(const int32_t* table, int32_t position, int block_size) {
-  return static_cast<int64_t>(table[position / block_size]) * block_size + position % block_size;
-}
 // The physical position of logical `position` for row r (tree rows map their branch; see
 // kernels/ops.h kMaxTreeDepth). Only the decode kernel and write_kv see tree rows.
 __device__ __forceinline__ int32_t tree_position(const DeviceAttentionMeta& meta, int r, int32_t position) {
@@ -26,10 +24,6 @@ __device__ __forceinline__ int32_t tree_position(const DeviceAttentionMeta& meta
   return base < 0 || position < base ? position : base + meta.tree_path[r * kTreeDepth + (position - base)];
 }
 
-__device__ __forceinline__ void cp_async16_attn(void* smem, const void* gmem) {
-  const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem));
-}
 
 // Issues the copies of the K and V rows of chunk keys [c0, c0 + 64) into shared memory (every
 // load in flight at once, one cp.async group: wait with cp_async_wait); keys outside
@@ -51,17 +45,12 @@ __device__ __forceinline__ void stage_chunk(const float* __restrict__ k_cache, c
       continue;
     }
     const int64_t src = kv_slot(table, key_position(j), block_size) * width + head_offset + 4 * c;
-    cp_async16_attn(kd, k_cache + src);
-    cp_async16_attn(vd, v_cache + src);
+    cp_async16(kd, k_cache + src);
+    cp_async16(vd, v_cache + src);
   }
-  asm volatile("cp.async.commit_group;\n" ::);
+  cp_async_commit();
 }
 
-// Waits until at most N of this thread's committed cp.async groups are still in flight.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 // q of `pairs` (row, head) pairs in the operand format (to_operand), padded with zero pairs to `padded` rows.
 template <typename PairQ>
@@ -472,6 +461,8 @@ void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile*
   const int D = shape.head_dim;
   check_head_dim(D);
   const int group = shape.num_heads / shape.num_kv_heads, hpc = heads_per_chunk(group, D);
+  if (attention_wgmma_supported(D))
+    return attention_wgmma(q, meta, tiles, num_tiles, k_cache, v_cache, shape, hpc, out, stream);
   const int chunks = (group + hpc - 1) / hpc;
   const int stages = tile_stages(D);
   const size_t smem = tile_smem_bytes(D, stages);

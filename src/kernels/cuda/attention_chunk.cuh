@@ -5,8 +5,9 @@
 // The canonical reduction of one (row, head): keys are cut into chunks of kChunkKeys aligned to
 // absolute positions. For each chunk with at least one valid key:
 //   s  = scale · q·k over d, one chain of mma.m16n8k8 (tf32 in, f32 accumulate) over 8-wide d
-//        steps in order from zero (k index t of step 2b ↔ d 16b + 4t, t + 4 ↔ 16b + 4t + 1;
-//        of step 2b + 1 ↔ 16b + 4t + 2, 16b + 4t + 3); softcapped; -inf where the key is masked;
+//        steps in order from zero (k index i of step b ↔ d 8b + i: the order in which shared
+//        memory's core matrices hold d, so that the wgmma kernel (attention_wgmma.cu) reads K as
+//        cp.async placed it); softcapped; -inf where the key is masked;
 //   m  = max of s; p = tf32(exp(s - m)) (0 where masked); l = the sum of p in the fixed order
 //        of chunk_softmax;
 //   o  = p·v, per 8-wide d tile one chain of mma.m16n8k8 over the chunk's 8-key steps in order
@@ -27,14 +28,15 @@
 //
 // An MMA output element depends only on its row of A and its column of B, so a row's result
 // does not depend on the other rows of its 16-row tile (other heads, other positions, padding).
-// The logical k index of a step is permuted so that operands come in wide loads: q and k as
-// 16 bytes per lane (see s above), and p straight from the score registers (k index t of a key
-// step ↔ key 2t, t + 4 ↔ 2t + 1: the accumulator layout holds columns 2t, 2t + 1), with no
-// shuffle.
+// q and k fragments come by ldmatrix (an 8 x 8 b16 matrix is 8 rows of four tf32 values: lane
+// 4g + t gets row g, value t, the mma's fragment layout). p·v's logical k index is permuted so
+// that p comes straight from the score registers (k index t of a key step ↔ key 2t, t + 4 ↔
+// 2t + 1: the accumulator layout holds columns 2t, 2t + 1), with no shuffle.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/mma.cuh"
 
@@ -48,13 +50,21 @@ constexpr int kChunkKeys = 64;
 constexpr int kChunkTiles = kChunkKeys / 8;  // 8-key tiles of s per chunk
 
 // Shared-memory row strides (in 4-byte words) for head_dim D (a multiple of 8): q and K are read
-// 16 bytes at (row g, word 4t) by lane 4g + t: conflict-free when the stride is 16 mod 32; V is
-// read as scalars at (key 2t, column g): conflict-free when the stride is 4 mod 16. Both keep
-// rows 16-byte aligned for cp.async.
-__host__ __device__ inline int qk_stride(int D) { return D + (48 - D % 32) % 32; }
+// by ldmatrix, 8 rows of 16 bytes per phase: conflict-free when the stride is 4 mod 8 (bf16
+// operands: 16 bytes at (row g, word 4t) by lane 4g + t, conflict-free at 16 mod 32); V is read
+// as scalars at (key 2t, column g): conflict-free when the stride is 4 mod 16. All keep rows
+// 16-byte aligned for cp.async.
+__host__ __device__ inline int qk_stride(int D) {
+  return TACHYON_ATTENTION_BF16 ? D + (48 - D % 32) % 32 : D + 4;
+}
 __host__ __device__ inline int v_stride(int D) { return D + (20 - D % 16) % 16; }
 
 #ifdef __CUDACC__
+// The cache slot of logical position `position` of a sequence whose block table is `table`.
+__device__ __forceinline__ int64_t kv_slot(const int32_t* table, int32_t position, int block_size) {
+  return static_cast<int64_t>(table[position / block_size]) * block_size + position % block_size;
+}
+
 // tf32 rounding to nearest, ties away from zero (cvt.rna.tf32.f32's rounding), as integer ops:
 // half a tf32 ulp added to the magnitude, the low 13 bits cleared (a conversion instruction runs
 // at a fraction of the rate: bench/NOTES-cuda.md). Finite inputs only. K and V are stored in the
@@ -92,14 +102,29 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// Four 8 x 8 b16 matrices from shared memory (lanes 8i .. 8i + 7 give the row addresses of
+// matrix i); lane 4g + t gets word t of row g of each: for 32-bit values, the fragment layout of
+// mma.m16n8k8's tf32 operands.
+__device__ __forceinline__ void ldmatrix_x4(const void* row, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(row))));
+}
+// Two matrices (lanes 0 .. 15 give the addresses; the others' are ignored but must be valid).
+__device__ __forceinline__ void ldmatrix_x2(const void* row, uint32_t& r0, uint32_t& r1) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r0), "=r"(r1)
+               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(row))));
+}
+
 // Raw scores of the warp's 16 pairs against the chunk's 64 keys. qs: the pairs' q as operand
-// bits (to_operand; row stride qk_stride; rows at or past `q_rows` are not read: zero); ks: the
-// chunk's K rows (operand values, row stride qk_stride). Lane 4g + t gets, for key tile j,
-// s[j] = {(g, 8j + 2t), (g, 8j + 2t + 1), (g + 8, 8j + 2t), (g + 8, 8j + 2t + 1)}.
-// d is taken 16 at a time: lane t reads d 4t .. 4t + 3 of the block with one 16-byte load and
-// feeds the first two to the block's first tf32 MMA, the last two to its second (bf16: all four
-// to one MMA; for head_dim % 16 == 8 the last 8 are one MMA of 8-byte loads). DT = head_dim / 8
-// when known at compile time (0: read D).
+// bits (to_operand; row stride qk_stride; rows at or past `q_rows` are not used: their scores
+// are garbage the caller masks); ks: the chunk's K rows (operand values, row stride qk_stride).
+// Lane 4g + t gets, for key tile j, s[j] = {(g, 8j + 2t), (g, 8j + 2t + 1), (g + 8, 8j + 2t),
+// (g + 8, 8j + 2t + 1)}. tf32: step b's k index i ↔ d 8b + i; q's fragments by one ldmatrix.x4
+// per step, k's of two steps by one ldmatrix.x4 per key tile. (bf16: lane t reads d 4t .. 4t + 3
+// of each 16-wide block with one 16-byte load, all four to one MMA; for head_dim % 16 == 8 the
+// last 8 are one MMA of 8-byte loads.) DT = head_dim / 8 when known at compile time (0: read D).
 template <int DT>
 __device__ __forceinline__ void chunk_scores(const uint32_t* qs, int q_rows, const float* ks, int D,
                                              float (&s)[kChunkTiles][4]) {
@@ -107,16 +132,46 @@ __device__ __forceinline__ void chunk_scores(const uint32_t* qs, int q_rows, con
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, S = qk_stride(D);
 #pragma unroll
   for (int j = 0; j < kChunkTiles; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
-  const bool row_a = g < q_rows, row_b = g + 8 < q_rows;
-  const uint32_t* qa_row = qs + g * S;
-  const uint32_t* qb_row = qs + (g + 8) * S;
-  const float* k_row = ks + g * S;
   const int D16 = D / 16 * 16;
+  if constexpr (!TACHYON_ATTENTION_BF16) {
+    // ldmatrix rows: q row (lane % 8) + 8 · (lane / 8 % 2) at column 4 · (lane / 16) of a step
+    // (matrices: rows 0-7 / 8-15 × columns 0-3 / 4-7: a0, a1, a2, a3); k row lane % 8 of a key
+    // tile at column 4 · (lane / 8) of a 16-wide block (b0, b1 of step 2b, b0, b1 of 2b + 1).
+    const uint32_t* q_row = qs + min(lane % 8 + 8 * (lane / 8 % 2), q_rows - 1) * S + 4 * (lane / 16);
+    const float* k_row = ks + (lane % 8) * S + 4 * (lane / 8);
 #pragma unroll(DT > 0 ? DT / 2 : 1)
-  for (int d0 = 0; d0 < D16; d0 += 16) {
-    const uint4 qa = row_a ? *reinterpret_cast<const uint4*>(qa_row + d0 + 4 * t) : make_uint4(0u, 0u, 0u, 0u);
-    const uint4 qb = row_b ? *reinterpret_cast<const uint4*>(qb_row + d0 + 4 * t) : make_uint4(0u, 0u, 0u, 0u);
-    if constexpr (TACHYON_ATTENTION_BF16) {
+    for (int d0 = 0; d0 < D16; d0 += 16) {
+      uint32_t a[2][4];
+      ldmatrix_x4(q_row + d0, a[0][0], a[0][1], a[0][2], a[0][3]);
+      ldmatrix_x4(q_row + d0 + 8, a[1][0], a[1][1], a[1][2], a[1][3]);
+#pragma unroll
+      for (int j = 0; j < kChunkTiles; ++j) {
+        uint32_t b[4];
+        ldmatrix_x4(k_row + 8 * j * S + d0, b[0], b[1], b[2], b[3]);
+        mma_tf32(s[j], a[0][0], a[0][1], a[0][2], a[0][3], b[0], b[1]);
+        mma_tf32(s[j], a[1][0], a[1][1], a[1][2], a[1][3], b[2], b[3]);
+      }
+    }
+    if (D16 < D) {
+      uint32_t a[4];
+      ldmatrix_x4(q_row + D16, a[0], a[1], a[2], a[3]);
+      const float* k_tail = ks + (lane % 8) * S + 4 * (lane / 8 % 2) + D16;
+#pragma unroll
+      for (int j = 0; j < kChunkTiles; ++j) {
+        uint32_t b[2];
+        ldmatrix_x2(k_tail + 8 * j * S, b[0], b[1]);
+        mma_tf32(s[j], a[0], a[1], a[2], a[3], b[0], b[1]);
+      }
+    }
+  } else {
+    const bool row_a = g < q_rows, row_b = g + 8 < q_rows;
+    const uint32_t* qa_row = qs + g * S;
+    const uint32_t* qb_row = qs + (g + 8) * S;
+    const float* k_row = ks + g * S;
+#pragma unroll(DT > 0 ? DT / 2 : 1)
+    for (int d0 = 0; d0 < D16; d0 += 16) {
+      const uint4 qa = row_a ? *reinterpret_cast<const uint4*>(qa_row + d0 + 4 * t) : make_uint4(0u, 0u, 0u, 0u);
+      const uint4 qb = row_b ? *reinterpret_cast<const uint4*>(qb_row + d0 + 4 * t) : make_uint4(0u, 0u, 0u, 0u);
       const uint32_t a[4] = {pack_operands(qa.x, qa.y), pack_operands(qb.x, qb.y), pack_operands(qa.z, qa.w),
                              pack_operands(qb.z, qb.w)};
 #pragma unroll
@@ -124,25 +179,15 @@ __device__ __forceinline__ void chunk_scores(const uint32_t* qs, int q_rows, con
         const uint4 k = *reinterpret_cast<const uint4*>(k_row + 8 * j * S + d0 + 4 * t);
         mma_bf16(s[j], a, pack_operands(k.x, k.y), pack_operands(k.z, k.w));
       }
-    } else {
+    }
+    if (D16 < D) {
+      const uint2 qa = row_a ? *reinterpret_cast<const uint2*>(qa_row + D16 + 2 * t) : make_uint2(0u, 0u);
+      const uint2 qb = row_b ? *reinterpret_cast<const uint2*>(qb_row + D16 + 2 * t) : make_uint2(0u, 0u);
 #pragma unroll
       for (int j = 0; j < kChunkTiles; ++j) {
-        const uint4 k = *reinterpret_cast<const uint4*>(k_row + 8 * j * S + d0 + 4 * t);
-        mma_tf32(s[j], qa.x, qb.x, qa.y, qb.y, k.x, k.y);
-        mma_tf32(s[j], qa.z, qb.z, qa.w, qb.w, k.z, k.w);
-      }
-    }
-  }
-  if (D16 < D) {
-    const uint2 qa = row_a ? *reinterpret_cast<const uint2*>(qa_row + D16 + 2 * t) : make_uint2(0u, 0u);
-    const uint2 qb = row_b ? *reinterpret_cast<const uint2*>(qb_row + D16 + 2 * t) : make_uint2(0u, 0u);
-#pragma unroll
-    for (int j = 0; j < kChunkTiles; ++j) {
-      const uint2 k = *reinterpret_cast<const uint2*>(k_row + 8 * j * S + D16 + 2 * t);
-      if constexpr (TACHYON_ATTENTION_BF16)
+        const uint2 k = *reinterpret_cast<const uint2*>(k_row + 8 * j * S + D16 + 2 * t);
         mma_bf16_k8(s[j], pack_operands(qa.x, qa.y), pack_operands(qb.x, qb.y), pack_operands(k.x, k.y));
-      else
-        mma_tf32(s[j], qa.x, qb.x, qa.y, qb.y, k.x, k.y);
+      }
     }
   }
 }

@@ -14,17 +14,10 @@
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/wgmma.cuh"
 
 namespace tachyon::kernels::cuda {
 namespace {
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 // The A fragment of m-tile rows [r0, r0 + 16) and k-tile columns [k0, k0 + 16).
 __device__ __forceinline__ void load_a_fragment(const float* __restrict__ x, int M, int K, int r0, int k0, int lane,
@@ -681,14 +674,6 @@ __global__ void to_core_rows_kernel(MatmulInput in, int M, int K, int64_t m_pad,
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// Shared-memory matrix descriptor, no swizzle: `lbo` bytes between core matrices adjacent in k,
-// `sbo` between those adjacent in rows.
-__device__ __forceinline__ uint64_t core_descriptor(const void* smem, uint32_t lbo, uint32_t sbo) {
-  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
-         (static_cast<uint64_t>(sbo >> 4) << 32);
-}
-
 // d (64 rows x 128 columns of this warpgroup) += A · B, one k16 step, both from shared memory.
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t a, uint64_t b) {
   asm volatile(

@@ -15,6 +15,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/tf32_chunk_attention.h"
 #include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/attention_wgmma.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/matmul.cuh"
 #include "cuda_test_fixture.h"
@@ -444,6 +445,57 @@ TEST_F(CudaKernels, AttentionMatchesReferenceAndIsRowInvariant) {
       const auto decode_alone = download(out1, static_cast<size_t>(heads * d));
       EXPECT_EQ(0, std::memcmp(decode_alone.data(), got.data() + 70 * heads * d, decode_alone.size() * sizeof(float)))
           << "decode row, d " << d << " variant " << variant;
+    }
+  }
+}
+
+// The wgmma query-tile kernel (sm_90a, head_dim 64 and 128) against the mma.sync one over a long
+// chunked prefill: 300 rows at positions 200..499 of one sequence (8 chunks of keys, both K
+// buffers reused, tiles that straddle chunk boundaries, a ragged last tile), then the last 16
+// rows alone, which take the split-KV decode kernel. Every way must give the same bits.
+TEST_F(CudaKernels, WgmmaQueryTilesGiveTheBitsOfTheMmaSyncKernel) {
+  for (int64_t d : {64, 128}) {
+    if (!cuda::attention_wgmma_supported(d)) GTEST_SKIP() << "no sm_90 device: the wgmma attention kernel is not used";
+    const int64_t heads = 8, kv_heads = 2, bs = 16, first = 200, rows = 300, blocks = (first + rows) / bs + 1;
+    auto kc = random_vec(static_cast<size_t>(blocks * bs * kv_heads * d), rng);
+    auto vc = random_vec(kc.size(), rng);
+    for (float& x : kc) x = cpu::round_attention_operand(x);
+    for (float& x : vc) x = cpu::round_attention_operand(x);
+    std::vector<int32_t> table(static_cast<size_t>(blocks)), offsets = {0, static_cast<int32_t>(blocks)};
+    for (int64_t b = 0; b < blocks; ++b) table[b] = static_cast<int32_t>((b * 7 + 3) % blocks);
+    std::vector<int32_t> positions(static_cast<size_t>(rows)), row_seq(static_cast<size_t>(rows), 0);
+    for (int64_t r = 0; r < rows; ++r) positions[r] = static_cast<int32_t>(first + r);
+    const auto q = random_vec(static_cast<size_t>(rows * heads * d), rng);
+    float* dq = upload(q);
+    const PagedKv kv{upload(kc), upload(vc), static_cast<int32_t>(bs), kv_heads, d};
+    const AttentionMeta meta{positions.data(), row_seq.data(), table.data(), offsets.data()};
+    std::vector<float> sinks = {0.5f, -1.f, 2.f, 0.f, 1.f, 1.f, -3.f, 0.25f};
+    const float* d_sinks = upload(sinks);
+    for (int variant = 0; variant < 4; ++variant) {
+      SCOPED_TRACE(testing::Message() << "d " << d << " variant " << variant);
+      AttentionParams p;
+      p.num_heads = heads;
+      p.scale = 1.f / std::sqrt(float(d));
+      if (variant == 1) p.sliding_window = 100;
+      if (variant == 2) p.softcap = 3.f;
+      if (variant == 3) p.sinks = d_sinks;
+      const auto run = [&](bool wgmma, int64_t row0, int64_t n) {
+        cuda::set_attention_wgmma(wgmma);
+        float* out = poisoned(static_cast<size_t>(n * heads * d));
+        const AttentionMeta m{positions.data() + row0, row_seq.data(), table.data(), offsets.data()};
+        gpu->attention(dq + row0 * heads * d, n, kv, m, p, out);
+        cuda::set_attention_wgmma(true);
+        return download(out, static_cast<size_t>(n * heads * d));
+      };
+      const auto wgmma = run(true, 0, rows), mma = run(false, 0, rows), tail = run(true, rows - 16, 16);
+      EXPECT_EQ(0, std::memcmp(wgmma.data(), mma.data(), wgmma.size() * sizeof(float)));
+      EXPECT_EQ(0, std::memcmp(tail.data(), wgmma.data() + (rows - 16) * heads * d, tail.size() * sizeof(float)));
+      std::vector<float> expect(q.size());
+      const PagedKv host_kv{kc.data(), vc.data(), static_cast<int32_t>(bs), kv_heads, d};
+      AttentionParams host_p = p;
+      if (variant == 3) host_p.sinks = sinks.data();
+      ref->attention(q.data(), rows, host_kv, meta, host_p, expect.data());
+      EXPECT_LT(rel_l2(wgmma, expect), 2e-3);
     }
   }
 }

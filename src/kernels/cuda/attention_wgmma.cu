@@ -1,0 +1,272 @@
+#include "kernels/cuda/attention_wgmma.cuh"
+
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/attention_chunk.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/wgmma.cuh"
+
+namespace tachyon::kernels::cuda {
+namespace {
+
+constexpr int kPairs = 128;  // (row, head) pairs per CTA: two warpgroups of 64
+constexpr int kThreads = 256;
+
+// Shared memory for head_dim D, in 4-byte words. Every operand wgmma reads is in core-matrix
+// order (8 rows x 4 words, no swizzle; wgmma.cuh):
+//  q      [D/4 column blocks][16 pair blocks][8][4]: lbo 2 KB, sbo 128 B; warpgroup w's 8 pair
+//         blocks start at block 8w.
+//  k      per stage [D/4][8 key blocks][8][4], column blocks kKL words apart: lbo 1088 B
+//         (64 mod 128, so that the 8 lanes of a cp.async wavefront hit 8 distinct 16-byte
+//         slots), sbo 128 B. Column block c holds d 4c .. 4c + 3: step b of the score chain
+//         (d 8b .. 8b + 7) is blocks 2b, 2b + 1.
+//  vt     V transposed, p·v's B operand ([d][key] is k-major; tf32 wgmma has no transpose):
+//         [16 logical-k blocks][D/8 d blocks, kVS words apart][8 d][4 keys]; logical-k block
+//         2i + e of key step i holds keys 8i + e, 8i + e + 2, 8i + e + 4, 8i + e + 6 (chunk_pv's
+//         permuted k, so that p comes from the score registers as they are); lbo 4 kVL bytes,
+//         sbo 160 B: the transposing stores of a warp hit 32 distinct banks.
+//  vstage V rows as cp.async lands them, stride D + 16 (16 mod 32: the transposing 16-byte
+//         loads of a warp, 8 rows x 64 bytes, take 4 wavefronts).
+template <int D>
+struct Layout {
+  static constexpr int kQL = kPairs / 8 * 32;
+  static constexpr int kKL = kChunkKeys / 8 * 32 + 16;
+  static constexpr int kVS = 40;
+  static constexpr int kVL = D / 8 * kVS + 4;
+  static constexpr int kVR = D + 16;
+  static constexpr int q_words = D / 4 * kQL;
+  static constexpr int k_words = D / 4 * kKL;
+  static constexpr int vstage_words = kChunkKeys * kVR;
+  static constexpr int vt_words = kChunkKeys / 4 * kVL;
+  static constexpr size_t bytes = static_cast<size_t>(q_words + 2 * k_words + vstage_words + vt_words) * 4;
+};
+
+// CTA (query tile, KV head, head chunk) as the mma.sync query-tile kernel (attention.cu), 128
+// pairs: warpgroup w takes pairs [64w, 64w + 64), warp w·4 + i the 16 pairs from 64w + 16i.
+// Per 64-key chunk: the CTA's copies land (K straight into core-matrix order, V into vstage),
+// the CTA transposes V into vt and starts the next chunk's copies; each warpgroup with a valid
+// key in the chunk then runs s = q·k as D/8 wgmma.m64n64k8 (q and K from shared memory), the
+// softmax and merge of chunk_softmax / merge_factors on the accumulators (the mma layout), and
+// o = p·v as 8 wgmma.m64nDk8 with p from registers. The chains, their k order and the merge
+// are those of attention_chunk.cuh: the bits of the mma.sync kernels.
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(
+    const float* __restrict__ q, DeviceAttentionMeta meta, const QueryTile* __restrict__ tiles,
+    const float* __restrict__ k_cache, const float* __restrict__ v_cache, AttentionShape s, int heads_per_chunk,
+    float* __restrict__ out) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using L = Layout<D>;
+  constexpr int DT = D / 8;  // 8-column d tiles
+  pdl_enter();
+  extern __shared__ __align__(128) float4 smem4[];
+  uint32_t* qs = reinterpret_cast<uint32_t*>(smem4);
+  float* kbuf = reinterpret_cast<float*>(qs + L::q_words);
+  float* vstage = kbuf + 2 * L::k_words;
+  float* vt = vstage + L::vstage_words;
+  __shared__ int32_t pos_s[kPairs], lo_s[kPairs];
+
+  const QueryTile tile = tiles[gridDim.x - 1 - blockIdx.x];
+  const int group = s.num_heads / s.num_kv_heads;
+  const int chunks = (group + heads_per_chunk - 1) / heads_per_chunk;
+  const int kvh = blockIdx.y / chunks, chunk = blockIdx.y % chunks;
+  const int h_begin = kvh * group + chunk * heads_per_chunk;
+  const int hg = min(heads_per_chunk, group - chunk * heads_per_chunk);
+  const int num_pairs = tile.num_rows * hg;
+  // q in core-matrix order: word i is row (i % 32) / 4, word i % 4 of core matrix i / 32 =
+  // (column block, pair block); zero pairs pad the tile.
+  for (int i = threadIdx.x; i < kPairs * D; i += kThreads) {
+    const int block = i / 32, c = block / (kPairs / 8), p = block % (kPairs / 8) * 8 + i % 32 / 4;
+    qs[i] = p < num_pairs ? to_operand(q[(static_cast<int64_t>(tile.row0 + p / hg) * s.num_heads + h_begin + p % hg) * D +
+                                         4 * c + i % 4])
+                          : 0u;
+  }
+  if (threadIdx.x < tile.num_rows) {
+    const int32_t pos = meta.positions[tile.row0 + threadIdx.x];
+    pos_s[threadIdx.x] = pos;
+    lo_s[threadIdx.x] = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
+  }
+  __syncthreads();
+  int kmin = lo_s[0], kmax = pos_s[0];
+  for (int i = 1; i < tile.num_rows; ++i) kmin = min(kmin, lo_s[i]), kmax = max(kmax, pos_s[i]);
+  const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[tile.row0]];
+
+  // The warpgroup index through a shuffle: provably uniform per warp, so ptxas does not treat
+  // the wgmmas as divergent code (it serialises them there; matmul.cu).
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
+  const int pair0 = 64 * wg + 16 * (warp % 4);
+  int wg_lo = INT_MAX, wg_hi = -1;  // the warpgroup's keys: the union of its rows' windows
+  for (int r = 64 * wg / hg; r <= min(tile.num_rows - 1, (64 * wg + 63) / hg); ++r)
+    wg_lo = min(wg_lo, lo_s[r]), wg_hi = max(wg_hi, pos_s[r]);
+  int32_t row_lo[2], row_pos[2];  // the lane's two rows (pairs pair0 + g, pair0 + g + 8)
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int p = pair0 + g + 8 * i;
+    row_lo[i] = p < num_pairs ? lo_s[p / hg] : 1;
+    row_pos[i] = p < num_pairs ? pos_s[p / hg] : 0;
+  }
+  float M[2] = {-INFINITY, -INFINITY}, L_[2] = {0.f, 0.f}, A[DT][4];
+#pragma unroll
+  for (int i = 0; i < DT; ++i) A[i][0] = A[i][1] = A[i][2] = A[i][3] = 0.f;
+
+  const int64_t width = static_cast<int64_t>(s.num_kv_heads) * D, head_offset = static_cast<int64_t>(kvh) * D;
+  // The copies of chunk keys [c0, c0 + 64) (zero rows outside [kmin, kmax]: their zero weights
+  // multiply finite values). 16-byte unit u: key block u / 2D, key (u / 2) % 8 of it, column
+  // block 2 ((u / 16) % (D / 8)) + u % 2: two lanes read 32 contiguous bytes of a row.
+  auto stage = [&](int c0, int buffer) {
+    float* kd = kbuf + buffer * L::k_words;
+    for (int u = threadIdx.x; u < kChunkKeys * D / 4; u += kThreads) {
+      const int kb = u / (2 * D), c = 2 * (u / 16 % (D / 8)) + u % 2, jj = 8 * kb + u / 2 % 8, j = c0 + jj;
+      float* k_dst = kd + c * L::kKL + kb * 32 + jj % 8 * 4;
+      float* v_dst = vstage + jj * L::kVR + 4 * c;
+      if (j < kmin || j > kmax) {
+        *reinterpret_cast<float4*>(k_dst) = make_float4(0.f, 0.f, 0.f, 0.f);
+        *reinterpret_cast<float4*>(v_dst) = make_float4(0.f, 0.f, 0.f, 0.f);
+        continue;
+      }
+      const int64_t src = kv_slot(table, j, s.block_size) * width + head_offset + 4 * c;
+      cp_async16(k_dst, k_cache + src);
+      cp_async16(v_dst, v_cache + src);
+    }
+    cp_async_commit();
+  };
+  // vstage -> vt. A warp takes 8 keys (lane % 8) x 4 column blocks (lane / 8).
+  auto transpose_v = [&] {
+    for (int u = threadIdx.x; u < kChunkKeys * D / 4; u += kThreads) {
+      const int it = u / 32, kb = it / (D / 16), c = 4 * (it % (D / 16)) + lane / 8, jj = 8 * kb + lane % 8;
+      const float4 v = *reinterpret_cast<const float4*>(vstage + jj * L::kVR + 4 * c);
+      float* dst = vt + (2 * kb + jj % 2) * L::kVL + c / 2 * L::kVS + c % 2 * 16 + jj % 8 / 2;
+      dst[0] = v.x, dst[4] = v.y, dst[8] = v.z, dst[12] = v.w;
+    }
+  };
+
+  const int c_first = kmin / kChunkKeys * kChunkKeys;
+  stage(c_first, 0);
+  const uint32_t* qa = qs + wg * 8 * 32;  // this warpgroup's pair blocks
+  for (int c0 = c_first, n = 0; c0 <= kmax; c0 += kChunkKeys, ++n) {
+    cp_async_wait<0>();
+    __syncthreads();  // the chunk landed; every warpgroup is done with the last chunk's vt and K
+    transpose_v();
+    fence_proxy_async();  // K (cp.async) and vt (stores) are read by wgmma
+    __syncthreads();
+    if (c0 + kChunkKeys <= kmax) stage(c0 + kChunkKeys, (n + 1) % 2);
+    const bool live = __shfl_sync(0xffffffffu, c0 + kChunkKeys - 1 >= wg_lo && c0 <= wg_hi, 0);
+    if (!live) continue;
+    const float* ks = kbuf + (n % 2) * L::k_words;
+    float sc[kChunkTiles][4];
+    float(&sc_flat)[4 * kChunkTiles] = reinterpret_cast<float(&)[4 * kChunkTiles]>(sc);
+#pragma unroll
+    for (int i = 0; i < 4 * kChunkTiles; ++i) sc_flat[i] = 0.f;
+    wgmma_fence();
+#pragma unroll
+    for (int b = 0; b < DT; ++b)
+      wgmma_m64n64k8_tf32(sc_flat, core_descriptor(qa + 2 * b * L::kQL, L::kQL * 4, 128),
+                          core_descriptor(ks + 2 * b * L::kKL, L::kKL * 4, 128));
+    wgmma_commit();
+    wgmma_wait<0>();
+
+    int lo[2], hi[2];
+    float m[2], l[2], fo[2], fn[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      lo[i] = max(row_lo[i], c0) - c0;
+      hi[i] = min(row_pos[i], c0 + kChunkKeys - 1) - c0;
+    }
+    chunk_softmax(sc, lo, hi, s.scale, s.softcap, m, l);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      fo[i] = 1.f, fn[i] = 0.f;
+      if (m[i] != -INFINITY) merge_factors(M[i], L_[i], m[i], l[i], fo[i], fn[i]);
+    }
+    float o[4 * DT];
+#pragma unroll
+    for (int i = 0; i < 4 * DT; ++i) o[i] = 0.f;
+    wgmma_fence();
+#pragma unroll
+    for (int j = 0; j < kChunkTiles; ++j) {
+      const uint32_t a[4] = {__float_as_uint(sc[j][0]), __float_as_uint(sc[j][2]), __float_as_uint(sc[j][1]),
+                             __float_as_uint(sc[j][3])};
+      const uint64_t b = core_descriptor(vt + 2 * j * L::kVL, L::kVL * 4, L::kVS * 4);
+      if constexpr (D == 128) wgmma_m64n128k8_tf32(o, a, b);
+      else wgmma_m64n64k8_tf32(o, a, b);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < DT; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (m[e / 2] != -INFINITY) A[i][e] = fmaf(o[4 * i + e], fn[e / 2], A[i][e] * fo[e / 2]);
+  }
+
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int p = pair0 + g + 8 * i;
+    if (p >= num_pairs) continue;
+    const int r = tile.row0 + p / hg, h = h_begin + p % hg;
+    float rescale, inv;
+    finish_factors(M[i], L_[i], s.sinks, h, rescale, inv);
+    float* o = out + (static_cast<int64_t>(r) * s.num_heads + h) * D;
+#pragma unroll
+    for (int j = 0; j < DT; ++j)
+      *reinterpret_cast<float2*>(o + 8 * j + 2 * t) =
+          make_float2(A[j][2 * i] * rescale * inv, A[j][2 * i + 1] * rescale * inv);
+  }
+#else
+  __trap();  // built for sm_90 without the arch-specific features: never launched (attention_wgmma_supported)
+#endif
+}
+
+template <int D>
+void launch_wgmma(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
+                  const float* k_cache, const float* v_cache, const AttentionShape& shape, int heads_per_chunk,
+                  float* out, cudaStream_t stream) {
+  static const bool configured = [] {
+    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(Layout<D>::bytes)));
+    return true;
+  }();
+  (void)configured;
+  const int group = shape.num_heads / shape.num_kv_heads, chunks = (group + heads_per_chunk - 1) / heads_per_chunk;
+  const dim3 grid(static_cast<unsigned>(num_tiles), static_cast<unsigned>(shape.num_kv_heads * chunks));
+  launch(attention_wgmma_kernel<D>, grid, kThreads, Layout<D>::bytes, stream, q, meta, tiles, k_cache, v_cache, shape,
+         heads_per_chunk, out);
+}
+
+}  // namespace
+
+namespace {
+bool g_wgmma_on = [] {
+  const char* env = std::getenv("TACHYON_ATTENTION_WGMMA");  // A/B runs: 0 = the mma.sync kernel
+  return !(env && std::string(env) == "0");
+}();
+}  // namespace
+
+void set_attention_wgmma(bool on) { g_wgmma_on = on; }
+
+bool attention_wgmma_supported(int head_dim) {
+  static const bool device_ok = [] {
+    int device = 0;
+    cudaDeviceProp prop{};
+    if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) return false;
+    return prop.major == 9 && prop.minor == 0;
+  }();
+  return !TACHYON_ATTENTION_BF16 && g_wgmma_on && device_ok && (head_dim == 64 || head_dim == 128);
+}
+
+void attention_wgmma(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
+                     const float* k_cache, const float* v_cache, const AttentionShape& shape, int heads_per_chunk,
+                     float* out, cudaStream_t stream) {
+  if (shape.head_dim == 128)
+    launch_wgmma<128>(q, meta, tiles, num_tiles, k_cache, v_cache, shape, heads_per_chunk, out, stream);
+  else if (shape.head_dim == 64)
+    launch_wgmma<64>(q, meta, tiles, num_tiles, k_cache, v_cache, shape, heads_per_chunk, out, stream);
+  else
+    fail_unsupported("wgmma attention head_dim (64 or 128)", shape.head_dim);
+}
+
+}  // namespace tachyon::kernels::cuda
