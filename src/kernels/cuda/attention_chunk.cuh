@@ -61,7 +61,13 @@ __host__ __device__ inline int v_stride(int D) { return D + (20 - D % 16) % 16; 
 
 #ifdef __CUDACC__
 // The cache slot of logical position `position` of a sequence whose block table is `table`.
+// Block sizes are powers of two in practice: shifts then, not a 32-bit division (~20
+// instructions per key, the largest cost of staging a chunk: bench/NOTES-cuda.md "Session 12").
 __device__ __forceinline__ int64_t kv_slot(const int32_t* table, int32_t position, int block_size) {
+  if ((block_size & (block_size - 1)) == 0) {
+    const int shift = __ffs(block_size) - 1;
+    return (static_cast<int64_t>(table[position >> shift]) << shift) + (position & (block_size - 1));
+  }
   return static_cast<int64_t>(table[position / block_size]) * block_size + position % block_size;
 }
 
@@ -199,33 +205,48 @@ __device__ __forceinline__ void chunk_softmax(float (&s)[kChunkTiles][4], const 
                                               float scale, float softcap, float (&m)[2], float (&l)[2]) {
   const int t = threadIdx.x % 4;
   m[0] = m[1] = -INFINITY;
+  // Interior chunks (every key valid for both rows, no softcap): the same values without the
+  // per-key window tests.
+  if (softcap <= 0.f && lo[0] <= 0 && lo[1] <= 0 && hi[0] >= kChunkKeys - 1 && hi[1] >= kChunkKeys - 1) {
 #pragma unroll
-  for (int j = 0; j < kChunkTiles; ++j)
+    for (int j = 0; j < kChunkTiles; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int i = e / 2, key = 8 * j + 2 * t + e % 2;
-      float score = -INFINITY;
-      if (key >= lo[i] && key <= hi[i]) {
-        score = s[j][e] * scale;
-        if (softcap > 0.f) score = softcap * tanhf(score / softcap);
+      for (int e = 0; e < 4; ++e) {
+        s[j][e] *= scale;
+        m[e / 2] = fmaxf(m[e / 2], s[j][e]);
       }
-      s[j][e] = score;
-      m[i] = fmaxf(m[i], score);
-    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kChunkTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = e / 2, key = 8 * j + 2 * t + e % 2;
+        float score = -INFINITY;
+        if (key >= lo[i] && key <= hi[i]) {
+          score = s[j][e] * scale;
+          if (softcap > 0.f) score = softcap * tanhf(score / softcap);
+        }
+        s[j][e] = score;
+        m[i] = fmaxf(m[i], score);
+      }
+  }
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     m[i] = fmaxf(m[i], __shfl_xor_sync(0xffffffffu, m[i], 1));
     m[i] = fmaxf(m[i], __shfl_xor_sync(0xffffffffu, m[i], 2));
   }
   l[0] = l[1] = 0.f;
+  // A row without a valid key subtracts 0 instead of -inf: its masked scores give exp(-inf) = 0
+  // like every masked score (no per-key test).
+  const float m_sub[2] = {m[0] == -INFINITY ? 0.f : m[0], m[1] == -INFINITY ? 0.f : m[1]};
 #pragma unroll
   for (int j = 0; j < kChunkTiles; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int i = e / 2;
       // __expf: one ex2.approx, the same instruction in every kernel; p is rounded to the operand
-      // format anyway.
-      const float p = s[j][e] == -INFINITY ? 0.f : round_operand(__expf(s[j][e] - m[i]));
+      // format anyway (exp(-inf) = +0 stays 0).
+      const float p = round_operand(__expf(s[j][e] - m_sub[i]));
       s[j][e] = p;
       l[i] += p;
     }

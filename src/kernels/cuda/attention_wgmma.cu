@@ -115,31 +115,42 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(
 
   const int64_t width = static_cast<int64_t>(s.num_kv_heads) * D, head_offset = static_cast<int64_t>(kvh) * D;
   // The copies of chunk keys [c0, c0 + 64) (zero rows outside [kmin, kmax]: their zero weights
-  // multiply finite values). 16-byte unit u: key block u / 2D, key (u / 2) % 8 of it, column
-  // block 2 ((u / 16) % (D / 8)) + u % 2: two lanes read 32 contiguous bytes of a row.
+  // multiply finite values). Thread i copies 16 bytes of column block c = 2 ((i / 16) % (D / 8))
+  // + i % 2 (two lanes read 32 contiguous bytes of a row) for keys key0 + kKeyStep·n: the same
+  // column and key in block for all its units, so every address but the key's slot is fixed.
+  constexpr int kUnits = kChunkKeys * D / 4 / kThreads, kKeyStep = kChunkKeys / kUnits;
+  const int tid = threadIdx.x;
+  const int c_copy = 2 * (tid / 16 % (D / 8)) + tid % 2, key0 = 8 * (tid / (2 * D)) + tid / 2 % 8;
+  const int k_off = c_copy * L::kKL + key0 / 8 * 32 + key0 % 8 * 4, v_off = key0 * L::kVR + 4 * c_copy;
   auto stage = [&](int c0, int buffer) {
-    float* kd = kbuf + buffer * L::k_words;
-    for (int u = threadIdx.x; u < kChunkKeys * D / 4; u += kThreads) {
-      const int kb = u / (2 * D), c = 2 * (u / 16 % (D / 8)) + u % 2, jj = 8 * kb + u / 2 % 8, j = c0 + jj;
-      float* k_dst = kd + c * L::kKL + kb * 32 + jj % 8 * 4;
-      float* v_dst = vstage + jj * L::kVR + 4 * c;
+    float* kd = kbuf + buffer * L::k_words + k_off;
+#pragma unroll
+    for (int n = 0; n < kUnits; ++n) {
+      const int jj = key0 + kKeyStep * n, j = c0 + jj;
+      float* k_dst = kd + kKeyStep / 8 * 32 * n;
+      float* v_dst = vstage + v_off + kKeyStep * L::kVR * n;
       if (j < kmin || j > kmax) {
         *reinterpret_cast<float4*>(k_dst) = make_float4(0.f, 0.f, 0.f, 0.f);
         *reinterpret_cast<float4*>(v_dst) = make_float4(0.f, 0.f, 0.f, 0.f);
         continue;
       }
-      const int64_t src = kv_slot(table, j, s.block_size) * width + head_offset + 4 * c;
+      const int64_t src = kv_slot(table, j, s.block_size) * width + head_offset + 4 * c_copy;
       cp_async16(k_dst, k_cache + src);
       cp_async16(v_dst, v_cache + src);
     }
     cp_async_commit();
   };
-  // vstage -> vt. A warp takes 8 keys (lane % 8) x 4 column blocks (lane / 8).
+  // vstage -> vt. A warp takes 8 keys (lane % 8) x 4 column blocks (lane / 8); thread's column
+  // block c_t and key in block fixed, key blocks kb_t + kBlockStep·n.
+  constexpr int kBlockStep = kThreads / 32 / (D / 16);
+  const int c_t = 4 * (warp % (D / 16)) + lane / 8, kb_t = warp / (D / 16);
+  const float* v_src = vstage + (8 * kb_t + lane % 8) * L::kVR + 4 * c_t;
+  float* vt_dst = vt + (2 * kb_t + lane % 2) * L::kVL + c_t / 2 * L::kVS + c_t % 2 * 16 + lane % 8 / 2;
   auto transpose_v = [&] {
-    for (int u = threadIdx.x; u < kChunkKeys * D / 4; u += kThreads) {
-      const int it = u / 32, kb = it / (D / 16), c = 4 * (it % (D / 16)) + lane / 8, jj = 8 * kb + lane % 8;
-      const float4 v = *reinterpret_cast<const float4*>(vstage + jj * L::kVR + 4 * c);
-      float* dst = vt + (2 * kb + jj % 2) * L::kVL + c / 2 * L::kVS + c % 2 * 16 + jj % 8 / 2;
+#pragma unroll
+    for (int n = 0; n < kUnits; ++n) {
+      const float4 v = *reinterpret_cast<const float4*>(v_src + 8 * kBlockStep * L::kVR * n);
+      float* dst = vt_dst + 2 * kBlockStep * L::kVL * n;
       dst[0] = v.x, dst[4] = v.y, dst[8] = v.z, dst[12] = v.w;
     }
   };
@@ -197,10 +208,13 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(
     wgmma_commit();
     wgmma_wait<0>();
 #pragma unroll
-    for (int i = 0; i < DT; ++i)
+    for (int r = 0; r < 2; ++r) {
+      if (m[r] == -INFINITY) continue;  // no valid key for this row: its state stays
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (m[e / 2] != -INFINITY) A[i][e] = fmaf(o[4 * i + e], fn[e / 2], A[i][e] * fo[e / 2]);
+      for (int i = 0; i < DT; ++i)
+#pragma unroll
+        for (int e = 2 * r; e < 2 * r + 2; ++e) A[i][e] = fmaf(o[4 * i + e], fn[r], A[i][e] * fo[r]);
+    }
   }
 
 #pragma unroll
