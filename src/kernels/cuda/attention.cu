@@ -28,29 +28,37 @@ __device__ __forceinline__ int32_t tree_position(const DeviceAttentionMeta& meta
 // Issues the copies of the K and V rows of chunk keys [c0, c0 + 64) into shared memory (every
 // load in flight at once, one cp.async group: wait with cp_async_wait); keys outside
 // [k_begin, k_end] are zero rows, so that their zero weights multiply finite values.
-// `key_position` maps a logical key to the position of its cache slot.
+// `key_position` maps a logical key to the position of its cache slot. The 64 keys' slots are
+// looked up first, one key per thread (the block-table loads in parallel; looked up per 16-byte
+// copy they were a chain of dependent loads, bench/NOTES-cuda.md "Session 12"), then shared
+// through `slot_s` behind a CTA barrier: every thread of the CTA calls this.
 template <typename KeyPosition>
 __device__ __forceinline__ void stage_chunk(const float* __restrict__ k_cache, const float* __restrict__ v_cache,
                                             const int32_t* table, int block_size, int64_t width, int64_t head_offset,
                                             int D, int c0, int k_begin, int k_end, KeyPosition key_position,
                                             float* ks, float* vs) {
+  __shared__ int64_t slot_s[kChunkKeys];  // -1: a zero row
+  for (int jj = threadIdx.x; jj < kChunkKeys; jj += blockDim.x) {
+    const int j = c0 + jj;
+    slot_s[jj] = j < k_begin || j > k_end ? -1 : kv_slot(table, key_position(j), block_size) * width + head_offset;
+  }
+  __syncthreads();
   const int vecs = D / 4, KS = qk_stride(D), VS = v_stride(D);
   for (int i = threadIdx.x; i < kChunkKeys * vecs; i += blockDim.x) {
-    const int jj = i / vecs, c = i % vecs, j = c0 + jj;
+    const int jj = i / vecs, c = i % vecs;
     float* kd = ks + jj * KS + 4 * c;
     float* vd = vs + jj * VS + 4 * c;
-    if (j < k_begin || j > k_end) {
+    const int64_t slot = slot_s[jj];
+    if (slot < 0) {
       *reinterpret_cast<float4*>(kd) = make_float4(0.f, 0.f, 0.f, 0.f);
       *reinterpret_cast<float4*>(vd) = make_float4(0.f, 0.f, 0.f, 0.f);
       continue;
     }
-    const int64_t src = kv_slot(table, key_position(j), block_size) * width + head_offset + 4 * c;
-    cp_async16(kd, k_cache + src);
-    cp_async16(vd, v_cache + src);
+    cp_async16(kd, k_cache + slot + 4 * c);
+    cp_async16(vd, v_cache + slot + 4 * c);
   }
   cp_async_commit();
 }
-
 
 // q of `pairs` (row, head) pairs in the operand format (to_operand), padded with zero pairs to `padded` rows.
 template <typename PairQ>

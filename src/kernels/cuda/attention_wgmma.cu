@@ -76,13 +76,26 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(
   const int h_begin = kvh * group + chunk * heads_per_chunk;
   const int hg = min(heads_per_chunk, group - chunk * heads_per_chunk);
   const int num_pairs = tile.num_rows * hg;
-  // q in core-matrix order: word i is row (i % 32) / 4, word i % 4 of core matrix i / 32 =
-  // (column block, pair block); zero pairs pad the tile.
-  for (int i = threadIdx.x; i < kPairs * D; i += kThreads) {
-    const int block = i / 32, c = block / (kPairs / 8), p = block % (kPairs / 8) * 8 + i % 32 / 4;
-    qs[i] = p < num_pairs ? to_operand(q[(static_cast<int64_t>(tile.row0 + p / hg) * s.num_heads + h_begin + p % hg) * D +
-                                         4 * c + i % 4])
-                          : 0u;
+  // q in core-matrix order, 16 bytes (one core-matrix row) per copy: thread i takes column block
+  // i / 8 of pairs 8n + i % 8, so that 8 lanes fill one core matrix (conflict-free) and its
+  // loads are independent of each other (issued together).
+  {
+    constexpr int kQUnits = kPairs * D / 4 / kThreads, kPairStep = kThreads / (D / 4);
+    const int c = threadIdx.x / 8 % (D / 4), p0 = threadIdx.x % 8 + 8 * (threadIdx.x / (2 * D));
+    float4 v[kQUnits];
+#pragma unroll
+    for (int n = 0; n < kQUnits; ++n) {
+      const int p = p0 + kPairStep * n;
+      v[n] = p < num_pairs ? *reinterpret_cast<const float4*>(
+                                 q + (static_cast<int64_t>(tile.row0 + p / hg) * s.num_heads + h_begin + p % hg) * D + 4 * c)
+                           : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int n = 0; n < kQUnits; ++n) {
+      const int p = p0 + kPairStep * n;
+      *reinterpret_cast<uint4*>(qs + c * L::kQL + p / 8 * 32 + p % 8 * 4) =
+          make_uint4(to_operand(v[n].x), to_operand(v[n].y), to_operand(v[n].z), to_operand(v[n].w));
+    }
   }
   if (threadIdx.x < tile.num_rows) {
     const int32_t pos = meta.positions[tile.row0 + threadIdx.x];
@@ -123,20 +136,24 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(
   const int c_copy = 2 * (tid / 16 % (D / 8)) + tid % 2, key0 = 8 * (tid / (2 * D)) + tid / 2 % 8;
   const int k_off = c_copy * L::kKL + key0 / 8 * 32 + key0 % 8 * 4, v_off = key0 * L::kVR + 4 * c_copy;
   auto stage = [&](int c0, int buffer) {
-    float* kd = kbuf + buffer * L::k_words + k_off;
+    float* kd = kbuf + buffer * L::k_words;
+    int64_t src[kUnits];  // first every key's slot (independent table loads, issued together)
 #pragma unroll
     for (int n = 0; n < kUnits; ++n) {
-      const int jj = key0 + kKeyStep * n, j = c0 + jj;
-      float* k_dst = kd + kKeyStep / 8 * 32 * n;
+      const int j = c0 + key0 + kKeyStep * n;
+      src[n] = j < kmin || j > kmax ? -1 : kv_slot(table, j, s.block_size) * width + head_offset + 4 * c_copy;
+    }
+#pragma unroll
+    for (int n = 0; n < kUnits; ++n) {
+      float* k_dst = kd + k_off + kKeyStep / 8 * 32 * n;
       float* v_dst = vstage + v_off + kKeyStep * L::kVR * n;
-      if (j < kmin || j > kmax) {
+      if (src[n] < 0) {
         *reinterpret_cast<float4*>(k_dst) = make_float4(0.f, 0.f, 0.f, 0.f);
         *reinterpret_cast<float4*>(v_dst) = make_float4(0.f, 0.f, 0.f, 0.f);
-        continue;
+      } else {
+        cp_async16(k_dst, k_cache + src[n]);
+        cp_async16(v_dst, v_cache + src[n]);
       }
-      const int64_t src = kv_slot(table, j, s.block_size) * width + head_offset + 4 * c_copy;
-      cp_async16(k_dst, k_cache + src);
-      cp_async16(v_dst, v_cache + src);
     }
     cp_async_commit();
   };
@@ -147,11 +164,13 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(
   const float* v_src = vstage + (8 * kb_t + lane % 8) * L::kVR + 4 * c_t;
   float* vt_dst = vt + (2 * kb_t + lane % 2) * L::kVL + c_t / 2 * L::kVS + c_t % 2 * 16 + lane % 8 / 2;
   auto transpose_v = [&] {
+    float4 v[kUnits];  // all loads first: the stores do not wait on one load at a time
+#pragma unroll
+    for (int n = 0; n < kUnits; ++n) v[n] = *reinterpret_cast<const float4*>(v_src + 8 * kBlockStep * L::kVR * n);
 #pragma unroll
     for (int n = 0; n < kUnits; ++n) {
-      const float4 v = *reinterpret_cast<const float4*>(v_src + 8 * kBlockStep * L::kVR * n);
       float* dst = vt_dst + 2 * kBlockStep * L::kVL * n;
-      dst[0] = v.x, dst[4] = v.y, dst[8] = v.z, dst[12] = v.w;
+      dst[0] = v[n].x, dst[4] = v[n].y, dst[8] = v[n].z, dst[12] = v[n].w;
     }
   };
 
