@@ -4,11 +4,11 @@
 //
 // The canonical reduction of one (row, head): keys are cut into chunks of kChunkKeys aligned to
 // absolute positions. For each chunk with at least one valid key:
-//   s  = scale · q·k over d, one chain of mma.m16n8k8 (tf32 in, f32 accumulate) over 8-wide d
+//   s  = scale · log2(e) · q·k over d (scores in base-2 units: p is one ex2), one chain of mma.m16n8k8 (tf32 in, f32 accumulate) over 8-wide d
 //        steps in order from zero (k index i of step b ↔ d 8b + i: the order in which shared
 //        memory's core matrices hold d, so that the wgmma kernel (attention_wgmma.cu) reads K as
 //        cp.async placed it); softcapped; -inf where the key is masked;
-//   m  = max of s; p = tf32(exp(s - m)) (0 where masked); l = the sum of p in the fixed order
+//   m  = max of s; p = tf32(2^(s - m)) (0 where masked); l = the sum of p in the fixed order
 //        of chunk_softmax;
 //   o  = p·v, per 8-wide d tile one chain of mma.m16n8k8 over the chunk's 8-key steps in order
 //        from zero;
@@ -123,6 +123,15 @@ __device__ __forceinline__ void ldmatrix_x2(const void* row, uint32_t& r0, uint3
                : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(row))));
 }
 
+constexpr float kLog2e = 1.4426950408889634f;
+// 2^x, one MUFU instruction; subnormal results flush to zero (x <= -126: p rounds to nothing
+// that matters next to the chunk's maximum, whose p is 1).
+__device__ __forceinline__ float ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Raw scores of the warp's 16 pairs against the chunk's 64 keys. qs: the pairs' q as operand
 // bits (to_operand; row stride qk_stride; rows at or past `q_rows` are not used: their scores
 // are garbage the caller masks); ks: the chunk's K rows (operand values, row stride qk_stride).
@@ -207,12 +216,15 @@ __device__ __forceinline__ void chunk_softmax(float (&s)[kChunkTiles][4], const 
   m[0] = m[1] = -INFINITY;
   // Interior chunks (every key valid for both rows, no softcap): the same values without the
   // per-key window tests.
+  // Both paths give a valid key the same value (the other path may serve the same row and chunk
+  // in another kernel, where the lane's second row differs).
+  const float scale2 = scale * kLog2e;
   if (softcap <= 0.f && lo[0] <= 0 && lo[1] <= 0 && hi[0] >= kChunkKeys - 1 && hi[1] >= kChunkKeys - 1) {
 #pragma unroll
     for (int j = 0; j < kChunkTiles; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[j][e] *= scale;
+        s[j][e] *= scale2;
         m[e / 2] = fmaxf(m[e / 2], s[j][e]);
       }
   } else {
@@ -222,10 +234,8 @@ __device__ __forceinline__ void chunk_softmax(float (&s)[kChunkTiles][4], const 
       for (int e = 0; e < 4; ++e) {
         const int i = e / 2, key = 8 * j + 2 * t + e % 2;
         float score = -INFINITY;
-        if (key >= lo[i] && key <= hi[i]) {
-          score = s[j][e] * scale;
-          if (softcap > 0.f) score = softcap * tanhf(score / softcap);
-        }
+        if (key >= lo[i] && key <= hi[i])
+          score = softcap > 0.f ? softcap * tanhf(s[j][e] * scale / softcap) * kLog2e : s[j][e] * scale2;
         s[j][e] = score;
         m[i] = fmaxf(m[i], score);
       }
@@ -244,9 +254,9 @@ __device__ __forceinline__ void chunk_softmax(float (&s)[kChunkTiles][4], const 
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int i = e / 2;
-      // __expf: one ex2.approx, the same instruction in every kernel; p is rounded to the operand
-      // format anyway (exp(-inf) = +0 stays 0).
-      const float p = round_operand(__expf(s[j][e] - m_sub[i]));
+      // One ex2.approx.ftz, the same instruction in every kernel; p is rounded to the operand
+      // format anyway (2^-inf = +0 stays 0).
+      const float p = round_operand(ex2_ftz(s[j][e] - m_sub[i]));
       s[j][e] = p;
       l[i] += p;
     }
@@ -296,8 +306,8 @@ __device__ __forceinline__ void chunk_pv(const float (&p)[kChunkTiles][4], const
 // accumulators (A = fmaf(a, fn, A · fo)). M = -inf (nothing merged yet) gives fo = 0.
 __device__ __forceinline__ void merge_factors(float& M, float& L, float m, float l, float& fo, float& fn) {
   const float mn = fmaxf(M, m);
-  fo = expf(M - mn);
-  fn = expf(m - mn);
+  fo = exp2f(M - mn);
+  fn = exp2f(m - mn);
   L = fmaf(l, fn, L * fo);
   M = mn;
 }
@@ -306,10 +316,10 @@ __device__ __forceinline__ void merge_factors(float& M, float& L, float m, float
 __device__ __forceinline__ void finish_factors(float M, float L, const float* sinks, int h, float& rescale,
                                                float& inv) {
   rescale = 1.f;
-  if (sinks) {
-    const float sink = sinks[h], m_f = fmaxf(M, sink);
-    rescale = expf(M - m_f);
-    L = L * rescale + expf(sink - m_f);
+  if (sinks) {  // a sink is a logit (natural units); M is in base-2 units
+    const float sink = sinks[h] * kLog2e, m_f = fmaxf(M, sink);
+    rescale = exp2f(M - m_f);
+    L = L * rescale + exp2f(sink - m_f);
   }
   inv = 1.f / L;
 }

@@ -53,7 +53,7 @@ struct Layout {
 // softmax and merge of chunk_softmax / merge_factors on the accumulators (the mma layout), and
 // o = p·v as 8 wgmma.m64nDk8 with p from registers. The chains, their k order and the merge
 // are those of attention_chunk.cuh: the bits of the mma.sync kernels.
-template <int D>
+template <int D, bool kSkew>
 __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(
     const float* __restrict__ q, DeviceAttentionMeta meta, const QueryTile* __restrict__ tiles,
     const float* __restrict__ k_cache, const float* __restrict__ v_cache, AttentionShape s, int heads_per_chunk,
@@ -177,26 +177,34 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(
   const int c_first = kmin / kChunkKeys * kChunkKeys;
   stage(c_first, 0);
   const uint32_t* qa = qs + wg * 8 * 32;  // this warpgroup's pair blocks
+  // Warpgroup 0 issues its scores before the V transposition and warpgroup 1 after it, so the
+  // two run half a phase apart: one's wgmmas overlap the other's softmax instead of both
+  // contending for the tensor cores and then both idling them.
   for (int c0 = c_first, n = 0; c0 <= kmax; c0 += kChunkKeys, ++n) {
     cp_async_wait<0>();
-    __syncthreads();  // the chunk landed; every warpgroup is done with the last chunk's vt and K
-    transpose_v();
-    fence_proxy_async();  // K (cp.async) and vt (stores) are read by wgmma
-    __syncthreads();
-    if (c0 + kChunkKeys <= kmax) stage(c0 + kChunkKeys, (n + 1) % 2);
+    fence_proxy_async();  // this thread's K copies, read by wgmma after the barrier
+    __syncthreads();      // the chunk landed; every warpgroup is done with the last chunk's vt and K
     const bool live = __shfl_sync(0xffffffffu, c0 + kChunkKeys - 1 >= wg_lo && c0 <= wg_hi, 0);
-    if (!live) continue;
     const float* ks = kbuf + (n % 2) * L::k_words;
     float sc[kChunkTiles][4];
     float(&sc_flat)[4 * kChunkTiles] = reinterpret_cast<float(&)[4 * kChunkTiles]>(sc);
+    auto issue_scores = [&] {
 #pragma unroll
-    for (int i = 0; i < 4 * kChunkTiles; ++i) sc_flat[i] = 0.f;
-    wgmma_fence();
+      for (int i = 0; i < 4 * kChunkTiles; ++i) sc_flat[i] = 0.f;
+      wgmma_fence();
 #pragma unroll
-    for (int b = 0; b < DT; ++b)
-      wgmma_m64n64k8_tf32(sc_flat, core_descriptor(qa + 2 * b * L::kQL, L::kQL * 4, 128),
-                          core_descriptor(ks + 2 * b * L::kKL, L::kKL * 4, 128));
-    wgmma_commit();
+      for (int b = 0; b < DT; ++b)
+        wgmma_m64n64k8_tf32(sc_flat, core_descriptor(qa + 2 * b * L::kQL, L::kQL * 4, 128),
+                            core_descriptor(ks + 2 * b * L::kKL, L::kKL * 4, 128));
+      wgmma_commit();
+    };
+    if (kSkew && wg == 0 && live) issue_scores();
+    transpose_v();
+    fence_proxy_async();  // vt (stores) is read by wgmma
+    __syncthreads();
+    if ((!kSkew || wg == 1) && live) issue_scores();
+    if (c0 + kChunkKeys <= kmax) stage(c0 + kChunkKeys, (n + 1) % 2);
+    if (!live) continue;
     wgmma_wait<0>();
 
     int lo[2], hi[2];
@@ -254,20 +262,34 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(
 #endif
 }
 
-template <int D>
+template <int D, bool kSkew>
 void launch_wgmma(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
                   const float* k_cache, const float* v_cache, const AttentionShape& shape, int heads_per_chunk,
                   float* out, cudaStream_t stream) {
   static const bool configured = [] {
-    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<D, kSkew>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(Layout<D>::bytes)));
     return true;
   }();
   (void)configured;
   const int group = shape.num_heads / shape.num_kv_heads, chunks = (group + heads_per_chunk - 1) / heads_per_chunk;
   const dim3 grid(static_cast<unsigned>(num_tiles), static_cast<unsigned>(shape.num_kv_heads * chunks));
-  launch(attention_wgmma_kernel<D>, grid, kThreads, Layout<D>::bytes, stream, q, meta, tiles, k_cache, v_cache, shape,
-         heads_per_chunk, out);
+  launch(attention_wgmma_kernel<D, kSkew>, grid, kThreads, Layout<D>::bytes, stream, q, meta, tiles, k_cache, v_cache,
+         shape, heads_per_chunk, out);
+}
+
+// A/B runs: TACHYON_ATTENTION_SKEW=0 lets both warpgroups issue their scores together.
+template <int D>
+void launch_wgmma(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
+                  const float* k_cache, const float* v_cache, const AttentionShape& shape, int heads_per_chunk,
+                  float* out, cudaStream_t stream) {
+  static const bool skew = [] {
+    const char* env = std::getenv("TACHYON_ATTENTION_SKEW");
+    return !(env && std::string(env) == "0");
+  }();
+  if (skew) launch_wgmma<D, true>(q, meta, tiles, num_tiles, k_cache, v_cache, shape, heads_per_chunk, out, stream);
+  else launch_wgmma<D, false>(q, meta, tiles, num_tiles, k_cache, v_cache, shape, heads_per_chunk, out, stream);
 }
 
 }  // namespace
