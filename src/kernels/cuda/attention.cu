@@ -32,15 +32,18 @@ __device__ __forceinline__ int32_t tree_position(const DeviceAttentionMeta& meta
 // looked up first, one key per thread (the block-table loads in parallel; looked up per 16-byte
 // copy they were a chain of dependent loads, bench/NOTES-cuda.md "Session 12"), then shared
 // through `slot_s` behind a CTA barrier: every thread of the CTA calls this.
+// With fill_outside false, keys outside [k_begin, k_end] are left as they are (the second half
+// of a chunk staged in two calls).
 template <typename KeyPosition>
 __device__ __forceinline__ void stage_chunk(const float* __restrict__ k_cache, const float* __restrict__ v_cache,
                                             const int32_t* table, int block_size, int64_t width, int64_t head_offset,
                                             int D, int c0, int k_begin, int k_end, KeyPosition key_position,
-                                            float* ks, float* vs) {
-  __shared__ int64_t slot_s[kChunkKeys];  // -1: a zero row
+                                            float* ks, float* vs, bool fill_outside = true) {
+  __shared__ int64_t slot_s[kChunkKeys];  // -1: a zero row, -2: left alone
   for (int jj = threadIdx.x; jj < kChunkKeys; jj += blockDim.x) {
     const int j = c0 + jj;
-    slot_s[jj] = j < k_begin || j > k_end ? -1 : kv_slot(table, key_position(j), block_size) * width + head_offset;
+    slot_s[jj] = j < k_begin || j > k_end ? (fill_outside ? -1 : -2)
+                                          : kv_slot(table, key_position(j), block_size) * width + head_offset;
   }
   __syncthreads();
   const int vecs = D / 4, KS = qk_stride(D), VS = v_stride(D);
@@ -49,6 +52,7 @@ __device__ __forceinline__ void stage_chunk(const float* __restrict__ k_cache, c
     float* kd = ks + jj * KS + 4 * c;
     float* vd = vs + jj * VS + 4 * c;
     const int64_t slot = slot_s[jj];
+    if (slot == -2) continue;
     if (slot < 0) {
       *reinterpret_cast<float4*>(kd) = make_float4(0.f, 0.f, 0.f, 0.f);
       *reinterpret_cast<float4*>(vd) = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -232,21 +236,30 @@ size_t decode_smem_bytes(int D, int group) {
 // (16-pair tiles), then each warp takes (pair tile, quarter of the d tiles) items: scores and p
 // for the tile (the same chunk_scores / chunk_softmax as the query-tile kernel), p·v for its d
 // tiles, and writes the chunk state (m, l, o).
+// Keys at logical positions from `first_new` on were written by this step (the kernel just
+// before this one: the attention prologue); the older ones are staged before the programmatic
+// wait (pdl_wait), so their copies overlap the prologue's tail. q and the new keys come after it.
 template <int DK>
 __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const DeviceAttentionMeta& meta, int r,
                                              const float* __restrict__ k_cache, const float* __restrict__ v_cache,
                                              const AttentionShape& s, int max_chunks, float* __restrict__ partial,
-                                             float4* smem4, int kvh, int chunk, int c0, int k_begin, int k_end) {
+                                             float4* smem4, int kvh, int chunk, int c0, int k_begin, int k_end,
+                                             int first_new) {
   const int D = DK > 0 ? 8 * DK : s.head_dim, group = s.num_heads / s.num_kv_heads, pair_tiles = (group + 15) / 16;
   uint32_t* qs = reinterpret_cast<uint32_t*>(smem4);  // the group's q heads only (70 KB in all at d 128: 3 CTAs/SM)
   float* ks = reinterpret_cast<float*>(qs + group * qk_stride(D));
   float* vs = ks + kChunkKeys * qk_stride(D);
   const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[r]];
+  const int64_t width = static_cast<int64_t>(s.num_kv_heads) * D, head_offset = static_cast<int64_t>(kvh) * D;
+  const auto key_position = [&](int j) { return tree_position(meta, r, j); };
+  stage_chunk(k_cache, v_cache, table, s.block_size, width, head_offset, D, c0, k_begin, min(k_end, first_new - 1),
+              key_position, ks, vs);
+  pdl_wait();
+  pdl_launch_dependents();
   stage_q([&](int p) { return q + (static_cast<int64_t>(r) * s.num_heads + kvh * group + p) * D; }, group, group, D,
           qs);
-  stage_chunk(k_cache, v_cache, table, s.block_size, static_cast<int64_t>(s.num_kv_heads) * D,
-              static_cast<int64_t>(kvh) * D, D, c0, k_begin, k_end,
-              [&](int j) { return tree_position(meta, r, j); }, ks, vs);
+  stage_chunk(k_cache, v_cache, table, s.block_size, width, head_offset, D, c0, max(k_begin, first_new), k_end,
+              key_position, ks, vs, false);
   cp_async_wait<0>();
   __syncthreads();
 
@@ -324,7 +337,12 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
                                                                const float* __restrict__ v_cache, AttentionShape s,
                                                                int max_chunks, float* __restrict__ partial,
                                                                unsigned* __restrict__ counters, float* __restrict__ out) {
-  pdl_enter();
+  // Before pdl_wait this kernel reads only what earlier steps and stream-ordered copies wrote:
+  // the row lists, positions and block tables, and the cache slots of keys older than this
+  // step's rows (every kernel before the prologue has completed: each waits for its predecessor
+  // before it releases the next). The early release build (TACHYON_PDL_EARLY) breaks that
+  // chain, so there everything waits.
+  if constexpr (TACHYON_PDL_EARLY) pdl_enter();
   extern __shared__ float4 smem4[];
   __shared__ bool last;
   const int group = s.num_heads / s.num_kv_heads;
@@ -333,8 +351,22 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
   const int lo_key = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
   const int c0 = chunk * kChunkKeys;
   const int k_begin = max(lo_key, c0), k_end = min(pos, c0 + kChunkKeys - 1);
-  if (k_begin <= k_end)
-    decode_chunk<DK>(q, meta, r, k_cache, v_cache, s, max_chunks, partial, smem4, kvh, chunk, c0, k_begin, k_end);
+  // This step's keys of the row's sequence: its rows are consecutive and in position order,
+  // and a tree row's keys from tree_base on map to this step's tree rows.
+  int first_new = pos;
+  if constexpr (!TACHYON_PDL_EARLY) {
+    for (int i = r - 1; i >= 0 && meta.row_seq[i] == meta.row_seq[r]; --i) first_new = min(first_new, meta.positions[i]);
+    if (meta.tree_base && meta.tree_base[r] >= 0) first_new = min(first_new, meta.tree_base[r]);
+  } else {
+    first_new = 0;
+  }
+  if (k_begin <= k_end) {
+    decode_chunk<DK>(q, meta, r, k_cache, v_cache, s, max_chunks, partial, smem4, kvh, chunk, c0, k_begin, k_end,
+                     first_new);
+  } else if constexpr (!TACHYON_PDL_EARLY) {
+    pdl_wait();
+    pdl_launch_dependents();
+  }
   __threadfence();  // this CTA's chunk state, before it is counted
   __syncthreads();
   if (threadIdx.x == 0) {
