@@ -39,20 +39,21 @@ __device__ __forceinline__ void stage_chunk(const float* __restrict__ k_cache, c
                                             const int32_t* table, int block_size, int64_t width, int64_t head_offset,
                                             int D, int c0, int k_begin, int k_end, KeyPosition key_position,
                                             float* ks, float* vs, bool fill_outside = true) {
-  __shared__ int64_t slot_s[kChunkKeys];  // -1: a zero row, -2: left alone
-  for (int jj = threadIdx.x; jj < kChunkKeys; jj += blockDim.x) {
+  __shared__ int64_t slot_s[kChunkKeys];  // -1: a zero row
+  // The keys this call touches: the whole chunk, or only [k_begin, k_end].
+  const int jj_begin = fill_outside ? 0 : max(k_begin - c0, 0);
+  const int jj_end = fill_outside ? kChunkKeys : min(k_end - c0 + 1, kChunkKeys);
+  for (int jj = jj_begin + threadIdx.x; jj < jj_end; jj += blockDim.x) {
     const int j = c0 + jj;
-    slot_s[jj] = j < k_begin || j > k_end ? (fill_outside ? -1 : -2)
-                                          : kv_slot(table, key_position(j), block_size) * width + head_offset;
+    slot_s[jj] = j < k_begin || j > k_end ? -1 : kv_slot(table, key_position(j), block_size) * width + head_offset;
   }
   __syncthreads();
   const int vecs = D / 4, KS = qk_stride(D), VS = v_stride(D);
-  for (int i = threadIdx.x; i < kChunkKeys * vecs; i += blockDim.x) {
+  for (int i = jj_begin * vecs + threadIdx.x; i < jj_end * vecs; i += blockDim.x) {
     const int jj = i / vecs, c = i % vecs;
     float* kd = ks + jj * KS + 4 * c;
     float* vd = vs + jj * VS + 4 * c;
     const int64_t slot = slot_s[jj];
-    if (slot == -2) continue;
     if (slot < 0) {
       *reinterpret_cast<float4*>(kd) = make_float4(0.f, 0.f, 0.f, 0.f);
       *reinterpret_cast<float4*>(vd) = make_float4(0.f, 0.f, 0.f, 0.f);
