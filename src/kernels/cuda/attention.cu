@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/attention_chunk.cuh"
+#include "kernels/cuda/attention_tile.cuh"
 #include "kernels/cuda/attention_wgmma.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/rowwise.cuh"
@@ -118,36 +119,21 @@ __global__ void __launch_bounds__(32 * WARPS, 8 / WARPS) attention_kernel(
   float* chunk_buf = reinterpret_cast<float*>(qs + max_pairs * qk_stride(D));
   __shared__ int32_t pos_s[16 * WARPS], lo_s[16 * WARPS];
 
-  const QueryTile tile = tiles[gridDim.x - 1 - blockIdx.x];
-  const int group = s.num_heads / s.num_kv_heads;
-  const int chunks = (group + heads_per_chunk - 1) / heads_per_chunk;
-  const int kvh = blockIdx.y / chunks, chunk = blockIdx.y % chunks;
-  const int h_begin = kvh * group + chunk * heads_per_chunk;
-  const int hg = min(heads_per_chunk, group - chunk * heads_per_chunk);
-  const int num_pairs = tile.num_rows * hg;
+  const TilePairs tp = tile_pairs_of_cta(tiles, s, heads_per_chunk);
+  const int kvh = tp.kvh, hg = tp.hg, h_begin = tp.h_begin, num_pairs = tp.num_pairs;
+  const QueryTile tile = tp.tile;
   stage_q([&](int p) { return q + (static_cast<int64_t>(tile.row0 + p / hg) * s.num_heads + h_begin + p % hg) * D; },
           num_pairs, max_pairs, D, qs);
-  if (threadIdx.x < tile.num_rows) {
-    const int32_t pos = meta.positions[tile.row0 + threadIdx.x];
-    pos_s[threadIdx.x] = pos;
-    lo_s[threadIdx.x] = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
-  }
-  __syncthreads();
-  int kmin = lo_s[0], kmax = pos_s[0];
-  for (int i = 1; i < tile.num_rows; ++i) kmin = min(kmin, lo_s[i]), kmax = max(kmax, pos_s[i]);
+  int kmin, kmax;
+  tile_key_windows(meta, s, tile, pos_s, lo_s, kmin, kmax);
   const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[tile.row0]];
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp = threadIdx.x / 32;
   const int pair0 = 16 * (warp / parts), part = warp % parts;
   const int nt_begin = part * DT, nt_end = min(D / 8, nt_begin + DT);
   int lo[2], hi[2];  // the lane's two rows (pairs pair0 + g, pair0 + g + 8): their key windows
   int32_t row_lo[2], row_pos[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int p = pair0 + g + 8 * i;
-    row_lo[i] = p < num_pairs ? lo_s[p / hg] : 1;
-    row_pos[i] = p < num_pairs ? pos_s[p / hg] : 0;
-  }
+  lane_key_windows(tp, pair0, pos_s, lo_s, row_lo, row_pos);
   float M[2] = {-INFINITY, -INFINITY}, L[2] = {0.f, 0.f}, A[DT][4];
 #pragma unroll
   for (int i = 0; i < DT; ++i) A[i][0] = A[i][1] = A[i][2] = A[i][3] = 0.f;
@@ -204,22 +190,7 @@ __global__ void __launch_bounds__(32 * WARPS, 8 / WARPS) attention_kernel(
     if (stages == 1 && next) stage(c0 + kChunkKeys, 0);
   }
 
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int p = pair0 + g + 8 * i;
-    if (p >= num_pairs) continue;
-    const int r = tile.row0 + p / hg, h = h_begin + p % hg;
-    float rescale, inv;
-    finish_factors(M[i], L[i], s.sinks, h, rescale, inv);
-    float* o = out + (static_cast<int64_t>(r) * s.num_heads + h) * D;
-#pragma unroll
-    for (int j = 0; j < DT; ++j) {
-      const int nt = nt_begin + j;
-      if (nt >= nt_end) break;
-      *reinterpret_cast<float2*>(o + 8 * nt + 2 * t) =
-          make_float2(A[j][2 * i] * rescale * inv, A[j][2 * i + 1] * rescale * inv);
-    }
-  }
+  write_tile_rows(tp, pair0, s, D, nt_begin, nt_end, M, L, A, out);
 }
 
 // ---- decode: one row per sequence, split-KV ----------------------------------------------

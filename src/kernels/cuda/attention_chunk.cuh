@@ -4,10 +4,11 @@
 //
 // The canonical reduction of one (row, head): keys are cut into chunks of kChunkKeys aligned to
 // absolute positions. For each chunk with at least one valid key:
-//   s  = scale · log2(e) · q·k over d (scores in base-2 units: p is one ex2), one chain of mma.m16n8k8 (tf32 in, f32 accumulate) over 8-wide d
-//        steps in order from zero (k index i of step b ↔ d 8b + i: the order in which shared
-//        memory's core matrices hold d, so that the wgmma kernel (attention_wgmma.cu) reads K as
-//        cp.async placed it); softcapped; -inf where the key is masked;
+//   s  = scale · log2(e) · q·k over d (scores in base-2 units: p is one ex2), q·k one chain of
+//        mma.m16n8k8 (tf32 in, f32 accumulate) over 8-wide d steps in order from zero (k index i
+//        of step b ↔ d 8b + i: the order in which shared memory's core matrices hold d, so that
+//        the wgmma kernel (attention_wgmma.cu) reads K as cp.async placed it); softcapped (in
+//        natural units, then scaled); -inf where the key is masked;
 //   m  = max of s; p = tf32(2^(s - m)) (0 where masked); l = the sum of p in the fixed order
 //        of chunk_softmax;
 //   o  = p·v, per 8-wide d tile one chain of mma.m16n8k8 over the chunk's 8-key steps in order

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention_chunk.cuh"
+#include "kernels/cuda/attention_tile.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
@@ -69,13 +70,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(
   float* vt = vstage + L::vstage_words;
   __shared__ int32_t pos_s[kPairs], lo_s[kPairs];
 
-  const QueryTile tile = tiles[gridDim.x - 1 - blockIdx.x];
-  const int group = s.num_heads / s.num_kv_heads;
-  const int chunks = (group + heads_per_chunk - 1) / heads_per_chunk;
-  const int kvh = blockIdx.y / chunks, chunk = blockIdx.y % chunks;
-  const int h_begin = kvh * group + chunk * heads_per_chunk;
-  const int hg = min(heads_per_chunk, group - chunk * heads_per_chunk);
-  const int num_pairs = tile.num_rows * hg;
+  const TilePairs tp = tile_pairs_of_cta(tiles, s, heads_per_chunk);
+  const int kvh = tp.kvh, hg = tp.hg, h_begin = tp.h_begin, num_pairs = tp.num_pairs;
+  const QueryTile tile = tp.tile;
   // q in core-matrix order, 16 bytes (one core-matrix row) per copy: thread i takes column block
   // i / 8 of pairs 8n + i % 8, so that 8 lanes fill one core matrix (conflict-free) and its
   // loads are independent of each other (issued together).
@@ -86,9 +83,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(
 #pragma unroll
     for (int n = 0; n < kQUnits; ++n) {
       const int p = p0 + kPairStep * n;
-      v[n] = p < num_pairs ? *reinterpret_cast<const float4*>(
-                                 q + (static_cast<int64_t>(tile.row0 + p / hg) * s.num_heads + h_begin + p % hg) * D + 4 * c)
-                           : make_float4(0.f, 0.f, 0.f, 0.f);
+      const int64_t pair_q = (static_cast<int64_t>(tile.row0 + p / hg) * s.num_heads + h_begin + p % hg) * D;
+      v[n] = p < num_pairs ? *reinterpret_cast<const float4*>(q + pair_q + 4 * c) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
 #pragma unroll
     for (int n = 0; n < kQUnits; ++n) {
@@ -97,31 +93,20 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(
           make_uint4(to_operand(v[n].x), to_operand(v[n].y), to_operand(v[n].z), to_operand(v[n].w));
     }
   }
-  if (threadIdx.x < tile.num_rows) {
-    const int32_t pos = meta.positions[tile.row0 + threadIdx.x];
-    pos_s[threadIdx.x] = pos;
-    lo_s[threadIdx.x] = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
-  }
-  __syncthreads();
-  int kmin = lo_s[0], kmax = pos_s[0];
-  for (int i = 1; i < tile.num_rows; ++i) kmin = min(kmin, lo_s[i]), kmax = max(kmax, pos_s[i]);
+  int kmin, kmax;
+  tile_key_windows(meta, s, tile, pos_s, lo_s, kmin, kmax);
   const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[tile.row0]];
 
   // The warpgroup index through a shuffle: provably uniform per warp, so ptxas does not treat
   // the wgmmas as divergent code (it serialises them there; matmul.cu).
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
   const int pair0 = 64 * wg + 16 * (warp % 4);
   int wg_lo = INT_MAX, wg_hi = -1;  // the warpgroup's keys: the union of its rows' windows
   for (int r = 64 * wg / hg; r <= min(tile.num_rows - 1, (64 * wg + 63) / hg); ++r)
     wg_lo = min(wg_lo, lo_s[r]), wg_hi = max(wg_hi, pos_s[r]);
   int32_t row_lo[2], row_pos[2];  // the lane's two rows (pairs pair0 + g, pair0 + g + 8)
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int p = pair0 + g + 8 * i;
-    row_lo[i] = p < num_pairs ? lo_s[p / hg] : 1;
-    row_pos[i] = p < num_pairs ? pos_s[p / hg] : 0;
-  }
+  lane_key_windows(tp, pair0, pos_s, lo_s, row_lo, row_pos);
   float M[2] = {-INFINITY, -INFINITY}, L_[2] = {0.f, 0.f}, A[DT][4];
 #pragma unroll
   for (int i = 0; i < DT; ++i) A[i][0] = A[i][1] = A[i][2] = A[i][3] = 0.f;
@@ -244,19 +229,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(
     }
   }
 
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int p = pair0 + g + 8 * i;
-    if (p >= num_pairs) continue;
-    const int r = tile.row0 + p / hg, h = h_begin + p % hg;
-    float rescale, inv;
-    finish_factors(M[i], L_[i], s.sinks, h, rescale, inv);
-    float* o = out + (static_cast<int64_t>(r) * s.num_heads + h) * D;
-#pragma unroll
-    for (int j = 0; j < DT; ++j)
-      *reinterpret_cast<float2*>(o + 8 * j + 2 * t) =
-          make_float2(A[j][2 * i] * rescale * inv, A[j][2 * i + 1] * rescale * inv);
-  }
+  write_tile_rows(tp, pair0, s, D, 0, DT, M, L_, A, out);
 #else
   __trap();  // built for sm_90 without the arch-specific features: never launched (attention_wgmma_supported)
 #endif
