@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include "kernels/cuda/attention_chunk.cuh"
@@ -308,12 +310,13 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
                                                                const float* __restrict__ k_cache,
                                                                const float* __restrict__ v_cache, AttentionShape s,
                                                                int max_chunks, float* __restrict__ partial,
-                                                               unsigned* __restrict__ counters, float* __restrict__ out) {
+                                                               unsigned* __restrict__ counters, int early_kv,
+                                                               float* __restrict__ out) {
   // Before pdl_wait this kernel reads only what earlier steps and stream-ordered copies wrote:
   // the row lists, positions and block tables, and the cache slots of keys older than this
   // step's rows (every kernel before the prologue has completed: each waits for its predecessor
   // before it releases the next). The early release build (TACHYON_PDL_EARLY) breaks that
-  // chain, so there everything waits.
+  // chain, so there everything waits, as it does with early_kv 0 (A/B runs).
   if constexpr (TACHYON_PDL_EARLY) pdl_enter();
   extern __shared__ float4 smem4[];
   __shared__ bool last;
@@ -326,7 +329,7 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
   // This step's keys of the row's sequence: its rows are consecutive and in position order,
   // and a tree row's keys from tree_base on map to this step's tree rows.
   int first_new = pos;
-  if constexpr (!TACHYON_PDL_EARLY) {
+  if (!TACHYON_PDL_EARLY && early_kv) {
     for (int i = r - 1; i >= 0 && meta.row_seq[i] == meta.row_seq[r]; --i) first_new = min(first_new, meta.positions[i]);
     if (meta.tree_base && meta.tree_base[r] >= 0) first_new = min(first_new, meta.tree_base[r]);
   } else {
@@ -521,7 +524,13 @@ void attention_decode(const float* q, const DeviceAttentionMeta& meta, const int
   auto decode = [&](auto kernel) {
     if (smem > 48 * 1024)
       TACHYON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    launch(kernel, grid, 128, smem, stream, q, meta, rows, k_cache, v_cache, shape, max_chunks, workspace, counters, out);
+    // A/B runs: TACHYON_ATTENTION_EARLY_KV=0 stages every key after the programmatic wait.
+    static const int early_kv = [] {
+      const char* env = std::getenv("TACHYON_ATTENTION_EARLY_KV");
+      return env && std::string(env) == "0" ? 0 : 1;
+    }();
+    launch(kernel, grid, 128, smem, stream, q, meta, rows, k_cache, v_cache, shape, max_chunks, workspace, counters,
+           early_kv, out);
   };
   if (D == 64) decode(attention_decode_kernel<8>);
   else if (D == 128) decode(attention_decode_kernel<16>);

@@ -452,11 +452,15 @@ TEST_F(CudaKernels, AttentionMatchesReferenceAndIsRowInvariant) {
 // The wgmma query-tile kernel (sm_90a, head_dim 64 and 128) against the mma.sync one over a long
 // chunked prefill: 300 rows at positions 200..499 of one sequence (8 chunks of keys, both K
 // buffers reused, tiles that straddle chunk boundaries, a ragged last tile), then the last 16
-// rows alone, which take the split-KV decode kernel. Every way must give the same bits.
+// rows alone, which take the split-KV decode kernel. Every way must give the same bits. Query
+// heads per KV head 4, 1 (128 rows per tile), 8 and 5 (a row's heads split between the two
+// warpgroups).
 TEST_F(CudaKernels, WgmmaQueryTilesGiveTheBitsOfTheMmaSyncKernel) {
+  for (auto [heads, kv_heads] : {std::pair<int64_t, int64_t>{8, 2}, {8, 8}, {8, 1}, {10, 2}})
   for (int64_t d : {64, 128}) {
     if (!cuda::attention_wgmma_supported(d)) GTEST_SKIP() << "no sm_90 device: the wgmma attention kernel is not used";
-    const int64_t heads = 8, kv_heads = 2, bs = 16, first = 200, rows = 300, blocks = (first + rows) / bs + 1;
+    SCOPED_TRACE(testing::Message() << heads << " heads, " << kv_heads << " KV heads");
+    const int64_t bs = 16, first = 200, rows = 300, blocks = (first + rows) / bs + 1;
     auto kc = random_vec(static_cast<size_t>(blocks * bs * kv_heads * d), rng);
     auto vc = random_vec(kc.size(), rng);
     for (float& x : kc) x = cpu::round_attention_operand(x);
@@ -469,7 +473,8 @@ TEST_F(CudaKernels, WgmmaQueryTilesGiveTheBitsOfTheMmaSyncKernel) {
     float* dq = upload(q);
     const PagedKv kv{upload(kc), upload(vc), static_cast<int32_t>(bs), kv_heads, d};
     const AttentionMeta meta{positions.data(), row_seq.data(), table.data(), offsets.data()};
-    std::vector<float> sinks = {0.5f, -1.f, 2.f, 0.f, 1.f, 1.f, -3.f, 0.25f};
+    std::vector<float> sinks(static_cast<size_t>(heads));
+    for (int64_t h = 0; h < heads; ++h) sinks[h] = 0.75f * static_cast<float>(h % 5) - 1.5f;
     const float* d_sinks = upload(sinks);
     for (int variant = 0; variant < 4; ++variant) {
       SCOPED_TRACE(testing::Message() << "d " << d << " variant " << variant);
