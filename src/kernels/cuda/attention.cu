@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <string>
 #include <type_traits>
 
 #include "kernels/cuda/attention_chunk.cuh"
@@ -525,10 +523,7 @@ void attention_decode(const float* q, const DeviceAttentionMeta& meta, const int
     if (smem > 48 * 1024)
       TACHYON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     // A/B runs: TACHYON_ATTENTION_EARLY_KV=0 stages every key after the programmatic wait.
-    static const int early_kv = [] {
-      const char* env = std::getenv("TACHYON_ATTENTION_EARLY_KV");
-      return env && std::string(env) == "0" ? 0 : 1;
-    }();
+    static const int early_kv = env_turned_off("TACHYON_ATTENTION_EARLY_KV") ? 0 : 1;
     launch(kernel, grid, 128, smem, stream, q, meta, rows, k_cache, v_cache, shape, max_chunks, workspace, counters,
            early_kv, out);
   };

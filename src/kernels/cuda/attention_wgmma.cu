@@ -2,8 +2,6 @@
 
 #include <climits>
 #include <cmath>
-#include <cstdlib>
-#include <string>
 
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention_chunk.cuh"
@@ -257,10 +255,7 @@ template <int D>
 void launch_wgmma(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
                   const float* k_cache, const float* v_cache, const AttentionShape& shape, int heads_per_chunk,
                   float* out, cudaStream_t stream) {
-  static const bool skew = [] {
-    const char* env = std::getenv("TACHYON_ATTENTION_SKEW");
-    return !(env && std::string(env) == "0");
-  }();
+  static const bool skew = !env_turned_off("TACHYON_ATTENTION_SKEW");
   if (skew) launch_wgmma<D, true>(q, meta, tiles, num_tiles, k_cache, v_cache, shape, heads_per_chunk, out, stream);
   else launch_wgmma<D, false>(q, meta, tiles, num_tiles, k_cache, v_cache, shape, heads_per_chunk, out, stream);
 }
@@ -268,10 +263,7 @@ void launch_wgmma(const float* q, const DeviceAttentionMeta& meta, const QueryTi
 }  // namespace
 
 namespace {
-bool g_wgmma_on = [] {
-  const char* env = std::getenv("TACHYON_ATTENTION_WGMMA");  // A/B runs: 0 = the mma.sync kernel
-  return !(env && std::string(env) == "0");
-}();
+bool g_wgmma_on = !env_turned_off("TACHYON_ATTENTION_WGMMA");  // A/B runs: 0 = the mma.sync kernel
 }  // namespace
 
 void set_attention_wgmma(bool on) { g_wgmma_on = on; }

@@ -18,6 +18,8 @@ namespace tachyon::kernels::cuda {
 [[noreturn]] void fail_cuda(const char* file, int line, const char* expr, cudaError_t err);
 // Throws tachyon::Error: `what` (e.g. "head_dim") = value is not supported by the CUDA kernels.
 [[noreturn]] void fail_unsupported(const char* what, int64_t value);
+// The A/B switches of the benchmarks: true when the environment sets `name` to "0".
+bool env_turned_off(const char* name);
 
 #define TACHYON_CUDA_CHECK(expr)                                                             \
   do {                                                                                        \

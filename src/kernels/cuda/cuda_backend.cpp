@@ -36,6 +36,11 @@ void fail_unsupported(const char* what, int64_t value) {
   throw Error("the CUDA backend does not support {} = {}", what, value);
 }
 
+bool env_turned_off(const char* name) {
+  const char* value = std::getenv(name);
+  return value && std::string(value) == "0";
+}
+
 namespace {
 
 // Decode attention launches at least this many 64-key chunks per (row, KV head): see attention().
@@ -165,8 +170,7 @@ class CudaBackend final : public Backend {
     device_name_ = prop.name;
     // Prefill matmuls on wgmma (sm_90a: compute capability 9.0 exactly) need each matrix also in
     // core-matrix order (cuda::pack_core_weight); TACHYON_WGMMA=0 keeps the mma.sync kernel.
-    const char* wgmma = std::getenv("TACHYON_WGMMA");
-    wgmma_ = prop.major == 9 && prop.minor == 0 && !(wgmma && std::string(wgmma) == "0");
+    wgmma_ = prop.major == 9 && prop.minor == 0 && !cuda::env_turned_off("TACHYON_WGMMA");
   }
   ~CudaBackend() override {
     try {

@@ -938,8 +938,8 @@ void matmul_wgmma(const MatmulInput& in, int M, int K, int k_tiles, const void* 
     for (auto kernel : {matmul_wgmma_kernel<true>, matmul_wgmma_kernel<false>})
       TACHYON_CUDA_CHECK(
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kWgmmaSmem)));
-    const char* env = std::getenv("TACHYON_WGMMA_TMA");  // A/B runs: 0 = the cp.async producer
-    return tensor_map_encoder() != nullptr && !(env && std::string(env) == "0");
+    // A/B runs: TACHYON_WGMMA_TMA=0 = the cp.async producer
+    return tensor_map_encoder() != nullptr && !env_turned_off("TACHYON_WGMMA_TMA");
   }();
   const int64_t kb_count = 2 * static_cast<int64_t>(k_tiles);
   if (tma)
