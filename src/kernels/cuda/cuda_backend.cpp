@@ -289,11 +289,7 @@ class CudaBackend final : public Backend {
     if (!aligned || copies.size() > 65535) return Backend::copy_on_device_many(copies);
     if (copies.empty()) return;
     Scope scope(this, "copy_on_device_many");
-    if (total > copy_workspace_bytes_) {  // grow-only, geometrically (see matmul)
-      if (copy_workspace_) deallocate(copy_workspace_);
-      copy_workspace_bytes_ = std::max(total, copy_workspace_bytes_ * 3 / 2);
-      copy_workspace_ = allocate(copy_workspace_bytes_);
-    }
+    grow_workspace(copy_workspace_, copy_workspace_bytes_, total);
     copy_descs_.clear();
     int64_t offset = 0;
     for (const DeviceCopy& c : copies) {
@@ -414,12 +410,7 @@ class CudaBackend final : public Backend {
   }
   void sample_tokens(const float* x, int64_t rows, int64_t n, const TokenSampling* params, int32_t* ids) override {
     Scope scope(this, "sample_tokens");
-    const size_t need = cuda::sample_workspace_bytes(rows, n);
-    if (need > sample_workspace_bytes_) {  // grow-only, geometrically (see matmul)
-      if (sample_workspace_) deallocate(sample_workspace_);
-      sample_workspace_bytes_ = std::max(need, sample_workspace_bytes_ * 3 / 2);
-      sample_workspace_ = allocate(sample_workspace_bytes_);
-    }
+    grow_workspace(sample_workspace_, sample_workspace_bytes_, cuda::sample_workspace_bytes(rows, n));
     cuda::sample_tokens(x, rows, n, staged(params, static_cast<size_t>(rows)), sample_workspace_, ids, stream_);
   }
   void top_two(const float* x, int64_t rows, int64_t n, TopTwo* out) override {
@@ -492,11 +483,7 @@ class CudaBackend final : public Backend {
       while (chunks < cuda::decode_chunks(max_pos)) chunks *= 2;
       const size_t need = cuda::decode_workspace_bytes(static_cast<int64_t>(decode_rows.size()), shape.num_heads,
                                                        shape.head_dim, chunks);
-      if (need > attn_workspace_bytes_) {  // grow-only, geometrically (see matmul)
-        if (attn_workspace_) deallocate(attn_workspace_);
-        attn_workspace_bytes_ = std::max(need, attn_workspace_bytes_ * 2);
-        attn_workspace_ = allocate(attn_workspace_bytes_);
-      }
+      grow_workspace(attn_workspace_, attn_workspace_bytes_, need);
       grow_zeroed_counters(attn_counters_, num_attn_counters_,
                            decode_rows.size() * static_cast<size_t>(shape.num_kv_heads));
       cuda::attention_decode(q, dmeta, staged(decode_rows.data(), decode_rows.size()),
@@ -571,15 +558,17 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return stream_; }
 
  private:
-  // The matmul workspace and split-K counters for w at `rows`. Grow-only, geometrically: a steady
-  // decode loop never reallocates (a reallocation synchronises the stream).
+  // A device scratch buffer of at least `need` bytes. Grow-only, geometrically: a steady decode
+  // loop never reallocates (a reallocation synchronises the stream).
+  void grow_workspace(void*& buffer, size_t& bytes, size_t need) {
+    if (need <= bytes) return;
+    if (buffer) deallocate(buffer);
+    bytes = std::max(need, bytes * 3 / 2);
+    buffer = allocate(bytes);
+  }
+  // The matmul workspace and split-K counters for w at `rows`.
   void prepare_matmul(int64_t rows, const Weight& w) {
-    const size_t need = cuda::matmul_workspace_bytes(rows, w.rows, w.cols);
-    if (need > workspace_bytes_) {
-      if (workspace_) deallocate(workspace_);
-      workspace_bytes_ = std::max(need, workspace_bytes_ * 3 / 2);
-      workspace_ = allocate(workspace_bytes_);
-    }
+    grow_workspace(workspace_, workspace_bytes_, cuda::matmul_workspace_bytes(rows, w.rows, w.cols));
     grow_zeroed_counters(counters_, num_counters_, cuda::matmul_counter_count(w.rows));
   }
   // w's core-matrix copy when the prefill (wgmma) kernel would use it, else null.
