@@ -43,6 +43,17 @@ bool env_turned_off(const char* name) {
 
 namespace {
 
+// TACHYON_LAB_SKIP=op,op,...: a measurement switch, never for serving (the outputs are wrong):
+// the named ops launch nothing, so a benchmark's step time shows what each small kernel costs on
+// the critical path of the real, programmatically launched step (events would serialise it).
+bool lab_skips(std::string_view op) {
+  static const std::string list = [] {
+    const char* value = std::getenv("TACHYON_LAB_SKIP");
+    return value ? "," + std::string(value) + "," : std::string();
+  }();
+  return !list.empty() && list.find("," + std::string(op) + ",") != std::string::npos;
+}
+
 // Decode attention launches at least this many 64-key chunks per (row, KV head): see attention().
 constexpr int kMinDecodeChunks = 8;
 
@@ -383,6 +394,7 @@ class CudaBackend final : public Backend {
                table.offset, table.attention_scaling, table.interleaved, staged(positions, rows), stream_);
   }
   void gated_activation(const float* gate_up, int64_t rows, int64_t dim, Activation act, float* out) override {
+    if (cuda::lab_skips("gated_activation")) return;
     Scope scope(this, "gated_activation");
     cuda::gated_activation(gate_up, rows, dim, act, out, stream_);
   }
@@ -396,6 +408,7 @@ class CudaBackend final : public Backend {
   }
   void add_rms_norm(float* x, const float* y, const Weight& w, int64_t rows, int64_t dim, float eps,
                     float weight_offset, float* out) override {
+    if (cuda::lab_skips("add_rms_norm")) return;
     {
       Scope scope(this, "add_rms_norm");
       TACHYON_CHECK(w.dtype == DType::F32 && w.cols == dim, "rms_norm weight must be an uploaded [dim] vector");
@@ -428,6 +441,7 @@ class CudaBackend final : public Backend {
                               float* k, float* v) override {
     const bool norms_fit = (!q_norm || (q_norm->dtype == DType::F32 && q_norm->cols == kv.head_dim)) &&
                            (!k_norm || (k_norm->dtype == DType::F32 && k_norm->cols == kv.head_dim));
+    if (cuda::lab_skips("qkv_norm_rope_write_kv")) return;
     if (rows > 0 && norms_fit && rope.rotary_dim <= 512) {
       Scope scope(this, "qkv_norm_rope_write_kv");
       cuda::QkPrologue p;
@@ -452,7 +466,7 @@ class CudaBackend final : public Backend {
   }
   void attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
                  const AttentionParams& p, float* out) override {
-    if (rows == 0) return;
+    if (rows == 0 || cuda::lab_skips("attention")) return;
     Scope scope(this, "attention");
     TACHYON_CHECK(kv.head_dim <= 256 && kv.head_dim % 8 == 0,
                   "the CUDA attention supports head_dim a multiple of 8 up to 256, got {}", kv.head_dim);
