@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "kernels/cuda/grouped_matmul.cuh"
 #include "kernels/cuda/linear_attention.cuh"
 #include "kernels/cuda/matmul.cuh"
+#include "kernels/cuda/matmul_stream.cuh"
 #include "kernels/cuda/moe.cuh"
 #include "kernels/cuda/norm.cuh"
 #include "kernels/cuda/rope.cuh"
@@ -197,6 +199,7 @@ class CudaBackend final : public Backend {
     if (workspace_) cudaFree(workspace_);
     if (counters_) cudaFree(counters_);
     if (attn_counters_) cudaFree(attn_counters_);
+    if (norm_arrivals_) cudaFree(norm_arrivals_);
     profile_.reset();
     if (attn_workspace_) cudaFree(attn_workspace_);
     if (copy_workspace_) cudaFree(copy_workspace_);
@@ -279,6 +282,7 @@ class CudaBackend final : public Backend {
     graphs_->reset();  // between ops, after a synchronisation: the staging area starts over
   }
   void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    settle();
     if (graphs_->enabled && !profile_->enabled) {
       // Recorded like a kernel: the bytes are staged with the step's other host arrays and
       // copied on the device in order, so the step does not wait here and stays replayable
@@ -312,6 +316,7 @@ class CudaBackend final : public Backend {
                     static_cast<uint4*>(copy_workspace_), stream_);
   }
   void copy_on_device(void* dst, const void* src, size_t bytes) override {
+    settle();
     if (graphs_->enabled && !profile_->enabled) {
       thread_local std::string key;  // reused, as in `launch`: no allocation per recorded copy
       key.clear();
@@ -338,6 +343,7 @@ class CudaBackend final : public Backend {
   }
   enum class GraphPolicy { RepeatingSteps, Always, Never };
   double host_read_flush_seconds() const { return host_read_flush_seconds_; }
+  uint64_t fused_norm_launches() const { return fused_norms_; }
   double host_read_wait_seconds() const { return host_read_wait_seconds_; }
   void set_graph_policy(GraphPolicy policy) {
     synchronize();
@@ -371,9 +377,10 @@ class CudaBackend final : public Backend {
   }
   void matmul(const float* x, int64_t rows, const Weight& w_in, const Weight* bias, float* out) override {
     const Weight& w = w_in.rows == 1 && w_in.layout == WeightLayout::RowMajor ? packed_row(w_in) : w_in;
+    const float* b = bias && !bias->empty() ? static_cast<const float*>(bias->data) : nullptr;
+    if (pending_norm_ && matmul_after_pending_norm(x, rows, w, b, out)) return;
     Scope scope(this, "matmul", w.rows, w.cols, rows);
     TACHYON_CHECK(w.layout == WeightLayout::MmaFragments, "matmul weights must come from upload_weight");
-    const float* b = bias && !bias->empty() ? static_cast<const float*>(bias->data) : nullptr;
     prepare_matmul(rows, w);
     cuda::matmul(x, rows, w.data, core_copy(rows, w), w.rows, w.cols, b, out, workspace_, counters_, stream_);
   }
@@ -409,6 +416,14 @@ class CudaBackend final : public Backend {
   void add_rms_norm(float* x, const float* y, const Weight& w, int64_t rows, int64_t dim, float eps,
                     float weight_offset, float* out) override {
     if (cuda::lab_skips("add_rms_norm")) return;
+    if (rows >= 1 && rows <= fused_norm_rows_ && !profile_->enabled && w.dtype == DType::F32 && w.cols == dim &&
+        cuda::add_rms_norm_is_wide(x, y, static_cast<const float*>(w.data), dim, out) &&
+        !overlaps(x, y, rows * dim) && !overlaps(x, out, rows * dim) && !overlaps(y, out, rows * dim)) {
+      settle();
+      grow_zeroed_counters(norm_arrivals_, num_norm_arrivals_, 1);
+      pending_norm_ = PendingNorm{x, y, static_cast<const float*>(w.data), rows, dim, eps, weight_offset, out};
+      return;
+    }
     {
       Scope scope(this, "add_rms_norm");
       TACHYON_CHECK(w.dtype == DType::F32 && w.cols == dim, "rms_norm weight must be an uploaded [dim] vector");
@@ -581,6 +596,53 @@ class CudaBackend final : public Backend {
     buffer = allocate(bytes);
   }
   // The matmul workspace and split-K counters for w at `rows`.
+  // add_rms_norm at decode rows waits here (pending_norm_) for the op after it: a matmul of its
+  // output on the streaming kernel takes it into its staging (matmul_stream.cuh: one launch and
+  // one kernel boundary fewer per norm, the same bits); anything else launches it first
+  // (settle: every Scope, flush and copy). TACHYON_FUSED_NORM_ROWS: the most rows fused (A/B
+  // runs; at most kStreamMaxRows, 0: never). Default 4: every CTA normalises every row, and the
+  // CTA that stages last writes them back, which at 8 rows cost more than the launch it saves
+  // (H200, one call: batch 1 +5.8%, batch 4 +1.4%, batch 8 -8%; NOTES-cuda.md session 13).
+  static constexpr int kFusedNormRows = 4;
+  struct PendingNorm {
+    float* x;
+    const float* y;
+    const float* w;
+    int64_t rows, dim;
+    float eps, weight_offset;
+    float* out;
+  };
+  static bool overlaps(const float* a, const float* b, int64_t n) { return a < b + n && b < a + n; }
+  static int fused_norm_rows_setting() {
+    const char* value = std::getenv("TACHYON_FUSED_NORM_ROWS");
+    const int rows = value ? std::atoi(value) : kFusedNormRows;
+    return std::clamp(rows, 0, cuda::kStreamMaxRows);
+  }
+  void settle() {
+    if (!pending_norm_) return;
+    const PendingNorm p = *pending_norm_;
+    pending_norm_.reset();
+    Scope scope(this, "add_rms_norm");
+    TACHYON_CHECK(cuda::add_rms_norm(p.x, p.y, p.w, p.rows, p.dim, p.eps, p.weight_offset, p.out, stream_),
+                  "a pending add_rms_norm lost its wide path");
+  }
+  bool matmul_after_pending_norm(const float* x, int64_t rows, const Weight& w, const float* bias, float* out) {
+    const PendingNorm p = *pending_norm_;
+    const int64_t n = rows * p.dim, out_n = rows * w.rows;
+    if (x != p.out || rows != p.rows || w.layout != WeightLayout::MmaFragments || w.cols != p.dim ||
+        !cuda::matmul_streams(rows, w.rows, w.cols) || out_n == 0 || overlaps(out, p.x, std::max(n, out_n)) ||
+        overlaps(out, p.y, std::max(n, out_n)) || overlaps(out, p.out, std::max(n, out_n)))
+      return false;
+    pending_norm_.reset();
+    Scope scope(this, "add_rms_norm+matmul", w.rows, w.cols, rows);
+    cuda::StreamAddNorm norm;
+    norm.x = p.x, norm.y = p.y, norm.w = p.w, norm.eps = p.eps, norm.weight_offset = p.weight_offset;
+    norm.out = p.out, norm.arrivals = norm_arrivals_;
+    cuda::matmul_after_add_norm(norm, rows, w.data, w.rows, w.cols, bias, out, stream_);
+    ++fused_norms_;
+    return true;
+  }
+
   void prepare_matmul(int64_t rows, const Weight& w) {
     grow_workspace(workspace_, workspace_bytes_, cuda::matmul_workspace_bytes(rows, w.rows, w.cols));
     grow_zeroed_counters(counters_, num_counters_, cuda::matmul_counter_count(w.rows));
@@ -596,7 +658,7 @@ class CudaBackend final : public Backend {
   // for the others, which synchronise inside), or profile events when profiling is on.
   struct Scope {
     Scope(CudaBackend* b, const char* op, int64_t n = 0, int64_t k = 0, int64_t m = 0)
-        : backend(b), previous(cuda::active_step_graphs()) {
+        : backend(b), previous((b->settle(), cuda::active_step_graphs())) {
       if (!b->profile_->enabled) {
         if (b->graphs_->enabled) cuda::active_step_graphs() = b->graphs_.get();
         return;
@@ -647,7 +709,10 @@ class CudaBackend final : public Backend {
     TACHYON_CUDA_CHECK(cudaMemsetAsync(counters, 0, count * sizeof(unsigned), stream_));
   }
   // Issues the recorded ops (graph or direct) before anything that leaves the recording.
-  void flush() { graphs_->flush(); }
+  void flush() {
+    settle();
+    graphs_->flush();
+  }
 
   cuda::DeviceAttentionMeta device_meta(const AttentionMeta& meta, int64_t rows) {
     const int32_t num_seqs = rows > 0 ? meta.row_seq[rows - 1] + 1 : 0;
@@ -695,6 +760,11 @@ class CudaBackend final : public Backend {
   size_t num_counters_ = 0;
   unsigned* attn_counters_ = nullptr;  // decode attention: one zeroed counter per (row, KV head)
   size_t num_attn_counters_ = 0;
+  std::optional<PendingNorm> pending_norm_;
+  const int fused_norm_rows_ = fused_norm_rows_setting();
+  uint64_t fused_norms_ = 0;  // launches of the fused path (tests)
+  unsigned* norm_arrivals_ = nullptr;  // the fused norm's CTA count (matmul_stream.cuh), left zeroed
+  size_t num_norm_arrivals_ = 0;
   std::vector<void*> owned_;
   void* staging_ = nullptr;  // row-major weight on its way to being packed
   size_t staging_bytes_ = 0;
@@ -730,6 +800,12 @@ void cuda_profile_enable(Backend& backend, bool on) {
   auto* b = dynamic_cast<cuda::CudaBackend*>(&backend);
   TACHYON_CHECK(b != nullptr, "cuda_profile_enable needs the CUDA backend");
   b->profile().enabled = on;
+}
+
+uint64_t cuda_fused_norm_launches(Backend& backend) {
+  auto* b = dynamic_cast<cuda::CudaBackend*>(&backend);
+  TACHYON_CHECK(b != nullptr, "cuda_fused_norm_launches needs the CUDA backend");
+  return b->fused_norm_launches();
 }
 
 void cuda_graphs_enable(Backend& backend, bool on) {

@@ -43,6 +43,8 @@ struct CudaGraphCounters {
   double replay_seconds = 0, capture_seconds = 0, direct_seconds = 0;  // host time per kind of flush
 };
 void cuda_graphs_enable(Backend& backend, bool on);
+// How many add_rms_norm calls ran inside the streaming matmul that read their output (tests).
+uint64_t cuda_fused_norm_launches(Backend& backend);
 CudaGraphCounters cuda_graph_counters(Backend& backend);
 
 }  // namespace tachyon::kernels

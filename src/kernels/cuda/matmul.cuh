@@ -52,6 +52,15 @@ size_t matmul_counter_count(int64_t n);
 void matmul(const float* x, int64_t rows, const void* w, const void* w_core, int64_t n, int64_t k, const float* bias,
             float* out, void* workspace, unsigned* counters, cudaStream_t stream);
 
+// Whether `matmul` runs x [rows, k] · Wᵀ [n, k] on the streaming kernel (matmul_stream.cuh).
+bool matmul_streams(int64_t rows, int64_t n, int64_t k);
+// add_rms_norm (norm: matmul_stream.cuh) then out = norm.out · Wᵀ (+ bias) as one launch of the
+// streaming kernel; only where matmul_streams. The caller checks add_rms_norm_is_wide (the bits
+// to reproduce).
+struct StreamAddNorm;
+void matmul_after_add_norm(const StreamAddNorm& norm, int64_t rows, const void* w, int64_t n, int64_t k,
+                           const float* bias, float* out, cudaStream_t stream);
+
 // out = gated_activation(gate_up) · Wᵀ (+ bias) with the activation applied as x is converted for
 // the wgmma kernel (gate_up [rows, 2k]; gelu: GeluTanh, else SiLU): the bits of gated_activation
 // then matmul, one launch fewer and no activation round trip through memory. Only where

@@ -7,6 +7,7 @@
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/rowwise.cuh"
 
 namespace tachyon::kernels::cuda {
 namespace {
@@ -18,7 +19,8 @@ constexpr int kUnitBytes = kUnitPairs * 512;
 constexpr int kStreamSlots = 16;        // 128 KB of weights in flight per SM (at most: stream_slots)
 constexpr int kStreamConsumerWarps = 8;  // take the units round-robin; warp 8 produces
 constexpr int kStreamThreads = (kStreamConsumerWarps + 1) * 32;
-constexpr size_t kStreamSmemLimit = 227 * 1024;
+// Dynamic shared memory: the SM's 227 KB per CTA less the fused norm's static arrays (< 1 KB).
+constexpr size_t kStreamSmemLimit = 226 * 1024;
 constexpr size_t kTwoPerSmLimit = 113 * 1024;  // two CTAs on one SM (228 KB, 1 KB reserved per CTA)
 
 // x rows in shared memory: bf16, padded by 16 bytes so the 8 rows of an A fragment fall in
@@ -65,9 +67,72 @@ int stream_slots(int64_t rows, int64_t k) {
 // unit's segment sum goes to shared memory; per round of 8 n-tiles the consumers meet at a barrier
 // and warp w adds n-tile w's segment sums in segment order (double-buffered by round parity, so one
 // barrier per round).
+static_assert(kStreamConsumerWarps * 32 == kWideNormThreads, "the fused norm runs on the consumer warps");
+
+// Row r of x + y, as the add_rms_norm kernel holds it (thread t: float4s t, t + 256, ...).
+__device__ __forceinline__ void load_added_row(const StreamAddNorm& norm, int r, int K, float4 (&v)[kWideMaxVec]) {
+  const auto* xr = reinterpret_cast<const float4*>(norm.x + static_cast<int64_t>(r) * K);
+  const auto* yr = reinterpret_cast<const float4*>(norm.y + static_cast<int64_t>(r) * K);
+#pragma unroll
+  for (int j = 0; j < kWideMaxVec; ++j) {
+    const int i = threadIdx.x + kWideNormThreads * j;
+    if (i < K / 4) {
+      const float4 a = xr[i], b = yr[i];
+      v[j] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+    } else {
+      v[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+}
+
+// The fused add_rms_norm (StreamAddNorm): stage the normed rows as bf16 pairs; the CTA that
+// stages last then writes x + y and the normed rows (recomputed: the same bits).
+__device__ void stage_added_norm(const StreamAddNorm& norm, int M, int K, const float4 (&g)[kWideMaxVec],
+                                 uint32_t* xs, int row_words, int pair_count) {
+  __shared__ float warp_sums[kStreamMaxRows][kStreamConsumerWarps];
+  __shared__ float inv_s[kStreamMaxRows];
+  __shared__ bool last_s;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int r = 0; r < M; ++r) {
+    float4 v[kWideMaxVec];
+    load_added_row(norm, r, K, v);
+    const float sum = warp_sum(thread_sum_squares(v));
+    if (lane == 0) warp_sums[r][warp] = sum;
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kWideNormThreads) : "memory");
+    const float inv = inv_rms(sum_in_warp_order(warp_sums[r]), K, norm.eps);
+    if (threadIdx.x == 0) inv_s[r] = inv;
+#pragma unroll
+    for (int j = 0; j < kWideMaxVec; ++j) {
+      const int i = threadIdx.x + kWideNormThreads * j;
+      if (i < K / 4) {
+        const float4 n = rms_scaled4(v[j], inv, g[j], norm.weight_offset);
+        *reinterpret_cast<uint2*>(xs + r * row_words + 2 * i) = make_uint2(pack_bf16x2(n.x, n.y), pack_bf16x2(n.z, n.w));
+      }
+    }
+    for (int p = K / 2 + threadIdx.x; p < pair_count; p += kWideNormThreads) xs[r * row_words + p] = 0u;
+  }
+  // Every thread's loads of x have returned (their values are in the sums above the barriers).
+  if (threadIdx.x == 0) last_s = atomicAdd(norm.arrivals, 1u) == gridDim.x - 1;
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kWideNormThreads) : "memory");
+  if (!last_s) return;
+  for (int r = 0; r < M; ++r) {
+    float4 v[kWideMaxVec];
+    load_added_row(norm, r, K, v);
+    auto* xr = reinterpret_cast<float4*>(norm.x + static_cast<int64_t>(r) * K);
+    auto* outr = reinterpret_cast<float4*>(norm.out + static_cast<int64_t>(r) * K);
+#pragma unroll
+    for (int j = 0; j < kWideMaxVec; ++j) {
+      const int i = threadIdx.x + kWideNormThreads * j;
+      if (i < K / 4) xr[i] = v[j], outr[i] = rms_scaled4(v[j], inv_s[r], g[j], norm.weight_offset);
+    }
+  }
+  if (threadIdx.x == 0) *norm.arrivals = 0u;
+}
+
 __global__ void __launch_bounds__(kStreamThreads, 1)
     matmul_stream_kernel(const float* __restrict__ x, int M, int K, const uint4* __restrict__ w, int N, int kp_count,
-                         int n_tiles, const float* __restrict__ bias, float* __restrict__ out, int slots) {
+                         int n_tiles, const float* __restrict__ bias, float* __restrict__ out, int slots,
+                         StreamAddNorm norm) {
   extern __shared__ __align__(128) uint4 smem_stream[];
   uint4* ring = smem_stream;
   auto* full = reinterpret_cast<uint64_t*>(smem_stream + static_cast<size_t>(slots) * kUnitBytes / sizeof(uint4));
@@ -105,10 +170,20 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     return;
   }
 
+  float4 norm_w[kWideMaxVec];  // the fused norm's weight: constant, loaded before the wait
+#pragma unroll
+  for (int j = 0; j < kWideMaxVec; ++j) {
+    const int i = threadIdx.x + kWideNormThreads * j;
+    norm_w[j] = norm.x && i < K / 4 ? reinterpret_cast<const float4*>(norm.w)[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
   pdl_wait();
-  for (int i = threadIdx.x; i < M * pair_count; i += kStreamConsumerWarps * 32) {
-    const int r = i / pair_count, p = i % pair_count;
-    xs[r * row_words + p] = load_x_pair(x, M, K, r, 2 * p);
+  if (norm.x) {
+    stage_added_norm(norm, M, K, norm_w, xs, row_words, pair_count);
+  } else {
+    for (int i = threadIdx.x; i < M * pair_count; i += kStreamConsumerWarps * 32) {
+      const int r = i / pair_count, p = i % pair_count;
+      xs[r * row_words + p] = load_x_pair(x, M, K, r, 2 * p);
+    }
   }
   constexpr int kConsumerThreads = kStreamConsumerWarps * 32;
   asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");  // consumers only
@@ -164,7 +239,7 @@ bool stream_matmul_fits(int64_t rows, int64_t k) {
 }
 
 void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_count, const float* bias, float* out,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, const StreamAddNorm& norm) {
   static const int sm_count = [] {
     int device = 0, count = 0;
     TACHYON_CUDA_CHECK(cudaGetDevice(&device));
@@ -177,7 +252,7 @@ void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_c
   const unsigned grid = static_cast<unsigned>(std::min(sm_count, n_tiles));
   const int slots = stream_slots(M, K);
   launch(matmul_stream_kernel, grid, kStreamThreads, stream_smem_bytes(M, K, slots), stream, x, M, K, w, N, kp_count,
-         n_tiles, bias, out, slots);
+         n_tiles, bias, out, slots, norm);
 }
 
 }  // namespace tachyon::kernels::cuda

@@ -14,11 +14,27 @@ namespace tachyon::kernels::cuda {
 
 constexpr int kStreamMaxRows = 8;
 
+// x += y, then the matmul's input is add_rms_norm's output row, (weight_offset + w) · x / rms(x):
+// every CTA computes it while it stages its input (rowwise.cuh's wide norm: the add_rms_norm
+// kernel's bits), which takes a launch and its wait off a decode step's critical path. x and out
+// (the normed rows, for the step's later readers) are written by the CTA that stages last, once
+// every CTA has read x: `arrivals` counts them (a zeroed device word; that CTA resets it).
+// Requires add_rms_norm's wide path: k % 4 == 0, 1024 <= k <= 8192, 16-byte aligned rows.
+struct StreamAddNorm {
+  float* x = nullptr;
+  const float* y = nullptr;
+  const float* w = nullptr;
+  float eps = 0.f, weight_offset = 0.f;
+  float* out = nullptr;
+  unsigned* arrivals = nullptr;
+};
+
 // Whether x [rows, k] fits beside the ring (x is held in shared memory as bf16).
 bool stream_matmul_fits(int64_t rows, int64_t k);
 
 // out [M, N] = x [M, K] · Wᵀ (+ bias); w fragment-packed with kp_count k-pairs per n-tile.
+// With `norm`, x is unused: the input is norm's (above).
 void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_count, const float* bias, float* out,
-                   cudaStream_t stream);
+                   cudaStream_t stream, const StreamAddNorm& norm = {});
 
 }  // namespace tachyon::kernels::cuda

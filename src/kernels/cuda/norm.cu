@@ -53,40 +53,26 @@ __global__ void add_rms_norm_kernel(float* x, const float* y, const float* __res
 
 // Wide rows (dim >= kWideDim, dim % 4 == 0, dim <= 4 * 256 * kWideMaxVec): one 256-thread
 // block per row; thread t holds the float4s t, t + 256, ... in registers (all loaded before
-// the first FMA), sums them in order, warps reduce by butterfly, warp sums add in warp order.
+// the first FMA), sums them in order, warps reduce by butterfly, warp sums add in warp order
+// (rowwise.cuh: the streaming matmul's fused norm computes the same bits).
 constexpr int kWideDim = 1024;
-constexpr int kWideMaxVec = 8;
 // The wide kernels' common end: this block's row of x is in v (thread t holds float4s t, t + 256, ...);
 // out's row = (weight_offset + w) · x / rms(x), the sum of squares in one fixed order.
 __device__ __forceinline__ void norm_row_wide(const float4 (&v)[kWideMaxVec], int dim, float eps,
                                               const float* __restrict__ w, float weight_offset,
                                               float* __restrict__ out) {
-  __shared__ float warp_sums[8];
+  __shared__ float warp_sums[kWideNormThreads / 32];
   const int vecs = dim / 4;
-  float sum = 0.f;
-#pragma unroll
-  for (int j = 0; j < kWideMaxVec; ++j) {
-    sum = fmaf(v[j].x, v[j].x, sum);
-    sum = fmaf(v[j].y, v[j].y, sum);
-    sum = fmaf(v[j].z, v[j].z, sum);
-    sum = fmaf(v[j].w, v[j].w, sum);
-  }
-  sum = warp_sum(sum);
+  const float sum = warp_sum(thread_sum_squares(v));
   if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
   __syncthreads();
-  float total = 0.f;
-  for (int i = 0; i < 8; ++i) total += warp_sums[i];
-  const float inv = 1.f / sqrtf(total / static_cast<float>(dim) + eps);
+  const float inv = inv_rms(sum_in_warp_order(warp_sums), dim, eps);
   float4* orow = reinterpret_cast<float4*>(out + static_cast<int64_t>(blockIdx.x) * dim);
   const float4* w4 = reinterpret_cast<const float4*>(w);
 #pragma unroll
   for (int j = 0; j < kWideMaxVec; ++j) {
     const int i = threadIdx.x + 256 * j;
-    if (i < vecs) {
-      const float4 g = w4[i];
-      orow[i] = make_float4((weight_offset + g.x) * (v[j].x * inv), (weight_offset + g.y) * (v[j].y * inv),
-                            (weight_offset + g.z) * (v[j].z * inv), (weight_offset + g.w) * (v[j].w * inv));
-    }
+    if (i < vecs) orow[i] = rms_scaled4(v[j], inv, w4[i], weight_offset);
   }
 }
 
@@ -165,18 +151,23 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float e
          rows, static_cast<int>(dim), eps, weight_offset, out);
 }
 
-bool add_rms_norm(float* x, const float* y, const float* w, int64_t rows, int64_t dim, float eps, float weight_offset,
-                  float* out, cudaStream_t stream) {
+bool add_rms_norm_is_wide(const float* x, const float* y, const float* w, int64_t dim, const float* out) {
   const bool aligned = dim % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(y) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(w) % 16 == 0;
-  if (rows > 0 && dim <= 32 * kWarpMaxPerLane && !(dim >= kWideDim && aligned)) {
+  return dim >= kWideDim && aligned && dim <= 4 * kWideNormThreads * kWideMaxVec;
+}
+
+bool add_rms_norm(float* x, const float* y, const float* w, int64_t rows, int64_t dim, float eps, float weight_offset,
+                  float* out, cudaStream_t stream) {
+  const bool wide = add_rms_norm_is_wide(x, y, w, dim, out);
+  if (rows > 0 && dim <= 32 * kWarpMaxPerLane && !wide) {
     constexpr int kRowsPerBlock = 8;
     launch(add_rms_norm_kernel, static_cast<unsigned>(ceil_div(rows, kRowsPerBlock)), 32 * kRowsPerBlock, 0, stream, x,
            y, w, rows, static_cast<int>(dim), eps, weight_offset, out);
     return true;
   }
-  if (!(dim >= kWideDim && aligned && dim <= 4 * 256 * kWideMaxVec)) return false;
+  if (!wide) return false;
   if (rows == 0) return true;
   launch(add_rms_norm_wide_kernel, static_cast<unsigned>(rows), 256, 0, stream, x, y, w, static_cast<int>(dim), eps,
          weight_offset, out);

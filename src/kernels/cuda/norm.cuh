@@ -17,5 +17,8 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float e
 // nothing, otherwise.
 bool add_rms_norm(float* x, const float* y, const float* w, int64_t rows, int64_t dim, float eps, float weight_offset,
                   float* out, cudaStream_t stream);
+// Whether add_rms_norm takes the wide path (one 256-thread block per row, rowwise.cuh's order),
+// whose bits the streaming matmul's fused norm reproduces.
+bool add_rms_norm_is_wide(const float* x, const float* y, const float* w, int64_t dim, const float* out);
 
 }  // namespace tachyon::kernels::cuda

@@ -6,9 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 
+#include "base/dtype.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "model_runner.h"
 
@@ -122,6 +126,86 @@ TEST(CudaGraphs, ReplayedStepsGiveTheBitsOfDirectIssue) {
   const auto batch_direct = batch_run(false), batch_graphed = batch_run(true);
   ASSERT_EQ(batch_direct.size(), batch_graphed.size());
   EXPECT_EQ(0, std::memcmp(batch_direct.data(), batch_graphed.data(), batch_direct.size() * sizeof(float)));
+}
+
+}  // namespace
+}  // namespace tachyon::testing
+
+namespace tachyon::testing {
+namespace {
+
+// A random Qwen3 checkpoint wide enough for the decode path's fused norms (hidden 1024: the
+// norm kernel's wide path; gate_up 8192 x 1024: the streaming matmul at one row).
+std::string write_wide_qwen3(const std::filesystem::path& dir) {
+  const int64_t hidden = 1024, inter = 4096, heads = 16, kv_heads = 4, head_dim = 64, vocab = 1024, layers = 2;
+  std::filesystem::create_directories(dir);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.f, 0.02f);
+  std::vector<std::vector<uint16_t>> storage;
+  std::vector<io::TensorToWrite> tensors;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, float mean, float stddev) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<uint16_t> v(static_cast<size_t>(n));
+    for (auto& e : v) e = f32_to_bf16(mean + stddev / 0.02f * normal(rng));
+    storage.push_back(std::move(v));
+    tensors.push_back({name, DType::BF16, shape, storage.back().data()});
+  };
+  storage.reserve(64);
+  add("model.embed_tokens.weight", {vocab, hidden}, 0.f, 0.5f);
+  add("model.norm.weight", {hidden}, 1.f, 0.1f);
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    add(p + "input_layernorm.weight", {hidden}, 1.f, 0.1f);
+    add(p + "post_attention_layernorm.weight", {hidden}, 1.f, 0.1f);
+    add(p + "self_attn.q_proj.weight", {heads * head_dim, hidden}, 0.f, 0.02f);
+    add(p + "self_attn.k_proj.weight", {kv_heads * head_dim, hidden}, 0.f, 0.02f);
+    add(p + "self_attn.v_proj.weight", {kv_heads * head_dim, hidden}, 0.f, 0.02f);
+    add(p + "self_attn.o_proj.weight", {hidden, heads * head_dim}, 0.f, 0.02f);
+    add(p + "self_attn.q_norm.weight", {head_dim}, 1.f, 0.1f);
+    add(p + "self_attn.k_norm.weight", {head_dim}, 1.f, 0.1f);
+    add(p + "mlp.gate_proj.weight", {inter, hidden}, 0.f, 0.02f);
+    add(p + "mlp.up_proj.weight", {inter, hidden}, 0.f, 0.02f);
+    add(p + "mlp.down_proj.weight", {hidden, inter}, 0.f, 0.02f);
+  }
+  io::write_safetensors((dir / "model.safetensors").string(), tensors);
+  std::ofstream(dir / "config.json") << R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+    "hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 2, "num_attention_heads": 16,
+    "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 1024, "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0, "max_position_embeddings": 4096, "tie_word_embeddings": true,
+    "hidden_act": "silu", "attention_bias": false})";
+  return dir.string();
+}
+
+// Decode steps with the residual add + norm computed inside the streaming matmul give the bits
+// of the unfused steps (TACHYON_FUSED_NORM_ROWS=0, read when a backend is made) and of the
+// prefill rows that run the same positions at once (the tiled kernels, norm launched alone).
+TEST(CudaFusedNorm, DecodeStepsGiveTheBitsOfUnfusedStepsAndOfPrefill) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible";
+  const std::string dir = write_wide_qwen3(std::filesystem::temp_directory_path() / "tachyon-wide-qwen3");
+  const std::vector<int32_t> prompt = {5, 900, 17, 333, 1000, 64, 2, 750};
+  const int steps = 24;
+  ModelRunner fused(dir, "cuda");
+  const auto [tokens, logits] = fused.greedy(prompt, steps);
+  EXPECT_GT(kernels::cuda_fused_norm_launches(*fused.backend), static_cast<uint64_t>(steps - 1));
+  ::setenv("TACHYON_FUSED_NORM_ROWS", "0", 1);
+  ModelRunner plain(dir, "cuda");
+  ::unsetenv("TACHYON_FUSED_NORM_ROWS");
+  const auto [plain_tokens, plain_logits] = plain.greedy(prompt, steps);
+  EXPECT_EQ(kernels::cuda_fused_norm_launches(*plain.backend), 0u);
+  EXPECT_EQ(tokens, plain_tokens);
+  ASSERT_EQ(logits.size(), plain_logits.size());
+  EXPECT_EQ(0, std::memcmp(logits.data(), plain_logits.data(), logits.size() * sizeof(float)));
+  // Prefill of the prompt and the first steps-1 tokens: row prompt.size() - 1 + i chose token i.
+  std::vector<int32_t> text = prompt;
+  text.insert(text.end(), tokens.begin(), tokens.end() - 1);
+  const auto full = fused.full_logits(text);
+  const size_t v = static_cast<size_t>(fused.vocab());
+  for (int i = 0; i < steps; ++i)
+    EXPECT_EQ(0, std::memcmp(full.data() + (prompt.size() - 1 + static_cast<size_t>(i)) * v,
+                             logits.data() + static_cast<size_t>(i) * v, v * sizeof(float)))
+        << "step " << i;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/tf32_chunk_attention.h"
@@ -264,6 +265,74 @@ TEST_F(CudaKernels, AddRmsNormIsAddThenRmsNorm) {
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "dim " << dim;
     EXPECT_EQ(0, std::memcmp(xa.data(), xb.data(), xa.size() * sizeof(float))) << "dim " << dim;
   }
+}
+
+// At decode rows, add_rms_norm waits for the op after it: a matmul of its output on the
+// streaming kernel computes the norm in its staging (one launch). The bits of the two ops in
+// turn (x, the normed rows and the product), with and without bias, at 1-8 rows (the kernel's
+// limit; the backend here fuses up to 8, by default up to 4); the launch is fused where it can
+// be and not where the matmul does not read the norm's output or does not stream.
+TEST_F(CudaKernels, AddRmsNormFusedIntoTheStreamingMatmulGivesTheBitsOfTheTwoOps) {
+  ::setenv("TACHYON_FUSED_NORM_ROWS", "8", 1);  // read when a backend is made
+  gpu = make_backend("cuda");
+  ::unsetenv("TACHYON_FUSED_NORM_ROWS");
+  struct Case {
+    int64_t dim, n;
+  };
+  for (const Case c : {Case{4096, 2048}, Case{2052, 4104}}) {
+    const auto wv = random_vec(static_cast<size_t>(c.dim), rng);
+    const Weight norm_w = gpu->upload_weight(Weight{wv.data(), DType::F32, 1, c.dim});
+    const auto wb = to_bf16(random_vec(static_cast<size_t>(c.n * c.dim), rng, 0.05f));
+    const Weight w = gpu->upload_weight(Weight{wb.data(), DType::BF16, c.n, c.dim});
+    const auto bias = random_vec(static_cast<size_t>(c.n), rng);
+    const Weight b = gpu->upload_weight(Weight{bias.data(), DType::F32, 1, c.n});
+    for (int64_t rows : {1, 3, 8}) {
+      if (rows > 1 && c.n < 4096) continue;  // streams at one row only
+      for (const Weight* bp : {static_cast<const Weight*>(nullptr), &b}) {
+        const auto x = random_vec(static_cast<size_t>(rows * c.dim), rng), y = random_vec(x.size(), rng);
+        float *x1 = upload(x), *x2 = upload(x), *dy = upload(y);
+        float *h1 = poisoned(x.size()), *h2 = poisoned(x.size());
+        float *o1 = poisoned(static_cast<size_t>(rows * c.n)), *o2 = poisoned(static_cast<size_t>(rows * c.n));
+        const uint64_t before = cuda_fused_norm_launches(*gpu);
+        gpu->add_rms_norm(x1, dy, norm_w, rows, c.dim, 1e-6f, 1.f, h1);
+        gpu->matmul(h1, rows, w, bp, o1);
+        EXPECT_EQ(cuda_fused_norm_launches(*gpu), before + 1) << "dim " << c.dim << ", rows " << rows;
+        gpu->add_rms_norm(x2, dy, norm_w, rows, c.dim, 1e-6f, 1.f, h2);
+        gpu->synchronize();  // the norm launches alone
+        gpu->matmul(h2, rows, w, bp, o2);
+        EXPECT_EQ(cuda_fused_norm_launches(*gpu), before + 1);
+        const std::string where = "dim " + std::to_string(c.dim) + ", rows " + std::to_string(rows);
+        EXPECT_EQ(download(x1, x.size()), download(x2, x.size())) << where;
+        const auto ha = download(h1, x.size()), hb = download(h2, x.size());
+        EXPECT_EQ(0, std::memcmp(ha.data(), hb.data(), ha.size() * sizeof(float))) << where;
+        const auto oa = download(o1, static_cast<size_t>(rows * c.n)), ob = download(o2, oa.size());
+        EXPECT_EQ(0, std::memcmp(oa.data(), ob.data(), oa.size() * sizeof(float))) << where;
+      }
+    }
+  }
+  // A matmul that does not read the norm's output, and one that does not stream (a small
+  // matrix): the norm launches first, the results are the two ops'.
+  const int64_t dim = 1024, n = 64;
+  const auto wv = random_vec(static_cast<size_t>(dim), rng);
+  const Weight norm_w = gpu->upload_weight(Weight{wv.data(), DType::F32, 1, dim});
+  const auto wb = to_bf16(random_vec(static_cast<size_t>(n * dim), rng, 0.05f));
+  const Weight w = gpu->upload_weight(Weight{wb.data(), DType::BF16, n, dim});
+  const auto x = random_vec(static_cast<size_t>(dim), rng), y = random_vec(x.size(), rng);
+  float *dx = upload(x), *dy = upload(y), *h = poisoned(x.size()), *o = poisoned(static_cast<size_t>(n));
+  const uint64_t before = cuda_fused_norm_launches(*gpu);
+  gpu->add_rms_norm(dx, dy, norm_w, 1, dim, 1e-6f, 0.f, h);
+  gpu->matmul(dy, 1, w, nullptr, o);  // reads y, not the norm's output
+  gpu->add_rms_norm(dx, dy, norm_w, 1, dim, 1e-6f, 0.f, h);
+  gpu->matmul(h, 1, w, nullptr, o);
+  EXPECT_EQ(cuda_fused_norm_launches(*gpu), before);
+  std::vector<float> xx(x.size()), want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) xx[i] = (x[i] + y[i]) + y[i];
+  double ss = 0;
+  for (float v : xx) ss += double(v) * v;
+  const double inv = 1.0 / std::sqrt(ss / dim + 1e-6);
+  for (size_t i = 0; i < x.size(); ++i) want[i] = static_cast<float>(wv[i] * xx[i] * inv);
+  EXPECT_LT(rel_l2(download(dx, x.size()), xx), 1e-6);
+  EXPECT_LT(rel_l2(download(h, x.size()), want), 1e-5);
 }
 
 TEST_F(CudaKernels, RowwiseOpsMatchReference) {
