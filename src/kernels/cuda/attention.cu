@@ -33,28 +33,31 @@ __device__ __forceinline__ int32_t tree_position(const DeviceAttentionMeta& meta
 // looked up first, one key per thread (the block-table loads in parallel; looked up per 16-byte
 // copy they were a chain of dependent loads, bench/NOTES-cuda.md "Session 12"), then shared
 // through `slot_s` behind a CTA barrier: every thread of the CTA calls this.
-// With fill_outside false, keys outside [k_begin, k_end] are left as they are (the second half
-// of a chunk staged in two calls).
+// (The decode kernel calls the two halves itself: every slot before its programmatic wait, the
+// rows in two groups around it.)
+__shared__ int64_t chunk_slot_s[kChunkKeys];  // -1: a zero row
 template <typename KeyPosition>
-__device__ __forceinline__ void stage_chunk(const float* __restrict__ k_cache, const float* __restrict__ v_cache,
-                                            const int32_t* table, int block_size, int64_t width, int64_t head_offset,
-                                            int D, int c0, int k_begin, int k_end, KeyPosition key_position,
-                                            float* ks, float* vs, bool fill_outside = true) {
-  __shared__ int64_t slot_s[kChunkKeys];  // -1: a zero row
-  // The keys this call touches: the whole chunk, or only [k_begin, k_end].
-  const int jj_begin = fill_outside ? 0 : max(k_begin - c0, 0);
-  const int jj_end = fill_outside ? kChunkKeys : min(k_end - c0 + 1, kChunkKeys);
-  for (int jj = jj_begin + threadIdx.x; jj < jj_end; jj += blockDim.x) {
+__device__ __forceinline__ void lookup_chunk_slots(const int32_t* table, int block_size, int64_t width,
+                                                   int64_t head_offset, int c0, int k_begin, int k_end,
+                                                   KeyPosition key_position) {
+  for (int jj = threadIdx.x; jj < kChunkKeys; jj += blockDim.x) {
     const int j = c0 + jj;
-    slot_s[jj] = j < k_begin || j > k_end ? -1 : kv_slot(table, key_position(j), block_size) * width + head_offset;
+    chunk_slot_s[jj] = j < k_begin || j > k_end ? -1 : kv_slot(table, key_position(j), block_size) * width + head_offset;
   }
   __syncthreads();
+}
+// Rows [jj_begin, jj_end) of the chunk but the keys in [skip_lo, skip_hi]: copies of the looked-up
+// slots, zeros for the rest; no commit.
+__device__ __forceinline__ void copy_chunk_rows(const float* __restrict__ k_cache, const float* __restrict__ v_cache,
+                                                int D, int c0, int jj_begin, int jj_end, int skip_lo, int skip_hi,
+                                                float* ks, float* vs) {
   const int vecs = D / 4, KS = qk_stride(D), VS = v_stride(D);
   for (int i = jj_begin * vecs + threadIdx.x; i < jj_end * vecs; i += blockDim.x) {
     const int jj = i / vecs, c = i % vecs;
+    if (c0 + jj >= skip_lo && c0 + jj <= skip_hi) continue;
     float* kd = ks + jj * KS + 4 * c;
     float* vd = vs + jj * VS + 4 * c;
-    const int64_t slot = slot_s[jj];
+    const int64_t slot = chunk_slot_s[jj];
     if (slot < 0) {
       *reinterpret_cast<float4*>(kd) = make_float4(0.f, 0.f, 0.f, 0.f);
       *reinterpret_cast<float4*>(vd) = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -63,16 +66,36 @@ __device__ __forceinline__ void stage_chunk(const float* __restrict__ k_cache, c
     cp_async16(kd, k_cache + slot + 4 * c);
     cp_async16(vd, v_cache + slot + 4 * c);
   }
+}
+template <typename KeyPosition>
+__device__ __forceinline__ void stage_chunk(const float* __restrict__ k_cache, const float* __restrict__ v_cache,
+                                            const int32_t* table, int block_size, int64_t width, int64_t head_offset,
+                                            int D, int c0, int k_begin, int k_end, KeyPosition key_position,
+                                            float* ks, float* vs) {
+  lookup_chunk_slots(table, block_size, width, head_offset, c0, k_begin, k_end, key_position);
+  copy_chunk_rows(k_cache, v_cache, D, c0, 0, kChunkKeys, 1, 0, ks, vs);
   cp_async_commit();
 }
 
-// q of `pairs` (row, head) pairs in the operand format (to_operand), padded with zero pairs to `padded` rows.
+// q of `pairs` (row, head) pairs in the operand format (to_operand), padded with zero pairs to
+// `padded` rows. Each thread issues up to 8 loads before its first conversion (the decode
+// kernel stages q after its programmatic wait: one load per loop trip waited for each in turn).
 template <typename PairQ>
 __device__ __forceinline__ void stage_q(PairQ pair_q, int pairs, int padded, int D, uint32_t* qs) {
-  const int S = qk_stride(D);
-  for (int i = threadIdx.x; i < padded * D; i += blockDim.x) {
-    const int p = i / D, d = i % D;
-    qs[p * S + d] = p < pairs ? to_operand(pair_q(p)[d]) : 0u;
+  constexpr int kBatch = 8;
+  const int S = qk_stride(D), n = padded * D;
+  for (int base = threadIdx.x; base < n; base += kBatch * blockDim.x) {
+    float v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = base + j * blockDim.x, p = i / D;
+      v[j] = i < n && p < pairs ? pair_q(p)[i - p * D] : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = base + j * blockDim.x, p = i / D;
+      if (i < n) qs[p * S + i - p * D] = p < pairs ? to_operand(v[j]) : 0u;
+    }
   }
 }
 
@@ -224,14 +247,18 @@ __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const 
   const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[r]];
   const int64_t width = static_cast<int64_t>(s.num_kv_heads) * D, head_offset = static_cast<int64_t>(kvh) * D;
   const auto key_position = [&](int j) { return tree_position(meta, r, j); };
-  stage_chunk(k_cache, v_cache, table, s.block_size, width, head_offset, D, c0, k_begin, min(k_end, first_new - 1),
-              key_position, ks, vs);
+  // Every slot, this step's keys' too (the block tables are the step's staged metadata), then
+  // the older keys' rows and the zero rows; after the wait only q and the new keys' copies.
+  const int new_lo = max(k_begin, first_new);
+  lookup_chunk_slots(table, s.block_size, width, head_offset, c0, k_begin, k_end, key_position);
+  copy_chunk_rows(k_cache, v_cache, D, c0, 0, kChunkKeys, new_lo, k_end, ks, vs);
+  cp_async_commit();
   pdl_wait();
   pdl_launch_dependents();
   stage_q([&](int p) { return q + (static_cast<int64_t>(r) * s.num_heads + kvh * group + p) * D; }, group, group, D,
           qs);
-  stage_chunk(k_cache, v_cache, table, s.block_size, width, head_offset, D, c0, max(k_begin, first_new), k_end,
-              key_position, ks, vs, false);
+  if (new_lo <= k_end) copy_chunk_rows(k_cache, v_cache, D, c0, new_lo - c0, k_end - c0 + 1, 1, 0, ks, vs);
+  cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
 
@@ -284,13 +311,30 @@ __device__ __forceinline__ void merge_chunks(const DeviceAttentionMeta& meta, in
   float M = -INFINITY, L = 0.f, A[DPL];
 #pragma unroll
   for (int k = 0; k < DPL; ++k) A[k] = 0.f;
-  for (int c = lo / kChunkKeys; c <= pos / kChunkKeys; ++c) {
-    const float* st = p + c * (D + 2);  // written by other CTAs: read through L2
-    float fo, fn;
-    merge_factors(M, L, __ldcg(st), __ldcg(st + 1), fo, fn);
+  // The states of up to kWindow chunks are loaded at once, then merged in chunk order (a load
+  // per chunk in the loop waited for each state in turn, on the step's critical path).
+  constexpr int kWindow = DPL <= 2 ? 8 : DPL <= 4 ? 4 : 2;
+  const int c_end = pos / kChunkKeys + 1;
+  for (int c0 = lo / kChunkKeys; c0 < c_end; c0 += kWindow) {
+    float ms[kWindow], ls[kWindow], vals[kWindow][DPL];
 #pragma unroll
-    for (int k = 0; k < DPL; ++k)
-      if (lane + 32 * k < D) A[k] = fmaf(__ldcg(st + 2 + lane + 32 * k), fn, A[k] * fo);
+    for (int w = 0; w < kWindow; ++w) {
+      const float* st = p + (c0 + w) * (D + 2);  // written by other CTAs: read through L2
+      const bool in = c0 + w < c_end;
+      ms[w] = in ? __ldcg(st) : 0.f;
+      ls[w] = in ? __ldcg(st + 1) : 0.f;
+#pragma unroll
+      for (int k = 0; k < DPL; ++k) vals[w][k] = in && lane + 32 * k < D ? __ldcg(st + 2 + lane + 32 * k) : 0.f;
+    }
+#pragma unroll
+    for (int w = 0; w < kWindow; ++w) {
+      if (c0 + w >= c_end) break;
+      float fo, fn;
+      merge_factors(M, L, ms[w], ls[w], fo, fn);
+#pragma unroll
+      for (int k = 0; k < DPL; ++k)
+        if (lane + 32 * k < D) A[k] = fmaf(vals[w][k], fn, A[k] * fo);
+    }
   }
   float rescale, inv;
   finish_factors(M, L, s.sinks, h, rescale, inv);
@@ -384,17 +428,35 @@ __global__ void __launch_bounds__(32 * kPrologueWarps) qkv_norm_rope_write_kv_ke
     const float* __restrict__ inv_freq, int half, int offset, float scaling, bool interleaved,
     const int32_t* __restrict__ positions, DeviceAttentionMeta meta, float* __restrict__ k_cache,
     float* __restrict__ v_cache, int block_size) {
-  pdl_enter();
   __shared__ float heads[kPrologueWarps][32 * PL];
   const int r = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int qk_head = blockIdx.y * kPrologueWarps + warp;  // q heads, then k heads
-  if (qk_head >= num_heads + kv_heads) return;
-  float* head = heads[warp];
+  if (qk_head >= num_heads + kv_heads) {
+    pdl_enter();
+    return;
+  }
+  // Everything but qkv before the programmatic wait: the norm weight, the rotation's
+  // frequencies and position, and a k head's cache slot (constants and the step's staged
+  // metadata; loaded after the wait they were a chain of round trips on the step's critical path).
   const bool is_k = qk_head >= num_heads;
   const int h = is_k ? qk_head - num_heads : qk_head;
+  const float* w = is_k ? k_norm : q_norm;
+  float wv[PL], freq[PL];
+#pragma unroll
+  for (int j = 0; j < PL; ++j) {
+    wv[j] = w && lane + 32 * j < head_dim ? w[lane + 32 * j] : 0.f;
+    freq[j] = lane + 32 * j < half ? inv_freq[lane + 32 * j] : 0.f;
+  }
+  const int32_t position = positions[r];
+  int64_t slot = 0;
+  if (is_k) {
+    const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[r]];
+    slot = kv_slot(table, tree_position(meta, r, meta.positions[r]), block_size);
+  }
+  pdl_enter();
+  float* head = heads[warp];
   const int64_t row_stride = static_cast<int64_t>(num_heads + 2 * kv_heads) * head_dim;
   const float* x = qkv + r * row_stride + static_cast<int64_t>(qk_head) * head_dim;  // this q or k head
-  const float* w = is_k ? k_norm : q_norm;
   float vals[PL];
 #pragma unroll
   for (int j = 0; j < PL; ++j) vals[j] = lane + 32 * j < head_dim ? x[lane + 32 * j] : 0.f;
@@ -402,24 +464,24 @@ __global__ void __launch_bounds__(32 * kPrologueWarps) qkv_norm_rope_write_kv_ke
     const float inv = inv_rms(warp_sum_squares(vals), head_dim, eps);
 #pragma unroll
     for (int j = 0; j < PL; ++j)
-      if (lane + 32 * j < head_dim) vals[j] = rms_scaled(vals[j], inv, w[lane + 32 * j], weight_offset);
+      if (lane + 32 * j < head_dim) vals[j] = rms_scaled(vals[j], inv, wv[j], weight_offset);
   }
 #pragma unroll
   for (int j = 0; j < PL; ++j)
     if (lane + 32 * j < head_dim) head[lane + 32 * j] = vals[j];
   __syncwarp();
-  const int32_t position = positions[r];
-  for (int i = lane; i < half; i += 32) {
+#pragma unroll
+  for (int j = 0; j < PL; ++j) {
+    const int i = lane + 32 * j;
+    if (i >= half) break;
     const int a = offset + (interleaved ? 2 * i : i), b = offset + (interleaved ? 2 * i + 1 : i + half);
     float x1 = head[a], x2 = head[b];
-    rope_rotate(x1, x2, position, inv_freq[i], scaling);
+    rope_rotate(x1, x2, position, freq[j], scaling);
     head[a] = x1;
     head[b] = x2;
   }
   __syncwarp();
   const int64_t width = static_cast<int64_t>(kv_heads) * head_dim;
-  const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[r]];
-  const int64_t slot = is_k ? kv_slot(table, tree_position(meta, r, meta.positions[r]), block_size) : 0;
   const float* v = x + static_cast<int64_t>(kv_heads) * head_dim;  // k heads only: this head's v
 #pragma unroll
   for (int j = 0; j < PL; ++j) {

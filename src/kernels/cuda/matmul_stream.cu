@@ -85,6 +85,31 @@ __device__ __forceinline__ void load_added_row(const StreamAddNorm& norm, int r,
   }
 }
 
+// x [M, K] (K % 4 == 0, 16-byte aligned) as bf16 pairs, zero past K: each thread issues up to 8
+// float4 loads before its first conversion (one element pair per loop trip waited for each load
+// in turn: up to 12 round trips to L2 on the step's critical path, after the programmatic wait).
+__device__ __forceinline__ void stage_rows_batched(const float* __restrict__ x, int M, int K, uint32_t* xs,
+                                                   int row_words, int pair_count) {
+  constexpr int kBatch = 8, kThreads = kStreamConsumerWarps * 32;
+  const int row_vecs = pair_count / 2, total = M * row_vecs;  // float4 slots of the padded rows
+  for (int base = threadIdx.x; base < total; base += kBatch * kThreads) {
+    float4 v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = base + j * kThreads, r = i / row_vecs, c = i - r * row_vecs;
+      v[j] = i < total && c < K / 4 ? reinterpret_cast<const float4*>(x + static_cast<int64_t>(r) * K)[c]
+                                    : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = base + j * kThreads, r = i / row_vecs, c = i - r * row_vecs;
+      if (i < total)
+        *reinterpret_cast<uint2*>(xs + r * row_words + 2 * c) =
+            make_uint2(pack_bf16x2(v[j].x, v[j].y), pack_bf16x2(v[j].z, v[j].w));
+    }
+  }
+}
+
 // The fused add_rms_norm (StreamAddNorm): stage the normed rows as bf16 pairs; the CTA that
 // stages last then writes x + y and the normed rows (recomputed: the same bits).
 __device__ void stage_added_norm(const StreamAddNorm& norm, int M, int K, const float4 (&g)[kWideMaxVec],
@@ -179,6 +204,8 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   pdl_wait();
   if (norm.x) {
     stage_added_norm(norm, M, K, norm_w, xs, row_words, pair_count);
+  } else if (K % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+    stage_rows_batched(x, M, K, xs, row_words, pair_count);
   } else {
     for (int i = threadIdx.x; i < M * pair_count; i += kStreamConsumerWarps * 32) {
       const int r = i / pair_count, p = i % pair_count;
