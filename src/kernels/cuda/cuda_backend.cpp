@@ -600,10 +600,11 @@ class CudaBackend final : public Backend {
   // output on the streaming kernel takes it into its staging (matmul_stream.cuh: one launch and
   // one kernel boundary fewer per norm, the same bits); anything else launches it first
   // (settle: every Scope, flush and copy). TACHYON_FUSED_NORM_ROWS: the most rows fused (A/B
-  // runs; at most kStreamMaxRows, 0: never). Default 4: every CTA normalises every row, and the
-  // CTA that stages last writes them back, which at 8 rows cost more than the launch it saves
-  // (H200, one call: batch 1 +5.8%, batch 4 +1.4%, batch 8 -8%; NOTES-cuda.md session 13).
-  static constexpr int kFusedNormRows = 4;
+  // runs; at most kStreamMaxRows, 0: never). Default 1: every CTA normalises every row, and the
+  // CTA that stages last writes them back, which from 4 rows on costs more than the launch it
+  // saves (H200, one call at 939775a: batch 1 +5%, batch 4 -1.4%, batch 8 -12%; NOTES-cuda.md
+  // "Session 13").
+  static constexpr int kFusedNormRows = 1;
   struct PendingNorm {
     float* x;
     const float* y;
