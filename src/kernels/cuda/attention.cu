@@ -32,7 +32,7 @@ __device__ __forceinline__ int32_t tree_position(const DeviceAttentionMeta& meta
 // `key_position` maps a logical key to the position of its cache slot. The 64 keys' slots are
 // looked up first, one key per thread (the block-table loads in parallel; looked up per 16-byte
 // copy they were a chain of dependent loads, bench/NOTES-cuda.md "Session 12"), then shared
-// through `slot_s` behind a CTA barrier: every thread of the CTA calls this.
+// through `chunk_slot_s` behind a CTA barrier: every thread of the CTA calls this.
 // (The decode kernel calls the two halves itself: every slot before its programmatic wait, the
 // rows in two groups around it.)
 __shared__ int64_t chunk_slot_s[kChunkKeys];  // -1: a zero row

@@ -343,8 +343,8 @@ class CudaBackend final : public Backend {
   }
   enum class GraphPolicy { RepeatingSteps, Always, Never };
   double host_read_flush_seconds() const { return host_read_flush_seconds_; }
-  uint64_t fused_norm_launches() const { return fused_norms_; }
   double host_read_wait_seconds() const { return host_read_wait_seconds_; }
+  uint64_t fused_norm_launches() const { return fused_norms_; }
   void set_graph_policy(GraphPolicy policy) {
     synchronize();
     graph_policy_ = policy;
@@ -595,7 +595,6 @@ class CudaBackend final : public Backend {
     bytes = std::max(need, bytes * 3 / 2);
     buffer = allocate(bytes);
   }
-  // The matmul workspace and split-K counters for w at `rows`.
   // add_rms_norm at decode rows waits here (pending_norm_) for the op after it: a matmul of its
   // output on the streaming kernel takes it into its staging (matmul_stream.cuh: one launch and
   // one kernel boundary fewer per norm, the same bits); anything else launches it first
@@ -644,6 +643,7 @@ class CudaBackend final : public Backend {
     return true;
   }
 
+  // The matmul workspace and split-K counters for w at `rows`.
   void prepare_matmul(int64_t rows, const Weight& w) {
     grow_workspace(workspace_, workspace_bytes_, cuda::matmul_workspace_bytes(rows, w.rows, w.cols));
     grow_zeroed_counters(counters_, num_counters_, cuda::matmul_counter_count(w.rows));

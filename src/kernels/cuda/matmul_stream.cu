@@ -60,13 +60,6 @@ int stream_slots(int64_t rows, int64_t k) {
   return slots;
 }
 
-// CTA c owns n-tiles [c·T/G, (c+1)·T/G), a contiguous run of the weight. Its units, n-tile-major
-// (memory order), go through ring slot u % slots; the consumer warps take them round-robin
-// (unit u: warp u % 8), whatever the number of n-tiles, so a CTA with four n-tiles still runs eight
-// MMA chains at once. A consumer releases a slot as soon as its fragments are in registers. Each
-// unit's segment sum goes to shared memory; per round of 8 n-tiles the consumers meet at a barrier
-// and warp w adds n-tile w's segment sums in segment order (double-buffered by round parity, so one
-// barrier per round).
 static_assert(kStreamConsumerWarps * 32 == kWideNormThreads, "the fused norm runs on the consumer warps");
 
 // Row r of x + y, as the add_rms_norm kernel holds it (thread t: float4s t, t + 256, ...).
@@ -154,6 +147,13 @@ __device__ void stage_added_norm(const StreamAddNorm& norm, int M, int K, const 
   if (threadIdx.x == 0) *norm.arrivals = 0u;
 }
 
+// CTA c owns n-tiles [c·T/G, (c+1)·T/G), a contiguous run of the weight. Its units, n-tile-major
+// (memory order), go through ring slot u % slots; the consumer warps take them round-robin
+// (unit u: warp u % 8), whatever the number of n-tiles, so a CTA with four n-tiles still runs eight
+// MMA chains at once. A consumer releases a slot as soon as its fragments are in registers. Each
+// unit's segment sum goes to shared memory; per round of 8 n-tiles the consumers meet at a barrier
+// and warp w adds n-tile w's segment sums in segment order (double-buffered by round parity, so one
+// barrier per round).
 __global__ void __launch_bounds__(kStreamThreads, 1)
     matmul_stream_kernel(const float* __restrict__ x, int M, int K, const uint4* __restrict__ w, int N, int kp_count,
                          int n_tiles, const float* __restrict__ bias, float* __restrict__ out, int slots,
