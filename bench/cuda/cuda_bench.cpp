@@ -20,7 +20,8 @@
 //                   [--attention-only: the attention table alone] [--decode-only: the decode matmul table, M 1-8]
 //                   [--decode-quick: engine decode at batch 1, 4 and 8 only]
 //                   [--sampling-only: the device token draw alone] MODEL_DIR
-// Env: TACHYON_CUDA_GRAPHS, TACHYON_STREAM_SLOTS (matmul_stream.cu), TACHYON_WGMMA_TMA (matmul.cu).
+// Env: TACHYON_CUDA_GRAPHS, TACHYON_STREAM_SLOTS (matmul_stream.cu), TACHYON_WGMMA_TMA (matmul.cu),
+// TACHYON_FUSED_NORM_ROWS and TACHYON_LAB_SKIP (cuda_backend.cpp).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
