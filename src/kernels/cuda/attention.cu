@@ -457,9 +457,13 @@ __global__ void __launch_bounds__(32 * kPrologueWarps) qkv_norm_rope_write_kv_ke
   float* head = heads[warp];
   const int64_t row_stride = static_cast<int64_t>(num_heads + 2 * kv_heads) * head_dim;
   const float* x = qkv + r * row_stride + static_cast<int64_t>(qk_head) * head_dim;  // this q or k head
-  float vals[PL];
+  const float* v = x + static_cast<int64_t>(kv_heads) * head_dim;  // k heads only: this head's v
+  float vals[PL], v_vals[PL];  // v's head loaded with k's (one round trip)
 #pragma unroll
-  for (int j = 0; j < PL; ++j) vals[j] = lane + 32 * j < head_dim ? x[lane + 32 * j] : 0.f;
+  for (int j = 0; j < PL; ++j) {
+    vals[j] = lane + 32 * j < head_dim ? x[lane + 32 * j] : 0.f;
+    v_vals[j] = is_k && lane + 32 * j < head_dim ? v[lane + 32 * j] : 0.f;
+  }
   if (w) {
     const float inv = inv_rms(warp_sum_squares(vals), head_dim, eps);
 #pragma unroll
@@ -482,14 +486,13 @@ __global__ void __launch_bounds__(32 * kPrologueWarps) qkv_norm_rope_write_kv_ke
   }
   __syncwarp();
   const int64_t width = static_cast<int64_t>(kv_heads) * head_dim;
-  const float* v = x + static_cast<int64_t>(kv_heads) * head_dim;  // k heads only: this head's v
 #pragma unroll
   for (int j = 0; j < PL; ++j) {
     const int i = lane + 32 * j;
     if (i >= head_dim) break;
     if (is_k) {
       k_cache[slot * width + static_cast<int64_t>(h) * head_dim + i] = round_operand(head[i]);
-      v_cache[slot * width + static_cast<int64_t>(h) * head_dim + i] = round_operand(v[i]);
+      v_cache[slot * width + static_cast<int64_t>(h) * head_dim + i] = round_operand(v_vals[j]);
     } else {
       q[(static_cast<int64_t>(r) * num_heads + h) * head_dim + i] = head[i];
     }
