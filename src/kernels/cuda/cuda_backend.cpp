@@ -418,7 +418,8 @@ class CudaBackend final : public Backend {
     if (cuda::lab_skips("add_rms_norm")) return;
     if (rows >= 1 && rows <= fused_norm_rows_ && !profile_->enabled && w.dtype == DType::F32 && w.cols == dim &&
         cuda::add_rms_norm_is_wide(x, y, static_cast<const float*>(w.data), dim, out) &&
-        !overlaps(x, y, rows * dim) && !overlaps(x, out, rows * dim) && !overlaps(y, out, rows * dim)) {
+        !overlaps(x, rows * dim, y, rows * dim) && !overlaps(x, rows * dim, out, rows * dim) &&
+        !overlaps(y, rows * dim, out, rows * dim)) {
       settle();
       grow_zeroed_counters(norm_arrivals_, num_norm_arrivals_, 1);
       pending_norm_ = PendingNorm{x, y, static_cast<const float*>(w.data), rows, dim, eps, weight_offset, out};
@@ -612,7 +613,8 @@ class CudaBackend final : public Backend {
     float eps, weight_offset;
     float* out;
   };
-  static bool overlaps(const float* a, const float* b, int64_t n) { return a < b + n && b < a + n; }
+  // Whether [a, a + an) and [b, b + bn) share an element.
+  static bool overlaps(const float* a, int64_t an, const float* b, int64_t bn) { return a < b + bn && b < a + an; }
   static int fused_norm_rows_setting() {
     const char* value = std::getenv("TACHYON_FUSED_NORM_ROWS");
     const int rows = value ? std::atoi(value) : kFusedNormRows;
@@ -630,8 +632,8 @@ class CudaBackend final : public Backend {
     const PendingNorm p = *pending_norm_;
     const int64_t n = rows * p.dim, out_n = rows * w.rows;
     if (x != p.out || rows != p.rows || w.layout != WeightLayout::MmaFragments || w.cols != p.dim ||
-        !cuda::matmul_streams(rows, w.rows, w.cols) || out_n == 0 || overlaps(out, p.x, std::max(n, out_n)) ||
-        overlaps(out, p.y, std::max(n, out_n)) || overlaps(out, p.out, std::max(n, out_n)))
+        !cuda::matmul_streams(rows, w.rows, w.cols) || out_n == 0 || overlaps(out, out_n, p.x, n) ||
+        overlaps(out, out_n, p.y, n) || overlaps(out, out_n, p.out, n))
       return false;
     pending_norm_.reset();
     Scope scope(this, "add_rms_norm+matmul", w.rows, w.cols, rows);
@@ -797,35 +799,39 @@ int cuda_device_count() {
 
 std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<cuda::CudaBackend>(); }
 
-void cuda_profile_enable(Backend& backend, bool on) {
+namespace {
+// The CUDA backend behind `backend`, for the test and benchmark hooks below (`hook` names the caller).
+cuda::CudaBackend* as_cuda_backend(Backend& backend, const char* hook) {
   auto* b = dynamic_cast<cuda::CudaBackend*>(&backend);
-  TACHYON_CHECK(b != nullptr, "cuda_profile_enable needs the CUDA backend");
+  TACHYON_CHECK(b != nullptr, "{} needs the CUDA backend", hook);
+  return b;
+}
+}  // namespace
+
+void cuda_profile_enable(Backend& backend, bool on) {
+  auto* b = as_cuda_backend(backend, "cuda_profile_enable");
   b->profile().enabled = on;
 }
 
 uint64_t cuda_fused_norm_launches(Backend& backend) {
-  auto* b = dynamic_cast<cuda::CudaBackend*>(&backend);
-  TACHYON_CHECK(b != nullptr, "cuda_fused_norm_launches needs the CUDA backend");
+  auto* b = as_cuda_backend(backend, "cuda_fused_norm_launches");
   return b->fused_norm_launches();
 }
 
 void cuda_graphs_enable(Backend& backend, bool on) {
-  auto* b = dynamic_cast<cuda::CudaBackend*>(&backend);
-  TACHYON_CHECK(b != nullptr, "cuda_graphs_enable needs the CUDA backend");
+  auto* b = as_cuda_backend(backend, "cuda_graphs_enable");
   b->set_graph_policy(on ? cuda::CudaBackend::GraphPolicy::Always : cuda::CudaBackend::GraphPolicy::Never);
 }
 
 CudaGraphCounters cuda_graph_counters(Backend& backend) {
-  auto* b = dynamic_cast<cuda::CudaBackend*>(&backend);
-  TACHYON_CHECK(b != nullptr, "cuda_graph_counters needs the CUDA backend");
+  auto* b = as_cuda_backend(backend, "cuda_graph_counters");
   const auto& c = b->graphs().counters();
   return {c.replays,          c.captures,         c.direct,         c.capture_failures, b->host_read_flush_seconds(),
           b->host_read_wait_seconds(), c.replay_seconds, c.capture_seconds, c.direct_seconds};
 }
 
 std::string cuda_profile_report(Backend& backend) {
-  auto* b = dynamic_cast<cuda::CudaBackend*>(&backend);
-  TACHYON_CHECK(b != nullptr, "cuda_profile_report needs the CUDA backend");
+  auto* b = as_cuda_backend(backend, "cuda_profile_report");
   return b->profile().report(b->stream());
 }
 

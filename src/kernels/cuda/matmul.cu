@@ -1039,10 +1039,6 @@ void matmul(const float* x, int64_t rows, const void* w, const void* w_core, int
   launch(matmul_tiled_kernel, grid, 256, kTiledSmem, stream, xa, M, k_tiles, wf, N, bias, out);
 }
 
-// Not at decode: staging the activation in the streaming kernel measured 42.7 us for the 8B down
-// projection against 31.0 + 4.4 us for the two launches, and batch-1 decode 187 against 206 tok/s
-// (NOTES-cuda.md "Session 9": the activation kernel's launch is hidden while the matmul fills its
-// ring; the fused kernel's staging is not).
 bool matmul_streams(int64_t rows, int64_t n, int64_t k) {
   return rows > 0 && decode_variant_for(rows, n, k) == kDecodeStream;
 }
@@ -1054,6 +1050,10 @@ void matmul_after_add_norm(const StreamAddNorm& norm, int64_t rows, const void* 
                 static_cast<int>(n), k_tiles / 2, bias, out, stream, norm);
 }
 
+// Not at decode: staging the activation in the streaming kernel measured 42.7 us for the 8B down
+// projection against 31.0 + 4.4 us for the two launches, and batch-1 decode 187 against 206 tok/s
+// (NOTES-cuda.md "Session 9": the activation kernel's launch is hidden while the matmul fills its
+// ring; the fused kernel's staging is not).
 bool matmul_gated_fuses(int64_t rows, int64_t n, int64_t k, bool has_core) { return rows > 64 && has_core; }
 
 void matmul_gated(const float* gate_up, bool gelu, int64_t rows, const void* w_core, int64_t n, int64_t k,

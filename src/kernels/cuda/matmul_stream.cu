@@ -64,18 +64,8 @@ static_assert(kStreamConsumerWarps * 32 == kWideNormThreads, "the fused norm run
 
 // Row r of x + y, as the add_rms_norm kernel holds it (thread t: float4s t, t + 256, ...).
 __device__ __forceinline__ void load_added_row(const StreamAddNorm& norm, int r, int K, float4 (&v)[kWideMaxVec]) {
-  const auto* xr = reinterpret_cast<const float4*>(norm.x + static_cast<int64_t>(r) * K);
-  const auto* yr = reinterpret_cast<const float4*>(norm.y + static_cast<int64_t>(r) * K);
-#pragma unroll
-  for (int j = 0; j < kWideMaxVec; ++j) {
-    const int i = threadIdx.x + kWideNormThreads * j;
-    if (i < K / 4) {
-      const float4 a = xr[i], b = yr[i];
-      v[j] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
-    } else {
-      v[j] = make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-  }
+  load_added_row4(reinterpret_cast<const float4*>(norm.x + static_cast<int64_t>(r) * K),
+                  reinterpret_cast<const float4*>(norm.y + static_cast<int64_t>(r) * K), K / 4, v);
 }
 
 // x [M, K] (K % 4 == 0, 16-byte aligned) as bf16 pairs, zero past K: each thread issues up to 8

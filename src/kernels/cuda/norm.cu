@@ -97,17 +97,10 @@ __global__ void __launch_bounds__(256) add_rms_norm_wide_kernel(float* x, const 
   const float4* yr = reinterpret_cast<const float4*>(y + static_cast<int64_t>(blockIdx.x) * dim);
   const int vecs = dim / 4;
   float4 v[kWideMaxVec];
+  load_added_row4(xr, yr, vecs, v);
 #pragma unroll
-  for (int j = 0; j < kWideMaxVec; ++j) {
-    const int i = threadIdx.x + 256 * j;
-    if (i < vecs) {
-      const float4 a = xr[i], b = yr[i];
-      v[j] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
-      xr[i] = v[j];
-    } else {
-      v[j] = make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-  }
+  for (int j = 0; j < kWideMaxVec; ++j)
+    if (threadIdx.x + kWideNormThreads * j < vecs) xr[threadIdx.x + kWideNormThreads * j] = v[j];
   norm_row_wide(v, dim, eps, w, weight_offset, out);
 }
 

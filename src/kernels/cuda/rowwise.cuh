@@ -41,6 +41,20 @@ __device__ __forceinline__ float thread_sum_squares(const float4 (&v)[kWideMaxVe
   }
   return sum;
 }
+// Row x + y as the wide norm holds it (zero past `vecs` float4s): add_rms_norm's residual add.
+__device__ __forceinline__ void load_added_row4(const float4* x, const float4* y, int vecs,
+                                                float4 (&v)[kWideMaxVec]) {
+#pragma unroll
+  for (int j = 0; j < kWideMaxVec; ++j) {
+    const int i = threadIdx.x + kWideNormThreads * j;
+    if (i < vecs) {
+      const float4 a = x[i], b = y[i];
+      v[j] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+    } else {
+      v[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+}
 __device__ __forceinline__ float sum_in_warp_order(const float* warp_sums) {
   float total = 0.f;
   for (int i = 0; i < kWideNormThreads / 32; ++i) total += warp_sums[i];

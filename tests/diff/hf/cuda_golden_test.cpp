@@ -11,6 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <string>
+
+#include <unistd.h>
 
 #include "base/dtype.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -182,7 +185,8 @@ std::string write_wide_qwen3(const std::filesystem::path& dir) {
 // prefill rows that run the same positions at once (the tiled kernels, norm launched alone).
 TEST(CudaFusedNorm, DecodeStepsGiveTheBitsOfUnfusedStepsAndOfPrefill) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible";
-  const std::string dir = write_wide_qwen3(std::filesystem::temp_directory_path() / "tachyon-wide-qwen3");
+  const std::string dir =
+      write_wide_qwen3(std::filesystem::temp_directory_path() / ("tachyon-wide-qwen3-" + std::to_string(::getpid())));
   const std::vector<int32_t> prompt = {5, 900, 17, 333, 1000, 64, 2, 750};
   const int steps = 24;
   ModelRunner fused(dir, "cuda");
