@@ -8,8 +8,10 @@
 # SPEC_RUNS (3), TESTS ("kernel" default; "all" adds the golden tests, "none"), EXTRA_CMAKE_ARGS,
 # BUILD, SKIP_ENGINE=1, SKIP_SPEC=1, KERNELS=1 (the kernel tables too: cuda_bench without --engine-only;
 # KERNELS=decode: the decode matmul table alone, into kernels.md, before the engine run),
-# AB_ARGS / AB_ENV (a second engine run with these arguments / environment, e.g. "--decode-variant 12" or
-# "TACHYON_WGMMA_WS=0", into engine-b.md); QUICK: environments separated by ';' ("-": none), each one
+# AB_ARGS / AB_ENV (more engine runs with these arguments / environments, e.g. "--decode-variant 12" or
+# "TACHYON_WGMMA_WS=0;TACHYON_WGMMA_PAIR=0": one run per ';'-separated environment, into engine-b.md);
+# TEST_ENVS: more CUDA kernel test runs, ';'-separated "ENV=VALUE gtest-filter" entries (into sweep-tests.log);
+# ATTN_ENVS: like QUICK, one attention table per environment (into attention.md); QUICK: environments separated by ';' ("-": none), each one
 # cuda_bench --decode-quick run (batch 1, 4 and 8) into quick.md; ATTN=1: the attention table
 # (cuda_bench --attention-only) into attention.md; SAMPLING=1: the device token draw table (--sampling-only) into sampling.md. B_CUDA_FLAGS / B_CMAKE_ARGS: a second build with these extra
 # CUDA flags / CMake arguments (e.g. "-DTACHYON_PDL_EARLY=1", "-DTACHYON_ATTENTION_BF16=ON") that runs QUICK and
@@ -34,6 +36,12 @@ case "${TESTS:-kernel}" in
   all) (cd "$root" && timeout 150 "$build/tests/kernels/cuda/cuda_kernel_tests"; timeout 300 "$build/tests/diff/hf/hf_cuda_golden_tests") >> "$log" 2>&1 || true ;;
   kernel) (cd "$root" && timeout 150 "$build/tests/kernels/cuda/cuda_kernel_tests") >> "$log" 2>&1 || true ;;
 esac
+IFS=';' read -ra test_envs <<< "${TEST_ENVS:-}"
+for t in "${test_envs[@]}"; do
+  read -r test_env test_filter <<< "$t"
+  echo "## cuda_kernel_tests with $test_env, filter ${test_filter:-*}" >> "$log"
+  (cd "$root" && env "$test_env" timeout 150 "$build/tests/kernels/cuda/cuda_kernel_tests" --gtest_filter="${test_filter:-*}") >> "$log" 2>&1 || true
+done
 grep -E "^\[  (PASSED|FAILED)|FAILED|Failure" "$log" || true
 if [ "${SKIP_ENGINE:-0}" = 0 ]; then
   wait
@@ -44,9 +52,14 @@ if [ "${SKIP_ENGINE:-0}" = 0 ]; then
     tail "$results/engine.md"
   [ "${FULL_ENGINE:-1}" = 0 ] || grep -E "^\| (decode|prefill)|device copy" "$results/engine.md"
   if [ -n "${AB_ARGS:-}${AB_ENV:-}" ]; then
-    echo "## engine with ${AB_ENV:-} ${AB_ARGS:-}"
-    env ${AB_ENV:-} timeout 300 "$build/bench/cuda_bench" --engine-only ${AB_ARGS:-} "$ckpt" > "$results/engine-b.md" 2>&1 || tail "$results/engine-b.md"
-    grep -E "^\| (decode|prefill)" "$results/engine-b.md"
+    : > "$results/engine-b.md"
+    IFS=';' read -ra ab_envs <<< "${AB_ENV:--}"
+    for e in "${ab_envs[@]}"; do
+      [ "$e" = - ] && e=""
+      echo "## engine with ${e:-} ${AB_ARGS:-}" | tee -a "$results/engine-b.md"
+      env $e timeout 300 "$build/bench/cuda_bench" --engine-only ${AB_ARGS:-} "$ckpt" > "$results/engine-b1.md" 2>&1 || tail "$results/engine-b1.md"
+      grep -E "^\| (decode|prefill)" "$results/engine-b1.md" | tee -a "$results/engine-b.md"
+    done
   fi
 fi
 quick_runs() {  # $1: the cuda_bench binary, $2: a label
@@ -65,6 +78,14 @@ fi
   tee "$results/sampling.md" || true; }
 [ "${ATTN:-0}" = 1 ] && { timeout 120 "$build/bench/cuda_bench" --attention-only "$ckpt" 2>&1 | grep -E "^\| (attention|decode|prefill)" |
   tee "$results/attention.md" || true; }
+if [ -n "${ATTN_ENVS:-}" ]; then
+  IFS=';' read -ra attn_envs <<< "$ATTN_ENVS"
+  for e in "${attn_envs[@]}"; do
+    [ "$e" = - ] && e=""
+    echo "## attention, env: ${e:-none}"
+    env $e timeout 120 "$build/bench/cuda_bench" --attention-only "$ckpt" 2>&1 | grep -E "^\| (attention|decode|prefill)" || echo "(failed: exit $?)"
+  done | tee -a "$results/attention.md"
+fi
 if [ -n "${B_CUDA_FLAGS:-}${B_CMAKE_ARGS:-}" ] && [ "${SKIP_ENGINE:-0}" = 0 ]; then
   label="b (${B_CUDA_FLAGS:-} ${B_CMAKE_ARGS:-})"
   targets="cuda_bench$([ "${B_TESTS:-0}" = 1 ] && echo " cuda_kernel_tests hf_cuda_golden_tests")"

@@ -69,6 +69,17 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t b
       "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
       : "memory");
 }
+// Named CTA barriers (ids 1-15; 0 is __syncthreads' barrier), kThreads (a multiple of 32) arrivals
+// in all per phase: sync arrives and waits for the phase to complete, arrive only arrives. Every
+// thread of a warp executes the same one (aligned). Never more than kThreads arrivals into a phase.
+template <int kThreads>
+__device__ __forceinline__ void named_barrier_sync(uint32_t id) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kThreads) : "memory");
+}
+template <int kThreads>
+__device__ __forceinline__ void named_barrier_arrive(uint32_t id) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(kThreads) : "memory");
+}
 #endif
 
 }  // namespace tachyon::kernels::cuda

@@ -6,43 +6,17 @@
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention_chunk.cuh"
 #include "kernels/cuda/attention_tile.cuh"
+#include "kernels/cuda/attention_wgmma_layout.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
 namespace tachyon::kernels::cuda {
 namespace {
 
-constexpr int kPairs = 128;  // (row, head) pairs per CTA: two warpgroups of 64
 constexpr int kThreads = 256;
 
-// Shared memory for head_dim D, in 4-byte words. Every operand wgmma reads is in core-matrix
-// order (8 rows x 4 words, no swizzle; wgmma.cuh):
-//  q      [D/4 column blocks][16 pair blocks][8][4]: lbo 2 KB, sbo 128 B; warpgroup w's 8 pair
-//         blocks start at block 8w.
-//  k      per stage [D/4][8 key blocks][8][4], column blocks kKL words apart: lbo 1088 B
-//         (64 mod 128, so that the 8 lanes of a cp.async wavefront hit 8 distinct 16-byte
-//         slots), sbo 128 B. Column block c holds d 4c .. 4c + 3: step b of the score chain
-//         (d 8b .. 8b + 7) is blocks 2b, 2b + 1.
-//  vt     V transposed, p·v's B operand ([d][key] is k-major; tf32 wgmma has no transpose):
-//         [16 logical-k blocks][D/8 d blocks, kVS words apart][8 d][4 keys]; logical-k block
-//         2i + e of key step i holds keys 8i + e, 8i + e + 2, 8i + e + 4, 8i + e + 6 (chunk_pv's
-//         permuted k, so that p comes from the score registers as they are); lbo 4 kVL bytes,
-//         sbo 160 B: the transposing stores of a warp hit 32 distinct banks.
-//  vstage V rows as cp.async lands them, stride D + 16 (16 mod 32: the transposing 16-byte
-//         loads of a warp, 8 rows x 64 bytes, take 4 wavefronts).
 template <int D>
-struct Layout {
-  static constexpr int kQL = kPairs / 8 * 32;
-  static constexpr int kKL = kChunkKeys / 8 * 32 + 16;
-  static constexpr int kVS = 40;
-  static constexpr int kVL = D / 8 * kVS + 4;
-  static constexpr int kVR = D + 16;
-  static constexpr int q_words = D / 4 * kQL;
-  static constexpr int k_words = D / 4 * kKL;
-  static constexpr int vstage_words = kChunkKeys * kVR;
-  static constexpr int vt_words = kChunkKeys / 4 * kVL;
-  static constexpr size_t bytes = static_cast<size_t>(q_words + 2 * k_words + vstage_words + vt_words) * 4;
-};
+using Layout = WgmmaLayout<D>;  // q, two K buffers, vstage, vt (attention_wgmma_layout.cuh)
 
 // CTA (query tile, KV head, head chunk) as the mma.sync query-tile kernel (attention.cu), 128
 // pairs: warpgroup w takes pairs [64w, 64w + 64), warp w·4 + i the 16 pairs from 64w + 16i.
@@ -66,7 +40,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(
   float* kbuf = reinterpret_cast<float*>(qs + L::q_words);
   float* vstage = kbuf + 2 * L::k_words;
   float* vt = vstage + L::vstage_words;
-  __shared__ int32_t pos_s[kPairs], lo_s[kPairs];
+  __shared__ int32_t pos_s[kWgmmaPairs], lo_s[kWgmmaPairs];
 
   const TilePairs tp = tile_pairs_of_cta(tiles, s, heads_per_chunk);
   const int kvh = tp.kvh, hg = tp.hg, h_begin = tp.h_begin, num_pairs = tp.num_pairs;
@@ -75,7 +49,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(
   // i / 8 of pairs 8n + i % 8, so that 8 lanes fill one core matrix (conflict-free) and its
   // loads are independent of each other (issued together).
   {
-    constexpr int kQUnits = kPairs * D / 4 / kThreads, kPairStep = kThreads / (D / 4);
+    constexpr int kQUnits = kWgmmaPairs * D / 4 / kThreads, kPairStep = kThreads / (D / 4);
     const int c = threadIdx.x / 8 % (D / 4), p0 = threadIdx.x % 8 + 8 * (threadIdx.x / (2 * D));
     float4 v[kQUnits];
 #pragma unroll
@@ -281,6 +255,13 @@ bool attention_wgmma_supported(int head_dim) {
 void attention_wgmma(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
                      const float* k_cache, const float* v_cache, const AttentionShape& shape, int heads_per_chunk,
                      float* out, cudaStream_t stream) {
+  // A/B runs: TACHYON_ATTENTION_RING=0 keeps this file's kernel (copies and the V transposition
+  // by all threads between two CTA barriers per chunk) instead of the producer-warpgroup ring.
+  static const bool ring = !env_turned_off("TACHYON_ATTENTION_RING");
+  if (ring) {
+    attention_ring(q, meta, tiles, num_tiles, k_cache, v_cache, shape, heads_per_chunk, out, stream);
+    return;
+  }
   if (shape.head_dim == 128)
     launch_wgmma<128>(q, meta, tiles, num_tiles, k_cache, v_cache, shape, heads_per_chunk, out, stream);
   else if (shape.head_dim == 64)

@@ -58,4 +58,20 @@ __device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[64], const uint3
 }
 #endif
 
+#if defined(__CUDACC__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Warp-specialized kernels: a warpgroup gives registers back to the CTA's pool (dec) or takes
+// them from it (inc, waiting until the pool has them); every warp of the warpgroup executes the
+// same one. kRegs: the new per-thread count, a multiple of 8 in [24, 256]. The counts the
+// warpgroups settle on may not add up to more than the launch allocated (registers per thread
+// at launch x threads).
+template <uint32_t kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <uint32_t kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+#endif
+
 }  // namespace tachyon::kernels::cuda

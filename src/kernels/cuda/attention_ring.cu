@@ -1,0 +1,322 @@
+// The wgmma query-tile attention kernel, warp-specialized (FlashAttention-3's schedule): a
+// producer warpgroup fills a two-slot ring of (K, V^T) chunks on mbarriers while two consumer
+// warpgroups run attention_wgmma.cu's arithmetic on them, so the consumers no longer copy,
+// transpose or meet at a CTA barrier per chunk. The consumers compute exactly what that kernel's
+// warpgroups compute (the same wgmma chains in the same k order, chunk_softmax, merge_factors,
+// zero rows outside [kmin, kmax], write_tile_rows): the same bits, which are the mma.sync
+// kernels' (attention_wgmma.cuh).
+#include "kernels/cuda/attention_wgmma_layout.cuh"
+
+#include <climits>
+#include <cmath>
+
+#include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/attention_chunk.cuh"
+#include "kernels/cuda/attention_tile.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/wgmma.cuh"
+
+namespace tachyon::kernels::cuda {
+namespace {
+
+constexpr int kRingThreads = 384;  // warpgroup 0 produces; 1 and 2 consume, 64 pairs each
+// Launch bounds (384, 1) give every thread 168 registers at launch (65536 / 384, rounded down to
+// a multiple of 8): a pool of 168 x 384. The producer gives part of its share back and the
+// consumers take it. ptxas (CUDA 13.0, head_dim 128), each side compiled alone under its count:
+// the consumers spill at 176, not at 184 (attention_wgmma.cu's warpgroups, which also stage, use
+// 211); the producer, which keeps 16 V loads (64 registers) in flight, needs 104. The whole
+// kernel spills 64 bytes at 104 / 200 and nothing at 120 / 192 or 136 / 184 (both fill the pool).
+constexpr uint32_t kLaunchRegs = 168, kProducerRegs = 120, kConsumerRegs = 192;
+static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= kLaunchRegs * kRingThreads);
+
+// CTA (query tile, KV head, head chunk) as attention_wgmma_kernel, 128 pairs: consumer warpgroup
+// cw (warpgroup cw + 1) takes pairs [64 cw, 64 cw + 64), its warp i the 16 pairs from 64 cw + 16 i.
+// Chunk n (keys [c_first + 64 n, c_first + 64 n + 64), up to kmax) goes to slot n % 2.
+//
+// Ring protocol and why it holds:
+//  - full[slot] (128 arrivals: every producer thread, once per chunk) completes when the chunk's K
+//    (cp.async, zero rows stored directly) and V^T (stores) have all landed. Each producer thread
+//    waits for its own cp.asyncs (cp.async.wait_group), then fence.proxy.async (its cp.async and
+//    st.shared bytes, generic proxy, are read by wgmma, the async proxy), then arrives (release);
+//    the consumers' wait on full is the acquire. This is attention_wgmma_kernel's
+//    wait-fence-barrier with an mbarrier in place of __syncthreads.
+//  - empty[slot] (8 arrivals: lane 0 of each consumer warp, once per chunk) completes when every
+//    consumer warp is done reading the slot: a warp arrives after the wgmma_wait<0> that retires
+//    its p·v (its scores were retired before the softmax), so its K and V^T are no longer read.
+//  - Phases: chunk n is phase n / 2 of its slot's barriers; waits are on its parity. A consumer
+//    waits on full[n % 2] for chunk n before it arrives on empty[n % 2] for it, even where its
+//    warpgroup has no valid key in the chunk (`live` false): its arrival then cannot fall into
+//    the phase of chunk n - 2 (full of chunk n completes only after the producer saw empty of
+//    chunk n - 2 complete), and every warp arrives once per chunk, so the producer never waits
+//    forever. The producer fills chunk n >= 2 only after empty of chunk n - 2: it runs at most two
+//    chunks ahead of the slowest consumer warp. Neither barrier can be two phases ahead of a
+//    waiter: full of chunk n + 2 needs empty of chunk n, which needs the waiting consumer's own
+//    arrival for chunk n (after its wait); empty of chunk n needs full of chunk n, which needs
+//    the waiting producer's own arrival (after its wait for empty of chunk n - 2). And a phase
+//    older than the awaited one is complete: the producer waited for it when it filled chunk
+//    n - 2.
+//  - Every producer thread runs every chunk to the end (no early exit before its last arrival)
+//    and leaves no cp.async in flight; the consumers use no CTA barrier after the roles split, so
+//    the producer warps may exit first.
+//  - Ping-pong (kPingPong): named barriers 1 and 2 (256 threads: one warpgroup's bar.sync, the
+//    other's bar.arrive) make the two consumer warpgroups issue their wgmma chains in turns,
+//    scores 0, scores 1, p·v 0, p·v 1, ..., so that one's softmax overlaps the other's wgmmas.
+//    Both warpgroups take both turns of every chunk, `live` or not (the same chunks, so the same
+//    number of turns); warpgroup 1 arrives once ahead (before its first chunk) and not after its
+//    last turn, so each barrier gets exactly as many arrivals as syncs, never a second arrival
+//    into a phase (between two arrivals of one warpgroup lies its sync on the other barrier,
+//    which needs the other warpgroup's sync on this one first).
+//  - pdl_enter() first: q, the metadata and the cache are read only after it.
+template <int D, bool kPingPong>
+__global__ void __launch_bounds__(kRingThreads, 1) attention_ring_kernel(
+    const float* __restrict__ q, DeviceAttentionMeta meta, const QueryTile* __restrict__ tiles,
+    const float* __restrict__ k_cache, const float* __restrict__ v_cache, AttentionShape s, int heads_per_chunk,
+    float* __restrict__ out) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using L = WgmmaLayout<D>;
+  constexpr int DT = D / 8;  // 8-column d tiles
+  constexpr int kSlots = L::ring_slots, kConsumerWarps = 8;
+  pdl_enter();
+  extern __shared__ __align__(128) float4 smem4[];
+  uint32_t* qs = reinterpret_cast<uint32_t*>(smem4);
+  float* ring = reinterpret_cast<float*>(qs + L::q_words);  // [kSlots][K: k_words, V^T: vt_words]
+  uint64_t* full = reinterpret_cast<uint64_t*>(ring + kSlots * L::slot_words);  // [kSlots]
+  uint64_t* empty = full + kSlots;                                             // [kSlots]
+  __shared__ int32_t pos_s[kWgmmaPairs], lo_s[kWgmmaPairs];
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  // The warpgroup index through a shuffle: provably uniform per warp, so ptxas does not treat
+  // the wgmmas as divergent code (attention_wgmma.cu).
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
+  if (tid == 0) {
+    for (int i = 0; i < kSlots; ++i) mbar_init(&full[i], 128), mbar_init(&empty[i], kConsumerWarps);
+    fence_mbarrier_init();
+  }
+  const TilePairs tp = tile_pairs_of_cta(tiles, s, heads_per_chunk);
+  const int kvh = tp.kvh, hg = tp.hg, h_begin = tp.h_begin, num_pairs = tp.num_pairs;
+  const QueryTile tile = tp.tile;
+  if (wg > 0) {
+    // q in core-matrix order by the consumers, as attention_wgmma_kernel's 256 threads do it.
+    constexpr int kQUnits = kWgmmaPairs * D / 4 / 256, kPairStep = 256 / (D / 4);
+    const int ct = tid - 128, c = ct / 8 % (D / 4), p0 = ct % 8 + 8 * (ct / (2 * D));
+    float4 v[kQUnits];
+#pragma unroll
+    for (int n = 0; n < kQUnits; ++n) {
+      const int p = p0 + kPairStep * n;
+      const int64_t pair_q = (static_cast<int64_t>(tile.row0 + p / hg) * s.num_heads + h_begin + p % hg) * D;
+      v[n] = p < num_pairs ? *reinterpret_cast<const float4*>(q + pair_q + 4 * c) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int n = 0; n < kQUnits; ++n) {
+      const int p = p0 + kPairStep * n;
+      *reinterpret_cast<uint4*>(qs + c * L::kQL + p / 8 * 32 + p % 8 * 4) =
+          make_uint4(to_operand(v[n].x), to_operand(v[n].y), to_operand(v[n].z), to_operand(v[n].w));
+    }
+    fence_proxy_async();  // q (stores) is read by wgmma after the CTA barrier below
+  }
+  int kmin, kmax;
+  // Its CTA barrier (the last one of the kernel) also publishes the mbarriers' initialisation and q.
+  tile_key_windows(meta, s, tile, pos_s, lo_s, kmin, kmax);
+  const int c_first = kmin / kChunkKeys * kChunkKeys;
+
+  if (wg == 0) {
+    // The producer. Thread (warp w, lane) handles keys 8 kb + l (kb < 8) of each chunk, l = lane / 2
+    // % 8, in column blocks c = 4 (w + 4 h) + 2 (lane / 16) + lane % 2 (h < D / 64): a warp covers
+    // 8 keys x 4 column blocks per unit, the lanes of attention_wgmma_kernel's copies (8 distinct
+    // 16-byte slots per cp.async wavefront) and, for V^T, 32 distinct banks per store (keys
+    // e + 2u: 4e + u, column blocks: 0, 16, 8, 24).
+    setmaxnreg_dec<kProducerRegs>();
+    constexpr int kRounds = D / 64;
+    const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[tile.row0]];
+    const int64_t width = static_cast<int64_t>(s.num_kv_heads) * D, head_offset = static_cast<int64_t>(kvh) * D;
+    const int l = lane / 2 % 8;
+    auto column = [&](int h) { return 4 * (warp + 4 * h) + 2 * (lane / 16) + lane % 2; };
+    for (int c0 = c_first, n = 0; c0 <= kmax; c0 += kChunkKeys, ++n) {
+      const int slot = n % kSlots;
+      // The keys' cache slots first (independent table loads, issued together); -1: outside
+      // [kmin, kmax], a zero row (its zero weights multiply finite values). A cache holds fewer
+      // than 2^31 slots.
+      int32_t key_slot[8];
+#pragma unroll
+      for (int kb = 0; kb < 8; ++kb) {
+        const int j = c0 + 8 * kb + l;
+        key_slot[kb] = j < kmin || j > kmax ? -1 : static_cast<int32_t>(kv_slot(table, j, s.block_size));
+      }
+      // V into registers (its slot need not be free yet: the loads overlap the wait), every
+      // row's 16 bytes of both column rounds in flight together.
+      float4 v[kRounds][8];
+#pragma unroll
+      for (int h = 0; h < kRounds; ++h)
+#pragma unroll
+        for (int kb = 0; kb < 8; ++kb)
+          v[h][kb] = key_slot[kb] < 0 ? make_float4(0.f, 0.f, 0.f, 0.f)
+                                      : __ldcg(reinterpret_cast<const float4*>(
+                                            v_cache + key_slot[kb] * width + head_offset + 4 * column(h)));
+      if (n >= kSlots) mbar_wait(&empty[slot], (n / kSlots - 1) & 1);  // chunk n - 2 consumed
+      float* kd = ring + slot * L::slot_words;
+      float* vd = kd + L::k_words;
+#pragma unroll
+      for (int h = 0; h < kRounds; ++h)
+#pragma unroll
+        for (int kb = 0; kb < 8; ++kb) {
+          float* dst = kd + column(h) * L::kKL + kb * 32 + l * 4;
+          if (key_slot[kb] < 0) *reinterpret_cast<float4*>(dst) = make_float4(0.f, 0.f, 0.f, 0.f);
+          else cp_async16(dst, k_cache + key_slot[kb] * width + head_offset + 4 * column(h));
+        }
+      cp_async_commit();
+      // V^T: the stores of transpose_v (attention_wgmma.cu), the same vt.
+#pragma unroll
+      for (int h = 0; h < kRounds; ++h)
+#pragma unroll
+        for (int kb = 0; kb < 8; ++kb) {
+          const int c = column(h);
+          float* dst = vd + (2 * kb + l % 2) * L::kVL + c / 2 * L::kVS + c % 2 * 16 + l / 2;
+          dst[0] = v[h][kb].x, dst[4] = v[h][kb].y, dst[8] = v[h][kb].z, dst[12] = v[h][kb].w;
+        }
+      cp_async_wait<0>();
+      fence_proxy_async();  // this thread's K copies and V^T stores, read by wgmma
+      mbar_arrive(&full[slot]);
+    }
+    return;
+  }
+
+  setmaxnreg_inc<kConsumerRegs>();
+  const int cw = wg - 1;  // consumer warpgroup
+  const int pair0 = 64 * cw + 16 * (warp % 4);
+  int wg_lo = INT_MAX, wg_hi = -1;  // the warpgroup's keys: the union of its rows' windows
+  for (int r = 64 * cw / hg; r <= min(tile.num_rows - 1, (64 * cw + 63) / hg); ++r)
+    wg_lo = min(wg_lo, lo_s[r]), wg_hi = max(wg_hi, pos_s[r]);
+  int32_t row_lo[2], row_pos[2];  // the lane's two rows (pairs pair0 + g, pair0 + g + 8)
+  lane_key_windows(tp, pair0, pos_s, lo_s, row_lo, row_pos);
+  float M[2] = {-INFINITY, -INFINITY}, L_[2] = {0.f, 0.f}, A[DT][4];
+#pragma unroll
+  for (int i = 0; i < DT; ++i) A[i][0] = A[i][1] = A[i][2] = A[i][3] = 0.f;
+  const uint32_t* qa = qs + cw * 8 * 32;  // this warpgroup's pair blocks
+
+  // A turn: the wgmma chain between them is issued after the other warpgroup's previous one.
+  auto turn_begin = [&] {
+    if constexpr (kPingPong) named_barrier_sync<256>(1 + cw);
+  };
+  auto turn_end = [&](bool final) {
+    if constexpr (kPingPong)
+      if (!(final && cw == 1)) named_barrier_arrive<256>(2 - cw);
+  };
+  if (kPingPong && cw == 1) named_barrier_arrive<256>(1);  // warpgroup 0 takes the first turn
+
+  for (int c0 = c_first, n = 0; c0 <= kmax; c0 += kChunkKeys, ++n) {
+    const int slot = n % kSlots;
+    const bool last = c0 + kChunkKeys > kmax;
+    const float* ks = ring + slot * L::slot_words;
+    const float* vt = ks + L::k_words;
+    const bool live = __shfl_sync(0xffffffffu, c0 + kChunkKeys - 1 >= wg_lo && c0 <= wg_hi, 0);
+    mbar_wait(&full[slot], (n / kSlots) & 1);  // also where not live: see the protocol above
+    if (!live) {  // no valid key for the warpgroup: both turns passed, the slot released
+      turn_begin();
+      turn_end(false);
+      turn_begin();
+      turn_end(last);
+      if (lane == 0) mbar_arrive(&empty[slot]);
+      continue;
+    }
+    float sc[kChunkTiles][4];
+    float(&sc_flat)[4 * kChunkTiles] = reinterpret_cast<float(&)[4 * kChunkTiles]>(sc);
+#pragma unroll
+    for (int i = 0; i < 4 * kChunkTiles; ++i) sc_flat[i] = 0.f;
+    turn_begin();
+    wgmma_fence();
+#pragma unroll
+    for (int b = 0; b < DT; ++b)
+      wgmma_m64n64k8_tf32(sc_flat, core_descriptor(qa + 2 * b * L::kQL, L::kQL * 4, 128),
+                          core_descriptor(ks + 2 * b * L::kKL, L::kKL * 4, 128));
+    wgmma_commit();
+    turn_end(false);
+    wgmma_wait<0>();
+
+    int lo[2], hi[2];
+    float m[2], l[2], fo[2], fn[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      lo[i] = max(row_lo[i], c0) - c0;
+      hi[i] = min(row_pos[i], c0 + kChunkKeys - 1) - c0;
+    }
+    chunk_softmax(sc, lo, hi, s.scale, s.softcap, m, l);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      fo[i] = 1.f, fn[i] = 0.f;
+      if (m[i] != -INFINITY) merge_factors(M[i], L_[i], m[i], l[i], fo[i], fn[i]);
+    }
+    float o[4 * DT];
+#pragma unroll
+    for (int i = 0; i < 4 * DT; ++i) o[i] = 0.f;
+    turn_begin();
+    wgmma_fence();
+#pragma unroll
+    for (int j = 0; j < kChunkTiles; ++j) {
+      const uint32_t a[4] = {__float_as_uint(sc[j][0]), __float_as_uint(sc[j][2]), __float_as_uint(sc[j][1]),
+                             __float_as_uint(sc[j][3])};
+      const uint64_t b = core_descriptor(vt + 2 * j * L::kVL, L::kVL * 4, L::kVS * 4);
+      if constexpr (D == 128) wgmma_m64n128k8_tf32(o, a, b);
+      else wgmma_m64n64k8_tf32(o, a, b);
+    }
+    wgmma_commit();
+    turn_end(last);
+    wgmma_wait<0>();
+    if (lane == 0) mbar_arrive(&empty[slot]);  // the warp's reads of the slot are done
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      if (m[r] == -INFINITY) continue;  // no valid key for this row: its state stays
+#pragma unroll
+      for (int i = 0; i < DT; ++i)
+#pragma unroll
+        for (int e = 2 * r; e < 2 * r + 2; ++e) A[i][e] = fmaf(o[4 * i + e], fn[r], A[i][e] * fo[r]);
+    }
+  }
+
+  write_tile_rows(tp, pair0, s, D, 0, DT, M, L_, A, out);
+#else
+  __trap();  // built for sm_90 without the arch-specific features: never launched (attention_wgmma_supported)
+#endif
+}
+
+template <int D, bool kPingPong>
+void launch_ring(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
+                 const float* k_cache, const float* v_cache, const AttentionShape& shape, int heads_per_chunk,
+                 float* out, cudaStream_t stream) {
+  static const bool configured = [] {
+    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(attention_ring_kernel<D, kPingPong>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(WgmmaLayout<D>::ring_bytes)));
+    return true;
+  }();
+  (void)configured;
+  const int group = shape.num_heads / shape.num_kv_heads, chunks = (group + heads_per_chunk - 1) / heads_per_chunk;
+  const dim3 grid(static_cast<unsigned>(num_tiles), static_cast<unsigned>(shape.num_kv_heads * chunks));
+  launch(attention_ring_kernel<D, kPingPong>, grid, kRingThreads, WgmmaLayout<D>::ring_bytes, stream, q, meta, tiles,
+         k_cache, v_cache, shape, heads_per_chunk, out);
+}
+
+// A/B runs: TACHYON_ATTENTION_PINGPONG=0 lets the two consumer warpgroups issue their wgmmas
+// whenever they are ready.
+template <int D>
+void launch_ring(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
+                 const float* k_cache, const float* v_cache, const AttentionShape& shape, int heads_per_chunk,
+                 float* out, cudaStream_t stream) {
+  static const bool ping_pong = !env_turned_off("TACHYON_ATTENTION_PINGPONG");
+  if (ping_pong) launch_ring<D, true>(q, meta, tiles, num_tiles, k_cache, v_cache, shape, heads_per_chunk, out, stream);
+  else launch_ring<D, false>(q, meta, tiles, num_tiles, k_cache, v_cache, shape, heads_per_chunk, out, stream);
+}
+
+}  // namespace
+
+void attention_ring(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
+                    const float* k_cache, const float* v_cache, const AttentionShape& shape, int heads_per_chunk,
+                    float* out, cudaStream_t stream) {
+  if (shape.head_dim == 128)
+    launch_ring<128>(q, meta, tiles, num_tiles, k_cache, v_cache, shape, heads_per_chunk, out, stream);
+  else if (shape.head_dim == 64)
+    launch_ring<64>(q, meta, tiles, num_tiles, k_cache, v_cache, shape, heads_per_chunk, out, stream);
+  else
+    fail_unsupported("wgmma attention head_dim (64 or 128)", shape.head_dim);
+}
+
+}  // namespace tachyon::kernels::cuda
