@@ -219,57 +219,19 @@ __global__ void __launch_bounds__(kRingThreads, 1) attention_ring_kernel(
       continue;
     }
     float sc[kChunkTiles][4];
-    float(&sc_flat)[4 * kChunkTiles] = reinterpret_cast<float(&)[4 * kChunkTiles]>(sc);
-#pragma unroll
-    for (int i = 0; i < 4 * kChunkTiles; ++i) sc_flat[i] = 0.f;
     turn_begin();
-    wgmma_fence();
-#pragma unroll
-    for (int b = 0; b < DT; ++b)
-      wgmma_m64n64k8_tf32(sc_flat, core_descriptor(qa + 2 * b * L::kQL, L::kQL * 4, 128),
-                          core_descriptor(ks + 2 * b * L::kKL, L::kKL * 4, 128));
-    wgmma_commit();
+    issue_chunk_scores<D>(sc, qa, ks);
     turn_end(false);
     wgmma_wait<0>();
-
-    int lo[2], hi[2];
-    float m[2], l[2], fo[2], fn[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      lo[i] = max(row_lo[i], c0) - c0;
-      hi[i] = min(row_pos[i], c0 + kChunkKeys - 1) - c0;
-    }
-    chunk_softmax(sc, lo, hi, s.scale, s.softcap, m, l);
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      fo[i] = 1.f, fn[i] = 0.f;
-      if (m[i] != -INFINITY) merge_factors(M[i], L_[i], m[i], l[i], fo[i], fn[i]);
-    }
+    float m[2], fo[2], fn[2];
+    chunk_softmax_factors(sc, row_lo, row_pos, c0, s, M, L_, m, fo, fn);
     float o[4 * DT];
-#pragma unroll
-    for (int i = 0; i < 4 * DT; ++i) o[i] = 0.f;
     turn_begin();
-    wgmma_fence();
-#pragma unroll
-    for (int j = 0; j < kChunkTiles; ++j) {
-      const uint32_t a[4] = {__float_as_uint(sc[j][0]), __float_as_uint(sc[j][2]), __float_as_uint(sc[j][1]),
-                             __float_as_uint(sc[j][3])};
-      const uint64_t b = core_descriptor(vt + 2 * j * L::kVL, L::kVL * 4, L::kVS * 4);
-      if constexpr (D == 128) wgmma_m64n128k8_tf32(o, a, b);
-      else wgmma_m64n64k8_tf32(o, a, b);
-    }
-    wgmma_commit();
+    issue_chunk_pv<D>(o, sc, vt);
     turn_end(last);
     wgmma_wait<0>();
     if (lane == 0) mbar_arrive(&empty[slot]);  // the warp's reads of the slot are done
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      if (m[r] == -INFINITY) continue;  // no valid key for this row: its state stays
-#pragma unroll
-      for (int i = 0; i < DT; ++i)
-#pragma unroll
-        for (int e = 2 * r; e < 2 * r + 2; ++e) A[i][e] = fmaf(o[4 * i + e], fn[r], A[i][e] * fo[r]);
-    }
+    merge_chunk_output(A, o, m, fo, fn);
   }
 
   write_tile_rows(tp, pair0, s, D, 0, DT, M, L_, A, out);
@@ -289,10 +251,8 @@ void launch_ring(const float* q, const DeviceAttentionMeta& meta, const QueryTil
     return true;
   }();
   (void)configured;
-  const int group = shape.num_heads / shape.num_kv_heads, chunks = (group + heads_per_chunk - 1) / heads_per_chunk;
-  const dim3 grid(static_cast<unsigned>(num_tiles), static_cast<unsigned>(shape.num_kv_heads * chunks));
-  launch(attention_ring_kernel<D, kPingPong>, grid, kRingThreads, WgmmaLayout<D>::ring_bytes, stream, q, meta, tiles,
-         k_cache, v_cache, shape, heads_per_chunk, out);
+  launch(attention_ring_kernel<D, kPingPong>, query_tile_grid(num_tiles, shape, heads_per_chunk), kRingThreads,
+         WgmmaLayout<D>::ring_bytes, stream, q, meta, tiles, k_cache, v_cache, shape, heads_per_chunk, out);
 }
 
 // A/B runs: TACHYON_ATTENTION_PINGPONG=0 lets the two consumer warpgroups issue their wgmmas

@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/attention_chunk.cuh"
+#include "kernels/cuda/wgmma.cuh"
 
 namespace tachyon::kernels::cuda {
 
@@ -50,6 +51,83 @@ struct WgmmaLayout {
   static constexpr size_t ring_bytes =
       static_cast<size_t>(q_words + ring_slots * slot_words) * 4 + 2 * ring_slots * sizeof(uint64_t);
 };
+
+// Both kernels' grid: (query tile, KV head x chunk of its query heads).
+inline dim3 query_tile_grid(int num_tiles, const AttentionShape& shape, int heads_per_chunk) {
+  const int group = shape.num_heads / shape.num_kv_heads, chunks = (group + heads_per_chunk - 1) / heads_per_chunk;
+  return dim3(static_cast<unsigned>(num_tiles), static_cast<unsigned>(shape.num_kv_heads * chunks));
+}
+
+#if defined(__CUDACC__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// One 64-key chunk of a consumer warpgroup, in the steps both kernels run in this order (each
+// kernel places its own synchronisation between them). Scores: sc = q·K^T as D/8
+// wgmma.m64n64k8 (q and K from shared memory), issued and committed, not waited for.
+template <int D>
+__device__ __forceinline__ void issue_chunk_scores(float (&sc)[kChunkTiles][4], const uint32_t* qa, const float* ks) {
+  using L = WgmmaLayout<D>;
+  float(&flat)[4 * kChunkTiles] = reinterpret_cast<float(&)[4 * kChunkTiles]>(sc);
+#pragma unroll
+  for (int i = 0; i < 4 * kChunkTiles; ++i) flat[i] = 0.f;
+  wgmma_fence();
+#pragma unroll
+  for (int b = 0; b < D / 8; ++b)
+    wgmma_m64n64k8_tf32(flat, core_descriptor(qa + 2 * b * L::kQL, L::kQL * 4, 128),
+                        core_descriptor(ks + 2 * b * L::kKL, L::kKL * 4, 128));
+  wgmma_commit();
+}
+// The retired scores' softmax over the lane's two rows' keys in the chunk from c0 (chunk_softmax)
+// and the factors that merge the chunk into the running state M, L (merge_factors; fo 1, fn 0
+// for a row without a valid key). m: the chunk's maxima.
+__device__ __forceinline__ void chunk_softmax_factors(float (&sc)[kChunkTiles][4], const int32_t (&row_lo)[2],
+                                                      const int32_t (&row_pos)[2], int c0, const AttentionShape& s,
+                                                      float (&M)[2], float (&L)[2], float (&m)[2], float (&fo)[2],
+                                                      float (&fn)[2]) {
+  int lo[2], hi[2];
+  float l[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    lo[i] = max(row_lo[i], c0) - c0;
+    hi[i] = min(row_pos[i], c0 + kChunkKeys - 1) - c0;
+  }
+  chunk_softmax(sc, lo, hi, s.scale, s.softcap, m, l);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    fo[i] = 1.f, fn[i] = 0.f;
+    if (m[i] != -INFINITY) merge_factors(M[i], L[i], m[i], l[i], fo[i], fn[i]);
+  }
+}
+// o = p·v as 8 wgmma.m64nDk8 with p from the score registers and V^T from shared memory, issued
+// and committed, not waited for.
+template <int D>
+__device__ __forceinline__ void issue_chunk_pv(float (&o)[D / 2], const float (&sc)[kChunkTiles][4], const float* vt) {
+  using L = WgmmaLayout<D>;
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  wgmma_fence();
+#pragma unroll
+  for (int j = 0; j < kChunkTiles; ++j) {
+    const uint32_t a[4] = {__float_as_uint(sc[j][0]), __float_as_uint(sc[j][2]), __float_as_uint(sc[j][1]),
+                           __float_as_uint(sc[j][3])};
+    const uint64_t b = core_descriptor(vt + 2 * j * L::kVL, L::kVL * 4, L::kVS * 4);
+    if constexpr (D == 128) wgmma_m64n128k8_tf32(o, a, b);
+    else wgmma_m64n64k8_tf32(o, a, b);
+  }
+  wgmma_commit();
+}
+// The retired chunk output into the running accumulators: A = A·fo + o·fn per row with a key.
+template <int DT>
+__device__ __forceinline__ void merge_chunk_output(float (&A)[DT][4], const float (&o)[4 * DT], const float (&m)[2],
+                                                   const float (&fo)[2], const float (&fn)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (m[r] == -INFINITY) continue;  // no valid key for this row: its state stays
+#pragma unroll
+    for (int i = 0; i < DT; ++i)
+#pragma unroll
+      for (int e = 2 * r; e < 2 * r + 2; ++e) A[i][e] = fmaf(o[4 * i + e], fn[r], A[i][e] * fo[r]);
+  }
+}
+#endif
 
 // attention_wgmma's query tiles on the ring kernel (attention_ring.cu), head_dim 64 or 128: the
 // same arguments and the same bits.
