@@ -11,13 +11,20 @@
 # AB_ARGS / AB_ENV (more engine runs with these arguments / environments, e.g. "--decode-variant 12" or
 # "TACHYON_WGMMA_WS=0;TACHYON_WGMMA_PAIR=0": one run per ';'-separated environment, into engine-b.md);
 # TEST_ENVS: more CUDA kernel test runs, ';'-separated "ENV=VALUE gtest-filter" entries (into sweep-tests.log);
-# ATTN_ENVS: like QUICK, one attention table per environment (into attention.md); QUICK: environments separated by ';' ("-": none), each one
-# cuda_bench --decode-quick run (batch 1, 4 and 8) into quick.md; ATTN=1: the attention table
+# ATTN_ENVS: like QUICK, one attention table per environment (into attention.md; ATTN=1 is ATTN_ENVS=-);
+# QUICK: environments separated by ';' ("-": none), each one cuda_bench --decode-quick run (batch 1, 4 and 8) into quick.md; ATTN=1: the attention table
 # (cuda_bench --attention-only) into attention.md; SAMPLING=1: the device token draw table (--sampling-only) into sampling.md. B_CUDA_FLAGS / B_CMAKE_ARGS: a second build with these extra
 # CUDA flags / CMake arguments (e.g. "-DTACHYON_PDL_EARLY=1", "-DTACHYON_ATTENTION_BF16=ON") that runs QUICK and
 # ATTN again, with B_TESTS=1 its CUDA tests first (sweep-tests-b.log), with B_ENGINE=1 the full engine run after.
 # FULL_ENGINE=0 skips the default build's full engine run.
 set -euo pipefail
+# ';'-separated environments ("-": none, as "") into the array `envs`.
+split_envs() {
+  local i
+  IFS=';' read -ra envs <<< "$1"
+  for i in "${!envs[@]}"; do [ "${envs[$i]}" = - ] && envs[$i]=""; done
+  return 0
+}
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${BUILD:-/tmp/build-sweep}"
 results="${OUT:-$root/bench/results}"
@@ -53,9 +60,8 @@ if [ "${SKIP_ENGINE:-0}" = 0 ]; then
   [ "${FULL_ENGINE:-1}" = 0 ] || grep -E "^\| (decode|prefill)|device copy" "$results/engine.md"
   if [ -n "${AB_ARGS:-}${AB_ENV:-}" ]; then
     : > "$results/engine-b.md"
-    IFS=';' read -ra ab_envs <<< "${AB_ENV:--}"
-    for e in "${ab_envs[@]}"; do
-      [ "$e" = - ] && e=""
+    split_envs "${AB_ENV:--}"
+    for e in "${envs[@]}"; do
       echo "## engine with ${e:-} ${AB_ARGS:-}" | tee -a "$results/engine-b.md"
       env $e timeout 300 "$build/bench/cuda_bench" --engine-only ${AB_ARGS:-} "$ckpt" > "$results/engine-b1.md" 2>&1 || tail "$results/engine-b1.md"
       grep -E "^\| (decode|prefill)" "$results/engine-b1.md" | tee -a "$results/engine-b.md"
@@ -63,10 +69,9 @@ if [ "${SKIP_ENGINE:-0}" = 0 ]; then
   fi
 fi
 quick_runs() {  # $1: the cuda_bench binary, $2: a label
-  local configs e
-  IFS=';' read -ra configs <<< "${QUICK:-}"
-  for e in "${configs[@]}"; do
-    [ "$e" = - ] && e=""
+  local e
+  split_envs "${QUICK:-}"
+  for e in "${envs[@]}"; do
     echo "## decode-quick, build $2, env: ${e:-none}"
     env $e timeout 120 "$1" --engine-only --decode-quick "$ckpt" 2>&1 | grep -E "^\| decode" || echo "(failed: exit $?)"
   done
@@ -76,15 +81,13 @@ if [ -n "${QUICK:-}" ] && [ "${SKIP_ENGINE:-0}" = 0 ]; then
 fi
 [ "${SAMPLING:-0}" = 1 ] && { timeout 120 "$build/bench/cuda_bench" --sampling-only "$ckpt" 2>&1 | grep -E "^\|" |
   tee "$results/sampling.md" || true; }
-[ "${ATTN:-0}" = 1 ] && { timeout 120 "$build/bench/cuda_bench" --attention-only "$ckpt" 2>&1 | grep -E "^\| (attention|decode|prefill)" |
-  tee "$results/attention.md" || true; }
-if [ -n "${ATTN_ENVS:-}" ]; then
-  IFS=';' read -ra attn_envs <<< "$ATTN_ENVS"
-  for e in "${attn_envs[@]}"; do
-    [ "$e" = - ] && e=""
+attn_envs="${ATTN_ENVS:-$([ "${ATTN:-0}" = 1 ] && echo - || true)}"
+if [ -n "$attn_envs" ]; then
+  split_envs "$attn_envs"
+  for e in "${envs[@]}"; do
     echo "## attention, env: ${e:-none}"
     env $e timeout 120 "$build/bench/cuda_bench" --attention-only "$ckpt" 2>&1 | grep -E "^\| (attention|decode|prefill)" || echo "(failed: exit $?)"
-  done | tee -a "$results/attention.md"
+  done | tee "$results/attention.md"
 fi
 if [ -n "${B_CUDA_FLAGS:-}${B_CMAKE_ARGS:-}" ] && [ "${SKIP_ENGINE:-0}" = 0 ]; then
   label="b (${B_CUDA_FLAGS:-} ${B_CMAKE_ARGS:-})"
