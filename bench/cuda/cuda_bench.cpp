@@ -265,7 +265,7 @@ int sampling_table(kernels::Backend& backend) {
 int main(int argc, char** argv) {
   int runs = 3, decode_variant = kernels::cuda::kDecodeAuto;
   bool lab = false, profile = false, engine_only = false, attention_only = false, decode_only = false,
-       decode_quick = false, sampling_only = false;
+       decode_quick = false, prefill_quick = false, sampling_only = false;
   std::string json_path, dir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -278,6 +278,7 @@ int main(int argc, char** argv) {
     else if (a == "--attention-only") attention_only = true;
     else if (a == "--decode-only") decode_only = true;
     else if (a == "--sampling-only") sampling_only = true;
+    else if (a == "--prefill-quick") prefill_quick = true;  // engine prefill at 512 and 4096 only (A/B runs)
     else if (a == "--decode-quick") decode_quick = true;  // engine decode at batch 1 and 8 only (A/B runs)  // the decode matmul table (M = 1, 8), then exit
     else dir = a;
   }
@@ -432,6 +433,7 @@ int main(int argc, char** argv) {
                                                    {"roofline_tok_s", roof}, {"ratio", p / roof}};
   }
 
+  if (prefill_quick) return 0;
   double batch1 = 0;
   std::map<int, double> greedy_tps;  // by batch: what the other token choices compare with
   // How a decode step's tokens are chosen: greedy on the device (the engine's plain greedy steps),

@@ -100,37 +100,49 @@ __device__ __forceinline__ void pdl_enter() {
   }
 }
 
+// cluster_x > 1: thread block clusters of cluster_x CTAs along x (grid.x a multiple of it).
 template <typename... Params>
-void launch_now(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Params... args) {
+void launch_now(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, unsigned cluster_x,
+                Params... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute attribute[1];
+  cudaLaunchAttribute attribute[2];
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  attribute[1].id = cudaLaunchAttributeClusterDimension;
+  attribute[1].val.clusterDim.x = cluster_x;
+  attribute[1].val.clusterDim.y = 1;
+  attribute[1].val.clusterDim.z = 1;
   config.attrs = attribute;
-  config.numAttrs = 1;
+  config.numAttrs = cluster_x > 1 ? 2 : 1;
   TACHYON_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
 }
 
-// Launches `kernel` on `stream` with programmatic stream serialization allowed (see pdl_wait);
-// while a step is being recorded (step_graph.h) the launch is appended to it instead.
+// Launches `kernel` on `stream` in clusters of cluster_x CTAs (1: none) with programmatic stream
+// serialization allowed (see pdl_wait); while a step is being recorded (step_graph.h) the launch
+// is appended to it instead.
 template <typename... Params, typename... Args>
-void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+void launch_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                      unsigned cluster_x, Args&&... args) {
   if (StepGraphs* graphs = active_step_graphs()) {
     thread_local std::string key;  // reused: no allocation per recorded launch
     key.clear();
-    append_key(key, kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem);
+    append_key(key, kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem, cluster_x);
     auto params = std::make_tuple(static_cast<Params>(std::forward<Args>(args))...);
     std::apply([&](const auto&... p) { append_key(key, p...); }, params);
     graphs->record(key, [=](cudaStream_t s) {
-      std::apply([&](const auto&... p) { launch_now(kernel, grid, block, smem, s, p...); }, params);
+      std::apply([&](const auto&... p) { launch_now(kernel, grid, block, smem, s, cluster_x, p...); }, params);
     });
     return;
   }
-  launch_now(kernel, grid, block, smem, stream, static_cast<Params>(std::forward<Args>(args))...);
+  launch_now(kernel, grid, block, smem, stream, cluster_x, static_cast<Params>(std::forward<Args>(args))...);
+}
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  launch_clustered(kernel, grid, block, smem, stream, 1u, std::forward<Args>(args)...);
 }
 #endif
 

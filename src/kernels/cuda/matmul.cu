@@ -695,15 +695,57 @@ __device__ __forceinline__ void tensor_load(void* dst, const CUtensorMap& map, i
       "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar))
       : "memory");
 }
+
+// Clusters of two CTAs (kPair below).
+// The same copy into the shared memory of every CTA of the cluster in `mask`, at dst's offset in
+// each; each one's mbarrier at bar's offset counts the bytes.
+__device__ __forceinline__ void tensor_load_multicast(void* dst, const CUtensorMap& map, int c0, int c1, int c2,
+                                                      uint64_t* bar, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
+      "%3, %4}], [%5], %6;\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar)), "h"(mask)
+      : "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+// Arrives on the mbarrier at bar's offset in the shared memory of CTA `rank` of the cluster, with
+// the default release at CTA scope (as CUTLASS's cluster barriers arrive): the arrival only says
+// that this warp's wgmmas have read the slot (its wgmma.wait_group returned), so there are no
+// writes to publish to the other CTA. With `.release.cluster` every consumer warp ran a memory
+// barrier per stage: ncu on the gate_up GEMM (M 4096) showed 39% of warp cycles stalled on it and
+// the kernel at half speed (3.68 vs 1.90 ms; bench/NOTES-cuda.md "Session 15").
+__device__ __forceinline__ void mbar_arrive_remote(uint64_t* bar, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(bar)), "r"(rank));
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
+// Every thread of both CTAs: the barriers each initialised are visible to the other.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
 #endif
 
-template <bool kTma>  // the producer: one thread's two tensor copies per stage, or 128 threads' cp.asyncs
+// kTma, the producer: one thread's two tensor copies per stage, or 128 threads' cp.asyncs.
+// kPair (with kTma): clusters of two CTAs, row blocks 2i and 2i + 1 of one column block, share the
+// weight's stages: each CTA's producer loads half of the stage's weight rows and multicasts them
+// into both CTAs (x as before, its own), so the pair reads the weight from L2 once instead of twice:
+// a quarter less L2 traffic per stage. A slot is free once the consumers of both CTAs released it:
+// each consumer warp arrives on its own CTA's `empty` and on the other's, 16 arrivals per phase.
+// Same wgmmas on the same bytes: the same bits. H200, same call (session 15): prefill 512 +2.9%,
+// 4096 +2.0% against TACHYON_WGMMA_PAIR=0 (one CTA per tile).
+template <bool kTma, bool kPair>
 __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4* __restrict__ xb, int M, int k_tiles,
                                                                      const uint4* __restrict__ wc, int N,
                                                                      const float* __restrict__ bias,
-                                                                     float* __restrict__ out,
+                                                                     float* __restrict__ out, int row_pairs,
+                                                                     int num_pair_tiles,
                                                                      const __grid_constant__ CUtensorMap x_map,
                                                                      const __grid_constant__ CUtensorMap w_map) {
+  static_assert(kTma || !kPair, "the pair multicasts tensor copies");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(128) uint4 smem[];
   uint4* As = smem;                                // [kWsStages][16 row-blocks][8 k-blocks][8] (core matrices)
@@ -713,28 +755,64 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
   // The warpgroup index through a shuffle: provably uniform per warp, so ptxas does not treat the
   // consumers' wgmmas as divergent code (it serialises them there, C7518).
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = __shfl_sync(0xffffffffu, tid / 128, 0);
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 128, nb0 = static_cast<int64_t>(blockIdx.y) * 16;
+  // The tiles this CTA computes: its own (row block blockIdx.x, column block blockIdx.y), or with
+  // kPair, persistent: cluster c of C walks pair-tiles c, c + C, ... (row-block pairs fastest),
+  // taking row block 2 (p % row_pairs) + rank of column block p / row_pairs.
+  const int walk_first = kPair ? static_cast<int>(blockIdx.x / 2) : 0;
+  const int walk_step = kPair ? static_cast<int>(gridDim.x / 2) : 1, walk_end = kPair ? num_pair_tiles : 1;
+  const auto tile_rows = [&](int t) {
+    return kPair ? static_cast<int64_t>(2 * (t % row_pairs) + static_cast<int>(blockIdx.x % 2)) * 128
+                 : static_cast<int64_t>(blockIdx.x) * 128;
+  };
+  const auto tile_columns = [&](int t) {
+    return kPair ? static_cast<int64_t>(t / row_pairs) * 16 : static_cast<int64_t>(blockIdx.y) * 16;
+  };
   const int64_t kb_count = 2 * static_cast<int64_t>(k_tiles);  // k-blocks of 8: x rows are kb_count uint4 long
   const int num_stages = k_tiles / kStageKt;
   if (tid == 0) {
-    for (int s = 0; s < kWsStages; ++s) mbar_init(&full[s], kTma ? 1 : 128), mbar_init(&empty[s], 8);
+    for (int s = 0; s < kWsStages; ++s) mbar_init(&full[s], kTma ? 1 : 128), mbar_init(&empty[s], kPair ? 16 : 8);
     fence_mbarrier_init();
   }
-  __syncthreads();
+  if constexpr (kPair) cluster_sync();
+  else __syncthreads();
   pdl_launch_dependents();
+  const uint32_t peer = kPair ? cluster_rank() ^ 1u : 0u;
 
+  // `it` counts the CTA's stages over all its tiles: stage it is slot it % kWsStages, in the
+  // slot's phase it / kWsStages.
   if (wg == 0) {
     pdl_wait();  // x comes from the previous kernel
     if constexpr (kTma) {
       if (tid != 0) return;
-      for (int ks = 0; ks < num_stages; ++ks) {
-        const int slot = ks % kWsStages;
-        if (ks >= kWsStages) mbar_wait(&empty[slot], ((ks / kWsStages) - 1) & 1);
-        mbar_arrive_expect_tx(&full[slot], 2 * kCoreStageUnits * sizeof(uint4));
-        tensor_load(As + slot * kCoreStageUnits, x_map, 0, ks * 8, static_cast<int>(row0 / 8), &full[slot]);
-        tensor_load(Bs + slot * kCoreStageUnits, w_map, 0, ks * 8, static_cast<int>(nb0), &full[slot]);
+      const auto wait_empty = [&](int it) {
+        const int slot = it % kWsStages;
+        mbar_wait(&empty[slot], ((it / kWsStages) - 1) & 1);
+      };
+      int it = 0;
+      for (int t = walk_first; t < walk_end; t += walk_step) {
+        const int64_t row0 = tile_rows(t), nb0 = tile_columns(t);
+        for (int ks = 0; ks < num_stages; ++ks, ++it) {
+          const int slot = it % kWsStages;
+          if (it >= kWsStages) wait_empty(it);
+          // 32 KB land in this CTA per stage either way (with kPair half the weight's from the other CTA).
+          mbar_arrive_expect_tx(&full[slot], 2 * kCoreStageUnits * sizeof(uint4));
+          tensor_load(As + slot * kCoreStageUnits, x_map, 0, ks * 8, static_cast<int>(row0 / 8), &full[slot]);
+          if constexpr (kPair) {
+            const int half = static_cast<int>(peer ^ 1u);  // this CTA's rank: its 8 of the 16 row-blocks
+            tensor_load_multicast(Bs + slot * kCoreStageUnits + half * kCoreStageUnits / 2, w_map, 0, ks * 8,
+                                  static_cast<int>(nb0) + 8 * half, &full[slot], 0b11);
+          } else {
+            tensor_load(Bs + slot * kCoreStageUnits, w_map, 0, ks * 8, static_cast<int>(nb0), &full[slot]);
+          }
+        }
       }
+      // kPair: the other CTA's consumers arrive on this CTA's barriers (and its producer writes
+      // into this CTA's slots) until both have released every stage; this CTA may exit only then.
+      if constexpr (kPair)
+        for (const int last = it; it < last + kWsStages; ++it)
+          if (it >= kWsStages) wait_empty(it);
     } else {
+      const int64_t row0 = tile_rows(0), nb0 = tile_columns(0);
       for (int ks = 0; ks < num_stages; ++ks) {
         const int slot = ks % kWsStages;
         if (ks >= kWsStages) mbar_wait(&empty[slot], ((ks / kWsStages) - 1) & 1);
@@ -752,49 +830,53 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
   }
 
   const int cw = wg - 1, cwarp = warp - 4;  // consumer warpgroup: rows [64 cw, 64 cw + 64) of the tile
-  float acc[64], total[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = total[i] = 0.f;
-  int pending = -1;  // a stage whose wgmmas may still be in flight, its slot not yet released
-  for (int ks = 0; ks < num_stages; ++ks) {
-    const int slot = ks % kWsStages;
-    mbar_wait(&full[slot], (ks / kWsStages) & 1);
-    // cp.async bytes (generic proxy), read by wgmma (async proxy); tensor copies need no fence
-    if constexpr (!kTma) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    const uint4* a_s = As + slot * kCoreStageUnits + cw * 8 * 64;  // this warpgroup's 8 row-blocks
-    const uint4* b_s = Bs + slot * kCoreStageUnits;
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-    for (int kt = 0; kt < kStageKt; ++kt)  // k-blocks 2 kt, 2 kt + 1: 128 B apart; row-blocks 1 KB apart
-      wgmma_m64n128k16(acc, core_descriptor(a_s + kt * 16, 128, 1024), core_descriptor(b_s + kt * 16, 128, 1024));
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    // One arrival per consumer warp (8 per slot): after its wait_group the warp's wgmmas that read
-    // the slot are done.
-    if ((ks + 1) % kStagesPerSegment == 0 || ks + 1 == num_stages) {
-      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-      if (lane == 0) {
-        if (pending >= 0) mbar_arrive(&empty[pending % kWsStages]);
-        mbar_arrive(&empty[slot]);
-      }
-      pending = -1;
-#pragma unroll
-      for (int i = 0; i < 64; ++i) total[i] += acc[i], acc[i] = 0.f;
-    } else {
-      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // this stage stays in flight
-      if (lane == 0 && pending >= 0) mbar_arrive(&empty[pending % kWsStages]);
-      pending = ks;
-    }
-  }
-
-  // D of m64n128: per warp (16 rows) the mma C layout of each 8-column block nb: acc[4 nb .. 4 nb + 3].
   const int g = lane / 4, c = lane % 4;
+  const auto release = [&](int slot) {
+    mbar_arrive(&empty[slot]);
+    if constexpr (kPair) mbar_arrive_remote(&empty[slot], peer);
+  };
+  int it = 0;
+  for (int t = walk_first; t < walk_end; t += walk_step) {
+    const int64_t row0 = tile_rows(t), nb0 = tile_columns(t);
+    float acc[64], total[64];
 #pragma unroll
-  for (int nb = 0; nb < 16; ++nb)
+    for (int i = 0; i < 64; ++i) acc[i] = total[i] = 0.f;
+    int pending = -1;  // a stage whose wgmmas may still be in flight, its slot not yet released
+    for (int ks = 0; ks < num_stages; ++ks, ++it) {
+      const int slot = it % kWsStages;
+      mbar_wait(&full[slot], (it / kWsStages) & 1);
+      // cp.async bytes (generic proxy), read by wgmma (async proxy); tensor copies need no fence
+      if constexpr (!kTma) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      const uint4* a_s = As + slot * kCoreStageUnits + cw * 8 * 64;  // this warpgroup's 8 row-blocks
+      const uint4* b_s = Bs + slot * kCoreStageUnits;
+      asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int64_t row = row0 + 16 * cwarp + g + 8 * (r / 2), col = (nb0 + nb) * 8 + 2 * c + r % 2;
-      if (row < M && col < N) out[row * N + col] = finish(total[4 * nb + r], bias, static_cast<int>(col));
+      for (int kt = 0; kt < kStageKt; ++kt)  // k-blocks 2 kt, 2 kt + 1: 128 B apart; row-blocks 1 KB apart
+        wgmma_m64n128k16(acc, core_descriptor(a_s + kt * 16, 128, 1024), core_descriptor(b_s + kt * 16, 128, 1024));
+      asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+      if ((ks + 1) % kStagesPerSegment == 0 || ks + 1 == num_stages) {
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        if (lane == 0) {
+          if (pending >= 0) release(pending % kWsStages);
+          release(slot);
+        }
+        pending = -1;
+#pragma unroll
+        for (int i = 0; i < 64; ++i) total[i] += acc[i], acc[i] = 0.f;
+      } else {
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // this stage stays in flight
+        if (lane == 0 && pending >= 0) release(pending % kWsStages);
+        pending = it;
+      }
     }
+#pragma unroll
+    for (int nb = 0; nb < 16; ++nb)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int64_t row = row0 + 16 * cwarp + g + 8 * (r / 2), col = (nb0 + nb) * 8 + 2 * c + r % 2;
+        if (row < M && col < N) out[row * N + col] = finish(total[4 * nb + r], bias, static_cast<int>(col));
+      }
+  }
 #else
   __trap();  // built for sm_90 without the arch-specific features: never launched (matmul checks)
 #endif
@@ -846,12 +928,12 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 // A core-matrix matrix (pack_core_weight's order; x after to_core_rows) of `rows` (a multiple of
 // 128) x kb_count k-blocks as a 3-D tensor: (64 elements of a core matrix, k-block, row-block).
 // One box, {64, 8, 16}, is a wgmma stage of one operand: 16 row-blocks x 8 k-blocks, 16 KB, laid
-// out in shared memory exactly as the consumers read it.
-CUtensorMap core_tensor_map(const void* base, int64_t rows, int64_t kb_count) {
+// out in shared memory exactly as the consumers read it (box_blocks 8: half of it, for a pair).
+CUtensorMap core_tensor_map(const void* base, int64_t rows, int64_t kb_count, uint32_t box_blocks = 16) {
   CUtensorMap map{};
   const cuuint64_t dims[3] = {64, static_cast<cuuint64_t>(kb_count), static_cast<cuuint64_t>(rows / 8)};
   const cuuint64_t strides[2] = {128, static_cast<cuuint64_t>(kb_count) * 128};  // bytes, dims 1 and 2
-  const cuuint32_t box[3] = {64, 8, 16}, element_strides[3] = {1, 1, 1};
+  const cuuint32_t box[3] = {64, 8, box_blocks}, element_strides[3] = {1, 1, 1};
   const CUresult result = tensor_map_encoder()(
       &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides, box, element_strides,
       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -930,25 +1012,49 @@ void matmul_wgmma(const MatmulInput& in, int M, int K, int k_tiles, const void* 
   const int64_t m_tiles = a_fragment_m_tiles(M);
   const int N = static_cast<int>(n);
   auto* xa = static_cast<uint4*>(workspace);
-  const dim3 grid(static_cast<unsigned>(m_tiles / kTileM), static_cast<unsigned>(round_up(n, kMmaRowPad) / 128));
+  const unsigned row_blocks = static_cast<unsigned>(m_tiles / kTileM);
+  const dim3 grid(row_blocks, static_cast<unsigned>(round_up(n, kMmaRowPad) / 128));
   const int64_t m_pad = m_tiles * 16, k_pad = static_cast<int64_t>(k_tiles) * 16;
   launch(to_core_rows_kernel, static_cast<unsigned>(ceil_div(m_pad * k_pad / 8, 256)), 256, 0, stream, in, M, K, m_pad,
          k_pad, xa);
   static const bool tma = [] {
-    for (auto kernel : {matmul_wgmma_kernel<true>, matmul_wgmma_kernel<false>})
+    for (auto kernel : {matmul_wgmma_kernel<true, false>, matmul_wgmma_kernel<true, true>,
+                        matmul_wgmma_kernel<false, false>})
       TACHYON_CUDA_CHECK(
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kWgmmaSmem)));
-    // A/B runs: TACHYON_WGMMA_TMA=0 = the cp.async producer
     return tensor_map_encoder() != nullptr && !env_turned_off("TACHYON_WGMMA_TMA");
   }();
-  const int64_t kb_count = 2 * static_cast<int64_t>(k_tiles);
-  if (tma)
-    launch(matmul_wgmma_kernel<true>, grid, kWsThreads, kWgmmaSmem, stream, xa, M, k_tiles,
-           static_cast<const uint4*>(w_core), N, bias, out, core_tensor_map(xa, m_pad, kb_count),
-           core_tensor_map(w_core, round_up(n, kMmaRowPad), kb_count));
-  else
-    launch(matmul_wgmma_kernel<false>, grid, kWsThreads, kWgmmaSmem, stream, xa, M, k_tiles,
-           static_cast<const uint4*>(w_core), N, bias, out, CUtensorMap{}, CUtensorMap{});
+  static const bool pair = !env_turned_off("TACHYON_WGMMA_PAIR");
+  const int64_t kb_count = 2 * static_cast<int64_t>(k_tiles), n_pad = round_up(n, kMmaRowPad);
+  if (tma && pair) {
+    static const int resident_pairs = [] {
+      cudaLaunchConfig_t config{};
+      config.gridDim = dim3(2);
+      config.blockDim = dim3(kWsThreads);
+      config.dynamicSmemBytes = kWgmmaSmem;
+      cudaLaunchAttribute cluster{};
+      cluster.id = cudaLaunchAttributeClusterDimension;
+      cluster.val.clusterDim.x = 2, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+      config.attrs = &cluster;
+      config.numAttrs = 1;
+      int clusters = 0;
+      TACHYON_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, matmul_wgmma_kernel<true, true>, &config));
+      return std::max(clusters, 1);
+    }();
+    const int row_pairs = static_cast<int>(ceil_div(row_blocks, 2));
+    const int pair_tiles = row_pairs * static_cast<int>(grid.y);
+    const unsigned clusters = static_cast<unsigned>(std::min(pair_tiles, resident_pairs));
+    launch_clustered(matmul_wgmma_kernel<true, true>, dim3(2 * clusters), kWsThreads, kWgmmaSmem, stream, 2u, xa, M,
+                     k_tiles, static_cast<const uint4*>(w_core), N, bias, out, row_pairs, pair_tiles,
+                     core_tensor_map(xa, m_pad, kb_count), core_tensor_map(w_core, n_pad, kb_count, 8));
+  } else if (tma) {
+    launch(matmul_wgmma_kernel<true, false>, grid, kWsThreads, kWgmmaSmem, stream, xa, M, k_tiles,
+           static_cast<const uint4*>(w_core), N, bias, out, 0, 0, core_tensor_map(xa, m_pad, kb_count),
+           core_tensor_map(w_core, n_pad, kb_count));
+  } else {
+    launch(matmul_wgmma_kernel<false, false>, grid, kWsThreads, kWgmmaSmem, stream, xa, M, k_tiles,
+           static_cast<const uint4*>(w_core), N, bias, out, 0, 0, CUtensorMap{}, CUtensorMap{});
+  }
 }
 
 }  // namespace

@@ -151,7 +151,7 @@ TEST_F(CudaKernels, WgmmaPrefillMatmulGivesTheBitsOfTheMmaSyncKernel) {
   auto mma = make_backend("cuda");
   unsetenv("TACHYON_WGMMA");
   for (auto [rows, n, k] : {std::tuple{int64_t{65}, int64_t{130}, int64_t{64}}, {200, 264, 1100}, {1000, 300, 2050},
-                            {512, 1024, 4096}}) {
+                            {512, 1024, 4096}, {1000, 4200, 1100}}) {
     const auto wb = to_bf16(random_vec(static_cast<size_t>(n * k), rng, 0.05f));
     const auto bias = random_vec(static_cast<size_t>(n), rng);
     const auto x = random_vec(static_cast<size_t>(rows * k), rng);
