@@ -91,7 +91,7 @@ if [ -n "$attn_envs" ]; then
 fi
 if [ -n "${B_CUDA_FLAGS:-}${B_CMAKE_ARGS:-}" ] && [ "${SKIP_ENGINE:-0}" = 0 ]; then
   label="b (${B_CUDA_FLAGS:-} ${B_CMAKE_ARGS:-})"
-  targets="cuda_bench$([ "${B_TESTS:-0}" = 1 ] && echo " cuda_kernel_tests hf_cuda_golden_tests")"
+  targets="cuda_bench$([ "${B_TESTS:-0}" = 1 ] && echo " cuda_kernel_tests hf_cuda_golden_tests" || true)"
   if cmake -S "$root" -B "$build-b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTACHYON_SERVER=OFF -DTACHYON_TESTS=ON \
       -DTACHYON_CUDA=ON "-DCMAKE_CUDA_FLAGS=${B_CUDA_FLAGS:-}" ${B_CMAKE_ARGS:-} ${EXTRA_CMAKE_ARGS:-} > "$results/cmake-b.log" 2>&1 &&
       ninja -C "$build-b" -j"$(nproc)" $targets > "$results/build-b.log" 2>&1; then
