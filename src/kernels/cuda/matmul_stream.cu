@@ -106,7 +106,7 @@ __device__ void stage_added_norm(const StreamAddNorm& norm, int M, int K, const 
     load_added_row(norm, r, K, v);
     const float sum = warp_sum(thread_sum_squares(v));
     if (lane == 0) warp_sums[r][warp] = sum;
-    asm volatile("bar.sync 1, %0;\n" ::"n"(kWideNormThreads) : "memory");
+    named_barrier_sync<kWideNormThreads>(1);
     const float inv = inv_rms(sum_in_warp_order(warp_sums[r]), K, norm.eps);
     if (threadIdx.x == 0) inv_s[r] = inv;
 #pragma unroll
@@ -121,7 +121,7 @@ __device__ void stage_added_norm(const StreamAddNorm& norm, int M, int K, const 
   }
   // Every thread's loads of x have returned (their values are in the sums above the barriers).
   if (threadIdx.x == 0) last_s = atomicAdd(norm.arrivals, 1u) == gridDim.x - 1;
-  asm volatile("bar.sync 1, %0;\n" ::"n"(kWideNormThreads) : "memory");
+  named_barrier_sync<kWideNormThreads>(1);
   if (!last_s) return;
   for (int r = 0; r < M; ++r) {
     float4 v[kWideMaxVec];
@@ -203,7 +203,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     }
   }
   constexpr int kConsumerThreads = kStreamConsumerWarps * 32;
-  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");  // consumers only
+  named_barrier_sync<kConsumerThreads>(1);  // consumers only
 
   const int g = lane / 4, c = lane % 4;
   const uint32_t* x_lane = xs + g * row_words + c;  // A rows g (< M); rows 8-15 are zero
@@ -235,7 +235,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
       }
       if (g < M) round_sums[i * M * 4 + lane] = make_float2(acc[0], acc[1]);  // [tile][seg] = i
     }
-    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");
+    named_barrier_sync<kConsumerThreads>(1);
     if (warp < width && g < M) {
       float2 total = make_float2(0.f, 0.f);  // segment sums in segment order (the canonical order)
       for (int seg = 0; seg < num_segments; ++seg) {
