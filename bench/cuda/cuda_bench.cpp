@@ -19,7 +19,8 @@
 // Usage: cuda_bench [--runs 3] [--json FILE] [--lab] [--profile] [--engine-only: skip the kernel tables]
 //                   [--attention-only: the attention table alone] [--decode-only: the decode matmul table, M 1-8]
 //                   [--decode-quick: engine decode at batch 1, 4 and 8 only]
-//                   [--sampling-only: the device token draw alone] MODEL_DIR
+//                   [--sampling-only: the device token draw alone]
+//                   [--gemm-only: the prefill matmuls per wgmma tile width] MODEL_DIR
 // Env: TACHYON_CUDA_GRAPHS, TACHYON_STREAM_SLOTS (matmul_stream.cu), TACHYON_WGMMA_TMA (matmul.cu),
 // TACHYON_FUSED_NORM_ROWS and TACHYON_LAB_SKIP (cuda_backend.cpp).
 #include <cublas_v2.h>
@@ -262,10 +263,48 @@ int sampling_table(kernels::Backend& backend) {
   return 0;
 }
 
+// --gemm-only: the prefill matmuls of the model's shapes (config.json only) at 512 and 4096 rows, at
+// each wgmma tile width and the width chosen by shape, next to cuBLAS's rate of the same run.
+int prefill_gemm_table(kernels::Backend& backend, const io::ModelConfig& c, double mm_tflops) {
+  const int64_t h = c.hidden_size, inter = c.intermediate_size, q_dim = c.num_attention_heads * c.head_dim,
+                kv_dim = c.num_key_value_heads * c.head_dim;
+  const Shape shapes[] = {{"qkv_proj", q_dim + 2 * kv_dim, h}, {"o_proj", h, q_dim}, {"gate_up", 2 * inter, h},
+                          {"down", h, inter}};
+  auto* x = static_cast<float*>(backend.allocate(size_t(4096) * inter * sizeof(float)));
+  auto* out = static_cast<float*>(backend.allocate(size_t(4096) * 2 * inter * sizeof(float)));
+  {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> dist(0.f, 1.f);
+    std::vector<float> hx(size_t(4096) * inter);
+    for (auto& v : hx) v = dist(rng);
+    backend.copy_to_device(x, hx.data(), hx.size() * sizeof(float));
+  }
+  std::printf("| prefill matmul [n x k] | M | tile columns | time us | TFLOP/s | of cuBLAS %.0f |\n|---|---|---|---|---|---|\n",
+              mm_tflops);
+  for (const auto& s : shapes) {
+    const auto host = random_bf16(size_t(s.n * s.k), 0.02f, 2);
+    const kernels::Weight w = backend.upload_weight(kernels::Weight{host.data(), DType::BF16, s.n, s.k});
+    for (int64_t m : {512, 4096})
+      for (int cols : {128, 192, 128, 192, 0}) {  // each width twice, alternating: clocks drift within a run
+        kernels::cuda::set_wgmma_columns(cols);
+        const double t = time_calls(backend, [&] { backend.matmul(x, m, w, nullptr, out); }, m == 512 ? 20 : 5);
+        const double tflops = 2.0 * m * s.n * s.k / t / 1e12;
+        const std::string width = cols ? std::to_string(cols)
+                                       : fmt::format("by shape: {}", kernels::cuda::wgmma_columns_for(m, s.n));
+        std::printf("| %s [%ld x %ld] | %ld | %s | %.1f | %.1f | %.1f%% |\n", s.name, long(s.n), long(s.k), long(m),
+                    width.c_str(), t * 1e6, tflops, 100 * tflops / mm_tflops);
+      }
+  }
+  kernels::cuda::set_wgmma_columns(0);
+  backend.deallocate(x);
+  backend.deallocate(out);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   int runs = 3, decode_variant = kernels::cuda::kDecodeAuto;
   bool lab = false, profile = false, engine_only = false, attention_only = false, decode_only = false,
-       decode_quick = false, prefill_quick = false, sampling_only = false;
+       decode_quick = false, prefill_quick = false, sampling_only = false, gemm_only = false;
   std::string json_path, dir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -278,6 +317,7 @@ int main(int argc, char** argv) {
     else if (a == "--attention-only") attention_only = true;
     else if (a == "--decode-only") decode_only = true;
     else if (a == "--sampling-only") sampling_only = true;
+    else if (a == "--gemm-only") gemm_only = true;  // the prefill matmul table per wgmma tile width
     else if (a == "--prefill-quick") prefill_quick = true;  // engine prefill at 512 and 4096 only (A/B runs)
     else if (a == "--decode-quick") decode_quick = true;  // engine decode at batch 1 and 8 only (A/B runs)  // the decode matmul table (M = 1, 8), then exit
     else dir = a;
@@ -293,6 +333,7 @@ int main(int argc, char** argv) {
     attention_table(*backend, io::load_model_config(dir), lab, rows);
     return 0;
   }
+  if (gemm_only) return prefill_gemm_table(*backend, io::load_model_config(dir), measure_cublas_bf16_tflops());
   std::fprintf(stderr, "measuring ceilings on %s...\n", backend->name().c_str());
   const double copy_gbps = measure_copy_gbps();
   const double mm_tflops = measure_cublas_bf16_tflops();

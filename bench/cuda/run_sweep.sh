@@ -5,7 +5,7 @@
 # Results under $OUT (or bench/results). The full record is run_cuda_bench.sh's.
 # Env: BENCH_ARGS (e.g. "--profile --runs 2"), GRAPHS (TACHYON_CUDA_GRAPHS values to run, "default" = unset:
 # the default; e.g. "default 0"), SPEC_METHODS, SPEC_PROMPTS,
-# SPEC_RUNS (3), TESTS ("kernel" default; "all" adds the golden tests, "none"), EXTRA_CMAKE_ARGS,
+# SPEC_RUNS (3), GEMM=1 (the prefill matmul table per wgmma tile width, cuda_bench --gemm-only, into gemm.md), TESTS ("kernel" default; "all" adds the golden tests, "none"), EXTRA_CMAKE_ARGS,
 # BUILD, SKIP_ENGINE=1, SKIP_SPEC=1, KERNELS=1 (the kernel tables too: cuda_bench without --engine-only;
 # KERNELS=decode: the decode matmul table alone, into kernels.md, before the engine run),
 # AB_ARGS / AB_ENV (more engine runs with these arguments / environments, e.g. "--decode-variant 12" or
@@ -55,6 +55,8 @@ if [ "${SKIP_ENGINE:-0}" = 0 ]; then
   if [ "${KERNELS:-0}" = decode ]; then
     "$build/bench/cuda_bench" --decode-only "$ckpt" > "$results/kernels.md" 2>&1 || tail "$results/kernels.md"
   fi
+  [ "${GEMM:-0}" = 1 ] && { timeout 200 "$build/bench/cuda_bench" --gemm-only "$ckpt" 2>&1 | grep -E "^\|" |
+    tee "$results/gemm.md" || true; }
   [ "${FULL_ENGINE:-1}" = 0 ] || timeout 400 "$build/bench/cuda_bench" $([ "${KERNELS:-0}" = 1 ] || echo --engine-only) ${BENCH_ARGS:-} "$ckpt" > "$results/engine.md" 2>&1 ||
     tail "$results/engine.md"
   [ "${FULL_ENGINE:-1}" = 0 ] || grep -E "^\| (decode|prefill)|device copy" "$results/engine.md"

@@ -654,10 +654,25 @@ __global__ void __launch_bounds__(256, 1) matmul_tiled_kernel(const uint4* __res
 // (NOTES-cuda.md "Session 9"): the same tiles with the consumers issuing the copies and a CTA
 // barrier per stage ran 19-27% slower than the cp.async producer, the tensor copies 2-4% faster
 // than it, and one bulk copy per 1 KB run 1.6x slower.
-constexpr int kWsStages = 6;
 constexpr int kWsThreads = 384;  // producer warpgroup + 2 consumer warpgroups
-constexpr int kCoreStageUnits = 16 * (2 * kStageKt) * 8;  // uint4 per operand and stage: 16 row-blocks x 8 k-blocks
-constexpr size_t kWgmmaSmem = kWsStages * 2 * kCoreStageUnits * sizeof(uint4) + 2 * kWsStages * sizeof(uint64_t);
+constexpr int kCoreStageUnits = 16 * (2 * kStageKt) * 8;  // uint4 per stage of x: 16 row-blocks x 8 k-blocks
+// A tile of 128 rows x kCols output columns (128 or 192): per consumer thread kCols / 2
+// accumulators and as many segment totals; per stage 16 KB of x and kCols / 8 row-blocks of the
+// weight (16 or 24 KB); the ring as deep as fits in 227 KB of shared memory (6 or 5 slots).
+// 192 columns: the consumers take 232 registers and the producer keeps 40 (setmaxnreg); per
+// stage the shared-memory traffic (TMA writes plus both warpgroups' wgmma reads) is 104 KB
+// per 1.5 MFLOP against 80 KB per MFLOP at 128.
+template <int kCols>
+struct WgmmaTile {
+  static_assert(kCols == 128 || kCols == 192);
+  static constexpr int kColBlocks = kCols / 8;
+  static constexpr int kStages = kCols == 128 ? 6 : 5;
+  static constexpr int kWeightUnits = kColBlocks * (2 * kStageKt) * 8;  // uint4 per weight stage
+  static constexpr size_t kSmem =
+      kStages * static_cast<size_t>(kCoreStageUnits + kWeightUnits) * sizeof(uint4) + 2 * kStages * sizeof(uint64_t);
+  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
+  static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536 / kWsThreads / 8 * 8 * kWsThreads);
+};
 
 // x [M, K] f32 -> bf16 [m_pad, k_pad] in the core-matrix order of pack_core_weight (zero-padded):
 // a stage's 8 k-blocks of a row-block are 1 KB of contiguous memory. 8 values per thread.
@@ -680,6 +695,15 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t a, uin
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a), "l"(b), "r"(1));
+}
+
+// The same with 192 columns (96 accumulators per thread).
+__device__ __forceinline__ void wgmma_m64n192k16(float (&d)[96], uint64_t a, uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95}, %96, %97, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
       : "l"(a), "l"(b), "r"(1));
 }
 
@@ -737,7 +761,7 @@ __device__ __forceinline__ void cluster_sync() {
 // each consumer warp arrives on its own CTA's `empty` and on the other's, 16 arrivals per phase.
 // Same wgmmas on the same bytes: the same bits. H200, same call (session 15): prefill 512 +2.9%,
 // 4096 +2.0% against TACHYON_WGMMA_PAIR=0 (one CTA per tile).
-template <bool kTma, bool kPair>
+template <bool kTma, bool kPair, int kCols>
 __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4* __restrict__ xb, int M, int k_tiles,
                                                                      const uint4* __restrict__ wc, int N,
                                                                      const float* __restrict__ bias,
@@ -746,12 +770,15 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
                                                                      const __grid_constant__ CUtensorMap x_map,
                                                                      const __grid_constant__ CUtensorMap w_map) {
   static_assert(kTma || !kPair, "the pair multicasts tensor copies");
+  static_assert(kTma || kCols == 128, "the cp.async producer copies 128-column stages");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Tile = WgmmaTile<kCols>;
+  constexpr int kWsStages = Tile::kStages, kColBlocks = Tile::kColBlocks, kWeightUnits = Tile::kWeightUnits;
   extern __shared__ __align__(128) uint4 smem[];
   uint4* As = smem;                                // [kWsStages][16 row-blocks][8 k-blocks][8] (core matrices)
-  uint4* Bs = smem + kWsStages * kCoreStageUnits;  // the same for 16 blocks of 8 output columns
-  auto* full = reinterpret_cast<uint64_t*>(Bs + kWsStages * kCoreStageUnits);  // [kWsStages]: stage landed
-  uint64_t* empty = full + kWsStages;                                           // [kWsStages]: stage consumed
+  uint4* Bs = smem + kWsStages * kCoreStageUnits;  // [kWsStages][kColBlocks blocks of 8 output columns][8][8]
+  auto* full = reinterpret_cast<uint64_t*>(Bs + kWsStages * kWeightUnits);  // [kWsStages]: stage landed
+  uint64_t* empty = full + kWsStages;                                       // [kWsStages]: stage consumed
   // The warpgroup index through a shuffle: provably uniform per warp, so ptxas does not treat the
   // consumers' wgmmas as divergent code (it serialises them there, C7518).
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = __shfl_sync(0xffffffffu, tid / 128, 0);
@@ -765,7 +792,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
                  : static_cast<int64_t>(blockIdx.x) * 128;
   };
   const auto tile_columns = [&](int t) {
-    return kPair ? static_cast<int64_t>(t / row_pairs) * 16 : static_cast<int64_t>(blockIdx.y) * 16;
+    return kPair ? static_cast<int64_t>(t / row_pairs) * kColBlocks : static_cast<int64_t>(blockIdx.y) * kColBlocks;
   };
   const int64_t kb_count = 2 * static_cast<int64_t>(k_tiles);  // k-blocks of 8: x rows are kb_count uint4 long
   const int num_stages = k_tiles / kStageKt;
@@ -781,6 +808,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
   // `it` counts the CTA's stages over all its tiles: stage it is slot it % kWsStages, in the
   // slot's phase it / kWsStages.
   if (wg == 0) {
+    if constexpr (kCols != 128) setmaxnreg_dec<Tile::kProducerRegs>();
     pdl_wait();  // x comes from the previous kernel
     if constexpr (kTma) {
       if (tid != 0) return;
@@ -794,15 +822,16 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
         for (int ks = 0; ks < num_stages; ++ks, ++it) {
           const int slot = it % kWsStages;
           if (it >= kWsStages) wait_empty(it);
-          // 32 KB land in this CTA per stage either way (with kPair half the weight's from the other CTA).
-          mbar_arrive_expect_tx(&full[slot], 2 * kCoreStageUnits * sizeof(uint4));
+          // The whole stage lands in this CTA either way (with kPair half the weight's from the
+          // other CTA); boxes past the weight's last row-block land as zeros and count all their bytes.
+          mbar_arrive_expect_tx(&full[slot], (kCoreStageUnits + kWeightUnits) * sizeof(uint4));
           tensor_load(As + slot * kCoreStageUnits, x_map, 0, ks * 8, static_cast<int>(row0 / 8), &full[slot]);
           if constexpr (kPair) {
-            const int half = static_cast<int>(peer ^ 1u);  // this CTA's rank: its 8 of the 16 row-blocks
-            tensor_load_multicast(Bs + slot * kCoreStageUnits + half * kCoreStageUnits / 2, w_map, 0, ks * 8,
-                                  static_cast<int>(nb0) + 8 * half, &full[slot], 0b11);
+            const int half = static_cast<int>(peer ^ 1u);  // this CTA's rank: its half of the row-blocks
+            tensor_load_multicast(Bs + slot * kWeightUnits + half * kWeightUnits / 2, w_map, 0, ks * 8,
+                                  static_cast<int>(nb0) + kColBlocks / 2 * half, &full[slot], 0b11);
           } else {
-            tensor_load(Bs + slot * kCoreStageUnits, w_map, 0, ks * 8, static_cast<int>(nb0), &full[slot]);
+            tensor_load(Bs + slot * kWeightUnits, w_map, 0, ks * 8, static_cast<int>(nb0), &full[slot]);
           }
         }
       }
@@ -829,6 +858,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
     return;
   }
 
+  if constexpr (kCols != 128) setmaxnreg_inc<Tile::kConsumerRegs>();
   const int cw = wg - 1, cwarp = warp - 4;  // consumer warpgroup: rows [64 cw, 64 cw + 64) of the tile
   const int g = lane / 4, c = lane % 4;
   const auto release = [&](int slot) {
@@ -838,9 +868,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
   int it = 0;
   for (int t = walk_first; t < walk_end; t += walk_step) {
     const int64_t row0 = tile_rows(t), nb0 = tile_columns(t);
-    float acc[64], total[64];
+    float acc[kCols / 2], total[kCols / 2];
 #pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = total[i] = 0.f;
+    for (int i = 0; i < kCols / 2; ++i) acc[i] = total[i] = 0.f;
     int pending = -1;  // a stage whose wgmmas may still be in flight, its slot not yet released
     for (int ks = 0; ks < num_stages; ++ks, ++it) {
       const int slot = it % kWsStages;
@@ -848,11 +878,14 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
       // cp.async bytes (generic proxy), read by wgmma (async proxy); tensor copies need no fence
       if constexpr (!kTma) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       const uint4* a_s = As + slot * kCoreStageUnits + cw * 8 * 64;  // this warpgroup's 8 row-blocks
-      const uint4* b_s = Bs + slot * kCoreStageUnits;
+      const uint4* b_s = Bs + slot * kWeightUnits;
       asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
-      for (int kt = 0; kt < kStageKt; ++kt)  // k-blocks 2 kt, 2 kt + 1: 128 B apart; row-blocks 1 KB apart
-        wgmma_m64n128k16(acc, core_descriptor(a_s + kt * 16, 128, 1024), core_descriptor(b_s + kt * 16, 128, 1024));
+      for (int kt = 0; kt < kStageKt; ++kt) {  // k-blocks 2 kt, 2 kt + 1: 128 B apart; row-blocks 1 KB apart
+        const uint64_t a = core_descriptor(a_s + kt * 16, 128, 1024), b = core_descriptor(b_s + kt * 16, 128, 1024);
+        if constexpr (kCols == 128) wgmma_m64n128k16(acc, a, b);
+        else wgmma_m64n192k16(acc, a, b);
+      }
       asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
       if ((ks + 1) % kStagesPerSegment == 0 || ks + 1 == num_stages) {
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
@@ -862,7 +895,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
         }
         pending = -1;
 #pragma unroll
-        for (int i = 0; i < 64; ++i) total[i] += acc[i], acc[i] = 0.f;
+        for (int i = 0; i < kCols / 2; ++i) total[i] += acc[i], acc[i] = 0.f;
       } else {
         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // this stage stays in flight
         if (lane == 0 && pending >= 0) release(pending % kWsStages);
@@ -870,7 +903,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
       }
     }
 #pragma unroll
-    for (int nb = 0; nb < 16; ++nb)
+    for (int nb = 0; nb < kColBlocks; ++nb)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const int64_t row = row0 + 16 * cwarp + g + 8 * (r / 2), col = (nb0 + nb) * 8 + 2 * c + r % 2;
@@ -1005,59 +1038,122 @@ int decode_variant_for(int64_t rows, int64_t n, int64_t k) {
   return variant;
 }
 
+// The shared-memory limit of the wgmma kernels of one width, raised once (before any launch or
+// occupancy query).
+template <int kCols>
+void configure_wgmma() {
+  static const bool configured = [] {
+    for (auto kernel : {matmul_wgmma_kernel<true, false, kCols>, matmul_wgmma_kernel<true, true, kCols>})
+      TACHYON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(WgmmaTile<kCols>::kSmem)));
+    return true;
+  }();
+  (void)configured;
+}
+
+// Clusters of two wgmma CTAs (kPair) that fit on the device at once: the persistent grid.
+template <int kCols>
+int resident_wgmma_pairs() {
+  static const int pairs = [] {
+    configure_wgmma<kCols>();
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(2);
+    config.blockDim = dim3(kWsThreads);
+    config.dynamicSmemBytes = WgmmaTile<kCols>::kSmem;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = 2, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    int clusters = 0;
+    TACHYON_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, matmul_wgmma_kernel<true, true, kCols>, &config));
+    return std::max(clusters, 1);
+  }();
+  return pairs;
+}
+
+// Pair-tiles of 128 rows x kCols columns per resident pair, rounded up: the rounds a persistent
+// launch of that width takes.
+template <int kCols>
+int64_t wgmma_rounds(unsigned row_blocks, int64_t n) {
+  return ceil_div(ceil_div(row_blocks, 2) * ceil_div(round_up(n, kMmaRowPad), kCols), resident_wgmma_pairs<kCols>());
+}
+
+// The wgmma tile width (set_wgmma_columns; 0: by shape). By shape: 192 columns where their rounds
+// cover no more columns than 128's (the wider tile moves less shared memory per FLOP), so a
+// 4096-wide o or down projection keeps 128 (22 pair-columns of 192 leave a third of the pairs
+// idle in the last round, 32 of 128 fill them).
+int wgmma_columns_setting = [] {
+  const char* env = std::getenv("TACHYON_WGMMA_COLS");
+  return env ? std::atoi(env) : 0;
+}();
+
+int wgmma_columns(unsigned row_blocks, int64_t n) {
+  if (wgmma_columns_setting == 128 || wgmma_columns_setting == 192) return wgmma_columns_setting;
+  return wgmma_rounds<192>(row_blocks, n) * 192 <= wgmma_rounds<128>(row_blocks, n) * 128 ? 192 : 128;
+}
+
+template <int kCols>
+void launch_wgmma(const uint4* xa, int M, int k_tiles, const void* w_core, int64_t n, const float* bias, float* out,
+                  unsigned row_blocks, bool pair, cudaStream_t stream) {
+  configure_wgmma<kCols>();
+  const int N = static_cast<int>(n);
+  const int64_t kb_count = 2 * static_cast<int64_t>(k_tiles), n_pad = round_up(n, kMmaRowPad);
+  const int64_t m_pad = static_cast<int64_t>(row_blocks) * 128;
+  const unsigned col_tiles = static_cast<unsigned>(ceil_div(n_pad, kCols));
+  constexpr uint32_t kBoxBlocks = WgmmaTile<kCols>::kColBlocks;
+  if (pair) {
+    const int row_pairs = static_cast<int>(ceil_div(row_blocks, 2));
+    const int pair_tiles = row_pairs * static_cast<int>(col_tiles);
+    const unsigned clusters = static_cast<unsigned>(std::min(pair_tiles, resident_wgmma_pairs<kCols>()));
+    launch_clustered(matmul_wgmma_kernel<true, true, kCols>, dim3(2 * clusters), kWsThreads, WgmmaTile<kCols>::kSmem,
+                     stream, 2u, xa, M, k_tiles, static_cast<const uint4*>(w_core), N, bias, out, row_pairs,
+                     pair_tiles, core_tensor_map(xa, m_pad, kb_count),
+                     core_tensor_map(w_core, n_pad, kb_count, kBoxBlocks / 2));
+  } else {
+    launch(matmul_wgmma_kernel<true, false, kCols>, dim3(row_blocks, col_tiles), kWsThreads, WgmmaTile<kCols>::kSmem,
+           stream, xa, M, k_tiles, static_cast<const uint4*>(w_core), N, bias, out, 0, 0,
+           core_tensor_map(xa, m_pad, kb_count), core_tensor_map(w_core, n_pad, kb_count, kBoxBlocks));
+  }
+}
+
 // x [M, K] (or gated_activation's output, `in`) -> bf16 core matrices (the same bytes as its A
 // fragments), then the wgmma kernel: M > 64 with the weight's core-matrix copy.
 void matmul_wgmma(const MatmulInput& in, int M, int K, int k_tiles, const void* w_core, int64_t n, const float* bias,
                   float* out, void* workspace, cudaStream_t stream) {
   const int64_t m_tiles = a_fragment_m_tiles(M);
-  const int N = static_cast<int>(n);
   auto* xa = static_cast<uint4*>(workspace);
   const unsigned row_blocks = static_cast<unsigned>(m_tiles / kTileM);
-  const dim3 grid(row_blocks, static_cast<unsigned>(round_up(n, kMmaRowPad) / 128));
   const int64_t m_pad = m_tiles * 16, k_pad = static_cast<int64_t>(k_tiles) * 16;
   launch(to_core_rows_kernel, static_cast<unsigned>(ceil_div(m_pad * k_pad / 8, 256)), 256, 0, stream, in, M, K, m_pad,
          k_pad, xa);
-  static const bool tma = [] {
-    for (auto kernel : {matmul_wgmma_kernel<true, false>, matmul_wgmma_kernel<true, true>,
-                        matmul_wgmma_kernel<false, false>})
-      TACHYON_CUDA_CHECK(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kWgmmaSmem)));
-    return tensor_map_encoder() != nullptr && !env_turned_off("TACHYON_WGMMA_TMA");
-  }();
+  static const bool tma = tensor_map_encoder() != nullptr && !env_turned_off("TACHYON_WGMMA_TMA");
   static const bool pair = !env_turned_off("TACHYON_WGMMA_PAIR");
-  const int64_t kb_count = 2 * static_cast<int64_t>(k_tiles), n_pad = round_up(n, kMmaRowPad);
-  if (tma && pair) {
-    static const int resident_pairs = [] {
-      cudaLaunchConfig_t config{};
-      config.gridDim = dim3(2);
-      config.blockDim = dim3(kWsThreads);
-      config.dynamicSmemBytes = kWgmmaSmem;
-      cudaLaunchAttribute cluster{};
-      cluster.id = cudaLaunchAttributeClusterDimension;
-      cluster.val.clusterDim.x = 2, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
-      config.attrs = &cluster;
-      config.numAttrs = 1;
-      int clusters = 0;
-      TACHYON_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, matmul_wgmma_kernel<true, true>, &config));
-      return std::max(clusters, 1);
+  if (!tma) {
+    static const bool configured = [] {
+      TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_wgmma_kernel<false, false, 128>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(WgmmaTile<128>::kSmem)));
+      return true;
     }();
-    const int row_pairs = static_cast<int>(ceil_div(row_blocks, 2));
-    const int pair_tiles = row_pairs * static_cast<int>(grid.y);
-    const unsigned clusters = static_cast<unsigned>(std::min(pair_tiles, resident_pairs));
-    launch_clustered(matmul_wgmma_kernel<true, true>, dim3(2 * clusters), kWsThreads, kWgmmaSmem, stream, 2u, xa, M,
-                     k_tiles, static_cast<const uint4*>(w_core), N, bias, out, row_pairs, pair_tiles,
-                     core_tensor_map(xa, m_pad, kb_count), core_tensor_map(w_core, n_pad, kb_count, 8));
-  } else if (tma) {
-    launch(matmul_wgmma_kernel<true, false>, grid, kWsThreads, kWgmmaSmem, stream, xa, M, k_tiles,
-           static_cast<const uint4*>(w_core), N, bias, out, 0, 0, core_tensor_map(xa, m_pad, kb_count),
-           core_tensor_map(w_core, n_pad, kb_count));
+    (void)configured;
+    launch(matmul_wgmma_kernel<false, false, 128>, dim3(row_blocks, static_cast<unsigned>(round_up(n, kMmaRowPad) / 128)),
+           kWsThreads, WgmmaTile<128>::kSmem, stream, xa, M, k_tiles, static_cast<const uint4*>(w_core),
+           static_cast<int>(n), bias, out, 0, 0, CUtensorMap{}, CUtensorMap{});
+  } else if (wgmma_columns(row_blocks, n) == 192) {
+    launch_wgmma<192>(xa, M, k_tiles, w_core, n, bias, out, row_blocks, pair, stream);
   } else {
-    launch(matmul_wgmma_kernel<false, false>, grid, kWsThreads, kWgmmaSmem, stream, xa, M, k_tiles,
-           static_cast<const uint4*>(w_core), N, bias, out, 0, 0, CUtensorMap{}, CUtensorMap{});
+    launch_wgmma<128>(xa, M, k_tiles, w_core, n, bias, out, row_blocks, pair, stream);
   }
 }
 
 }  // namespace
+
+void set_wgmma_columns(int cols) { wgmma_columns_setting = cols; }
+
+int wgmma_columns_for(int64_t rows, int64_t n) {
+  return wgmma_columns(static_cast<unsigned>(a_fragment_m_tiles(rows) / kTileM), n);
+}
 
 // Rows 17-64 may need both: the A fragments, then (batched kernel with split k) the segment
 // sums after them.

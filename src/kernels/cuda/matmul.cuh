@@ -16,9 +16,10 @@
 //    (weights read once, x from L2 once per 16 n-tiles); else the skinny kernel with 2-4
 //    m-tiles per warp;
 //  - tiled (M > 64, prefill): 128x128 tiles, x first converted to A fragments, a 4-stage
-//    cp.async pipeline; on Hopper (sm_90a) with the weight's core-matrix copy, the same tiles on
-//    wgmma, warp-specialized (a producer warpgroup fills a ring by TMA, two consumer warpgroups of
-//    m64n128k16; x and the weight both in core-matrix order, one stage of wgmmas kept in flight).
+//    cp.async pipeline; on Hopper (sm_90a) with the weight's core-matrix copy, tiles of 128 rows x
+//    128 or 192 columns on wgmma, warp-specialized (a producer warpgroup fills a ring by TMA, two
+//    consumer warpgroups of m64n128k16 or m64n192k16; x and the weight both in core-matrix order,
+//    one stage of wgmmas kept in flight).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -89,5 +90,11 @@ enum DecodeMatmulVariant {
   kDecodeAutoClassic = 12,  // kDecodeAuto as before the streaming kernel (for A/B runs)
 };
 void set_decode_matmul_variant(int variant);
+
+// The prefill (wgmma) tile's width in output columns: 128 or 192; 0 (the default, or
+// TACHYON_WGMMA_COLS unset): chosen per matrix shape. Same bits at every width (the canonical order).
+void set_wgmma_columns(int cols);
+// The width the wgmma kernel runs x [rows, k] · Wᵀ [n, k] at (rows > 64).
+int wgmma_columns_for(int64_t rows, int64_t n);
 
 }  // namespace tachyon::kernels::cuda

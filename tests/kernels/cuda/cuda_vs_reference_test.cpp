@@ -145,38 +145,45 @@ TEST_F(CudaKernels, GatedMatmulGivesTheBitsOfTheActivationThenTheMatmul) {
 }
 
 // Prefill on wgmma (sm_90a, the weight's core-matrix copy) and on the mma.sync tiled kernel
-// (TACHYON_WGMMA=0): identical bits, with row, column and k tails and several k segments.
+// (TACHYON_WGMMA=0): identical bits, with row, column and k tails and several k segments, at
+// each wgmma tile width (128 and 192 columns; 192 over n = 130, 1024 and 4096 runs past the
+// weight's last rows, 4096 with a pair's whole half-box outside) and the width chosen by shape.
 TEST_F(CudaKernels, WgmmaPrefillMatmulGivesTheBitsOfTheMmaSyncKernel) {
   setenv("TACHYON_WGMMA", "0", 1);
   auto mma = make_backend("cuda");
   unsetenv("TACHYON_WGMMA");
+  const auto run = [](Backend& be, const std::vector<uint16_t>& wb, const std::vector<float>& bias,
+                      const std::vector<float>& x, int64_t rows, int64_t n, int64_t k) {
+    const Weight w = be.upload_weight(Weight{wb.data(), DType::BF16, n, k});
+    const Weight b = be.upload_weight(Weight{bias.data(), DType::F32, 1, n});
+    auto* dx = static_cast<float*>(be.allocate(x.size() * sizeof(float)));
+    auto* out = static_cast<float*>(be.allocate(static_cast<size_t>(rows * n) * sizeof(float)));
+    be.copy_to_device(dx, x.data(), x.size() * sizeof(float));
+    be.matmul(dx, rows, w, &b, out);
+    std::vector<float> got(static_cast<size_t>(rows * n));
+    be.copy_to_host(got.data(), out, got.size() * sizeof(float));
+    be.deallocate(dx);
+    be.deallocate(out);
+    return got;
+  };
   for (auto [rows, n, k] : {std::tuple{int64_t{65}, int64_t{130}, int64_t{64}}, {200, 264, 1100}, {1000, 300, 2050},
-                            {512, 1024, 4096}, {1000, 4200, 1100}}) {
+                            {512, 1024, 4096}, {1000, 4200, 1100}, {300, 4096, 600}, {520, 6144, 512}}) {
     const auto wb = to_bf16(random_vec(static_cast<size_t>(n * k), rng, 0.05f));
     const auto bias = random_vec(static_cast<size_t>(n), rng);
     const auto x = random_vec(static_cast<size_t>(rows * k), rng);
-    std::vector<float> got[2];
-    int i = 0;
-    for (Backend* be : {gpu.get(), mma.get()}) {
-      const Weight w = be->upload_weight(Weight{wb.data(), DType::BF16, n, k});
-      const Weight b = be->upload_weight(Weight{bias.data(), DType::F32, 1, n});
-      auto* dx = static_cast<float*>(be->allocate(x.size() * sizeof(float)));
-      auto* out = static_cast<float*>(be->allocate(static_cast<size_t>(rows * n) * sizeof(float)));
-      be->copy_to_device(dx, x.data(), x.size() * sizeof(float));
-      be->matmul(dx, rows, w, &b, out);
-      got[i].resize(static_cast<size_t>(rows * n));
-      be->copy_to_host(got[i].data(), out, got[i].size() * sizeof(float));
-      be->deallocate(dx);
-      be->deallocate(out);
-      ++i;
+    const auto want_bits = run(*mma, wb, bias, x, rows, n, k);
+    for (int cols : {128, 192, 0}) {
+      cuda::set_wgmma_columns(cols);
+      const auto got = run(*gpu, wb, bias, x, rows, n, k);
+      EXPECT_EQ(0, std::memcmp(got.data(), want_bits.data(), got.size() * sizeof(float)))
+          << rows << "x" << n << "x" << k << ", columns " << cols;
     }
-    EXPECT_EQ(0, std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(float))) << rows << "x" << n << "x" << k;
     if (rows * n * k > 1'000'000'000) continue;  // the scalar reference would take seconds
-    std::vector<float> want(got[0].size());
+    std::vector<float> want(want_bits.size());
     ref->matmul(x.data(), rows, Weight{wb.data(), DType::BF16, n, k}, nullptr, want.data());
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < n; ++c) want[r * n + c] += bias[c];
-    EXPECT_LT(rel_l2(got[0], want), 1e-2) << rows << "x" << n << "x" << k;
+    EXPECT_LT(rel_l2(want_bits, want), 1e-2) << rows << "x" << n << "x" << k;
   }
 }
 
