@@ -146,8 +146,9 @@ TEST_F(CudaKernels, GatedMatmulGivesTheBitsOfTheActivationThenTheMatmul) {
 
 // Prefill on wgmma (sm_90a, the weight's core-matrix copy) and on the mma.sync tiled kernel
 // (TACHYON_WGMMA=0): identical bits, with row, column and k tails and several k segments, at
-// each wgmma tile width (128 and 192 columns; 192 over n = 130, 1024 and 4096 runs past the
-// weight's last rows, 4096 with a pair's whole half-box outside) and the width chosen by shape.
+// each wgmma tile width (128 and 192 columns; 192 over n = 131, 1024 and 4096 runs past the
+// weight's last rows, 4096 with a pair's whole half-box outside) and the width chosen by shape;
+// an odd n stores one float at a time, an even n two.
 TEST_F(CudaKernels, WgmmaPrefillMatmulGivesTheBitsOfTheMmaSyncKernel) {
   setenv("TACHYON_WGMMA", "0", 1);
   auto mma = make_backend("cuda");
@@ -166,7 +167,7 @@ TEST_F(CudaKernels, WgmmaPrefillMatmulGivesTheBitsOfTheMmaSyncKernel) {
     be.deallocate(out);
     return got;
   };
-  for (auto [rows, n, k] : {std::tuple{int64_t{65}, int64_t{130}, int64_t{64}}, {200, 264, 1100}, {1000, 300, 2050},
+  for (auto [rows, n, k] : {std::tuple{int64_t{65}, int64_t{131}, int64_t{64}}, {200, 264, 1100}, {1000, 300, 2050},
                             {512, 1024, 4096}, {1000, 4200, 1100}, {300, 4096, 600}, {520, 6144, 512}}) {
     const auto wb = to_bf16(random_vec(static_cast<size_t>(n * k), rng, 0.05f));
     const auto bias = random_vec(static_cast<size_t>(n), rng);
