@@ -642,13 +642,15 @@ __global__ void __launch_bounds__(256, 1) matmul_tiled_kernel(const uint4* __res
 // ---- wgmma (sm_90a): M > 64 when the weight has a core-matrix copy -------------------------
 // The same canonical order as every kernel above (bench/results/wgmma-probe.md: a chain of
 // wgmma.m64nNk16 gives the bits of the mma.sync.m16n8k16 chain), on Hopper's asynchronous
-// warpgroup MMA: a CTA computes a 128 x 128 tile, both operands from shared memory in core-matrix
-// order (8 rows x 16 bytes, no swizzle): x converted to that order (to_core_rows_kernel), the
-// weight from its copy (pack_core_weight). Warp-specialized: warpgroup 0 produces 64-k stages into
-// a ring of kWsStages slots, counted on each slot's `full` mbarrier: one thread issues two TMA
-// tensor copies per stage (core_tensor_map: a 16 KB box per operand) where the driver exports the
-// encoder, else its 128 threads issue 16-byte cp.asyncs and arrive when theirs land. Warpgroups 1
-// and 2 consume, each 64 rows x 128 columns with one wgmma.m64n128k16 per k16 step, and release a
+// warpgroup MMA: a CTA computes a tile of 128 rows x 128 or 192 columns (WgmmaTile), both operands
+// from shared memory in core-matrix order (8 rows x 16 bytes, no swizzle; bench/cuda/
+// wgmma_rate_probe.cu measured wgmma alone at the tensor peak in that layout): x converted to that
+// order (to_core_rows_kernel), the weight from its copy (pack_core_weight). Warp-specialized:
+// warpgroup 0 produces 64-k stages into a ring of slots, counted on each slot's `full` mbarrier:
+// one thread issues two TMA tensor copies per stage (core_tensor_map: one box per operand) where
+// the driver exports the encoder, else (128 columns) its 128 threads issue 16-byte cp.asyncs and
+// arrive when theirs land. Warpgroups 1 and 2 consume, each 64 rows with one wgmma.m64n128k16 or
+// m64n192k16 per k16 step, and release a
 // slot on its `empty` mbarrier once the wgmmas that read it are done (one stage kept in flight).
 // Accumulators restart from zero at each 512-k segment; segment totals add in order. Measured
 // (NOTES-cuda.md "Session 9"): the same tiles with the consumers issuing the copies and a CTA
@@ -658,10 +660,12 @@ constexpr int kWsThreads = 384;  // producer warpgroup + 2 consumer warpgroups
 constexpr int kCoreStageUnits = 16 * (2 * kStageKt) * 8;  // uint4 per stage of x: 16 row-blocks x 8 k-blocks
 // A tile of 128 rows x kCols output columns (128 or 192): per consumer thread kCols / 2
 // accumulators and as many segment totals; per stage 16 KB of x and kCols / 8 row-blocks of the
-// weight (16 or 24 KB); the ring as deep as fits in 227 KB of shared memory (6 or 5 slots).
-// 192 columns: the consumers take 232 registers and the producer keeps 40 (setmaxnreg); per
-// stage the shared-memory traffic (TMA writes plus both warpgroups' wgmma reads) is 104 KB
-// per 1.5 MFLOP against 80 KB per MFLOP at 128.
+// weight (16 or 24 KB); a ring of 6 or 5 slots (5 is as deep as 192 columns fit in 227 KB; 7 at 128
+// measured no faster than 6, bench/NOTES-cuda.md "Session 16").
+// 192 columns: the consumers take 232 registers and the producer keeps 40 (setmaxnreg). Per tile
+// the two widths run at the same rate (H200: gate_up at 4096 rows 1462-1485 us at 192 against
+// 1480-1497 at 128); what the wider tile changes is how many tiles a launch has, which decides how
+// many rounds the resident pairs take (bench/NOTES-cuda.md "Session 16").
 template <int kCols>
 struct WgmmaTile {
   static_assert(kCols == 128 || kCols == 192);
@@ -670,6 +674,7 @@ struct WgmmaTile {
   static constexpr int kWeightUnits = kColBlocks * (2 * kStageKt) * 8;  // uint4 per weight stage
   static constexpr size_t kSmem =
       kStages * static_cast<size_t>(kCoreStageUnits + kWeightUnits) * sizeof(uint4) + 2 * kStages * sizeof(uint64_t);
+  static_assert(kSmem <= 227 * 1024, "the sm_90 limit of dynamic shared memory per CTA");
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536 / kWsThreads / 8 * 8 * kWsThreads);
 };
@@ -1092,9 +1097,10 @@ int64_t wgmma_rounds(unsigned row_blocks, int64_t n) {
 }
 
 // The wgmma tile width (set_wgmma_columns; 0: by shape). By shape: 192 columns where their rounds
-// cover no more columns than 128's (the wider tile moves less shared memory per FLOP), so a
-// 4096-wide o or down projection keeps 128 (22 pair-columns of 192 leave a third of the pairs
-// idle in the last round, 32 of 128 fill them).
+// cover no more columns than 128's. qkv at 512 rows (6144 columns): 64 pair-tiles of 192 in one
+// round against 96 of 128 in two, 44 against 57 us; a 4096-wide o or down projection keeps 128
+// (22 column tiles of 192 leave a third of the pairs idle, 32 of 128 fill them: o at 512 rows
+// 42 us at 192, 33 at 128).
 int wgmma_columns_setting = [] {
   const char* env = std::getenv("TACHYON_WGMMA_COLS");
   return env ? std::atoi(env) : 0;
