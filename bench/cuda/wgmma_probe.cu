@@ -23,6 +23,7 @@
 #include <random>
 #include <vector>
 
+#include "check_cuda.h"
 #include "kernels/cuda/mma.cuh"  // mma_bf16: the chain every matmul kernel of the backend computes
 
 namespace {
@@ -31,14 +32,6 @@ using tachyon::kernels::cuda::mma_bf16;
 
 constexpr int kM = 64, kK = 512;
 
-#define CHECK(x)                                                                        \
-  do {                                                                                  \
-    cudaError_t e = (x);                                                                \
-    if (e != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
 
 __device__ __forceinline__ uint32_t pack2(__nv_bfloat16 lo, __nv_bfloat16 hi) {
   return static_cast<uint32_t>(__bfloat16_as_ushort(lo)) | (static_cast<uint32_t>(__bfloat16_as_ushort(hi)) << 16);
@@ -186,14 +179,14 @@ template <int N>
 void run(std::mt19937& rng, int trials) {
   std::normal_distribution<float> dist(0.f, 1.f);
   const size_t smem = kK / 16 * (kM * 32 + N * 32);
-  CHECK(cudaFuncSetAttribute(probe<N>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  CHECK_CUDA(cudaFuncSetAttribute(probe<N>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   std::vector<__nv_bfloat16> a(kM * kK), b(N * kK);
   std::vector<float> out(3 * kM * N);
   __nv_bfloat16 *da, *db;
   float* dout;
-  CHECK(cudaMalloc(&da, a.size() * 2));
-  CHECK(cudaMalloc(&db, b.size() * 2));
-  CHECK(cudaMalloc(&dout, out.size() * 4));
+  CHECK_CUDA(cudaMalloc(&da, a.size() * 2));
+  CHECK_CUDA(cudaMalloc(&db, b.size() * 2));
+  CHECK_CUDA(cudaMalloc(&dout, out.size() * 4));
   long differ[2] = {0, 0}, total = 0;
   double err[3] = {0, 0, 0};
   for (int trial = 0; trial < trials; ++trial) {
@@ -202,12 +195,12 @@ void run(std::mt19937& rng, int trials) {
     const float spread = trial % 2 ? 8.f : 0.f;
     for (auto& v : a) v = __float2bfloat16(dist(rng) * std::exp2(spread * dist(rng) / 4));
     for (auto& v : b) v = __float2bfloat16(dist(rng) * std::exp2(spread * dist(rng) / 4));
-    CHECK(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
-    CHECK(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
-    CHECK(cudaMemset(dout, 0xFF, out.size() * 4));
+    CHECK_CUDA(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemset(dout, 0xFF, out.size() * 4));
     probe<N><<<1, 128, smem>>>(da, db, dout);
-    CHECK(cudaGetLastError());
-    CHECK(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaGetLastError());
+    CHECK_CUDA(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost));
     for (int m = 0; m < kM; ++m)
       for (int n = 0; n < N; ++n) {
         double ref = 0, scale = 0;

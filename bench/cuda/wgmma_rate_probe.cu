@@ -17,19 +17,16 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "check_cuda.h"
+#include "kernels/cuda/wgmma.cuh"
+
 namespace {
 
-#define CHECK(x)                                                                        \
-  do {                                                                                  \
-    cudaError_t e = (x);                                                                \
-    if (e != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
+using namespace tachyon::kernels::cuda;
 
 constexpr int kStages = 4, kStageKt = 4;
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // Descriptor: start >> 4, leading byte offset >> 4 (bits 16-29), stride byte offset >> 4
 // (bits 32-45), layout type in bits 62-63 (0: no swizzle, 1: 128-byte swizzle).
 __device__ __forceinline__ uint64_t descriptor(uint32_t addr, uint32_t lbo, uint32_t sbo, bool swizzle128) {
@@ -37,21 +34,8 @@ __device__ __forceinline__ uint64_t descriptor(uint32_t addr, uint32_t lbo, uint
          (static_cast<uint64_t>(sbo >> 4) << 32) | (swizzle128 ? uint64_t{1} << 62 : 0);
 }
 
-__device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t a, uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(a), "l"(b), "r"(1));
-}
-__device__ __forceinline__ void wgmma_ss(float (&d)[96], uint64_t a, uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95}, %96, %97, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
-      : "l"(a), "l"(b), "r"(1));
-}
-__device__ __forceinline__ void wgmma_ss(float (&d)[128], uint64_t a, uint64_t b) {
+// m64n256k16 (the kernels stop at 192 columns: wgmma.cuh holds those forms).
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t a, uint64_t b) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
@@ -59,8 +43,17 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[128], uint64_t a, uint64_t b
       : "l"(a), "l"(b), "r"(1));
 }
 
+template <int N>
+__device__ __forceinline__ void wgmma_n(float (&d)[N / 2], uint64_t a, uint64_t b) {
+  if constexpr (N == 128) wgmma_m64n128k16(d, a, b);
+  else if constexpr (N == 192) wgmma_m64n192k16(d, a, b);
+  else wgmma_m64n256k16(d, a, b);
+}
+#endif
+
 template <int N, bool kSwizzle>
 __global__ void __launch_bounds__(256, 1) rate_kernel(int iters, float* sink, long long* clock_ns) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) uint4 smem[];
   constexpr int kAStage = 2 * 64 * 128, kBStage = N * 128;  // bytes per stage: both warpgroups' A, B
   const int total = kStages * (kAStage + kBStage) / 16;
@@ -84,9 +77,9 @@ __global__ void __launch_bounds__(256, 1) rate_kernel(int iters, float* sink, lo
 #pragma unroll
     for (int kt = 0; kt < kStageKt; ++kt) {
       if constexpr (kSwizzle)  // rows of 128 bytes, 8-row groups 1 KB apart; a k16 step is 32 bytes along the row
-        wgmma_ss(acc, descriptor(a + 32 * kt, 16, 1024, true), descriptor(b + 32 * kt, 16, 1024, true));
+        wgmma_n<N>(acc, descriptor(a + 32 * kt, 16, 1024, true), descriptor(b + 32 * kt, 16, 1024, true));
       else  // core matrices: k-blocks 128 bytes apart, row-blocks 1 KB apart (8 k-blocks per 64-k stage)
-        wgmma_ss(acc, descriptor(a + 256 * kt, 128, 1024, false), descriptor(b + 256 * kt, 128, 1024, false));
+        wgmma_n<N>(acc, descriptor(a + 256 * kt, 128, 1024, false), descriptor(b + 256 * kt, 128, 1024, false));
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
@@ -102,26 +95,27 @@ __global__ void __launch_bounds__(256, 1) rate_kernel(int iters, float* sink, lo
     clock_ns[0] = clock64() - c0;
     clock_ns[1] = t1 - t0;
   }
+#endif
 }
 
 template <int N, bool kSwizzle>
 void measure(int sms, float* sink, long long* clock_ns) {
   constexpr size_t smem = kStages * (2 * 64 * 128 + N * 128);
-  CHECK(cudaFuncSetAttribute(rate_kernel<N, kSwizzle>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  CHECK_CUDA(cudaFuncSetAttribute(rate_kernel<N, kSwizzle>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const int iters = 20000;
   rate_kernel<N, kSwizzle><<<sms, 256, smem>>>(iters / 10, sink, clock_ns);  // warm-up
   cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  CHECK(cudaEventRecord(e0));
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  CHECK_CUDA(cudaEventRecord(e0));
   rate_kernel<N, kSwizzle><<<sms, 256, smem>>>(iters, sink, clock_ns);
-  CHECK(cudaEventRecord(e1));
-  CHECK(cudaEventSynchronize(e1));
-  CHECK(cudaGetLastError());
+  CHECK_CUDA(cudaEventRecord(e1));
+  CHECK_CUDA(cudaEventSynchronize(e1));
+  CHECK_CUDA(cudaGetLastError());
   float ms = 0.f;
-  CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
   long long host[2];
-  CHECK(cudaMemcpy(host, clock_ns, sizeof(host), cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(host, clock_ns, sizeof(host), cudaMemcpyDeviceToHost));
   const double flops = 2.0 * sms * 2 * double(iters) * kStageKt * 64 * N * 16;
   const double ghz = double(host[0]) / double(host[1]);
   const double per_clock = 2.0 * 2 * double(iters) * kStageKt * 64 * N * 16 / double(host[0]);
@@ -133,11 +127,11 @@ void measure(int sms, float* sink, long long* clock_ns) {
 
 int main() {
   int sms = 0;
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   float* sink;
   long long* clock_ns;
-  CHECK(cudaMalloc(&sink, sms * sizeof(float)));
-  CHECK(cudaMalloc(&clock_ns, 2 * sizeof(long long)));
+  CHECK_CUDA(cudaMalloc(&sink, sms * sizeof(float)));
+  CHECK_CUDA(cudaMalloc(&clock_ns, 2 * sizeof(long long)));
   std::printf("| wgmma (both operands in shared memory) | layout | TFLOP/s | SM GHz | FLOP/clock/SM | of 4096 |\n");
   std::printf("|---|---|---|---|---|---|\n");
   measure<128, false>(sms, sink, clock_ns);
