@@ -8,8 +8,9 @@
 // (one stage kept in flight, as the GEMM does), for N = 128, 192, 256 and layouts:
 //   none   core matrices of 8 rows x 16 bytes (lbo 128 B, sbo 1 KB): the GEMM's layout
 //   128B   rows of 64 k (128 bytes) with the 128-byte swizzle (sbo 1 KB, k16 steps 32 B apart)
-// The operands are zeros: the products are not the point. Prints TFLOP/s and FLOP per cycle per SM
-// (SM clock from clock64 over globaltimer in the same kernel) against the peak of 4096.
+// The operands are zeros: the products are not the point. Then the same wgmmas fed from global
+// memory the way the GEMM feeds them (fed_kernel). Prints TFLOP/s and FLOP per cycle per SM (SM
+// clock from clock64 over globaltimer in the same kernel) against the peak of 4096.
 // Build: the CMake target wgmma_rate_probe (build/bench/wgmma_rate_probe).
 #include <cuda_runtime.h>
 
@@ -18,6 +19,7 @@
 #include <cstdlib>
 
 #include "check_cuda.h"
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
 namespace {
@@ -123,6 +125,105 @@ void measure(int sms, float* sink, long long* clock_ns) {
               flops / (ms * 1e-3) / 1e12, ghz, per_clock, 100.0 * per_clock / 4096);
 }
 
+// The same wgmmas fed as the GEMM feeds them: a producer warpgroup (one thread) loads each stage
+// from global memory by two bulk copies (both warpgroups' A: 16 KB; B: N x 128 bytes) into a ring
+// of as many slots as fit in ~200 KB, counted on the slot's `full` mbarrier; each consumer warp
+// releases a slot on `empty` once the wgmmas that read it are done (one stage kept in flight).
+// The source is `src_stages` stages read round-robin across CTAs: 16 MB stays in L2, so the rate
+// against the unfed kernel's says what the loads into shared memory (L2 bandwidth, TMA writes
+// beside the wgmma reads, the barrier hand-off) cost without the GEMM's epilogue, rounds and
+// conversion of x.
+template <int N>
+__global__ void __launch_bounds__(384, 1) fed_kernel(int iters, const uint8_t* __restrict__ src, int64_t src_stages,
+                                                     float* sink, long long* clock_ns) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kA = 2 * 64 * 128, kB = N * 128, kStage = kA + kB, kSlots = 200 * 1024 / kStage;
+  extern __shared__ __align__(1024) uint4 smem[];
+  auto* ring = reinterpret_cast<uint8_t*>(smem);
+  auto* full = reinterpret_cast<uint64_t*>(ring + kSlots * kStage);
+  uint64_t* empty = full + kSlots;
+  const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0), lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kSlots; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 8);
+    fence_mbarrier_init();
+  }
+  __syncthreads();
+  if (wg == 0) {
+    if (threadIdx.x != 0) return;
+    for (int it = 0; it < iters; ++it) {
+      const int slot = it % kSlots;
+      if (it >= kSlots) mbar_wait(&empty[slot], ((it / kSlots) - 1) & 1);
+      mbar_arrive_expect_tx(&full[slot], kStage);
+      const uint8_t* from = src + ((blockIdx.x + static_cast<int64_t>(it) * gridDim.x) % src_stages) * kStage;
+      bulk_load(ring + slot * kStage, from, kA, &full[slot]);
+      bulk_load(ring + slot * kStage + kA, from + kA, kB, &full[slot]);
+    }
+    return;
+  }
+  long long c0 = 0, t0 = 0;
+  if (threadIdx.x == 128) {
+    c0 = clock64();
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  }
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(ring));
+  float acc[N / 2];
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
+  int pending = -1;
+  for (int it = 0; it < iters; ++it) {
+    const int slot = it % kSlots;
+    mbar_wait(&full[slot], (it / kSlots) & 1);
+    const uint32_t a = base + slot * kStage + (wg - 1) * (kA / 2), b = base + slot * kStage + kA;
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int kt = 0; kt < kStageKt; ++kt)
+      wgmma_n<N>(acc, descriptor(a + 256 * kt, 128, 1024, false), descriptor(b + 256 * kt, 128, 1024, false));
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    if (lane == 0 && pending >= 0) mbar_arrive(&empty[pending % kSlots]);
+    pending = it;
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) sum += acc[i];
+  if (sum == 12345.f) sink[blockIdx.x] = sum;  // keeps the wgmmas alive; the loaded bytes are arbitrary
+  if (threadIdx.x == 128 && blockIdx.x == 0) {
+    long long t1;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+    clock_ns[0] = clock64() - c0;
+    clock_ns[1] = t1 - t0;
+  }
+#endif
+}
+
+template <int N>
+void measure_fed(int sms, const uint8_t* src, size_t src_bytes, float* sink, long long* clock_ns) {
+  constexpr int kStage = 2 * 64 * 128 + N * 128, kSlots = 200 * 1024 / kStage;
+  constexpr size_t smem = kSlots * kStage + 2 * kSlots * sizeof(uint64_t);
+  CHECK_CUDA(cudaFuncSetAttribute(fed_kernel<N>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const int iters = 20000;
+  const int64_t src_stages = static_cast<int64_t>(src_bytes / kStage);
+  fed_kernel<N><<<sms, 384, smem>>>(iters / 10, src, src_stages, sink, clock_ns);  // warm-up (fills L2)
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  CHECK_CUDA(cudaEventRecord(e0));
+  fed_kernel<N><<<sms, 384, smem>>>(iters, src, src_stages, sink, clock_ns);
+  CHECK_CUDA(cudaEventRecord(e1));
+  CHECK_CUDA(cudaEventSynchronize(e1));
+  CHECK_CUDA(cudaGetLastError());
+  float ms = 0.f;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+  long long host[2];
+  CHECK_CUDA(cudaMemcpy(host, clock_ns, sizeof(host), cudaMemcpyDeviceToHost));
+  const double flops = 2.0 * sms * 2 * double(iters) * kStageKt * 64 * N * 16;
+  const double per_clock = 2.0 * 2 * double(iters) * kStageKt * 64 * N * 16 / double(host[0]);
+  std::printf("| m64n%dk16, fed by bulk copies from %zu MB (%d slots) | none (core matrices) | %.1f | %.2f | %.0f | %.1f%% |\n",
+              N, src_bytes >> 20, kSlots, flops / (ms * 1e-3) / 1e12, double(host[0]) / double(host[1]), per_clock,
+              100.0 * per_clock / 4096);
+}
+
 }  // namespace
 
 int main() {
@@ -140,5 +241,11 @@ int main() {
   measure<192, true>(sms, sink, clock_ns);
   measure<256, false>(sms, sink, clock_ns);
   measure<256, true>(sms, sink, clock_ns);
+  const size_t src_bytes = size_t{16} << 20;  // stays in L2 (50 MB)
+  uint8_t* src;
+  CHECK_CUDA(cudaMalloc(&src, src_bytes));
+  CHECK_CUDA(cudaMemset(src, 0, src_bytes));
+  measure_fed<128>(sms, src, src_bytes, sink, clock_ns);
+  measure_fed<192>(sms, src, src_bytes, sink, clock_ns);
   return 0;
 }
