@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "check_cuda.h"
 #include "kernels/cuda/async_copy.cuh"
@@ -51,6 +52,30 @@ __device__ __forceinline__ void wgmma_n(float (&d)[N / 2], uint64_t a, uint64_t 
   else if constexpr (N == 192) wgmma_m64n192k16(d, a, b);
   else wgmma_m64n256k16(d, a, b);
 }
+
+// The leader thread's clock and timer at the start of the timed loop.
+__device__ __forceinline__ void start_clocks(bool leader, long long& c0, long long& t0) {
+  if (!leader) return;
+  c0 = clock64();
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+}
+// The end of a probe kernel: the last wgmmas retired, their sum kept alive (zeros in, zeros out:
+// the store is never taken), the leader of CTA 0 writes its clocks and nanoseconds (clock_ns).
+template <int N>
+__device__ __forceinline__ void end_probe(float (&acc)[N / 2], bool leader, long long c0, long long t0, float* sink,
+                                          long long* clock_ns) {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) sum += acc[i];
+  if (sum != 0.f) sink[blockIdx.x] = sum;
+  if (leader && blockIdx.x == 0) {
+    long long t1;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+    clock_ns[0] = clock64() - c0;
+    clock_ns[1] = t1 - t0;
+  }
+}
 #endif
 
 template <int N, bool kSwizzle>
@@ -65,10 +90,7 @@ __global__ void __launch_bounds__(256, 1) rate_kernel(int iters, float* sink, lo
   const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   long long c0 = 0, t0 = 0;
-  if (threadIdx.x == 0) {
-    c0 = clock64();
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  }
+  start_clocks(threadIdx.x == 0, c0, t0);
   float acc[N / 2];
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
@@ -86,31 +108,21 @@ __global__ void __launch_bounds__(256, 1) rate_kernel(int iters, float* sink, lo
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
   }
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-  float sum = 0.f;
-#pragma unroll
-  for (int i = 0; i < N / 2; ++i) sum += acc[i];
-  if (sum != 0.f) sink[blockIdx.x] = sum;  // zeros in, zeros out: never taken, keeps the wgmmas alive
-  if (threadIdx.x == 0 && blockIdx.x == 0) {
-    long long t1;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
-    clock_ns[0] = clock64() - c0;
-    clock_ns[1] = t1 - t0;
-  }
+  end_probe<N>(acc, threadIdx.x == 0, c0, t0, sink, clock_ns);
 #endif
 }
 
-template <int N, bool kSwizzle>
-void measure(int sms, float* sink, long long* clock_ns) {
-  constexpr size_t smem = kStages * (2 * 64 * 128 + N * 128);
-  CHECK_CUDA(cudaFuncSetAttribute(rate_kernel<N, kSwizzle>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+// Times launch(iterations) after a warm-up launch of a tenth as many, and prints the row: the
+// rate over the event time, and per clock of the SM (the kernel's clock64 over its timer).
+template <int N, typename Launch>
+void time_probe(const char* what, const char* layout, int sms, long long* clock_ns, Launch launch) {
   const int iters = 20000;
-  rate_kernel<N, kSwizzle><<<sms, 256, smem>>>(iters / 10, sink, clock_ns);  // warm-up
+  launch(iters / 10);
   cudaEvent_t e0, e1;
   CHECK_CUDA(cudaEventCreate(&e0));
   CHECK_CUDA(cudaEventCreate(&e1));
   CHECK_CUDA(cudaEventRecord(e0));
-  rate_kernel<N, kSwizzle><<<sms, 256, smem>>>(iters, sink, clock_ns);
+  launch(iters);
   CHECK_CUDA(cudaEventRecord(e1));
   CHECK_CUDA(cudaEventSynchronize(e1));
   CHECK_CUDA(cudaGetLastError());
@@ -118,11 +130,18 @@ void measure(int sms, float* sink, long long* clock_ns) {
   CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
   long long host[2];
   CHECK_CUDA(cudaMemcpy(host, clock_ns, sizeof(host), cudaMemcpyDeviceToHost));
-  const double flops = 2.0 * sms * 2 * double(iters) * kStageKt * 64 * N * 16;
-  const double ghz = double(host[0]) / double(host[1]);
-  const double per_clock = 2.0 * 2 * double(iters) * kStageKt * 64 * N * 16 / double(host[0]);
-  std::printf("| m64n%dk16 | %s | %.1f | %.2f | %.0f | %.1f%% |\n", N, kSwizzle ? "128B swizzle" : "none (core matrices)",
-              flops / (ms * 1e-3) / 1e12, ghz, per_clock, 100.0 * per_clock / 4096);
+  const double per_cta = 2.0 * 2 * double(iters) * kStageKt * 64 * N * 16;  // two warpgroups
+  const double per_clock = per_cta / double(host[0]);
+  std::printf("| m64n%dk16%s | %s | %.1f | %.2f | %.0f | %.1f%% |\n", N, what, layout, per_cta * sms / (ms * 1e-3) / 1e12,
+              double(host[0]) / double(host[1]), per_clock, 100.0 * per_clock / 4096);
+}
+
+template <int N, bool kSwizzle>
+void measure(int sms, float* sink, long long* clock_ns) {
+  constexpr size_t smem = kStages * (2 * 64 * 128 + N * 128);
+  CHECK_CUDA(cudaFuncSetAttribute(rate_kernel<N, kSwizzle>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  time_probe<N>("", kSwizzle ? "128B swizzle" : "none (core matrices)", sms, clock_ns,
+                [&](int iters) { rate_kernel<N, kSwizzle><<<sms, 256, smem>>>(iters, sink, clock_ns); });
 }
 
 // The same wgmmas fed as the GEMM feeds them: a producer warpgroup (one thread) loads each stage
@@ -161,10 +180,7 @@ __global__ void __launch_bounds__(384, 1) fed_kernel(int iters, const uint8_t* _
     return;
   }
   long long c0 = 0, t0 = 0;
-  if (threadIdx.x == 128) {
-    c0 = clock64();
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  }
+  start_clocks(threadIdx.x == 128, c0, t0);
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(ring));
   float acc[N / 2];
 #pragma unroll
@@ -183,17 +199,7 @@ __global__ void __launch_bounds__(384, 1) fed_kernel(int iters, const uint8_t* _
     if (lane == 0 && pending >= 0) mbar_arrive(&empty[pending % kSlots]);
     pending = it;
   }
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-  float sum = 0.f;
-#pragma unroll
-  for (int i = 0; i < N / 2; ++i) sum += acc[i];
-  if (sum == 12345.f) sink[blockIdx.x] = sum;  // keeps the wgmmas alive; the loaded bytes are arbitrary
-  if (threadIdx.x == 128 && blockIdx.x == 0) {
-    long long t1;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
-    clock_ns[0] = clock64() - c0;
-    clock_ns[1] = t1 - t0;
-  }
+  end_probe<N>(acc, threadIdx.x == 128, c0, t0, sink, clock_ns);
 #endif
 }
 
@@ -202,26 +208,12 @@ void measure_fed(int sms, const uint8_t* src, size_t src_bytes, float* sink, lon
   constexpr int kStage = 2 * 64 * 128 + N * 128, kSlots = 200 * 1024 / kStage;
   constexpr size_t smem = kSlots * kStage + 2 * kSlots * sizeof(uint64_t);
   CHECK_CUDA(cudaFuncSetAttribute(fed_kernel<N>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const int iters = 20000;
   const int64_t src_stages = static_cast<int64_t>(src_bytes / kStage);
-  fed_kernel<N><<<sms, 384, smem>>>(iters / 10, src, src_stages, sink, clock_ns);  // warm-up (fills L2)
-  cudaEvent_t e0, e1;
-  CHECK_CUDA(cudaEventCreate(&e0));
-  CHECK_CUDA(cudaEventCreate(&e1));
-  CHECK_CUDA(cudaEventRecord(e0));
-  fed_kernel<N><<<sms, 384, smem>>>(iters, src, src_stages, sink, clock_ns);
-  CHECK_CUDA(cudaEventRecord(e1));
-  CHECK_CUDA(cudaEventSynchronize(e1));
-  CHECK_CUDA(cudaGetLastError());
-  float ms = 0.f;
-  CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-  long long host[2];
-  CHECK_CUDA(cudaMemcpy(host, clock_ns, sizeof(host), cudaMemcpyDeviceToHost));
-  const double flops = 2.0 * sms * 2 * double(iters) * kStageKt * 64 * N * 16;
-  const double per_clock = 2.0 * 2 * double(iters) * kStageKt * 64 * N * 16 / double(host[0]);
-  std::printf("| m64n%dk16, fed by bulk copies from %zu MB (%d slots) | none (core matrices) | %.1f | %.2f | %.0f | %.1f%% |\n",
-              N, src_bytes >> 20, kSlots, flops / (ms * 1e-3) / 1e12, double(host[0]) / double(host[1]), per_clock,
-              100.0 * per_clock / 4096);
+  const std::string what = ", fed by bulk copies from " + std::to_string(src_bytes >> 20) + " MB (" +
+                           std::to_string(kSlots) + " slots)";
+  time_probe<N>(what.c_str(), "none (core matrices)", sms, clock_ns, [&](int iters) {
+    fed_kernel<N><<<sms, 384, smem>>>(iters, src, src_stages, sink, clock_ns);  // the warm-up fills L2
+  });
 }
 
 }  // namespace
