@@ -2,10 +2,12 @@
 # On a GPU machine, one device call for quick A/B runs: build the CUDA tests and benchmarks,
 # run the CUDA kernel tests, the 8B-shape engine figures (cuda_bench --engine-only: no kernel
 # tables), then the demo model's speculation benchmark once per TACHYON_CUDA_GRAPHS value.
-# Results under $OUT (or bench/results). The full record is run_cuda_bench.sh's.
+# Results under $OUT (or bench/results). The full record is run_cuda_bench.sh's. The device tool returns at
+# most 8 files from $OUT: for long runs point OUT at a scratch folder and copy the ones to keep.
 # Env: BENCH_ARGS (e.g. "--profile --runs 2"), GRAPHS (TACHYON_CUDA_GRAPHS values to run, "default" = unset:
 # the default; e.g. "default 0"), SPEC_METHODS, SPEC_PROMPTS,
-# SPEC_RUNS (3), GEMM=1 (the prefill matmul table per wgmma tile width, cuda_bench --gemm-only, into gemm.md), TESTS ("kernel" default; "all" adds the golden tests, "none"), EXTRA_CMAKE_ARGS,
+# SPEC_RUNS (3), GEMM=1 (the prefill matmul table per wgmma tile width, cuda_bench --gemm-only, into gemm.md),
+# PROBE=1 (bench/cuda/wgmma_rate_probe.cu: the wgmma rate alone and fed like the GEMM, into probe.md), TESTS ("kernel" default; "all" adds the golden tests, "none"), EXTRA_CMAKE_ARGS,
 # BUILD, SKIP_ENGINE=1, SKIP_SPEC=1, KERNELS=1 (the kernel tables too: cuda_bench without --engine-only;
 # KERNELS=decode: the decode matmul table alone, into kernels.md, before the engine run),
 # AB_ARGS / AB_ENV (more engine runs with these arguments / environments, e.g. "--decode-variant 12" or
@@ -35,8 +37,11 @@ if [ "${SKIP_ENGINE:-0}" = 0 ]; then
 fi
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTACHYON_SERVER=OFF -DTACHYON_TESTS=ON \
   -DTACHYON_CUDA=ON ${EXTRA_CMAKE_ARGS:-} > "$results/cmake.log" 2>&1 || { tail -30 "$results/cmake.log"; exit 1; }
-ninja -C "$build" -j"$(nproc)" cuda_kernel_tests hf_cuda_golden_tests cuda_bench spec_bench > "$results/build.log" 2>&1 ||
+ninja -C "$build" -j"$(nproc)" cuda_kernel_tests hf_cuda_golden_tests cuda_bench spec_bench \
+  $([ "${PROBE:-0}" = 1 ] && echo wgmma_rate_probe || true) > "$results/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$results/build.log" | head -30; exit 1; }
+# Before the checkpoint is needed, while it is written: the probe needs nothing but the device.
+[ "${PROBE:-0}" = 1 ] && { timeout 120 "$build/bench/wgmma_rate_probe" 2>&1 | tee "$results/probe.md" || true; }
 log="$results/sweep-tests.log"
 : > "$log"
 case "${TESTS:-kernel}" in
