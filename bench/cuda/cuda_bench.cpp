@@ -255,6 +255,17 @@ int sampling_table(kernels::Backend& backend) {
   return 0;
 }
 
+// `count` floats drawn from N(0, 1) (seed 5) in backend memory: the matmul tables' x.
+float* random_device_floats(kernels::Backend& backend, size_t count) {
+  auto* x = static_cast<float*>(backend.allocate(count * sizeof(float)));
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> host(count);
+  for (auto& v : host) v = dist(rng);
+  backend.copy_to_device(x, host.data(), host.size() * sizeof(float));
+  return x;
+}
+
 // --gemm-only: the prefill matmuls of the model's shapes (config.json only) at 512 and 4096 rows, at
 // each wgmma tile width and the width chosen by shape, next to cuBLAS's rate of the same run.
 int prefill_gemm_table(kernels::Backend& backend, const io::ModelConfig& c, double mm_tflops) {
@@ -262,15 +273,8 @@ int prefill_gemm_table(kernels::Backend& backend, const io::ModelConfig& c, doub
                 kv_dim = c.num_key_value_heads * c.head_dim;
   const Shape shapes[] = {{"qkv_proj", q_dim + 2 * kv_dim, h}, {"o_proj", h, q_dim}, {"gate_up", 2 * inter, h},
                           {"down", h, inter}};
-  auto* x = static_cast<float*>(backend.allocate(size_t(4096) * inter * sizeof(float)));
+  float* x = random_device_floats(backend, size_t(4096) * inter);
   auto* out = static_cast<float*>(backend.allocate(size_t(4096) * 2 * inter * sizeof(float)));
-  {
-    std::mt19937 rng(5);
-    std::normal_distribution<float> dist(0.f, 1.f);
-    std::vector<float> hx(size_t(4096) * inter);
-    for (auto& v : hx) v = dist(rng);
-    backend.copy_to_device(x, hx.data(), hx.size() * sizeof(float));
-  }
   std::printf("| prefill matmul [n x k] | M | tile columns | time us | TFLOP/s | of cuBLAS %.0f |\n|---|---|---|---|---|---|\n",
               mm_tflops);
   for (const auto& s : shapes) {
@@ -352,15 +356,8 @@ int main(int argc, char** argv) {
     const Shape shapes[] = {{"qkv_proj", q_dim + 2 * kv_dim, h}, {"q_proj", q_dim, h}, {"k_proj", kv_dim, h},
                             {"o_proj", h, q_dim}, {"gate_up", 2 * inter, h}, {"down", h, inter},
                             {"lm_head", c.vocab_size, h}};
-    float* x = static_cast<float*>(backend->allocate(size_t(4096) * 2 * inter * sizeof(float)));
+    float* x = random_device_floats(*backend, size_t(4096) * 2 * inter);
     float* out = static_cast<float*>(backend->allocate(size_t(4096) * c.vocab_size * sizeof(float)));
-    {
-      std::mt19937 rng(5);
-      std::normal_distribution<float> dist(0.f, 1.f);
-      std::vector<float> hx(size_t(4096) * 2 * inter);
-      for (auto& v : hx) v = dist(rng);
-      backend->copy_to_device(x, hx.data(), hx.size() * sizeof(float));
-    }
     auto time_backend = [&](auto&& f, int iters) { return time_calls(*backend, f, iters); };
     for (const auto& s : shapes) {
       const auto host = random_bf16(size_t(s.n * s.k), 0.02f, 2);

@@ -790,7 +790,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
   if constexpr (kPair) cluster_sync();
   else __syncthreads();
   pdl_launch_dependents();
-  const uint32_t peer = kPair ? cluster_rank() ^ 1u : 0u;
+  const uint32_t rank = kPair ? cluster_rank() : 0u, peer = rank ^ 1u;
 
   // `it` counts the CTA's stages over all its tiles: stage it is slot it % kWsStages, in the
   // slot's phase it / kWsStages.
@@ -814,7 +814,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
           mbar_arrive_expect_tx(&full[slot], (kCoreStageUnits + kWeightUnits) * sizeof(uint4));
           tensor_load(As + slot * kCoreStageUnits, x_map, 0, ks * 8, static_cast<int>(row0 / 8), &full[slot]);
           if constexpr (kPair) {
-            const int half = static_cast<int>(peer ^ 1u);  // this CTA's rank: its half of the row-blocks
+            const int half = static_cast<int>(rank);  // this CTA's half of the row-blocks
             tensor_load_multicast(Bs + slot * kWeightUnits + half * kWeightUnits / 2, w_map, 0, ks * 8,
                                   static_cast<int>(nb0) + kColBlocks / 2 * half, &full[slot], 0b11);
           } else {
@@ -1037,14 +1037,18 @@ int decode_variant_for(int64_t rows, int64_t n, int64_t k) {
   return variant;
 }
 
-// The shared-memory limit of the wgmma kernels of one width, raised once (before any launch or
-// occupancy query).
+// The shared-memory limit of the wgmma kernels of one width (at 128 the cp.async producer's
+// too), raised once (before any launch or occupancy query).
 template <int kCols>
 void configure_wgmma() {
   static const bool configured = [] {
-    for (auto kernel : {matmul_wgmma_kernel<true, false, kCols>, matmul_wgmma_kernel<true, true, kCols>})
+    const auto raise = [](auto kernel) {
       TACHYON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               static_cast<int>(WgmmaTile<kCols>::kSmem)));
+    };
+    raise(matmul_wgmma_kernel<true, false, kCols>);
+    raise(matmul_wgmma_kernel<true, true, kCols>);
+    if constexpr (kCols == 128) raise(matmul_wgmma_kernel<false, false, 128>);
     return true;
   }();
   (void)configured;
@@ -1130,13 +1134,7 @@ void matmul_wgmma(const MatmulInput& in, int M, int K, int k_tiles, const void* 
   static const bool tma = tensor_map_encoder() != nullptr && !env_turned_off("TACHYON_WGMMA_TMA");
   static const bool pair = !env_turned_off("TACHYON_WGMMA_PAIR");
   if (!tma) {
-    static const bool configured = [] {
-      TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_wgmma_kernel<false, false, 128>,
-                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(WgmmaTile<128>::kSmem)));
-      return true;
-    }();
-    (void)configured;
+    configure_wgmma<128>();
     launch(matmul_wgmma_kernel<false, false, 128>, dim3(row_blocks, static_cast<unsigned>(round_up(n, kMmaRowPad) / 128)),
            kWsThreads, WgmmaTile<128>::kSmem, stream, xa, M, k_tiles, static_cast<const uint4*>(w_core),
            static_cast<int>(n), bias, out, 0, 0, CUtensorMap{}, CUtensorMap{});
