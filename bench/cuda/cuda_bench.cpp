@@ -109,22 +109,22 @@ double measure_copy_gbps() {
   return 2.0 * bytes / s / 1e9;
 }
 
-double measure_cublas_bf16_tflops() {
-  const int n = 8192;
-  const auto host = random_bf16(size_t(n) * n, 1.f, 1);
+// cuBLAS's rate on out [m, n] = a [m, k] · b [n, k]^T with bf16 operands and fp32 accumulation,
+// out in `out_type`.
+double cublas_bf16_tflops(int64_t m, int64_t n, int64_t k, cudaDataType out_type) {
+  const auto host_a = random_bf16(size_t(m * k), 1.f, 1), host_b = random_bf16(size_t(n * k), 1.f, 3);
   void *a, *b, *c;
-  const size_t bytes = size_t(n) * n * 2;
-  CHECK_CUDA(cudaMalloc(&a, bytes));
-  CHECK_CUDA(cudaMalloc(&b, bytes));
-  CHECK_CUDA(cudaMalloc(&c, bytes));
-  CHECK_CUDA(cudaMemcpy(a, host.data(), bytes, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(b, host.data(), bytes, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMalloc(&a, host_a.size() * 2));
+  CHECK_CUDA(cudaMalloc(&b, host_b.size() * 2));
+  CHECK_CUDA(cudaMalloc(&c, size_t(m * n) * (out_type == CUDA_R_32F ? 4 : 2)));
+  CHECK_CUDA(cudaMemcpy(a, host_a.data(), host_a.size() * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(b, host_b.data(), host_b.size() * 2, cudaMemcpyHostToDevice));
   cublasHandle_t h;
   cublasCreate(&h);
   const float one = 1.f, zero = 0.f;
-  auto gemm = [&] {
-    if (cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n, &zero, c,
-                     CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+  auto gemm = [&] {  // column-major: out^T [n, m] = b · a^T
+    if (cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k), &one, b, CUDA_R_16BF, int(k), a, CUDA_R_16BF,
+                     int(k), &zero, c, out_type, int(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
       std::fprintf(stderr, "cublasGemmEx failed\n");
       std::exit(1);
     }
@@ -136,8 +136,11 @@ double measure_cublas_bf16_tflops() {
   cudaFree(a);
   cudaFree(b);
   cudaFree(c);
-  return 2.0 * n * n * double(n) / s / 1e12;
+  return 2.0 * m * n * double(k) / s / 1e12;
 }
+
+// The prefill roofline's matmul rate: cuBLAS at 8192^3, bf16 out.
+double measure_cublas_bf16_tflops() { return cublas_bf16_tflops(8192, 8192, 8192, CUDA_R_16BF); }
 
 struct Shape {
   const char* name;
@@ -280,7 +283,12 @@ int prefill_gemm_table(kernels::Backend& backend, const io::ModelConfig& c, doub
   for (const auto& s : shapes) {
     const auto host = random_bf16(size_t(s.n * s.k), 0.02f, 2);
     const kernels::Weight w = backend.upload_weight(kernels::Weight{host.data(), DType::BF16, s.n, s.k});
-    for (int64_t m : {512, 4096})
+    for (int64_t m : {512, 4096}) {
+      // cuBLAS on the same shape (bf16 operands, fp32 out as ours; no batch-invariance constraint):
+      // what the hardware gives these shapes, next to the 8192^3 denominator.
+      const double cublas = cublas_bf16_tflops(m, s.n, s.k, CUDA_R_32F);
+      std::printf("| %s [%ld x %ld] | %ld | cuBLAS | %.1f | %.1f | %.1f%% |\n", s.name, long(s.n), long(s.k), long(m),
+                  2.0 * m * s.n * s.k / cublas / 1e6, cublas, 100 * cublas / mm_tflops);
       for (int cols : {128, 192, 128, 192, 0}) {  // each width twice, alternating: clocks drift within a run
         kernels::cuda::set_wgmma_columns(cols);
         const double t = time_calls(backend, [&] { backend.matmul(x, m, w, nullptr, out); }, m == 512 ? 20 : 5);
@@ -290,6 +298,7 @@ int prefill_gemm_table(kernels::Backend& backend, const io::ModelConfig& c, doub
         std::printf("| %s [%ld x %ld] | %ld | %s | %.1f | %.1f | %.1f%% |\n", s.name, long(s.n), long(s.k), long(m),
                     width.c_str(), t * 1e6, tflops, 100 * tflops / mm_tflops);
       }
+    }
   }
   kernels::cuda::set_wgmma_columns(0);
   backend.deallocate(x);

@@ -69,6 +69,56 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t b
       "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
       : "memory");
 }
+// Clusters (sm_90): this CTA's rank, arrivals on another CTA's mbarrier, a cluster-wide barrier,
+// and a bulk copy into every CTA of the cluster in a mask.
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+// Arrives on the mbarrier at bar's offset in the shared memory of CTA `rank` of the cluster, with
+// the default release at CTA scope (as CUTLASS's cluster barriers arrive): the arrival only says
+// that this warp's wgmmas have read the slot (its wgmma.wait_group returned), so there are no
+// writes to publish to the other CTA. With `.release.cluster` every consumer warp ran a memory
+// barrier per stage: ncu on the gate_up GEMM (M 4096) showed 39% of warp cycles stalled on it and
+// the kernel at half speed (3.68 vs 1.90 ms; bench/NOTES-cuda.md "Session 15").
+__device__ __forceinline__ void mbar_arrive_remote(uint64_t* bar, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(bar)), "r"(rank));
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
+// Every thread of every CTA of the cluster: e.g. the mbarriers each initialised are visible to the others.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// The same bytes into the shared memory of every CTA of the cluster in `mask`, at dst's offset in
+// each; each one's mbarrier at bar's offset counts them.
+__device__ __forceinline__ void bulk_load_multicast(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
+                                                    uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;\n" ::"r"(
+          smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar)), "h"(mask)
+      : "memory");
+}
+// Tensor stores (TMA, shared -> global) of one 2-D box of `map` at (c0 inner, c1), counted in
+// bulk async-groups: commit, then wait until at most N groups still read shared memory
+// (bulk_wait_read: the buffer may be rewritten) or are still in flight (bulk_wait: written).
+__device__ __forceinline__ void tensor_store_2d(const void* map, const void* src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(c0), "r"(c1), "r"(smem_addr(src))
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
 // Named CTA barriers (ids 1-15; 0 is __syncthreads' barrier), kThreads (a multiple of 32) arrivals
 // in all per phase: sync arrives and waits for the phase to complete, arrive only arrives. Every
 // thread of a warp executes the same one (aligned). Never more than kThreads arrivals into a phase.

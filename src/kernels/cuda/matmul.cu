@@ -652,8 +652,10 @@ __global__ void __launch_bounds__(256, 1) matmul_tiled_kernel(const uint4* __res
 // arrive when theirs land. Warpgroups 1 and 2 consume, each 64 rows with one wgmma.m64n128k16 or
 // m64n192k16 per k16 step, and release a
 // slot on its `empty` mbarrier once the wgmmas that read it are done (one stage kept in flight).
-// Accumulators restart from zero at each 512-k segment; segment totals add in order. Measured
-// (NOTES-cuda.md "Session 9"): the same tiles with the consumers issuing the copies and a CTA
+// Accumulators restart from zero at each 512-k segment; segment totals add in order. The tile
+// goes out by tensor stores through its last ring slot where the output's rows are 16-byte aligned
+// (store_tile_by_tma; H200, same call: prefill 4096 +8.5%, 512 +1%, bench/NOTES-cuda.md
+// "Session 17"), else one 8-byte store per lane and row. Measured (NOTES-cuda.md "Session 9"): the same tiles with the consumers issuing the copies and a CTA
 // barrier per stage ran 19-27% slower than the cp.async producer, the tensor copies 2-4% faster
 // than it, and one bulk copy per 1 KB run 1.6x slower.
 constexpr int kWsThreads = 384;  // producer warpgroup + 2 consumer warpgroups
@@ -718,25 +720,50 @@ __device__ __forceinline__ void tensor_load_multicast(void* dst, const CUtensorM
       "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar)), "h"(mask)
       : "memory");
 }
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t rank;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
-  return rank;
-}
-// Arrives on the mbarrier at bar's offset in the shared memory of CTA `rank` of the cluster, with
-// the default release at CTA scope (as CUTLASS's cluster barriers arrive): the arrival only says
-// that this warp's wgmmas have read the slot (its wgmma.wait_group returned), so there are no
-// writes to publish to the other CTA. With `.release.cluster` every consumer warp ran a memory
-// barrier per stage: ncu on the gate_up GEMM (M 4096) showed 39% of warp cycles stalled on it and
-// the kernel at half speed (3.68 vs 1.90 ms; bench/NOTES-cuda.md "Session 15").
-__device__ __forceinline__ void mbar_arrive_remote(uint64_t* bar, uint32_t rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(bar)), "r"(rank));
-  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
-}
-// Every thread of both CTAs: the barriers each initialised are visible to the other.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+
+// The epilogue by tensor stores: a consumer warpgroup's 64 rows x kCols columns of the tile go out
+// as boxes of 64 x 32 floats (out_tensor_map) through `stage`, 16 KB of the tile's last ring slot
+// (the slot is released once the stores have read it), two 8 KB buffers in turn: the warpgroup
+// writes a box with the map's 128-byte swizzle (16-byte chunk j of row r at chunk j ^ (r % 8):
+// a warp's 8-byte stores take the two wavefronts their 256 bytes need), then its first thread
+// issues the store and the warpgroup goes on. Against one 8-byte global store per lane and row
+// (64 or 96 instructions per thread, bench/NOTES-cuda.md "Session 16"), the stores drain while the
+// next tile's wgmmas run; columns past N and rows past M are clipped by the copy. `barrier`: this
+// warpgroup's named barrier.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <int kCols>
+__device__ __forceinline__ void store_tile_by_tma(const float (&total)[kCols / 2], const float* __restrict__ bias, int N,
+                                                  int M, int64_t row0, int col0, const CUtensorMap& out_map,
+                                                  void* stage, uint32_t barrier) {
+  const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4, cwarp = (threadIdx.x / 32) % 4;
+  const bool issuer = threadIdx.x % 128 == 0;
+#pragma unroll
+  for (int bx = 0; bx < kCols / 32; ++bx) {
+    auto* buf = static_cast<uint8_t*>(stage) + (bx % 2) * 8192;
+    if (bx >= 2) {  // the store of box bx - 2 has read this buffer
+      if (issuer) bulk_wait_read<1>();
+      named_barrier_sync<128>(barrier);
+    }
+#pragma unroll
+    for (int nbl = 0; nbl < 4; ++nbl)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = 16 * cwarp + g + 8 * h, nb = 4 * bx + nbl, col = col0 + 8 * nb + 2 * c;
+        const int chunk = (2 * nbl + c / 2) ^ (r % 8);
+        const float v0 = col < N ? finish(total[4 * nb + 2 * h], bias, col) : 0.f;
+        const float v1 = col + 1 < N ? finish(total[4 * nb + 2 * h + 1], bias, col + 1) : 0.f;
+        *reinterpret_cast<float2*>(buf + r * 128 + chunk * 16 + 8 * (c % 2)) = make_float2(v0, v1);
+      }
+    fence_proxy_async();  // the generic-proxy writes, before the tensor copy reads them
+    named_barrier_sync<128>(barrier);
+    if (issuer) {  // a group per box, empty where it lies past n or M: the waits above count boxes
+      if (col0 + 32 * bx < N && row0 < M) tensor_store_2d(&out_map, buf, col0 + 32 * bx, static_cast<int>(row0));
+      bulk_commit();
+    }
+  }
+  if (issuer) bulk_wait_read<0>();
+  named_barrier_sync<128>(barrier);  // every store has read the slot: it may be refilled
 }
 #endif
 
@@ -755,13 +782,15 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
                                                                      float* __restrict__ out, int row_pairs,
                                                                      int num_pair_tiles,
                                                                      const __grid_constant__ CUtensorMap x_map,
-                                                                     const __grid_constant__ CUtensorMap w_map) {
+                                                                     const __grid_constant__ CUtensorMap w_map,
+                                                                     const __grid_constant__ CUtensorMap out_map,
+                                                                     int store_by_tma) {
   static_assert(kTma || !kPair, "the pair multicasts tensor copies");
   static_assert(kTma || kCols == 128, "the cp.async producer copies 128-column stages");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tile = WgmmaTile<kCols>;
   constexpr int kWsStages = Tile::kStages, kColBlocks = Tile::kColBlocks, kWeightUnits = Tile::kWeightUnits;
-  extern __shared__ __align__(128) uint4 smem[];
+  extern __shared__ __align__(1024) uint4 smem[];  // 1 KB: the output boxes' 128-byte swizzle
   uint4* As = smem;                                // [kWsStages][16 row-blocks][8 k-blocks][8] (core matrices)
   uint4* Bs = smem + kWsStages * kCoreStageUnits;  // [kWsStages][kColBlocks blocks of 8 output columns][8][8]
   auto* full = reinterpret_cast<uint64_t*>(Bs + kWsStages * kWeightUnits);  // [kWsStages]: stage landed
@@ -878,7 +907,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
         if (lane == 0) {
           if (pending >= 0) release(pending % kWsStages);
-          release(slot);
+          if (!store_by_tma || ks + 1 < num_stages) release(slot);  // else the tile's output passes through it
         }
         pending = -1;
 #pragma unroll
@@ -888,6 +917,14 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
         if (lane == 0 && pending >= 0) release(pending % kWsStages);
         pending = it;
       }
+    }
+    if (store_by_tma) {
+      store_tile_by_tma<kCols>(total, bias, N, M, row0 + 64 * cw, static_cast<int>(nb0 * 8), out_map,
+                               cw == 0 ? static_cast<void*>(As + (it - 1) % kWsStages * kCoreStageUnits)
+                                       : static_cast<void*>(Bs + (it - 1) % kWsStages * kWeightUnits),
+                               1 + cw);
+      if (lane == 0) release((it - 1) % kWsStages);
+      continue;
     }
     // A lane's two adjacent columns of a row as one 8-byte store where every row starts 8-byte
     // aligned (N even, out aligned): 32 contiguous bytes per row and instruction, half the store
@@ -909,6 +946,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
         }
       }
   }
+  if (store_by_tma && tid % 128 == 0) bulk_wait<0>();  // this warpgroup's output written
 #else
   __trap();  // built for sm_90 without the arch-specific features: never launched (matmul checks)
 #endif
@@ -972,6 +1010,27 @@ CUtensorMap core_tensor_map(const void* base, int64_t rows, int64_t kb_count, ui
       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS) fail_unsupported("wgmma tensor map (cuTensorMapEncodeTiled result)", result);
   return map;
+}
+
+// The wgmma kernels' output [M, N] f32 as a 2-D tensor for their tensor stores (store_tile_by_tma):
+// boxes of 64 rows x 32 columns (128 bytes: the 128-byte swizzle's row). Rows must start 16-byte
+// aligned (N % 4 == 0, out aligned); `usable` says whether they do (else the map stays empty).
+struct OutputTensorMap {
+  CUtensorMap map{};
+  bool usable = false;
+};
+OutputTensorMap output_tensor_map(float* out, int M, int N) {
+  OutputTensorMap result;
+  if (N % 4 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0) return result;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(N), static_cast<cuuint64_t>(M)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(N) * sizeof(float)};
+  const cuuint32_t box[2] = {32, 64}, element_strides[2] = {1, 1};
+  const CUresult status = tensor_map_encoder()(&result.map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, out, dims, strides, box,
+                                               element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                               CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (status != CUDA_SUCCESS) fail_unsupported("wgmma output tensor map (cuTensorMapEncodeTiled result)", status);
+  result.usable = true;
+  return result;
 }
 
 }  // namespace
@@ -1097,6 +1156,10 @@ int wgmma_columns(unsigned row_blocks, int64_t n) {
   return wgmma_rounds<192>(row_blocks, n) * 192 <= wgmma_rounds<128>(row_blocks, n) * 128 ? 192 : 128;
 }
 
+// The epilogue by tensor stores where the output's rows allow it (set_wgmma_tma_store;
+// TACHYON_WGMMA_TMA_STORE=0: one 8-byte global store per lane and row, for A/B runs).
+bool wgmma_tma_store = !env_turned_off("TACHYON_WGMMA_TMA_STORE");
+
 template <int kCols>
 void launch_wgmma(const uint4* xa, int M, int k_tiles, const void* w_core, int64_t n, const float* bias, float* out,
                   unsigned row_blocks, bool pair, cudaStream_t stream) {
@@ -1106,6 +1169,8 @@ void launch_wgmma(const uint4* xa, int M, int k_tiles, const void* w_core, int64
   const int64_t m_pad = static_cast<int64_t>(row_blocks) * 128;
   const unsigned col_tiles = static_cast<unsigned>(ceil_div(n_pad, kCols));
   constexpr uint32_t kBoxBlocks = WgmmaTile<kCols>::kColBlocks;
+  const OutputTensorMap out_map = wgmma_tma_store ? output_tensor_map(out, M, N) : OutputTensorMap{};
+  const int store_by_tma = out_map.usable ? 1 : 0;
   if (pair) {
     const int row_pairs = static_cast<int>(ceil_div(row_blocks, 2));
     const int pair_tiles = row_pairs * static_cast<int>(col_tiles);
@@ -1113,11 +1178,12 @@ void launch_wgmma(const uint4* xa, int M, int k_tiles, const void* w_core, int64
     launch_clustered(matmul_wgmma_kernel<true, true, kCols>, dim3(2 * clusters), kWsThreads, WgmmaTile<kCols>::kSmem,
                      stream, 2u, xa, M, k_tiles, static_cast<const uint4*>(w_core), N, bias, out, row_pairs,
                      pair_tiles, core_tensor_map(xa, m_pad, kb_count),
-                     core_tensor_map(w_core, n_pad, kb_count, kBoxBlocks / 2));
+                     core_tensor_map(w_core, n_pad, kb_count, kBoxBlocks / 2), out_map.map, store_by_tma);
   } else {
     launch(matmul_wgmma_kernel<true, false, kCols>, dim3(row_blocks, col_tiles), kWsThreads, WgmmaTile<kCols>::kSmem,
            stream, xa, M, k_tiles, static_cast<const uint4*>(w_core), N, bias, out, 0, 0,
-           core_tensor_map(xa, m_pad, kb_count), core_tensor_map(w_core, n_pad, kb_count, kBoxBlocks));
+           core_tensor_map(xa, m_pad, kb_count), core_tensor_map(w_core, n_pad, kb_count, kBoxBlocks), out_map.map,
+           store_by_tma);
   }
 }
 
@@ -1137,7 +1203,7 @@ void matmul_wgmma(const MatmulInput& in, int M, int K, int k_tiles, const void* 
     configure_wgmma<128>();
     launch(matmul_wgmma_kernel<false, false, 128>, dim3(row_blocks, static_cast<unsigned>(round_up(n, kMmaRowPad) / 128)),
            kWsThreads, WgmmaTile<128>::kSmem, stream, xa, M, k_tiles, static_cast<const uint4*>(w_core),
-           static_cast<int>(n), bias, out, 0, 0, CUtensorMap{}, CUtensorMap{});
+           static_cast<int>(n), bias, out, 0, 0, CUtensorMap{}, CUtensorMap{}, CUtensorMap{}, 0);
   } else if (wgmma_columns(row_blocks, n) == 192) {
     launch_wgmma<192>(xa, M, k_tiles, w_core, n, bias, out, row_blocks, pair, stream);
   } else {
@@ -1148,6 +1214,7 @@ void matmul_wgmma(const MatmulInput& in, int M, int K, int k_tiles, const void* 
 }  // namespace
 
 void set_wgmma_columns(int cols) { wgmma_columns_setting = cols; }
+void set_wgmma_tma_store(bool on) { wgmma_tma_store = on; }
 
 int wgmma_columns_for(int64_t rows, int64_t n) {
   return wgmma_columns(static_cast<unsigned>(a_fragment_m_tiles(rows) / kTileM), n);

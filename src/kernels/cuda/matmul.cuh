@@ -94,6 +94,9 @@ void set_decode_matmul_variant(int variant);
 // The prefill (wgmma) tile's width in output columns: 128 or 192; 0 (the default, or
 // TACHYON_WGMMA_COLS unset): chosen per matrix shape. Same bits at every width (the canonical order).
 void set_wgmma_columns(int cols);
+// The wgmma kernel's epilogue: tensor stores through shared memory (true, the default, where rows
+// of the output start 16-byte aligned) or one 8-byte store per lane and row. Same values either way.
+void set_wgmma_tma_store(bool on);
 // The width the wgmma kernel runs x [rows, k] · Wᵀ [n, k] at (rows > 64).
 int wgmma_columns_for(int64_t rows, int64_t n);
 

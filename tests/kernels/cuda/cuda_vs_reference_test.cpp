@@ -147,8 +147,9 @@ TEST_F(CudaKernels, GatedMatmulGivesTheBitsOfTheActivationThenTheMatmul) {
 // Prefill on wgmma (sm_90a, the weight's core-matrix copy) and on the mma.sync tiled kernel
 // (TACHYON_WGMMA=0): identical bits, with row, column and k tails and several k segments, at
 // each wgmma tile width (128 and 192 columns; 192 over n = 131, 1024 and 4096 runs past the
-// weight's last rows, 4096 with a pair's whole half-box outside) and the width chosen by shape;
-// an odd n stores one float at a time, an even n two.
+// weight's last rows, 4096 with a pair's whole half-box outside) and the width chosen by shape,
+// each with the epilogue's tensor stores (n % 4 == 0; boxes past n and rows past `rows` clipped)
+// and without them: an odd n stores one float at a time, any other n two.
 TEST_F(CudaKernels, WgmmaPrefillMatmulGivesTheBitsOfTheMmaSyncKernel) {
   setenv("TACHYON_WGMMA", "0", 1);
   auto mma = make_backend("cuda");
@@ -167,18 +168,22 @@ TEST_F(CudaKernels, WgmmaPrefillMatmulGivesTheBitsOfTheMmaSyncKernel) {
     be.deallocate(out);
     return got;
   };
-  for (auto [rows, n, k] : {std::tuple{int64_t{65}, int64_t{131}, int64_t{64}}, {200, 264, 1100}, {1000, 300, 2050},
-                            {512, 1024, 4096}, {1000, 4200, 1100}, {300, 4096, 600}, {520, 6144, 512}}) {
+  for (auto [rows, n, k] : {std::tuple{int64_t{65}, int64_t{131}, int64_t{64}}, {200, 264, 1100}, {130, 258, 520},
+                            {1000, 300, 2050}, {512, 1024, 4096}, {1000, 4200, 1100}, {300, 4096, 600},
+                            {520, 6144, 512}}) {
     const auto wb = to_bf16(random_vec(static_cast<size_t>(n * k), rng, 0.05f));
     const auto bias = random_vec(static_cast<size_t>(n), rng);
     const auto x = random_vec(static_cast<size_t>(rows * k), rng);
     const auto want_bits = run(*mma, wb, bias, x, rows, n, k);
-    for (int cols : {128, 192, 0}) {
-      cuda::set_wgmma_columns(cols);
-      const auto got = run(*gpu, wb, bias, x, rows, n, k);
-      EXPECT_EQ(0, std::memcmp(got.data(), want_bits.data(), got.size() * sizeof(float)))
-          << rows << "x" << n << "x" << k << ", columns " << cols;
-    }
+    for (bool tma_store : {true, false})
+      for (int cols : {128, 192, 0}) {
+        cuda::set_wgmma_tma_store(tma_store);
+        cuda::set_wgmma_columns(cols);
+        const auto got = run(*gpu, wb, bias, x, rows, n, k);
+        EXPECT_EQ(0, std::memcmp(got.data(), want_bits.data(), got.size() * sizeof(float)))
+            << rows << "x" << n << "x" << k << ", columns " << cols << (tma_store ? ", tensor stores" : "");
+      }
+    cuda::set_wgmma_tma_store(true);
     if (rows * n * k > 1'000'000'000) continue;  // the scalar reference would take seconds
     std::vector<float> want(want_bits.size());
     ref->matmul(x.data(), rows, Weight{wb.data(), DType::BF16, n, k}, nullptr, want.data());
