@@ -152,7 +152,11 @@ void measure(int sms, float* sink, long long* clock_ns) {
 // against the unfed kernel's says what the loads into shared memory (L2 bandwidth, TMA writes
 // beside the wgmma reads, the barrier hand-off) cost without the GEMM's epilogue, rounds and
 // conversion of x.
-template <int N>
+// kPair: clusters of two CTAs that share B as the GEMM's pairs do (matmul.cu): each producer loads
+// its own A and half of B, multicast into both CTAs; a slot is free once both CTAs' consumers
+// released it (16 arrivals). Against one CTA per tile at the same CTA count: if the rate rises, the
+// L2's reads were the limit; if it stays, the bytes each SM takes in are.
+template <int N, bool kPair>
 __global__ void __launch_bounds__(384, 1) fed_kernel(int iters, const uint8_t* __restrict__ src, int64_t src_stages,
                                                      float* sink, long long* clock_ns) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -163,82 +167,34 @@ __global__ void __launch_bounds__(384, 1) fed_kernel(int iters, const uint8_t* _
   uint64_t* empty = full + kSlots;
   const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0), lane = threadIdx.x % 32;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kSlots; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 8);
+    for (int s = 0; s < kSlots; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], kPair ? 16 : 8);
     fence_mbarrier_init();
   }
-  __syncthreads();
+  if constexpr (kPair) cluster_sync();
+  else __syncthreads();
+  const uint32_t rank = kPair ? cluster_rank() : 0u, peer = rank ^ 1u;
   if (wg == 0) {
     if (threadIdx.x != 0) return;
-    for (int it = 0; it < iters; ++it) {
-      const int slot = it % kSlots;
-      if (it >= kSlots) mbar_wait(&empty[slot], ((it / kSlots) - 1) & 1);
-      mbar_arrive_expect_tx(&full[slot], kStage);
-      const uint8_t* from = src + ((blockIdx.x + static_cast<int64_t>(it) * gridDim.x) % src_stages) * kStage;
-      bulk_load(ring + slot * kStage, from, kA, &full[slot]);
-      bulk_load(ring + slot * kStage + kA, from + kA, kB, &full[slot]);
-    }
-    return;
-  }
-  long long c0 = 0, t0 = 0;
-  start_clocks(threadIdx.x == 128, c0, t0);
-  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(ring));
-  float acc[N / 2];
-#pragma unroll
-  for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
-  int pending = -1;
-  for (int it = 0; it < iters; ++it) {
-    const int slot = it % kSlots;
-    mbar_wait(&full[slot], (it / kSlots) & 1);
-    const uint32_t a = base + slot * kStage + (wg - 1) * (kA / 2), b = base + slot * kStage + kA;
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-    for (int kt = 0; kt < kStageKt; ++kt)
-      wgmma_n<N>(acc, descriptor(a + 256 * kt, 128, 1024, false), descriptor(b + 256 * kt, 128, 1024, false));
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-    if (lane == 0 && pending >= 0) mbar_arrive(&empty[pending % kSlots]);
-    pending = it;
-  }
-  end_probe<N>(acc, threadIdx.x == 128, c0, t0, sink, clock_ns);
-#endif
-}
-
-// fed_kernel in clusters of two CTAs that share B as the GEMM's pairs do (matmul.cu, kPair): each
-// producer loads its own A and half of B, multicast into both CTAs; a slot is free once both CTAs'
-// consumers released it (16 arrivals). Against fed_kernel at the same CTA count: if the rate rises,
-// L2's reads were the limit; if it stays, the bytes each SM takes in are.
-template <int N>
-__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1)
-    fed_pair_kernel(int iters, const uint8_t* __restrict__ src, int64_t src_stages, float* sink, long long* clock_ns) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int kA = 2 * 64 * 128, kB = N * 128, kStage = kA + kB, kSlots = 200 * 1024 / kStage;
-  extern __shared__ __align__(1024) uint4 smem[];
-  auto* ring = reinterpret_cast<uint8_t*>(smem);
-  auto* full = reinterpret_cast<uint64_t*>(ring + kSlots * kStage);
-  uint64_t* empty = full + kSlots;
-  const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0), lane = threadIdx.x % 32;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kSlots; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 16);
-    fence_mbarrier_init();
-  }
-  cluster_sync();
-  const uint32_t rank = cluster_rank(), peer = rank ^ 1u;
-  if (wg == 0) {
-    if (threadIdx.x != 0) return;
-    const int64_t pair = blockIdx.x / 2, pairs = gridDim.x / 2;
+    const int64_t group = kPair ? blockIdx.x / 2 : blockIdx.x, groups = kPair ? gridDim.x / 2 : gridDim.x;
     int it = 0;
     for (; it < iters; ++it) {
       const int slot = it % kSlots;
       if (it >= kSlots) mbar_wait(&empty[slot], ((it / kSlots) - 1) & 1);
       mbar_arrive_expect_tx(&full[slot], kStage);
-      const uint8_t* from = src + ((pair + static_cast<int64_t>(it) * pairs) % src_stages) * kStage;
-      bulk_load(ring + slot * kStage, from + (blockIdx.x % 2) * (kStage / 2), kA, &full[slot]);  // own A
-      bulk_load_multicast(ring + slot * kStage + kA + rank * (kB / 2), from + kA + rank * (kB / 2), kB / 2, &full[slot],
-                          0b11);
+      const uint8_t* from = src + ((group + static_cast<int64_t>(it) * groups) % src_stages) * kStage;
+      if constexpr (kPair) {
+        bulk_load(ring + slot * kStage, from + rank * (kStage / 2), kA, &full[slot]);  // own A
+        bulk_load_multicast(ring + slot * kStage + kA + rank * (kB / 2), from + kA + rank * (kB / 2), kB / 2,
+                            &full[slot], 0b11);
+      } else {
+        bulk_load(ring + slot * kStage, from, kA, &full[slot]);
+        bulk_load(ring + slot * kStage + kA, from + kA, kB, &full[slot]);
+      }
     }
-    // The other CTA writes into this one's slots until it has consumed every stage.
-    for (const int last = it; it < last + kSlots; ++it)
-      if (it >= kSlots) mbar_wait(&empty[it % kSlots], ((it / kSlots) - 1) & 1);
+    // kPair: the other CTA writes into this one's slots until it has consumed every stage.
+    if constexpr (kPair)
+      for (const int last = it; it < last + kSlots; ++it)
+        if (it >= kSlots) mbar_wait(&empty[it % kSlots], ((it / kSlots) - 1) & 1);
     return;
   }
   long long c0 = 0, t0 = 0;
@@ -249,7 +205,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1)
   for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
   const auto release = [&](int slot) {
     mbar_arrive(&empty[slot]);
-    mbar_arrive_remote(&empty[slot], peer);
+    if constexpr (kPair) mbar_arrive_remote(&empty[slot], peer);
   };
   int pending = -1;
   for (int it = 0; it < iters; ++it) {
@@ -265,34 +221,32 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1)
     if (lane == 0 && pending >= 0) release(pending % kSlots);
     pending = it;
   }
-  if (lane == 0) release(pending % kSlots);
+  if (kPair && lane == 0) release(pending % kSlots);  // the producers wait for every release before exiting
   end_probe<N>(acc, threadIdx.x == 128, c0, t0, sink, clock_ns);
 #endif
 }
 
-int64_t src_stages(size_t src_bytes, int stage_bytes) { return static_cast<int64_t>(src_bytes / stage_bytes); }
-
-template <int N>
+template <int N, bool kPair>
 void measure_fed(int ctas, const uint8_t* src, size_t src_bytes, float* sink, long long* clock_ns) {
   constexpr int kStage = 2 * 64 * 128 + N * 128, kSlots = 200 * 1024 / kStage;
   constexpr size_t smem = kSlots * kStage + 2 * kSlots * sizeof(uint64_t);
-  CHECK_CUDA(cudaFuncSetAttribute(fed_kernel<N>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const std::string what = ", fed by bulk copies from " + std::to_string(src_bytes >> 20) + " MB (" +
-                           std::to_string(kSlots) + " slots, " + std::to_string(ctas) + " CTAs)";
-  time_probe<N>(what.c_str(), "none (core matrices)", ctas, clock_ns, [&](int iters) {
-    fed_kernel<N><<<ctas, 384, smem>>>(iters, src, src_stages(src_bytes, kStage), sink, clock_ns);  // the warm-up fills L2
-  });
-}
-template <int N>
-void measure_fed_pair(int ctas, const uint8_t* src, size_t src_bytes, float* sink, long long* clock_ns) {
-  constexpr int kStage = 2 * 64 * 128 + N * 128, kSlots = 200 * 1024 / kStage;
-  constexpr size_t smem = kSlots * kStage + 2 * kSlots * sizeof(uint64_t);
   CHECK_CUDA(
-      cudaFuncSetAttribute(fed_pair_kernel<N>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const std::string what = ", pairs sharing B by multicast, from " + std::to_string(src_bytes >> 20) + " MB (" +
-                           std::to_string(kSlots) + " slots, " + std::to_string(ctas) + " CTAs)";
-  time_probe<N>(what.c_str(), "none (core matrices)", ctas, clock_ns, [&](int iters) {
-    fed_pair_kernel<N><<<ctas, 384, smem>>>(iters, src, src_stages(src_bytes, kStage), sink, clock_ns);
+      cudaFuncSetAttribute(fed_kernel<N, kPair>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const std::string what = std::string(kPair ? ", pairs sharing B by multicast" : ", fed by bulk copies") + " from " +
+                           std::to_string(src_bytes >> 20) + " MB (" + std::to_string(kSlots) + " slots, " +
+                           std::to_string(ctas) + " CTAs)";
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(ctas);
+  config.blockDim = dim3(384);
+  config.dynamicSmemBytes = smem;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = kPair ? 2 : 1, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  const int64_t stages = static_cast<int64_t>(src_bytes / kStage);
+  time_probe<N>(what.c_str(), "none (core matrices)", ctas, clock_ns, [&](int iters) {  // the warm-up fills L2
+    CHECK_CUDA(cudaLaunchKernelEx(&config, fed_kernel<N, kPair>, iters, src, stages, sink, clock_ns));
   });
 }
 
@@ -319,14 +273,14 @@ int main() {
   CHECK_CUDA(cudaMemset(src, 0, src_bytes));
   // Per SM the same rate with half or a quarter of the SMs reading says the limit is each SM's
   // intake, not the L2's total (which multicast would relieve).
-  measure_fed<128>(sms, src, src_bytes, sink, clock_ns);
-  measure_fed<192>(sms, src, src_bytes, sink, clock_ns);
-  measure_fed<256>(sms, src, src_bytes, sink, clock_ns);
-  measure_fed<192>(sms / 2, src, src_bytes, sink, clock_ns);
-  measure_fed<192>(sms / 4, src, src_bytes, sink, clock_ns);
-  measure_fed<128>(sms / 2, src, src_bytes, sink, clock_ns);
-  measure_fed_pair<128>(sms, src, src_bytes, sink, clock_ns);
-  measure_fed_pair<192>(sms, src, src_bytes, sink, clock_ns);
-  measure_fed_pair<256>(sms, src, src_bytes, sink, clock_ns);
+  measure_fed<128, false>(sms, src, src_bytes, sink, clock_ns);
+  measure_fed<192, false>(sms, src, src_bytes, sink, clock_ns);
+  measure_fed<256, false>(sms, src, src_bytes, sink, clock_ns);
+  measure_fed<192, false>(sms / 2, src, src_bytes, sink, clock_ns);
+  measure_fed<192, false>(sms / 4, src, src_bytes, sink, clock_ns);
+  measure_fed<128, false>(sms / 2, src, src_bytes, sink, clock_ns);
+  measure_fed<128, true>(sms, src, src_bytes, sink, clock_ns);
+  measure_fed<192, true>(sms, src, src_bytes, sink, clock_ns);
+  measure_fed<256, true>(sms, src, src_bytes, sink, clock_ns);
   return 0;
 }
