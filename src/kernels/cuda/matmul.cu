@@ -655,9 +655,10 @@ __global__ void __launch_bounds__(256, 1) matmul_tiled_kernel(const uint4* __res
 // Accumulators restart from zero at each 512-k segment; segment totals add in order. The tile
 // goes out by tensor stores through its last ring slot where the output's rows are 16-byte aligned
 // (store_tile_by_tma; H200, same call: prefill 4096 +8.5%, 512 +1%, bench/NOTES-cuda.md
-// "Session 17"), else one 8-byte store per lane and row. Measured (NOTES-cuda.md "Session 9"): the same tiles with the consumers issuing the copies and a CTA
-// barrier per stage ran 19-27% slower than the cp.async producer, the tensor copies 2-4% faster
-// than it, and one bulk copy per 1 KB run 1.6x slower.
+// "Session 17"), else one 8-byte store per lane and row. Measured (NOTES-cuda.md "Session 9"):
+// the same tiles with the consumers issuing the copies and a CTA barrier per stage ran 19-27%
+// slower than the cp.async producer, the tensor copies 2-4% faster than it, and one bulk copy per
+// 1 KB run 1.6x slower.
 constexpr int kWsThreads = 384;  // producer warpgroup + 2 consumer warpgroups
 constexpr int kCoreStageUnits = 16 * (2 * kStageKt) * 8;  // uint4 per stage of x: 16 row-blocks x 8 k-blocks
 // A tile of 128 rows x kCols output columns (128 or 192): per consumer thread kCols / 2
@@ -919,6 +920,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
       }
     }
     if (store_by_tma) {
+      // Warpgroup 1 stages its boxes in the slot's weight part, which warpgroup 0's last wgmmas
+      // read, and warpgroup 0 in the x part, half of which warpgroup 1's read: both must be done.
+      named_barrier_sync<256>(3);
       store_tile_by_tma<kCols>(total, bias, N, M, row0 + 64 * cw, static_cast<int>(nb0 * 8), out_map,
                                cw == 0 ? static_cast<void*>(As + (it - 1) % kWsStages * kCoreStageUnits)
                                        : static_cast<void*>(Bs + (it - 1) % kWsStages * kWeightUnits),
