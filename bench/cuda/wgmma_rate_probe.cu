@@ -9,9 +9,12 @@
 //   none   core matrices of 8 rows x 16 bytes (lbo 128 B, sbo 1 KB): the GEMM's layout
 //   128B   rows of 64 k (128 bytes) with the 128-byte swizzle (sbo 1 KB, k16 steps 32 B apart)
 // The operands are zeros: the products are not the point. Then the same wgmmas fed from global
-// memory the way the GEMM feeds them (fed_kernel). Prints TFLOP/s and FLOP per cycle per SM (SM
+// memory the way the GEMM feeds them (fed_kernel): by bulk copies from an L2-resident buffer, one
+// CTA per tile or in multicast pairs, and by the GEMM's own tensor copies of core-order boxes. Prints TFLOP/s and FLOP per cycle per SM (SM
 // clock from clock64 over globaltimer in the same kernel) against the peak of 4096.
 // Build: the CMake target wgmma_rate_probe (build/bench/wgmma_rate_probe).
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -156,9 +159,16 @@ void measure(int sms, float* sink, long long* clock_ns) {
 // its own A and half of B, multicast into both CTAs; a slot is free once both CTAs' consumers
 // released it (16 arrivals). Against one CTA per tile at the same CTA count: if the rate rises, the
 // L2's reads were the limit; if it stays, the bytes each SM takes in are.
-template <int N, bool kPair>
+// kTensor: the stages come as the GEMM loads them, by 3-D tensor copies of core-order boxes
+// (x_map, w_map: 16 runs of 1 KB per A box, N / 8 per B box) from an x and a weight that stay in L2,
+// each CTA walking the k-stages of its own (row block, column block) tile; against the bulk rows
+// it tells what the tensor copies cost.
+template <int N, bool kPair, bool kTensor>
 __global__ void __launch_bounds__(384, 1) fed_kernel(int iters, const uint8_t* __restrict__ src, int64_t src_stages,
-                                                     float* sink, long long* clock_ns) {
+                                                     float* sink, long long* clock_ns,
+                                                     const __grid_constant__ CUtensorMap x_map,
+                                                     const __grid_constant__ CUtensorMap w_map, int row_blocks,
+                                                     int col_blocks, int k_stages) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kA = 2 * 64 * 128, kB = N * 128, kStage = kA + kB, kSlots = 200 * 1024 / kStage;
   extern __shared__ __align__(1024) uint4 smem[];
@@ -182,7 +192,17 @@ __global__ void __launch_bounds__(384, 1) fed_kernel(int iters, const uint8_t* _
       if (it >= kSlots) mbar_wait(&empty[slot], ((it / kSlots) - 1) & 1);
       mbar_arrive_expect_tx(&full[slot], kStage);
       const uint8_t* from = src + ((group + static_cast<int64_t>(it) * groups) % src_stages) * kStage;
-      if constexpr (kPair) {
+      if constexpr (kTensor) {  // row block of this CTA (pairs: 2 per cluster), column block of the group
+        const int rb = static_cast<int>(kPair ? (2 * group + rank) % row_blocks : group % row_blocks);
+        const int cb = static_cast<int>((kPair ? 2 * group / row_blocks : group / row_blocks) % col_blocks);
+        const int ks = it % k_stages;
+        tensor_load_3d(ring + slot * kStage, &x_map, 0, ks * 8, rb * 16, &full[slot]);
+        if constexpr (kPair)
+          tensor_load_3d_multicast(ring + slot * kStage + kA + rank * (kB / 2), &w_map, 0, ks * 8,
+                                   cb * (N / 8) + static_cast<int>(rank) * (N / 16), &full[slot], 0b11);
+        else
+          tensor_load_3d(ring + slot * kStage + kA, &w_map, 0, ks * 8, cb * (N / 8), &full[slot]);
+      } else if constexpr (kPair) {
         bulk_load(ring + slot * kStage, from + rank * (kStage / 2), kA, &full[slot]);  // own A
         bulk_load_multicast(ring + slot * kStage + kA + rank * (kB / 2), from + kA + rank * (kB / 2), kB / 2,
                             &full[slot], 0b11);
@@ -226,15 +246,49 @@ __global__ void __launch_bounds__(384, 1) fed_kernel(int iters, const uint8_t* _
 #endif
 }
 
-template <int N, bool kPair>
-void measure_fed(int ctas, const uint8_t* src, size_t src_bytes, float* sink, long long* clock_ns) {
+// The driver's tensor-map encoder through the runtime (as matmul.cu gets it), and a core-order
+// [rows, k] bf16 matrix as the GEMM's 3-D tensor map (matmul.cu core_tensor_map): boxes of 8
+// k-blocks x `box_blocks` row-blocks.
+CUtensorMap core_map(const void* base, int64_t rows, int64_t k, uint32_t box_blocks) {
+  static const auto encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    CHECK_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &status));
+    if (status != cudaDriverEntryPointSuccess) std::exit(1);
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  CUtensorMap map{};
+  const cuuint64_t kb = static_cast<cuuint64_t>(k / 8);
+  const cuuint64_t dims[3] = {64, kb, static_cast<cuuint64_t>(rows / 8)}, strides[2] = {128, kb * 128};
+  const cuuint32_t box[3] = {64, 8, box_blocks}, element_strides[3] = {1, 1, 1};
+  if (encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides, box, element_strides,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    std::exit(1);
+  return map;
+}
+
+// The operands of the tensor-fed rows: x of 1024 rows and a weight of 6 (192) or 9 (128, 256: 4 or
+// 9) column blocks, both 4096 k: 8 + ~9 MB, L2-resident like the bulk rows' 16 MB.
+struct TensorSource {
+  const uint8_t* x;
+  const uint8_t* w;
+  int64_t k = 4096, x_rows = 1024, w_rows = 1152;
+};
+
+template <int N, bool kPair, bool kTensor>
+void measure_fed(int ctas, const uint8_t* src, size_t src_bytes, const TensorSource& ts, float* sink,
+                 long long* clock_ns) {
   constexpr int kStage = 2 * 64 * 128 + N * 128, kSlots = 200 * 1024 / kStage;
   constexpr size_t smem = kSlots * kStage + 2 * kSlots * sizeof(uint64_t);
-  CHECK_CUDA(
-      cudaFuncSetAttribute(fed_kernel<N, kPair>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const std::string what = std::string(kPair ? ", pairs sharing B by multicast" : ", fed by bulk copies") + " from " +
-                           std::to_string(src_bytes >> 20) + " MB (" + std::to_string(kSlots) + " slots, " +
-                           std::to_string(ctas) + " CTAs)";
+  CHECK_CUDA(cudaFuncSetAttribute(fed_kernel<N, kPair, kTensor>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(smem)));
+  const std::string what =
+      std::string(kPair ? ", pairs sharing B by multicast" : ", fed by") +
+      (kTensor ? " tensor copies of core-order boxes from x " + std::to_string(ts.x_rows) + " x " + std::to_string(ts.k) +
+                     " and w " + std::to_string(ts.w_rows / N * N) + " x " + std::to_string(ts.k)
+               : " bulk copies from " + std::to_string(src_bytes >> 20) + " MB") +
+      " (" + std::to_string(kSlots) + " slots, " + std::to_string(ctas) + " CTAs)";
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(ctas);
   config.blockDim = dim3(384);
@@ -245,8 +299,13 @@ void measure_fed(int ctas, const uint8_t* src, size_t src_bytes, float* sink, lo
   config.attrs = &cluster;
   config.numAttrs = 1;
   const int64_t stages = static_cast<int64_t>(src_bytes / kStage);
+  const CUtensorMap x_map = kTensor ? core_map(ts.x, ts.x_rows, ts.k, 16) : CUtensorMap{};
+  const CUtensorMap w_map = kTensor ? core_map(ts.w, ts.w_rows / N * N, ts.k, kPair ? N / 16 : N / 8) : CUtensorMap{};
+  const int row_blocks = static_cast<int>(ts.x_rows / 128), col_blocks = static_cast<int>(ts.w_rows / N);
+  const int k_stages = static_cast<int>(ts.k / 64);
   time_probe<N>(what.c_str(), "none (core matrices)", ctas, clock_ns, [&](int iters) {  // the warm-up fills L2
-    CHECK_CUDA(cudaLaunchKernelEx(&config, fed_kernel<N, kPair>, iters, src, stages, sink, clock_ns));
+    CHECK_CUDA(cudaLaunchKernelEx(&config, fed_kernel<N, kPair, kTensor>, iters, src, stages, sink, clock_ns, x_map,
+                                  w_map, row_blocks, col_blocks, k_stages));
   });
 }
 
@@ -273,14 +332,25 @@ int main() {
   CHECK_CUDA(cudaMemset(src, 0, src_bytes));
   // Per SM the same rate with half or a quarter of the SMs reading says the limit is each SM's
   // intake, not the L2's total (which multicast would relieve).
-  measure_fed<128, false>(sms, src, src_bytes, sink, clock_ns);
-  measure_fed<192, false>(sms, src, src_bytes, sink, clock_ns);
-  measure_fed<256, false>(sms, src, src_bytes, sink, clock_ns);
-  measure_fed<192, false>(sms / 2, src, src_bytes, sink, clock_ns);
-  measure_fed<192, false>(sms / 4, src, src_bytes, sink, clock_ns);
-  measure_fed<128, false>(sms / 2, src, src_bytes, sink, clock_ns);
-  measure_fed<128, true>(sms, src, src_bytes, sink, clock_ns);
-  measure_fed<192, true>(sms, src, src_bytes, sink, clock_ns);
-  measure_fed<256, true>(sms, src, src_bytes, sink, clock_ns);
+  TensorSource ts;
+  uint8_t *x, *w;
+  CHECK_CUDA(cudaMalloc(&x, size_t(ts.x_rows * ts.k * 2)));
+  CHECK_CUDA(cudaMalloc(&w, size_t(ts.w_rows * ts.k * 2)));
+  CHECK_CUDA(cudaMemset(x, 0, size_t(ts.x_rows * ts.k * 2)));
+  CHECK_CUDA(cudaMemset(w, 0, size_t(ts.w_rows * ts.k * 2)));
+  ts.x = x, ts.w = w;
+  measure_fed<128, false, false>(sms, src, src_bytes, ts, sink, clock_ns);
+  measure_fed<192, false, false>(sms, src, src_bytes, ts, sink, clock_ns);
+  measure_fed<256, false, false>(sms, src, src_bytes, ts, sink, clock_ns);
+  measure_fed<192, false, false>(sms / 2, src, src_bytes, ts, sink, clock_ns);
+  measure_fed<192, false, false>(sms / 4, src, src_bytes, ts, sink, clock_ns);
+  measure_fed<128, false, false>(sms / 2, src, src_bytes, ts, sink, clock_ns);
+  measure_fed<128, true, false>(sms, src, src_bytes, ts, sink, clock_ns);
+  measure_fed<192, true, false>(sms, src, src_bytes, ts, sink, clock_ns);
+  measure_fed<256, true, false>(sms, src, src_bytes, ts, sink, clock_ns);
+  // As the GEMM loads: tensor copies of core-order boxes (its pairs at 128 and 192 columns).
+  measure_fed<128, true, true>(sms, src, src_bytes, ts, sink, clock_ns);
+  measure_fed<192, true, true>(sms, src, src_bytes, ts, sink, clock_ns);
+  measure_fed<192, false, true>(sms, src, src_bytes, ts, sink, clock_ns);
   return 0;
 }

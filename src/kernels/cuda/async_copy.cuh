@@ -101,6 +101,25 @@ __device__ __forceinline__ void bulk_load_multicast(void* dst, const void* src, 
       "l"(src), "r"(bytes), "r"(smem_addr(bar)), "h"(mask)
       : "memory");
 }
+// Tensor copies (TMA) of one 3-D box of the tensor map at `map` (a CUtensorMap in global, constant
+// or parameter memory) at coordinates (c0 innermost, c1, c2) into shared memory, counted on `bar`;
+// the multicast form lands the box in every CTA of the cluster in `mask`, at dst's offset in each,
+// each one's mbarrier at bar's offset counting the bytes.
+__device__ __forceinline__ void tensor_load_3d(void* dst, const void* map, int c0, int c1, int c2, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
+          smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar))
+      : "memory");
+}
+__device__ __forceinline__ void tensor_load_3d_multicast(void* dst, const void* map, int c0, int c1, int c2,
+                                                         uint64_t* bar, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
+      "%3, %4}], [%5], %6;\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar)), "h"(mask)
+      : "memory");
+}
 // Tensor stores (TMA, shared -> global) of one 2-D box of `map` at (c0 inner, c1), counted in
 // bulk async-groups: commit, then wait until at most N groups still read shared memory
 // (bulk_wait_read: the buffer may be rewritten) or are still in flight (bulk_wait: written).

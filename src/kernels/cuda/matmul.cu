@@ -700,27 +700,6 @@ __global__ void to_core_rows_kernel(MatmulInput in, int M, int K, int64_t m_pad,
 __device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
-
-// Tensor copy (TMA) of one 3-D box of a core-matrix tensor map (core_tensor_map) to shared memory.
-__device__ __forceinline__ void tensor_load(void* dst, const CUtensorMap& map, int c0, int c1, int c2, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
-          smem_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar))
-      : "memory");
-}
-
-// Clusters of two CTAs (kPair below).
-// The same copy into the shared memory of every CTA of the cluster in `mask`, at dst's offset in
-// each; each one's mbarrier at bar's offset counts the bytes.
-__device__ __forceinline__ void tensor_load_multicast(void* dst, const CUtensorMap& map, int c0, int c1, int c2,
-                                                      uint64_t* bar, uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
-      "%3, %4}], [%5], %6;\n" ::"r"(smem_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar)), "h"(mask)
-      : "memory");
-}
 #endif
 
 // The epilogue by tensor stores: a consumer warpgroup's 64 rows x kCols columns of the tile go out
@@ -842,13 +821,13 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
           // The whole stage lands in this CTA either way (with kPair half the weight's from the
           // other CTA); boxes past the weight's last row-block land as zeros and count all their bytes.
           mbar_arrive_expect_tx(&full[slot], (kCoreStageUnits + kWeightUnits) * sizeof(uint4));
-          tensor_load(As + slot * kCoreStageUnits, x_map, 0, ks * 8, static_cast<int>(row0 / 8), &full[slot]);
+          tensor_load_3d(As + slot * kCoreStageUnits, &x_map, 0, ks * 8, static_cast<int>(row0 / 8), &full[slot]);
           if constexpr (kPair) {
             const int half = static_cast<int>(rank);  // this CTA's half of the row-blocks
-            tensor_load_multicast(Bs + slot * kWeightUnits + half * kWeightUnits / 2, w_map, 0, ks * 8,
+            tensor_load_3d_multicast(Bs + slot * kWeightUnits + half * kWeightUnits / 2, &w_map, 0, ks * 8,
                                   static_cast<int>(nb0) + kColBlocks / 2 * half, &full[slot], 0b11);
           } else {
-            tensor_load(Bs + slot * kWeightUnits, w_map, 0, ks * 8, static_cast<int>(nb0), &full[slot]);
+            tensor_load_3d(Bs + slot * kWeightUnits, &w_map, 0, ks * 8, static_cast<int>(nb0), &full[slot]);
           }
         }
       }
