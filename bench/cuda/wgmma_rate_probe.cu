@@ -13,8 +13,6 @@
 // CTA per tile or in multicast pairs, and by the GEMM's own tensor copies of core-order boxes. Prints TFLOP/s and FLOP per cycle per SM (SM
 // clock from clock64 over globaltimer in the same kernel) against the peak of 4096.
 // Build: the CMake target wgmma_rate_probe (build/bench/wgmma_rate_probe).
-#include <cuda.h>
-#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -24,6 +22,7 @@
 
 #include "check_cuda.h"
 #include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/core_tensor_map.h"
 #include "kernels/cuda/wgmma.cuh"
 
 namespace {
@@ -246,25 +245,13 @@ __global__ void __launch_bounds__(384, 1) fed_kernel(int iters, const uint8_t* _
 #endif
 }
 
-// The driver's tensor-map encoder through the runtime (as matmul.cu gets it), and a core-order
-// [rows, k] bf16 matrix as the GEMM's 3-D tensor map (matmul.cu core_tensor_map): boxes of 8
-// k-blocks x `box_blocks` row-blocks.
+// A core-order [rows, k] bf16 matrix as the GEMM's 3-D tensor map, boxes of `box_blocks` row-blocks.
 CUtensorMap core_map(const void* base, int64_t rows, int64_t k, uint32_t box_blocks) {
-  static const auto encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult status{};
-    CHECK_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &status));
-    if (status != cudaDriverEntryPointSuccess) std::exit(1);
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
   CUtensorMap map{};
-  const cuuint64_t kb = static_cast<cuuint64_t>(k / 8);
-  const cuuint64_t dims[3] = {64, kb, static_cast<cuuint64_t>(rows / 8)}, strides[2] = {128, kb * 128};
-  const cuuint32_t box[3] = {64, 8, box_blocks}, element_strides[3] = {1, 1, 1};
-  if (encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides, box, element_strides,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+  if (tensor_map_encoder() == nullptr || encode_core_tensor_map(&map, base, rows, k / 8, box_blocks) != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled unavailable or failed\n");
     std::exit(1);
+  }
   return map;
 }
 

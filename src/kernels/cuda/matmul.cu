@@ -13,6 +13,7 @@
 #include "kernels/cuda/activation.cuh"
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/core_tensor_map.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
@@ -964,33 +965,11 @@ void launch_skinny(const float* x, const uint4* xa, int M, int K, const uint4* w
 
 int64_t a_fragment_m_tiles(int64_t rows) { return round_up(ceil_div(rows, 16), kTileM); }
 
-// The driver's tensor-map encoder, through the runtime (no link against libcuda); null if absent.
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const auto encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult status{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &status) !=
-            cudaSuccess ||
-        status != cudaDriverEntryPointSuccess)
-      fn = nullptr;
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
-  return encode;
-}
-
-// A core-matrix matrix (pack_core_weight's order; x after to_core_rows) of `rows` (a multiple of
-// 128) x kb_count k-blocks as a 3-D tensor: (64 elements of a core matrix, k-block, row-block).
-// One box, {64, 8, 16}, is a wgmma stage of one operand: 16 row-blocks x 8 k-blocks, 16 KB, laid
-// out in shared memory exactly as the consumers read it (box_blocks 8: half of it, for a pair).
+// A core-order matrix's 3-D tensor map (encode_core_tensor_map): one box of 16 row-blocks is a
+// stage of x or of a 128-column weight (box_blocks: the weight's row-blocks per stage, half for a pair).
 CUtensorMap core_tensor_map(const void* base, int64_t rows, int64_t kb_count, uint32_t box_blocks = 16) {
   CUtensorMap map{};
-  const cuuint64_t dims[3] = {64, static_cast<cuuint64_t>(kb_count), static_cast<cuuint64_t>(rows / 8)};
-  const cuuint64_t strides[2] = {128, static_cast<cuuint64_t>(kb_count) * 128};  // bytes, dims 1 and 2
-  const cuuint32_t box[3] = {64, 8, box_blocks}, element_strides[3] = {1, 1, 1};
-  const CUresult result = tensor_map_encoder()(
-      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides, box, element_strides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult result = encode_core_tensor_map(&map, base, rows, kb_count, box_blocks);
   if (result != CUDA_SUCCESS) fail_unsupported("wgmma tensor map (cuTensorMapEncodeTiled result)", result);
   return map;
 }
