@@ -90,6 +90,16 @@ class Backend {
     gated_activation(gate_up, rows, dim, act, act_out);
     matmul(act_out, rows, w, nullptr, out);
   }
+  // A gated MLP: out = gated_activation(x · W_gate_upᵀ) · W_downᵀ (x [rows, hidden]; gate_up_w
+  // [2 · dim, hidden], the gate rows then the up rows; down_w [n, dim]). `gate_up` [rows, 2 · dim] and
+  // `act_out` [rows, dim] are scratch: the default runs matmul into gate_up, then gated_matmul; a
+  // backend may keep gate_up out of memory instead (CUDA at prefill rows: the gate_up GEMM's tiles
+  // write the activated rows as the down GEMM's input; the same bits).
+  virtual void gated_mlp(const float* x, int64_t rows, const Weight& gate_up_w, const Weight& down_w, Activation act,
+                         float* gate_up, float* act_out, float* out) {
+    matmul(x, rows, gate_up_w, nullptr, gate_up);
+    gated_matmul(gate_up, rows, down_w.cols, act, down_w, act_out, out);
+  }
   // dst[i, :] = src[rows[i], :] for i < n (row width `width`)
   virtual void gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t width, float* dst) = 0;
   // x += y (n elements)

@@ -345,6 +345,8 @@ class CudaBackend final : public Backend {
   double host_read_flush_seconds() const { return host_read_flush_seconds_; }
   double host_read_wait_seconds() const { return host_read_wait_seconds_; }
   uint64_t fused_norm_launches() const { return fused_norms_; }
+  uint64_t fused_gated_mlps() const { return fused_gated_mlps_; }
+  uint64_t fused_prefill_norms() const { return fused_prefill_norms_; }
   void set_graph_policy(GraphPolicy policy) {
     synchronize();
     graph_policy_ = policy;
@@ -394,6 +396,29 @@ class CudaBackend final : public Backend {
     cuda::matmul_gated(gate_up, act == Activation::GeluTanh, rows, core_copy(rows, w), w.rows, w.cols, nullptr, out,
                        workspace_, stream_);
   }
+  void gated_mlp(const float* x, int64_t rows, const Weight& gate_up_w, const Weight& down_w, Activation act,
+                 float* gate_up, float* act_out, float* out) override {
+    const int64_t inter = down_w.cols;
+    const void* gate_up_core = core_copy(rows, gate_up_w);
+    const void* down_core = core_copy(rows, down_w);
+    if (!gated_mlp_fusion_ || gate_up_w.layout != WeightLayout::MmaFragments ||
+        down_w.layout != WeightLayout::MmaFragments || gate_up_w.rows != 2 * inter ||
+        !cuda::gated_mlp_fuses(rows, inter, gate_up_core && down_core))
+      return Backend::gated_mlp(x, rows, gate_up_w, down_w, act, gate_up, act_out, out);
+    const auto norm = take_prefill_norm(x, rows, gate_up_w.cols);
+    grow_workspace(workspace_, workspace_bytes_, cuda::gated_mlp_workspace_bytes(rows, gate_up_w.cols, inter));
+    Scope scope(this, norm ? "add_rms_norm+gated_mlp" : "gated_mlp", gate_up_w.rows, gate_up_w.cols, rows);
+    const bool gelu = act == Activation::GeluTanh;
+    if (norm) {
+      norm_into_core(*norm);
+      cuda::gated_mlp_core_input(workspace_, gelu, rows, gate_up_core, gate_up_w.cols, inter, down_core, down_w.rows,
+                                 out, stream_);
+    } else {
+      cuda::gated_mlp(x, gelu, rows, gate_up_core, gate_up_w.cols, inter, down_core, down_w.rows, out, workspace_,
+                      stream_);
+    }
+    ++fused_gated_mlps_;
+  }
   void rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const RopeTable& table,
             const int32_t* positions) override {
     Scope scope(this, "rope");
@@ -422,6 +447,12 @@ class CudaBackend final : public Backend {
         !overlaps(y, rows * dim, out, rows * dim)) {
       settle();
       grow_zeroed_counters(norm_arrivals_, num_norm_arrivals_, 1);
+      pending_norm_ = PendingNorm{x, y, static_cast<const float*>(w.data), rows, dim, eps, weight_offset, out};
+      return;
+    }
+    if (prefill_norm_fusion_ && rows > 64 && !profile_->enabled && w.dtype == DType::F32 && w.cols == dim &&
+        cuda::add_rms_norm_writes_core(x, y, static_cast<const float*>(w.data), dim, out)) {
+      settle();
       pending_norm_ = PendingNorm{x, y, static_cast<const float*>(w.data), rows, dim, eps, weight_offset, out};
       return;
     }
@@ -630,6 +661,7 @@ class CudaBackend final : public Backend {
   }
   bool matmul_after_pending_norm(const float* x, int64_t rows, const Weight& w, const float* bias, float* out) {
     const PendingNorm p = *pending_norm_;
+    if (p.rows > 64) return matmul_after_prefill_norm(x, rows, w, bias, out);
     const int64_t n = rows * p.dim, out_n = rows * w.rows;
     if (x != p.out || rows != p.rows || w.layout != WeightLayout::MmaFragments || w.cols != p.dim ||
         !cuda::matmul_streams(rows, w.rows, w.cols) || out_n == 0 || overlaps(out, out_n, p.x, n) ||
@@ -642,6 +674,35 @@ class CudaBackend final : public Backend {
     norm.out = p.out, norm.arrivals = norm_arrivals_;
     cuda::matmul_after_add_norm(norm, rows, w.data, w.rows, w.cols, bias, out, stream_);
     ++fused_norms_;
+    return true;
+  }
+
+  // A pending norm at prefill rows whose output `x` is a prefill matmul's input (k = its dim): taken,
+  // to write that input itself (norm_into_core), so the matmul skips its conversion.
+  std::optional<PendingNorm> take_prefill_norm(const float* x, int64_t rows, int64_t k) {
+    if (!pending_norm_ || pending_norm_->rows <= 64 || x != pending_norm_->out || rows != pending_norm_->rows ||
+        k != pending_norm_->dim)
+      return std::nullopt;
+    const auto p = pending_norm_;
+    pending_norm_.reset();
+    return p;
+  }
+  // The norm, writing out and its rows in the wgmma kernel's core-matrix order at the workspace's start.
+  void norm_into_core(const PendingNorm& p) {
+    cuda::add_rms_norm_core(p.x, p.y, p.w, p.rows, p.dim, p.eps, p.weight_offset, p.out, workspace_,
+                            cuda::matmul_core_rows(p.rows), stream_);
+    ++fused_prefill_norms_;
+  }
+  bool matmul_after_prefill_norm(const float* x, int64_t rows, const Weight& w, const float* bias, float* out) {
+    const void* w_core = core_copy(rows, w);
+    if (w.layout != WeightLayout::MmaFragments || !cuda::matmul_takes_core_input(rows, w.cols, w_core != nullptr))
+      return false;
+    const auto p = take_prefill_norm(x, rows, w.cols);
+    if (!p) return false;
+    prepare_matmul(rows, w);
+    Scope scope(this, "add_rms_norm+matmul", w.rows, w.cols, rows);
+    norm_into_core(*p);
+    cuda::matmul_core_input(workspace_, rows, w.cols, w_core, w.rows, bias, out, stream_);
     return true;
   }
 
@@ -766,6 +827,14 @@ class CudaBackend final : public Backend {
   std::optional<PendingNorm> pending_norm_;
   const int fused_norm_rows_ = fused_norm_rows_setting();
   uint64_t fused_norms_ = 0;  // launches of the fused path (tests)
+  // The gated MLP with the activation in the gate_up GEMM's epilogue (TACHYON_GATED_MLP=0: its
+  // two matmuls, for A/B runs and tests); the calls that took it.
+  const bool gated_mlp_fusion_ = !cuda::env_turned_off("TACHYON_GATED_MLP");
+  uint64_t fused_gated_mlps_ = 0;
+  // add_rms_norm at prefill rows writing the next prefill matmul's input (TACHYON_FUSED_PREFILL_NORM=0:
+  // the norm, then the matmul's conversion, for A/B runs and tests); the norms that did.
+  const bool prefill_norm_fusion_ = !cuda::env_turned_off("TACHYON_FUSED_PREFILL_NORM");
+  uint64_t fused_prefill_norms_ = 0;
   unsigned* norm_arrivals_ = nullptr;  // the fused norm's CTA count (matmul_stream.cuh), left zeroed
   size_t num_norm_arrivals_ = 0;
   std::vector<void*> owned_;
@@ -816,6 +885,14 @@ void cuda_profile_enable(Backend& backend, bool on) {
 uint64_t cuda_fused_norm_launches(Backend& backend) {
   auto* b = as_cuda_backend(backend, "cuda_fused_norm_launches");
   return b->fused_norm_launches();
+}
+
+uint64_t cuda_fused_gated_mlps(Backend& backend) {
+  return as_cuda_backend(backend, "cuda_fused_gated_mlps")->fused_gated_mlps();
+}
+
+uint64_t cuda_fused_prefill_norms(Backend& backend) {
+  return as_cuda_backend(backend, "cuda_fused_prefill_norms")->fused_prefill_norms();
 }
 
 void cuda_graphs_enable(Backend& backend, bool on) {

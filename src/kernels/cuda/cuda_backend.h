@@ -45,6 +45,10 @@ struct CudaGraphCounters {
 void cuda_graphs_enable(Backend& backend, bool on);
 // How many add_rms_norm calls ran inside the streaming matmul that read their output (tests).
 uint64_t cuda_fused_norm_launches(Backend& backend);
+// How many gated_mlp calls ran with the activation in the gate_up GEMM's epilogue (tests).
+uint64_t cuda_fused_gated_mlps(Backend& backend);
+// How many add_rms_norm calls at prefill rows wrote the next matmul's input themselves (tests).
+uint64_t cuda_fused_prefill_norms(Backend& backend);
 CudaGraphCounters cuda_graph_counters(Backend& backend);
 
 }  // namespace tachyon::kernels

@@ -653,10 +653,11 @@ __global__ void __launch_bounds__(256, 1) matmul_tiled_kernel(const uint4* __res
 // arrive when theirs land. Warpgroups 1 and 2 consume, each 64 rows with one wgmma.m64n128k16 or
 // m64n192k16 per k16 step, and release a
 // slot on its `empty` mbarrier once the wgmmas that read it are done (one stage kept in flight).
-// Accumulators restart from zero at each 512-k segment; segment totals add in order. The tile
+// Each 512-k segment's chain starts afresh (scale-d 0); segment totals add in order. The tile
 // goes out by tensor stores through its last ring slot where the output's rows are 16-byte aligned
 // (store_tile_by_tma; H200, same call: prefill 4096 +8.5%, 512 +1%, bench/NOTES-cuda.md
-// "Session 17"), else one 8-byte store per lane and row. Measured (NOTES-cuda.md "Session 9"):
+// "Session 17"), else one 8-byte store per lane and row, or for the gated MLP's gate_up
+// (store_gated_tile) as the down GEMM's activated bf16 input. Measured (NOTES-cuda.md "Session 9"):
 // the same tiles with the consumers issuing the copies and a CTA barrier per stage ran 19-27%
 // slower than the cp.async producer, the tensor copies 2-4% faster than it, and one bulk copy per
 // 1 KB run 1.6x slower.
@@ -748,6 +749,44 @@ __device__ __forceinline__ void store_tile_by_tma(const float (&total)[kCols / 2
 }
 #endif
 
+// The gated MLP's gate_up GEMM (gated_mlp): a tile's columns are `h = kCols / 2` gate rows of the
+// fused weight and the same h up rows (inter further on), and its epilogue writes act(gate) · up
+// straight into the down projection's input: bf16 in core-matrix order (to_core_rows_kernel's
+// layout and rounding, from load_input_pair's arithmetic: the same bits as the fp32 gate_up, the
+// activation and the conversion), zeros in rows [M, m_pad). xb null: an ordinary GEMM.
+// No padding bytes: kernel parameters are compared bytewise as graph keys (step_graph.h).
+struct GatedOutput {
+  uint32_t* xb = nullptr;  // [m_pad / 8][kb_count][8 rows][4 bf16 pairs]
+  int32_t inter = 0;       // the activation's columns (gate_up has 2 · inter rows); a multiple of 64
+  int32_t kb_count = 0;    // inter / 8
+  int32_t m_pad = 0;       // rows of xb
+  int32_t gelu = 0;        // GeluTanh, else SiLU
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// A consumer warpgroup's 64 rows (from row0) of activation columns [j0, j0 + kCols / 2): each lane
+// holds gate column j in total[4 nb + 2 h + e] and its up column in the same slot kCols / 16
+// blocks on; a warp's store writes one core matrix row-block's 128 bytes.
+template <int kCols>
+__device__ __forceinline__ void store_gated_tile(const float (&total)[kCols / 2], int M, int64_t row0, int j0,
+                                                 const GatedOutput& o) {
+  constexpr int kHalfBlocks = kCols / 16;
+  const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4, cwarp = (threadIdx.x / 32) % 4;
+#pragma unroll
+  for (int nb = 0; nb < kHalfBlocks; ++nb)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = row0 + 16 * cwarp + g + 8 * h;
+      const int j = j0 + 8 * nb + 2 * c;
+      if (row >= o.m_pad || j >= o.inter) continue;
+      const int gi = 4 * nb + 2 * h, ui = 4 * (nb + kHalfBlocks) + 2 * h;
+      const uint32_t v = row < M ? pack_bf16x2(gated(total[gi], total[ui], o.gelu), gated(total[gi + 1], total[ui + 1], o.gelu))
+                                 : 0u;
+      o.xb[(((row / 8) * o.kb_count + j / 8) * 8 + row % 8) * 4 + c] = v;
+    }
+}
+#endif
+
 // kTma, the producer: one thread's two tensor copies per stage, or 128 threads' cp.asyncs.
 // kPair (with kTma): clusters of two CTAs, row blocks 2i and 2i + 1 of one column block, share the
 // weight's stages: each CTA's producer loads half of the stage's weight rows and multicasts them
@@ -765,7 +804,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
                                                                      const __grid_constant__ CUtensorMap x_map,
                                                                      const __grid_constant__ CUtensorMap w_map,
                                                                      const __grid_constant__ CUtensorMap out_map,
-                                                                     int store_by_tma) {
+                                                                     int store_by_tma, GatedOutput gated_out) {
   static_assert(kTma || !kPair, "the pair multicasts tensor copies");
   static_assert(kTma || kCols == 128, "the cp.async producer copies 128-column stages");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -788,8 +827,13 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
     return kPair ? static_cast<int64_t>(2 * (t % row_pairs) + static_cast<int>(blockIdx.x % 2)) * 128
                  : static_cast<int64_t>(blockIdx.x) * 128;
   };
+  // A gated tile's weight rows: kColBlocks / 2 row-blocks of gate from tile_columns(t), as many of up
+  // inter / 8 blocks on (each CTA of a pair loads one of the two halves).
+  const bool gated = gated_out.xb != nullptr;
+  const int tile_blocks = gated ? kColBlocks / 2 : kColBlocks;
+  const int half_offset = gated ? gated_out.kb_count : kColBlocks / 2;
   const auto tile_columns = [&](int t) {
-    return kPair ? static_cast<int64_t>(t / row_pairs) * kColBlocks : static_cast<int64_t>(blockIdx.y) * kColBlocks;
+    return kPair ? static_cast<int64_t>(t / row_pairs) * tile_blocks : static_cast<int64_t>(blockIdx.y) * tile_blocks;
   };
   const int64_t kb_count = 2 * static_cast<int64_t>(k_tiles);  // k-blocks of 8: x rows are kb_count uint4 long
   const int num_stages = k_tiles / kStageKt;
@@ -826,7 +870,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
           if constexpr (kPair) {
             const int half = static_cast<int>(rank);  // this CTA's half of the row-blocks
             tensor_load_3d_multicast(Bs + slot * kWeightUnits + half * kWeightUnits / 2, &w_map, 0, ks * 8,
-                                  static_cast<int>(nb0) + kColBlocks / 2 * half, &full[slot], 0b11);
+                                  static_cast<int>(nb0) + half_offset * half, &full[slot], 0b11);
           } else {
             tensor_load_3d(Bs + slot * kWeightUnits, &w_map, 0, ks * 8, static_cast<int>(nb0), &full[slot]);
           }
@@ -880,8 +924,13 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
 #pragma unroll
       for (int kt = 0; kt < kStageKt; ++kt) {  // k-blocks 2 kt, 2 kt + 1: 128 B apart; row-blocks 1 KB apart
         const uint64_t a = core_descriptor(a_s + kt * 16, 128, 1024), b = core_descriptor(b_s + kt * 16, 128, 1024);
-        if constexpr (kCols == 128) wgmma_m64n128k16(acc, a, b);
-        else wgmma_m64n192k16(acc, a, b);
+        // A segment's chain starts from d = A · B (scale-d 0) instead of zeroed accumulators: the
+        // segment drain loses its kCols / 2 register clears per thread (H200, same call: prefill
+        // +1.5% at 512 and 4096 tokens, bench/NOTES-cuda.md "Session 18"). Same bits: each total
+        // starts +0 and adds the segment's sums, so a sum's zero sign cannot reach it.
+        const int accumulate = kt > 0 || ks % kStagesPerSegment != 0;
+        if constexpr (kCols == 128) wgmma_m64n128k16(acc, a, b, accumulate);
+        else wgmma_m64n192k16(acc, a, b, accumulate);
       }
       asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
       if ((ks + 1) % kStagesPerSegment == 0 || ks + 1 == num_stages) {
@@ -892,12 +941,16 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
         }
         pending = -1;
 #pragma unroll
-        for (int i = 0; i < kCols / 2; ++i) total[i] += acc[i], acc[i] = 0.f;
+        for (int i = 0; i < kCols / 2; ++i) total[i] += acc[i];
       } else {
         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // this stage stays in flight
         if (lane == 0 && pending >= 0) release(pending % kWsStages);
         pending = it;
       }
+    }
+    if (gated) {
+      store_gated_tile<kCols>(total, M, row0 + 64 * cw, static_cast<int>(nb0 * 8), gated_out);
+      continue;
     }
     if (store_by_tma) {
       // Warpgroup 1 stages its boxes in the slot's weight part, which warpgroup 0's last wgmmas
@@ -1122,17 +1175,21 @@ int wgmma_columns(unsigned row_blocks, int64_t n) {
 // TACHYON_WGMMA_TMA_STORE=0: one 8-byte global store per lane and row, for A/B runs).
 bool wgmma_tma_store = !env_turned_off("TACHYON_WGMMA_TMA_STORE");
 
+// gated.xb set (gated_mlp; pairs only): the tiles cover gated.inter activation columns, kCols / 2
+// per tile, and write the down projection's input instead of `out`.
 template <int kCols>
 void launch_wgmma(const uint4* xa, int M, int k_tiles, const void* w_core, int64_t n, const float* bias, float* out,
-                  unsigned row_blocks, bool pair, cudaStream_t stream) {
+                  unsigned row_blocks, bool pair, cudaStream_t stream, const GatedOutput& gated = {}) {
   configure_wgmma<kCols>();
   const int N = static_cast<int>(n);
   const int64_t kb_count = 2 * static_cast<int64_t>(k_tiles), n_pad = round_up(n, kMmaRowPad);
   const int64_t m_pad = static_cast<int64_t>(row_blocks) * 128;
-  const unsigned col_tiles = static_cast<unsigned>(ceil_div(n_pad, kCols));
+  const unsigned col_tiles =
+      static_cast<unsigned>(gated.xb ? ceil_div(int64_t{gated.inter}, kCols / 2) : ceil_div(n_pad, kCols));
   constexpr uint32_t kBoxBlocks = WgmmaTile<kCols>::kColBlocks;
-  const OutputTensorMap out_map = wgmma_tma_store ? output_tensor_map(out, M, N) : OutputTensorMap{};
+  const OutputTensorMap out_map = wgmma_tma_store && !gated.xb ? output_tensor_map(out, M, N) : OutputTensorMap{};
   const int store_by_tma = out_map.usable ? 1 : 0;
+  if (gated.xb && !pair) fail_unsupported("gated wgmma tiles without pairs (TACHYON_WGMMA_PAIR=0)", 0);
   if (pair) {
     const int row_pairs = static_cast<int>(ceil_div(row_blocks, 2));
     const int pair_tiles = row_pairs * static_cast<int>(col_tiles);
@@ -1140,12 +1197,38 @@ void launch_wgmma(const uint4* xa, int M, int k_tiles, const void* w_core, int64
     launch_clustered(matmul_wgmma_kernel<true, true, kCols>, dim3(2 * clusters), kWsThreads, WgmmaTile<kCols>::kSmem,
                      stream, 2u, xa, M, k_tiles, static_cast<const uint4*>(w_core), N, bias, out, row_pairs,
                      pair_tiles, core_tensor_map(xa, m_pad, kb_count),
-                     core_tensor_map(w_core, n_pad, kb_count, kBoxBlocks / 2), out_map.map, store_by_tma);
+                     core_tensor_map(w_core, n_pad, kb_count, kBoxBlocks / 2), out_map.map, store_by_tma, gated);
   } else {
     launch(matmul_wgmma_kernel<true, false, kCols>, dim3(row_blocks, col_tiles), kWsThreads, WgmmaTile<kCols>::kSmem,
            stream, xa, M, k_tiles, static_cast<const uint4*>(w_core), N, bias, out, 0, 0,
            core_tensor_map(xa, m_pad, kb_count), core_tensor_map(w_core, n_pad, kb_count, kBoxBlocks), out_map.map,
-           store_by_tma);
+           store_by_tma, GatedOutput{});
+  }
+}
+
+bool wgmma_by_tma() {
+  static const bool tma = tensor_map_encoder() != nullptr && !env_turned_off("TACHYON_WGMMA_TMA");
+  return tma;
+}
+bool wgmma_pairs() {
+  static const bool pair = !env_turned_off("TACHYON_WGMMA_PAIR");
+  return pair;
+}
+
+// The wgmma kernel on x already in core-matrix order (xa: the row-blocks of M rows, k_tiles · 16
+// columns), at the tile width chosen by shape; `gated` as in launch_wgmma.
+void launch_wgmma_on_core(const uint4* xa, int M, int k_tiles, const void* w_core, int64_t n, const float* bias,
+                          float* out, cudaStream_t stream, const GatedOutput& gated = {}) {
+  const unsigned row_blocks = static_cast<unsigned>(a_fragment_m_tiles(M) / kTileM);
+  if (!wgmma_by_tma()) {
+    configure_wgmma<128>();
+    launch(matmul_wgmma_kernel<false, false, 128>, dim3(row_blocks, static_cast<unsigned>(round_up(n, kMmaRowPad) / 128)),
+           kWsThreads, WgmmaTile<128>::kSmem, stream, xa, M, k_tiles, static_cast<const uint4*>(w_core),
+           static_cast<int>(n), bias, out, 0, 0, CUtensorMap{}, CUtensorMap{}, CUtensorMap{}, 0, GatedOutput{});
+  } else if (wgmma_columns(row_blocks, n) == 192) {
+    launch_wgmma<192>(xa, M, k_tiles, w_core, n, bias, out, row_blocks, wgmma_pairs(), stream, gated);
+  } else {
+    launch_wgmma<128>(xa, M, k_tiles, w_core, n, bias, out, row_blocks, wgmma_pairs(), stream, gated);
   }
 }
 
@@ -1153,24 +1236,11 @@ void launch_wgmma(const uint4* xa, int M, int k_tiles, const void* w_core, int64
 // fragments), then the wgmma kernel: M > 64 with the weight's core-matrix copy.
 void matmul_wgmma(const MatmulInput& in, int M, int K, int k_tiles, const void* w_core, int64_t n, const float* bias,
                   float* out, void* workspace, cudaStream_t stream) {
-  const int64_t m_tiles = a_fragment_m_tiles(M);
   auto* xa = static_cast<uint4*>(workspace);
-  const unsigned row_blocks = static_cast<unsigned>(m_tiles / kTileM);
-  const int64_t m_pad = m_tiles * 16, k_pad = static_cast<int64_t>(k_tiles) * 16;
+  const int64_t m_pad = a_fragment_m_tiles(M) * 16, k_pad = static_cast<int64_t>(k_tiles) * 16;
   launch(to_core_rows_kernel, static_cast<unsigned>(ceil_div(m_pad * k_pad / 8, 256)), 256, 0, stream, in, M, K, m_pad,
          k_pad, xa);
-  static const bool tma = tensor_map_encoder() != nullptr && !env_turned_off("TACHYON_WGMMA_TMA");
-  static const bool pair = !env_turned_off("TACHYON_WGMMA_PAIR");
-  if (!tma) {
-    configure_wgmma<128>();
-    launch(matmul_wgmma_kernel<false, false, 128>, dim3(row_blocks, static_cast<unsigned>(round_up(n, kMmaRowPad) / 128)),
-           kWsThreads, WgmmaTile<128>::kSmem, stream, xa, M, k_tiles, static_cast<const uint4*>(w_core),
-           static_cast<int>(n), bias, out, 0, 0, CUtensorMap{}, CUtensorMap{}, CUtensorMap{}, 0);
-  } else if (wgmma_columns(row_blocks, n) == 192) {
-    launch_wgmma<192>(xa, M, k_tiles, w_core, n, bias, out, row_blocks, pair, stream);
-  } else {
-    launch_wgmma<128>(xa, M, k_tiles, w_core, n, bias, out, row_blocks, pair, stream);
-  }
+  launch_wgmma_on_core(xa, M, k_tiles, w_core, n, bias, out, stream);
 }
 
 }  // namespace
@@ -1292,6 +1362,49 @@ void matmul_gated(const float* gate_up, bool gelu, int64_t rows, const void* w_c
   const int k_tiles = static_cast<int>(round_up(k, kMmaColPad) / 16);
   if (!matmul_gated_fuses(rows, n, k, w_core != nullptr)) fail_unsupported("matmul_gated rows (needs > 64)", rows);
   matmul_wgmma(in, M, K, k_tiles, w_core, n, bias, out, workspace, stream);
+}
+
+int64_t matmul_core_rows(int64_t rows) { return a_fragment_m_tiles(rows) * 16; }
+
+bool matmul_takes_core_input(int64_t rows, int64_t k, bool has_core) { return rows > 64 && has_core && k % 64 == 0; }
+
+void matmul_core_input(const void* xa, int64_t rows, int64_t k, const void* w_core, int64_t n, const float* bias,
+                       float* out, cudaStream_t stream) {
+  if (!matmul_takes_core_input(rows, k, w_core != nullptr)) fail_unsupported("matmul_core_input rows", rows);
+  launch_wgmma_on_core(static_cast<const uint4*>(xa), static_cast<int>(rows), static_cast<int>(k / 16), w_core, n,
+                       bias, out, stream);
+}
+
+bool gated_mlp_fuses(int64_t rows, int64_t inter, bool has_cores) {
+  return rows > 64 && has_cores && inter % 64 == 0 && wgmma_by_tma() && wgmma_pairs();
+}
+
+size_t gated_mlp_workspace_bytes(int64_t rows, int64_t hidden, int64_t inter) {
+  return static_cast<size_t>(matmul_core_rows(rows) * (round_up(hidden, kMmaColPad) + inter)) * 2;
+}
+
+void gated_mlp(const float* x, bool gelu, int64_t rows, const void* gate_up_core, int64_t hidden, int64_t inter,
+               const void* down_core, int64_t n, float* out, void* workspace, cudaStream_t stream) {
+  const int64_t m_pad = matmul_core_rows(rows), k_pad = round_up(hidden, kMmaColPad);
+  launch(to_core_rows_kernel, static_cast<unsigned>(ceil_div(m_pad * k_pad / 8, 256)), 256, 0, stream, MatmulInput{x},
+         static_cast<int>(rows), static_cast<int>(hidden), m_pad, k_pad, static_cast<uint4*>(workspace));
+  gated_mlp_core_input(workspace, gelu, rows, gate_up_core, k_pad, inter, down_core, n, out, stream);
+}
+
+void gated_mlp_core_input(void* workspace, bool gelu, int64_t rows, const void* gate_up_core, int64_t hidden,
+                          int64_t inter, const void* down_core, int64_t n, float* out, cudaStream_t stream) {
+  if (!gated_mlp_fuses(rows, inter, gate_up_core && down_core) || hidden % kMmaColPad != 0)
+    fail_unsupported("gated_mlp rows", rows);
+  const int M = static_cast<int>(rows);
+  const int64_t m_pad = matmul_core_rows(rows);
+  const auto* xa = static_cast<const uint4*>(workspace);
+  uint4* xb = static_cast<uint4*>(workspace) + m_pad * hidden / 8;  // the down GEMM's input, written by the gate_up tiles
+  GatedOutput gated;
+  gated.xb = reinterpret_cast<uint32_t*>(xb);
+  gated.inter = static_cast<int32_t>(inter), gated.kb_count = static_cast<int32_t>(inter / 8);
+  gated.m_pad = static_cast<int32_t>(m_pad), gated.gelu = gelu ? 1 : 0;
+  launch_wgmma_on_core(xa, M, static_cast<int>(hidden / 16), gate_up_core, 2 * inter, nullptr, nullptr, stream, gated);
+  launch_wgmma_on_core(xb, M, static_cast<int>(inter / 16), down_core, n, nullptr, out, stream);
 }
 
 }  // namespace tachyon::kernels::cuda

@@ -70,6 +70,29 @@ bool matmul_gated_fuses(int64_t rows, int64_t n, int64_t k, bool has_core);
 void matmul_gated(const float* gate_up, bool gelu, int64_t rows, const void* w_core, int64_t n, int64_t k,
                   const float* bias, float* out, void* workspace, cudaStream_t stream);
 
+// Prefill matmuls whose x is already the wgmma kernel's input (norm.cuh's add_rms_norm_core wrote
+// it): bf16 in core-matrix order, matmul_core_rows(rows) rows (the last ones zero), k columns.
+// Only where matmul_takes_core_input: rows > 64, the weight's core copy, k % 64 == 0.
+int64_t matmul_core_rows(int64_t rows);
+bool matmul_takes_core_input(int64_t rows, int64_t k, bool has_core);
+void matmul_core_input(const void* xa, int64_t rows, int64_t k, const void* w_core, int64_t n, const float* bias,
+                       float* out, cudaStream_t stream);
+
+// The gated MLP at prefill rows: out = gated_activation(x · W_gate_upᵀ) · W_downᵀ (x [rows, hidden];
+// gate_up_core: the core-matrix copy of the fused [2 · inter, hidden] weight, the gate rows then the
+// up rows; down_core: [n, inter]; no biases). The gate_up GEMM's tiles hold matching gate and up
+// columns, and their epilogue writes act(gate) · up as the down GEMM's bf16 input: the bits of
+// matmul then matmul_gated, without the fp32 gate_up's round trip through memory or the
+// conversion's launch. Only where gated_mlp_fuses: M > 64, both core copies, inter % 64 == 0, the
+// wgmma kernel by tensor copies in pairs. Workspace: gated_mlp_workspace_bytes.
+bool gated_mlp_fuses(int64_t rows, int64_t inter, bool has_cores);
+size_t gated_mlp_workspace_bytes(int64_t rows, int64_t hidden, int64_t inter);
+void gated_mlp(const float* x, bool gelu, int64_t rows, const void* gate_up_core, int64_t hidden, int64_t inter,
+               const void* down_core, int64_t n, float* out, void* workspace, cudaStream_t stream);
+// The same with x already at the workspace's start as matmul_core_input takes it (hidden % 64 == 0).
+void gated_mlp_core_input(void* workspace, bool gelu, int64_t rows, const void* gate_up_core, int64_t hidden,
+                          int64_t inter, const void* down_core, int64_t n, float* out, cudaStream_t stream);
+
 // Kernel lab (bench/cuda): which kernel serves M <= 64. All are bit-identical (the canonical
 // order); they differ in how they stream weights and read x. Default: the fastest measured.
 enum DecodeMatmulVariant {

@@ -56,11 +56,20 @@ __global__ void add_rms_norm_kernel(float* x, const float* y, const float* __res
 // the first FMA), sums them in order, warps reduce by butterfly, warp sums add in warp order
 // (rowwise.cuh: the streaming matmul's fused norm computes the same bits).
 constexpr int kWideDim = 1024;
+// A prefill matmul's input written beside out (add_rms_norm_core): bf16 in the wgmma kernel's
+// core-matrix order, kb_count 8-column blocks per row; null: none.
+// No padding bytes: kernel parameters are compared bytewise as graph keys (step_graph.h).
+struct CoreRows {
+  uint2* xb = nullptr;  // [m_pad / 8][kb_count][8 rows][2 x 4 bf16]
+  int64_t kb_count = 0;
+};
+
 // The wide kernels' common end: this block's row of x is in v (thread t holds float4s t, t + 256, ...);
-// out's row = (weight_offset + w) · x / rms(x), the sum of squares in one fixed order.
+// out's row = (weight_offset + w) · x / rms(x), the sum of squares in one fixed order; with core.xb
+// also its bf16 rounding (to_core_rows_kernel's) at its core-order place.
 __device__ __forceinline__ void norm_row_wide(const float4 (&v)[kWideMaxVec], int dim, float eps,
                                               const float* __restrict__ w, float weight_offset,
-                                              float* __restrict__ out) {
+                                              float* __restrict__ out, const CoreRows& core = {}) {
   __shared__ float warp_sums[kWideNormThreads / 32];
   const int vecs = dim / 4;
   const float sum = warp_sum(thread_sum_squares(v));
@@ -69,10 +78,16 @@ __device__ __forceinline__ void norm_row_wide(const float4 (&v)[kWideMaxVec], in
   const float inv = inv_rms(sum_in_warp_order(warp_sums), dim, eps);
   float4* orow = reinterpret_cast<float4*>(out + static_cast<int64_t>(blockIdx.x) * dim);
   const float4* w4 = reinterpret_cast<const float4*>(w);
+  const int64_t r = blockIdx.x;
 #pragma unroll
   for (int j = 0; j < kWideMaxVec; ++j) {
     const int i = threadIdx.x + 256 * j;
-    if (i < vecs) orow[i] = rms_scaled4(v[j], inv, w4[i], weight_offset);
+    if (i >= vecs) continue;
+    const float4 o = rms_scaled4(v[j], inv, w4[i], weight_offset);
+    orow[i] = o;
+    if (core.xb)
+      core.xb[(((r / 8) * core.kb_count + i / 2) * 8 + r % 8) * 2 + i % 2] =
+          make_uint2(pack_bf16x2(o.x, o.y), pack_bf16x2(o.z, o.w));
   }
 }
 
@@ -89,10 +104,18 @@ __global__ void __launch_bounds__(256) rms_norm_wide_kernel(const float* x, cons
 }
 
 // x += y, then the wide kernel's norm of x (the same arithmetic as add_kernel then rms_norm_wide_kernel).
+// With core.xb: blocks past `rows` (up to the matmul's padded rows) write their core rows' zeros.
 __global__ void __launch_bounds__(256) add_rms_norm_wide_kernel(float* x, const float* __restrict__ y,
                                                                 const float* __restrict__ w, int dim, float eps,
-                                                                float weight_offset, float* __restrict__ out) {
+                                                                float weight_offset, float* __restrict__ out,
+                                                                int64_t rows, CoreRows core) {
   pdl_enter();
+  if (static_cast<int64_t>(blockIdx.x) >= rows) {
+    const int64_t r = blockIdx.x;
+    for (int i = threadIdx.x; i < dim / 4; i += kWideNormThreads)
+      core.xb[(((r / 8) * core.kb_count + i / 2) * 8 + r % 8) * 2 + i % 2] = make_uint2(0u, 0u);
+    return;
+  }
   float4* xr = reinterpret_cast<float4*>(x + static_cast<int64_t>(blockIdx.x) * dim);
   const float4* yr = reinterpret_cast<const float4*>(y + static_cast<int64_t>(blockIdx.x) * dim);
   const int vecs = dim / 4;
@@ -101,7 +124,7 @@ __global__ void __launch_bounds__(256) add_rms_norm_wide_kernel(float* x, const 
 #pragma unroll
   for (int j = 0; j < kWideMaxVec; ++j)
     if (threadIdx.x + kWideNormThreads * j < vecs) xr[threadIdx.x + kWideNormThreads * j] = v[j];
-  norm_row_wide(v, dim, eps, w, weight_offset, out);
+  norm_row_wide(v, dim, eps, w, weight_offset, out, core);
 }
 
 // Any other width: one block per row, strided.
@@ -163,8 +186,19 @@ bool add_rms_norm(float* x, const float* y, const float* w, int64_t rows, int64_
   if (!wide) return false;
   if (rows == 0) return true;
   launch(add_rms_norm_wide_kernel, static_cast<unsigned>(rows), 256, 0, stream, x, y, w, static_cast<int>(dim), eps,
-         weight_offset, out);
+         weight_offset, out, rows, CoreRows{});
   return true;
+}
+
+bool add_rms_norm_writes_core(const float* x, const float* y, const float* w, int64_t dim, const float* out) {
+  return add_rms_norm_is_wide(x, y, w, dim, out) && dim % 64 == 0;
+}
+
+void add_rms_norm_core(float* x, const float* y, const float* w, int64_t rows, int64_t dim, float eps,
+                       float weight_offset, float* out, void* core, int64_t m_pad, cudaStream_t stream) {
+  if (!add_rms_norm_writes_core(x, y, w, dim, out) || m_pad < rows) fail_unsupported("add_rms_norm_core dim", dim);
+  launch(add_rms_norm_wide_kernel, static_cast<unsigned>(m_pad), 256, 0, stream, x, y, w, static_cast<int>(dim), eps,
+         weight_offset, out, rows, CoreRows{static_cast<uint2*>(core), dim / 8});
 }
 
 }  // namespace tachyon::kernels::cuda

@@ -20,5 +20,12 @@ bool add_rms_norm(float* x, const float* y, const float* w, int64_t rows, int64_
 // Whether add_rms_norm takes the wide path (one 256-thread block per row, rowwise.cuh's order),
 // whose bits the streaming matmul's fused norm reproduces.
 bool add_rms_norm_is_wide(const float* x, const float* y, const float* w, int64_t dim, const float* out);
+// add_rms_norm's wide path that also writes out's rows as a prefill matmul's input (`core`: bf16 in
+// core-matrix order, m_pad rows, the last m_pad - rows zero; matmul.cuh's matmul_core_input), the
+// rounding the matmul would apply to out: one pass over the rows instead of the matmul's own
+// conversion. Only where add_rms_norm_writes_core (the wide path, dim % 64 == 0).
+bool add_rms_norm_writes_core(const float* x, const float* y, const float* w, int64_t dim, const float* out);
+void add_rms_norm_core(float* x, const float* y, const float* w, int64_t rows, int64_t dim, float eps,
+                       float weight_offset, float* out, void* core, int64_t m_pad, cudaStream_t stream);
 
 }  // namespace tachyon::kernels::cuda

@@ -12,8 +12,7 @@ void gated_mlp_forward(StepContext& ctx, Workspace& ws, const GatedMlpWeights& w
   const int64_t rows = ctx.rows, inter = w.down.cols;
   float* gate_up = ws.get(Workspace::kGateUp, rows * 2 * inter);
   float* h = ws.get(Workspace::kAct, rows * inter);
-  ctx.backend.matmul(x, rows, w.gate_up, nullptr, gate_up);
-  ctx.backend.gated_matmul(gate_up, rows, inter, act, w.down, h, out);
+  ctx.backend.gated_mlp(x, rows, w.gate_up, w.down, act, gate_up, h, out);
 }
 
 }  // namespace tachyon::model

@@ -212,5 +212,41 @@ TEST(CudaFusedNorm, DecodeStepsGiveTheBitsOfUnfusedStepsAndOfPrefill) {
   std::filesystem::remove_all(dir);
 }
 
+// The prefill fusions: the gated MLP (the gate_up GEMM's epilogue writes the down GEMM's input)
+// and add_rms_norm writing the next matmul's input. A 100-token prefill gives the bits of the same
+// model with TACHYON_GATED_MLP=0 and TACHYON_FUSED_PREFILL_NORM=0, and its decode steps the bits of
+// the prefill's rows over the same positions.
+TEST(CudaPrefillFusions, PrefillGivesTheBitsOfTheUnfusedOpsAndOfDecodeSteps) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible";
+  const std::string dir = write_wide_qwen3(std::filesystem::temp_directory_path() /
+                                           ("tachyon-wide-qwen3-mlp-" + std::to_string(::getpid())));
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 100; ++i) prompt.push_back((i * 37 + 5) % 1000);
+  const int steps = 8;
+  ModelRunner fused(dir, "cuda");
+  const auto [tokens, logits] = fused.greedy(prompt, steps);
+  std::vector<int32_t> text = prompt;
+  text.insert(text.end(), tokens.begin(), tokens.end() - 1);
+  const auto full = fused.full_logits(text);
+  EXPECT_GE(kernels::cuda_fused_gated_mlps(*fused.backend), 4u);  // two layers, two prefills
+  EXPECT_GE(kernels::cuda_fused_prefill_norms(*fused.backend), 4u);   // at least the post-attention norms
+  ::setenv("TACHYON_GATED_MLP", "0", 1);
+  ::setenv("TACHYON_FUSED_PREFILL_NORM", "0", 1);
+  ModelRunner plain(dir, "cuda");
+  ::unsetenv("TACHYON_GATED_MLP");
+  ::unsetenv("TACHYON_FUSED_PREFILL_NORM");
+  const auto plain_full = plain.full_logits(text);
+  EXPECT_EQ(kernels::cuda_fused_gated_mlps(*plain.backend), 0u);
+  EXPECT_EQ(kernels::cuda_fused_prefill_norms(*plain.backend), 0u);
+  ASSERT_EQ(full.size(), plain_full.size());
+  EXPECT_EQ(0, std::memcmp(full.data(), plain_full.data(), full.size() * sizeof(float)));
+  const size_t v = static_cast<size_t>(fused.vocab());
+  for (int i = 0; i < steps; ++i)
+    EXPECT_EQ(0, std::memcmp(full.data() + (prompt.size() - 1 + static_cast<size_t>(i)) * v,
+                             logits.data() + static_cast<size_t>(i) * v, v * sizeof(float)))
+        << "step " << i;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tachyon::testing

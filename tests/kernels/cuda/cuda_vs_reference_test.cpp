@@ -144,6 +144,67 @@ TEST_F(CudaKernels, GatedMatmulGivesTheBitsOfTheActivationThenTheMatmul) {
   }
 }
 
+// gated_mlp at prefill rows: the gate_up GEMM's tiles write the activated rows as the down GEMM's
+// bf16 input. The bits of its two matmuls (a backend with TACHYON_GATED_MLP=0), at both tile widths
+// and by shape, for both activations, with a k tail (hidden 1100), last tiles holding fewer
+// activation columns than their width (inter 1024 and 640 at 96 per tile: the gate half's tail
+// reads up rows, the up half runs past the weight), a pair whose second row block lies past the
+// rows (100 rows), and rows that are not a multiple of 8; 64 rows or fewer and an inter that is not
+// a multiple of 64 take the two matmuls (the fused calls are counted).
+TEST_F(CudaKernels, GatedMlpGivesTheBitsOfItsTwoMatmuls) {
+  setenv("TACHYON_GATED_MLP", "0", 1);
+  auto plain = make_backend("cuda");
+  unsetenv("TACHYON_GATED_MLP");
+  struct Case {
+    int64_t rows, hidden, inter, n;
+    bool fused;
+  };
+  for (const Case& c : {Case{20, 1100, 1024, 300, false}, {100, 1100, 1024, 300, true}, {300, 512, 4096, 1000, true},
+                        {1001, 1024, 640, 520, true}, {200, 512, 1000, 256, false}}) {
+    const auto wgu = to_bf16(random_vec(static_cast<size_t>(2 * c.inter * c.hidden), rng, 0.05f));
+    const auto wd = to_bf16(random_vec(static_cast<size_t>(c.n * c.inter), rng, 0.05f));
+    const auto x = random_vec(static_cast<size_t>(c.rows * c.hidden), rng);
+    const auto run = [&](Backend& be, Activation act) {
+      const Weight gate_up_w = be.upload_weight(Weight{wgu.data(), DType::BF16, 2 * c.inter, c.hidden});
+      const Weight down_w = be.upload_weight(Weight{wd.data(), DType::BF16, c.n, c.inter});
+      std::vector<void*> buffers;
+      const auto buffer = [&](int64_t floats) {
+        buffers.push_back(be.allocate(static_cast<size_t>(floats) * sizeof(float)));
+        be.copy_to_device(buffers.back(), std::vector<float>(static_cast<size_t>(floats), NAN).data(),
+                          static_cast<size_t>(floats) * sizeof(float));
+        return static_cast<float*>(buffers.back());
+      };
+      float* dx = buffer(c.rows * c.hidden);
+      be.copy_to_device(dx, x.data(), x.size() * sizeof(float));
+      float* out = buffer(c.rows * c.n);
+      be.gated_mlp(dx, c.rows, gate_up_w, down_w, act, buffer(c.rows * 2 * c.inter), buffer(c.rows * c.inter), out);
+      std::vector<float> got(static_cast<size_t>(c.rows * c.n));
+      be.copy_to_host(got.data(), out, got.size() * sizeof(float));
+      for (void* p : buffers) be.deallocate(p);
+      return got;
+    };
+    for (auto act : {Activation::SiLU, Activation::GeluTanh}) {
+      const auto want = run(*plain, act);
+      for (int cols : {128, 192, 0}) {
+        cuda::set_wgmma_columns(cols);
+        const uint64_t before = cuda_fused_gated_mlps(*gpu);
+        const auto got = run(*gpu, act);
+        EXPECT_EQ(cuda_fused_gated_mlps(*gpu), before + (c.fused ? 1 : 0)) << c.rows << " rows, inter " << c.inter;
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+            << c.rows << " rows, hidden " << c.hidden << ", inter " << c.inter << ", n " << c.n << ", columns "
+            << cols << (act == Activation::GeluTanh ? ", gelu" : ", silu");
+      }
+      if (c.rows != 100) continue;  // one case against the reference backend (the scalar matmuls take a while)
+      std::vector<float> gate_up(static_cast<size_t>(c.rows * 2 * c.inter)), h(static_cast<size_t>(c.rows * c.inter)),
+          expect(want.size());
+      ref->gated_mlp(x.data(), c.rows, Weight{wgu.data(), DType::BF16, 2 * c.inter, c.hidden},
+                     Weight{wd.data(), DType::BF16, c.n, c.inter}, act, gate_up.data(), h.data(), expect.data());
+      EXPECT_LT(rel_l2(want, expect), 1e-2) << (act == Activation::GeluTanh ? "gelu" : "silu");
+    }
+  }
+  EXPECT_EQ(cuda_fused_gated_mlps(*plain), 0u);
+}
+
 // Prefill on wgmma (sm_90a, the weight's core-matrix copy) and on the mma.sync tiled kernel
 // (TACHYON_WGMMA=0): identical bits, with row, column and k tails and several k segments, at
 // each wgmma tile width (128 and 192 columns; 192 over n = 131, 1024 and 4096 runs past the
@@ -278,6 +339,69 @@ TEST_F(CudaKernels, AddRmsNormIsAddThenRmsNorm) {
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "dim " << dim;
     EXPECT_EQ(0, std::memcmp(xa.data(), xb.data(), xa.size() * sizeof(float))) << "dim " << dim;
   }
+}
+
+// At prefill rows, add_rms_norm waits for the op after it: a prefill matmul or gated MLP of its
+// output takes the norm's own bf16 core-order copy of it (no conversion). The bits of a backend
+// with TACHYON_FUSED_PREFILL_NORM=0 in x, out and the products, with rows not a multiple of 8 or of
+// 128 (the copy's padding rows), both tile widths by shape, a matmul of another buffer after the
+// norm (no fusion: the norm runs first) and a narrow dim (no wide path: never fused).
+TEST_F(CudaKernels, AddRmsNormAtPrefillRowsWritesTheNextMatmulsInput) {
+  setenv("TACHYON_FUSED_PREFILL_NORM", "0", 1);
+  auto plain = make_backend("cuda");
+  unsetenv("TACHYON_FUSED_PREFILL_NORM");
+  struct Case {
+    int64_t rows, dim, n, inter;
+    bool fused;
+  };
+  for (const Case& c : {Case{65, 1024, 264, 640, true}, {300, 4096, 1000, 1024, true}, {1001, 1024, 6144, 640, true},
+                        {300, 384, 264, 640, false}}) {
+    const auto wn = random_vec(static_cast<size_t>(c.dim), rng), wn2 = random_vec(wn.size(), rng);
+    const auto wm = to_bf16(random_vec(static_cast<size_t>(c.n * c.dim), rng, 0.05f));
+    const auto wgu = to_bf16(random_vec(static_cast<size_t>(2 * c.inter * c.dim), rng, 0.05f));
+    const auto wd = to_bf16(random_vec(static_cast<size_t>(c.dim * c.inter), rng, 0.05f));
+    const auto x = random_vec(static_cast<size_t>(c.rows * c.dim), rng), y = random_vec(x.size(), rng);
+    const auto run = [&](Backend& be) {
+      const Weight norm_w = be.upload_weight(Weight{wn.data(), DType::F32, 1, c.dim});
+      const Weight norm_w2 = be.upload_weight(Weight{wn2.data(), DType::F32, 1, c.dim});
+      const Weight w = be.upload_weight(Weight{wm.data(), DType::BF16, c.n, c.dim});
+      const Weight gate_up_w = be.upload_weight(Weight{wgu.data(), DType::BF16, 2 * c.inter, c.dim});
+      const Weight down_w = be.upload_weight(Weight{wd.data(), DType::BF16, c.dim, c.inter});
+      std::vector<void*> buffers;
+      const auto buffer = [&](int64_t floats, const std::vector<float>* init = nullptr) {
+        const std::vector<float> nan(init ? 0 : static_cast<size_t>(floats), NAN);
+        buffers.push_back(be.allocate(static_cast<size_t>(floats) * sizeof(float)));
+        be.copy_to_device(buffers.back(), init ? init->data() : nan.data(), static_cast<size_t>(floats) * sizeof(float));
+        return static_cast<float*>(buffers.back());
+      };
+      const int64_t xn = c.rows * c.dim;
+      float *dx = buffer(xn, &x), *dy = buffer(xn, &y), *out = buffer(xn), *out2 = buffer(xn), *out3 = buffer(xn);
+      float *prod = buffer(c.rows * c.n), *mlp = buffer(xn), *other = buffer(c.rows * c.n);
+      // Scratch first: a copy to the device between the norm and its matmul would run the norm.
+      float *gate_up = buffer(c.rows * 2 * c.inter), *act = buffer(c.rows * c.inter);
+      be.add_rms_norm(dx, dy, norm_w, c.rows, c.dim, 1e-6f, 0.f, out);
+      be.matmul(out, c.rows, w, nullptr, prod);
+      be.add_rms_norm(dx, dy, norm_w2, c.rows, c.dim, 1e-6f, 1.f, out2);
+      be.gated_mlp(out2, c.rows, gate_up_w, down_w, Activation::SiLU, gate_up, act, mlp);
+      be.add_rms_norm(dx, mlp, norm_w, c.rows, c.dim, 1e-6f, 0.f, out3);
+      be.matmul(out, c.rows, w, nullptr, other);  // not the norm's output: the norm runs first
+      std::vector<float> got;
+      for (auto [p, count] : {std::pair{dx, xn}, {out, xn}, {prod, c.rows * c.n}, {out2, xn}, {mlp, xn}, {out3, xn},
+                              {other, c.rows * c.n}}) {
+        std::vector<float> v(static_cast<size_t>(count));
+        be.copy_to_host(v.data(), p, v.size() * sizeof(float));
+        got.insert(got.end(), v.begin(), v.end());
+      }
+      for (void* p : buffers) be.deallocate(p);
+      return got;
+    };
+    const uint64_t before = cuda_fused_prefill_norms(*gpu);
+    const auto got = run(*gpu), want = run(*plain);
+    EXPECT_EQ(cuda_fused_prefill_norms(*gpu), before + (c.fused ? 2 : 0)) << c.rows << " rows, dim " << c.dim;
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << c.rows << " rows, dim " << c.dim;
+  }
+  EXPECT_EQ(cuda_fused_prefill_norms(*plain), 0u);
 }
 
 // At decode rows, add_rms_norm waits for the op after it: a matmul of its output on the
