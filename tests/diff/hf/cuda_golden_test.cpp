@@ -26,6 +26,23 @@ constexpr double kBf16LogitTolerance = 2e-2;
 
 bool have_gpu() { return kernels::cuda_device_count() > 0; }
 
+// Greedy decode steps (`tokens`, the logits that chose them) against one prefill of the prompt and
+// the first steps - 1 tokens (`full`, computed here when empty): row prompt.size() - 1 + i chose
+// token i, bit for bit.
+void expect_steps_match_prefill(ModelRunner& runner, const std::vector<int32_t>& prompt,
+                                const std::vector<int32_t>& tokens, const std::vector<float>& logits,
+                                std::vector<float> full = {}) {
+  if (full.empty()) {
+    std::vector<int32_t> text = prompt;
+    text.insert(text.end(), tokens.begin(), tokens.end() - 1);
+    full = runner.full_logits(text);
+  }
+  const size_t v = static_cast<size_t>(runner.vocab());
+  for (size_t i = 0; i < tokens.size(); ++i)
+    EXPECT_EQ(0, std::memcmp(full.data() + (prompt.size() - 1 + i) * v, logits.data() + i * v, v * sizeof(float)))
+        << "step " << i;
+}
+
 // The demo model, 20 prompts x 64 greedy tokens on CPU and CUDA. Prompts are windows of the
 // golden prompts and continuations (real text). A divergence passes only when the CPU's own
 // logits show a near-tie between the two chosen tokens there (within the bf16 tolerance).
@@ -200,15 +217,7 @@ TEST(CudaFusedNorm, DecodeStepsGiveTheBitsOfUnfusedStepsAndOfPrefill) {
   EXPECT_EQ(tokens, plain_tokens);
   ASSERT_EQ(logits.size(), plain_logits.size());
   EXPECT_EQ(0, std::memcmp(logits.data(), plain_logits.data(), logits.size() * sizeof(float)));
-  // Prefill of the prompt and the first steps-1 tokens: row prompt.size() - 1 + i chose token i.
-  std::vector<int32_t> text = prompt;
-  text.insert(text.end(), tokens.begin(), tokens.end() - 1);
-  const auto full = fused.full_logits(text);
-  const size_t v = static_cast<size_t>(fused.vocab());
-  for (int i = 0; i < steps; ++i)
-    EXPECT_EQ(0, std::memcmp(full.data() + (prompt.size() - 1 + static_cast<size_t>(i)) * v,
-                             logits.data() + static_cast<size_t>(i) * v, v * sizeof(float)))
-        << "step " << i;
+  expect_steps_match_prefill(fused, prompt, tokens, logits);
   std::filesystem::remove_all(dir);
 }
 
@@ -240,11 +249,7 @@ TEST(CudaPrefillFusions, PrefillGivesTheBitsOfTheUnfusedOpsAndOfDecodeSteps) {
   EXPECT_EQ(kernels::cuda_fused_prefill_norms(*plain.backend), 0u);
   ASSERT_EQ(full.size(), plain_full.size());
   EXPECT_EQ(0, std::memcmp(full.data(), plain_full.data(), full.size() * sizeof(float)));
-  const size_t v = static_cast<size_t>(fused.vocab());
-  for (int i = 0; i < steps; ++i)
-    EXPECT_EQ(0, std::memcmp(full.data() + (prompt.size() - 1 + static_cast<size_t>(i)) * v,
-                             logits.data() + static_cast<size_t>(i) * v, v * sizeof(float)))
-        << "step " << i;
+  expect_steps_match_prefill(fused, prompt, tokens, logits, full);
   std::filesystem::remove_all(dir);
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <vector>
@@ -56,6 +57,42 @@ class CudaKernels : public ::testing::Test {
 
   std::unique_ptr<Backend> gpu, ref;
   std::mt19937 rng{7};
+  std::vector<void*> buffers_;
+};
+
+// A CUDA backend made with `name`=0 in the environment: a path or fusion switched off, for tests that
+// hold the default to its bits.
+inline std::unique_ptr<Backend> cuda_backend_without(const char* name) {
+  setenv(name, "0", 1);
+  auto backend = make_backend("cuda");
+  unsetenv(name);
+  return backend;
+}
+
+// Float buffers on one backend (the fixture's own are on `gpu`), NaN-poisoned or copied from the
+// host, freed with this object.
+class DeviceFloats {
+ public:
+  explicit DeviceFloats(Backend& be) : be_(be) {}
+  DeviceFloats(const DeviceFloats&) = delete;
+  DeviceFloats& operator=(const DeviceFloats&) = delete;
+  ~DeviceFloats() {
+    for (void* p : buffers_) be_.deallocate(p);
+  }
+  float* poisoned(int64_t n) { return copy(std::vector<float>(static_cast<size_t>(n), NAN)); }
+  float* copy(const std::vector<float>& v) {
+    buffers_.push_back(be_.allocate(v.size() * sizeof(float)));
+    be_.copy_to_device(buffers_.back(), v.data(), v.size() * sizeof(float));
+    return static_cast<float*>(buffers_.back());
+  }
+  std::vector<float> download(const float* p, int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    be_.copy_to_host(v.data(), p, v.size() * sizeof(float));
+    return v;
+  }
+
+ private:
+  Backend& be_;
   std::vector<void*> buffers_;
 };
 

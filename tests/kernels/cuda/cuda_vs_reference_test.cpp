@@ -154,9 +154,7 @@ TEST_F(CudaKernels, GatedMatmulGivesTheBitsOfTheActivationThenTheMatmul) {
 // streams (1 and 5 rows), its launch applies the activation: 513 activation n-tiles (inter 4104)
 // leave CTAs with partial rounds; an inter that is not a multiple of 8 (1028) is not fused.
 TEST_F(CudaKernels, GatedMlpGivesTheBitsOfItsTwoMatmuls) {
-  setenv("TACHYON_GATED_MLP", "0", 1);
-  auto plain = make_backend("cuda");
-  unsetenv("TACHYON_GATED_MLP");
+  auto plain = cuda_backend_without("TACHYON_GATED_MLP");
   struct Case {
     int64_t rows, hidden, inter, n;
     bool fused;
@@ -170,21 +168,11 @@ TEST_F(CudaKernels, GatedMlpGivesTheBitsOfItsTwoMatmuls) {
     const auto run = [&](Backend& be, Activation act) {
       const Weight gate_up_w = be.upload_weight(Weight{wgu.data(), DType::BF16, 2 * c.inter, c.hidden});
       const Weight down_w = be.upload_weight(Weight{wd.data(), DType::BF16, c.n, c.inter});
-      std::vector<void*> buffers;
-      const auto buffer = [&](int64_t floats) {
-        buffers.push_back(be.allocate(static_cast<size_t>(floats) * sizeof(float)));
-        be.copy_to_device(buffers.back(), std::vector<float>(static_cast<size_t>(floats), NAN).data(),
-                          static_cast<size_t>(floats) * sizeof(float));
-        return static_cast<float*>(buffers.back());
-      };
-      float* dx = buffer(c.rows * c.hidden);
-      be.copy_to_device(dx, x.data(), x.size() * sizeof(float));
-      float* out = buffer(c.rows * c.n);
-      be.gated_mlp(dx, c.rows, gate_up_w, down_w, act, buffer(c.rows * 2 * c.inter), buffer(c.rows * c.inter), out);
-      std::vector<float> got(static_cast<size_t>(c.rows * c.n));
-      be.copy_to_host(got.data(), out, got.size() * sizeof(float));
-      for (void* p : buffers) be.deallocate(p);
-      return got;
+      DeviceFloats buffers(be);
+      float *dx = buffers.copy(x), *out = buffers.poisoned(c.rows * c.n);
+      be.gated_mlp(dx, c.rows, gate_up_w, down_w, act, buffers.poisoned(c.rows * 2 * c.inter),
+                   buffers.poisoned(c.rows * c.inter), out);
+      return buffers.download(out, c.rows * c.n);
     };
     for (auto act : {Activation::SiLU, Activation::GeluTanh}) {
       const auto want = run(*plain, act);
@@ -215,9 +203,7 @@ TEST_F(CudaKernels, GatedMlpGivesTheBitsOfItsTwoMatmuls) {
 // each with the epilogue's tensor stores (n % 4 == 0; boxes past n and rows past `rows` clipped)
 // and without them: an odd n stores one float at a time, any other n two.
 TEST_F(CudaKernels, WgmmaPrefillMatmulGivesTheBitsOfTheMmaSyncKernel) {
-  setenv("TACHYON_WGMMA", "0", 1);
-  auto mma = make_backend("cuda");
-  unsetenv("TACHYON_WGMMA");
+  auto mma = cuda_backend_without("TACHYON_WGMMA");
   const auto run = [](Backend& be, const std::vector<uint16_t>& wb, const std::vector<float>& bias,
                       const std::vector<float>& x, int64_t rows, int64_t n, int64_t k) {
     const Weight w = be.upload_weight(Weight{wb.data(), DType::BF16, n, k});
@@ -350,9 +336,7 @@ TEST_F(CudaKernels, AddRmsNormIsAddThenRmsNorm) {
 // 128 (the copy's padding rows), both tile widths by shape, a matmul of another buffer after the
 // norm (no fusion: the norm runs first) and a narrow dim (no wide path: never fused).
 TEST_F(CudaKernels, AddRmsNormAtPrefillRowsWritesTheNextMatmulsInput) {
-  setenv("TACHYON_FUSED_PREFILL_NORM", "0", 1);
-  auto plain = make_backend("cuda");
-  unsetenv("TACHYON_FUSED_PREFILL_NORM");
+  auto plain = cuda_backend_without("TACHYON_FUSED_PREFILL_NORM");
   struct Case {
     int64_t rows, dim, n, inter;
     bool fused;
@@ -370,18 +354,13 @@ TEST_F(CudaKernels, AddRmsNormAtPrefillRowsWritesTheNextMatmulsInput) {
       const Weight w = be.upload_weight(Weight{wm.data(), DType::BF16, c.n, c.dim});
       const Weight gate_up_w = be.upload_weight(Weight{wgu.data(), DType::BF16, 2 * c.inter, c.dim});
       const Weight down_w = be.upload_weight(Weight{wd.data(), DType::BF16, c.dim, c.inter});
-      std::vector<void*> buffers;
-      const auto buffer = [&](int64_t floats, const std::vector<float>* init = nullptr) {
-        const std::vector<float> nan(init ? 0 : static_cast<size_t>(floats), NAN);
-        buffers.push_back(be.allocate(static_cast<size_t>(floats) * sizeof(float)));
-        be.copy_to_device(buffers.back(), init ? init->data() : nan.data(), static_cast<size_t>(floats) * sizeof(float));
-        return static_cast<float*>(buffers.back());
-      };
+      DeviceFloats buffers(be);
       const int64_t xn = c.rows * c.dim;
-      float *dx = buffer(xn, &x), *dy = buffer(xn, &y), *out = buffer(xn), *out2 = buffer(xn), *out3 = buffer(xn);
-      float *prod = buffer(c.rows * c.n), *mlp = buffer(xn), *other = buffer(c.rows * c.n);
+      float *dx = buffers.copy(x), *dy = buffers.copy(y), *out = buffers.poisoned(xn), *out2 = buffers.poisoned(xn);
+      float *out3 = buffers.poisoned(xn), *prod = buffers.poisoned(c.rows * c.n), *mlp = buffers.poisoned(xn);
+      float* other = buffers.poisoned(c.rows * c.n);
       // Scratch first: a copy to the device between the norm and its matmul would run the norm.
-      float *gate_up = buffer(c.rows * 2 * c.inter), *act = buffer(c.rows * c.inter);
+      float *gate_up = buffers.poisoned(c.rows * 2 * c.inter), *act = buffers.poisoned(c.rows * c.inter);
       be.add_rms_norm(dx, dy, norm_w, c.rows, c.dim, 1e-6f, 0.f, out);
       be.matmul(out, c.rows, w, nullptr, prod);
       be.add_rms_norm(dx, dy, norm_w2, c.rows, c.dim, 1e-6f, 1.f, out2);
@@ -391,11 +370,9 @@ TEST_F(CudaKernels, AddRmsNormAtPrefillRowsWritesTheNextMatmulsInput) {
       std::vector<float> got;
       for (auto [p, count] : {std::pair{dx, xn}, {out, xn}, {prod, c.rows * c.n}, {out2, xn}, {mlp, xn}, {out3, xn},
                               {other, c.rows * c.n}}) {
-        std::vector<float> v(static_cast<size_t>(count));
-        be.copy_to_host(v.data(), p, v.size() * sizeof(float));
+        const auto v = buffers.download(p, count);
         got.insert(got.end(), v.begin(), v.end());
       }
-      for (void* p : buffers) be.deallocate(p);
       return got;
     };
     const uint64_t before = cuda_fused_prefill_norms(*gpu);
