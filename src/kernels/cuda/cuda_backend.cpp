@@ -401,21 +401,9 @@ class CudaBackend final : public Backend {
     const int64_t inter = down_w.cols;
     const void* gate_up_core = core_copy(rows, gate_up_w);
     const void* down_core = core_copy(rows, down_w);
-    const bool shapes = gated_mlp_fusion_ && gate_up_w.layout == WeightLayout::MmaFragments &&
-                        down_w.layout == WeightLayout::MmaFragments && gate_up_w.rows == 2 * inter;
-    if (shapes && cuda::gated_mlp_streams(rows, gate_up_w.cols, inter)) {
-      // Decode rows: the activation in the gate_up launch's epilogue (a pending norm in its staging).
-      const auto norm = take_stream_norm(x, rows, gate_up_w, act_out, rows * inter);
-      {
-        Scope scope(this, norm ? "add_rms_norm+gate_up+activation" : "gate_up+activation", gate_up_w.rows,
-                    gate_up_w.cols, rows);
-        cuda::gate_up_activation_stream(x, norm.value_or(cuda::StreamAddNorm{}), rows, gate_up_w.data, gate_up_w.cols,
-                                        inter, act == Activation::GeluTanh, act_out, stream_);
-      }
-      ++fused_gated_mlps_;
-      return matmul(act_out, rows, down_w, nullptr, out);
-    }
-    if (!shapes || !cuda::gated_mlp_fuses(rows, inter, gate_up_core && down_core))
+    if (!gated_mlp_fusion_ || gate_up_w.layout != WeightLayout::MmaFragments ||
+        down_w.layout != WeightLayout::MmaFragments || gate_up_w.rows != 2 * inter ||
+        !cuda::gated_mlp_fuses(rows, inter, gate_up_core && down_core))
       return Backend::gated_mlp(x, rows, gate_up_w, down_w, act, gate_up, act_out, out);
     const auto norm = take_prefill_norm(x, rows, gate_up_w.cols);
     grow_workspace(workspace_, workspace_bytes_, cuda::gated_mlp_workspace_bytes(rows, gate_up_w.cols, inter));
@@ -671,30 +659,21 @@ class CudaBackend final : public Backend {
     TACHYON_CHECK(cuda::add_rms_norm(p.x, p.y, p.w, p.rows, p.dim, p.eps, p.weight_offset, p.out, stream_),
                   "a pending add_rms_norm lost its wide path");
   }
-  // A pending norm at decode rows whose output `x` is the input of a streaming launch of w writing
-  // [out, out + out_n): taken, as that launch's input stage.
-  std::optional<cuda::StreamAddNorm> take_stream_norm(const float* x, int64_t rows, const Weight& w, const float* out,
-                                                      int64_t out_n) {
-    if (!pending_norm_ || pending_norm_->rows > cuda::kStreamMaxRows) return std::nullopt;
+  bool matmul_after_pending_norm(const float* x, int64_t rows, const Weight& w, const float* bias, float* out) {
     const PendingNorm p = *pending_norm_;
-    const int64_t n = rows * p.dim;
+    if (p.rows > 64) return matmul_after_prefill_norm(x, rows, w, bias, out);
+    const int64_t n = rows * p.dim, out_n = rows * w.rows;
     if (x != p.out || rows != p.rows || w.layout != WeightLayout::MmaFragments || w.cols != p.dim ||
         !cuda::matmul_streams(rows, w.rows, w.cols) || out_n == 0 || overlaps(out, out_n, p.x, n) ||
         overlaps(out, out_n, p.y, n) || overlaps(out, out_n, p.out, n))
-      return std::nullopt;
+      return false;
     pending_norm_.reset();
+    Scope scope(this, "add_rms_norm+matmul", w.rows, w.cols, rows);
     cuda::StreamAddNorm norm;
     norm.x = p.x, norm.y = p.y, norm.w = p.w, norm.eps = p.eps, norm.weight_offset = p.weight_offset;
     norm.out = p.out, norm.arrivals = norm_arrivals_;
+    cuda::matmul_after_add_norm(norm, rows, w.data, w.rows, w.cols, bias, out, stream_);
     ++fused_norms_;
-    return norm;
-  }
-  bool matmul_after_pending_norm(const float* x, int64_t rows, const Weight& w, const float* bias, float* out) {
-    if (pending_norm_->rows > 64) return matmul_after_prefill_norm(x, rows, w, bias, out);
-    const auto norm = take_stream_norm(x, rows, w, out, rows * w.rows);
-    if (!norm) return false;
-    Scope scope(this, "add_rms_norm+matmul", w.rows, w.cols, rows);
-    cuda::matmul_after_add_norm(*norm, rows, w.data, w.rows, w.cols, bias, out, stream_);
     return true;
   }
 

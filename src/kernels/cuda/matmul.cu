@@ -1349,19 +1349,6 @@ void matmul_after_add_norm(const StreamAddNorm& norm, int64_t rows, const void* 
                 static_cast<int>(n), k_tiles / 2, bias, out, stream, norm);
 }
 
-bool gated_mlp_streams(int64_t rows, int64_t hidden, int64_t inter) {
-  return inter % 8 == 0 && matmul_streams(rows, 2 * inter, hidden);
-}
-
-void gate_up_activation_stream(const float* x, const StreamAddNorm& norm, int64_t rows, const void* gate_up_w,
-                               int64_t hidden, int64_t inter, bool gelu, float* act_out, cudaStream_t stream) {
-  if (!gated_mlp_streams(rows, hidden, inter)) fail_unsupported("gate_up_activation_stream rows", rows);
-  const int k_tiles = static_cast<int>(round_up(hidden, kMmaColPad) / 16);
-  matmul_stream(x, static_cast<int>(rows), static_cast<int>(hidden), static_cast<const uint4*>(gate_up_w),
-                static_cast<int>(2 * inter), k_tiles / 2, nullptr, act_out, stream, norm,
-                StreamGated{static_cast<int32_t>(inter), gelu ? 1 : 0});
-}
-
 // Not at decode: staging the activation in the streaming kernel measured 42.7 us for the 8B down
 // projection against 31.0 + 4.4 us for the two launches, and batch-1 decode 187 against 206 tok/s
 // (NOTES-cuda.md "Session 9": the activation kernel's launch is hidden while the matmul fills its

@@ -62,14 +62,6 @@ struct StreamAddNorm;
 void matmul_after_add_norm(const StreamAddNorm& norm, int64_t rows, const void* w, int64_t n, int64_t k,
                            const float* bias, float* out, cudaStream_t stream);
 
-// At decode rows (where the fused gate_up weight streams, inter % 8 == 0): act_out [rows, inter] =
-// gated_activation(x · W_gate_upᵀ) in one streaming launch (matmul_stream.cuh's StreamGated: the
-// bits of the matmul then gated_activation); `norm` as in matmul_after_add_norm (x then unused), or
-// empty.
-bool gated_mlp_streams(int64_t rows, int64_t hidden, int64_t inter);
-void gate_up_activation_stream(const float* x, const StreamAddNorm& norm, int64_t rows, const void* gate_up_w,
-                               int64_t hidden, int64_t inter, bool gelu, float* act_out, cudaStream_t stream);
-
 // out = gated_activation(gate_up) · Wᵀ (+ bias) with the activation applied as x is converted for
 // the wgmma kernel (gate_up [rows, 2k]; gelu: GeluTanh, else SiLU): the bits of gated_activation
 // then matmul, one launch fewer and no activation round trip through memory. Only where

@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <string>
 
-#include "kernels/cuda/activation.cuh"
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/mma.cuh"
@@ -144,13 +143,11 @@ __device__ void stage_added_norm(const StreamAddNorm& norm, int M, int K, const 
 // MMA chains at once. A consumer releases a slot as soon as its fragments are in registers. Each
 // unit's segment sum goes to shared memory; per round of 8 n-tiles the consumers meet at a barrier
 // and warp w adds n-tile w's segment sums in segment order (double-buffered by round parity, so one
-// barrier per round). With gating.inter, CTA c owns activation n-tiles instead (n_tiles of them): a round
-// holds up to 4 of their gate n-tiles, then their up n-tiles (inter / 8 tiles on), and warp w < 4 adds
-// the sums of both and writes act(gate) · up.
+// barrier per round).
 __global__ void __launch_bounds__(kStreamThreads, 1)
     matmul_stream_kernel(const float* __restrict__ x, int M, int K, const uint4* __restrict__ w, int N, int kp_count,
                          int n_tiles, const float* __restrict__ bias, float* __restrict__ out, int slots,
-                         StreamAddNorm norm, StreamGated gating) {
+                         StreamAddNorm norm) {
   extern __shared__ __align__(128) uint4 smem_stream[];
   uint4* ring = smem_stream;
   auto* full = reinterpret_cast<uint64_t*>(smem_stream + static_cast<size_t>(slots) * kUnitBytes / sizeof(uint4));
@@ -163,16 +160,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int tile_begin = static_cast<int>(static_cast<int64_t>(blockIdx.x) * n_tiles / gridDim.x);
   const int tile_end = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * n_tiles / gridDim.x);
-  const int owned = tile_end - tile_begin;
-  const int my_tiles = gating.inter ? 2 * owned : owned;  // n-tiles of the weight this CTA streams
-  const int up_tiles = gating.inter / 8;                   // the up rows' first n-tile
-  // The weight n-tile of this CTA's v-th (in stream order); gated: round r's a = min(4, owned - 4 r)
-  // activation tiles, gate n-tiles first.
-  const auto weight_tile = [&](int v) {
-    if (!gating.inter) return tile_begin + v;
-    const int round = v / kStreamConsumerWarps, k = v % kStreamConsumerWarps, a = min(4, owned - 4 * round);
-    return k < a ? tile_begin + 4 * round + k : up_tiles + tile_begin + 4 * round + k - a;
-  };
+  const int my_tiles = tile_end - tile_begin;
   if (threadIdx.x == 0) {
     for (int s = 0; s < slots; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
     fence_mbarrier_init();
@@ -187,7 +175,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     const uint64_t policy = l2_evict_first_policy();  // weights are read once per step
     const int num_units = my_tiles * num_segments;
     for (int u = 0; u < num_units; ++u) {
-      const int slot = u % slots, tile = weight_tile(u / num_segments), seg = u % num_segments;
+      const int slot = u % slots, tile = tile_begin + u / num_segments, seg = u % num_segments;
       if (u >= slots) mbar_wait(&empty[slot], ((u / slots) - 1) & 1);
       const uint32_t bytes = static_cast<uint32_t>(min(kUnitPairs, kp_count - seg * kUnitPairs) * 512);
       mbar_arrive_expect_tx(&full[slot], bytes);
@@ -248,23 +236,6 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
       if (g < M) round_sums[i * M * 4 + lane] = make_float2(acc[0], acc[1]);  // [tile][seg] = i
     }
     named_barrier_sync<kConsumerThreads>(1);
-    if (gating.inter) {
-      const int a = width / 2;  // activation tiles in this round: warp w < a takes gate tile w and up tile a + w
-      if (warp < a && g < M) {
-        float2 gate = make_float2(0.f, 0.f), up = make_float2(0.f, 0.f);
-        for (int seg = 0; seg < num_segments; ++seg) {
-          const float2 vg = round_sums[(warp * num_segments + seg) * M * 4 + lane];
-          const float2 vu = round_sums[((a + warp) * num_segments + seg) * M * 4 + lane];
-          gate.x += vg.x, gate.y += vg.y, up.x += vu.x, up.y += vu.y;
-        }
-        const int col = (tile_begin + 4 * round + warp) * 8 + 2 * c, inter = gating.inter;
-        const auto finish = [&](float total, int n) { return total + (bias ? bias[n] : 0.f); };
-        float* row = out + static_cast<int64_t>(g) * inter;
-        if (col < inter) row[col] = gated(finish(gate.x, col), finish(up.x, inter + col), gating.gelu);
-        if (col + 1 < inter) row[col + 1] = gated(finish(gate.y, col + 1), finish(up.y, inter + col + 1), gating.gelu);
-      }
-      continue;
-    }
     if (warp < width && g < M) {
       float2 total = make_float2(0.f, 0.f);  // segment sums in segment order (the canonical order)
       for (int seg = 0; seg < num_segments; ++seg) {
@@ -285,7 +256,7 @@ bool stream_matmul_fits(int64_t rows, int64_t k) {
 }
 
 void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_count, const float* bias, float* out,
-                   cudaStream_t stream, const StreamAddNorm& norm, const StreamGated& gating) {
+                   cudaStream_t stream, const StreamAddNorm& norm) {
   static const int sm_count = [] {
     int device = 0, count = 0;
     TACHYON_CUDA_CHECK(cudaGetDevice(&device));
@@ -294,12 +265,11 @@ void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_c
                                             static_cast<int>(kStreamSmemLimit)));
     return count;
   }();
-  if (gating.inter % 8 != 0) fail_unsupported("matmul_stream gating inter (needs a multiple of 8)", gating.inter);
-  const int n_tiles = static_cast<int>(gating.inter ? gating.inter / 8 : ceil_div(N, 8));
+  const int n_tiles = static_cast<int>(ceil_div(N, 8));
   const unsigned grid = static_cast<unsigned>(std::min(sm_count, n_tiles));
   const int slots = stream_slots(M, K);
   launch(matmul_stream_kernel, grid, kStreamThreads, stream_smem_bytes(M, K, slots), stream, x, M, K, w, N, kp_count,
-         n_tiles, bias, out, slots, norm, gating);
+         n_tiles, bias, out, slots, norm);
 }
 
 }  // namespace tachyon::kernels::cuda

@@ -29,23 +29,12 @@ struct StreamAddNorm {
   unsigned* arrivals = nullptr;
 };
 
-// A gated MLP's gate_up at decode rows (inter > 0): W is the fused [2 · inter, K] weight (gate rows,
-// then up rows; inter % 8 == 0) and out [M, inter] receives gated_activation's output instead of
-// gate_up: each CTA streams its activation columns' gate n-tiles and their up n-tiles in the same
-// round and its epilogue applies activation.cuh's `gated` to the two totals (the bits of the matmul
-// then gated_activation, one launch and the fp32 gate_up's round trip fewer).
-// No padding bytes: kernel parameters are compared bytewise as graph keys (step_graph.h).
-struct StreamGated {
-  int32_t inter = 0;
-  int32_t gelu = 0;  // GeluTanh, else SiLU
-};
-
 // Whether x [rows, k] fits beside the ring (x is held in shared memory as bf16).
 bool stream_matmul_fits(int64_t rows, int64_t k);
 
 // out [M, N] = x [M, K] · Wᵀ (+ bias); w fragment-packed with kp_count k-pairs per n-tile.
-// With `norm`, x is unused: the input is norm's (above). With gating.inter, N is ignored (above).
+// With `norm`, x is unused: the input is norm's (above).
 void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_count, const float* bias, float* out,
-                   cudaStream_t stream, const StreamAddNorm& norm = {}, const StreamGated& gating = {});
+                   cudaStream_t stream, const StreamAddNorm& norm = {});
 
 }  // namespace tachyon::kernels::cuda

@@ -149,10 +149,8 @@ TEST_F(CudaKernels, GatedMatmulGivesTheBitsOfTheActivationThenTheMatmul) {
 // and by shape, for both activations, with a k tail (hidden 1100), last tiles holding fewer
 // activation columns than their width (inter 1024 and 640 at 96 per tile: the gate half's tail
 // reads up rows, the up half runs past the weight), a pair whose second row block lies past the
-// rows (100 rows), and rows that are not a multiple of 8; 20 rows and an inter that is not a
-// multiple of 64 take the two matmuls (the fused calls are counted). At decode rows where gate_up
-// streams (1 and 5 rows), its launch applies the activation: 513 activation n-tiles (inter 4104)
-// leave CTAs with partial rounds; an inter that is not a multiple of 8 (1028) is not fused.
+// rows (100 rows), and rows that are not a multiple of 8; 64 rows or fewer and an inter that is not
+// a multiple of 64 take the two matmuls (the fused calls are counted).
 TEST_F(CudaKernels, GatedMlpGivesTheBitsOfItsTwoMatmuls) {
   auto plain = cuda_backend_without("TACHYON_GATED_MLP");
   struct Case {
@@ -160,8 +158,7 @@ TEST_F(CudaKernels, GatedMlpGivesTheBitsOfItsTwoMatmuls) {
     bool fused;
   };
   for (const Case& c : {Case{20, 1100, 1024, 300, false}, {100, 1100, 1024, 300, true}, {300, 512, 4096, 1000, true},
-                        {1001, 1024, 640, 520, true}, {200, 512, 1000, 256, false}, {1, 4096, 4096, 1000, true},
-                        {5, 2048, 4104, 300, true}, {1, 4096, 1028, 300, false}}) {
+                        {1001, 1024, 640, 520, true}, {200, 512, 1000, 256, false}}) {
     const auto wgu = to_bf16(random_vec(static_cast<size_t>(2 * c.inter * c.hidden), rng, 0.05f));
     const auto wd = to_bf16(random_vec(static_cast<size_t>(c.n * c.inter), rng, 0.05f));
     const auto x = random_vec(static_cast<size_t>(c.rows * c.hidden), rng);
