@@ -54,6 +54,13 @@ __host__ __device__ inline int64_t mma_fragment_index(int64_t n, int64_t k, int6
   return (((n / 8) * kp_count + k / 32) * 32 + lane) * 8 + reg * 2 + (kt % 2);
 }
 
+// The wgmma kernels' core-matrix order (pack_core_weight, to_core_rows_kernel): core matrix
+// (row / 8, k / 8) at ((row / 8) · kb_count + k / 8) · 128 bytes, each of its 8 rows 16 bytes of k.
+// The index, in 16-byte rows, of `row`'s row in the core matrix at k-block `k_block`.
+__host__ __device__ inline int64_t core_row_index(int64_t row, int64_t k_block, int64_t kb_count) {
+  return ((row / 8) * kb_count + k_block) * 8 + row % 8;
+}
+
 #ifdef __CUDACC__
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);

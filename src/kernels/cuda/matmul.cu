@@ -782,7 +782,7 @@ __device__ __forceinline__ void store_gated_tile(const float (&total)[kCols / 2]
       const int gi = 4 * nb + 2 * h, ui = 4 * (nb + kHalfBlocks) + 2 * h;
       const uint32_t v = row < M ? pack_bf16x2(gated(total[gi], total[ui], o.gelu), gated(total[gi + 1], total[ui + 1], o.gelu))
                                  : 0u;
-      o.xb[(((row / 8) * o.kb_count + j / 8) * 8 + row % 8) * 4 + c] = v;
+      o.xb[core_row_index(row, j / 8, o.kb_count) * 4 + c] = v;
     }
 }
 #endif
@@ -1232,14 +1232,20 @@ void launch_wgmma_on_core(const uint4* xa, int M, int k_tiles, const void* w_cor
   }
 }
 
+// x [M, K] (or gated_activation's output, `in`) -> xa: bf16 core matrices of the wgmma kernel's
+// padded rows (a_fragment_m_tiles) and k_pad columns, zero past M and K.
+void to_core_rows(const MatmulInput& in, int M, int K, int64_t k_pad, uint4* xa, cudaStream_t stream) {
+  const int64_t m_pad = a_fragment_m_tiles(M) * 16;
+  launch(to_core_rows_kernel, static_cast<unsigned>(ceil_div(m_pad * k_pad / 8, 256)), 256, 0, stream, in, M, K, m_pad,
+         k_pad, xa);
+}
+
 // x [M, K] (or gated_activation's output, `in`) -> bf16 core matrices (the same bytes as its A
 // fragments), then the wgmma kernel: M > 64 with the weight's core-matrix copy.
 void matmul_wgmma(const MatmulInput& in, int M, int K, int k_tiles, const void* w_core, int64_t n, const float* bias,
                   float* out, void* workspace, cudaStream_t stream) {
   auto* xa = static_cast<uint4*>(workspace);
-  const int64_t m_pad = a_fragment_m_tiles(M) * 16, k_pad = static_cast<int64_t>(k_tiles) * 16;
-  launch(to_core_rows_kernel, static_cast<unsigned>(ceil_div(m_pad * k_pad / 8, 256)), 256, 0, stream, in, M, K, m_pad,
-         k_pad, xa);
+  to_core_rows(in, M, K, static_cast<int64_t>(k_tiles) * 16, xa, stream);
   launch_wgmma_on_core(xa, M, k_tiles, w_core, n, bias, out, stream);
 }
 
@@ -1385,9 +1391,9 @@ size_t gated_mlp_workspace_bytes(int64_t rows, int64_t hidden, int64_t inter) {
 
 void gated_mlp(const float* x, bool gelu, int64_t rows, const void* gate_up_core, int64_t hidden, int64_t inter,
                const void* down_core, int64_t n, float* out, void* workspace, cudaStream_t stream) {
-  const int64_t m_pad = matmul_core_rows(rows), k_pad = round_up(hidden, kMmaColPad);
-  launch(to_core_rows_kernel, static_cast<unsigned>(ceil_div(m_pad * k_pad / 8, 256)), 256, 0, stream, MatmulInput{x},
-         static_cast<int>(rows), static_cast<int>(hidden), m_pad, k_pad, static_cast<uint4*>(workspace));
+  const int64_t k_pad = round_up(hidden, kMmaColPad);
+  to_core_rows(MatmulInput{x}, static_cast<int>(rows), static_cast<int>(hidden), k_pad, static_cast<uint4*>(workspace),
+               stream);
   gated_mlp_core_input(workspace, gelu, rows, gate_up_core, k_pad, inter, down_core, n, out, stream);
 }
 

@@ -86,7 +86,7 @@ __device__ __forceinline__ void norm_row_wide(const float4 (&v)[kWideMaxVec], in
     const float4 o = rms_scaled4(v[j], inv, w4[i], weight_offset);
     orow[i] = o;
     if (core.xb)
-      core.xb[(((r / 8) * core.kb_count + i / 2) * 8 + r % 8) * 2 + i % 2] =
+      core.xb[core_row_index(r, i / 2, core.kb_count) * 2 + i % 2] =
           make_uint2(pack_bf16x2(o.x, o.y), pack_bf16x2(o.z, o.w));
   }
 }
@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(256) add_rms_norm_wide_kernel(float* x, const 
   if (static_cast<int64_t>(blockIdx.x) >= rows) {
     const int64_t r = blockIdx.x;
     for (int i = threadIdx.x; i < dim / 4; i += kWideNormThreads)
-      core.xb[(((r / 8) * core.kb_count + i / 2) * 8 + r % 8) * 2 + i % 2] = make_uint2(0u, 0u);
+      core.xb[core_row_index(r, i / 2, core.kb_count) * 2 + i % 2] = make_uint2(0u, 0u);
     return;
   }
   float4* xr = reinterpret_cast<float4*>(x + static_cast<int64_t>(blockIdx.x) * dim);
