@@ -241,10 +241,14 @@ __device__ __forceinline__ void chunk_softmax(float (&s)[kChunkTiles][4], const 
         m[i] = fmaxf(m[i], score);
       }
   }
+  // Both rows' shuffles of a step issued together: the reduction waits for two shuffle round trips,
+  // not four (ptxas ran row 1's after row 0's; ncu found the waits on these round trips the
+  // softmax's largest stall in the ring kernel). The same maxima.
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    m[i] = fmaxf(m[i], __shfl_xor_sync(0xffffffffu, m[i], 1));
-    m[i] = fmaxf(m[i], __shfl_xor_sync(0xffffffffu, m[i], 2));
+  for (int step = 1; step <= 2; step *= 2) {
+    const float other0 = __shfl_xor_sync(0xffffffffu, m[0], step), other1 = __shfl_xor_sync(0xffffffffu, m[1], step);
+    m[0] = fmaxf(m[0], other0);
+    m[1] = fmaxf(m[1], other1);
   }
   l[0] = l[1] = 0.f;
   // A row without a valid key subtracts 0 instead of -inf: its masked scores give exp(-inf) = 0
@@ -262,9 +266,10 @@ __device__ __forceinline__ void chunk_softmax(float (&s)[kChunkTiles][4], const 
       l[i] += p;
     }
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
-    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+  for (int step = 1; step <= 2; step *= 2) {
+    const float other0 = __shfl_xor_sync(0xffffffffu, l[0], step), other1 = __shfl_xor_sync(0xffffffffu, l[1], step);
+    l[0] += other0;
+    l[1] += other1;
   }
 }
 

@@ -66,13 +66,16 @@ template <int D>
 __device__ __forceinline__ void issue_chunk_scores(float (&sc)[kChunkTiles][4], const uint32_t* qa, const float* ks) {
   using L = WgmmaLayout<D>;
   float(&flat)[4 * kChunkTiles] = reinterpret_cast<float(&)[4 * kChunkTiles]>(sc);
-#pragma unroll
-  for (int i = 0; i < 4 * kChunkTiles; ++i) flat[i] = 0.f;
+  // The chain starts by scale-d 0 (d = A · B) instead of from cleared accumulators: the same sums
+  // (a zero's sign can differ only where every product is zero, and a score's sign of zero reaches
+  // neither its exponential nor the row maximum's use). Each step's descriptors advance the first
+  // ones by a constant.
+  const uint64_t qd = core_descriptor(qa, L::kQL * 4, 128), kd = core_descriptor(ks, L::kKL * 4, 128);
   wgmma_fence();
 #pragma unroll
   for (int b = 0; b < D / 8; ++b)
-    wgmma_m64n64k8_tf32(flat, core_descriptor(qa + 2 * b * L::kQL, L::kQL * 4, 128),
-                        core_descriptor(ks + 2 * b * L::kKL, L::kKL * 4, 128));
+    wgmma_m64n64k8_tf32(flat, advance_descriptor(qd, 2 * b * L::kQL * 4), advance_descriptor(kd, 2 * b * L::kKL * 4),
+                        b > 0);
   wgmma_commit();
 }
 // The retired scores' softmax over the lane's two rows' keys in the chunk from c0 (chunk_softmax)
@@ -101,16 +104,17 @@ __device__ __forceinline__ void chunk_softmax_factors(float (&sc)[kChunkTiles][4
 template <int D>
 __device__ __forceinline__ void issue_chunk_pv(float (&o)[D / 2], const float (&sc)[kChunkTiles][4], const float* vt) {
   using L = WgmmaLayout<D>;
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  // As the scores: scale-d 0 first (o's sign of zero cannot reach A: merge_chunk_output adds it to
+  // A · fo, never -0), descriptors advanced.
+  const uint64_t vd = core_descriptor(vt, L::kVL * 4, L::kVS * 4);
   wgmma_fence();
 #pragma unroll
   for (int j = 0; j < kChunkTiles; ++j) {
     const uint32_t a[4] = {__float_as_uint(sc[j][0]), __float_as_uint(sc[j][2]), __float_as_uint(sc[j][1]),
                            __float_as_uint(sc[j][3])};
-    const uint64_t b = core_descriptor(vt + 2 * j * L::kVL, L::kVL * 4, L::kVS * 4);
-    if constexpr (D == 128) wgmma_m64n128k8_tf32(o, a, b);
-    else wgmma_m64n64k8_tf32(o, a, b);
+    const uint64_t b = advance_descriptor(vd, 2 * j * L::kVL * 4);
+    if constexpr (D == 128) wgmma_m64n128k8_tf32(o, a, b, j > 0);
+    else wgmma_m64n64k8_tf32(o, a, b, j > 0);
   }
   wgmma_commit();
 }
