@@ -19,8 +19,8 @@
 //
 // Built with TACHYON_ATTENTION_BF16 (CMake option of that name) the operands are bf16 instead:
 // q, k, p and v rounded to bf16 (round to nearest even), s one chain of mma.m16n8k16 (bf16 in,
-// f32 accumulate) over 16-wide d steps (k index 2t, 2t + 1 of step b ↔ d 16b + 4t, 16b + 4t + 1;
-// 2t + 8, 2t + 9 ↔ 16b + 4t + 2, 16b + 4t + 3; head_dim % 16 == 8 ends with one m16n8k8), o one
+// f32 accumulate) over 16-wide d steps (k index i of step b ↔ d 16b + i, the order the ring
+// kernel's wgmma reads from 16-byte rows of 8 d; head_dim % 16 == 8 ends with one m16n8k8), o one
 // chain per d tile over the chunk's 16-key steps (k index = key - 16·step, so p comes straight
 // from the score registers of tiles 2·step and 2·step + 1): half the MMAs of the tf32 chains and
 // twice the tensor rate. The values stay f32 in memory (bf16 ones), packed into bf16 pairs as
@@ -138,9 +138,10 @@ __device__ __forceinline__ float ex2_ftz(float x) {
 // are garbage the caller masks); ks: the chunk's K rows (operand values, row stride qk_stride).
 // Lane 4g + t gets, for key tile j, s[j] = {(g, 8j + 2t), (g, 8j + 2t + 1), (g + 8, 8j + 2t),
 // (g + 8, 8j + 2t + 1)}. tf32: step b's k index i ↔ d 8b + i; q's fragments by one ldmatrix.x4
-// per step, k's of two steps by one ldmatrix.x4 per key tile. (bf16: lane t reads d 4t .. 4t + 3
-// of each 16-wide block with one 16-byte load, all four to one MMA; for head_dim % 16 == 8 the
-// last 8 are one MMA of 8-byte loads.) DT = head_dim / 8 when known at compile time (0: read D).
+// per step, k's of two steps by one ldmatrix.x4 per key tile. (bf16: step b's k index i ↔ d 16b + i,
+// lane t reading d 2t, 2t + 1 and 8 + 2t, 9 + 2t of each 16-wide block by two 8-byte loads; for
+// head_dim % 16 == 8 the last 8 are one MMA of 8-byte loads.) DT = head_dim / 8 when known at
+// compile time (0: read D).
 template <int DT>
 __device__ __forceinline__ void chunk_scores(const uint32_t* qs, int q_rows, const float* ks, int D,
                                              float (&s)[kChunkTiles][4]) {
@@ -186,14 +187,19 @@ __device__ __forceinline__ void chunk_scores(const uint32_t* qs, int q_rows, con
     const float* k_row = ks + g * S;
 #pragma unroll(DT > 0 ? DT / 2 : 1)
     for (int d0 = 0; d0 < D16; d0 += 16) {
-      const uint4 qa = row_a ? *reinterpret_cast<const uint4*>(qa_row + d0 + 4 * t) : make_uint4(0u, 0u, 0u, 0u);
-      const uint4 qb = row_b ? *reinterpret_cast<const uint4*>(qb_row + d0 + 4 * t) : make_uint4(0u, 0u, 0u, 0u);
-      const uint32_t a[4] = {pack_operands(qa.x, qa.y), pack_operands(qb.x, qb.y), pack_operands(qa.z, qa.w),
-                             pack_operands(qb.z, qb.w)};
+      // k index 2t, 2t + 1 <-> d0 + 2t, d0 + 2t + 1; 2t + 8, 2t + 9 <-> d0 + 8 + 2t, d0 + 9 + 2t.
+      const uint2 zero = make_uint2(0u, 0u);
+      const uint2 qa0 = row_a ? *reinterpret_cast<const uint2*>(qa_row + d0 + 2 * t) : zero;
+      const uint2 qa1 = row_a ? *reinterpret_cast<const uint2*>(qa_row + d0 + 8 + 2 * t) : zero;
+      const uint2 qb0 = row_b ? *reinterpret_cast<const uint2*>(qb_row + d0 + 2 * t) : zero;
+      const uint2 qb1 = row_b ? *reinterpret_cast<const uint2*>(qb_row + d0 + 8 + 2 * t) : zero;
+      const uint32_t a[4] = {pack_operands(qa0.x, qa0.y), pack_operands(qb0.x, qb0.y), pack_operands(qa1.x, qa1.y),
+                             pack_operands(qb1.x, qb1.y)};
 #pragma unroll
       for (int j = 0; j < kChunkTiles; ++j) {
-        const uint4 k = *reinterpret_cast<const uint4*>(k_row + 8 * j * S + d0 + 4 * t);
-        mma_bf16(s[j], a, pack_operands(k.x, k.y), pack_operands(k.z, k.w));
+        const uint2 k0 = *reinterpret_cast<const uint2*>(k_row + 8 * j * S + d0 + 2 * t);
+        const uint2 k1 = *reinterpret_cast<const uint2*>(k_row + 8 * j * S + d0 + 8 + 2 * t);
+        mma_bf16(s[j], a, pack_operands(k0.x, k0.y), pack_operands(k1.x, k1.y));
       }
     }
     if (D16 < D) {

@@ -4,7 +4,8 @@
 // transpose or meet at a CTA barrier per chunk. The consumers compute exactly what that kernel's
 // warpgroups compute (the same wgmma chains in the same k order, chunk_softmax, merge_factors,
 // zero rows outside [kmin, kmax], write_tile_rows): the same bits, which are the mma.sync
-// kernels' (attention_wgmma.cuh).
+// kernels' (attention_wgmma.cuh). A TACHYON_ATTENTION_BF16 build runs the same protocol on bf16
+// operands (attention_ring_bf16.cuh), with the bits of that build's mma.sync kernels.
 #include "kernels/cuda/attention_wgmma_layout.cuh"
 
 #include <climits>
@@ -12,6 +13,7 @@
 
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention_chunk.cuh"
+#include "kernels/cuda/attention_ring_bf16.cuh"
 #include "kernels/cuda/attention_tile.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/wgmma.cuh"
@@ -74,14 +76,18 @@ __global__ void __launch_bounds__(kRingThreads, 1) attention_ring_kernel(
     float* __restrict__ out) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = WgmmaLayout<D>;
+  using LB = WgmmaBf16Layout<D>;  // TACHYON_ATTENTION_BF16 builds (attention_ring_bf16.cuh)
+  constexpr bool kBf16 = TACHYON_ATTENTION_BF16;
   constexpr int DT = D / 8;  // 8-column d tiles
-  constexpr int kSlots = L::ring_slots, kConsumerWarps = 8;
+  constexpr int kSlots = kBf16 ? LB::ring_slots : L::ring_slots, kConsumerWarps = 8;
+  constexpr int kQBytes = kBf16 ? LB::q_bytes : L::q_words * 4, kSlotBytes = kBf16 ? LB::slot_bytes : L::slot_words * 4;
   pdl_enter();
   extern __shared__ __align__(128) float4 smem4[];
-  uint32_t* qs = reinterpret_cast<uint32_t*>(smem4);
-  float* ring = reinterpret_cast<float*>(qs + L::q_words);  // [kSlots][K: k_words, V^T: vt_words]
-  uint64_t* full = reinterpret_cast<uint64_t*>(ring + kSlots * L::slot_words);  // [kSlots]
-  uint64_t* empty = full + kSlots;                                             // [kSlots]
+  uint8_t* base = reinterpret_cast<uint8_t*>(smem4);
+  uint32_t* qs = reinterpret_cast<uint32_t*>(base);
+  float* ring = reinterpret_cast<float*>(base + kQBytes);  // [kSlots][K: k_words, V^T: vt_words]
+  uint64_t* full = reinterpret_cast<uint64_t*>(base + kQBytes + kSlots * kSlotBytes);  // [kSlots]
+  uint64_t* empty = full + kSlots;                                                     // [kSlots]
   __shared__ int32_t pos_s[kWgmmaPairs], lo_s[kWgmmaPairs];
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -95,7 +101,12 @@ __global__ void __launch_bounds__(kRingThreads, 1) attention_ring_kernel(
   const TilePairs tp = tile_pairs_of_cta(tiles, s, heads_per_chunk);
   const int kvh = tp.kvh, hg = tp.hg, h_begin = tp.h_begin, num_pairs = tp.num_pairs;
   const QueryTile tile = tp.tile;
-  if (wg > 0) {
+  if (kBf16 && wg > 0) {
+    stage_q_bf16<D>(base, tid - 128, num_pairs, [&](int p) {
+      return q + (static_cast<int64_t>(tile.row0 + p / hg) * s.num_heads + h_begin + p % hg) * D;
+    });
+    fence_proxy_async();  // q (stores) is read by wgmma after the CTA barrier below
+  } else if (wg > 0) {
     // q in core-matrix order by the consumers, as attention_wgmma_kernel's 256 threads do it.
     constexpr int kQUnits = kWgmmaPairs * D / 4 / 256, kPairStep = 256 / (D / 4);
     const int ct = tid - 128, c = ct / 8 % (D / 4), p0 = ct % 8 + 8 * (ct / (2 * D));
@@ -124,58 +135,72 @@ __global__ void __launch_bounds__(kRingThreads, 1) attention_ring_kernel(
     // % 8, in column blocks c = 4 (w + 4 h) + 2 (lane / 16) + lane % 2 (h < D / 64): a warp covers
     // 8 keys x 4 column blocks per unit, the lanes of attention_wgmma_kernel's copies (8 distinct
     // 16-byte slots per cp.async wavefront) and, for V^T, 32 distinct banks per store (keys
-    // e + 2u: 4e + u, column blocks: 0, 16, 8, 24).
+    // e + 2u: 4e + u, column blocks: 0, 16, 8, 24). A TACHYON_ATTENTION_BF16 build converts instead
+    // (produce_chunk_bf16: two threads per key, no transposition, four slots).
     setmaxnreg_dec<kProducerRegs>();
     constexpr int kRounds = D / 64;
     const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[tile.row0]];
     const int64_t width = static_cast<int64_t>(s.num_kv_heads) * D, head_offset = static_cast<int64_t>(kvh) * D;
     const int l = lane / 2 % 8;
     auto column = [&](int h) { return 4 * (warp + 4 * h) + 2 * (lane / 16) + lane % 2; };
-    for (int c0 = c_first, n = 0; c0 <= kmax; c0 += kChunkKeys, ++n) {
-      const int slot = n % kSlots;
-      // The keys' cache slots first (independent table loads, issued together); -1: outside
-      // [kmin, kmax], a zero row (its zero weights multiply finite values). A cache holds fewer
-      // than 2^31 slots.
-      int32_t key_slot[8];
-#pragma unroll
-      for (int kb = 0; kb < 8; ++kb) {
-        const int j = c0 + 8 * kb + l;
-        key_slot[kb] = j < kmin || j > kmax ? -1 : static_cast<int32_t>(kv_slot(table, j, s.block_size));
+    if constexpr (kBf16) {
+      for (int c0 = c_first, n = 0; c0 <= kmax; c0 += kChunkKeys, ++n) {
+        const int slot = n % kSlots, j = c0 + tid / 2;
+        const int64_t key_slot = j < kmin || j > kmax ? -1 : kv_slot(table, j, s.block_size);
+        produce_chunk_bf16<D>(base + kQBytes + slot * kSlotBytes, tid, key_slot, width, head_offset, k_cache, v_cache,
+                              [&] {
+                                if (n >= kSlots) mbar_wait(&empty[slot], (n / kSlots - 1) & 1);  // chunk n - kSlots
+                              });
+        fence_proxy_async();  // this thread's K and V stores, read by wgmma
+        mbar_arrive(&full[slot]);
       }
-      // V into registers (its slot need not be free yet: the loads overlap the wait), every
-      // row's 16 bytes of both column rounds in flight together.
-      float4 v[kRounds][8];
-#pragma unroll
-      for (int h = 0; h < kRounds; ++h)
-#pragma unroll
-        for (int kb = 0; kb < 8; ++kb)
-          v[h][kb] = key_slot[kb] < 0 ? make_float4(0.f, 0.f, 0.f, 0.f)
-                                      : __ldcg(reinterpret_cast<const float4*>(
-                                            v_cache + key_slot[kb] * width + head_offset + 4 * column(h)));
-      if (n >= kSlots) mbar_wait(&empty[slot], (n / kSlots - 1) & 1);  // chunk n - 2 consumed
-      float* kd = ring + slot * L::slot_words;
-      float* vd = kd + L::k_words;
-#pragma unroll
-      for (int h = 0; h < kRounds; ++h)
+    } else {
+      for (int c0 = c_first, n = 0; c0 <= kmax; c0 += kChunkKeys, ++n) {
+        const int slot = n % kSlots;
+        // The keys' cache slots first (independent table loads, issued together); -1: outside
+        // [kmin, kmax], a zero row (its zero weights multiply finite values). A cache holds fewer
+        // than 2^31 slots.
+        int32_t key_slot[8];
 #pragma unroll
         for (int kb = 0; kb < 8; ++kb) {
-          float* dst = kd + column(h) * L::kKL + kb * 32 + l * 4;
-          if (key_slot[kb] < 0) *reinterpret_cast<float4*>(dst) = make_float4(0.f, 0.f, 0.f, 0.f);
-          else cp_async16(dst, k_cache + key_slot[kb] * width + head_offset + 4 * column(h));
+          const int j = c0 + 8 * kb + l;
+          key_slot[kb] = j < kmin || j > kmax ? -1 : static_cast<int32_t>(kv_slot(table, j, s.block_size));
         }
-      cp_async_commit();
-      // V^T: the stores of transpose_v (attention_wgmma.cu), the same vt.
+        // V into registers (its slot need not be free yet: the loads overlap the wait), every
+        // row's 16 bytes of both column rounds in flight together.
+        float4 v[kRounds][8];
 #pragma unroll
-      for (int h = 0; h < kRounds; ++h)
+        for (int h = 0; h < kRounds; ++h)
 #pragma unroll
-        for (int kb = 0; kb < 8; ++kb) {
-          const int c = column(h);
-          float* dst = vd + (2 * kb + l % 2) * L::kVL + c / 2 * L::kVS + c % 2 * 16 + l / 2;
-          dst[0] = v[h][kb].x, dst[4] = v[h][kb].y, dst[8] = v[h][kb].z, dst[12] = v[h][kb].w;
-        }
-      cp_async_wait<0>();
-      fence_proxy_async();  // this thread's K copies and V^T stores, read by wgmma
-      mbar_arrive(&full[slot]);
+          for (int kb = 0; kb < 8; ++kb)
+            v[h][kb] = key_slot[kb] < 0 ? make_float4(0.f, 0.f, 0.f, 0.f)
+                                        : __ldcg(reinterpret_cast<const float4*>(
+                                              v_cache + key_slot[kb] * width + head_offset + 4 * column(h)));
+        if (n >= kSlots) mbar_wait(&empty[slot], (n / kSlots - 1) & 1);  // chunk n - 2 consumed
+        float* kd = ring + slot * L::slot_words;
+        float* vd = kd + L::k_words;
+#pragma unroll
+        for (int h = 0; h < kRounds; ++h)
+#pragma unroll
+          for (int kb = 0; kb < 8; ++kb) {
+            float* dst = kd + column(h) * L::kKL + kb * 32 + l * 4;
+            if (key_slot[kb] < 0) *reinterpret_cast<float4*>(dst) = make_float4(0.f, 0.f, 0.f, 0.f);
+            else cp_async16(dst, k_cache + key_slot[kb] * width + head_offset + 4 * column(h));
+          }
+        cp_async_commit();
+        // V^T: the stores of transpose_v (attention_wgmma.cu), the same vt.
+#pragma unroll
+        for (int h = 0; h < kRounds; ++h)
+#pragma unroll
+          for (int kb = 0; kb < 8; ++kb) {
+            const int c = column(h);
+            float* dst = vd + (2 * kb + l % 2) * L::kVL + c / 2 * L::kVS + c % 2 * 16 + l / 2;
+            dst[0] = v[h][kb].x, dst[4] = v[h][kb].y, dst[8] = v[h][kb].z, dst[12] = v[h][kb].w;
+          }
+        cp_async_wait<0>();
+        fence_proxy_async();  // this thread's K copies and V^T stores, read by wgmma
+        mbar_arrive(&full[slot]);
+      }
     }
     return;
   }
@@ -219,15 +244,18 @@ __global__ void __launch_bounds__(kRingThreads, 1) attention_ring_kernel(
       continue;
     }
     float sc[kChunkTiles][4];
+    const uint8_t* slot_b = base + kQBytes + slot * kSlotBytes;  // the bf16 build's K, then V
     turn_begin();
-    issue_chunk_scores<D>(sc, qa, ks);
+    if constexpr (kBf16) issue_chunk_scores_bf16<D>(sc, base + cw * 8 * 128, slot_b);
+    else issue_chunk_scores<D>(sc, qa, ks);
     turn_end(false);
     wgmma_wait<0>();
     float m[2], fo[2], fn[2];
     chunk_softmax_factors(sc, row_lo, row_pos, c0, s, M, L_, m, fo, fn);
     float o[4 * DT];
     turn_begin();
-    issue_chunk_pv<D>(o, sc, vt);
+    if constexpr (kBf16) issue_chunk_pv_bf16<D>(o, sc, slot_b + LB::k_bytes);
+    else issue_chunk_pv<D>(o, sc, vt);
     turn_end(last);
     wgmma_wait<0>();
     if (lane == 0) mbar_arrive(&empty[slot]);  // the warp's reads of the slot are done
@@ -240,6 +268,11 @@ __global__ void __launch_bounds__(kRingThreads, 1) attention_ring_kernel(
 #endif
 }
 
+template <int D>
+constexpr size_t ring_smem_bytes() {
+  return TACHYON_ATTENTION_BF16 ? WgmmaBf16Layout<D>::ring_bytes : WgmmaLayout<D>::ring_bytes;
+}
+
 template <int D, bool kPingPong>
 void launch_ring(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
                  const float* k_cache, const float* v_cache, const AttentionShape& shape, int heads_per_chunk,
@@ -247,12 +280,12 @@ void launch_ring(const float* q, const DeviceAttentionMeta& meta, const QueryTil
   static const bool configured = [] {
     TACHYON_CUDA_CHECK(cudaFuncSetAttribute(attention_ring_kernel<D, kPingPong>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(WgmmaLayout<D>::ring_bytes)));
+                                            static_cast<int>(ring_smem_bytes<D>())));
     return true;
   }();
   (void)configured;
   launch(attention_ring_kernel<D, kPingPong>, query_tile_grid(num_tiles, shape, heads_per_chunk), kRingThreads,
-         WgmmaLayout<D>::ring_bytes, stream, q, meta, tiles, k_cache, v_cache, shape, heads_per_chunk, out);
+         ring_smem_bytes<D>(), stream, q, meta, tiles, k_cache, v_cache, shape, heads_per_chunk, out);
 }
 
 // A/B runs: TACHYON_ATTENTION_PINGPONG=0 lets the two consumer warpgroups issue their wgmmas

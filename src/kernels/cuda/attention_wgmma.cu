@@ -196,6 +196,12 @@ void launch_wgmma(const float* q, const DeviceAttentionMeta& meta, const QueryTi
 
 namespace {
 bool g_wgmma_on = !env_turned_off("TACHYON_ATTENTION_WGMMA");  // A/B runs: 0 = the mma.sync kernel
+// A/B runs: TACHYON_ATTENTION_RING=0 keeps this file's kernel (copies and the V transposition by
+// all threads between two CTA barriers per chunk) instead of the producer-warpgroup ring.
+bool ring_on() {
+  static const bool on = !env_turned_off("TACHYON_ATTENTION_RING");
+  return on;
+}
 }  // namespace
 
 void set_attention_wgmma(bool on) { g_wgmma_on = on; }
@@ -207,16 +213,14 @@ bool attention_wgmma_supported(int head_dim) {
     if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) return false;
     return prop.major == 9 && prop.minor == 0;
   }();
-  return !TACHYON_ATTENTION_BF16 && g_wgmma_on && device_ok && (head_dim == 64 || head_dim == 128);
+  // A TACHYON_ATTENTION_BF16 build has bf16 operands in the ring kernel only (attention_ring_bf16.cuh).
+  return (!TACHYON_ATTENTION_BF16 || ring_on()) && g_wgmma_on && device_ok && (head_dim == 64 || head_dim == 128);
 }
 
 void attention_wgmma(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
                      const float* k_cache, const float* v_cache, const AttentionShape& shape, int heads_per_chunk,
                      float* out, cudaStream_t stream) {
-  // A/B runs: TACHYON_ATTENTION_RING=0 keeps this file's kernel (copies and the V transposition
-  // by all threads between two CTA barriers per chunk) instead of the producer-warpgroup ring.
-  static const bool ring = !env_turned_off("TACHYON_ATTENTION_RING");
-  if (ring) {
+  if (ring_on()) {
     attention_ring(q, meta, tiles, num_tiles, k_cache, v_cache, shape, heads_per_chunk, out, stream);
     return;
   }
