@@ -1,11 +1,12 @@
 // The wgmma query-tile attention kernel, warp-specialized (FlashAttention-3's schedule): a
-// producer warpgroup fills a two-slot ring of (K, V^T) chunks on mbarriers while two consumer
-// warpgroups run attention_wgmma.cu's arithmetic on them, so the consumers no longer copy,
-// transpose or meet at a CTA barrier per chunk. The consumers compute exactly what that kernel's
-// warpgroups compute (the same wgmma chains in the same k order, chunk_softmax, merge_factors,
-// zero rows outside [kmin, kmax], write_tile_rows): the same bits, which are the mma.sync
-// kernels' (attention_wgmma.cuh). A TACHYON_ATTENTION_BF16 build runs the same protocol on bf16
-// operands (attention_ring_bf16.cuh), with the bits of that build's mma.sync kernels.
+// producer warpgroup fills a ring of (K, V^T) chunks (two slots; four in a bf16 build) on
+// mbarriers while two consumer warpgroups run attention_wgmma.cu's arithmetic on them, so the
+// consumers no longer copy, transpose or meet at a CTA barrier per chunk. The consumers compute
+// exactly what that kernel's warpgroups compute (the same wgmma chains in the same k order,
+// chunk_softmax, merge_factors, zero rows outside [kmin, kmax], write_tile_rows): the same bits,
+// which are the mma.sync kernels' (attention_wgmma.cuh). A TACHYON_ATTENTION_BF16 build runs the
+// same protocol on bf16 operands (attention_ring_bf16.cuh), with the bits of that build's mma.sync
+// kernels.
 #include "kernels/cuda/attention_wgmma_layout.cuh"
 
 #include <climits>
