@@ -43,6 +43,11 @@ struct WgmmaBf16Layout {
 };
 
 #if defined(__CUDACC__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Four bf16 values held as f32 bits (low halves zero) as 8 bytes of a row.
+__device__ __forceinline__ uint2 pack_operand_quad(const float4& v) {
+  return make_uint2(pack_operands(v.x, v.y), pack_operands(v.z, v.w));
+}
+
 // q of the CTA's 128 pairs into its layout, by the 256 consumer threads (ct: 0 .. 255): thread ct
 // takes pair ct % 128 in column blocks ct / 128 + 2i; rounded to the operand format (to_operand),
 // as the tf32 staging does; pairs past num_pairs are zeros. pair_q(p): the pair's q row.
@@ -98,14 +103,14 @@ __device__ __forceinline__ void produce_chunk_bf16(uint8_t* slot, int tid, int64
 #pragma unroll
   for (int cb = 0; cb < kBlocks; ++cb)
     *reinterpret_cast<uint2*>(vd + key / 8 * L::kVKeyBytes + cb * 128 + key % 8 * 16 + half * 8) =
-        make_uint2(pack_operands(x[cb].x, x[cb].y), pack_operands(x[cb].z, x[cb].w));
+        pack_operand_quad(x[cb]);
 #pragma unroll
   for (int cb = 0; cb < kBlocks; ++cb)
     x[cb] = key_slot < 0 ? zero : __ldcg(reinterpret_cast<const float4*>(k_row + 8 * cb));
 #pragma unroll
   for (int cb = 0; cb < kBlocks; ++cb)
     *reinterpret_cast<uint2*>(slot + cb * L::kKColBytes + key / 8 * 128 + key % 8 * 16 + half * 8) =
-        make_uint2(pack_operands(x[cb].x, x[cb].y), pack_operands(x[cb].z, x[cb].w));
+        pack_operand_quad(x[cb]);
 }
 
 // Scores: sc = q·K^T as D/16 wgmma.m64n64k16 (q and K from shared memory), the chain started by
