@@ -511,7 +511,13 @@ int main(int argc, char** argv) {
     auto out = model->forward(batch, kv);
     std::vector<double> tps;
     const bool profile_case = profile && !host_logits;
+    // Where a timed step's host time went: issuing the recorded ops (graph replay), waiting for the
+    // device, and the rest (the model's host code recording the step, the batch, the host draw),
+    // during which the device idles: the step's graph runs only once it is recorded.
+    kernels::CudaGraphCounters graphs_before{}, graphs_after{};
+    double timed_seconds = 0;
     for (int r = 0; r <= runs + (profile_case ? 1 : 0); ++r) {  // the extra run: one profiled step
+      if (r == 1) graphs_before = kernels::cuda_graph_counters(*backend);
       double s = 0;  // forward time (a host argmax over returned logits is the benchmark's), plus a host draw
       for (int step = 0; step < decode_steps; ++step) {
         batch.clear();
@@ -535,7 +541,11 @@ int main(int argc, char** argv) {
         const bool prof = profile_case && r == runs + 1;
         if (prof) kernels::cuda_profile_enable(*backend, true);
         const double t0 = now();
-        out = model->forward(batch, kv);
+        {
+          // A plain decode step, as the engine marks it: recorded and replayed as a CUDA graph.
+          const kernels::RepeatingStepHint hint(*backend, true);
+          out = model->forward(batch, kv);
+        }
         s += now() - t0;
         if (prof) {
           kernels::cuda_profile_enable(*backend, false);
@@ -544,10 +554,22 @@ int main(int argc, char** argv) {
           break;
         }
       }
-      if (r > 0 && r <= runs) tps.push_back(double(b) * decode_steps / s);
+      if (r > 0 && r <= runs) tps.push_back(double(b) * decode_steps / s), timed_seconds += s;
+      if (r == runs) graphs_after = kernels::cuda_graph_counters(*backend);
     }
     for (auto s : seqs) kv.remove_sequence(s);
     const double d = median(tps);
+    if (argmax && runs > 0) {
+      const double steps = double(runs) * decode_steps, us = 1e6 / steps;
+      const double issue = (graphs_after.flush_seconds - graphs_before.flush_seconds) * us;
+      const double wait = (graphs_after.wait_seconds - graphs_before.wait_seconds) * us;
+      const double replays = double(graphs_after.replays - graphs_before.replays) / steps;
+      const double direct = double(graphs_after.direct - graphs_before.direct) / steps;
+      const double replay_us = (graphs_after.replay_seconds - graphs_before.replay_seconds) * us;
+      std::printf("| decode batch %d host time per step | %.1f us of %.1f | at the host read: issue %.1f us, wait %.1f us; "
+                  "graph replays %.2f (%.1f us), direct issues %.2f per step | |\n",
+                  b, timed_seconds * us - wait, timed_seconds * us, issue, wait, replays, replay_us, direct);
+    }
     const double ctx = prompt_len + (runs + 1) * decode_steps / 2.0;
     if (!argmax) {
       static const char* const label[] = {"", "all logits to the host", "sampled on the device",

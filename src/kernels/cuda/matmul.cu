@@ -1157,8 +1157,9 @@ int64_t wgmma_rounds(unsigned row_blocks, int64_t n) {
 }
 
 // The wgmma tile width (set_wgmma_columns; 0: by shape). By shape: 192 columns where their rounds
-// cover no more columns than 128's. qkv at 512 rows (6144 columns): 64 pair-tiles of 192 in one
-// round against 96 of 128 in two, 44 against 57 us; a 4096-wide o or down projection keeps 128
+// cover no more columns than 128's, a 192-column tile's columns counted at wgmma_wide_cost. qkv at
+// 512 rows (6144 columns): 64 pair-tiles of 192 in one round against 96 of 128 in two, 44 against
+// 57 us; a 4096-wide o or down projection keeps 128
 // (22 column tiles of 192 leave a third of the pairs idle, 32 of 128 fill them: o at 512 rows
 // 42 us at 192, 33 at 128).
 int wgmma_columns_setting = [] {
@@ -1166,9 +1167,18 @@ int wgmma_columns_setting = [] {
   return env ? std::atoi(env) : 0;
 }();
 
+// A 192-column tile's time per column against a 128-column tile's (TACHYON_WGMMA_WIDE_COST for A/B
+// runs): H200, session 20, one process, gate_up at 4096 rows 1382 / 1410 us at 192 against 1425 /
+// 1456 at 128, where 192 takes 32 rounds of the resident pairs and 128 takes 47 (bench/NOTES-cuda.md).
+double wgmma_wide_cost = [] {
+  const char* env = std::getenv("TACHYON_WGMMA_WIDE_COST");
+  return env ? std::atof(env) : 0.95;
+}();
+
 int wgmma_columns(unsigned row_blocks, int64_t n) {
   if (wgmma_columns_setting == 128 || wgmma_columns_setting == 192) return wgmma_columns_setting;
-  return wgmma_rounds<192>(row_blocks, n) * 192 <= wgmma_rounds<128>(row_blocks, n) * 128 ? 192 : 128;
+  const double wide = static_cast<double>(wgmma_rounds<192>(row_blocks, n) * 192) * wgmma_wide_cost;
+  return wide <= static_cast<double>(wgmma_rounds<128>(row_blocks, n) * 128) ? 192 : 128;
 }
 
 // The epilogue by tensor stores where the output's rows allow it (set_wgmma_tma_store;
