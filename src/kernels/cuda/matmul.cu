@@ -1159,9 +1159,8 @@ int64_t wgmma_rounds(unsigned row_blocks, int64_t n) {
 // The wgmma tile width (set_wgmma_columns; 0: by shape). By shape: 192 columns where their rounds
 // cover no more columns than 128's, a 192-column tile's columns counted at wgmma_wide_cost. qkv at
 // 512 rows (6144 columns): 64 pair-tiles of 192 in one round against 96 of 128 in two, 44 against
-// 57 us; a 4096-wide o or down projection keeps 128
-// (22 column tiles of 192 leave a third of the pairs idle, 32 of 128 fill them: o at 512 rows
-// 42 us at 192, 33 at 128).
+// 57 us; a 4096-wide o or down projection keeps 128 (22 column tiles of 192 leave a third of the
+// pairs idle, 32 of 128 fill them: o at 512 rows 42 us at 192, 33 at 128).
 int wgmma_columns_setting = [] {
   const char* env = std::getenv("TACHYON_WGMMA_COLS");
   return env ? std::atoi(env) : 0;
@@ -1172,7 +1171,12 @@ int wgmma_columns_setting = [] {
 // 1456 at 128, where 192 takes 32 rounds of the resident pairs and 128 takes 47 (bench/NOTES-cuda.md).
 double wgmma_wide_cost = [] {
   const char* env = std::getenv("TACHYON_WGMMA_WIDE_COST");
-  return env ? std::atof(env) : 0.95;
+  if (!env) return 0.95;
+  char* end = nullptr;
+  const double cost = std::strtod(env, &end);
+  if (end == env || *end != '\0' || !(cost > 0.0 && cost < 4.0))
+    fail_unsupported("TACHYON_WGMMA_WIDE_COST (a factor in (0, 4)) in thousandths", static_cast<int64_t>(cost * 1000));
+  return cost;
 }();
 
 int wgmma_columns(unsigned row_blocks, int64_t n) {
