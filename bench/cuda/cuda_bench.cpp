@@ -554,7 +554,10 @@ int main(int argc, char** argv) {
           break;
         }
       }
-      if (r > 0 && r <= runs) tps.push_back(double(b) * decode_steps / s), timed_seconds += s;
+      if (r > 0 && r <= runs) {
+        tps.push_back(double(b) * decode_steps / s);
+        timed_seconds += s;
+      }
       if (r == runs) graphs_after = kernels::cuda_graph_counters(*backend);
     }
     for (auto s : seqs) kv.remove_sequence(s);

@@ -1169,7 +1169,7 @@ int wgmma_columns_setting = [] {
 // A 192-column tile's time per column against a 128-column tile's (TACHYON_WGMMA_WIDE_COST for A/B
 // runs): H200, session 20, one process, gate_up at 4096 rows 1382 / 1410 us at 192 against 1425 /
 // 1456 at 128, where 192 takes 32 rounds of the resident pairs and 128 takes 47 (bench/NOTES-cuda.md).
-double wgmma_wide_cost = [] {
+const double wgmma_wide_cost = [] {
   const char* env = std::getenv("TACHYON_WGMMA_WIDE_COST");
   if (!env) return 0.95;
   char* end = nullptr;
