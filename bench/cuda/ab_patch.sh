@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # On a GPU machine, one device call for the A/B of a change: builds this tree (A) and this tree with
-# PATCH applied (B: `patch -p1`, so no git is needed there), runs B's CUDA tests, then alternates A
-# and B processes ROUNDS times per mode, so both see the same machine, clock and power cap (only
-# same-call, alternating comparisons have held up on the lent H200s: bench/NOTES-cuda.md).
+# each patch of PATCH applied (B, C, ...: `patch -p1`, so no git is needed there; the trees build
+# concurrently), runs the patched builds' CUDA tests, then alternates the A, B, ... processes ROUNDS
+# times per mode, so all see the same machine, clock and power cap (only same-call, alternating
+# comparisons have held up on the lent H200s: bench/NOTES-cuda.md).
 #
 #   PATCH=bench/results/x.patch bench/cuda/ab_patch.sh
+#   PATCH="x.patch y.patch x.patch+y.patch" TESTS=none bench/cuda/ab_patch.sh   # B, C, and D = both
 #
-# Env: PATCH (a patch against this tree; empty: B is A's binary run with B_ENV), B_ENV (environment
-# of B's runs, e.g. "TACHYON_WGMMA_WIDE_COST=1.0"), MODES (default "attention prefill"; also
-# "decode" and "gemm"), ROUNDS (2), TESTS ("kernel" default, "all" adds the golden tests, "none"),
-# TEST_ENVS (';'-separated "ENV=VALUE gtest-filter" entries: more kernel-test runs of B), BUILD
-# (default /tmp/ab). Results under $OUT (or bench/results): ab.md, tests-b.log, build logs.
+# Env: PATCH (space-separated variants, each a patch against this tree or several joined by '+';
+# empty: B is A's binary run with B_ENV), B_ENV (environment of every variant's runs but A's, e.g.
+# "TACHYON_WGMMA_WIDE_COST=1.0"), MODES (default "attention prefill"; also "decode" and "gemm"),
+# ROUNDS (2), TESTS ("kernel" default, "all" adds the golden tests, "none"), TEST_ENVS
+# (';'-separated "ENV=VALUE gtest-filter" entries: more kernel-test runs of each variant), BUILD
+# (default /tmp/ab). Results under $OUT (or bench/results): ab.md, tests-<variant>.log, checkpoint.log.
 # Dependencies that the machine lacks are taken from $root/.deps/root (extracted Debian packages)
 # when that folder exists.
 set -uo pipefail
@@ -36,51 +39,79 @@ case " $modes " in
     python3 "$root/bench/cuda/make_checkpoint.py" "$ckpt" --shape qwen3-8b --config-only > "$results/checkpoint.log" 2>&1 & ;;
 esac
 
+# Build logs stay on the machine (a call returns at most 8 files); a failure prints its errors.
+logs="$build/logs"
+mkdir -p "$logs"
 # build SOURCE_DIR BUILD_DIR LABEL TARGETS...
 build_tree() {
   local src="$1" dir="$2" label="$3"
   shift 3
   cmake -S "$src" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTACHYON_SERVER=OFF -DTACHYON_TESTS=ON \
     -DTACHYON_CUDA=ON "-DTACHYON_ONLY_MODULES=base;io;tokenizer;chat;kernels;kv;sampling;model;spec;engine" \
-    > "$results/cmake-$label.log" 2>&1 &&
-    ninja -C "$dir" -j"$(nproc)" "$@" > "$results/build-$label.log" 2>&1 ||
-    { echo "build $label failed"; grep -E "error|FAILED" "$results/cmake-$label.log" "$results/build-$label.log" | head -20; exit 1; }
+    > "$logs/cmake-$label.log" 2>&1 &&
+    ninja -C "$dir" -j"$(nproc)" "$@" > "$logs/build-$label.log" 2>&1 ||
+    { echo "build $label failed"; grep -E "error|FAILED" "$logs/cmake-$label.log" "$logs/build-$label.log" | head -20; exit 1; }
 }
 tests="cuda_kernel_tests$([ "${TESTS:-kernel}" = all ] && echo " hf_cuda_golden_tests" || true)"
 [ "${TESTS:-kernel}" = none ] && tests=""
-build_tree "$root" "$build/a" a cuda_bench
-a="$build/a/bench/cuda_bench"
-b_src="$root"
-b_dir="$build/a"
+# The variants: A, then one per word of PATCH (B, C, ...; "x.patch+y.patch" applies both), or
+# B = A's binary under B_ENV. The trees build concurrently: the large CUDA files compile one
+# per core, so one build alone leaves most of the machine idle.
+labels=(a) srcs=("$root") dirs=("$build/a") patches=("")
 if [ -n "${PATCH:-}" ]; then
-  b_src="$build/src-b"
-  rm -rf "$b_src" && mkdir -p "$b_src"
-  tar -C "$root" --exclude=./.git --exclude='./build*' -cf - . | tar -C "$b_src" -xf -
-  patch_file="$PATCH"
-  [[ "$patch_file" = /* ]] || patch_file="$root/$patch_file"
-  (cd "$b_src" && patch -p1 --quiet < "$patch_file") || { echo "$PATCH does not apply"; exit 1; }
-  b_dir="$build/b"
+  letters=(b c d e f)
+  for p in $PATCH; do
+    i=${#labels[@]}
+    labels+=("${letters[$((i - 1))]}") srcs+=("$build/src-${letters[$((i - 1))]}") dirs+=("$build/${letters[$((i - 1))]}")
+    patches+=("$p")
+  done
+else
+  labels+=(b) srcs+=("$root") dirs+=("$build/a") patches+=("")
 fi
-build_tree "$b_src" "$b_dir" b cuda_bench $tests
-b="$b_dir/bench/cuda_bench"
+pids=()
+for ((i = 0; i < ${#labels[@]}; ++i)); do
+  [ $i -gt 0 ] && [ -z "${patches[$i]}" ] && continue
+  (
+    if [ -n "${patches[$i]}" ]; then
+      rm -rf "${srcs[$i]}" && mkdir -p "${srcs[$i]}"
+      tar -C "$root" --exclude=./.git --exclude='./build*' -cf - . | tar -C "${srcs[$i]}" -xf -
+      IFS='+' read -ra parts <<< "${patches[$i]}"
+      for f in "${parts[@]}"; do
+        [[ "$f" = /* ]] || f="$root/$f"
+        (cd "${srcs[$i]}" && patch -p1 --quiet < "$f") || { echo "$f does not apply"; exit 1; }
+      done
+      build_tree "${srcs[$i]}" "${dirs[$i]}" "${labels[$i]}" cuda_bench $tests
+    else
+      build_tree "${srcs[$i]}" "${dirs[$i]}" "${labels[$i]}" cuda_bench
+    fi
+  ) &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid" || exit 1; done
 elapsed built
 
-log="$results/tests-b.log"
-: > "$log"
-if [ -n "$tests" ]; then
-  (cd "$b_src" && env ${B_ENV:-} timeout 150 "$b_dir/tests/kernels/cuda/cuda_kernel_tests") >> "$log" 2>&1
+# The tests of each patched variant (of B's binary under B_ENV where there is no patch).
+for ((i = 1; i < ${#labels[@]}; ++i)); do
+  [ -z "$tests" ] && break
+  log="$results/tests-${labels[$i]}.log"
+  : > "$log"
+  if [ -z "${patches[$i]}" ]; then
+    ninja -C "${dirs[$i]}" -j"$(nproc)" $tests > "$logs/build-tests.log" 2>&1 || { echo "test build failed"; exit 1; }
+  fi
+  (cd "${srcs[$i]}" && env ${B_ENV:-} timeout 150 "${dirs[$i]}/tests/kernels/cuda/cuda_kernel_tests") >> "$log" 2>&1
   [ "${TESTS:-kernel}" = all ] &&
-    (cd "$b_src" && env ${B_ENV:-} timeout 300 "$b_dir/tests/diff/hf/hf_cuda_golden_tests") >> "$log" 2>&1
+    (cd "${srcs[$i]}" && env ${B_ENV:-} timeout 300 "${dirs[$i]}/tests/diff/hf/hf_cuda_golden_tests") >> "$log" 2>&1
   IFS=';' read -ra test_envs <<< "${TEST_ENVS:-}"
   for t in "${test_envs[@]}"; do
     read -r test_env test_filter <<< "$t"
     echo "## cuda_kernel_tests with $test_env, filter ${test_filter:-*}" >> "$log"
-    (cd "$b_src" && env ${B_ENV:-} "$test_env" timeout 150 "$b_dir/tests/kernels/cuda/cuda_kernel_tests" \
+    (cd "${srcs[$i]}" && env ${B_ENV:-} "$test_env" timeout 150 "${dirs[$i]}/tests/kernels/cuda/cuda_kernel_tests" \
       --gtest_filter="${test_filter:-*}") >> "$log" 2>&1
   done
-  elapsed "tests of B"
+  elapsed "tests of ${labels[$i]^^}"
+  echo "## tests of ${labels[$i]^^}"
   grep -E "^\[  (PASSED|FAILED)|FAILED|Failure|^## " "$log" || true
-fi
+done
 wait
 elapsed checkpoint
 
@@ -95,13 +126,17 @@ run_mode() {
   esac
 }
 {
-  echo "# A/B: A = this tree, B = ${PATCH:-the A binary}${B_ENV:+ with $B_ENV}; alternating processes"
+  what="B = the A binary"
+  [ -n "${PATCH:-}" ] && what="variants B, C, ...: $PATCH"
+  echo "# A/B: A = this tree; $what${B_ENV:+; every variant run with $B_ENV}; alternating processes"
   for mode in $modes; do
     for ((r = 1; r <= ${ROUNDS:-2}; ++r)); do
-      echo "## $mode, round $r, A"
-      run_mode "$a" "" "$mode" || echo "(failed)"
-      echo "## $mode, round $r, B"
-      run_mode "$b" "${B_ENV:-}" "$mode" || echo "(failed)"
+      for ((i = 0; i < ${#labels[@]}; ++i)); do
+        echo "## $mode, round $r, ${labels[$i]^^}"
+        env_i=""
+        [ $i -gt 0 ] && env_i="${B_ENV:-}"
+        run_mode "${dirs[$i]}/bench/cuda_bench" "$env_i" "$mode" || echo "(failed)"
+      done
     done
   done
 } | tee "$results/ab.md"
