@@ -61,9 +61,9 @@ labels=(a) srcs=("$root") dirs=("$build/a") patches=("")
 if [ -n "${PATCH:-}" ]; then
   letters=(b c d e f)
   for p in $PATCH; do
-    i=${#labels[@]}
-    labels+=("${letters[$((i - 1))]}") srcs+=("$build/src-${letters[$((i - 1))]}") dirs+=("$build/${letters[$((i - 1))]}")
-    patches+=("$p")
+    label="${letters[$((${#labels[@]} - 1))]:-}"
+    [ -n "$label" ] || { echo "PATCH names more than ${#letters[@]} variants"; exit 1; }
+    labels+=("$label") srcs+=("$build/src-$label") dirs+=("$build/$label") patches+=("$p")
   done
 else
   labels+=(b) srcs+=("$root") dirs+=("$build/a") patches+=("")
