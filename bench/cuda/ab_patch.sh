@@ -90,6 +90,13 @@ done
 for pid in "${pids[@]}"; do wait "$pid" || exit 1; done
 elapsed built
 
+# variant_test SECONDS "ENV=VALUE ..." TEST [ARGS...]: a test binary of variant $i, run in its source
+# tree under B_ENV and the given environment (may be empty), appended to $log.
+variant_test() {
+  local seconds="$1" extra_env="$2" test="$3"
+  shift 3
+  (cd "${srcs[$i]}" && env ${B_ENV:-} $extra_env timeout "$seconds" "${dirs[$i]}/tests/$test" "$@") >> "$log" 2>&1
+}
 # The tests of each patched variant (of B's binary under B_ENV where there is no patch).
 for ((i = 1; i < ${#labels[@]}; ++i)); do
   [ -z "$tests" ] && break
@@ -98,15 +105,13 @@ for ((i = 1; i < ${#labels[@]}; ++i)); do
   if [ -z "${patches[$i]}" ]; then
     ninja -C "${dirs[$i]}" -j"$(nproc)" $tests > "$logs/build-tests.log" 2>&1 || { echo "test build failed"; exit 1; }
   fi
-  (cd "${srcs[$i]}" && env ${B_ENV:-} timeout 150 "${dirs[$i]}/tests/kernels/cuda/cuda_kernel_tests") >> "$log" 2>&1
-  [ "${TESTS:-kernel}" = all ] &&
-    (cd "${srcs[$i]}" && env ${B_ENV:-} timeout 300 "${dirs[$i]}/tests/diff/hf/hf_cuda_golden_tests") >> "$log" 2>&1
+  variant_test 150 "" kernels/cuda/cuda_kernel_tests
+  [ "${TESTS:-kernel}" = all ] && variant_test 300 "" diff/hf/hf_cuda_golden_tests
   IFS=';' read -ra test_envs <<< "${TEST_ENVS:-}"
   for t in "${test_envs[@]}"; do
     read -r test_env test_filter <<< "$t"
     echo "## cuda_kernel_tests with $test_env, filter ${test_filter:-*}" >> "$log"
-    (cd "${srcs[$i]}" && env ${B_ENV:-} "$test_env" timeout 150 "${dirs[$i]}/tests/kernels/cuda/cuda_kernel_tests" \
-      --gtest_filter="${test_filter:-*}") >> "$log" 2>&1
+    variant_test 150 "$test_env" kernels/cuda/cuda_kernel_tests --gtest_filter="${test_filter:-*}"
   done
   elapsed "tests of ${labels[$i]^^}"
   echo "## tests of ${labels[$i]^^}"
