@@ -7,12 +7,16 @@
 #
 #   PATCH=bench/results/x.patch bench/cuda/ab_patch.sh
 #   PATCH="x.patch y.patch x.patch+y.patch" TESTS=none bench/cuda/ab_patch.sh   # B, C, and D = both
+#   PATCH="x.patch x.patch@TACHYON_WGMMA_COLS=256" bench/cuda/ab_patch.sh   # B, and C = B's build under an env
 #
-# Env: PATCH (space-separated variants, each a patch against this tree or several joined by '+';
-# empty: B is A's binary run with B_ENV), B_ENV (environment of every variant's runs but A's, e.g.
+# Env: PATCH (space-separated variants, each a patch against this tree or several joined by '+',
+# optionally followed by '@' and ','-separated ENV=VALUE settings of that variant's runs and tests,
+# where only=MODE+MODE limits the modes it runs; variants with the same patches share one build,
+# and "@ENV=VALUE" alone is A's build; empty PATCH: B is A's binary run with B_ENV), B_ENV (environment of every variant's runs but A's, e.g.
 # "TACHYON_WGMMA_WIDE_COST=1.0"), MODES (default "attention prefill"; also "decode" and "gemm"),
-# ROUNDS (2), TESTS ("kernel" default, "all" adds the golden tests, "none"), TEST_ENVS
-# (';'-separated "ENV=VALUE gtest-filter" entries: more kernel-test runs of each variant), BUILD
+# ROUNDS (2; ROUNDS_<mode> for one mode), TESTS ("kernel" default, "all" adds the golden tests, "none"), TEST_ENVS
+# (';'-separated "ENV=VALUE gtest-filter" entries: more kernel-test runs of each variant, also
+# with TESTS=none), BUILD
 # (default /tmp/ab). Results under $OUT (or bench/results): ab.md, tests-<variant>.log, checkpoint.log.
 # Dependencies that the machine lacks are taken from $root/.deps/root (extracted Debian packages)
 # when that folder exists.
@@ -53,24 +57,36 @@ build_tree() {
     { echo "build $label failed"; grep -E "error|FAILED" "$logs/cmake-$label.log" "$logs/build-$label.log" | head -20; exit 1; }
 }
 tests="cuda_kernel_tests$([ "${TESTS:-kernel}" = all ] && echo " hf_cuda_golden_tests" || true)"
-[ "${TESTS:-kernel}" = none ] && tests=""
+[ "${TESTS:-kernel}" = none ] && tests="$([ -n "${TEST_ENVS:-}" ] && echo cuda_kernel_tests || true)"
 # The variants: A, then one per word of PATCH (B, C, ...; "x.patch+y.patch" applies both), or
 # B = A's binary under B_ENV. The trees build concurrently: the large CUDA files compile one
 # per core, so one build alone leaves most of the machine idle.
-labels=(a) srcs=("$root") dirs=("$build/a") patches=("")
+# owner[i]: the variant whose build variant i runs (itself, or an earlier one with the same patches).
+labels=(a) srcs=("$root") dirs=("$build/a") patches=("") envs=("") owner=(0) only=("")
 if [ -n "${PATCH:-}" ]; then
   letters=(b c d e f)
-  for p in $PATCH; do
+  for word in $PATCH; do
     label="${letters[$((${#labels[@]} - 1))]:-}"
     [ -n "$label" ] || { echo "PATCH names more than ${#letters[@]} variants"; exit 1; }
-    labels+=("$label") srcs+=("$build/src-$label") dirs+=("$build/$label") patches+=("$p")
+    p="${word%%@*}" e="" m=""
+    [[ "$word" = *@* ]] && e="${word#*@}" && e="${e//,/ }"
+    for setting in $e; do [[ "$setting" = only=* ]] && m="${setting#only=}" && m="${m//+/ }"; done
+    e="$(for setting in $e; do [[ "$setting" = only=* ]] || printf '%s ' "$setting"; done)"
+    o=${#labels[@]}
+    for ((j = 0; j < ${#labels[@]}; ++j)); do [ "${patches[$j]}" = "$p" ] && o=${owner[$j]} && break; done
+    if [ "$o" = "${#labels[@]}" ]; then
+      labels+=("$label") srcs+=("$build/src-$label") dirs+=("$build/$label")
+    else
+      labels+=("$label") srcs+=("${srcs[$o]}") dirs+=("${dirs[$o]}")
+    fi
+    patches+=("$p") envs+=("$e") owner+=("$o") only+=("$m")
   done
 else
-  labels+=(b) srcs+=("$root") dirs+=("$build/a") patches+=("")
+  labels+=(b) srcs+=("$root") dirs+=("$build/a") patches+=("") envs+=("") owner+=(0) only+=("")
 fi
 pids=()
 for ((i = 0; i < ${#labels[@]}; ++i)); do
-  [ $i -gt 0 ] && [ -z "${patches[$i]}" ] && continue
+  [ "${owner[$i]}" != "$i" ] && continue
   (
     if [ -n "${patches[$i]}" ]; then
       rm -rf "${srcs[$i]}" && mkdir -p "${srcs[$i]}"
@@ -95,17 +111,18 @@ elapsed built
 variant_test() {
   local seconds="$1" extra_env="$2" test="$3"
   shift 3
-  (cd "${srcs[$i]}" && env ${B_ENV:-} $extra_env timeout "$seconds" "${dirs[$i]}/tests/$test" "$@") >> "$log" 2>&1
+  (cd "${srcs[$i]}" && env ${B_ENV:-} ${envs[$i]} $extra_env timeout "$seconds" "${dirs[$i]}/tests/$test" "$@") >> "$log" 2>&1
 }
-# The tests of each patched variant (of B's binary under B_ENV where there is no patch).
+# The tests of each variant but A (A's binary under B_ENV and the variant's settings where it
+# has no patch).
 for ((i = 1; i < ${#labels[@]}; ++i)); do
   [ -z "$tests" ] && break
   log="$results/tests-${labels[$i]}.log"
   : > "$log"
-  if [ -z "${patches[$i]}" ]; then
+  if [ "${owner[$i]}" = 0 ]; then
     ninja -C "${dirs[$i]}" -j"$(nproc)" $tests > "$logs/build-tests.log" 2>&1 || { echo "test build failed"; exit 1; }
   fi
-  variant_test 150 "" kernels/cuda/cuda_kernel_tests
+  [ "${TESTS:-kernel}" != none ] && variant_test 150 "" kernels/cuda/cuda_kernel_tests
   [ "${TESTS:-kernel}" = all ] && variant_test 300 "" diff/hf/hf_cuda_golden_tests
   IFS=';' read -ra test_envs <<< "${TEST_ENVS:-}"
   for t in "${test_envs[@]}"; do
@@ -134,12 +151,18 @@ run_mode() {
   what="B = the A binary"
   [ -n "${PATCH:-}" ] && what="variants B, C, ...: $PATCH"
   echo "# A/B: A = this tree; $what${B_ENV:+; every variant run with $B_ENV}; alternating processes"
+  for ((i = 1; i < ${#labels[@]}; ++i)); do
+    [ -n "${envs[$i]}${only[$i]}" ] &&
+      echo "# ${labels[$i]^^}: ${patches[$i]:-the A build} with ${envs[$i]:-no settings}${only[$i]:+, modes ${only[$i]}}"
+  done
   for mode in $modes; do
-    for ((r = 1; r <= ${ROUNDS:-2}; ++r)); do
+    rounds_var="ROUNDS_$mode"
+    for ((r = 1; r <= ${!rounds_var:-${ROUNDS:-2}}; ++r)); do
       for ((i = 0; i < ${#labels[@]}; ++i)); do
+        [ -n "${only[$i]}" ] && [[ " ${only[$i]} " != *" $mode "* ]] && continue
         echo "## $mode, round $r, ${labels[$i]^^}"
         env_i=""
-        [ $i -gt 0 ] && env_i="${B_ENV:-}"
+        [ $i -gt 0 ] && env_i="${B_ENV:-} ${envs[$i]}"
         run_mode "${dirs[$i]}/bench/cuda_bench" "$env_i" "$mode" || echo "(failed)"
       done
     done
