@@ -12,12 +12,13 @@
 # Env: PATCH (space-separated variants, each a patch against this tree or several joined by '+',
 # optionally followed by '@' and ','-separated ENV=VALUE settings of that variant's runs and tests,
 # where only=MODE+MODE limits the modes it runs; variants with the same patches share one build,
-# and "@ENV=VALUE" alone is A's build; empty PATCH: B is A's binary run with B_ENV), B_ENV (environment of every variant's runs but A's, e.g.
-# "TACHYON_WGMMA_WIDE_COST=1.0"), MODES (default "attention prefill"; also "decode" and "gemm"),
-# ROUNDS (2; ROUNDS_<mode> for one mode), TESTS ("kernel" default, "all" adds the golden tests, "none"), TEST_ENVS
-# (';'-separated "ENV=VALUE gtest-filter" entries: more kernel-test runs of each variant, also
-# with TESTS=none), BUILD
-# (default /tmp/ab). Results under $OUT (or bench/results): ab.md, tests-<variant>.log, checkpoint.log.
+# and "@ENV=VALUE" alone is A's build; empty PATCH: B is A's binary run with B_ENV), B_ENV
+# (environment of every variant's runs but A's, e.g. "TACHYON_WGMMA_WIDE_COST=1.0"), MODES (default
+# "attention prefill"; also "decode", "gemm", and "clocks": cuBLAS and our GEMM per SM cycle under
+# nvidia-smi, bench/cuda/gemm_clocks.py), ROUNDS (2; ROUNDS_<mode> for one mode), TESTS ("kernel"
+# default, "all" adds the golden tests, "none"), TEST_ENVS (';'-separated "ENV=VALUE gtest-filter"
+# entries: more kernel-test runs of each variant, also with TESTS=none), BUILD (default /tmp/ab).
+# Results under $OUT (or bench/results): ab.md, tests-<variant>.log, checkpoint.log.
 # Dependencies that the machine lacks are taken from $root/.deps/root (extracted Debian packages)
 # when that folder exists.
 set -uo pipefail
@@ -144,6 +145,13 @@ run_mode() {
     prefill) env $2 timeout 120 "$1" --engine-only --prefill-quick "$ckpt" 2>&1 | grep -E "^\| prefill" ;;
     decode) env $2 timeout 150 "$1" --engine-only --decode-quick "$ckpt" 2>&1 | grep -E "^\| decode" ;;
     gemm) env $2 timeout 150 "$1" --gemm-only "$ckpt" 2>&1 | grep -E "^\|" ;;
+    clocks)  # cuBLAS and ours in blocks, nvidia-smi sampling meanwhile, joined per block
+      nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+        --format=csv,noheader,nounits -lms 20 > "$build/smi.csv" 2>&1 &
+      local smi=$!
+      env $2 timeout 150 "$1" --gemm-clocks "$ckpt" > "$build/blocks.md" 2>&1
+      kill "$smi"
+      python3 "$root/bench/cuda/gemm_clocks.py" "$build/blocks.md" "$build/smi.csv" ;;
     *) echo "unknown mode $3" ;;
   esac
 }

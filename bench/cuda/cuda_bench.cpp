@@ -20,7 +20,8 @@
 //                   [--attention-only: the attention table alone] [--decode-only: the decode matmul table, M 1-8]
 //                   [--decode-quick: engine decode at batch 1, 4 and 8 only]
 //                   [--sampling-only: the device token draw alone]
-//                   [--gemm-only: the prefill matmuls per wgmma tile width] MODEL_DIR
+//                   [--gemm-only: the prefill matmuls per wgmma tile width]
+//                   [--gemm-clocks: cuBLAS and ours in blocks, for bench/cuda/gemm_clocks.py] MODEL_DIR
 // Env: TACHYON_CUDA_GRAPHS, TACHYON_STREAM_SLOTS (matmul_stream.cu), TACHYON_WGMMA_TMA (matmul.cu),
 // TACHYON_FUSED_NORM_ROWS and TACHYON_LAB_SKIP (cuda_backend.cpp).
 #include <cublas_v2.h>
@@ -29,6 +30,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -306,10 +308,87 @@ int prefill_gemm_table(kernels::Backend& backend, const io::ModelConfig& c, doub
   return 0;
 }
 
+// Wall-clock time as nvidia-smi's timestamps print it (local time, milliseconds).
+std::string wall_stamp() {
+  const auto t = std::chrono::system_clock::now();
+  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count() % 1000;
+  std::tm local{};
+  localtime_r(&secs, &local);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y/%m/%d %H:%M:%S", &local);
+  return fmt::format("{}.{:03d}", buf, static_cast<int>(ms));
+}
+
+// --gemm-clocks: cuBLAS and our prefill GEMM on the same bf16 operands (4096 rows of the model's
+// gate_up and o shapes) in alternating blocks of ~1.5 s, each block's wall-clock span printed, so
+// that nvidia-smi sampling meanwhile (bench/cuda/gemm_clocks.py) gives each block's SM clock and
+// board power. FLOPs per SM cycle then tell a kernel that is slower per cycle from one whose clock
+// the power cap holds lower (bench/NOTES-cuda.md "Session 18": the cap, not measured per kernel).
+int gemm_clock_blocks(kernels::Backend& backend, const io::ModelConfig& c) {
+  const int64_t m = 4096, h = c.hidden_size, inter = c.intermediate_size, q_dim = c.num_attention_heads * c.head_dim;
+  const Shape shapes[] = {{"gate_up", 2 * inter, h}, {"o_proj", h, q_dim}};
+  cublasHandle_t handle;
+  cublasCreate(&handle);
+  std::printf("| shape [n x k], M %ld | kernel | start | end | calls | TFLOP/s |\n|---|---|---|---|---|---|\n", long(m));
+  for (const auto& s : shapes) {
+    // x: bf16 values (ours reads them as f32 and rounds them to the same bf16), the weight's bits
+    // shared: both kernels multiply the same numbers.
+    const auto x_bf16 = random_bf16(size_t(m * s.k), 1.f, 1), w_bf16 = random_bf16(size_t(s.n * s.k), 0.02f, 2);
+    std::vector<float> x_f32(x_bf16.size());
+    for (size_t i = 0; i < x_f32.size(); ++i) x_f32[i] = bf16_to_f32(x_bf16[i]);
+    auto* x = static_cast<float*>(backend.allocate(x_f32.size() * sizeof(float)));
+    backend.copy_to_device(x, x_f32.data(), x_f32.size() * sizeof(float));
+    auto* out = static_cast<float*>(backend.allocate(size_t(m * s.n) * sizeof(float)));
+    const kernels::Weight w = backend.upload_weight(kernels::Weight{w_bf16.data(), DType::BF16, s.n, s.k});
+    void *a, *b;
+    CHECK_CUDA(cudaMalloc(&a, x_bf16.size() * 2));
+    CHECK_CUDA(cudaMalloc(&b, w_bf16.size() * 2));
+    CHECK_CUDA(cudaMemcpy(a, x_bf16.data(), x_bf16.size() * 2, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(b, w_bf16.data(), w_bf16.size() * 2, cudaMemcpyHostToDevice));
+    const float one = 1.f, zero = 0.f;
+    const auto cublas = [&] {  // column-major: out^T [n, m] = w · x^T, f32 out as ours
+      if (cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(s.n), int(m), int(s.k), &one, b, CUDA_R_16BF, int(s.k), a,
+                       CUDA_R_16BF, int(s.k), &zero, out, CUDA_R_32F, int(s.n), CUBLAS_COMPUTE_32F,
+                       CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+        std::fprintf(stderr, "cublasGemmEx failed\n");
+        std::exit(1);
+      }
+    };
+    const auto ours = [&] { backend.matmul(x, m, w, nullptr, out); };
+    const auto block = [&](const char* name, const auto& f) {
+      f();
+      backend.synchronize();
+      const std::string start = wall_stamp();
+      const double t0 = now();
+      int calls = 0;
+      while (now() - t0 < 1.5) {
+        for (int i = 0; i < 5; ++i) f();
+        backend.synchronize();
+        calls += 5;
+      }
+      const double seconds = now() - t0;
+      std::printf("| %s [%ld x %ld] | %s | %s | %s | %d | %.1f |\n", s.name, long(s.n), long(s.k), name, start.c_str(),
+                  wall_stamp().c_str(), calls, 2.0 * m * s.n * s.k * calls / seconds / 1e12);
+      std::fflush(stdout);
+    };
+    for (int rep = 0; rep < 2; ++rep) {
+      block("cuBLAS", cublas);
+      block("ours", ours);
+    }
+    cudaFree(a);
+    cudaFree(b);
+    backend.deallocate(x);
+    backend.deallocate(out);
+  }
+  cublasDestroy(handle);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   int runs = 3, decode_variant = kernels::cuda::kDecodeAuto;
   bool lab = false, profile = false, engine_only = false, attention_only = false, decode_only = false,
-       decode_quick = false, prefill_quick = false, sampling_only = false, gemm_only = false;
+       decode_quick = false, prefill_quick = false, sampling_only = false, gemm_only = false, gemm_clocks = false;
   std::string json_path, dir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -323,6 +402,7 @@ int main(int argc, char** argv) {
     else if (a == "--decode-only") decode_only = true;
     else if (a == "--sampling-only") sampling_only = true;
     else if (a == "--gemm-only") gemm_only = true;  // the prefill matmul table per wgmma tile width
+    else if (a == "--gemm-clocks") gemm_clocks = true;  // cuBLAS and ours in timed blocks, for nvidia-smi
     else if (a == "--prefill-quick") prefill_quick = true;  // engine prefill at 512 and 4096 only (A/B runs)
     else if (a == "--decode-quick") decode_quick = true;  // engine decode at batch 1 and 8 only (A/B runs)  // the decode matmul table (M = 1, 8), then exit
     else dir = a;
@@ -339,6 +419,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (gemm_only) return prefill_gemm_table(*backend, io::load_model_config(dir), measure_cublas_bf16_tflops());
+  if (gemm_clocks) return gemm_clock_blocks(*backend, io::load_model_config(dir));
   std::fprintf(stderr, "measuring ceilings on %s...\n", backend->name().c_str());
   const double copy_gbps = measure_copy_gbps();
   const double mm_tflops = measure_cublas_bf16_tflops();
