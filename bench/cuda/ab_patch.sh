@@ -151,7 +151,8 @@ run_mode() {
       local smi=$!
       env $2 timeout 150 "$1" --gemm-clocks "$ckpt" > "$build/blocks.md" 2>&1
       kill "$smi"
-      python3 "$root/bench/cuda/gemm_clocks.py" "$build/blocks.md" "$build/smi.csv" ;;
+      python3 "$root/bench/cuda/gemm_clocks.py" "$build/blocks.md" "$build/smi.csv"
+      cat "$build/blocks.md" "$build/smi.csv" >> "$results/clocks-raw.log" ;;
     *) echo "unknown mode $3" ;;
   esac
 }

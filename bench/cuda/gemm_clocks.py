@@ -6,8 +6,8 @@
 BLOCKS.md: the bench's table (shape, kernel, start, end, calls, TFLOP/s; start and end as
 nvidia-smi prints timestamps). SMI.csv: `nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,
 temperature.gpu,clocks_throttle_reasons.active --format=csv,noheader,nounits -lms 20`.
-Prints per block the samples inside it, the mean SM clock and board power, how many samples carry
-the software power cap flag (0x4), and FLOPs per SM cycle against the bf16 dense peak of 4096 (a
+Prints per block the samples inside it, the mean SM clock, board power and temperature, how many
+samples carry the software power cap flag (0x4), every throttle flag seen, and FLOPs per SM cycle against the bf16 dense peak of 4096 (a
 Hopper SM: 989 TFLOP/s at 1830 MHz over 132 SMs): a kernel slower per cycle and one held at a lower
 clock by the power cap look alike in TFLOP/s and apart here.
 """
@@ -41,7 +41,7 @@ def read_samples(path):
         if len(cells) < 5:
             continue
         try:
-            samples.append((stamp(cells[0]), float(cells[1]), float(cells[2]), int(cells[4], 16)))
+            samples.append((stamp(cells[0]), float(cells[1]), float(cells[2]), int(cells[4], 16), float(cells[3])))
         except ValueError:
             continue  # a header, or a field the driver reports as N/A
     return samples
@@ -56,20 +56,25 @@ def main():
     blocks, samples = read_blocks(args.blocks), read_samples(args.smi)
     if not blocks:
         sys.exit(f"no blocks in {args.blocks}")
-    print("| shape | kernel | TFLOP/s | samples | SM MHz (mean) | board W (mean) | power-cap samples | "
-          "FLOP per SM cycle | of the bf16 peak |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| shape | kernel | TFLOP/s | samples | SM MHz (mean) | board W (mean) | C (mean) | power-cap samples | "
+          "flags seen | FLOP per SM cycle | of the bf16 peak |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for shape, kernel, start, end, calls, tflops in blocks:
         # The first 200 ms of a block are left out: the clock settles after a load change.
         inside = [s for s in samples if start + datetime.timedelta(milliseconds=200) <= s[0] <= end]
         if not inside:
-            print(f"| {shape} | {kernel} | {tflops:.1f} | 0 | | | | | |")
+            print(f"| {shape} | {kernel} | {tflops:.1f} | 0 | | | | | | | |")
             continue
         mhz = sum(s[1] for s in inside) / len(inside)
         watts = sum(s[2] for s in inside) / len(inside)
         capped = sum(1 for s in inside if s[3] & POWER_CAP_FLAG)
+        celsius = sum(s[4] for s in inside) / len(inside)
+        flags = 0
+        for s in inside:
+            flags |= s[3]
         per_cycle = tflops * 1e12 / (args.sms * mhz * 1e6)
-        print(f"| {shape} | {kernel} | {tflops:.1f} | {len(inside)} | {mhz:.0f} | {watts:.0f} | {capped} | "
+        print(f"| {shape} | {kernel} | {tflops:.1f} | {len(inside)} | {mhz:.0f} | {watts:.0f} | {celsius:.0f} | {capped} | "
+              f"{flags:#x} | "
               f"{per_cycle:.0f} | {100 * per_cycle / PEAK_FLOP_PER_SM_CYCLE:.1f}% |")
 
 
