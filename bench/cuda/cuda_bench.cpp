@@ -52,6 +52,7 @@
 #include "kernels/token_sampling.h"
 #include "model/model.h"
 #include "check_cuda.h"
+#include "clock_spy.h"
 
 using namespace tachyon;
 
@@ -330,7 +331,12 @@ int gemm_clock_blocks(kernels::Backend& backend, const io::ModelConfig& c) {
   const Shape shapes[] = {{"gate_up", 2 * inter, h}, {"o_proj", h, q_dim}};
   cublasHandle_t handle;
   cublasCreate(&handle);
-  std::printf("| shape [n x k], M %ld | kernel | start | end | calls | TFLOP/s |\n|---|---|---|---|---|---|\n", long(m));
+  std::printf("| shape [n x k], M %ld | kernel | start | end | calls | TFLOP/s | SM MHz seen by a spy warp | spy late s | "
+              "FLOP per SM cycle |\n|---|---|---|---|---|---|---|---|---|\n",
+              long(m));
+  int sms = 0;
+  CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  ClockSpy spy;
   for (const auto& s : shapes) {
     // x: bf16 values (ours reads them as f32 and rounds them to the same bf16), the weight's bits
     // shared: both kernels multiply the same numbers.
@@ -360,6 +366,7 @@ int gemm_clock_blocks(kernels::Backend& backend, const io::ModelConfig& c) {
       f();
       backend.synchronize();
       const std::string start = wall_stamp();
+      spy.start(1.4);  // inside the block's 1.5 s
       const double t0 = now();
       int calls = 0;
       while (now() - t0 < 1.5) {
@@ -368,8 +375,12 @@ int gemm_clock_blocks(kernels::Backend& backend, const io::ModelConfig& c) {
         calls += 5;
       }
       const double seconds = now() - t0;
-      std::printf("| %s [%ld x %ld] | %s | %s | %s | %d | %.1f |\n", s.name, long(s.n), long(s.k), name, start.c_str(),
-                  wall_stamp().c_str(), calls, 2.0 * m * s.n * s.k * calls / seconds / 1e12);
+      const std::string end = wall_stamp();
+      const ClockSpyReading clock = spy.finish();
+      const double tflops = 2.0 * m * s.n * s.k * calls / seconds / 1e12;
+      std::printf("| %s [%ld x %ld] | %s | %s | %s | %d | %.1f | %.0f | %.2f | %.0f |\n", s.name, long(s.n), long(s.k),
+                  name, start.c_str(), end.c_str(), calls, tflops, clock.mhz, clock.late_s,
+                  tflops * 1e12 / (sms * clock.mhz * 1e6));
       std::fflush(stdout);
     };
     for (int rep = 0; rep < 3; ++rep) {
