@@ -34,6 +34,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <span>
 #include <random>
 #include <string>
@@ -112,26 +113,36 @@ double measure_copy_gbps() {
   return 2.0 * bytes / s / 1e9;
 }
 
+// bf16 values copied into new device memory (cudaFree it).
+void* device_bf16(const std::vector<uint16_t>& host) {
+  void* p = nullptr;
+  CHECK_CUDA(cudaMalloc(&p, host.size() * 2));
+  CHECK_CUDA(cudaMemcpy(p, host.data(), host.size() * 2, cudaMemcpyHostToDevice));
+  return p;
+}
+
+// out [m, n] = a [m, k] · b [n, k]^T by cuBLAS, bf16 operands, fp32 accumulation, out in
+// `out_type`; column-major: out^T [n, m] = b · a^T.
+void cublas_bf16_gemm(cublasHandle_t h, int64_t m, int64_t n, int64_t k, const void* a, const void* b, void* out,
+                      cudaDataType out_type) {
+  const float one = 1.f, zero = 0.f;
+  if (cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k), &one, b, CUDA_R_16BF, int(k), a, CUDA_R_16BF,
+                   int(k), &zero, out, out_type, int(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "cublasGemmEx failed\n");
+    std::exit(1);
+  }
+}
+
 // cuBLAS's rate on out [m, n] = a [m, k] · b [n, k]^T with bf16 operands and fp32 accumulation,
 // out in `out_type`.
 double cublas_bf16_tflops(int64_t m, int64_t n, int64_t k, cudaDataType out_type) {
-  const auto host_a = random_bf16(size_t(m * k), 1.f, 1), host_b = random_bf16(size_t(n * k), 1.f, 3);
-  void *a, *b, *c;
-  CHECK_CUDA(cudaMalloc(&a, host_a.size() * 2));
-  CHECK_CUDA(cudaMalloc(&b, host_b.size() * 2));
+  void* a = device_bf16(random_bf16(size_t(m * k), 1.f, 1));
+  void* b = device_bf16(random_bf16(size_t(n * k), 1.f, 3));
+  void* c;
   CHECK_CUDA(cudaMalloc(&c, size_t(m * n) * (out_type == CUDA_R_32F ? 4 : 2)));
-  CHECK_CUDA(cudaMemcpy(a, host_a.data(), host_a.size() * 2, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(b, host_b.data(), host_b.size() * 2, cudaMemcpyHostToDevice));
   cublasHandle_t h;
   cublasCreate(&h);
-  const float one = 1.f, zero = 0.f;
-  auto gemm = [&] {  // column-major: out^T [n, m] = b · a^T
-    if (cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k), &one, b, CUDA_R_16BF, int(k), a, CUDA_R_16BF,
-                     int(k), &zero, c, out_type, int(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
-      std::fprintf(stderr, "cublasGemmEx failed\n");
-      std::exit(1);
-    }
-  };
+  const auto gemm = [&] { cublas_bf16_gemm(h, m, n, k, a, b, c, out_type); };
   gemm();
   gemm();
   const double s = time_events(gemm, 10);
@@ -345,8 +356,8 @@ int gemm_clock_blocks(kernels::Backend& backend, const io::ModelConfig& c) {
   // The spy warp takes a slot on one SM, which a persistent kernel (ours, likely cuBLAS's) needs for
   // one of its CTAs: it slowed our GEMM by a third (session 23, call 4). Off unless TACHYON_CLOCK_SPY=1.
   const char* spy_env = std::getenv("TACHYON_CLOCK_SPY");
-  const bool spying = spy_env && std::string(spy_env) == "1";
-  ClockSpy spy;
+  std::optional<ClockSpy> spy;
+  if (spy_env && std::string(spy_env) == "1") spy.emplace();
   for (const auto& s : shapes) {
     // x: bf16 values (ours reads them as f32 and rounds them to the same bf16), the weight's bits
     // shared: both kernels multiply the same numbers.
@@ -357,20 +368,9 @@ int gemm_clock_blocks(kernels::Backend& backend, const io::ModelConfig& c) {
     backend.copy_to_device(x, x_f32.data(), x_f32.size() * sizeof(float));
     auto* out = static_cast<float*>(backend.allocate(size_t(m * s.n) * sizeof(float)));
     const kernels::Weight w = backend.upload_weight(kernels::Weight{w_bf16.data(), DType::BF16, s.n, s.k});
-    void *a, *b;
-    CHECK_CUDA(cudaMalloc(&a, x_bf16.size() * 2));
-    CHECK_CUDA(cudaMalloc(&b, w_bf16.size() * 2));
-    CHECK_CUDA(cudaMemcpy(a, x_bf16.data(), x_bf16.size() * 2, cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(b, w_bf16.data(), w_bf16.size() * 2, cudaMemcpyHostToDevice));
-    const float one = 1.f, zero = 0.f;
-    const auto cublas = [&] {  // column-major: out^T [n, m] = w · x^T, f32 out as ours
-      if (cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(s.n), int(m), int(s.k), &one, b, CUDA_R_16BF, int(s.k), a,
-                       CUDA_R_16BF, int(s.k), &zero, out, CUDA_R_32F, int(s.n), CUBLAS_COMPUTE_32F,
-                       CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
-        std::fprintf(stderr, "cublasGemmEx failed\n");
-        std::exit(1);
-      }
-    };
+    void* a = device_bf16(x_bf16);
+    void* b = device_bf16(w_bf16);
+    const auto cublas = [&] { cublas_bf16_gemm(handle, m, s.n, s.k, a, b, out, CUDA_R_32F); };  // f32 out as ours
     const auto ours = [&] { backend.matmul(x, m, w, nullptr, out); };
     const auto sync_cublas = [&] { CHECK_CUDA(cudaStreamSynchronize(cublas_stream)); };
     const auto sync_ours = [&] { backend.synchronize(); };
@@ -378,7 +378,7 @@ int gemm_clock_blocks(kernels::Backend& backend, const io::ModelConfig& c) {
       f();
       sync();
       const std::string start = wall_stamp();
-      if (spying) spy.start(1.4);  // inside the block's 1.5 s
+      if (spy) spy->start(1.4);  // inside the block's 1.5 s
       const double t0 = now();
       int calls = 0;
       while (now() - t0 < 1.5) {
@@ -388,11 +388,11 @@ int gemm_clock_blocks(kernels::Backend& backend, const io::ModelConfig& c) {
       }
       const double seconds = now() - t0;
       const std::string end = wall_stamp();
-      const ClockSpyReading clock = spying ? spy.finish() : ClockSpyReading{};
+      const ClockSpyReading clock = spy ? spy->finish() : ClockSpyReading{};
       const double tflops = 2.0 * m * s.n * s.k * calls / seconds / 1e12;
       std::printf("| %s [%ld x %ld] | %s | %s | %s | %d | %.1f | %.0f | %.2f | %.0f |\n", s.name, long(s.n), long(s.k),
                   name, start.c_str(), end.c_str(), calls, tflops, clock.mhz, clock.late_s,
-                  spying ? tflops * 1e12 / (sms * clock.mhz * 1e6) : 0.0);
+                  spy ? tflops * 1e12 / (sms * clock.mhz * 1e6) : 0.0);
       std::fflush(stdout);
     };
     for (int rep = 0; rep < 3; ++rep) {
