@@ -23,7 +23,7 @@
 //                   [--gemm-only: the prefill matmuls per wgmma tile width]
 //                   [--gemm-clocks: cuBLAS and ours in blocks, for bench/cuda/gemm_clocks.py] MODEL_DIR
 // Env: TACHYON_CUDA_GRAPHS, TACHYON_STREAM_SLOTS (matmul_stream.cu), TACHYON_WGMMA_TMA (matmul.cu),
-// TACHYON_FUSED_NORM_ROWS and TACHYON_LAB_SKIP (cuda_backend.cpp).
+// TACHYON_FUSED_NORM_ROWS and TACHYON_LAB_SKIP (cuda_backend.cpp), TACHYON_TIMELINE_CSV (below).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -50,6 +50,7 @@
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/matmul.cuh"
+#include "kernels/cuda/step_timeline.h"
 #include "kernels/token_sampling.h"
 #include "model/model.h"
 #include "check_cuda.h"
@@ -409,6 +410,20 @@ int gemm_clock_blocks(kernels::Backend& backend, const io::ModelConfig& c) {
   return 0;
 }
 
+namespace {
+// The step timeline's records, one CSV row each (times in ns from the first record).
+void write_timeline(const std::vector<kernels::cuda::TimelineRecord>& records, const std::string& path) {
+  uint64_t t0 = UINT64_MAX;
+  for (const auto& r : records) t0 = std::min(t0, r.t_call);
+  std::ofstream f(path);
+  f << "t_call,t_return,sm,block,grid,threads,smem,kind\n";
+  for (const auto& r : records)
+    f << r.t_call - t0 << ',' << r.t_return - t0 << ',' << r.sm << ',' << r.block << ',' << r.grid << ',' << r.threads
+      << ',' << r.smem << ',' << r.kind << '\n';
+  std::printf("timeline: %zu records to %s\n", records.size(), path.c_str());
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   int runs = 3, decode_variant = kernels::cuda::kDecodeAuto;
   bool lab = false, profile = false, engine_only = false, attention_only = false, decode_only = false,
@@ -595,6 +610,11 @@ int main(int argc, char** argv) {
     return s;
   };
   std::mt19937_64 draws(11);
+  const char* timeline_csv = std::getenv("TACHYON_TIMELINE_CSV");
+  if (timeline_csv && !kernels::cuda::timeline_built()) {
+    std::fprintf(stderr, "TACHYON_TIMELINE_CSV needs a build with -DTACHYON_TIMELINE=1\n");
+    return 2;
+  }
   for (auto [b, tokens] : {DecodeCase{1, Tokens::DeviceArgmax}, DecodeCase{1, Tokens::HostLogits},
                            DecodeCase{1, Tokens::DeviceSampled}, DecodeCase{1, Tokens::HostSampled},
                            DecodeCase{4, Tokens::DeviceArgmax}, DecodeCase{8, Tokens::DeviceArgmax},
@@ -621,8 +641,12 @@ int main(int argc, char** argv) {
     // during which the device idles: the step's graph runs only once it is recorded.
     kernels::CudaGraphCounters graphs_before{}, graphs_after{};
     double timed_seconds = 0;
-    for (int r = 0; r <= runs + (profile_case ? 1 : 0); ++r) {  // the extra run: one profiled step
+    // TACHYON_TIMELINE_CSV (a TACHYON_TIMELINE build): one more run of greedy steps at batch 1 and
+    // 8 with the step timeline recorded, written to <value>-b<batch>.csv (bench/cuda/decode_timeline.py).
+    const int timeline_run = timeline_csv && argmax && b <= 8 ? runs + (profile_case ? 2 : 1) : -1;
+    for (int r = 0; r <= std::max(runs + (profile_case ? 1 : 0), timeline_run); ++r) {  // extra: profiled, timeline
       if (r == 1) graphs_before = kernels::cuda_graph_counters(*backend);
+      if (r == timeline_run) kernels::cuda::timeline_start(1u << 24);
       double s = 0;  // forward time (a host argmax over returned logits is the benchmark's), plus a host draw
       for (int step = 0; step < decode_steps; ++step) {
         batch.clear();
@@ -659,6 +683,7 @@ int main(int argc, char** argv) {
           break;
         }
       }
+      if (r == timeline_run) write_timeline(kernels::cuda::timeline_stop(), fmt::format("{}-b{}.csv", timeline_csv, b));
       if (r > 0 && r <= runs) {
         tps.push_back(double(b) * decode_steps / s);
         timed_seconds += s;

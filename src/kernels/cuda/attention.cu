@@ -261,6 +261,9 @@ __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const 
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
+#if TACHYON_TIMELINE
+  if (threadIdx.x == 0) timeline_mark(kTimelineStaged);
+#endif
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int d_tiles = D / 8, per_part = (d_tiles + kDecodeWarps - 1) / kDecodeWarps;
@@ -380,6 +383,9 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
   if (k_begin <= k_end) {
     decode_chunk<DK>(q, meta, r, k_cache, v_cache, s, max_chunks, partial, smem4, kvh, chunk, c0, k_begin, k_end,
                      first_new);
+#if TACHYON_TIMELINE
+    if (threadIdx.x == 0) timeline_mark(kTimelineComputed);  // thread 0's share of the chunk state
+#endif
   } else if constexpr (!TACHYON_PDL_EARLY) {
     pdl_wait();
     pdl_launch_dependents();
@@ -393,11 +399,17 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
   }
   __syncthreads();
   if (!last) return;
+#if TACHYON_TIMELINE
+  if (threadIdx.x == 0) timeline_mark(kTimelineCounted);
+#endif
   __threadfence();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   constexpr int kDpl = DK > 0 ? (8 * DK + 31) / 32 : 8;  // head_dim <= 256
   for (int hh = warp; hh < group; hh += kDecodeWarps)
     merge_chunks<kDpl>(meta, r, s, max_chunks, blockIdx.x, kvh * group + hh, lane, partial, out);
+#if TACHYON_TIMELINE
+  if (threadIdx.x == 0) timeline_mark(kTimelineDone);  // warp 0's heads merged
+#endif
 }
 
 __global__ void write_kv_kernel(const float* __restrict__ k, const float* __restrict__ v, DeviceAttentionMeta meta,

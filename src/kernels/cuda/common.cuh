@@ -11,6 +11,10 @@
 #include <utility>
 
 #include "kernels/cuda/step_graph.h"
+#include "kernels/cuda/step_timeline.h"
+#if TACHYON_TIMELINE && defined(__CUDACC__)
+#include "kernels/cuda/step_timeline.cuh"
+#endif
 
 namespace tachyon::kernels::cuda {
 
@@ -83,7 +87,17 @@ __device__ __forceinline__ float warp_max(float v) {
 // whole stream before it is done). Only constant data (weights) may be read before it.
 // pdl_launch_dependents() lets the next kernel be scheduled early (its CTAs then prefetch
 // weights or wait).
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void pdl_wait() {
+#if TACHYON_TIMELINE
+  const bool record = timeline_records_here();
+  const uint64_t t_call = record ? global_timer() : 0;
+  const unsigned slot = record ? timeline_reserve() : 0;
+#endif
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#if TACHYON_TIMELINE
+  if (record) timeline_write(slot, t_call, global_timer(), 0);
+#endif
+}
 __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 
 #ifndef TACHYON_PDL_EARLY

@@ -204,6 +204,9 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   }
   constexpr int kConsumerThreads = kStreamConsumerWarps * 32;
   named_barrier_sync<kConsumerThreads>(1);  // consumers only
+#if TACHYON_TIMELINE
+  if (threadIdx.x == 0) timeline_mark(kTimelineStaged);
+#endif
 
   const int g = lane / 4, c = lane % 4;
   const uint32_t* x_lane = xs + g * row_words + c;  // A rows g (< M); rows 8-15 are zero
@@ -247,6 +250,9 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
       if (col + 1 < N) out[static_cast<int64_t>(g) * N + col + 1] = total.y + (bias ? bias[col + 1] : 0.f);
     }
   }
+#if TACHYON_TIMELINE
+  if (threadIdx.x == 0) timeline_mark(kTimelineDone);
+#endif
 }
 
 }  // namespace
