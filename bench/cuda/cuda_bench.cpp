@@ -641,7 +641,7 @@ int main(int argc, char** argv) {
     // during which the device idles: the step's graph runs only once it is recorded.
     kernels::CudaGraphCounters graphs_before{}, graphs_after{};
     double timed_seconds = 0;
-    // TACHYON_TIMELINE_CSV (a TACHYON_TIMELINE build): one more run of greedy steps at batch 1 and
+    // TACHYON_TIMELINE_CSV (a TACHYON_TIMELINE build): one more run of greedy steps at each batch up to
     // 8 with the step timeline recorded, written to <value>-b<batch>.csv (bench/cuda/decode_timeline.py).
     const int timeline_run = timeline_csv && argmax && b <= 8 ? runs + (profile_case ? 2 : 1) : -1;
     for (int r = 0; r <= std::max(runs + (profile_case ? 1 : 0), timeline_run); ++r) {  // extra: profiled, timeline

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "kernels/cuda/common.cuh"
 
@@ -56,6 +57,9 @@ std::vector<TimelineRecord> timeline_stop() {
   attach_all(DeviceBuffer{});
   unsigned count = 0;
   TACHYON_CUDA_CHECK(cudaMemcpy(&count, b.count, sizeof count, cudaMemcpyDeviceToHost));
+  if (count > b.capacity)  // a partial timeline would pass for a whole one
+    std::fprintf(stderr, "step timeline: %u slots asked for, %u kept; start it with a larger capacity\n", count,
+                 b.capacity);
   std::vector<TimelineRecord> records(std::min(count, b.capacity));
   TACHYON_CUDA_CHECK(
       cudaMemcpy(records.data(), b.records, sizeof(TimelineRecord) * records.size(), cudaMemcpyDeviceToHost));

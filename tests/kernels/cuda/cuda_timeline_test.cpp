@@ -3,7 +3,6 @@
 // a staged mark after that return and a done mark after the staged one (what
 // bench/cuda/decode_timeline.py reads).
 #include <map>
-#include <set>
 
 #include "kernels/cuda/matmul.cuh"
 #include "kernels/cuda/step_timeline.h"
