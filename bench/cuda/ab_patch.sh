@@ -44,7 +44,9 @@ case " $modes " in
     python3 "$root/bench/cuda/make_checkpoint.py" "$ckpt" --shape qwen3-8b --config-only > "$results/checkpoint.log" 2>&1 & ;;
 esac
 
-# Build logs stay on the machine (a call returns at most 8 files); a failure prints its errors.
+# Build logs stay on the machine (a call returns at most 8 files); a failure prints its errors. A
+# failed configure drops its cache: its NOT-FOUND entries would otherwise outlive the cause (a
+# call without the carried .deps) on a machine that stays warm.
 logs="$build/logs"
 mkdir -p "$logs"
 # build SOURCE_DIR BUILD_DIR LABEL TARGETS...
@@ -53,7 +55,7 @@ build_tree() {
   shift 3
   cmake -S "$src" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTACHYON_SERVER=OFF -DTACHYON_TESTS=ON \
     -DTACHYON_CUDA=ON "-DTACHYON_ONLY_MODULES=base;io;tokenizer;chat;kernels;kv;sampling;model;spec;engine" \
-    > "$logs/cmake-$label.log" 2>&1 &&
+    > "$logs/cmake-$label.log" 2>&1 || { rm -f "$dir/CMakeCache.txt"; false; } &&
     ninja -C "$dir" -j"$(nproc)" "$@" > "$logs/build-$label.log" 2>&1 ||
     { echo "build $label failed"; grep -E "error|FAILED" "$logs/cmake-$label.log" "$logs/build-$label.log" | head -20; exit 1; }
 }

@@ -1,8 +1,11 @@
 #include "kernels/cuda/attention.cuh"
 
+#include <cooperative_groups.h>
+
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/cuda/attention_chunk.cuh"
 #include "kernels/cuda/attention_tile.cuh"
@@ -217,29 +220,37 @@ __global__ void __launch_bounds__(32 * WARPS, 8 / WARPS) attention_kernel(
 }
 
 // ---- decode: one row per sequence, split-KV ----------------------------------------------
-// CTA (row, KV head, chunk) computes the chunk's state; the last CTA of (row, KV head) merges
-// the states in chunk order with the same merge_factors, so the bits equal the query-tile
-// kernel's. (Until session 6 a separate combine kernel merged: one launch more per layer, which
-// on a small model's launch-bound decode step was 1 of 10.)
+// CTA (row, KV head, chunk) computes the chunk's state; one CTA of (row, KV head) merges the
+// states in chunk order with the same merge_factors, so the bits equal the query-tile kernel's.
+// (Until session 6 a separate combine kernel merged: one launch more per layer, which on a
+// small model's launch-bound decode step was 1 of 10.)
+// Up to kMaxDecodeCluster chunks (contexts up to 512 keys) and one CTA per SM (batch 1 and 2 of
+// an 8-KV-head model) the (row, KV head)'s CTAs form one thread block cluster: each keeps its chunk state in its shared memory and, after a cluster
+// barrier, the cluster's first CTA merges them through distributed shared memory. Beyond that
+// the states go through global memory and the last CTA to finish, counted by an atomic, merges
+// them: a fence, an atomic and the states' L2 loads, ~3.3 of the kernel's 7.3 us at batch 1 on
+// the H200 (bench/NOTES-cuda.md "Session 25").
 constexpr int kMaxGroup = 64;
+constexpr int kMaxDecodeCluster = 8;  // the portable cluster size
 
-size_t decode_smem_bytes(int D, int group) {
-  return static_cast<size_t>(group * qk_stride(D) + kChunkKeys * (qk_stride(D) + v_stride(D))) * 4;
+size_t decode_smem_bytes(int D, int group, bool cluster) {
+  const int states = cluster ? group * (D + 2) : 0;  // the chunk state of each query head: m, l, o
+  return static_cast<size_t>(group * qk_stride(D) + kChunkKeys * (qk_stride(D) + v_stride(D)) + states) * 4;
 }
 
 // One chunk of a decode CTA: stages its K and V rows and the row's query heads of KV head kvh
 // (16-pair tiles), then each warp takes (pair tile, quarter of the d tiles) items: scores and p
 // for the tile (the same chunk_scores / chunk_softmax as the query-tile kernel), p·v for its d
-// tiles, and writes the chunk state (m, l, o).
+// tiles, and writes the chunk state (m, l, o) of query head hh at `states + hh * head_stride`.
 // Keys at logical positions from `first_new` on were written by this step (the kernel just
 // before this one: the attention prologue); the older ones are staged before the programmatic
 // wait (pdl_wait), so their copies overlap the prologue's tail. q and the new keys come after it.
 template <int DK>
 __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const DeviceAttentionMeta& meta, int r,
                                              const float* __restrict__ k_cache, const float* __restrict__ v_cache,
-                                             const AttentionShape& s, int max_chunks, float* __restrict__ partial,
-                                             float4* smem4, int kvh, int chunk, int c0, int k_begin, int k_end,
-                                             int first_new) {
+                                             const AttentionShape& s, float* __restrict__ states,
+                                             int64_t head_stride, float4* smem4, int kvh, int c0, int k_begin,
+                                             int k_end, int first_new) {
   const int D = DK > 0 ? 8 * DK : s.head_dim, group = s.num_heads / s.num_kv_heads, pair_tiles = (group + 15) / 16;
   uint32_t* qs = reinterpret_cast<uint32_t*>(smem4);  // the group's q heads only (70 KB in all at d 128: 3 CTAs/SM)
   float* ks = reinterpret_cast<float*>(qs + group * qk_stride(D));
@@ -289,8 +300,7 @@ __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const 
       for (int i = 0; i < 2; ++i) {
         const int hh = pair0 + g + 8 * i;
         if (hh >= group) continue;
-        float* st = partial +
-                    ((static_cast<int64_t>(blockIdx.x) * s.num_heads + kvh * group + hh) * max_chunks + chunk) * (D + 2);
+        float* st = states + hh * head_stride;
 #pragma unroll
         for (int k = 0; k < G; ++k)
           if (nt0 + k < nt_end)
@@ -301,16 +311,31 @@ __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const 
   }
 }
 
-// One warp: head h of decode row i merges its chunk states in chunk order (merge_factors),
+// Where a decode CTA's chunk states are merged from: global memory, written by other CTAs
+// (read through L2), or the shared memory of the cluster's CTAs (the chunk's CTA is the
+// cluster's CTA of that rank).
+struct GlobalChunkStates {
+  const float* head;  // chunk 0's state of the merged head
+  int64_t chunk_stride;
+  __device__ const float* state(int c) const { return head + c * chunk_stride; }
+  __device__ static float load(const float* p) { return __ldcg(p); }
+};
+struct ClusterChunkStates {
+  float* head;  // the merged head's state in this CTA's shared memory
+  __device__ const float* state(int c) const {
+    return cooperative_groups::this_cluster().map_shared_rank(head, static_cast<unsigned>(c));
+  }
+  __device__ static float load(const float* p) { return *p; }
+};
+
+// One warp: head h of decode row r merges its chunk states in chunk order (merge_factors),
 // then finishes (finish_factors): the query-tile kernel's arithmetic, so the bits are its.
-template <int DPL>
-__device__ __forceinline__ void merge_chunks(const DeviceAttentionMeta& meta, int r, const AttentionShape& s,
-                                             int max_chunks, int i, int h, int lane, const float* partial,
-                                             float* __restrict__ out) {
+template <int DPL, typename ChunkStates>
+__device__ __forceinline__ void merge_chunks(const DeviceAttentionMeta& meta, int r, const AttentionShape& s, int h,
+                                             int lane, const ChunkStates& states, float* __restrict__ out) {
   const int D = s.head_dim;
   const int32_t pos = meta.positions[r];
   const int lo = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
-  const float* p = partial + (static_cast<int64_t>(i) * s.num_heads + h) * max_chunks * (D + 2);
   float M = -INFINITY, L = 0.f, A[DPL];
 #pragma unroll
   for (int k = 0; k < DPL; ++k) A[k] = 0.f;
@@ -322,12 +347,12 @@ __device__ __forceinline__ void merge_chunks(const DeviceAttentionMeta& meta, in
     float ms[kWindow], ls[kWindow], vals[kWindow][DPL];
 #pragma unroll
     for (int w = 0; w < kWindow; ++w) {
-      const float* st = p + (c0 + w) * (D + 2);  // written by other CTAs: read through L2
       const bool in = c0 + w < c_end;
-      ms[w] = in ? __ldcg(st) : 0.f;
-      ls[w] = in ? __ldcg(st + 1) : 0.f;
+      const float* st = in ? states.state(c0 + w) : nullptr;
+      ms[w] = in ? states.load(st) : 0.f;
+      ls[w] = in ? states.load(st + 1) : 0.f;
 #pragma unroll
-      for (int k = 0; k < DPL; ++k) vals[w][k] = in && lane + 32 * k < D ? __ldcg(st + 2 + lane + 32 * k) : 0.f;
+      for (int k = 0; k < DPL; ++k) vals[w][k] = in && lane + 32 * k < D ? states.load(st + 2 + lane + 32 * k) : 0.f;
     }
 #pragma unroll
     for (int w = 0; w < kWindow; ++w) {
@@ -347,9 +372,12 @@ __device__ __forceinline__ void merge_chunks(const DeviceAttentionMeta& meta, in
 }
 
 // CTA (row, KV head, chunk): the chunk's state (decode_chunk; chunks outside the row's keys
-// have none), then the last CTA of (row, KV head) to finish, counted on `counters`, merges the
-// states of the group's heads (merge_chunks): one launch, no separate combine kernel.
-template <int DK>  // head_dim / 8 when fixed at compile time, else 0
+// have none), then one CTA of (row, KV head) merges the states of the group's heads
+// (merge_chunks): one launch, no separate combine kernel. kCluster: the grid is (chunks, KV
+// heads, rows) in clusters of all a (row, KV head)'s chunks, the states stay in shared memory
+// and the cluster's first CTA merges; else the grid is (rows, KV heads, chunks), the states go
+// to `partial` and the last CTA to finish, counted on `counters`, merges.
+template <int DK, bool kCluster>  // DK: head_dim / 8 when fixed at compile time, else 0
 __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __restrict__ q, DeviceAttentionMeta meta,
                                                                const int32_t* __restrict__ rows,
                                                                const float* __restrict__ k_cache,
@@ -359,14 +387,19 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
                                                                float* __restrict__ out) {
   // Before pdl_wait this kernel reads only what earlier steps and stream-ordered copies wrote:
   // the row lists, positions and block tables, and the cache slots of keys older than this
-  // step's rows (every kernel before the prologue has completed: each waits for its predecessor
-  // before it releases the next). The early release build (TACHYON_PDL_EARLY) breaks that
-  // chain, so there everything waits, as it does with early_kv 0 (A/B runs).
+  // step's rows. Those slots are written only by earlier steps and by copies at the start of
+  // a step, which have completed before this kernel starts: it is scheduled once the prologue
+  // has started (the prologue releases first), the prologue once the kernels before it have
+  // released it, and the step's first kernel (the embedding) waits before it releases, so the
+  // chain of releases from the step's start passes through a kernel that waited for every copy
+  // before it. The early release build (TACHYON_PDL_EARLY, where every kernel releases first)
+  // breaks that chain, so there everything waits, as it does with early_kv 0 (A/B runs).
   if constexpr (TACHYON_PDL_EARLY) pdl_enter();
   extern __shared__ float4 smem4[];
   __shared__ bool last;
-  const int group = s.num_heads / s.num_kv_heads;
-  const int r = rows[blockIdx.x], kvh = blockIdx.y, chunk = blockIdx.z;
+  const int group = s.num_heads / s.num_kv_heads, D = s.head_dim;
+  const int i = kCluster ? blockIdx.z : blockIdx.x, kvh = blockIdx.y, chunk = kCluster ? blockIdx.x : blockIdx.z;
+  const int r = rows[i];
   const int32_t pos = meta.positions[r];
   const int lo_key = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
   const int c0 = chunk * kChunkKeys;
@@ -375,14 +408,21 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
   // and a tree row's keys from tree_base on map to this step's tree rows.
   int first_new = pos;
   if (!TACHYON_PDL_EARLY && early_kv) {
-    for (int i = r - 1; i >= 0 && meta.row_seq[i] == meta.row_seq[r]; --i) first_new = min(first_new, meta.positions[i]);
+    for (int j = r - 1; j >= 0 && meta.row_seq[j] == meta.row_seq[r]; --j) first_new = min(first_new, meta.positions[j]);
     if (meta.tree_base && meta.tree_base[r] >= 0) first_new = min(first_new, meta.tree_base[r]);
   } else {
     first_new = 0;
   }
+  // The chunk state of query head hh: in this CTA's shared memory after the K and V rows, or
+  // in `partial` at (row, head, chunk).
+  float* states = reinterpret_cast<float*>(smem4) + group * qk_stride(D) + kChunkKeys * (qk_stride(D) + v_stride(D));
+  int64_t head_stride = D + 2;
+  if constexpr (!kCluster) {
+    states = partial + ((static_cast<int64_t>(i) * s.num_heads + kvh * group) * max_chunks + chunk) * (D + 2);
+    head_stride = static_cast<int64_t>(max_chunks) * (D + 2);
+  }
   if (k_begin <= k_end) {
-    decode_chunk<DK>(q, meta, r, k_cache, v_cache, s, max_chunks, partial, smem4, kvh, chunk, c0, k_begin, k_end,
-                     first_new);
+    decode_chunk<DK>(q, meta, r, k_cache, v_cache, s, states, head_stride, smem4, kvh, c0, k_begin, k_end, first_new);
 #if TACHYON_TIMELINE
     if (threadIdx.x == 0) timeline_mark(kTimelineComputed);  // thread 0's share of the chunk state
 #endif
@@ -390,10 +430,30 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
     pdl_wait();
     pdl_launch_dependents();
   }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  constexpr int kDpl = DK > 0 ? (8 * DK + 31) / 32 : 8;  // head_dim <= 256
+  if constexpr (kCluster) {
+    // Arrive (release: this CTA's states) and wait (acquire: every CTA's); the second barrier
+    // keeps each CTA's shared memory alive until the first CTA has read it.
+    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+    cluster.sync();
+    if (chunk == 0) {
+#if TACHYON_TIMELINE
+      if (threadIdx.x == 0) timeline_mark(kTimelineCounted);
+#endif
+      for (int hh = warp; hh < group; hh += kDecodeWarps)
+        merge_chunks<kDpl>(meta, r, s, kvh * group + hh, lane, ClusterChunkStates{states + hh * (D + 2)}, out);
+#if TACHYON_TIMELINE
+      if (threadIdx.x == 0) timeline_mark(kTimelineDone);  // warp 0's heads merged
+#endif
+    }
+    cluster.sync();
+    return;
+  }
   __threadfence();  // this CTA's chunk state, before it is counted
   __syncthreads();
   if (threadIdx.x == 0) {
-    unsigned* counter = counters + static_cast<int64_t>(blockIdx.x) * gridDim.y + kvh;
+    unsigned* counter = counters + static_cast<int64_t>(i) * gridDim.y + kvh;
     last = atomicAdd(counter, 1u) == gridDim.z - 1;
     if (last) *counter = 0;  // ready for the next launch (graph replays too)
   }
@@ -403,10 +463,10 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
   if (threadIdx.x == 0) timeline_mark(kTimelineCounted);
 #endif
   __threadfence();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  constexpr int kDpl = DK > 0 ? (8 * DK + 31) / 32 : 8;  // head_dim <= 256
-  for (int hh = warp; hh < group; hh += kDecodeWarps)
-    merge_chunks<kDpl>(meta, r, s, max_chunks, blockIdx.x, kvh * group + hh, lane, partial, out);
+  for (int hh = warp; hh < group; hh += kDecodeWarps) {
+    const float* head = partial + (static_cast<int64_t>(i) * s.num_heads + kvh * group + hh) * max_chunks * (D + 2);
+    merge_chunks<kDpl>(meta, r, s, kvh * group + hh, lane, GlobalChunkStates{head, D + 2}, out);
+  }
 #if TACHYON_TIMELINE
   if (threadIdx.x == 0) timeline_mark(kTimelineDone);  // warp 0's heads merged
 #endif
@@ -439,12 +499,22 @@ __global__ void __launch_bounds__(32 * kPrologueWarps) qkv_norm_rope_write_kv_ke
     const float* __restrict__ q_norm, const float* __restrict__ k_norm, float eps, float weight_offset,
     const float* __restrict__ inv_freq, int half, int offset, float scaling, bool interleaved,
     const int32_t* __restrict__ positions, DeviceAttentionMeta meta, float* __restrict__ k_cache,
-    float* __restrict__ v_cache, int block_size) {
+    float* __restrict__ v_cache, int block_size, bool release_first) {
   __shared__ float heads[kPrologueWarps][32 * PL];
   const int r = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int qk_head = blockIdx.y * kPrologueWarps + warp;  // q heads, then k heads
+  // release_first: the decode attention after this kernel is scheduled at once, so its CTAs
+  // stage the older keys before its wait while the qkv projection still streams (see
+  // attention_decode_kernel for why that stays sound).
+  const auto enter = [&] {
+    if (release_first) {
+      pdl_enter_releasing_first();
+    } else {
+      pdl_enter();
+    }
+  };
   if (qk_head >= num_heads + kv_heads) {
-    pdl_enter();
+    enter();
     return;
   }
   // Everything but qkv before the programmatic wait: the norm weight, the rotation's
@@ -465,7 +535,7 @@ __global__ void __launch_bounds__(32 * kPrologueWarps) qkv_norm_rope_write_kv_ke
     const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[r]];
     slot = kv_slot(table, tree_position(meta, r, meta.positions[r]), block_size);
   }
-  pdl_enter();
+  enter();
   float* head = heads[warp];
   const int64_t row_stride = static_cast<int64_t>(num_heads + 2 * kv_heads) * head_dim;
   const float* x = qkv + r * row_stride + static_cast<int64_t>(qk_head) * head_dim;  // this q or k head
@@ -593,21 +663,41 @@ void attention_decode(const float* q, const DeviceAttentionMeta& meta, const int
   const int D = shape.head_dim, group = shape.num_heads / shape.num_kv_heads;
   check_head_dim(D);
   if (group > kMaxGroup) fail_unsupported("decode attention query heads per KV head", group);
-  const dim3 grid(static_cast<unsigned>(num_rows), static_cast<unsigned>(shape.num_kv_heads),
-                  static_cast<unsigned>(max_chunks));
-  const size_t smem = decode_smem_bytes(D, group);
-  auto decode = [&](auto kernel) {
+  // A/B runs: TACHYON_ATTENTION_EARLY_KV=0 stages every key after the programmatic wait, and
+  // TACHYON_DECODE_CLUSTER=0 merges through global memory at every context length.
+  static const int early_kv = env_turned_off("TACHYON_ATTENTION_EARLY_KV") ? 0 : 1;
+  static const bool cluster_on = !env_turned_off("TACHYON_DECODE_CLUSTER");
+  static const std::pair<size_t, int64_t> device_limits = [] {  // shared memory per CTA, SMs
+    int device = 0, bytes = 0, count = 0;
+    TACHYON_CUDA_CHECK(cudaGetDevice(&device));
+    TACHYON_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    TACHYON_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return std::pair{static_cast<size_t>(bytes), static_cast<int64_t>(count)};
+  }();
+  // Clusters only while every CTA has an SM of its own: with more, a cluster's CTAs are placed
+  // together and hold their SMs until the merging CTA has read them, so later CTAs start later
+  // (H200, batch 8, 512 CTAs: decode 2-4% slower than merging through global memory).
+  const int64_t ctas = static_cast<int64_t>(num_rows) * shape.num_kv_heads * max_chunks;
+  const bool cluster = cluster_on && max_chunks <= kMaxDecodeCluster && ctas <= device_limits.second &&
+                       decode_smem_bytes(D, group, true) <= device_limits.first;
+  const size_t smem = decode_smem_bytes(D, group, cluster);
+  const unsigned rows_u = static_cast<unsigned>(num_rows), heads_u = static_cast<unsigned>(shape.num_kv_heads),
+                 chunks_u = static_cast<unsigned>(max_chunks);
+  auto decode = [&](auto kernel, dim3 grid, unsigned cluster_x) {
     if (smem > 48 * 1024)
       TACHYON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    // A/B runs: TACHYON_ATTENTION_EARLY_KV=0 stages every key after the programmatic wait.
-    static const int early_kv = env_turned_off("TACHYON_ATTENTION_EARLY_KV") ? 0 : 1;
-    launch(kernel, grid, 128, smem, stream, q, meta, rows, k_cache, v_cache, shape, max_chunks, workspace, counters,
-           early_kv, out);
+    launch_clustered(kernel, grid, 128, smem, stream, cluster_x, q, meta, rows, k_cache, v_cache, shape, max_chunks,
+                     workspace, counters, early_kv, out);
   };
-  if (D == 64) decode(attention_decode_kernel<8>);
-  else if (D == 128) decode(attention_decode_kernel<16>);
-  else if (D == 256) decode(attention_decode_kernel<32>);
-  else decode(attention_decode_kernel<0>);
+  auto pick = [&](auto dk) {
+    constexpr int DK = decltype(dk)::value;
+    if (cluster) decode(attention_decode_kernel<DK, true>, dim3(chunks_u, heads_u, rows_u), chunks_u);
+    else decode(attention_decode_kernel<DK, false>, dim3(rows_u, heads_u, chunks_u), 1u);
+  };
+  if (D == 64) pick(std::integral_constant<int, 8>{});
+  else if (D == 128) pick(std::integral_constant<int, 16>{});
+  else if (D == 256) pick(std::integral_constant<int, 32>{});
+  else pick(std::integral_constant<int, 0>{});
 }
 
 bool qkv_norm_rope_write_kv(const float* qkv, float* q, int64_t rows, const QkPrologue& p,
@@ -617,10 +707,11 @@ bool qkv_norm_rope_write_kv(const float* qkv, float* q, int64_t rows, const QkPr
   if (rows == 0) return true;
   const dim3 grid(static_cast<unsigned>(rows),
                   static_cast<unsigned>(ceil_div(p.num_heads + p.kv_heads, kPrologueWarps)));
+  static const bool release_first = !env_turned_off("TACHYON_PROLOGUE_RELEASE_FIRST");  // A/B runs
   auto go = [&](auto kernel) {
     launch(kernel, grid, 32 * kPrologueWarps, 0, stream, qkv, q, p.num_heads, p.kv_heads, p.head_dim, p.q_norm,
            p.k_norm, p.eps, p.weight_offset, p.inv_freq, p.half, p.offset, p.scaling, p.interleaved, p.positions, meta, k_cache,
-           v_cache, block_size);
+           v_cache, block_size, release_first);
   };
   if (p.head_dim <= 64) go(qkv_norm_rope_write_kv_kernel<2>);
   else if (p.head_dim <= 128) go(qkv_norm_rope_write_kv_kernel<4>);

@@ -121,6 +121,16 @@ __device__ __forceinline__ void pdl_enter() {
   }
 }
 
+// The entry of a small kernel that lets the next kernel be scheduled before it waits: the next
+// streaming matmul's CTAs then take each SM as the previous matmul's CTAs leave and fill their
+// rings while this kernel waits and runs. Sound by the rule above, for any successor. Only the
+// attention prologue must wait first: the decode attention after it reads older keys before its
+// own wait, which needs every kernel before the prologue completed (attention.cu).
+__device__ __forceinline__ void pdl_enter_releasing_first() {
+  pdl_launch_dependents();
+  pdl_wait();
+}
+
 // cluster_x > 1: thread block clusters of cluster_x CTAs along x (grid.x a multiple of it).
 template <typename... Params>
 void launch_now(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, unsigned cluster_x,

@@ -632,6 +632,23 @@ TEST_F(CudaKernels, AttentionMatchesReferenceAndIsRowInvariant) {
       const auto decode_alone = download(out1, static_cast<size_t>(heads * d));
       EXPECT_EQ(0, std::memcmp(decode_alone.data(), got.data() + 70 * heads * d, decode_alone.size() * sizeof(float)))
           << "decode row, d " << d << " variant " << variant;
+      // A decode row at 350 beside one at 700 (16 chunks: the states merged through global
+      // memory) and alone (8 chunks: one thread block cluster, whose merging CTA has no keys
+      // under the sliding window): the same bits. Two sequences over sequence 1's blocks.
+      const std::vector<int32_t> pair_positions = {350, 700}, pair_seqs = {0, 1};
+      std::vector<int32_t> pair_tables = t1;
+      pair_tables.insert(pair_tables.end(), t1.begin(), t1.end());
+      const std::vector<int32_t> pair_offsets = {0, o1[1], 2 * o1[1]};
+      const AttentionMeta pair_meta{pair_positions.data(), pair_seqs.data(), pair_tables.data(), pair_offsets.data()};
+      float* out_pair = poisoned(static_cast<size_t>(2 * heads * d));
+      gpu->attention(dq, 2, gkv, pair_meta, p, out_pair);
+      const AttentionMeta mid_meta{pair_positions.data(), &zero, t1.data(), o1.data()};
+      float* out_mid = poisoned(static_cast<size_t>(heads * d));
+      gpu->attention(dq, 1, gkv, mid_meta, p, out_mid);
+      const auto pair = download(out_pair, static_cast<size_t>(2 * heads * d));
+      const auto mid_alone = download(out_mid, static_cast<size_t>(heads * d));
+      EXPECT_EQ(0, std::memcmp(mid_alone.data(), pair.data(), mid_alone.size() * sizeof(float)))
+          << "decode row in a cluster vs merged through global memory, d " << d << " variant " << variant;
     }
   }
 }
