@@ -225,11 +225,11 @@ __global__ void __launch_bounds__(32 * WARPS, 8 / WARPS) attention_kernel(
 // (Until session 6 a separate combine kernel merged: one launch more per layer, which on a
 // small model's launch-bound decode step was 1 of 10.)
 // Up to kMaxDecodeCluster chunks (contexts up to 512 keys) and one CTA per SM (batch 1 and 2 of
-// an 8-KV-head model) the (row, KV head)'s CTAs form one thread block cluster: each keeps its chunk state in its shared memory and, after a cluster
-// barrier, the cluster's first CTA merges them through distributed shared memory. Beyond that
-// the states go through global memory and the last CTA to finish, counted by an atomic, merges
-// them: a fence, an atomic and the states' L2 loads, ~3.3 of the kernel's 7.3 us at batch 1 on
-// the H200 (bench/NOTES-cuda.md "Session 25").
+// an 8-KV-head model) the (row, KV head)'s CTAs form one thread block cluster: each keeps its
+// chunk state in its shared memory and, after a cluster barrier, the cluster's first CTA merges
+// them through distributed shared memory. Beyond that the states go through global memory and
+// the last CTA to finish, counted by an atomic, merges them: a fence, an atomic and the states'
+// L2 loads, ~3.3 of the kernel's 7.3 us at batch 1 on the H200 (bench/NOTES-cuda.md "Session 25").
 constexpr int kMaxGroup = 64;
 constexpr int kMaxDecodeCluster = 8;  // the portable cluster size
 

@@ -1292,7 +1292,8 @@ void matmul(const float* x, int64_t rows, const void* w, const void* w_core, int
   const auto* wf = static_cast<const uint4*>(w);
   const int k_tiles = static_cast<int>(round_up(k, kMmaColPad) / 16);
   const int variant = decode_variant_for(rows, n, k);
-  if (variant == kDecodeStream) return matmul_stream(x, M, K, wf, N, k_tiles / 2, bias, out, stream);
+  if (variant == kDecodeStream && stream_matmul_takes(x, rows, k))
+    return matmul_stream(x, M, K, wf, N, k_tiles / 2, bias, out, stream);
   if (rows <= 64 && variant == kDecodeSplitK) {
     auto* partial = static_cast<float*>(workspace);
     const int kp = k_tiles / 2;

@@ -137,6 +137,22 @@ __device__ void stage_added_norm(const StreamAddNorm& norm, int M, int K, const 
   if (threadIdx.x == 0) *norm.arrivals = 0u;
 }
 
+// Lane (g, c) of a consumer warp adds n-tile `tile`'s segment sums of row g in segment order (the
+// canonical order), from `tile_sums` ([segments][M rows x 4 lanes]), and writes its two columns.
+__device__ __forceinline__ void write_tile_totals(const float2* tile_sums, int num_segments, int M, int tile, int N,
+                                                  const float* __restrict__ bias, float* __restrict__ out) {
+  const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  if (g >= M) return;
+  float2 total = make_float2(0.f, 0.f);
+  for (int seg = 0; seg < num_segments; ++seg) {
+    const float2 v = tile_sums[seg * M * 4 + lane];
+    total.x += v.x, total.y += v.y;
+  }
+  const int col = tile * 8 + 2 * c;
+  if (col < N) out[static_cast<int64_t>(g) * N + col] = total.x + (bias ? bias[col] : 0.f);
+  if (col + 1 < N) out[static_cast<int64_t>(g) * N + col + 1] = total.y + (bias ? bias[col + 1] : 0.f);
+}
+
 // CTA c owns n-tiles [c·T/G, (c+1)·T/G), a contiguous run of the weight. Its units, n-tile-major
 // (memory order), go through ring slot u % slots; the consumer warps take them round-robin
 // (unit u: warp u % 8), whatever the number of n-tiles, so a CTA with four n-tiles still runs eight
@@ -239,26 +255,174 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
       if (g < M) round_sums[i * M * 4 + lane] = make_float2(acc[0], acc[1]);  // [tile][seg] = i
     }
     named_barrier_sync<kConsumerThreads>(1);
-    if (warp < width && g < M) {
-      float2 total = make_float2(0.f, 0.f);  // segment sums in segment order (the canonical order)
-      for (int seg = 0; seg < num_segments; ++seg) {
-        const float2 v = round_sums[(warp * num_segments + seg) * M * 4 + lane];
-        total.x += v.x, total.y += v.y;
-      }
-      const int col = (tile_begin + round * kStreamConsumerWarps + warp) * 8 + 2 * c;
-      if (col < N) out[static_cast<int64_t>(g) * N + col] = total.x + (bias ? bias[col] : 0.f);
-      if (col + 1 < N) out[static_cast<int64_t>(g) * N + col + 1] = total.y + (bias ? bias[col + 1] : 0.f);
-    }
+    if (warp < width)
+      write_tile_totals(round_sums + warp * num_segments * M * 4, num_segments, M,
+                        tile_begin + round * kStreamConsumerWarps + warp, N, bias, out);
   }
 #if TACHYON_TIMELINE
   if (threadIdx.x == 0) timeline_mark(kTimelineDone);
 #endif
 }
 
+
+// ---- x by segments (rows 3-8 of a long k: down at 12288) -------------------------------------
+// When x [M, K] does not fit beside the ring as bf16 (8 rows of k 12288: 196 KB), the CTA's units
+// go segment-major instead (per round of up to 8 n-tiles: every n-tile's unit of segment 0, then
+// of segment 1, ...) and x comes by segments through a second ring of kWindowXSlots slots, f32 as
+// stored (a bulk copy of each row's 2 KB; a consumer packs bf16 pairs as it loads its A fragment:
+// the bits stage_rows_batched would have staged). Producer lane 0 streams the weights (before the
+// wait, as above), lane 1 the x segments (after it). Every consumer warp waits for each segment's
+// x in turn and arrives on its `x_empty` once it has run its unit of that segment (at most one:
+// unit i = seg·width + t goes to warp i % 8), so a warp's parity waits never skip a phase, even
+// where it has no unit in most segments. Same units, same MMA chains, same segment sums added in
+// segment order: the bits of every other kernel. Before this, these shapes took the split-K
+// kernel: 1536 CTAs for down at 8 rows, 38.5 us on a batch-8 step's critical path against 23.6 us
+// of bytes (H200, bench/NOTES-cuda.md "Session 25").
+constexpr int kWindowXSlots = 2;
+constexpr int kWindowRowFloats = static_cast<int>(kSegmentK) + 8;  // rows 8 banks apart: conflict-free A loads
+
+size_t window_smem_bytes(int64_t rows, int64_t k, int slots) {
+  const size_t segments = static_cast<size_t>(k / kSegmentK);
+  const size_t ring = static_cast<size_t>(slots) * (kUnitBytes + 2 * sizeof(uint64_t));
+  const size_t x_slot = static_cast<size_t>(rows) * kWindowRowFloats * sizeof(float) + 2 * sizeof(uint64_t);
+  const size_t x_ring = kWindowXSlots * x_slot;  // rows and barriers
+  const size_t sums = kStreamConsumerWarps * segments * static_cast<size_t>(rows) * 4 * sizeof(float2);
+  return ring + x_ring + sums;
+}
+
+// The most ring slots (16 or 8) that fit beside the x ring and the sums; 0: none (or turned off:
+// TACHYON_STREAM_WINDOW=0, A/B runs; those shapes then take the split-K kernel).
+int window_slots(int64_t rows, int64_t k) {
+  static const bool on = !env_turned_off("TACHYON_STREAM_WINDOW");
+  if (!on || rows < 1 || rows > kStreamMaxRows || k % kSegmentK != 0) return 0;
+  for (int slots : {kStreamSlots, kStreamConsumerWarps})
+    if (window_smem_bytes(rows, k, slots) <= kStreamSmemLimit) return slots;
+  return 0;
+}
+
+__global__ void __launch_bounds__(kStreamThreads, 1)
+    matmul_stream_window_kernel(const float* __restrict__ x, int M, int K, const uint4* __restrict__ w, int N,
+                                int kp_count, int n_tiles, const float* __restrict__ bias, float* __restrict__ out,
+                                int slots) {
+  extern __shared__ __align__(128) uint4 smem_stream[];
+  uint4* ring = smem_stream;
+  auto* full = reinterpret_cast<uint64_t*>(smem_stream + static_cast<size_t>(slots) * kUnitBytes / sizeof(uint4));
+  uint64_t* empty = full + slots;
+  uint64_t* x_full = empty + slots;
+  uint64_t* x_empty = x_full + kWindowXSlots;
+  auto* x_ring = reinterpret_cast<float*>(x_empty + kWindowXSlots);  // [slot][M][kWindowRowFloats]
+  // [8 n-tiles][segments][M rows x 4 lanes] float2: one round's segment sums
+  auto* sums = reinterpret_cast<float2*>(x_ring + kWindowXSlots * M * kWindowRowFloats);
+  const int num_segments = K / static_cast<int>(kSegmentK);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int tile_begin = static_cast<int>(static_cast<int64_t>(blockIdx.x) * n_tiles / gridDim.x);
+  const int tile_end = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * n_tiles / gridDim.x);
+  const int my_tiles = tile_end - tile_begin;
+  const int rounds = (my_tiles + kStreamConsumerWarps - 1) / kStreamConsumerWarps;
+  const auto round_width = [&](int round) {
+    return min(kStreamConsumerWarps, my_tiles - round * kStreamConsumerWarps);
+  };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < slots; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
+    for (int s = 0; s < kWindowXSlots; ++s) mbar_init(&x_full[s], 1), mbar_init(&x_empty[s], kStreamConsumerWarps);
+    fence_mbarrier_init();
+  }
+  __syncthreads();
+  pdl_launch_dependents();  // the next kernel waits for this one's completion before reading out
+
+  if (warp == kStreamConsumerWarps) {
+    if (lane == 0) {  // weights: constant, streamed before the wait
+      const uint64_t policy = l2_evict_first_policy();
+      for (int round = 0, u = 0; round < rounds; ++round) {
+        const int width = round_width(round), tile0 = tile_begin + round * kStreamConsumerWarps;
+        for (int i = 0; i < width * num_segments; ++i, ++u) {
+          const int slot = u % slots, seg = i / width, tile = tile0 + i % width;
+          if (u >= slots) mbar_wait(&empty[slot], ((u / slots) - 1) & 1);
+          mbar_arrive_expect_tx(&full[slot], kUnitBytes);
+          const uint4* unit = w + (static_cast<int64_t>(tile) * kp_count + seg * kUnitPairs) * 32;
+          bulk_load(ring + slot * (kUnitBytes / 16), unit, kUnitBytes, &full[slot], policy);
+        }
+      }
+    } else if (lane == 1) {  // x: written by the previous kernel
+      pdl_wait();
+      const uint32_t row_bytes = static_cast<uint32_t>(kSegmentK * sizeof(float));
+      for (int v = 0; v < rounds * num_segments; ++v) {
+        const int slot = v % kWindowXSlots, seg = v % num_segments;
+        if (v >= kWindowXSlots) mbar_wait(&x_empty[slot], ((v / kWindowXSlots) - 1) & 1);
+        mbar_arrive_expect_tx(&x_full[slot], row_bytes * static_cast<uint32_t>(M));
+        for (int r = 0; r < M; ++r)
+          bulk_load(x_ring + (slot * M + r) * kWindowRowFloats, x + static_cast<int64_t>(r) * K + seg * kSegmentK,
+                    row_bytes, &x_full[slot]);
+      }
+    }
+    return;
+  }
+
+  pdl_wait();  // out may still be read by an earlier kernel
+  constexpr int kConsumerThreads = kStreamConsumerWarps * 32;
+  const int g = lane / 4, c = lane % 4;
+  for (int round = 0, u0 = 0, v0 = 0; round < rounds; ++round) {
+    const int width = round_width(round);
+    for (int seg = 0; seg < num_segments; ++seg) {
+      const int v = v0 + seg, x_slot = v % kWindowXSlots;
+      mbar_wait(&x_full[x_slot], (v / kWindowXSlots) & 1);
+#if TACHYON_TIMELINE
+      if (threadIdx.x == 0 && v == 0) timeline_mark(kTimelineStaged);
+#endif
+      // This warp's unit of the segment, if any: unit i = seg·width + t goes to warp i % 8.
+      const int t = ((warp - seg * width) % kStreamConsumerWarps + kStreamConsumerWarps) % kStreamConsumerWarps;
+      if (t < width) {
+        const int i = seg * width + t, u = u0 + i, slot = u % slots;
+        mbar_wait(&full[slot], (u / slots) & 1);
+        uint4 b[kUnitPairs];
+        const uint4* unit = ring + slot * (kUnitBytes / 16);
+#pragma unroll
+        for (int p = 0; p < kUnitPairs; ++p) b[p] = unit[p * 32 + lane];
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[slot]);
+        const float* x_row = x_ring + (x_slot * M + min(g, M - 1)) * kWindowRowFloats + 2 * c;
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int p = 0; p < kUnitPairs; ++p) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int kt = p * 2 + h;  // the k-tile within the segment
+            uint32_t a[4] = {0u, 0u, 0u, 0u};
+            if (g < M) {
+              const float2 lo = *reinterpret_cast<const float2*>(x_row + 16 * kt);
+              const float2 hi = *reinterpret_cast<const float2*>(x_row + 16 * kt + 8);
+              a[0] = pack_bf16x2(lo.x, lo.y), a[2] = pack_bf16x2(hi.x, hi.y);
+            }
+            mma_bf16(acc, a, h == 0 ? b[p].x : b[p].z, h == 0 ? b[p].y : b[p].w);
+          }
+        }
+        if (g < M) sums[(t * num_segments + seg) * M * 4 + lane] = make_float2(acc[0], acc[1]);
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&x_empty[x_slot]);
+    }
+    named_barrier_sync<kConsumerThreads>(1);  // the round's sums
+    if (warp < width)
+      write_tile_totals(sums + warp * num_segments * M * 4, num_segments, M,
+                        tile_begin + round * kStreamConsumerWarps + warp, N, bias, out);
+    named_barrier_sync<kConsumerThreads>(1);  // read before the next round writes them
+    u0 += width * num_segments, v0 += num_segments;
+  }
+#if TACHYON_TIMELINE
+  if (threadIdx.x == 0) timeline_mark(kTimelineDone);
+#endif
+}
+
+bool whole_x_fits(int64_t rows, int64_t k) {
+  return rows >= 1 && rows <= kStreamMaxRows && stream_smem_bytes(rows, k, kStreamSlots) <= kStreamSmemLimit;
+}
+
 }  // namespace
 
-bool stream_matmul_fits(int64_t rows, int64_t k) {
-  return rows >= 1 && rows <= kStreamMaxRows && stream_smem_bytes(rows, k, kStreamSlots) <= kStreamSmemLimit;
+bool stream_matmul_fits(int64_t rows, int64_t k) { return whole_x_fits(rows, k) || window_slots(rows, k) > 0; }
+bool stream_matmul_holds_x(int64_t rows, int64_t k) { return whole_x_fits(rows, k); }
+bool stream_matmul_takes(const float* x, int64_t rows, int64_t k) {
+  return whole_x_fits(rows, k) || (window_slots(rows, k) > 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
 }
 
 void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_count, const float* bias, float* out,
@@ -269,10 +433,21 @@ void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_c
     TACHYON_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
     TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(kStreamSmemLimit)));
+    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_stream_window_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(kStreamSmemLimit)));
     return count;
   }();
   const int n_tiles = static_cast<int>(ceil_div(N, 8));
   const unsigned grid = static_cast<unsigned>(std::min(sm_count, n_tiles));
+  if (!whole_x_fits(M, K)) {
+    // The fused norm normalises whole rows; by segments x must be 16-byte aligned for the copies.
+    if (norm.x) fail_unsupported("streaming matmul after add_rms_norm, k", K);
+    if (!stream_matmul_takes(x, M, K)) fail_unsupported("streaming matmul by x segments, k", K);
+    const int slots = window_slots(M, K);
+    launch(matmul_stream_window_kernel, grid, kStreamThreads, window_smem_bytes(M, K, slots), stream, x, M, K, w, N,
+           kp_count, n_tiles, bias, out, slots);
+    return;
+  }
   const int slots = stream_slots(M, K);
   launch(matmul_stream_kernel, grid, kStreamThreads, stream_smem_bytes(M, K, slots), stream, x, M, K, w, N, kp_count,
          n_tiles, bias, out, slots, norm);

@@ -29,8 +29,13 @@ struct StreamAddNorm {
   unsigned* arrivals = nullptr;
 };
 
-// Whether x [rows, k] fits beside the ring (x is held in shared memory as bf16).
+// Whether the streaming kernel takes x [rows, k]: held whole beside the ring (bf16), or, at rows
+// 2-8 of a long k (k % 512 == 0, 16-byte aligned x), by 512-k segments through a second ring.
 bool stream_matmul_fits(int64_t rows, int64_t k);
+// Whether x is held whole: what the fused add_rms_norm needs (every CTA normalises whole rows).
+bool stream_matmul_holds_x(int64_t rows, int64_t k);
+// stream_matmul_fits, and x's alignment where it goes by segments.
+bool stream_matmul_takes(const float* x, int64_t rows, int64_t k);
 
 // out [M, N] = x [M, K] · Wᵀ (+ bias); w fragment-packed with kp_count k-pairs per n-tile.
 // With `norm`, x is unused: the input is norm's (above).

@@ -95,8 +95,12 @@ TEST_F(CudaKernels, MatmulRowIsBitIdenticalWhateverTheBatchOrKernel) {
 // The streaming kernel on matrices large enough that each CTA owns several rounds of n-tiles
 // (narrower last rounds, uneven shares) and its ring wraps many times (k = 12288: 24 segments per
 // n-tile), with a short last segment (k = 1100) and a bias: the bits of the prefill kernel's rows.
+// At 3 and 8 rows of k 12288 and 8 rows of k 6144, x does not fit whole and comes by segments:
+// two rounds (n 12000), one round of 3-4 n-tiles and a ragged last one (n 4100: down's shape),
+// one n-tile per CTA (n 520: most warps have no unit in most segments).
 TEST_F(CudaKernels, StreamingDecodeMatmulGivesTheBitsOfEveryOtherKernel) {
-  for (auto [n, k] : {std::pair{int64_t{8200}, int64_t{1100}}, {12000, 12288}, {1000, 4096}}) {
+  for (auto [n, k] : {std::pair{int64_t{8200}, int64_t{1100}}, {12000, 12288}, {1000, 4096}, {4100, 12288},
+                      {520, 6144}}) {
     const int64_t big = 72;
     const auto wb = to_bf16(random_vec(static_cast<size_t>(n * k), rng, 0.05f));
     const auto bias = random_vec(static_cast<size_t>(n), rng);
