@@ -612,8 +612,11 @@ class EngineLoop : public KvAllocator {
       const double accepted_per_step = static_cast<double>(a.spec.num_accepted) / a.spec.num_steps;
       // A verified row is never free (at least its share of the step and the bookkeeping): with
       // the floor, drafts that are never accepted are stopped even where a timing sample made
-      // rows look free.
-      const double row_cost = std::max(kMinRowCost, marginal_row_cost());
+      // rows look free. Nor is it charged more than a plain step (an accepted draft saves one):
+      // with the ceiling, drafts that are always accepted are never stopped here, even where a
+      // sample on a busy host made rows look dearer than steps; whether speculation still pays
+      // then is the throughput gate's measurement.
+      const double row_cost = std::clamp(marginal_row_cost(), kMinRowCost, 1.0);
       const double extra_cost = row_cost * static_cast<double>(a.spec.num_drafted) / a.spec.num_steps;
       if (accepted_per_step < extra_cost) switch_off_speculation(a, "acceptance_gate");
     }

@@ -664,8 +664,8 @@ class CudaBackend final : public Backend {
     if (p.rows > 64) return matmul_after_prefill_norm(x, rows, w, bias, out);
     const int64_t n = rows * p.dim, out_n = rows * w.rows;
     if (x != p.out || rows != p.rows || w.layout != WeightLayout::MmaFragments || w.cols != p.dim ||
-        !cuda::matmul_streams(rows, w.rows, w.cols) || !cuda::stream_matmul_holds_x(rows, w.cols) || out_n == 0 || overlaps(out, out_n, p.x, n) ||
-        overlaps(out, out_n, p.y, n) || overlaps(out, out_n, p.out, n))
+        !cuda::matmul_streams(rows, w.rows, w.cols) || !cuda::stream_matmul_holds_x(rows, w.cols) || out_n == 0 ||
+        overlaps(out, out_n, p.x, n) || overlaps(out, out_n, p.y, n) || overlaps(out, out_n, p.out, n))
       return false;
     pending_norm_.reset();
     Scope scope(this, "add_rms_norm+matmul", w.rows, w.cols, rows);

@@ -290,14 +290,14 @@ size_t window_smem_bytes(int64_t rows, int64_t k, int slots) {
   return ring + x_ring + sums;
 }
 
-// The most ring slots (16 or 8) that fit beside the x ring and the sums; 0: none (or turned off:
-// TACHYON_STREAM_WINDOW=0, A/B runs; those shapes then take the split-K kernel).
+// The ring slots beside the x ring and the sums: kStreamSlots where they fit (8 rows up to k
+// 16384), else 0, as with TACHYON_STREAM_WINDOW=0 (A/B runs): those shapes take the split-K
+// kernel. An 8-slot ring would take k up to 32768 at 8 rows (70B-class down projections) but has
+// not run on a device yet.
 int window_slots(int64_t rows, int64_t k) {
   static const bool on = !env_turned_off("TACHYON_STREAM_WINDOW");
   if (!on || rows < 1 || rows > kStreamMaxRows || k % kSegmentK != 0) return 0;
-  for (int slots : {kStreamSlots, kStreamConsumerWarps})
-    if (window_smem_bytes(rows, k, slots) <= kStreamSmemLimit) return slots;
-  return 0;
+  return window_smem_bytes(rows, k, kStreamSlots) <= kStreamSmemLimit ? kStreamSlots : 0;
 }
 
 __global__ void __launch_bounds__(kStreamThreads, 1)

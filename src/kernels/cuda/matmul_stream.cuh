@@ -29,8 +29,9 @@ struct StreamAddNorm {
   unsigned* arrivals = nullptr;
 };
 
-// Whether the streaming kernel takes x [rows, k]: held whole beside the ring (bf16), or, at rows
-// 2-8 of a long k (k % 512 == 0, 16-byte aligned x), by 512-k segments through a second ring.
+// Whether the streaming kernel takes x [rows, k]: held whole beside the ring (bf16), or, where it
+// does not fit whole (3-8 rows of k 12288; k % 512 == 0, 16-byte aligned x), by 512-k segments
+// through a second ring.
 bool stream_matmul_fits(int64_t rows, int64_t k);
 // Whether x is held whole: what the fused add_rms_norm needs (every CTA normalises whole rows).
 bool stream_matmul_holds_x(int64_t rows, int64_t k);
