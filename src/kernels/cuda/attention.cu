@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
-#include <utility>
 
 #include "kernels/cuda/attention_chunk.cuh"
 #include "kernels/cuda/attention_tile.cuh"
@@ -272,9 +271,7 @@ __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const 
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
-#if TACHYON_TIMELINE
-  if (threadIdx.x == 0) timeline_mark(kTimelineStaged);
-#endif
+  cta_timeline_mark(kTimelineStaged);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int d_tiles = D / 8, per_part = (d_tiles + kDecodeWarps - 1) / kDecodeWarps;
@@ -423,9 +420,7 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
   }
   if (k_begin <= k_end) {
     decode_chunk<DK>(q, meta, r, k_cache, v_cache, s, states, head_stride, smem4, kvh, c0, k_begin, k_end, first_new);
-#if TACHYON_TIMELINE
-    if (threadIdx.x == 0) timeline_mark(kTimelineComputed);  // thread 0's share of the chunk state
-#endif
+    cta_timeline_mark(kTimelineComputed);  // thread 0's share of the chunk state
   } else if constexpr (!TACHYON_PDL_EARLY) {
     pdl_wait();
     pdl_launch_dependents();
@@ -438,14 +433,10 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
     cluster.sync();
     if (chunk == 0) {
-#if TACHYON_TIMELINE
-      if (threadIdx.x == 0) timeline_mark(kTimelineCounted);
-#endif
+      cta_timeline_mark(kTimelineCounted);
       for (int hh = warp; hh < group; hh += kDecodeWarps)
         merge_chunks<kDpl>(meta, r, s, kvh * group + hh, lane, ClusterChunkStates{states + hh * (D + 2)}, out);
-#if TACHYON_TIMELINE
-      if (threadIdx.x == 0) timeline_mark(kTimelineDone);  // warp 0's heads merged
-#endif
+      cta_timeline_mark(kTimelineDone);  // warp 0's heads merged
     }
     cluster.sync();
     return;
@@ -459,17 +450,13 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
   }
   __syncthreads();
   if (!last) return;
-#if TACHYON_TIMELINE
-  if (threadIdx.x == 0) timeline_mark(kTimelineCounted);
-#endif
+  cta_timeline_mark(kTimelineCounted);
   __threadfence();
   for (int hh = warp; hh < group; hh += kDecodeWarps) {
     const float* head = partial + (static_cast<int64_t>(i) * s.num_heads + kvh * group + hh) * max_chunks * (D + 2);
     merge_chunks<kDpl>(meta, r, s, kvh * group + hh, lane, GlobalChunkStates{head, D + 2}, out);
   }
-#if TACHYON_TIMELINE
-  if (threadIdx.x == 0) timeline_mark(kTimelineDone);  // warp 0's heads merged
-#endif
+  cta_timeline_mark(kTimelineDone);  // warp 0's heads merged
 }
 
 __global__ void write_kv_kernel(const float* __restrict__ k, const float* __restrict__ v, DeviceAttentionMeta meta,
@@ -667,19 +654,14 @@ void attention_decode(const float* q, const DeviceAttentionMeta& meta, const int
   // TACHYON_DECODE_CLUSTER=0 merges through global memory at every context length.
   static const int early_kv = env_turned_off("TACHYON_ATTENTION_EARLY_KV") ? 0 : 1;
   static const bool cluster_on = !env_turned_off("TACHYON_DECODE_CLUSTER");
-  static const std::pair<size_t, int64_t> device_limits = [] {  // shared memory per CTA, SMs
-    int device = 0, bytes = 0, count = 0;
-    TACHYON_CUDA_CHECK(cudaGetDevice(&device));
-    TACHYON_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    TACHYON_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return std::pair{static_cast<size_t>(bytes), static_cast<int64_t>(count)};
-  }();
+  static const size_t smem_limit = static_cast<size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin));
+  static const int64_t sms = device_attribute(cudaDevAttrMultiProcessorCount);
   // Clusters only while every CTA has an SM of its own: with more, a cluster's CTAs are placed
   // together and hold their SMs until the merging CTA has read them, so later CTAs start later
   // (H200, batch 8, 512 CTAs: decode 2-4% slower than merging through global memory).
   const int64_t ctas = static_cast<int64_t>(num_rows) * shape.num_kv_heads * max_chunks;
-  const bool cluster = cluster_on && max_chunks <= kMaxDecodeCluster && ctas <= device_limits.second &&
-                       decode_smem_bytes(D, group, true) <= device_limits.first;
+  const bool cluster =
+      cluster_on && max_chunks <= kMaxDecodeCluster && ctas <= sms && decode_smem_bytes(D, group, true) <= smem_limit;
   const size_t smem = decode_smem_bytes(D, group, cluster);
   const unsigned rows_u = static_cast<unsigned>(num_rows), heads_u = static_cast<unsigned>(shape.num_kv_heads),
                  chunks_u = static_cast<unsigned>(max_chunks);

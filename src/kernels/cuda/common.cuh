@@ -24,6 +24,8 @@ namespace tachyon::kernels::cuda {
 [[noreturn]] void fail_unsupported(const char* what, int64_t value);
 // The A/B switches of the benchmarks: true when the environment sets `name` to "0".
 bool env_turned_off(const char* name);
+// An attribute of the current device (SM count, opt-in shared memory per CTA, ...).
+int device_attribute(cudaDeviceAttr attribute);
 
 #define TACHYON_CUDA_CHECK(expr)                                                             \
   do {                                                                                        \
@@ -96,6 +98,13 @@ __device__ __forceinline__ void pdl_wait() {
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #if TACHYON_TIMELINE
   if (record) timeline_write(slot, t_call, global_timer(), 0);
+#endif
+}
+// Thread 0 marks a point of its CTA's run on the step timeline (step_timeline.h) in
+// TACHYON_TIMELINE builds; nothing elsewhere.
+__device__ __forceinline__ void cta_timeline_mark([[maybe_unused]] unsigned kind) {
+#if TACHYON_TIMELINE
+  if (threadIdx.x == 0) timeline_mark(kind);
 #endif
 }
 __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }

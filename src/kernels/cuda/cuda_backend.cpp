@@ -43,6 +43,13 @@ bool env_turned_off(const char* name) {
   return value && std::string(value) == "0";
 }
 
+int device_attribute(cudaDeviceAttr attribute) {
+  int device = 0, value = 0;
+  TACHYON_CUDA_CHECK(cudaGetDevice(&device));
+  TACHYON_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
+  return value;
+}
+
 namespace {
 
 // TACHYON_LAB_SKIP=op,op,...: a measurement switch, never for serving (the outputs are wrong):

@@ -220,9 +220,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   }
   constexpr int kConsumerThreads = kStreamConsumerWarps * 32;
   named_barrier_sync<kConsumerThreads>(1);  // consumers only
-#if TACHYON_TIMELINE
-  if (threadIdx.x == 0) timeline_mark(kTimelineStaged);
-#endif
+  cta_timeline_mark(kTimelineStaged);
 
   const int g = lane / 4, c = lane % 4;
   const uint32_t* x_lane = xs + g * row_words + c;  // A rows g (< M); rows 8-15 are zero
@@ -259,9 +257,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
       write_tile_totals(round_sums + warp * num_segments * M * 4, num_segments, M,
                         tile_begin + round * kStreamConsumerWarps + warp, N, bias, out);
   }
-#if TACHYON_TIMELINE
-  if (threadIdx.x == 0) timeline_mark(kTimelineDone);
-#endif
+  cta_timeline_mark(kTimelineDone);
 }
 
 
@@ -366,9 +362,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     for (int seg = 0; seg < num_segments; ++seg) {
       const int v = v0 + seg, x_slot = v % kWindowXSlots;
       mbar_wait(&x_full[x_slot], (v / kWindowXSlots) & 1);
-#if TACHYON_TIMELINE
-      if (threadIdx.x == 0 && v == 0) timeline_mark(kTimelineStaged);
-#endif
+      if (v == 0) cta_timeline_mark(kTimelineStaged);
       // This warp's unit of the segment, if any: unit i = seg·width + t goes to warp i % 8.
       const int t = ((warp - seg * width) % kStreamConsumerWarps + kStreamConsumerWarps) % kStreamConsumerWarps;
       if (t < width) {
@@ -408,29 +402,25 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     named_barrier_sync<kConsumerThreads>(1);  // read before the next round writes them
     u0 += width * num_segments, v0 += num_segments;
   }
-#if TACHYON_TIMELINE
-  if (threadIdx.x == 0) timeline_mark(kTimelineDone);
-#endif
-}
-
-bool whole_x_fits(int64_t rows, int64_t k) {
-  return rows >= 1 && rows <= kStreamMaxRows && stream_smem_bytes(rows, k, kStreamSlots) <= kStreamSmemLimit;
+  cta_timeline_mark(kTimelineDone);
 }
 
 }  // namespace
 
-bool stream_matmul_fits(int64_t rows, int64_t k) { return whole_x_fits(rows, k) || window_slots(rows, k) > 0; }
-bool stream_matmul_holds_x(int64_t rows, int64_t k) { return whole_x_fits(rows, k); }
+bool stream_matmul_holds_x(int64_t rows, int64_t k) {
+  return rows >= 1 && rows <= kStreamMaxRows && stream_smem_bytes(rows, k, kStreamSlots) <= kStreamSmemLimit;
+}
+bool stream_matmul_fits(int64_t rows, int64_t k) {
+  return stream_matmul_holds_x(rows, k) || window_slots(rows, k) > 0;
+}
 bool stream_matmul_takes(const float* x, int64_t rows, int64_t k) {
-  return whole_x_fits(rows, k) || (window_slots(rows, k) > 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
+  return stream_matmul_holds_x(rows, k) || (window_slots(rows, k) > 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
 }
 
 void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_count, const float* bias, float* out,
                    cudaStream_t stream, const StreamAddNorm& norm) {
   static const int sm_count = [] {
-    int device = 0, count = 0;
-    TACHYON_CUDA_CHECK(cudaGetDevice(&device));
-    TACHYON_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    const int count = device_attribute(cudaDevAttrMultiProcessorCount);
     TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(kStreamSmemLimit)));
     TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_stream_window_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -439,7 +429,7 @@ void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_c
   }();
   const int n_tiles = static_cast<int>(ceil_div(N, 8));
   const unsigned grid = static_cast<unsigned>(std::min(sm_count, n_tiles));
-  if (!whole_x_fits(M, K)) {
+  if (!stream_matmul_holds_x(M, K)) {
     // The fused norm normalises whole rows; by segments x must be 16-byte aligned for the copies.
     if (norm.x) fail_unsupported("streaming matmul after add_rms_norm, k", K);
     if (!stream_matmul_takes(x, M, K)) fail_unsupported("streaming matmul by x segments, k", K);
