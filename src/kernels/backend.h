@@ -115,24 +115,31 @@ class Backend {
   virtual void write_kv(const float* k, const float* v, int64_t rows, const PagedKv& kv, const AttentionMeta& meta) = 0;
   // The attention layer's steps between its fused q/k/v projection and the attention itself.
   // qkv [rows, (num_heads + 2·KV)·head_dim] holds per row the q heads, then the k heads, then the
-  // v heads (KV = kv.num_kv_heads). Per-head RMSNorm of q and k (q_norm/k_norm: [head_dim]
-  // weights, or null for none), RoPE of both at `positions`; q [rows, num_heads, head_dim]
+  // v heads (KV = kv.num_kv_heads). Per-head RMSNorm of q and k (p.q_norm/k_norm: [head_dim]
+  // weights, or null for none), RoPE of both at p.positions; q [rows, num_heads, head_dim]
   // receives q, and k, v go to each row's cache slot (write_kv). k and v [rows, KV, head_dim]
   // are scratch. The default splits qkv (copy_strided) and runs those ops in that order; a
   // backend may fuse them (CUDA: one kernel instead of eight), giving the same bits.
-  virtual void qkv_norm_rope_write_kv(const float* qkv, int64_t rows, int64_t num_heads, const Weight* q_norm,
-                                      const Weight* k_norm, float eps, float weight_offset, const RopeTable& rope,
-                                      const int32_t* positions, const PagedKv& kv, const AttentionMeta& meta,
-                                      float* q, float* k, float* v) {
-    const int64_t d = kv.head_dim, q_dim = num_heads * d, kv_dim = kv.num_kv_heads * d, stride = q_dim + 2 * kv_dim;
+  virtual void qkv_norm_rope_write_kv(const float* qkv, int64_t rows, const QkvPrologue& p, const PagedKv& kv,
+                                      const AttentionMeta& meta, float* q, float* k, float* v) {
+    const int64_t d = kv.head_dim, q_dim = p.num_heads * d, kv_dim = kv.num_kv_heads * d, stride = q_dim + 2 * kv_dim;
     copy_strided(qkv, stride, rows, q_dim, q, q_dim);
     copy_strided(qkv + q_dim, stride, rows, kv_dim, k, kv_dim);
     copy_strided(qkv + q_dim + kv_dim, stride, rows, kv_dim, v, kv_dim);
-    if (q_norm) rms_norm(q, *q_norm, rows * num_heads, d, eps, weight_offset, q);
-    if (k_norm) rms_norm(k, *k_norm, rows * kv.num_kv_heads, d, eps, weight_offset, k);
-    this->rope(q, rows, num_heads, d, rope, positions);
-    this->rope(k, rows, kv.num_kv_heads, d, rope, positions);
+    if (p.q_norm) rms_norm(q, *p.q_norm, rows * p.num_heads, d, p.eps, p.weight_offset, q);
+    if (p.k_norm) rms_norm(k, *p.k_norm, rows * kv.num_kv_heads, d, p.eps, p.weight_offset, k);
+    this->rope(q, rows, p.num_heads, d, *p.rope, p.positions);
+    this->rope(k, rows, kv.num_kv_heads, d, *p.rope, p.positions);
     write_kv(k, v, rows, kv, meta);
+  }
+  // qkv_norm_rope_write_kv, then attention into out [rows, num_heads, head_dim] (q, k, v are
+  // scratch). A backend may run the two as one (CUDA, decode steps: the attention normalises
+  // and rotates its own q heads and the row's new key, one launch boundary less), same bits.
+  virtual void attention_from_qkv(const float* qkv, int64_t rows, const QkvPrologue& p, const PagedKv& kv,
+                                  const AttentionMeta& meta, const AttentionParams& params, float* q, float* k,
+                                  float* v, float* out) {
+    qkv_norm_rope_write_kv(qkv, rows, p, kv, meta, q, k, v);
+    attention(q, rows, kv, meta, params, out);
   }
   // out [rows, num_heads, head_dim] = softmax(q·Kᵀ·scale + mask) · V over each row's sequence,
   // keys at positions ≤ the row's position (and inside the sliding window).

@@ -97,6 +97,18 @@ struct AttentionParams {
   const float* sinks = nullptr; // [num_heads] extra logit per head in the softmax denominator (backend memory), or null
 };
 
+// The attention prologue's arguments (Backend::qkv_norm_rope_write_kv and attention_from_qkv):
+// per-head RMSNorm of q and k, then RoPE at each row's position.
+struct QkvPrologue {
+  int64_t num_heads = 0;
+  const Weight* q_norm = nullptr;  // [head_dim] (backend memory), or null for none
+  const Weight* k_norm = nullptr;
+  float eps = 0.f;
+  float weight_offset = 0.f;
+  const RopeTable* rope = nullptr;
+  const int32_t* positions = nullptr;  // host, [rows]
+};
+
 enum class Activation { SiLU, GeluTanh };
 
 enum class GateFn { Sigmoid, SiLU };

@@ -218,6 +218,59 @@ __global__ void __launch_bounds__(32 * WARPS, 8 / WARPS) attention_kernel(
   write_tile_rows(tp, pair0, s, D, nt_begin, nt_end, M, L, A, out);
 }
 
+// ---- the attention prologue: per-head RMSNorm of q and k, RoPE, k and v to the cache ----------
+// One warp per head, lane-strided (lane l holds elements l, l + 32, ...; PL per lane): the warp
+// norm kernel's arithmetic, then rope.cu's pair by pair through `head` (the head's row in shared
+// memory). The fused prologue kernel and the decode attention (which runs the prologue of its own
+// q heads and new key) both call these, so their bits are the same by construction.
+// The norm weight and the rotation's frequencies: constants, loaded before the programmatic wait.
+template <int PL>
+struct HeadConstants {
+  float w[PL], freq[PL];
+};
+template <int PL>
+__device__ __forceinline__ void load_head_constants(const float* w, const QkPrologue& p, HeadConstants<PL>& c) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int j = 0; j < PL; ++j) {
+    c.w[j] = w && lane + 32 * j < p.head_dim ? w[lane + 32 * j] : 0.f;
+    c.freq[j] = lane + 32 * j < p.half ? p.inv_freq[lane + 32 * j] : 0.f;
+  }
+}
+template <int PL>
+__device__ __forceinline__ void load_head(const float* x, int head_dim, float (&vals)[PL]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int j = 0; j < PL; ++j) vals[j] = lane + 32 * j < head_dim ? x[lane + 32 * j] : 0.f;
+}
+// `head` receives the normalised (when `norm`) and rotated head.
+template <int PL>
+__device__ __forceinline__ void norm_rope_head(float (&vals)[PL], bool norm, const HeadConstants<PL>& c,
+                                               const QkPrologue& p, int32_t position, float* head) {
+  const int lane = threadIdx.x % 32;
+  if (norm) {
+    const float inv = inv_rms(warp_sum_squares(vals), p.head_dim, p.eps);
+#pragma unroll
+    for (int j = 0; j < PL; ++j)
+      if (lane + 32 * j < p.head_dim) vals[j] = rms_scaled(vals[j], inv, c.w[j], p.weight_offset);
+  }
+#pragma unroll
+  for (int j = 0; j < PL; ++j)
+    if (lane + 32 * j < p.head_dim) head[lane + 32 * j] = vals[j];
+  __syncwarp();
+#pragma unroll
+  for (int j = 0; j < PL; ++j) {
+    const int i = lane + 32 * j;
+    if (i >= p.half) break;
+    const int a = p.offset + (p.interleaved ? 2 * i : i), b = p.offset + (p.interleaved ? 2 * i + 1 : i + p.half);
+    float x1 = head[a], x2 = head[b];
+    rope_rotate(x1, x2, position, c.freq[j], p.scaling);
+    head[a] = x1;
+    head[b] = x2;
+  }
+  __syncwarp();
+}
+
 // ---- decode: one row per sequence, split-KV ----------------------------------------------
 // CTA (row, KV head, chunk) computes the chunk's state; one CTA of (row, KV head) merges the
 // states in chunk order with the same merge_factors, so the bits equal the query-tile kernel's.
@@ -237,6 +290,54 @@ size_t decode_smem_bytes(int D, int group, bool cluster) {
   return static_cast<size_t>(group * qk_stride(D) + kChunkKeys * (qk_stride(D) + v_stride(D)) + states) * 4;
 }
 
+// The decode attention's own prologue (Backend::attention_from_qkv): from row r of the fused
+// projection (x), the group's q heads into qs in the operand format (each head's row of qs is
+// its warp's scratch) and, in the CTA of the row's newest chunk (has_key), the row's key and
+// value into its cache slot (element offset key_slot) and into their rows of the chunk (k_row,
+// v_row) as copy_chunk_rows would stage them from the cache. One warp per task (the q heads,
+// then the key), each warp issuing its next task's loads before this one's arithmetic.
+template <int PL>
+__device__ __forceinline__ void decode_prologue(const float* __restrict__ x, const QkPrologue& p,
+                                                const HeadConstants<PL>& cq, const HeadConstants<PL>& ck, int kvh,
+                                                int group, int32_t position, bool has_key, int64_t key_slot,
+                                                float* __restrict__ k_cache, float* __restrict__ v_cache,
+                                                uint32_t* qs, float* k_row, float* v_row) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, D = p.head_dim, S = qk_stride(D);
+  const int tasks = group + (has_key ? 1 : 0);
+  float cur[PL], next[PL], v_vals[PL];
+  const auto load_task = [&](int t, float(&vals)[PL]) {
+    const float* head = x + static_cast<int64_t>(t < group ? kvh * group + t : p.num_heads + kvh) * D;
+    load_head(head, D, vals);
+    if (t == group) load_head(head + static_cast<int64_t>(p.kv_heads) * D, D, v_vals);  // the key's value
+  };
+  if (warp < tasks) load_task(warp, cur);
+  for (int t = warp; t < tasks; t += kDecodeWarps) {
+    if (t + kDecodeWarps < tasks) load_task(t + kDecodeWarps, next);
+    if (t < group) {
+      float* head = reinterpret_cast<float*>(qs + t * S);
+      norm_rope_head(cur, p.q_norm != nullptr, cq, p, position, head);
+#pragma unroll
+      for (int j = 0; j < PL; ++j)
+        if (lane + 32 * j < D) qs[t * S + lane + 32 * j] = to_operand(head[lane + 32 * j]);
+    } else {
+      norm_rope_head(cur, p.k_norm != nullptr, ck, p, position, k_row);
+#pragma unroll
+      for (int j = 0; j < PL; ++j) {
+        const int i = lane + 32 * j;
+        if (i >= D) break;
+        const float k = round_operand(k_row[i]), v = round_operand(v_vals[j]);
+        k_row[i] = k;
+        v_row[i] = v;
+        k_cache[key_slot + i] = k;
+        v_cache[key_slot + i] = v;
+      }
+    }
+    if (t + kDecodeWarps < tasks)
+#pragma unroll
+      for (int j = 0; j < PL; ++j) cur[j] = next[j];
+  }
+}
+
 // One chunk of a decode CTA: stages its K and V rows and the row's query heads of KV head kvh
 // (16-pair tiles), then each warp takes (pair tile, quarter of the d tiles) items: scores and p
 // for the tile (the same chunk_scores / chunk_softmax as the query-tile kernel), p·v for its d
@@ -244,12 +345,17 @@ size_t decode_smem_bytes(int D, int group, bool cluster) {
 // Keys at logical positions from `first_new` on were written by this step (the kernel just
 // before this one: the attention prologue); the older ones are staged before the programmatic
 // wait (pdl_wait), so their copies overlap the prologue's tail. q and the new keys come after it.
+// fused: q is the fused projection's output and the CTA runs the prologue of its q heads and,
+// in the row's newest chunk, of the row's key (decode_prologue): every row is then the only one
+// of its sequence in the step, so the row's key is the chunk's only new one.
 template <int DK>
-__device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const DeviceAttentionMeta& meta, int r,
-                                             const float* __restrict__ k_cache, const float* __restrict__ v_cache,
-                                             const AttentionShape& s, float* __restrict__ states,
-                                             int64_t head_stride, float4* smem4, int kvh, int c0, int k_begin,
-                                             int k_end, int first_new) {
+constexpr int kPrologueLanes = DK > 0 ? (8 * DK + 31) / 32 : 8;  // decode_prologue's PL
+template <int DK>
+__device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const QkPrologue& pro, bool fused,
+                                             const DeviceAttentionMeta& meta, int r, float* __restrict__ k_cache,
+                                             float* __restrict__ v_cache, const AttentionShape& s,
+                                             float* __restrict__ states, int64_t head_stride, float4* smem4,
+                                             int kvh, int c0, int k_begin, int k_end, int first_new) {
   const int D = DK > 0 ? 8 * DK : s.head_dim, group = s.num_heads / s.num_kv_heads, pair_tiles = (group + 15) / 16;
   uint32_t* qs = reinterpret_cast<uint32_t*>(smem4);  // the group's q heads only (70 KB in all at d 128: 3 CTAs/SM)
   float* ks = reinterpret_cast<float*>(qs + group * qk_stride(D));
@@ -263,11 +369,28 @@ __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const 
   lookup_chunk_slots(table, s.block_size, width, head_offset, c0, k_begin, k_end, key_position);
   copy_chunk_rows(k_cache, v_cache, D, c0, 0, kChunkKeys, new_lo, k_end, ks, vs);
   cp_async_commit();
+  constexpr int PL = kPrologueLanes<DK>;
+  HeadConstants<PL> cq, ck;
+  const int32_t pos = meta.positions[r];
+  const bool has_key = fused && k_end == pos;  // the row's key: computed here, not copied
+  if (fused) {
+    load_head_constants(pro.q_norm, pro, cq);
+    if (has_key) load_head_constants(pro.k_norm, pro, ck);
+  }
   pdl_wait();
   pdl_launch_dependents();
-  stage_q([&](int p) { return q + (static_cast<int64_t>(r) * s.num_heads + kvh * group + p) * D; }, group, group, D,
-          qs);
-  if (new_lo <= k_end) copy_chunk_rows(k_cache, v_cache, D, c0, new_lo - c0, k_end - c0 + 1, 1, 0, ks, vs);
+  if (fused) {
+    const int64_t row_stride = static_cast<int64_t>(s.num_heads + 2 * s.num_kv_heads) * D;
+    decode_prologue(q + r * row_stride, pro, cq, ck, kvh, group, pro.positions[r], has_key,
+                    has_key ? chunk_slot_s[pos - c0] : 0, k_cache, v_cache, qs, ks + (pos - c0) * qk_stride(D),
+                    vs + (pos - c0) * v_stride(D));
+  } else {
+    stage_q([&](int p) { return q + (static_cast<int64_t>(r) * s.num_heads + kvh * group + p) * D; }, group, group,
+            D, qs);
+  }
+  if (new_lo <= k_end)
+    copy_chunk_rows(k_cache, v_cache, D, c0, new_lo - c0, k_end - c0 + 1, has_key ? pos : 1, has_key ? pos : 0, ks,
+                    vs);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
@@ -373,21 +496,21 @@ __device__ __forceinline__ void merge_chunks(const DeviceAttentionMeta& meta, in
 // (merge_chunks): one launch, no separate combine kernel. kCluster: the grid is (chunks, KV
 // heads, rows) in clusters of all a (row, KV head)'s chunks, the states stay in shared memory
 // and the cluster's first CTA merges; else the grid is (rows, KV heads, chunks), the states go
-// to `partial` and the last CTA to finish, counted on `counters`, merges.
+// to `partial` and the last CTA to finish, counted on `counters`, merges. fused: q is the fused
+// projection's output and the kernel runs the attention prologue itself (decode_chunk).
 template <int DK, bool kCluster>  // DK: head_dim / 8 when fixed at compile time, else 0
-__global__ void __launch_bounds__(128) attention_decode_kernel(const float* __restrict__ q, DeviceAttentionMeta meta,
-                                                               const int32_t* __restrict__ rows,
-                                                               const float* __restrict__ k_cache,
-                                                               const float* __restrict__ v_cache, AttentionShape s,
-                                                               int max_chunks, float* __restrict__ partial,
-                                                               unsigned* __restrict__ counters, int early_kv,
-                                                               float* __restrict__ out) {
+__global__ void __launch_bounds__(128) attention_decode_kernel(
+    const float* __restrict__ q, const __grid_constant__ QkPrologue prologue, bool fused, DeviceAttentionMeta meta,
+    const int32_t* __restrict__ rows, float* __restrict__ k_cache, float* __restrict__ v_cache, AttentionShape s,
+    int max_chunks, float* __restrict__ partial, unsigned* __restrict__ counters, int early_kv,
+    float* __restrict__ out) {
   // Before pdl_wait this kernel reads only what earlier steps and stream-ordered copies wrote:
   // the row lists, positions and block tables, and the cache slots of keys older than this
   // step's rows. Those slots are written only by earlier steps and by copies at the start of
-  // a step, which have completed before this kernel starts: it is scheduled once the prologue
-  // has started (the prologue releases first), the prologue once the kernels before it have
-  // released it, and the step's first kernel (the embedding) waits before it releases, so the
+  // a step, which have completed before this kernel starts: it is scheduled once the kernel
+  // before it has released it (the prologue, which releases first; with the prologue fused in,
+  // the qkv projection), that kernel once the kernels before it have released it, and the
+  // step's first kernel (the embedding) waits before it releases, so the
   // chain of releases from the step's start passes through a kernel that waited for every copy
   // before it. The early release build (TACHYON_PDL_EARLY, where every kernel releases first)
   // breaks that chain, so there everything waits, as it does with early_kv 0 (A/B runs).
@@ -419,7 +542,8 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(const float* __re
     head_stride = static_cast<int64_t>(max_chunks) * (D + 2);
   }
   if (k_begin <= k_end) {
-    decode_chunk<DK>(q, meta, r, k_cache, v_cache, s, states, head_stride, smem4, kvh, c0, k_begin, k_end, first_new);
+    decode_chunk<DK>(q, prologue, fused, meta, r, k_cache, v_cache, s, states, head_stride, smem4, kvh,
+                     c0, k_begin, k_end, first_new);
     cta_timeline_mark(kTimelineComputed);  // thread 0's share of the chunk state
   } else if constexpr (!TACHYON_PDL_EARLY) {
     pdl_wait();
@@ -474,19 +598,15 @@ __global__ void write_kv_kernel(const float* __restrict__ k, const float* __rest
 }
 
 // The attention prologue fused (Backend::qkv_norm_rope_write_kv): one warp per (row, head) of
-// q (heads [0, num_heads)) and of k (the rest), read from the fused projection's row; the
-// head's vector is normalised in registers with the warp norm kernel's arithmetic, rotated pair
-// by pair through shared memory with the rope kernel's, then q heads go to q and k heads, with
-// v's head, to the row's cache slot. kPrologueWarps heads per CTA (one-warp CTAs ran at a quarter
-// of the copy bandwidth on long prefills: the SM's CTA slots, not its warps, were the limit).
+// q (heads [0, num_heads)) and of k (the rest), read from the fused projection's row; q heads go
+// to q and k heads, with v's head, to the row's cache slot. kPrologueWarps heads per CTA
+// (one-warp CTAs ran at a quarter of the copy bandwidth on long prefills: the SM's CTA slots,
+// not its warps, were the limit).
 constexpr int kPrologueWarps = 4;
 template <int PL>  // elements per lane: head_dim <= 32 * PL
 __global__ void __launch_bounds__(32 * kPrologueWarps) qkv_norm_rope_write_kv_kernel(
-    const float* __restrict__ qkv, float* __restrict__ q, int num_heads, int kv_heads, int head_dim,
-    const float* __restrict__ q_norm, const float* __restrict__ k_norm, float eps, float weight_offset,
-    const float* __restrict__ inv_freq, int half, int offset, float scaling, bool interleaved,
-    const int32_t* __restrict__ positions, DeviceAttentionMeta meta, float* __restrict__ k_cache,
-    float* __restrict__ v_cache, int block_size, bool release_first) {
+    const float* __restrict__ qkv, float* __restrict__ q, QkPrologue p, DeviceAttentionMeta meta,
+    float* __restrict__ k_cache, float* __restrict__ v_cache, int block_size, bool release_first) {
   __shared__ float heads[kPrologueWarps][32 * PL];
   const int r = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int qk_head = blockIdx.y * kPrologueWarps + warp;  // q heads, then k heads
@@ -500,23 +620,19 @@ __global__ void __launch_bounds__(32 * kPrologueWarps) qkv_norm_rope_write_kv_ke
       pdl_enter();
     }
   };
-  if (qk_head >= num_heads + kv_heads) {
+  if (qk_head >= p.num_heads + p.kv_heads) {
     enter();
     return;
   }
   // Everything but qkv before the programmatic wait: the norm weight, the rotation's
   // frequencies and position, and a k head's cache slot (constants and the step's staged
   // metadata; loaded after the wait they were a chain of round trips on the step's critical path).
-  const bool is_k = qk_head >= num_heads;
-  const int h = is_k ? qk_head - num_heads : qk_head;
-  const float* w = is_k ? k_norm : q_norm;
-  float wv[PL], freq[PL];
-#pragma unroll
-  for (int j = 0; j < PL; ++j) {
-    wv[j] = w && lane + 32 * j < head_dim ? w[lane + 32 * j] : 0.f;
-    freq[j] = lane + 32 * j < half ? inv_freq[lane + 32 * j] : 0.f;
-  }
-  const int32_t position = positions[r];
+  const bool is_k = qk_head >= p.num_heads;
+  const int h = is_k ? qk_head - p.num_heads : qk_head, head_dim = p.head_dim;
+  const float* w = is_k ? p.k_norm : p.q_norm;
+  HeadConstants<PL> c;
+  load_head_constants(w, p, c);
+  const int32_t position = p.positions[r];
   int64_t slot = 0;
   if (is_k) {
     const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[r]];
@@ -524,37 +640,13 @@ __global__ void __launch_bounds__(32 * kPrologueWarps) qkv_norm_rope_write_kv_ke
   }
   enter();
   float* head = heads[warp];
-  const int64_t row_stride = static_cast<int64_t>(num_heads + 2 * kv_heads) * head_dim;
+  const int64_t row_stride = static_cast<int64_t>(p.num_heads + 2 * p.kv_heads) * head_dim;
   const float* x = qkv + r * row_stride + static_cast<int64_t>(qk_head) * head_dim;  // this q or k head
-  const float* v = x + static_cast<int64_t>(kv_heads) * head_dim;  // k heads only: this head's v
   float vals[PL], v_vals[PL];  // v's head loaded with k's (one round trip)
-#pragma unroll
-  for (int j = 0; j < PL; ++j) {
-    vals[j] = lane + 32 * j < head_dim ? x[lane + 32 * j] : 0.f;
-    v_vals[j] = is_k && lane + 32 * j < head_dim ? v[lane + 32 * j] : 0.f;
-  }
-  if (w) {
-    const float inv = inv_rms(warp_sum_squares(vals), head_dim, eps);
-#pragma unroll
-    for (int j = 0; j < PL; ++j)
-      if (lane + 32 * j < head_dim) vals[j] = rms_scaled(vals[j], inv, wv[j], weight_offset);
-  }
-#pragma unroll
-  for (int j = 0; j < PL; ++j)
-    if (lane + 32 * j < head_dim) head[lane + 32 * j] = vals[j];
-  __syncwarp();
-#pragma unroll
-  for (int j = 0; j < PL; ++j) {
-    const int i = lane + 32 * j;
-    if (i >= half) break;
-    const int a = offset + (interleaved ? 2 * i : i), b = offset + (interleaved ? 2 * i + 1 : i + half);
-    float x1 = head[a], x2 = head[b];
-    rope_rotate(x1, x2, position, freq[j], scaling);
-    head[a] = x1;
-    head[b] = x2;
-  }
-  __syncwarp();
-  const int64_t width = static_cast<int64_t>(kv_heads) * head_dim;
+  load_head(x, head_dim, vals);
+  load_head(x + static_cast<int64_t>(p.kv_heads) * head_dim, is_k ? head_dim : 0, v_vals);  // k heads: its v
+  norm_rope_head(vals, w != nullptr, c, p, position, head);
+  const int64_t width = static_cast<int64_t>(p.kv_heads) * head_dim;
 #pragma unroll
   for (int j = 0; j < PL; ++j) {
     const int i = lane + 32 * j;
@@ -563,7 +655,7 @@ __global__ void __launch_bounds__(32 * kPrologueWarps) qkv_norm_rope_write_kv_ke
       k_cache[slot * width + static_cast<int64_t>(h) * head_dim + i] = round_operand(head[i]);
       v_cache[slot * width + static_cast<int64_t>(h) * head_dim + i] = round_operand(v_vals[j]);
     } else {
-      q[(static_cast<int64_t>(r) * num_heads + h) * head_dim + i] = head[i];
+      q[(static_cast<int64_t>(r) * p.num_heads + h) * head_dim + i] = head[i];
     }
   }
 }
@@ -643,10 +735,16 @@ size_t decode_workspace_bytes(int64_t rows, int num_heads, int head_dim, int max
   return static_cast<size_t>(rows * num_heads * max_chunks * (head_dim + 2)) * sizeof(float);
 }
 
-void attention_decode(const float* q, const DeviceAttentionMeta& meta, const int32_t* rows, int num_rows,
-                      int max_chunks, const float* k_cache, const float* v_cache, const AttentionShape& shape,
-                      float* workspace, unsigned* counters, float* out, cudaStream_t stream) {
+bool prologue_supported(const QkPrologue& p) {
+  return p.head_dim <= 256 && p.num_heads + p.kv_heads <= 65535 && p.offset + 2 * p.half <= p.head_dim;
+}
+
+void attention_decode(const float* q, const QkPrologue* prologue, const DeviceAttentionMeta& meta,
+                      const int32_t* rows, int num_rows, int max_chunks, float* k_cache, float* v_cache,
+                      const AttentionShape& shape, float* workspace, unsigned* counters, float* out,
+                      cudaStream_t stream) {
   if (num_rows == 0) return;
+  if (prologue && !prologue_supported(*prologue)) fail_unsupported("decode attention prologue head_dim", prologue->head_dim);
   const int D = shape.head_dim, group = shape.num_heads / shape.num_kv_heads;
   check_head_dim(D);
   if (group > kMaxGroup) fail_unsupported("decode attention query heads per KV head", group);
@@ -668,8 +766,9 @@ void attention_decode(const float* q, const DeviceAttentionMeta& meta, const int
   auto decode = [&](auto kernel, dim3 grid, unsigned cluster_x) {
     if (smem > 48 * 1024)
       TACHYON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    launch_clustered(kernel, grid, 128, smem, stream, cluster_x, q, meta, rows, k_cache, v_cache, shape, max_chunks,
-                     workspace, counters, early_kv, out);
+    launch_clustered(kernel, grid, 128, smem, stream, cluster_x, q, prologue ? *prologue : QkPrologue{},
+                     prologue != nullptr, meta, rows, k_cache, v_cache, shape, max_chunks, workspace, counters,
+                     early_kv, out);
   };
   auto pick = [&](auto dk) {
     constexpr int DK = decltype(dk)::value;
@@ -685,15 +784,13 @@ void attention_decode(const float* q, const DeviceAttentionMeta& meta, const int
 bool qkv_norm_rope_write_kv(const float* qkv, float* q, int64_t rows, const QkPrologue& p,
                             const DeviceAttentionMeta& meta, float* k_cache, float* v_cache, int block_size,
                             cudaStream_t stream) {
-  if (p.head_dim > 256 || p.num_heads + p.kv_heads > 65535 || p.offset + 2 * p.half > p.head_dim) return false;
+  if (!prologue_supported(p)) return false;
   if (rows == 0) return true;
   const dim3 grid(static_cast<unsigned>(rows),
                   static_cast<unsigned>(ceil_div(p.num_heads + p.kv_heads, kPrologueWarps)));
   static const bool release_first = !env_turned_off("TACHYON_PROLOGUE_RELEASE_FIRST");  // A/B runs
   auto go = [&](auto kernel) {
-    launch(kernel, grid, 32 * kPrologueWarps, 0, stream, qkv, q, p.num_heads, p.kv_heads, p.head_dim, p.q_norm,
-           p.k_norm, p.eps, p.weight_offset, p.inv_freq, p.half, p.offset, p.scaling, p.interleaved, p.positions, meta, k_cache,
-           v_cache, block_size, release_first);
+    launch(kernel, grid, 32 * kPrologueWarps, 0, stream, qkv, q, p, meta, k_cache, v_cache, block_size, release_first);
   };
   if (p.head_dim <= 64) go(qkv_norm_rope_write_kv_kernel<2>);
   else if (p.head_dim <= 128) go(qkv_norm_rope_write_kv_kernel<4>);

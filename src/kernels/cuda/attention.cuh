@@ -58,39 +58,47 @@ void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile*
 // they fit); the default is 8 warps, 2 buffers.
 void set_attention_tile_variant(int warps, int stages);
 
-// Decode rows (the only row of their sequence in the call): split-KV flash decoding, one
-// CTA per (row, KV head, 64-key chunk); the last CTA of each (row, KV head) merges. Bit-identical
-// to `attention` for the same row. max_chunks = decode_chunks(largest position among `rows`);
-// workspace of decode_workspace_bytes(num_rows, num_heads, head_dim, max_chunks); counters:
-// num_rows * num_kv_heads zeroed unsigned (left zeroed).
-int decode_chunks(int32_t max_position);
-size_t decode_workspace_bytes(int64_t rows, int num_heads, int head_dim, int max_chunks);
-void attention_decode(const float* q, const DeviceAttentionMeta& meta, const int32_t* rows, int num_rows,
-                      int max_chunks, const float* k_cache, const float* v_cache, const AttentionShape& shape,
-                      float* workspace, unsigned* counters, float* out, cudaStream_t stream);
-
 // Stores k and v rounded to the operand format, tf32 or bf16 (attention_chunk.cuh): the cache
 // holds the values the attention's tensor cores read, so no kernel rounds them again; the fused prologue likewise.
 void write_kv(const float* k, const float* v, int64_t rows, const DeviceAttentionMeta& meta, float* k_cache,
               float* v_cache, int block_size, int64_t width, cudaStream_t stream);
 
 // Backend::qkv_norm_rope_write_kv's arguments in device memory (norm weights may be null).
+// Kernel arguments by value: no implicit padding (a launch's argument bytes are its graph key).
 struct QkPrologue {
-  int num_heads = 0, kv_heads = 0, head_dim = 0;
   const float* q_norm = nullptr;
   const float* k_norm = nullptr;
-  float eps = 0.f, weight_offset = 0.f;
   const float* inv_freq = nullptr;
+  const int32_t* positions = nullptr;
+  int num_heads = 0, kv_heads = 0, head_dim = 0;
+  float eps = 0.f, weight_offset = 0.f;
   int half = 0, offset = 0;  // rotated pairs, first rotated dim
   float scaling = 1.f;
-  bool interleaved = false;
-  const int32_t* positions = nullptr;
+  int interleaved = 0;  // pairs (2i, 2i + 1) instead of (i, i + half)
+  int unused = 0;
 };
+static_assert(sizeof(QkPrologue) == 4 * sizeof(void*) + 10 * 4, "QkPrologue must have no padding");
 // The fused prologue from qkv [rows, (H + 2·KV)·D], bit-identical to copy_strided, rms_norm
 // (warp kernel), rope and write_kv in order; q [rows, H, D] receives q. Returns false (nothing
 // launched) for shapes it does not cover (head_dim > 256).
 bool qkv_norm_rope_write_kv(const float* qkv, float* q, int64_t rows, const QkPrologue& p,
                             const DeviceAttentionMeta& meta, float* k_cache, float* v_cache, int block_size,
                             cudaStream_t stream);
+
+// Decode rows (the only row of their sequence in the call): split-KV flash decoding, one
+// CTA per (row, KV head, 64-key chunk); the last CTA of each (row, KV head) merges. Bit-identical
+// to `attention` for the same row. max_chunks = decode_chunks(largest position among `rows`);
+// workspace of decode_workspace_bytes(num_rows, num_heads, head_dim, max_chunks); counters:
+// num_rows * num_kv_heads zeroed unsigned (left zeroed). With `prologue` (prologue_supported),
+// q is the fused projection's output [rows, (H + 2·KV)·D] and the kernel runs the prologue of
+// qkv_norm_rope_write_kv for its rows (the same bits; q is not written); then every row must be
+// the only row of its sequence in the step, and no tree row.
+int decode_chunks(int32_t max_position);
+size_t decode_workspace_bytes(int64_t rows, int num_heads, int head_dim, int max_chunks);
+bool prologue_supported(const QkPrologue& p);
+void attention_decode(const float* q, const QkPrologue* prologue, const DeviceAttentionMeta& meta,
+                      const int32_t* rows, int num_rows, int max_chunks, float* k_cache, float* v_cache,
+                      const AttentionShape& shape, float* workspace, unsigned* counters, float* out,
+                      cudaStream_t stream);
 
 }  // namespace tachyon::kernels::cuda

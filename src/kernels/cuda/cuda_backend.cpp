@@ -489,75 +489,54 @@ class CudaBackend final : public Backend {
     cuda::write_kv(k, v, rows, device_meta(meta, rows), kv.k, kv.v, kv.block_size, kv.num_kv_heads * kv.head_dim,
                    stream_);
   }
-  void qkv_norm_rope_write_kv(const float* qkv, int64_t rows, int64_t num_heads, const Weight* q_norm,
-                              const Weight* k_norm, float eps, float weight_offset, const RopeTable& rope,
-                              const int32_t* positions, const PagedKv& kv, const AttentionMeta& meta, float* q,
-                              float* k, float* v) override {
-    const bool norms_fit = (!q_norm || (q_norm->dtype == DType::F32 && q_norm->cols == kv.head_dim)) &&
-                           (!k_norm || (k_norm->dtype == DType::F32 && k_norm->cols == kv.head_dim));
+  void qkv_norm_rope_write_kv(const float* qkv, int64_t rows, const QkvPrologue& p, const PagedKv& kv,
+                              const AttentionMeta& meta, float* q, float* k, float* v) override {
     if (cuda::lab_skips("qkv_norm_rope_write_kv")) return;
-    if (rows > 0 && norms_fit && rope.rotary_dim <= 512) {
+    if (rows > 0) {
       Scope scope(this, "qkv_norm_rope_write_kv");
-      cuda::QkPrologue p;
-      p.num_heads = static_cast<int>(num_heads);
-      p.kv_heads = static_cast<int>(kv.num_kv_heads);
-      p.head_dim = static_cast<int>(kv.head_dim);
-      p.q_norm = q_norm ? static_cast<const float*>(q_norm->data) : nullptr;
-      p.k_norm = k_norm ? static_cast<const float*>(k_norm->data) : nullptr;
-      p.eps = eps;
-      p.weight_offset = weight_offset;
-      p.half = rope.rotary_dim >= 2 ? static_cast<int>(rope.rotary_dim / 2) : 0;
-      p.inv_freq = p.half > 0 ? staged(rope.inv_freq.data(), rope.inv_freq.size()) : nullptr;
-      p.offset = static_cast<int>(rope.offset);
-      p.scaling = rope.attention_scaling;
-      p.interleaved = rope.interleaved;
-      p.positions = staged(positions, rows);
-      if (cuda::qkv_norm_rope_write_kv(qkv, q, rows, p, device_meta(meta, rows), kv.k, kv.v, kv.block_size, stream_))
+      cuda::QkPrologue dp;
+      if (device_prologue(p, kv, rows, dp) &&
+          cuda::qkv_norm_rope_write_kv(qkv, q, rows, dp, device_meta(meta, rows), kv.k, kv.v, kv.block_size, stream_))
         return;
     }
-    Backend::qkv_norm_rope_write_kv(qkv, rows, num_heads, q_norm, k_norm, eps, weight_offset, rope, positions, kv,
-                                    meta, q, k, v);
+    Backend::qkv_norm_rope_write_kv(qkv, rows, p, kv, meta, q, k, v);
+  }
+  // Decode steps of two or more rows (every row the only one of its sequence, no tree rows) run
+  // the prologue inside the decode attention: one kernel and one launch boundary less per layer.
+  // H200, Qwen3-8B shape (bench/NOTES-cuda.md "Session 26"): device time per step -0.6% at
+  // batch 8, +0.1% at batch 4, but +0.7% at batch 1, where the separate prologue stays.
+  void attention_from_qkv(const float* qkv, int64_t rows, const QkvPrologue& p, const PagedKv& kv,
+                          const AttentionMeta& meta, const AttentionParams& params, float* q, float* k, float* v,
+                          float* out) override {
+    static const bool fuse = !env_turned_off("TACHYON_DECODE_PROLOGUE");  // A/B runs
+    if (fuse && rows >= 2 && !cuda::lab_skips("qkv_norm_rope_write_kv") && !cuda::lab_skips("attention") &&
+        one_row_per_sequence(meta, rows)) {
+      Scope scope(this, "attention");
+      cuda::QkPrologue dp;
+      if (device_prologue(p, kv, rows, dp)) {
+        const cuda::AttentionShape shape = attention_shape(kv, params);
+        decode_rows_.resize(static_cast<size_t>(rows));
+        for (int64_t r = 0; r < rows; ++r) decode_rows_[static_cast<size_t>(r)] = static_cast<int32_t>(r);
+        decode_attention(qkv, &dp, kv, meta, shape, device_meta(meta, rows), out);
+        return;
+      }
+    }
+    Backend::attention_from_qkv(qkv, rows, p, kv, meta, params, q, k, v, out);
   }
   void attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
                  const AttentionParams& p, float* out) override {
     if (rows == 0 || cuda::lab_skips("attention")) return;
     Scope scope(this, "attention");
-    TACHYON_CHECK(kv.head_dim <= 256 && kv.head_dim % 8 == 0,
-                  "the CUDA attention supports head_dim a multiple of 8 up to 256, got {}", kv.head_dim);
-    TACHYON_CHECK(p.num_heads % kv.num_kv_heads == 0, "num_heads must be a multiple of num_kv_heads");
-    const int group = static_cast<int>(p.num_heads / kv.num_kv_heads);
+    const cuda::AttentionShape shape = attention_shape(kv, p);
     std::vector<cuda::QueryTile>& tiles = query_tiles_;
-    std::vector<int32_t>& decode_rows = decode_rows_;
     cuda::make_query_tiles(meta.row_seq, meta.tree_base, rows,
-                           cuda::query_tile_rows(group, static_cast<int>(kv.head_dim)), tiles, decode_rows);
-    cuda::AttentionShape shape{static_cast<int>(p.num_heads), static_cast<int>(kv.num_kv_heads),
-                               static_cast<int>(kv.head_dim), kv.block_size, p.scale, p.softcap,
-                               static_cast<int>(p.sliding_window), 0,
-                               p.sinks};  // device memory: an uploaded weight
+                           cuda::query_tile_rows(shape.num_heads / shape.num_kv_heads, shape.head_dim), tiles,
+                           decode_rows_);
     const cuda::DeviceAttentionMeta dmeta = device_meta(meta, rows);
     if (!tiles.empty())
       cuda::attention(q, dmeta, staged(tiles.data(), tiles.size()), static_cast<int>(tiles.size()), kv.k, kv.v,
                       shape, out, stream_);
-    if (!decode_rows.empty()) {
-      int32_t max_pos = 0;
-      for (int32_t r : decode_rows) max_pos = std::max(max_pos, meta.positions[r]);
-      // Rounded up to a power of two, at least kMinDecodeChunks: chunks past a row's position
-      // exit at once (and are not merged: same bits), and the launch shape, part of a step's
-      // graph key, changes at 512, 1024, 2048, ... tokens of context. Starting from one chunk it
-      // also changed at 64, 128 and 256, each band had its own graphs of every speculative step
-      // shape, and a request of a few hundred tokens kept capturing new ones (~1 ms each on the
-      // H200).
-      int chunks = kMinDecodeChunks;
-      while (chunks < cuda::decode_chunks(max_pos)) chunks *= 2;
-      const size_t need = cuda::decode_workspace_bytes(static_cast<int64_t>(decode_rows.size()), shape.num_heads,
-                                                       shape.head_dim, chunks);
-      grow_workspace(attn_workspace_, attn_workspace_bytes_, need);
-      grow_zeroed_counters(attn_counters_, num_attn_counters_,
-                           decode_rows.size() * static_cast<size_t>(shape.num_kv_heads));
-      cuda::attention_decode(q, dmeta, staged(decode_rows.data(), decode_rows.size()),
-                             static_cast<int>(decode_rows.size()), chunks, kv.k, kv.v, shape,
-                             static_cast<float*>(attn_workspace_), attn_counters_, out, stream_);
-    }
+    if (!decode_rows_.empty()) decode_attention(q, nullptr, kv, meta, shape, dmeta, out);
   }
 
   // ---- MoE / MLA / linear-attention ops
@@ -783,6 +762,69 @@ class CudaBackend final : public Backend {
   void flush() {
     settle();
     graphs_->flush();
+  }
+
+  // The prologue's arguments in device memory, its host arrays staged: call it inside the op's
+  // Scope (staged outside, they go to the mirror, whose addresses change the step's graph key).
+  // False, with nothing staged, for shapes the fused kernels do not cover.
+  bool device_prologue(const QkvPrologue& p, const PagedKv& kv, int64_t rows, cuda::QkPrologue& dp) {
+    const auto norm_fits = [&](const Weight* w) {
+      return !w || (w->dtype == DType::F32 && w->cols == kv.head_dim);
+    };
+    const RopeTable& rope = *p.rope;
+    if (!norm_fits(p.q_norm) || !norm_fits(p.k_norm) || rope.rotary_dim > 512) return false;
+    dp.num_heads = static_cast<int>(p.num_heads);
+    dp.kv_heads = static_cast<int>(kv.num_kv_heads);
+    dp.head_dim = static_cast<int>(kv.head_dim);
+    dp.q_norm = p.q_norm ? static_cast<const float*>(p.q_norm->data) : nullptr;
+    dp.k_norm = p.k_norm ? static_cast<const float*>(p.k_norm->data) : nullptr;
+    dp.eps = p.eps;
+    dp.weight_offset = p.weight_offset;
+    dp.half = rope.rotary_dim >= 2 ? static_cast<int>(rope.rotary_dim / 2) : 0;
+    dp.offset = static_cast<int>(rope.offset);
+    dp.scaling = rope.attention_scaling;
+    dp.interleaved = rope.interleaved ? 1 : 0;
+    if (!cuda::prologue_supported(dp)) return false;
+    dp.inv_freq = dp.half > 0 ? staged(rope.inv_freq.data(), rope.inv_freq.size()) : nullptr;
+    dp.positions = staged(p.positions, rows);
+    return true;
+  }
+  // Every row the only one of its sequence (rows of a sequence are consecutive), no tree rows.
+  static bool one_row_per_sequence(const AttentionMeta& meta, int64_t rows) {
+    if (meta.tree_base) return false;
+    for (int64_t r = 1; r < rows; ++r)
+      if (meta.row_seq[r] == meta.row_seq[r - 1]) return false;
+    return true;
+  }
+  static cuda::AttentionShape attention_shape(const PagedKv& kv, const AttentionParams& p) {
+    TACHYON_CHECK(kv.head_dim <= 256 && kv.head_dim % 8 == 0,
+                  "the CUDA attention supports head_dim a multiple of 8 up to 256, got {}", kv.head_dim);
+    TACHYON_CHECK(p.num_heads % kv.num_kv_heads == 0, "num_heads must be a multiple of num_kv_heads");
+    return {static_cast<int>(p.num_heads), static_cast<int>(kv.num_kv_heads), static_cast<int>(kv.head_dim),
+            kv.block_size, p.scale, p.softcap, static_cast<int>(p.sliding_window), 0,
+            p.sinks};  // device memory: an uploaded weight
+  }
+  // The split-KV decode attention of decode_rows_ (with `prologue`, q is the fused projection's
+  // output: cuda::attention_decode).
+  void decode_attention(const float* q, const cuda::QkPrologue* prologue, const PagedKv& kv, const AttentionMeta& meta,
+                        const cuda::AttentionShape& shape, const cuda::DeviceAttentionMeta& dmeta, float* out) {
+    int32_t max_pos = 0;
+    for (int32_t r : decode_rows_) max_pos = std::max(max_pos, meta.positions[r]);
+    // Rounded up to a power of two, at least kMinDecodeChunks: chunks past a row's position
+    // exit at once (and are not merged: same bits), and the launch shape, part of a step's
+    // graph key, changes at 512, 1024, 2048, ... tokens of context. Starting from one chunk it
+    // also changed at 64, 128 and 256, each band had its own graphs of every speculative step
+    // shape, and a request of a few hundred tokens kept capturing new ones (~1 ms each on the
+    // H200).
+    int chunks = kMinDecodeChunks;
+    while (chunks < cuda::decode_chunks(max_pos)) chunks *= 2;
+    const size_t need = cuda::decode_workspace_bytes(static_cast<int64_t>(decode_rows_.size()), shape.num_heads,
+                                                     shape.head_dim, chunks);
+    grow_workspace(attn_workspace_, attn_workspace_bytes_, need);
+    grow_zeroed_counters(attn_counters_, num_attn_counters_, decode_rows_.size() * static_cast<size_t>(shape.num_kv_heads));
+    cuda::attention_decode(q, prologue, dmeta, staged(decode_rows_.data(), decode_rows_.size()),
+                           static_cast<int>(decode_rows_.size()), chunks, kv.k, kv.v, shape,
+                           static_cast<float*>(attn_workspace_), attn_counters_, out, stream_);
   }
 
   cuda::DeviceAttentionMeta device_meta(const AttentionMeta& meta, int64_t rows) {

@@ -264,24 +264,27 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
 // ---- x by segments (rows 3-8 of a long k: down at 12288) -------------------------------------
 // When x [M, K] does not fit beside the ring as bf16 (8 rows of k 12288: 196 KB), the CTA's units
 // go segment-major instead (per round of up to 8 n-tiles: every n-tile's unit of segment 0, then
-// of segment 1, ...) and x comes by segments through a second ring of kWindowXSlots slots, f32 as
-// stored (a bulk copy of each row's 2 KB; a consumer packs bf16 pairs as it loads its A fragment:
-// the bits stage_rows_batched would have staged). Producer lane 0 streams the weights (before the
-// wait, as above), lane 1 the x segments (after it). Every consumer warp waits for each segment's
-// x in turn and arrives on its `x_empty` once it has run its unit of that segment (at most one:
-// unit i = seg·width + t goes to warp i % 8), so a warp's parity waits never skip a phase, even
-// where it has no unit in most segments. Same units, same MMA chains, same segment sums added in
-// segment order: the bits of every other kernel. Before this, these shapes took the split-K
-// kernel: 1536 CTAs for down at 8 rows, 38.5 us on a batch-8 step's critical path against 23.6 us
-// of bytes (H200, bench/NOTES-cuda.md "Session 25").
-constexpr int kWindowXSlots = 2;
-constexpr int kWindowRowFloats = static_cast<int>(kSegmentK) + 8;  // rows 8 banks apart: conflict-free A loads
+// of segment 1, ...) and x comes by 512-k segments through a ring of kWindowXSlots slots of bf16
+// pairs, laid out as the whole-x kernel's rows (stage_rows_batched's bits). The consumer warps
+// stage x themselves with ordinary loads, kWindowAhead segments ahead: at segment v every
+// consumer thread issues its loads of segment v + ahead, runs its warp's unit of segment v (at
+// most one: unit i = seg·width + t goes to warp i % 8), stores the loaded pairs, and the
+// consumers meet at a barrier (the stored slot is complete; the slot read at v is free for
+// v + ahead + 1). Session 25's first version copied x by bulk copies from a producer lane, f32,
+// two segments ahead: the first segment landed 4.9 us after the wait (behind the ring's 128 KB
+// of weight copies, likely) and down at 8 rows took 38.0 us against 23.6 us of bytes; this one
+// took the decode step's device time 3.0% lower at batch 4 and 1.0% at batch 8 (H200,
+// bench/NOTES-cuda.md "Session 26"). Same units, same MMA chains, same segment sums added in
+// segment order: the bits of every other kernel.
+constexpr int kWindowXSlots = 4;
+constexpr int kWindowAhead = kWindowXSlots - 1;
+constexpr int kWindowRowWords = static_cast<int>(kSegmentK) / 2 + 4;  // rows 4 banks apart, as x_row_words
+constexpr int kWindowMaxVec = kStreamMaxRows * static_cast<int>(kSegmentK) / 4 / (kStreamConsumerWarps * 32);
 
 size_t window_smem_bytes(int64_t rows, int64_t k, int slots) {
   const size_t segments = static_cast<size_t>(k / kSegmentK);
   const size_t ring = static_cast<size_t>(slots) * (kUnitBytes + 2 * sizeof(uint64_t));
-  const size_t x_slot = static_cast<size_t>(rows) * kWindowRowFloats * sizeof(float) + 2 * sizeof(uint64_t);
-  const size_t x_ring = kWindowXSlots * x_slot;  // rows and barriers
+  const size_t x_ring = kWindowXSlots * static_cast<size_t>(rows) * kWindowRowWords * sizeof(uint32_t);
   const size_t sums = kStreamConsumerWarps * segments * static_cast<size_t>(rows) * 4 * sizeof(float2);
   return ring + x_ring + sums;
 }
@@ -296,6 +299,28 @@ int window_slots(int64_t rows, int64_t k) {
   return window_smem_bytes(rows, k, kStreamSlots) <= kStreamSmemLimit ? kStreamSlots : 0;
 }
 
+// Segment `seg` of x's M rows: this consumer thread's float4s (slot i: float4 tid + 256 i of the
+// segment's M x 128), loaded now, stored as bf16 pairs later.
+struct XSegmentLoads {
+  float4 v[kWindowMaxVec];
+  __device__ void load(const float* __restrict__ x, int M, int K, int seg) {
+#pragma unroll
+    for (int j = 0; j < kWindowMaxVec; ++j) {
+      const int i = threadIdx.x + j * kStreamConsumerWarps * 32, r = i / 128, c = i % 128;
+      if (r < M) v[j] = reinterpret_cast<const float4*>(x + static_cast<int64_t>(r) * K + seg * kSegmentK)[c];
+    }
+  }
+  __device__ void store(int M, uint32_t* slot) const {
+#pragma unroll
+    for (int j = 0; j < kWindowMaxVec; ++j) {
+      const int i = threadIdx.x + j * kStreamConsumerWarps * 32, r = i / 128, c = i % 128;
+      if (r < M)
+        *reinterpret_cast<uint2*>(slot + r * kWindowRowWords + 2 * c) =
+            make_uint2(pack_bf16x2(v[j].x, v[j].y), pack_bf16x2(v[j].z, v[j].w));
+    }
+  }
+};
+
 __global__ void __launch_bounds__(kStreamThreads, 1)
     matmul_stream_window_kernel(const float* __restrict__ x, int M, int K, const uint4* __restrict__ w, int N,
                                 int kp_count, int n_tiles, const float* __restrict__ bias, float* __restrict__ out,
@@ -304,11 +329,9 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   uint4* ring = smem_stream;
   auto* full = reinterpret_cast<uint64_t*>(smem_stream + static_cast<size_t>(slots) * kUnitBytes / sizeof(uint4));
   uint64_t* empty = full + slots;
-  uint64_t* x_full = empty + slots;
-  uint64_t* x_empty = x_full + kWindowXSlots;
-  auto* x_ring = reinterpret_cast<float*>(x_empty + kWindowXSlots);  // [slot][M][kWindowRowFloats]
+  auto* x_ring = reinterpret_cast<uint32_t*>(empty + slots);  // [slot][M][kWindowRowWords]
   // [8 n-tiles][segments][M rows x 4 lanes] float2: one round's segment sums
-  auto* sums = reinterpret_cast<float2*>(x_ring + kWindowXSlots * M * kWindowRowFloats);
+  auto* sums = reinterpret_cast<float2*>(x_ring + kWindowXSlots * M * kWindowRowWords);
   const int num_segments = K / static_cast<int>(kSegmentK);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int tile_begin = static_cast<int>(static_cast<int64_t>(blockIdx.x) * n_tiles / gridDim.x);
@@ -320,50 +343,50 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   };
   if (threadIdx.x == 0) {
     for (int s = 0; s < slots; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
-    for (int s = 0; s < kWindowXSlots; ++s) mbar_init(&x_full[s], 1), mbar_init(&x_empty[s], kStreamConsumerWarps);
     fence_mbarrier_init();
   }
   __syncthreads();
   pdl_launch_dependents();  // the next kernel waits for this one's completion before reading out
 
-  if (warp == kStreamConsumerWarps) {
-    if (lane == 0) {  // weights: constant, streamed before the wait
-      const uint64_t policy = l2_evict_first_policy();
-      for (int round = 0, u = 0; round < rounds; ++round) {
-        const int width = round_width(round), tile0 = tile_begin + round * kStreamConsumerWarps;
-        for (int i = 0; i < width * num_segments; ++i, ++u) {
-          const int slot = u % slots, seg = i / width, tile = tile0 + i % width;
-          if (u >= slots) mbar_wait(&empty[slot], ((u / slots) - 1) & 1);
-          mbar_arrive_expect_tx(&full[slot], kUnitBytes);
-          const uint4* unit = w + (static_cast<int64_t>(tile) * kp_count + seg * kUnitPairs) * 32;
-          bulk_load(ring + slot * (kUnitBytes / 16), unit, kUnitBytes, &full[slot], policy);
-        }
-      }
-    } else if (lane == 1) {  // x: written by the previous kernel
-      pdl_wait();
-      const uint32_t row_bytes = static_cast<uint32_t>(kSegmentK * sizeof(float));
-      for (int v = 0; v < rounds * num_segments; ++v) {
-        const int slot = v % kWindowXSlots, seg = v % num_segments;
-        if (v >= kWindowXSlots) mbar_wait(&x_empty[slot], ((v / kWindowXSlots) - 1) & 1);
-        mbar_arrive_expect_tx(&x_full[slot], row_bytes * static_cast<uint32_t>(M));
-        for (int r = 0; r < M; ++r)
-          bulk_load(x_ring + (slot * M + r) * kWindowRowFloats, x + static_cast<int64_t>(r) * K + seg * kSegmentK,
-                    row_bytes, &x_full[slot]);
+  if (warp == kStreamConsumerWarps) {  // producer: weights are constant, streamed before the wait
+    if (lane != 0) return;
+    const uint64_t policy = l2_evict_first_policy();
+    for (int round = 0, u = 0; round < rounds; ++round) {
+      const int width = round_width(round), tile0 = tile_begin + round * kStreamConsumerWarps;
+      for (int i = 0; i < width * num_segments; ++i, ++u) {
+        const int slot = u % slots, seg = i / width, tile = tile0 + i % width;
+        if (u >= slots) mbar_wait(&empty[slot], ((u / slots) - 1) & 1);
+        mbar_arrive_expect_tx(&full[slot], kUnitBytes);
+        const uint4* unit = w + (static_cast<int64_t>(tile) * kp_count + seg * kUnitPairs) * 32;
+        bulk_load(ring + slot * (kUnitBytes / 16), unit, kUnitBytes, &full[slot], policy);
       }
     }
     return;
   }
 
-  pdl_wait();  // out may still be read by an earlier kernel
   constexpr int kConsumerThreads = kStreamConsumerWarps * 32;
+  const int total_segments = rounds * num_segments;  // x is read again in every round
+  const auto x_slot = [&](int v) { return x_ring + (v % kWindowXSlots) * M * kWindowRowWords; };
+  pdl_wait();
+  {
+    XSegmentLoads first[kWindowAhead];  // every load in flight before the first store
+#pragma unroll
+    for (int v = 0; v < kWindowAhead; ++v)
+      if (v < total_segments) first[v].load(x, M, K, v % num_segments);
+#pragma unroll
+    for (int v = 0; v < kWindowAhead; ++v)
+      if (v < total_segments) first[v].store(M, x_slot(v));
+  }
+  named_barrier_sync<kConsumerThreads>(1);
+  cta_timeline_mark(kTimelineStaged);
   const int g = lane / 4, c = lane % 4;
   for (int round = 0, u0 = 0, v0 = 0; round < rounds; ++round) {
     const int width = round_width(round);
     for (int seg = 0; seg < num_segments; ++seg) {
-      const int v = v0 + seg, x_slot = v % kWindowXSlots;
-      mbar_wait(&x_full[x_slot], (v / kWindowXSlots) & 1);
-      if (v == 0) cta_timeline_mark(kTimelineStaged);
-      // This warp's unit of the segment, if any: unit i = seg·width + t goes to warp i % 8.
+      const int v = v0 + seg;
+      XSegmentLoads next;
+      const bool stages = v + kWindowAhead < total_segments;
+      if (stages) next.load(x, M, K, (v + kWindowAhead) % num_segments);
       const int t = ((warp - seg * width) % kStreamConsumerWarps + kStreamConsumerWarps) % kStreamConsumerWarps;
       if (t < width) {
         const int i = seg * width + t, u = u0 + i, slot = u % slots;
@@ -374,7 +397,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
         for (int p = 0; p < kUnitPairs; ++p) b[p] = unit[p * 32 + lane];
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[slot]);
-        const float* x_row = x_ring + (x_slot * M + min(g, M - 1)) * kWindowRowFloats + 2 * c;
+        const uint32_t* x_lane = x_slot(v) + g * kWindowRowWords + c;  // A rows g (< M); rows 8-15 are zero
         float acc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
         for (int p = 0; p < kUnitPairs; ++p) {
@@ -382,20 +405,15 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
           for (int h = 0; h < 2; ++h) {
             const int kt = p * 2 + h;  // the k-tile within the segment
             uint32_t a[4] = {0u, 0u, 0u, 0u};
-            if (g < M) {
-              const float2 lo = *reinterpret_cast<const float2*>(x_row + 16 * kt);
-              const float2 hi = *reinterpret_cast<const float2*>(x_row + 16 * kt + 8);
-              a[0] = pack_bf16x2(lo.x, lo.y), a[2] = pack_bf16x2(hi.x, hi.y);
-            }
+            if (g < M) a[0] = x_lane[8 * kt], a[2] = x_lane[8 * kt + 4];
             mma_bf16(acc, a, h == 0 ? b[p].x : b[p].z, h == 0 ? b[p].y : b[p].w);
           }
         }
         if (g < M) sums[(t * num_segments + seg) * M * 4 + lane] = make_float2(acc[0], acc[1]);
       }
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&x_empty[x_slot]);
+      if (stages) next.store(M, x_slot(v + kWindowAhead));
+      named_barrier_sync<kConsumerThreads>(1);  // slot v + ahead complete, slot v free
     }
-    named_barrier_sync<kConsumerThreads>(1);  // the round's sums
     if (warp < width)
       write_tile_totals(sums + warp * num_segments * M * 4, num_segments, M,
                         tile_begin + round * kStreamConsumerWarps + warp, N, bias, out);
@@ -430,7 +448,7 @@ void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_c
   const int n_tiles = static_cast<int>(ceil_div(N, 8));
   const unsigned grid = static_cast<unsigned>(std::min(sm_count, n_tiles));
   if (!stream_matmul_holds_x(M, K)) {
-    // The fused norm normalises whole rows; by segments x must be 16-byte aligned for the copies.
+    // The fused norm normalises whole rows; by segments x must be 16-byte aligned (float4 loads).
     if (norm.x) fail_unsupported("streaming matmul after add_rms_norm, k", K);
     if (!stream_matmul_takes(x, M, K)) fail_unsupported("streaming matmul by x segments, k", K);
     const int slots = window_slots(M, K);

@@ -84,10 +84,22 @@ void attention_forward(StepContext& ctx, Workspace& ws, const AttentionWeights& 
     be.matmul(x, rows, w.k, &w.k_bias, k);
     be.matmul(x, rows, w.v, &w.v_bias, v);
   }
+  kernels::AttentionParams params;
+  params.num_heads = o.num_heads;
+  params.scale = o.scale;
+  params.sliding_window = o.sliding_window;
+  params.softcap = o.softcap;
+  params.sinks = w.sinks.empty() ? nullptr : static_cast<const float*>(w.sinks.data);
   if (fused && !rope_depends_on_length(o.rope_params)) {  // one op (see Backend)
-    be.qkv_norm_rope_write_kv(qkv, rows, o.num_heads, qk_norm ? &w.q_norm : nullptr, qk_norm ? &w.k_norm : nullptr,
-                              o.norm_eps, o.norm_weight_offset, o.rope, ctx.batch.positions.data(), kv, ctx.meta, q,
-                              k, v);
+    kernels::QkvPrologue prologue;
+    prologue.num_heads = o.num_heads;
+    prologue.q_norm = qk_norm ? &w.q_norm : nullptr;
+    prologue.k_norm = qk_norm ? &w.k_norm : nullptr;
+    prologue.eps = o.norm_eps;
+    prologue.weight_offset = o.norm_weight_offset;
+    prologue.rope = &o.rope;
+    prologue.positions = ctx.batch.positions.data();
+    be.attention_from_qkv(qkv, rows, prologue, kv, ctx.meta, params, q, k, v, attn);
   } else {
     if (fused) {
       be.copy_strided(qkv, qkv_dim, rows, q_dim, q, q_dim);
@@ -101,14 +113,8 @@ void attention_forward(StepContext& ctx, Workspace& ws, const AttentionWeights& 
     apply_rope(ctx, o, q, o.num_heads);
     apply_rope(ctx, o, k, o.num_kv_heads);
     be.write_kv(k, v, rows, kv, ctx.meta);
+    be.attention(q, rows, kv, ctx.meta, params, attn);
   }
-  kernels::AttentionParams params;
-  params.num_heads = o.num_heads;
-  params.scale = o.scale;
-  params.sliding_window = o.sliding_window;
-  params.softcap = o.softcap;
-  params.sinks = w.sinks.empty() ? nullptr : static_cast<const float*>(w.sinks.data);
-  be.attention(q, rows, kv, ctx.meta, params, attn);
   if (!w.gate.empty()) {
     float* gate = ws.get(Workspace::kScratch5, rows * q_dim);  // [rows, H·D]
     be.matmul(x, rows, w.gate, nullptr, gate);

@@ -92,8 +92,11 @@ namespace tachyon::testing {
 namespace {
 
 // CUDA graphs (step_graph.h) replay recorded steps; a replay must give exactly the bits of
-// issuing the same ops one by one. 200 greedy steps cross several 64-token attention chunk
-// bands (new graph keys) and replay within each; a batch of 3 sequences adds another shape.
+// issuing the same ops one by one. 200 greedy steps stay within one band of the decode
+// attention's chunk count (rounded up to a power of two from 8: the key changes at 512 tokens),
+// so all but the first sightings replay one graph: a key that changes from step to step (an
+// argument staged outside its op's recording scope, say) shows as captures here. A batch of 3
+// sequences adds another shape.
 TEST(CudaGraphs, ReplayedStepsGiveTheBitsOfDirectIssue) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible";
   const std::string demo = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo";
@@ -109,7 +112,8 @@ TEST(CudaGraphs, ReplayedStepsGiveTheBitsOfDirectIssue) {
   ASSERT_EQ(direct.second.size(), graphed.second.size());
   EXPECT_EQ(0, std::memcmp(direct.second.data(), graphed.second.data(), direct.second.size() * sizeof(float)));
   EXPECT_EQ(after.capture_failures, 0u);
-  EXPECT_GT(after.replays - before.replays, 150u) << "steady decode should replay graphs";
+  EXPECT_GE(after.replays - before.replays, 190u) << "steady decode should replay one graph";
+  EXPECT_LE(after.captures - before.captures, 3u) << "the decode step's graph key changed between steps";
   std::printf("graphs: %llu replays, %llu captures, %llu direct\n",
               static_cast<unsigned long long>(after.replays - before.replays),
               static_cast<unsigned long long>(after.captures - before.captures),

@@ -5,9 +5,9 @@
 // attention query tiles. Skips when no GPU is visible.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -730,6 +730,17 @@ TEST_F(CudaKernels, WriteKvFillsEachRowsSlot) {
   EXPECT_EQ(download(dv, vc.size()), vc);
 }
 
+// The prologue tests' rotation: `rotary` dims from `offset`, scaled (yarn-like) by 1.1.
+RopeTable prologue_rope(int64_t rotary, int64_t offset, bool interleaved) {
+  RopeTable t;
+  for (int64_t i = 0; i < rotary / 2; ++i) t.inv_freq.push_back(std::pow(10000.f, -2.f * i / rotary));
+  t.rotary_dim = rotary;
+  t.offset = offset;
+  t.attention_scaling = 1.1f;
+  t.interleaved = interleaved;
+  return t;
+}
+
 // The fused attention prologue (one kernel) against the backend's default composition of
 // copy_strided, rms_norm, rope and write_kv on the same GPU: identical q and cache bits, with
 // and without q/k norms, rotate-half and interleaved, full and partial (offset) rotary, tree
@@ -743,12 +754,7 @@ TEST_F(CudaKernels, FusedAttentionPrologueGivesTheBitsOfTheSeparateOps) {
                        Case{256, 64, 0, true, false, true}, Case{128, 64, 16, true, true, true}}) {
     const int64_t rows = 5, heads = 4, kv_heads = 2, bs = 4, blocks = 8, width = kv_heads * c.d;
     const int64_t qkv_width = (heads + 2 * kv_heads) * c.d;
-    RopeTable t;
-    for (int64_t i = 0; i < c.rotary / 2; ++i) t.inv_freq.push_back(std::pow(10000.f, -2.f * i / c.rotary));
-    t.rotary_dim = c.rotary;
-    t.offset = c.offset;
-    t.attention_scaling = 1.1f;
-    t.interleaved = c.interleaved;
+    const RopeTable t = prologue_rope(c.rotary, c.offset, c.interleaved);
     // Two sequences; with trees, rows 2-4 are a tree at logical 9, 10, 10 whose nodes live at
     // base 9 + node index (path 0, 1, 2: row 4 is a sibling of row 3); without, a chain.
     std::vector<int32_t> tables = {4, 1, 3, 0, 7, 6}, offsets = {0, 2, 6}, positions = {6, 7, 9, 10, c.tree ? 10 : 11},
@@ -771,12 +777,11 @@ TEST_F(CudaKernels, FusedAttentionPrologueGivesTheBitsOfTheSeparateOps) {
       float *kc = upload(empty_cache), *vc = upload(empty_cache), *dq = poisoned(q_size);
       float *dk = poisoned(kv_size), *dv = poisoned(kv_size);
       const PagedKv kv{kc, vc, static_cast<int32_t>(bs), kv_heads, c.d};
+      const QkvPrologue p{heads, qw, kw, 1e-6f, 0.f, &t, positions.data()};
       if (fused) {
-        gpu->qkv_norm_rope_write_kv(upload(qkv), rows, heads, qw, kw, 1e-6f, 0.f, t, positions.data(), kv, meta, dq, dk,
-                                    dv);
+        gpu->qkv_norm_rope_write_kv(upload(qkv), rows, p, kv, meta, dq, dk, dv);
       } else {
-        gpu->Backend::qkv_norm_rope_write_kv(upload(qkv), rows, heads, qw, kw, 1e-6f, 0.f, t, positions.data(), kv,
-                                             meta, dq, dk, dv);
+        gpu->Backend::qkv_norm_rope_write_kv(upload(qkv), rows, p, kv, meta, dq, dk, dv);
       }
       results[fused] = {download(dq, q_size), download(kc, empty_cache.size()), download(vc, empty_cache.size())};
     }
@@ -788,8 +793,8 @@ TEST_F(CudaKernels, FusedAttentionPrologueGivesTheBitsOfTheSeparateOps) {
     std::vector<float> eq(q_size), ek(kv_size), ev(kv_size), ekc = empty_cache, evc = empty_cache;
     const Weight rq{qn.data(), DType::F32, 1, c.d}, rk{kn.data(), DType::F32, 1, c.d};
     const PagedKv ref_kv{ekc.data(), evc.data(), static_cast<int32_t>(bs), kv_heads, c.d};
-    ref->qkv_norm_rope_write_kv(qkv.data(), rows, heads, c.norms ? &rq : nullptr, c.norms ? &rk : nullptr, 1e-6f, 0.f,
-                                t, positions.data(), ref_kv, meta, eq.data(), ek.data(), ev.data());
+    const QkvPrologue ref_p{heads, c.norms ? &rq : nullptr, c.norms ? &rk : nullptr, 1e-6f, 0.f, &t, positions.data()};
+    ref->qkv_norm_rope_write_kv(qkv.data(), rows, ref_p, ref_kv, meta, eq.data(), ek.data(), ev.data());
     for (float& x : ekc) x = cpu::round_attention_operand(x);  // the CUDA cache holds operand values (write_kv)
     for (float& x : evc) x = cpu::round_attention_operand(x);
     EXPECT_LT(rel_l2(results[1][0], eq), 1e-5);
@@ -798,6 +803,77 @@ TEST_F(CudaKernels, FusedAttentionPrologueGivesTheBitsOfTheSeparateOps) {
     EXPECT_LT(rel_l2(results[1][1], ekc), bf16_operands ? 8e-4 : 1e-4);
     EXPECT_EQ(results[1][2], evc);
   }
+}
+
+// attention_from_qkv on decode steps of two or more rows (every row alone in its sequence) runs
+// the prologue inside the decode attention: the same output and cache bits as the prologue
+// kernel then the attention (the backend's default composition), in thread block clusters (rows
+// at 350 and 90) and merging through global memory (three rows, one at 700: 16 chunks), with
+// and without norms, full and partial interleaved rotary, a sliding window, head_dim 40
+// (strides read at run time), 64, 128, 256. q, scratch, is left alone by the fused kernel: that
+// is how the test knows it ran; a single row (batch-1 decode) keeps the separate prologue.
+TEST_F(CudaKernels, AttentionFromQkvInTheDecodeKernelGivesTheBitsOfThePrologueThenAttention) {
+  struct Case {
+    int64_t d, rotary, offset;
+    bool norms, interleaved;
+    int64_t window;
+  };
+  const std::vector<std::vector<int32_t>> batches = {{350, 90}, {5, 700, 130}, {350}};
+  for (const Case c : {Case{128, 128, 0, true, false, 0}, Case{64, 32, 32, false, true, 21},
+                       Case{256, 64, 0, true, false, 0}, Case{40, 40, 0, true, false, 0}})
+    for (const std::vector<int32_t>& positions : batches) {
+      SCOPED_TRACE(testing::Message() << "head_dim " << c.d << ", rows " << positions.size());
+      const int64_t heads = 8, kv_heads = 2, bs = 16, width = kv_heads * c.d, rows = std::ssize(positions);
+      std::vector<int32_t> tables, offsets = {0}, row_seq;
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int b = 0; b <= positions[r] / bs; ++b) tables.push_back(static_cast<int32_t>((tables.size() * 7 + 3) % 160));
+        offsets.push_back(static_cast<int32_t>(tables.size()));
+        row_seq.push_back(static_cast<int32_t>(r));
+      }
+      const int64_t blocks = 160;
+      auto kc = random_vec(static_cast<size_t>(blocks * bs * width), rng), vc = random_vec(kc.size(), rng);
+      for (float& x : kc) x = cpu::round_attention_operand(x);  // as write_kv leaves the cache
+      for (float& x : vc) x = cpu::round_attention_operand(x);
+      const auto qkv = random_vec(static_cast<size_t>(rows * (heads + 2 * kv_heads) * c.d), rng);
+      const auto qn = random_vec(static_cast<size_t>(c.d), rng), kn = random_vec(static_cast<size_t>(c.d), rng);
+      const Weight q_norm = gpu->upload_weight(Weight{qn.data(), DType::F32, 1, c.d});
+      const Weight k_norm = gpu->upload_weight(Weight{kn.data(), DType::F32, 1, c.d});
+      const RopeTable t = prologue_rope(c.rotary, c.offset, c.interleaved);
+      const QkvPrologue p{heads, c.norms ? &q_norm : nullptr, c.norms ? &k_norm : nullptr, 1e-6f, 0.f, &t,
+                          positions.data()};
+      AttentionParams params;
+      params.num_heads = heads;
+      params.scale = 1.f / std::sqrt(static_cast<float>(c.d));
+      params.sliding_window = c.window;
+      const AttentionMeta meta{positions.data(), row_seq.data(), tables.data(), offsets.data()};
+      const size_t q_size = static_cast<size_t>(rows * heads * c.d), kv_size = static_cast<size_t>(rows * width);
+      std::vector<std::vector<float>> results[2];
+      for (int fused = 0; fused < 2; ++fused) {
+        float *dk = upload(kc), *dv = upload(vc), *q = poisoned(q_size), *out = poisoned(q_size);
+        const PagedKv kv{dk, dv, static_cast<int32_t>(bs), kv_heads, c.d};
+        if (fused) {
+          gpu->attention_from_qkv(upload(qkv), rows, p, kv, meta, params, q, poisoned(kv_size), poisoned(kv_size),
+                                  out);
+        } else {
+          gpu->Backend::attention_from_qkv(upload(qkv), rows, p, kv, meta, params, q, poisoned(kv_size),
+                                           poisoned(kv_size), out);
+        }
+        results[fused] = {download(out, q_size), download(dk, kc.size()), download(dv, vc.size()),
+                          download(q, q_size)};
+      }
+      const char* names[] = {"attention", "k cache", "v cache"};
+      for (int i = 0; i < 3; ++i)
+        EXPECT_EQ(0, std::memcmp(results[0][i].data(), results[1][i].data(), results[0][i].size() * sizeof(float)))
+            << names[i];
+      EXPECT_NE(results[0][1], kc) << "the composition wrote no key";
+      const bool q_untouched =
+          std::all_of(results[1][3].begin(), results[1][3].end(), [](float x) { return std::isnan(x); });
+      if (rows >= 2) {
+        EXPECT_TRUE(q_untouched) << "q was written: the prologue did not run inside the decode attention";
+      } else {
+        EXPECT_FALSE(q_untouched) << "batch 1 should keep the separate prologue";
+      }
+    }
 }
 
 // Many device copies in one op (gathered, then scattered): the result of copying one by one in
