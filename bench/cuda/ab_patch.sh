@@ -18,7 +18,9 @@
 # nvidia-smi, bench/cuda/gemm_clocks.py), ROUNDS (2; ROUNDS_<mode> for one mode), TESTS ("kernel"
 # default, "all" adds the golden tests, "none"), TEST_ENVS (';'-separated "ENV=VALUE gtest-filter"
 # entries: more kernel-test runs of each variant, also with TESTS=none), BUILD (default /tmp/ab).
-# Results under $OUT (or bench/results): ab.md, tests-<variant>.log, checkpoint.log.
+# Results under $OUT (or bench/results): ab.md (the runs, then medians per variant and their ratios
+# to A: bench/cuda/ab_summary.py), tests-<variant>.log, checkpoint.log. Round r runs the variants
+# starting from the r-th, so that no variant always runs first.
 # Dependencies that the machine lacks are taken from $root/.deps/root (extracted Debian packages)
 # when that folder exists.
 set -uo pipefail
@@ -168,9 +170,16 @@ run_mode() {
   done
   for mode in $modes; do
     rounds_var="ROUNDS_$mode"
+    active=()
+    for ((i = 0; i < ${#labels[@]}; ++i)); do
+      [ -n "${only[$i]}" ] && [[ " ${only[$i]} " != *" $mode "* ]] && continue
+      active+=("$i")
+    done
+    # Round r starts at the r-th variant: the first process of a round ran with less host time
+    # per step than the others in every session-26 call, whatever it ran (bench/NOTES-cuda.md).
     for ((r = 1; r <= ${!rounds_var:-${ROUNDS:-2}}; ++r)); do
-      for ((i = 0; i < ${#labels[@]}; ++i)); do
-        [ -n "${only[$i]}" ] && [[ " ${only[$i]} " != *" $mode "* ]] && continue
+      for ((j = 0; j < ${#active[@]}; ++j)); do
+        i=${active[$(((r - 1 + j) % ${#active[@]}))]}
         echo "## $mode, round $r, ${labels[$i]^^}"
         env_i=""
         [ $i -gt 0 ] && env_i="${B_ENV:-} ${envs[$i]}"
@@ -179,4 +188,5 @@ run_mode() {
     done
   done
 } | tee "$results/ab.md"
+python3 "$root/bench/cuda/ab_summary.py" "$results/ab.md" | tee -a "$results/ab.md"
 elapsed done
