@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -516,7 +517,7 @@ class CudaBackend final : public Backend {
       if (device_prologue(p, kv, rows, dp)) {
         const cuda::AttentionShape shape = attention_shape(kv, params);
         decode_rows_.resize(static_cast<size_t>(rows));
-        for (int64_t r = 0; r < rows; ++r) decode_rows_[static_cast<size_t>(r)] = static_cast<int32_t>(r);
+        std::iota(decode_rows_.begin(), decode_rows_.end(), 0);
         decode_attention(qkv, &dp, kv, meta, shape, device_meta(meta, rows), out);
         return;
       }
