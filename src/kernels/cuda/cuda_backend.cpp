@@ -355,6 +355,10 @@ class CudaBackend final : public Backend {
   uint64_t fused_norm_launches() const { return fused_norms_; }
   uint64_t fused_gated_mlps() const { return fused_gated_mlps_; }
   uint64_t fused_prefill_norms() const { return fused_prefill_norms_; }
+  bool stream_tile_counters_are_zero() {
+    synchronize();
+    return cuda::stream_tile_counters_are_zero(stream_);
+  }
   void set_graph_policy(GraphPolicy policy) {
     synchronize();
     graph_policy_ = policy;
@@ -943,6 +947,10 @@ uint64_t cuda_fused_gated_mlps(Backend& backend) {
 
 uint64_t cuda_fused_prefill_norms(Backend& backend) {
   return as_cuda_backend(backend, "cuda_fused_prefill_norms")->fused_prefill_norms();
+}
+
+bool cuda_stream_tile_counters_are_zero(Backend& backend) {
+  return as_cuda_backend(backend, "cuda_stream_tile_counters_are_zero")->stream_tile_counters_are_zero();
 }
 
 void cuda_graphs_enable(Backend& backend, bool on) {

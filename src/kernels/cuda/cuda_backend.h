@@ -50,5 +50,8 @@ uint64_t cuda_fused_gated_mlps(Backend& backend);
 // How many add_rms_norm calls at prefill rows wrote the next matmul's input themselves (tests).
 uint64_t cuda_fused_prefill_norms(Backend& backend);
 CudaGraphCounters cuda_graph_counters(Backend& backend);
+// Whether the streaming matmul's counters of taken n-tiles (matmul_stream.cuh) are back at zero
+// after the backend's work so far: each launch resets them (tests).
+bool cuda_stream_tile_counters_are_zero(Backend& backend);
 
 }  // namespace tachyon::kernels

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/common.cuh"
@@ -22,6 +25,10 @@ constexpr int kStreamThreads = (kStreamConsumerWarps + 1) * 32;
 // Dynamic shared memory: the SM's 227 KB per CTA less the fused norm's static arrays (< 1 KB).
 constexpr size_t kStreamSmemLimit = 226 * 1024;
 constexpr size_t kTwoPerSmLimit = 113 * 1024;  // two CTAs on one SM (228 KB, 1 KB reserved per CTA)
+// The producer posts each n-tile it streams (its j-th: entry j % kTileIdSlots) for the consumers,
+// who read a round's entries at its end; it runs at most a ring (<= 24 units) and a round ahead of
+// the slowest of them, so 64 entries are never overwritten unread.
+constexpr int kTileIdSlots = 64;
 
 // x rows in shared memory: bf16, padded by 16 bytes so the 8 rows of an A fragment fall in
 // different banks.
@@ -30,7 +37,8 @@ size_t stream_smem_bytes(int64_t rows, int64_t k, int slots) {
   const size_t segments = static_cast<size_t>(ceil_div(round_up(k, kMmaColPad), kSegmentK));
   const size_t sums = 2 * kStreamConsumerWarps * segments * static_cast<size_t>(rows) * 4 * sizeof(float2);
   const size_t ring = static_cast<size_t>(slots) * (kUnitBytes + 2 * sizeof(uint64_t));  // units and barriers
-  return ring + static_cast<size_t>(rows) * x_row_words(k) * sizeof(uint32_t) + sums;
+  const size_t ids = kTileIdSlots * sizeof(uint64_t);
+  return ring + ids + static_cast<size_t>(rows) * x_row_words(k) * sizeof(uint32_t) + sums;
 }
 
 // Ring slots: a multiple of the consumer warps, so that every unit of a slot goes to one warp
@@ -153,30 +161,58 @@ __device__ __forceinline__ void write_tile_totals(const float2* tile_sums, int n
   if (col + 1 < N) out[static_cast<int64_t>(g) * N + col + 1] = total.y + (bias ? bias[col + 1] : 0.f);
 }
 
-// CTA c owns n-tiles [c·T/G, (c+1)·T/G), a contiguous run of the weight. Its units, n-tile-major
-// (memory order), go through ring slot u % slots; the consumer warps take them round-robin
-// (unit u: warp u % 8), whatever the number of n-tiles, so a CTA with four n-tiles still runs eight
-// MMA chains at once. A consumer releases a slot as soon as its fragments are in registers. Each
-// unit's segment sum goes to shared memory; per round of 8 n-tiles the consumers meet at a barrier
-// and warp w adds n-tile w's segment sums in segment order (double-buffered by round parity, so one
-// barrier per round).
+// The n-tiles a CTA streams, in order. Static (`taken` null): CTA c's contiguous run
+// [c·T/G, (c+1)·T/G). Taken: n-tiles c, c + G, ... for the first `first_static` of them (what fills
+// the ring before the programmatic wait), then each next n-tile from a device counter
+// (taken[0]), so a CTA on an SM that streams faster takes more of them and the CTAs end together:
+// with fixed shares, CTAs of the same share ended 4-7 us apart in a 48 us matmul (per-SM
+// bandwidth, bench/NOTES-cuda.md "Session 24"). The counter is read only after the wait, so the
+// kernel before this one on the stream has completed, and reset by the last CTA to finish taking
+// (taken[1] counts them): zero again before the next kernel's wait returns. A row's bits do not
+// depend on which CTA computes its n-tile.
+struct TileSchedule {
+  unsigned* taken = nullptr;  // [2], zero between launches (stream_tile_counters)
+  int first_static = 0;
+};
+
+// Entry j of the producer's posts: its j-th n-tile (-1 past the last) tagged with j, so that a
+// consumer can tell it from an older post in the same entry.
+__device__ __forceinline__ void post_tile(uint64_t* ids, int j, int tile) {
+  *reinterpret_cast<volatile uint64_t*>(ids + j % kTileIdSlots) =
+      (static_cast<uint64_t>(j) << 32) | static_cast<uint32_t>(tile);
+}
+__device__ __forceinline__ int posted_tile(const uint64_t* ids, int j) {
+  const volatile uint64_t* entry = ids + j % kTileIdSlots;
+  uint64_t v;
+  while (static_cast<uint32_t>((v = *entry) >> 32) != static_cast<uint32_t>(j)) {
+  }
+  return static_cast<int>(static_cast<uint32_t>(v));
+}
+
+// A CTA's n-tiles (TileSchedule), as the producer posts them; units n-tile-major (memory order)
+// through ring slot u % slots; the consumer warps take them round-robin (unit u: warp u % 8),
+// whatever the number of n-tiles, so a CTA with four n-tiles still runs eight MMA chains at once.
+// A consumer releases a slot as soon as its fragments are in registers. Each unit's segment sum
+// goes to shared memory; per round of 8 n-tiles the consumers meet at a barrier and warp w adds
+// n-tile w's segment sums in segment order (double-buffered by round parity, so one barrier per
+// round). The producer ends by posting -1 up to the end of the round after its last n-tile, so
+// every consumer learns where the n-tiles end from a post it waits for.
 __global__ void __launch_bounds__(kStreamThreads, 1)
     matmul_stream_kernel(const float* __restrict__ x, int M, int K, const uint4* __restrict__ w, int N, int kp_count,
                          int n_tiles, const float* __restrict__ bias, float* __restrict__ out, int slots,
-                         StreamAddNorm norm) {
+                         StreamAddNorm norm, TileSchedule schedule) {
   extern __shared__ __align__(128) uint4 smem_stream[];
   uint4* ring = smem_stream;
   auto* full = reinterpret_cast<uint64_t*>(smem_stream + static_cast<size_t>(slots) * kUnitBytes / sizeof(uint4));
   uint64_t* empty = full + slots;
-  auto* xs = reinterpret_cast<uint32_t*>(empty + slots);  // [M][row_words] bf16 pairs
+  uint64_t* ids = empty + slots;
+  auto* xs = reinterpret_cast<uint32_t*>(ids + kTileIdSlots);  // [M][row_words] bf16 pairs
   const int row_words = x_row_words(K), pair_count = kp_count * 16;  // bf16 pairs per padded row
   const int num_segments = (kp_count + kUnitPairs - 1) / kUnitPairs;
   // [2 round parities][8 n-tiles][segments][M rows x 4 lanes] float2: a unit's sums for rows < M
   auto* sums = reinterpret_cast<float2*>(xs + M * row_words);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int tile_begin = static_cast<int>(static_cast<int64_t>(blockIdx.x) * n_tiles / gridDim.x);
-  const int tile_end = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * n_tiles / gridDim.x);
-  const int my_tiles = tile_end - tile_begin;
+  if (threadIdx.x < kTileIdSlots) ids[threadIdx.x] = ~uint64_t{0};  // a tag no post has
   if (threadIdx.x == 0) {
     for (int s = 0; s < slots; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
     fence_mbarrier_init();
@@ -189,15 +225,39 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     // Producer: weights are constant, so they stream before pdl_wait (during the previous kernel).
     if (lane != 0) return;
     const uint64_t policy = l2_evict_first_policy();  // weights are read once per step
-    const int num_units = my_tiles * num_segments;
-    for (int u = 0; u < num_units; ++u) {
-      const int slot = u % slots, tile = tile_begin + u / num_segments, seg = u % num_segments;
-      if (u >= slots) mbar_wait(&empty[slot], ((u / slots) - 1) & 1);
-      const uint32_t bytes = static_cast<uint32_t>(min(kUnitPairs, kp_count - seg * kUnitPairs) * 512);
-      mbar_arrive_expect_tx(&full[slot], bytes);
-      bulk_load(ring + slot * (kUnitBytes / 16), w + (static_cast<int64_t>(tile) * kp_count + seg * kUnitPairs) * 32,
-                bytes, &full[slot], policy);
+    int j = 0, u = 0;  // n-tiles and units issued
+    const auto stream_tile = [&](int tile) {
+      for (int seg = 0; seg < num_segments; ++seg, ++u) {
+        const int slot = u % slots;
+        if (u >= slots) mbar_wait(&empty[slot], ((u / slots) - 1) & 1);
+        if (seg == 0) post_tile(ids, j, tile);  // before the arrive that releases the unit
+        const uint32_t bytes = static_cast<uint32_t>(min(kUnitPairs, kp_count - seg * kUnitPairs) * 512);
+        mbar_arrive_expect_tx(&full[slot], bytes);
+        bulk_load(ring + slot * (kUnitBytes / 16),
+                  w + (static_cast<int64_t>(tile) * kp_count + seg * kUnitPairs) * 32, bytes, &full[slot], policy);
+      }
+      ++j;
+    };
+    if (!schedule.taken) {
+      const int tile_end = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * n_tiles / gridDim.x);
+      for (int tile = static_cast<int>(static_cast<int64_t>(blockIdx.x) * n_tiles / gridDim.x); tile < tile_end;
+           ++tile)
+        stream_tile(tile);
+    } else {
+      for (int s = 0; s < schedule.first_static; ++s) stream_tile(blockIdx.x + s * gridDim.x);
+      pdl_wait();
+      const int first_taken = schedule.first_static * gridDim.x;
+      // One n-tile taken ahead: the atomic's round trip overlaps the current n-tile's issue.
+      int next = first_taken + static_cast<int>(atomicAdd(&schedule.taken[0], 1u));
+      while (next < n_tiles) {
+        const int tile = next;
+        next = first_taken + static_cast<int>(atomicAdd(&schedule.taken[0], 1u));
+        stream_tile(tile);
+      }
+      if (atomicAdd(&schedule.taken[1], 1u) == gridDim.x - 1) schedule.taken[0] = 0u, schedule.taken[1] = 0u;
     }
+    const int round_end = (j / kStreamConsumerWarps + 1) * kStreamConsumerWarps;
+    for (int e = j; e < round_end; ++e) post_tile(ids, e, -1);
     return;
   }
 
@@ -225,10 +285,12 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   const int g = lane / 4, c = lane % 4;
   const uint32_t* x_lane = xs + g * row_words + c;  // A rows g (< M); rows 8-15 are zero
   const int round_units = kStreamConsumerWarps * num_segments;
-  for (int round = 0; round * kStreamConsumerWarps < my_tiles; ++round) {
-    const int width = min(kStreamConsumerWarps, my_tiles - round * kStreamConsumerWarps);
+  for (int round = 0;; ++round) {
+    const int first = round * kStreamConsumerWarps;  // the round's first n-tile (the CTA's j)
     float2* round_sums = sums + (round & 1) * kStreamConsumerWarps * num_segments * M * 4;
-    for (int i = warp; i < width * num_segments; i += kStreamConsumerWarps) {
+    for (int i = warp; i < round_units; i += kStreamConsumerWarps) {
+      // Posts come in order, so the n-tiles end at the first -1.
+      if (posted_tile(ids, first + i / num_segments) < 0) break;
       const int u = round * round_units + i, slot = u % slots, seg = i % num_segments;
       const int pairs = min(kUnitPairs, kp_count - seg * kUnitPairs);
       mbar_wait(&full[slot], (u / slots) & 1);
@@ -253,15 +315,16 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
       if (g < M) round_sums[i * M * 4 + lane] = make_float2(acc[0], acc[1]);  // [tile][seg] = i
     }
     named_barrier_sync<kConsumerThreads>(1);
-    if (warp < width)
-      write_tile_totals(round_sums + warp * num_segments * M * 4, num_segments, M,
-                        tile_begin + round * kStreamConsumerWarps + warp, N, bias, out);
+    // Every post of the round has been made: its n-tiles' units were taken, or the -1s that end
+    // them were posted through the round's end.
+    const int tile = posted_tile(ids, first + warp);
+    if (tile >= 0)
+      write_tile_totals(round_sums + warp * num_segments * M * 4, num_segments, M, tile, N, bias, out);
+    if (posted_tile(ids, first + kStreamConsumerWarps - 1) < 0) break;  // the last round
   }
   cta_timeline_mark(kTimelineDone);
 }
 
-
-// ---- x by segments (rows 3-8 of a long k: down at 12288) -------------------------------------
 // When x [M, K] does not fit beside the ring as bf16 (8 rows of k 12288: 196 KB), the CTA's units
 // go segment-major instead (per round of up to 8 n-tiles: every n-tile's unit of segment 0, then
 // of segment 1, ...) and x comes by 512-k segments through a ring of kWindowXSlots slots of bf16
@@ -423,6 +486,39 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   cta_timeline_mark(kTimelineDone);
 }
 
+// The counters of taken n-tiles: one pair per stream (kernels on one stream run one at a time
+// past their waits; two streams must not share a pair), zero-initialised with the module.
+constexpr int kCounterStreams = 64;
+__device__ unsigned g_stream_tile_counters[kCounterStreams][2];
+
+unsigned* stream_tile_counters(cudaStream_t stream) {
+  static std::mutex mutex;
+  static std::vector<std::pair<cudaStream_t, unsigned*>> known;  // few streams: a linear search
+  std::lock_guard<std::mutex> lock(mutex);
+  // The symbol's address is the current device's: a stream's first matmul runs on its device.
+  for (const auto& [s, taken] : known)
+    if (s == stream) return taken;
+  if (known.size() >= kCounterStreams) return nullptr;  // static shares from then on
+  void* base = nullptr;
+  TACHYON_CUDA_CHECK(cudaGetSymbolAddress(&base, g_stream_tile_counters));
+  unsigned* taken = static_cast<unsigned*>(base) + 2 * known.size();
+  known.emplace_back(stream, taken);
+  return taken;
+}
+
+// Taken n-tiles where there are more than the ring's first fill (first_static per CTA, in units
+// at least the ring's slots); TACHYON_STREAM_TAKEN=0 keeps the contiguous shares (A/B runs).
+// `probe`: only whether it would, without a stream.
+TileSchedule tile_schedule(int n_tiles, int grid, int kp_count, int slots, cudaStream_t stream, bool probe = false) {
+  static const bool on = !env_turned_off("TACHYON_STREAM_TAKEN");
+  const int num_segments = static_cast<int>(ceil_div(kp_count, kUnitPairs));
+  const int first_static = static_cast<int>(ceil_div(slots, num_segments));
+  if (!on || n_tiles <= static_cast<int64_t>(first_static) * grid) return {};
+  if (probe) return {reinterpret_cast<unsigned*>(1), first_static};  // not dereferenced
+  unsigned* taken = stream_tile_counters(stream);
+  return taken ? TileSchedule{taken, first_static} : TileSchedule{};
+}
+
 }  // namespace
 
 bool stream_matmul_holds_x(int64_t rows, int64_t k) {
@@ -458,7 +554,25 @@ void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_c
   }
   const int slots = stream_slots(M, K);
   launch(matmul_stream_kernel, grid, kStreamThreads, stream_smem_bytes(M, K, slots), stream, x, M, K, w, N, kp_count,
-         n_tiles, bias, out, slots, norm);
+         n_tiles, bias, out, slots, norm, tile_schedule(n_tiles, static_cast<int>(grid), kp_count, slots, stream));
+}
+
+StreamTiles stream_tiles(int64_t rows, int64_t n, int64_t k) {
+  if (!stream_matmul_holds_x(rows, k)) return {};
+  const int n_tiles = static_cast<int>(ceil_div(n, 8));
+  const int grid = std::min(device_attribute(cudaDevAttrMultiProcessorCount), n_tiles);
+  const int kp_count = static_cast<int>(round_up(k, kMmaColPad) / 32);
+  const TileSchedule s = tile_schedule(n_tiles, grid, kp_count, stream_slots(rows, k), nullptr, true);
+  return {s.taken != nullptr, s.first_static * grid};
+}
+
+bool stream_tile_counters_are_zero(cudaStream_t stream) {
+  unsigned* taken = stream_tile_counters(stream);
+  if (!taken) return true;
+  unsigned host[2];
+  TACHYON_CUDA_CHECK(cudaMemcpyAsync(host, taken, sizeof(host), cudaMemcpyDeviceToHost, stream));
+  TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return host[0] == 0 && host[1] == 0;
 }
 
 }  // namespace tachyon::kernels::cuda

@@ -38,6 +38,17 @@ bool stream_matmul_holds_x(int64_t rows, int64_t k);
 // stream_matmul_fits, and x's alignment where it goes by segments.
 bool stream_matmul_takes(const float* x, int64_t rows, int64_t k);
 
+// How the streaming kernel shares x [rows, k]'s n-tiles among its CTAs: each takes its next
+// n-tile from a device counter once the first `static_tiles` (the rings' first fill) are
+// assigned, or every CTA streams a fixed contiguous share (`taken` false).
+struct StreamTiles {
+  bool taken = false;
+  int static_tiles = 0;
+};
+StreamTiles stream_tiles(int64_t rows, int64_t n, int64_t k);
+// Whether the stream's counters of taken n-tiles are back at zero (tests: every launch resets them).
+bool stream_tile_counters_are_zero(cudaStream_t stream);
+
 // out [M, N] = x [M, K] · Wᵀ (+ bias); w fragment-packed with kp_count k-pairs per n-tile.
 // With `norm`, x is unused: the input is norm's (above).
 void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_count, const float* bias, float* out,

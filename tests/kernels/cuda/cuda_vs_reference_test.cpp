@@ -19,6 +19,7 @@
 #include "kernels/cuda/attention_wgmma.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/matmul.cuh"
+#include "kernels/cuda/matmul_stream.cuh"
 #include "cuda_test_fixture.h"
 
 namespace tachyon::kernels {
@@ -97,8 +98,16 @@ TEST_F(CudaKernels, MatmulRowIsBitIdenticalWhateverTheBatchOrKernel) {
 // n-tile), with a short last segment (k = 1100) and a bias: the bits of the prefill kernel's rows.
 // At 3 and 8 rows of k 12288 and 8 rows of k 6144, x does not fit whole and comes by segments:
 // two rounds (n 12000), one round of 3-4 n-tiles and a ragged last one (n 4100: down's shape),
-// one n-tile per CTA (n 520: most warps have no unit in most segments).
+// one n-tile per CTA (n 520: most warps have no unit in most segments). Where a matrix has more
+// n-tiles than the rings' first fill (n 8200 of k 1100, n 12000, n 4100 at one row) the CTAs take
+// the rest from a counter, which every launch leaves at zero.
 TEST_F(CudaKernels, StreamingDecodeMatmulGivesTheBitsOfEveryOtherKernel) {
+  if (!std::getenv("TACHYON_STREAM_TAKEN")) {
+    EXPECT_TRUE(cuda::stream_tiles(1, 8200, 1100).taken);
+    EXPECT_TRUE(cuda::stream_tiles(8, 8200, 1100).taken);
+    EXPECT_TRUE(cuda::stream_tiles(1, 4100, 12288).taken);
+    EXPECT_FALSE(cuda::stream_tiles(1, 1000, 4096).taken);  // 125 n-tiles: one CTA each
+  }
   for (auto [n, k] : {std::pair{int64_t{8200}, int64_t{1100}}, {12000, 12288}, {1000, 4096}, {4100, 12288},
                       {520, 6144}}) {
     const int64_t big = 72;
@@ -121,7 +130,58 @@ TEST_F(CudaKernels, StreamingDecodeMatmulGivesTheBitsOfEveryOtherKernel) {
       }
     }
     cuda::set_decode_matmul_variant(cuda::kDecodeAuto);
+    EXPECT_TRUE(cuda_stream_tile_counters_are_zero(*gpu)) << "n " << n << ", k " << k;
   }
+}
+
+// Taken n-tiles between launches that follow one another without a host wait (each starts
+// streaming during the one before): a launch that read a counter before the previous one had
+// reset it would skip or repeat n-tiles. 40 launches of three shapes in turn, directly and as a
+// replayed graph: every output the bits of the same launch alone.
+TEST_F(CudaKernels, StreamingMatmulsBackToBackTakeEveryNTileOnce) {
+  struct Shape {
+    int64_t n, k;
+  };
+  const std::vector<Shape> shapes = {{8200, 1100}, {4100, 4096}, {24000, 512}};
+  cuda::set_decode_matmul_variant(cuda::kDecodeStream);
+  std::vector<Weight> weights;
+  std::vector<float*> xs, alone;
+  for (const Shape& sh : shapes) {
+    if (!std::getenv("TACHYON_STREAM_TAKEN")) {
+      EXPECT_TRUE(cuda::stream_tiles(1, sh.n, sh.k).taken) << sh.n;
+    }
+    const auto wb = to_bf16(random_vec(static_cast<size_t>(sh.n * sh.k), rng, 0.05f));
+    weights.push_back(gpu->upload_weight(Weight{wb.data(), DType::BF16, sh.n, sh.k}));
+    xs.push_back(upload(random_vec(static_cast<size_t>(sh.k), rng)));
+    alone.push_back(poisoned(static_cast<size_t>(sh.n)));
+    gpu->matmul(xs.back(), 1, weights.back(), nullptr, alone.back());
+    gpu->synchronize();
+  }
+  std::vector<float*> outs;
+  for (int i = 0; i < 40; ++i) outs.push_back(poisoned(static_cast<size_t>(shapes[static_cast<size_t>(i) % 3].n)));
+  for (bool graphs : {false, true}) {
+    cuda_graphs_enable(*gpu, graphs);
+    for (int pass = 0; pass < (graphs ? 2 : 1); ++pass) {  // with graphs: captured, then replayed
+      for (int i = 0; i < 40; ++i) {
+        const std::vector<float> poison(static_cast<size_t>(shapes[static_cast<size_t>(i) % 3].n), NAN);
+        gpu->copy_to_device(outs[static_cast<size_t>(i)], poison.data(), poison.size() * sizeof(float));
+      }
+      gpu->synchronize();
+      for (int i = 0; i < 40; ++i) {
+        const size_t s = static_cast<size_t>(i) % shapes.size();
+        gpu->matmul(xs[s], 1, weights[s], nullptr, outs[static_cast<size_t>(i)]);
+      }
+      for (int i = 0; i < 40; ++i) {
+        const size_t s = static_cast<size_t>(i) % shapes.size(), n = static_cast<size_t>(shapes[s].n);
+        const auto got = download(outs[static_cast<size_t>(i)], n), expect = download(alone[s], n);
+        EXPECT_EQ(0, std::memcmp(got.data(), expect.data(), n * sizeof(float)))
+            << "launch " << i << (graphs ? ", graphs, pass " + std::to_string(pass) : ", direct");
+      }
+      EXPECT_TRUE(cuda_stream_tile_counters_are_zero(*gpu));
+    }
+  }
+  cuda_graphs_enable(*gpu, false);
+  cuda::set_decode_matmul_variant(cuda::kDecodeAuto);
 }
 
 // gated_matmul applies the activation while converting the wgmma kernel's input (prefill rows)
