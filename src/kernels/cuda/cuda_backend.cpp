@@ -499,9 +499,10 @@ class CudaBackend final : public Backend {
     if (cuda::lab_skips("qkv_norm_rope_write_kv")) return;
     if (rows > 0) {
       Scope scope(this, "qkv_norm_rope_write_kv");
+      const cuda::DeviceAttentionMeta dmeta = device_meta(meta, rows);
       cuda::QkPrologue dp;
-      if (device_prologue(p, kv, rows, dp) &&
-          cuda::qkv_norm_rope_write_kv(qkv, q, rows, dp, device_meta(meta, rows), kv.k, kv.v, kv.block_size, stream_))
+      if (device_prologue(p, kv, meta, dmeta, rows, dp) &&
+          cuda::qkv_norm_rope_write_kv(qkv, q, rows, dp, dmeta, kv.k, kv.v, kv.block_size, stream_))
         return;
     }
     Backend::qkv_norm_rope_write_kv(qkv, rows, p, kv, meta, q, k, v);
@@ -517,12 +518,13 @@ class CudaBackend final : public Backend {
     if (fuse && rows >= 2 && !cuda::lab_skips("qkv_norm_rope_write_kv") && !cuda::lab_skips("attention") &&
         one_row_per_sequence(meta, rows)) {
       Scope scope(this, "attention");
+      const cuda::DeviceAttentionMeta dmeta = device_meta(meta, rows);
       cuda::QkPrologue dp;
-      if (device_prologue(p, kv, rows, dp)) {
+      if (device_prologue(p, kv, meta, dmeta, rows, dp)) {
         const cuda::AttentionShape shape = attention_shape(kv, params);
         decode_rows_.resize(static_cast<size_t>(rows));
         std::iota(decode_rows_.begin(), decode_rows_.end(), 0);
-        decode_attention(qkv, &dp, kv, meta, shape, device_meta(meta, rows), out);
+        decode_attention(qkv, &dp, kv, meta, shape, dmeta, out);
         return;
       }
     }
@@ -771,8 +773,10 @@ class CudaBackend final : public Backend {
 
   // The prologue's arguments in device memory, its host arrays staged: call it inside the op's
   // Scope (staged outside, they go to the mirror, whose addresses change the step's graph key).
-  // False, with nothing staged, for shapes the fused kernels do not cover.
-  bool device_prologue(const QkvPrologue& p, const PagedKv& kv, int64_t rows, cuda::QkPrologue& dp) {
+  // Positions that are the attention meta's are not staged twice (dmeta holds them). False, with
+  // nothing staged, for shapes the fused kernels do not cover.
+  bool device_prologue(const QkvPrologue& p, const PagedKv& kv, const AttentionMeta& meta,
+                       const cuda::DeviceAttentionMeta& dmeta, int64_t rows, cuda::QkPrologue& dp) {
     const auto norm_fits = [&](const Weight* w) {
       return !w || (w->dtype == DType::F32 && w->cols == kv.head_dim);
     };
@@ -791,7 +795,7 @@ class CudaBackend final : public Backend {
     dp.interleaved = rope.interleaved ? 1 : 0;
     if (!cuda::prologue_supported(dp)) return false;
     dp.inv_freq = dp.half > 0 ? staged(rope.inv_freq.data(), rope.inv_freq.size()) : nullptr;
-    dp.positions = staged(p.positions, rows);
+    dp.positions = p.positions == meta.positions ? dmeta.positions : staged(p.positions, rows);
     return true;
   }
   // Every row the only one of its sequence (rows of a sequence are consecutive), no tree rows.

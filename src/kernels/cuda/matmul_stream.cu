@@ -506,16 +506,18 @@ unsigned* stream_tile_counters(cudaStream_t stream) {
   return taken;
 }
 
-// Taken n-tiles where there are more than the ring's first fill (first_static per CTA, in units
-// at least the ring's slots); TACHYON_STREAM_TAKEN=0 keeps the contiguous shares (A/B runs).
-// `probe`: only whether it would, without a stream.
-TileSchedule tile_schedule(int n_tiles, int grid, int kp_count, int slots, cudaStream_t stream, bool probe = false) {
+// The n-tiles per CTA of the ring's first fill (in units at least the ring's slots) where there
+// are more n-tiles than those, else 0: fixed shares. TACHYON_STREAM_TAKEN=0 keeps fixed shares
+// (A/B runs).
+int first_static_tiles(int n_tiles, int grid, int kp_count, int slots) {
   static const bool on = !env_turned_off("TACHYON_STREAM_TAKEN");
   const int num_segments = static_cast<int>(ceil_div(kp_count, kUnitPairs));
   const int first_static = static_cast<int>(ceil_div(slots, num_segments));
-  if (!on || n_tiles <= static_cast<int64_t>(first_static) * grid) return {};
-  if (probe) return {reinterpret_cast<unsigned*>(1), first_static};  // not dereferenced
-  unsigned* taken = stream_tile_counters(stream);
+  return on && n_tiles > static_cast<int64_t>(first_static) * grid ? first_static : 0;
+}
+TileSchedule tile_schedule(int n_tiles, int grid, int kp_count, int slots, cudaStream_t stream) {
+  const int first_static = first_static_tiles(n_tiles, grid, kp_count, slots);
+  unsigned* taken = first_static > 0 ? stream_tile_counters(stream) : nullptr;
   return taken ? TileSchedule{taken, first_static} : TileSchedule{};
 }
 
@@ -562,8 +564,8 @@ StreamTiles stream_tiles(int64_t rows, int64_t n, int64_t k) {
   const int n_tiles = static_cast<int>(ceil_div(n, 8));
   const int grid = std::min(device_attribute(cudaDevAttrMultiProcessorCount), n_tiles);
   const int kp_count = static_cast<int>(round_up(k, kMmaColPad) / 32);
-  const TileSchedule s = tile_schedule(n_tiles, grid, kp_count, stream_slots(rows, k), nullptr, true);
-  return {s.taken != nullptr, s.first_static * grid};
+  const int first_static = first_static_tiles(n_tiles, grid, kp_count, stream_slots(rows, k));
+  return {first_static > 0, first_static * grid};
 }
 
 bool stream_tile_counters_are_zero(cudaStream_t stream) {
