@@ -61,13 +61,14 @@ def summary(values, variants):
             if "A" not in per_variant:
                 continue
             a = statistics.median(per_variant["A"])
-            cells = [f"{a:.1f}"]
+            digits = 3 if abs(a) < 10 else 1  # ratios (1.029) keep their digits
+            cells = [f"{a:.{digits}f}"]
             for v in others:
                 if v not in per_variant:
                     cells.append("")
                     continue
                 b = statistics.median(per_variant[v])
-                cells.append(f"{b:.1f} ({b / a:.3f})" if a else f"{b:.1f}")
+                cells.append(f"{b:.{digits}f} ({b / a:.3f})" if a else f"{b:.{digits}f}")
             out.append(f"| {name} | " + " | ".join(cells) + " |")
         out.append("")
     return "\n".join(out)

@@ -599,7 +599,9 @@ int main(int argc, char** argv) {
   // greedy over logits returned to the host, sampled on the device (Batch::sampling: temperature
   // 0.7, top-p 0.9), or sampled on the host over returned logits (what the engine did before
   // the device kernel; the host draw is timed too).
-  enum class Tokens { DeviceArgmax, HostLogits, DeviceSampled, HostSampled };
+  // Overlapped: greedy on the device, each step issued before the last one's tokens are read, its
+  // rows reading them on the device (the engine's overlapped decoding, EngineConfig::overlap_steps).
+  enum class Tokens { DeviceArgmax, HostLogits, DeviceSampled, HostSampled, Overlapped };
   struct DecodeCase {
     int batch;
     Tokens tokens;
@@ -615,14 +617,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "TACHYON_TIMELINE_CSV needs a build with -DTACHYON_TIMELINE=1\n");
     return 2;
   }
-  for (auto [b, tokens] : {DecodeCase{1, Tokens::DeviceArgmax}, DecodeCase{1, Tokens::HostLogits},
-                           DecodeCase{1, Tokens::DeviceSampled}, DecodeCase{1, Tokens::HostSampled},
-                           DecodeCase{4, Tokens::DeviceArgmax}, DecodeCase{8, Tokens::DeviceArgmax},
+  for (auto [b, tokens] : {DecodeCase{1, Tokens::DeviceArgmax}, DecodeCase{1, Tokens::Overlapped},
+                           DecodeCase{1, Tokens::HostLogits}, DecodeCase{1, Tokens::DeviceSampled},
+                           DecodeCase{1, Tokens::HostSampled}, DecodeCase{4, Tokens::DeviceArgmax},
+                           DecodeCase{8, Tokens::DeviceArgmax}, DecodeCase{8, Tokens::Overlapped},
                            DecodeCase{8, Tokens::DeviceSampled}, DecodeCase{8, Tokens::HostSampled},
                            DecodeCase{32, Tokens::DeviceArgmax}, DecodeCase{64, Tokens::DeviceArgmax},
-                           DecodeCase{64, Tokens::HostLogits}, DecodeCase{64, Tokens::DeviceSampled}}) {
-    const bool argmax = tokens == Tokens::DeviceArgmax;
-    if (decode_quick ? !argmax || b > 8 : b == 4) continue;  // batch 4 (a verification's rows): quick runs
+                           DecodeCase{64, Tokens::Overlapped}, DecodeCase{64, Tokens::HostLogits},
+                           DecodeCase{64, Tokens::DeviceSampled}}) {
+    const bool argmax = tokens == Tokens::DeviceArgmax, overlapped = tokens == Tokens::Overlapped;
+    if (decode_quick ? !(argmax || overlapped) || b > 8 : b == 4) continue;  // batch 4 (a verification's rows): quick runs
     const bool host_logits = tokens == Tokens::HostLogits || tokens == Tokens::HostSampled;
     std::vector<kv::SeqId> seqs;
     std::vector<int32_t> pos(static_cast<size_t>(b), prompt_len), next(static_cast<size_t>(b));
@@ -635,7 +639,7 @@ int main(int argc, char** argv) {
     batch.argmax_only = true;
     auto out = model->forward(batch, kv);
     std::vector<double> tps;
-    const bool profile_case = profile && !host_logits;
+    const bool profile_case = profile && !host_logits && !overlapped;
     // Where a timed step's host time went: issuing the recorded ops (graph replay), waiting for the
     // device, and the rest (the model's host code recording the step, the batch, the host draw),
     // during which the device idles: the step's graph runs only once it is recorded.
@@ -648,10 +652,19 @@ int main(int argc, char** argv) {
       if (r == 1) graphs_before = kernels::cuda_graph_counters(*backend);
       if (r == timeline_run) kernels::cuda::timeline_start(1u << 24);
       double s = 0;  // forward time (a host argmax over returned logits is the benchmark's), plus a host draw
+      const double t_run = now();
       for (int step = 0; step < decode_steps; ++step) {
         batch.clear();
         const double t_draw = now();
-        for (int i = 0; i < b; ++i) {
+        if (overlapped && step > 0) {  // the rows read the last step's tokens where it left them
+          static constexpr int32_t kOnDevice = 0;
+          for (int i = 0; i < b; ++i) {
+            kv.reserve(seqs[i], pos[i] + 1);
+            batch.add(seqs[i], std::span<const int32_t>(&kOnDevice, 1), pos[i]++, model::LogitRows::Last);
+          }
+          batch.device_tokens = out.device_ids;
+        }
+        for (int i = 0; i < b && !batch.device_tokens; ++i) {
           if (out.argmax.empty()) {
             const std::span<const float> row(out.logits.data() + size_t(i) * c.vocab_size, size_t(c.vocab_size));
             next[i] = tokens == Tokens::HostSampled
@@ -664,18 +677,23 @@ int main(int argc, char** argv) {
           batch.add(seqs[i], std::span<const int32_t>(&next[i], 1), pos[i]++, model::LogitRows::Last);
         }
         if (tokens == Tokens::HostSampled) s += now() - t_draw;
-        batch.argmax_only = argmax;
+        batch.argmax_only = argmax || overlapped;
         if (tokens == Tokens::DeviceSampled)
           for (int i = 0; i < b; ++i) batch.sampling.push_back(sampling_at(double(draws() >> 11) * 0x1p-53));
         const bool prof = profile_case && r == runs + 1;
         if (prof) kernels::cuda_profile_enable(*backend, true);
+        batch.read_tokens_later = overlapped;
         const double t0 = now();
         {
           // A plain decode step, as the engine marks it: recorded and replayed as a CUDA graph.
           const kernels::RepeatingStepHint hint(*backend, true);
-          out = model->forward(batch, kv);
+          model::StepOutput issued = model->forward(batch, kv);
+          model::collect_tokens(*backend, out);  // overlapped: the step before, which ran meanwhile
+          out = std::move(issued);
         }
+        if (overlapped && step + 1 == decode_steps) model::collect_tokens(*backend, out);
         s += now() - t0;
+        if (overlapped) s = now() - t_run;  // the host's work between the steps runs beside the device
         if (prof) {
           kernels::cuda_profile_enable(*backend, false);
           std::printf("\nprofile, decode step at batch %d (GPU time per op; events serialise the stream)\n%s\n", b,
@@ -704,7 +722,16 @@ int main(int argc, char** argv) {
                   b, timed_seconds * us - wait, timed_seconds * us, issue, wait, replays, replay_us, direct);
     }
     const double ctx = prompt_len + (runs + 1) * decode_steps / 2.0;
-    if (!argmax) {
+    const double roof = copy_gbps * 1e9 / (weight_bytes + kv_bytes_per_position * ctx);
+    if (overlapped) {
+      if (b == 1) std::printf("| decode batch 1 tok/s, overlapped (the engine's steps) | %.1f | %.1f | %.1f%% |\n", d, roof,
+                              100 * d / roof);
+      else std::printf("| decode batch %d tok/s, overlapped (the engine's steps) | %.1f | %.1fx batch 1 | |\n", b, d,
+                       d / batch1);
+      std::printf("| decode batch %d overlapped over each step read first | %.3f | | |\n", b, d / greedy_tps[b]);
+      engine["decode_" + std::to_string(b) + "_overlapped"] = {{"tok_s", d}, {"runs", tps}, {"roofline_tok_s", roof},
+                                                               {"vs_read_first", d / greedy_tps[b]}};
+    } else if (!argmax) {
       static const char* const label[] = {"", "all logits to the host", "sampled on the device",
                                           "sampled on the host (logits returned)"};
       static const char* const key[] = {"", "_host_logits", "_sampled_device", "_sampled_host"};
@@ -714,7 +741,6 @@ int main(int argc, char** argv) {
     } else if (b == 1) {
       batch1 = d;
       const double bytes = weight_bytes + kv_bytes_per_position * ctx;
-      const double roof = copy_gbps * 1e9 / bytes;
       std::printf("| decode batch 1 tok/s | %.1f | %.1f | %.1f%% |\n", d, roof, 100 * d / roof);
       engine["decode_1"] = {{"tok_s", d}, {"runs", tps}, {"bytes_per_token", bytes}, {"avg_context", ctx},
                             {"roofline_tok_s", roof}, {"ratio", d / roof}};

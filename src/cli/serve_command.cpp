@@ -1,6 +1,6 @@
 // `tachyon serve [MODEL] [--host 127.0.0.1] [--port 8000] [--api-key KEY] [--max-concurrent N]
-// [--ctx-size N] [--kv-blocks N | --kv-memory GiB] [--prefix-cache on|off] ...`: serves the
-// OpenAI and Anthropic APIs (src/server) over the continuous-batching engine. With no model
+// [--ctx-size N] [--kv-blocks N | --kv-memory GiB] [--prefix-cache on|off] [--step-overlap auto|on|off]
+// ...`: serves the OpenAI and Anthropic APIs (src/server) over the continuous-batching engine. With no model
 // it serves the embedded tachyon-demo. SIGINT/SIGTERM stop it cleanly.
 #include <pthread.h>
 #include <signal.h>
@@ -32,7 +32,7 @@ namespace tachyon::cli {
 namespace {
 
 struct ServeOptions {
-  std::string model_dir, device, prefix_cache = "on", served_name, tool_parser;
+  std::string model_dir, device, prefix_cache = "on", served_name, tool_parser, step_overlap = "auto";
   server::ServerOptions server;
   int32_t max_concurrent = 16, ctx_size = 0, kv_blocks = 0, max_tokens_per_step = 512;
   double kv_memory_gib = 1.0;
@@ -98,6 +98,9 @@ Command add_serve_command(CLI::App& app) {
       ->check(CLI::PositiveNumber)->excludes(blocks)->capture_default_str();
   cmd->add_option("--prefix-cache", opt->prefix_cache, "Automatic prefix caching")
       ->check(CLI::IsMember({"on", "off"}))->capture_default_str();
+  cmd->add_option("--step-overlap", opt->step_overlap,
+                  "Issue each plain decode step before the last one's tokens are read (auto: on a GPU)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
   cmd->add_option("--max-tokens-per-step", opt->max_tokens_per_step, "Token budget of one step (chunked prefill)")
       ->check(CLI::Range(16, 1 << 20))->capture_default_str();
   cmd->add_option("--max-queue", opt->server.max_in_flight, "Generation requests queued or running before 429")
@@ -161,6 +164,9 @@ Command add_serve_command(CLI::App& app) {
     engine_config.kv_memory_bytes = static_cast<size_t>(opt->kv_memory_gib * double(size_t{1} << 30));
     engine_config.max_context = opt->ctx_size;
     engine_config.prefix_cache = opt->prefix_cache == "on";
+    engine_config.overlap_steps = opt->step_overlap == "on"    ? engine::EngineConfig::Overlap::On
+                                  : opt->step_overlap == "off" ? engine::EngineConfig::Overlap::Off
+                                                               : engine::EngineConfig::Overlap::Auto;
     // Every token's bytes, as a trie, for constrained decoding (json_object, forced tool calls).
     engine_config.vocabulary = progress.stage("token trie", [&] {
       return std::make_shared<const sampling::TokenVocabulary>(tokenizer::token_byte_strings(*served.tokenizer));

@@ -38,6 +38,12 @@ struct EngineConfig {
   size_t kv_memory_bytes = size_t{1} << 30;
   int32_t max_context = 0;            // 0: the model's max_position_embeddings
   bool prefix_cache = true;
+  // Overlapped decoding: a plain decode step is issued before the tokens of the step before it
+  // are read (its rows read them on the device), so the device does not idle while the host
+  // reads, decides and records. Outputs are the same either way. Auto: on where the backend
+  // runs asynchronously (a GPU; on the CPU it would only move work around).
+  enum class Overlap { Auto, On, Off };
+  Overlap overlap_steps = Overlap::Auto;
   // Token byte strings for constrained decoding (GenerationRequest::grammar); null: requests
   // with a grammar are refused.
   std::shared_ptr<const sampling::TokenVocabulary> vocabulary;

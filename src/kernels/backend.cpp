@@ -70,6 +70,8 @@ void Backend::top_two(const float* x, int64_t rows, int64_t n, TopTwo* out) {
 void Backend::embedding_device_ids(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) {
   std::vector<int32_t> host(static_cast<size_t>(rows));
   copy_to_host(host.data(), ids, host.size() * sizeof(int32_t));
+  for (int32_t& id : host)
+    if (id < 0 || id >= table.rows) id = 0;
   embedding(table, host.data(), rows, scale, out);
 }
 

@@ -43,6 +43,25 @@ class Backend {
   void set_loading_draft_weights(bool on) { loading_draft_weights_ = on; }
   virtual void copy_to_host(void* host_dst, const void* device_src, size_t bytes) = 0;
   virtual void copy_to_device(void* device_dst, const void* host_src, size_t bytes) = 0;
+  // A read the caller collects later, so that the host can prepare the next step while the
+  // device still runs this one (the engine's overlapped decode steps): copies `bytes` of device
+  // memory behind every op issued so far, sends those ops to the device and returns without
+  // waiting. wait_host_read(read) waits for that copy only (not for ops issued after it) and
+  // leaves the bytes in `host_dst`, which must stay valid until then. Reads are collected in
+  // the order they were started; one may be outstanding while the next step is issued. The
+  // default reads at once (a backend whose ops complete before they return).
+  struct HostRead {
+    uint64_t id = 0;  // 0: the bytes are in place already (nothing to wait for)
+  };
+  virtual HostRead copy_to_host_later(void* host_dst, const void* device_src, size_t bytes) {
+    copy_to_host(host_dst, device_src, bytes);
+    return {};
+  }
+  virtual void wait_host_read(HostRead read) { (void)read; }
+  // True when ops return before the device has run them (a GPU): then the host can prepare a
+  // step while the device runs the one before (copy_to_host_later). False: ops complete before
+  // they return, and issuing a step early only moves work around.
+  virtual bool runs_asynchronously() const { return false; }
   // Backend memory to backend memory, ordered after the ops issued before it (non-overlapping
   // ranges). The default bounces through the host.
   virtual void copy_on_device(void* dst, const void* src, size_t bytes);
@@ -161,7 +180,10 @@ class Backend {
   // default copies the rows to the host and back.
   virtual void top_two(const float* x, int64_t rows, int64_t n, TopTwo* out);
   // embedding() with `ids` in device memory (a previous forward's top_two: a drafter feeds its
-  // chain without a round trip). The default copies the ids to the host first.
+  // chain without a round trip; the tokens of a step whose host read is still pending). An id
+  // outside [0, table.rows) reads row 0: a draw that found no finite logit marks its row -1,
+  // and the step that read it is dropped when its own read reports that. The default copies
+  // the ids to the host first.
   virtual void embedding_device_ids(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out);
 
   // ---- Ops added for MoE / MLA / linear-attention architectures. The defaults throw, so a

@@ -80,6 +80,15 @@ void Batch::clear() {
   sampling.clear();
   device_tokens = nullptr;
   top_two = nullptr;
+  read_tokens_later = false;
+}
+
+void collect_tokens(kernels::Backend& backend, StepOutput& out) {
+  if (!out.tokens_pending) return;
+  out.tokens_pending = false;
+  if (out.pending_read.id != 0) backend.wait_host_read(out.pending_read);
+  for (size_t r = 0; r < out.argmax.size(); ++r)  // a backend's sample_tokens marks a row without a finite logit
+    if (out.argmax[r] < 0) throw Error("logit row {} has no finite logit: no token to sample", r);
 }
 
 }  // namespace tachyon::model

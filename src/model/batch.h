@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/ops.h"
 #include "kv/kv_cache.h"
 
@@ -41,6 +42,11 @@ struct Batch {
   //   returns no logits (nothing is read back, so the step does not wait for the device).
   const int32_t* device_tokens = nullptr;
   kernels::TopTwo* top_two = nullptr;
+  // With argmax_only or sampling: the forward returns once the step is issued, before its
+  // tokens are known (StepOutput::tokens_pending; collect_tokens waits for them). The host can
+  // then issue the next step, its rows reading these tokens on the device through
+  // device_tokens = StepOutput::device_ids, while the device runs this one (overlapped decode).
+  bool read_tokens_later = false;
   // Draft trees (speculative tree verification, see kernels/ops.h kMaxTreeDepth): per row the
   // first physical position of its tree (-1 for rows outside trees) and the node index of its
   // ancestor at each depth. Both empty while the batch holds no tree.
@@ -68,11 +74,21 @@ struct StepOutput {
   // [logit_rows.size()] the rows' tokens when Batch::argmax_only or Batch::sampling (then
   // `logits` is empty).
   std::vector<int32_t> argmax;
+  // Batch::read_tokens_later: `argmax` is filled by collect_tokens. device_ids holds the same
+  // tokens on the device until the next forward of the model writes its own (after its rows
+  // have read these, when it takes them as device_tokens).
+  bool tokens_pending = false;
+  kernels::Backend::HostRead pending_read;
+  const int32_t* device_ids = nullptr;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   std::span<const float> logits_row(size_t i) const {
     return {logits.data() + i * vocab_size, static_cast<size_t>(vocab_size)};
   }
 };
+
+// Waits for a forward's tokens read later (Batch::read_tokens_later); nothing if none pending.
+// Throws, as the forward would have, when a row had no finite logit to draw from.
+void collect_tokens(kernels::Backend& backend, StepOutput& out);
 
 }  // namespace tachyon::model

@@ -20,6 +20,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/grouped_matmul.cuh"
+#include "kernels/cuda/host_reads.h"
 #include "kernels/cuda/linear_attention.cuh"
 #include "kernels/cuda/matmul.cuh"
 #include "kernels/cuda/matmul_stream.cuh"
@@ -176,6 +177,7 @@ class CudaBackend final : public Backend {
     TACHYON_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     mirror_ = std::make_unique<DeviceMirror>(stream_);
     graphs_ = std::make_unique<cuda::StepGraphs>(stream_);
+    reads_ = std::make_unique<cuda::HostReads>(stream_);
     // By default graphs record the forwards their callers mark as repeating (the engine's plain
     // and draft-chain decode steps, the model drafters' chains: on the launch-bound demo model
     // +16-26% plain, +4-44% prompt lookup) and nothing else: prefill chunks change shape, and
@@ -200,6 +202,7 @@ class CudaBackend final : public Backend {
     }
     cudaStreamSynchronize(stream_);
     graphs_.reset();
+    reads_.reset();
     mirror_.reset();
     moe_.reset();
     for (void* p : owned_) cudaFree(p);
@@ -288,6 +291,34 @@ class CudaBackend final : public Backend {
     host_read_flush_seconds_ += std::chrono::duration<double>(t1 - t0).count();
     host_read_wait_seconds_ += std::chrono::duration<double>(Clock::now() - t1).count();
     graphs_->reset();  // between ops, after a synchronisation: the staging area starts over
+  }
+  HostRead copy_to_host_later(void* dst, const void* src, size_t bytes) override {
+    using Clock = std::chrono::steady_clock;
+    const auto t0 = Clock::now();
+    settle();
+    void* pinned = reads_->begin(dst, bytes);
+    const bool record = graphs_->enabled && !profile_->enabled;
+    if (record) {  // part of the step's graph: a replayed step copies its result too
+      thread_local std::string key;
+      key.clear();
+      cuda::append_key(key, pinned, src, bytes);
+      graphs_->record(key, [=](cudaStream_t s) {
+        TACHYON_CUDA_CHECK(cudaMemcpyAsync(pinned, src, bytes, cudaMemcpyDeviceToHost, s));
+      });
+    }
+    flush();
+    if (!record) TACHYON_CUDA_CHECK(cudaMemcpyAsync(pinned, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    const HostRead read{reads_->started()};
+    // The next step stages its host arrays in the other bank while this one may still read its own.
+    graphs_->switch_bank();
+    host_read_flush_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+    return read;
+  }
+  bool runs_asynchronously() const override { return true; }
+  void wait_host_read(HostRead read) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    reads_->wait(read.id);
+    host_read_wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   void copy_to_device(void* dst, const void* src, size_t bytes) override {
     settle();
@@ -381,7 +412,8 @@ class CudaBackend final : public Backend {
   // ids: device memory.
   void embed(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) {
     TACHYON_CHECK(table.layout == WeightLayout::MmaFragments || table.dtype == DType::F32, "embedding table layout");
-    cuda::embedding(table.data, table.layout == WeightLayout::MmaFragments, table.cols, ids, rows, scale, out, stream_);
+    cuda::embedding(table.data, table.layout == WeightLayout::MmaFragments, table.rows, table.cols, ids, rows, scale, out,
+                    stream_);
   }
   void rms_norm(const float* x, const Weight& w, int64_t rows, int64_t dim, float eps, float weight_offset,
                 float* out) override {
@@ -877,6 +909,7 @@ class CudaBackend final : public Backend {
   std::map<const void*, const void*> core_copies_;  // fragment-packed matrix -> its core-matrix copy
   std::unique_ptr<DeviceMirror> mirror_;
   std::unique_ptr<cuda::StepGraphs> graphs_;
+  std::unique_ptr<cuda::HostReads> reads_;  // copy_to_host_later
   std::unique_ptr<OpProfile> profile_;
   unsigned* counters_ = nullptr;  // split-K matmul: one zeroed counter per column group
   size_t num_counters_ = 0;

@@ -7,10 +7,10 @@
 namespace tachyon::kernels::cuda {
 namespace {
 
-__global__ void embedding_kernel(const void* __restrict__ table, bool packed, int64_t dim,
+__global__ void embedding_kernel(const void* __restrict__ table, bool packed, int64_t vocab, int64_t dim,
                                  const int32_t* __restrict__ ids, float scale, float* __restrict__ out) {
   pdl_enter();
-  const int64_t r = blockIdx.x, id = ids[r];
+  const int64_t r = blockIdx.x, given = ids[r], id = given >= 0 && given < vocab ? given : 0;
   for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
     const float v = packed ? __bfloat162float(static_cast<const __nv_bfloat16*>(table)[mma_fragment_index(id, c, dim)])
                            : static_cast<const float*>(table)[id * dim + c];
@@ -140,10 +140,11 @@ unsigned blocks_for(int64_t n) { return static_cast<unsigned>(ceil_div(n, 256));
 
 }  // namespace
 
-void embedding(const void* table, bool fragment_packed, int64_t dim, const int32_t* ids, int64_t rows, float scale,
-               float* out, cudaStream_t stream) {
+void embedding(const void* table, bool fragment_packed, int64_t vocab, int64_t dim, const int32_t* ids, int64_t rows,
+               float scale, float* out, cudaStream_t stream) {
   if (rows == 0) return;
-  launch(embedding_kernel, static_cast<unsigned>(rows), 256, 0, stream, table, fragment_packed, dim, ids, scale, out);
+  launch(embedding_kernel, static_cast<unsigned>(rows), 256, 0, stream, table, fragment_packed, vocab, dim, ids, scale,
+         out);
 }
 
 void gated_activation(const float* gate_up, int64_t rows, int64_t dim, Activation act, float* out,

@@ -11,8 +11,9 @@
 namespace tachyon::kernels::cuda {
 
 // out[r, :] = table[ids[r], :] * scale; table bf16 fragment-packed [vocab, dim] or f32 row-major.
-void embedding(const void* table, bool fragment_packed, int64_t dim, const int32_t* ids, int64_t rows, float scale,
-               float* out, cudaStream_t stream);
+// An id outside [0, vocab) reads row 0 (Backend::embedding_device_ids).
+void embedding(const void* table, bool fragment_packed, int64_t vocab, int64_t dim, const int32_t* ids, int64_t rows,
+               float scale, float* out, cudaStream_t stream);
 // out[r, i] = act(gate_up[r, i]) * gate_up[r, dim + i]
 void gated_activation(const float* gate_up, int64_t rows, int64_t dim, Activation act, float* out,
                       cudaStream_t stream);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "base/error.h"
 #include "kernels/cuda/common.cuh"
 
 namespace tachyon::kernels::cuda {
@@ -23,15 +24,19 @@ StepGraphs*& active_step_graphs() {
   return graphs;
 }
 
-StepGraphs::StepGraphs(cudaStream_t stream) : stream_(stream) {}
+StepGraphs::StepGraphs(cudaStream_t stream) : stream_(stream) {
+  for (auto& e : bank_done_) TACHYON_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+}
 
 StepGraphs::~StepGraphs() {
   for (auto& [key, e] : graphs_)
     if (e.exec) cudaGraphExecDestroy(e.exec);
-  for (auto& seg : segments_) {
-    if (seg.host) cudaFreeHost(seg.host);
-    if (seg.device) cudaFree(seg.device);
-  }
+  for (auto& bank : banks_)
+    for (auto& seg : bank) {
+      if (seg.host) cudaFreeHost(seg.host);
+      if (seg.device) cudaFree(seg.device);
+    }
+  for (auto& e : bank_done_) cudaEventDestroy(e);
 }
 
 void StepGraphs::record(std::string_view key, std::function<void(cudaStream_t)> op) {
@@ -42,15 +47,16 @@ void StepGraphs::record(std::string_view key, std::function<void(cudaStream_t)> 
 
 const void* StepGraphs::stage(const void* host, size_t bytes) {
   if (bytes == 0) return nullptr;
+  std::vector<Segment>& segments = banks_[bank_];
   for (;; ++current_) {
-    if (current_ == segments_.size()) {
+    if (current_ == segments.size()) {
       Segment seg;
-      seg.capacity = std::max<size_t>({2 * bytes, size_t{1} << 20, segments_.empty() ? 0 : segments_.back().capacity});
+      seg.capacity = std::max<size_t>({2 * bytes, size_t{1} << 20, segments.empty() ? 0 : segments.back().capacity});
       TACHYON_CUDA_CHECK(cudaMallocHost(&seg.host, seg.capacity));
       TACHYON_CUDA_CHECK(cudaMalloc(&seg.device, seg.capacity));
-      segments_.push_back(seg);
+      segments.push_back(seg);
     }
-    Segment& seg = segments_[current_];
+    Segment& seg = segments[current_];
     const size_t offset = (seg.used + kAlign - 1) / kAlign * kAlign;
     if (offset + bytes <= seg.capacity) {
       std::memcpy(seg.host + offset, host, bytes);
@@ -61,12 +67,23 @@ const void* StepGraphs::stage(const void* host, size_t bytes) {
 }
 
 void StepGraphs::reset() {
-  for (auto& seg : segments_) seg.used = seg.uploaded = 0;
+  for (auto& bank : banks_)
+    for (auto& seg : bank) seg.used = seg.uploaded = 0;
+  bank_ = 0;
+  current_ = 0;
+}
+
+void StepGraphs::switch_bank() {
+  TACHYON_CHECK(ops_.empty(), "switch_bank with ops recorded and not flushed");
+  TACHYON_CUDA_CHECK(cudaEventRecord(bank_done_[bank_], stream_));
+  bank_ ^= 1;
+  TACHYON_CUDA_CHECK(cudaEventSynchronize(bank_done_[bank_]));  // returns at once if never recorded
+  for (auto& seg : banks_[bank_]) seg.used = seg.uploaded = 0;
   current_ = 0;
 }
 
 void StepGraphs::issue(cudaStream_t stream) {
-  for (auto& seg : segments_)
+  for (auto& seg : banks_[bank_])
     if (seg.used > seg.uploaded)
       TACHYON_CUDA_CHECK(cudaMemcpyAsync(seg.device + seg.uploaded, seg.host + seg.uploaded, seg.used - seg.uploaded,
                                          cudaMemcpyHostToDevice, stream));
@@ -74,11 +91,12 @@ void StepGraphs::issue(cudaStream_t stream) {
 }
 
 void StepGraphs::flush() {
+  std::vector<Segment>& segments = banks_[bank_];
   bool staged = false;
-  for (const auto& seg : segments_) staged |= seg.used > seg.uploaded;
+  for (const auto& seg : segments) staged |= seg.used > seg.uploaded;
   if (ops_.empty() && !staged) return;
   // The whole step: the uploads (addresses and ranges) and every op's key.
-  for (const auto& seg : segments_)
+  for (const auto& seg : segments)
     if (seg.used > seg.uploaded) append_key(key_, seg.host, seg.device, seg.uploaded, seg.used);
   const auto t0 = std::chrono::steady_clock::now();
   double* seconds = &counters_.direct_seconds;
@@ -119,7 +137,7 @@ void StepGraphs::flush() {
   }
   if (trace_.on) trace_.flushed();
   *seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (auto& seg : segments_) seg.uploaded = seg.used;
+  for (auto& seg : segments) seg.uploaded = seg.used;
   ops_.clear();
   key_.clear();
 }

@@ -48,6 +48,12 @@ class StepGraphs {
   // The stream has been synchronised (no op in flight, every upload done): staging starts
   // over from the beginning of the arena, so the same step stages at the same addresses.
   void reset();
+  // Overlapped steps (Backend::copy_to_host_later): everything recorded has been flushed and
+  // the device may still be running it. The arena has two banks; staging moves to the other
+  // one, once the step that last staged there has completed (waited for here, which at most
+  // one step in flight never makes the host wait for). Each bank's steps stage at the same
+  // addresses, so steady overlapped decoding replays two graphs per shape.
+  void switch_bank();
 
   struct Counters {
     uint64_t replays = 0, captures = 0, direct = 0, capture_failures = 0;
@@ -75,7 +81,9 @@ class StepGraphs {
   cudaStream_t stream_;
   std::vector<std::function<void(cudaStream_t)>> ops_;
   std::string key_;
-  std::vector<Segment> segments_;
+  std::vector<Segment> banks_[2];
+  cudaEvent_t bank_done_[2] = {nullptr, nullptr};  // recorded after the last flush that used the bank
+  int bank_ = 0;
   size_t current_ = 0;
   std::unordered_map<std::string, Entry> graphs_;
   uint64_t clock_ = 0;

@@ -2,6 +2,7 @@
 // kernel tests as the reference every other backend is compared with.
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -22,8 +23,14 @@ class ReferenceBackend : public Backend {
 
   void embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) override;
   // Device memory is host memory here: no round trip through copies (a drafter's every level).
+  // An id outside the table reads row 0, as Backend::embedding_device_ids says.
   void embedding_device_ids(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) override {
-    embedding(table, ids, rows, scale, out);
+    const auto outside = [&](int32_t id) { return id < 0 || id >= table.rows; };
+    if (std::none_of(ids, ids + rows, outside)) return embedding(table, ids, rows, scale, out);
+    std::vector<int32_t> valid(ids, ids + rows);
+    for (int32_t& id : valid)
+      if (outside(id)) id = 0;
+    embedding(table, valid.data(), rows, scale, out);
   }
   void top_two(const float* x, int64_t rows, int64_t n, TopTwo* out) override {
     for (int64_t r = 0; r < rows; ++r) out[r] = top_two_of_row(x + r * n, n);

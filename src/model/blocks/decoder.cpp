@@ -235,7 +235,7 @@ class DecoderModel final : public Model {
         return out;
       }
       if (batch.argmax_only || !batch.sampling.empty()) {
-        int32_t* ids = ws_.get_ints(Workspace::kExpertIds, n);  // [n] int32 (the slot is free after the layers)
+        int32_t* ids = ws_.get_ints(Workspace::kTokenIds, n);  // [n] int32
         if (batch.sampling.empty()) {
           backend_.argmax(logits, n, vocab, ids);
         } else {
@@ -244,10 +244,16 @@ class DecoderModel final : public Model {
           backend_.sample_tokens(logits, n, vocab, batch.sampling.data(), ids);
         }
         out.argmax.resize(static_cast<size_t>(n));
+        out.device_ids = ids;
+        if (batch.read_tokens_later && !hid) {
+          out.pending_read = backend_.copy_to_host_later(out.argmax.data(), ids, out.argmax.size() * sizeof(int32_t));
+          out.tokens_pending = true;
+          return out;
+        }
         copy_hidden();
         backend_.copy_to_host(out.argmax.data(), ids, out.argmax.size() * sizeof(int32_t));
-        for (int64_t r = 0; r < n; ++r)  // a backend's sample_tokens marks a row without a finite logit
-          if (out.argmax[r] < 0) throw Error("logit row {} has no finite logit: no token to sample", r);
+        out.tokens_pending = true;  // read already: collect_tokens only checks them
+        collect_tokens(backend_, out);
         return out;
       }
       out.logits.resize(static_cast<size_t>(n * vocab));

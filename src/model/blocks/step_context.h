@@ -18,6 +18,7 @@ class Workspace {
  public:
   enum Slot {
     kResidual, kNormed, kQ, kK, kV, kAttn, kProj, kGateUp, kAct, kLogitIn, kLogits, kHidden,
+    kTokenIds,  // the step's sampled ids: the next forward may read them (Batch::device_tokens)
     kRouterLogits, kExpertIds, kExpertWeights, kShared, kSharedGate,          // MoE
     kScratch0, kScratch1, kScratch2, kScratch3, kScratch4, kScratch5,         // MLA, linear attention
     kNumSlots

@@ -12,10 +12,12 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 
 #include <unistd.h>
 
 #include "base/dtype.h"
+#include "engine/engine.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "model_runner.h"
 
@@ -255,6 +257,117 @@ TEST(CudaPrefillFusions, PrefillGivesTheBitsOfTheUnfusedOpsAndOfDecodeSteps) {
   EXPECT_EQ(0, std::memcmp(full.data(), plain_full.data(), full.size() * sizeof(float)));
   expect_steps_match_prefill(fused, prompt, tokens, logits, full);
   std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tachyon::testing
+
+namespace tachyon::testing {
+namespace {
+
+// Overlapped decoding on the GPU (engine/engine.cpp issue_ahead): each step is issued before the
+// last one's tokens are read (Backend::copy_to_host_later: an event behind the copy, the step
+// graphs' staging in two banks), its rows reading those tokens on the device. 3 sequences x 120
+// greedy steps, overlapped vs each step read first: the same tokens, the overlapped steps replayed
+// as graphs (one per staging bank and context band), and the host never more than one step
+// behind. Then the engine on the demo model, overlap on vs off, greedy and sampled requests of
+// different lengths and a stop token: the same tokens, every KV block back.
+TEST(CudaOverlap, StepsIssuedBeforeTheLastOnesTokensAreReadGiveTheSameTokens) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible";
+  const std::string demo = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo";
+  ModelRunner runner(demo, "cuda");
+  const std::vector<int32_t> prompt = {2, 7806, 1717, 334, 65, 4900, 288, 964, 1681, 484};
+  auto run = [&](bool overlapped) {
+    std::vector<kv::SeqId> seqs;
+    std::vector<int32_t> pos;
+    model::Batch batch;
+    for (int s = 0; s < 3; ++s) {
+      seqs.push_back(runner.kv->add_sequence());
+      const std::vector<int32_t> p(prompt.begin(), prompt.begin() + 4 + 2 * s);
+      runner.kv->reserve(seqs[s], static_cast<int32_t>(p.size()));
+      batch.add(seqs[s], p, 0, model::LogitRows::Last);
+      pos.push_back(static_cast<int32_t>(p.size()));
+    }
+    batch.argmax_only = true;
+    model::StepOutput out = runner.model->forward(batch, *runner.kv);
+    std::vector<std::vector<int32_t>> tokens(3);
+    for (int s = 0; s < 3; ++s) tokens[s].push_back(out.argmax[s]);
+    for (int step = 0; step < 120; ++step) {
+      batch.clear();
+      static constexpr int32_t kOnDevice = 0;
+      for (int s = 0; s < 3; ++s) {
+        runner.kv->reserve(seqs[s], pos[s] + 1);
+        batch.add(seqs[s], std::span<const int32_t>(overlapped ? &kOnDevice : &tokens[s].back(), 1), pos[s]++,
+                  model::LogitRows::Last);
+      }
+      batch.argmax_only = true;
+      batch.read_tokens_later = overlapped;
+      if (overlapped) batch.device_tokens = out.device_ids;
+      model::StepOutput next;
+      {
+        const kernels::RepeatingStepHint hint(*runner.backend, true);
+        next = runner.model->forward(batch, *runner.kv);
+      }
+      EXPECT_EQ(next.tokens_pending, overlapped);
+      model::collect_tokens(*runner.backend, out);  // the step before: it ran while this one was issued
+      if (overlapped && step > 0)
+        for (int s = 0; s < 3; ++s) tokens[s].push_back(out.argmax[s]);
+      out = std::move(next);
+      if (!overlapped)
+        for (int s = 0; s < 3; ++s) tokens[s].push_back(out.argmax[s]);
+    }
+    model::collect_tokens(*runner.backend, out);
+    if (overlapped)
+      for (int s = 0; s < 3; ++s) tokens[s].push_back(out.argmax[s]);
+    for (auto seq : seqs) runner.kv->remove_sequence(seq);
+    return tokens;
+  };
+  const auto read_first = run(false);
+  const auto before = kernels::cuda_graph_counters(*runner.backend);
+  const auto overlapped = run(true);
+  const auto after = kernels::cuda_graph_counters(*runner.backend);
+  EXPECT_EQ(overlapped, read_first);
+  EXPECT_EQ(after.capture_failures, 0u);
+  EXPECT_GE(after.replays - before.replays, 110u) << "overlapped steps should replay their graphs";
+  EXPECT_LE(after.captures - before.captures, 6u) << "a staging bank's step key changed between steps";
+
+  // Through the engine, overlap on vs off.
+  auto engine_run = [&](engine::EngineConfig::Overlap overlap) {
+    engine::EngineConfig config;
+    config.max_concurrent = 4;
+    config.num_blocks = 128;
+    config.overlap_steps = overlap;
+    engine::Engine engine(*runner.model, config);
+    std::vector<std::shared_ptr<engine::RequestStream>> streams;
+    for (int i = 0; i < 4; ++i) {
+      engine::GenerationRequest r;
+      r.prompt.assign(prompt.begin(), prompt.begin() + 3 + i);
+      r.max_tokens = 20 + 15 * i;
+      r.sampling.temperature = i % 2 ? 0.8f : 0.f;
+      r.sampling.seed = 7 + i;
+      if (i == 2) r.stop_token_ids = {read_first[0][6]};
+      streams.push_back(engine.submit(r));
+    }
+    std::vector<std::vector<int32_t>> tokens;
+    for (auto& s : streams) {
+      std::vector<int32_t> t;
+      for (;;) {
+        auto out = s->next(std::chrono::seconds(120));
+        if (!out) {
+          ADD_FAILURE() << "timed out";
+          break;
+        }
+        t.insert(t.end(), out->tokens.begin(), out->tokens.end());
+        if (out->finish != engine::FinishReason::None) break;
+      }
+      tokens.push_back(t);
+    }
+    for (int i = 0; i < 500 && engine.stats().running > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const auto st = engine.stats();
+    EXPECT_EQ(st.kv_blocks_free, st.kv_blocks_total) << "leaked KV blocks";
+    return tokens;
+  };
+  EXPECT_EQ(engine_run(engine::EngineConfig::Overlap::On), engine_run(engine::EngineConfig::Overlap::Off));
 }
 
 }  // namespace
