@@ -55,6 +55,9 @@
 #include "model/model.h"
 #include "check_cuda.h"
 #include "clock_spy.h"
+#ifdef TACHYON_BENCH_ENGINE
+#include "engine_decode.h"
+#endif
 
 using namespace tachyon;
 
@@ -751,6 +754,13 @@ int main(int argc, char** argv) {
     if (argmax) greedy_tps[b] = d;
     std::fflush(stdout);
   }
+#ifdef TACHYON_BENCH_ENGINE
+  {
+    const double roof = copy_gbps * 1e9 / (weight_bytes + kv_bytes_per_position * (128 + 64 / 2.0));
+    bench::engine_decode_table(*model, decode_quick ? std::vector<int>{1, 8} : std::vector<int>{1, 8, 64}, runs, roof,
+                               engine);
+  }
+#endif
   report["engine"] = engine;
   report["weight_bytes_per_token"] = weight_bytes;
   if (!json_path.empty()) std::ofstream(json_path) << report.dump(2) << "\n";
