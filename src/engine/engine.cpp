@@ -291,8 +291,8 @@ class EngineLoop : public KvAllocator {
         }
         // Plain decode rows whose tokens only the backend picks: the forward returns before they
         // are read, so that the next step can be issued first (issue_ahead).
-        batch.read_tokens_later = overlap_ && tokens_only && decode_only && step_drafts == 0 && !any_tree &&
-                                  batch.hidden_rows.empty() && !kv_.has_state();
+        batch.read_tokens_later =
+            overlap_ && tokens_only && decode_only && step_drafts == 0 && !any_tree && batch.hidden_rows.empty();
         t0 = Clock::now();
         const uint64_t warmups = model_.backend().warmup_events();
         try {

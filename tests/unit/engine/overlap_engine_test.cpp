@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "engine/engine.h"
+#include "io/safetensors.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/model.h"
 
@@ -200,6 +201,57 @@ TEST(OverlappedDecoding, CancellingWhileAStepIsAheadReturnsEveryBlock) {
   EXPECT_EQ(st.requests_cancelled, 1u);
   EXPECT_EQ(st.kv_blocks_free, st.kv_blocks_total);
   EXPECT_EQ(f.backend.outstanding(), 0u);
+}
+
+// A hybrid model (Qwen3-Next: recurrent state with block snapshots, rolled forward by each step):
+// the step issued ahead advances a sequence's state before the step before it is processed, and
+// one issued past a request's stop writes state nobody reads. Two waves of requests sharing a
+// prompt prefix (the second served from the prefix cache and its state snapshots), greedy.
+TEST(OverlappedDecoding, HybridModelsGiveTheTokensOfStepsReadOneByOne) {
+  const std::string hybrid = std::string(TACHYON_SOURCE_DIR) + "/tests/fixtures/hf/qwen3_next";
+  LateReadBackend backend;
+  const auto model = model::load_model(hybrid, backend);
+  const auto golden = io::Checkpoint::open_file(hybrid + "/golden.safetensors");
+  const auto& ids = golden.get("input_ids_2");
+  const auto* p = static_cast<const int64_t*>(ids.data);
+  std::vector<std::vector<int32_t>> prompts;
+  std::mt19937 rng(4);
+  for (int i = 0; i < 6; ++i) {  // a shared 64-token prefix, then different tails
+    std::vector<int32_t> prompt(p, p + 64);
+    for (int j = 0; j < 2 + 7 * i; ++j) prompt.push_back(static_cast<int32_t>(rng() % 512));
+    prompts.push_back(prompt);
+  }
+  auto run = [&](EngineConfig::Overlap overlap) {
+    Engine engine(*model, {.max_concurrent = 3, .num_blocks = 256, .overlap_steps = overlap});
+    std::vector<std::vector<int32_t>> tokens;
+    std::vector<int32_t> cached;
+    for (size_t wave = 0; wave < 2; ++wave) {
+      std::vector<std::shared_ptr<RequestStream>> streams;
+      for (size_t i = 3 * wave; i < 3 * wave + 3; ++i) {
+        GenerationRequest r;
+        r.prompt = prompts[i];
+        r.sampling.temperature = 0;
+        r.max_tokens = 10 + 9 * static_cast<int32_t>(i % 3);
+        streams.push_back(engine.submit(r));
+      }
+      for (auto& st : streams) {
+        RequestOutput last;
+        tokens.push_back(collect(*st, &last));
+        cached.push_back(last.num_cached_prompt_tokens);
+      }
+    }
+    const auto st = idle_stats(engine);
+    EXPECT_EQ(st.kv_blocks_free, st.kv_blocks_total) << "leaked KV blocks";
+    EXPECT_EQ(backend.outstanding(), 0u);
+    return std::pair{tokens, cached};
+  };
+  const auto [plain, plain_cached] = run(EngineConfig::Overlap::Off);
+  backend.rows_fed_on_device = 0;
+  const auto [overlapped, overlapped_cached] = run(EngineConfig::Overlap::On);
+  EXPECT_EQ(overlapped, plain);
+  EXPECT_EQ(overlapped_cached, plain_cached);
+  EXPECT_GT(*std::max_element(overlapped_cached.begin(), overlapped_cached.end()), 0) << "no prefix cache hit";
+  EXPECT_GT(backend.rows_fed_on_device, 0) << "hybrid steps were not overlapped";
 }
 
 }  // namespace
