@@ -265,6 +265,27 @@ TEST(CudaPrefillFusions, PrefillGivesTheBitsOfTheUnfusedOpsAndOfDecodeSteps) {
 namespace tachyon::testing {
 namespace {
 
+// A request's tokens, to its finish.
+std::vector<int32_t> stream_tokens(engine::RequestStream& stream) {
+  std::vector<int32_t> tokens;
+  for (;;) {
+    auto out = stream.next(std::chrono::seconds(120));
+    if (!out) {
+      ADD_FAILURE() << "timed out";
+      return tokens;
+    }
+    tokens.insert(tokens.end(), out->tokens.begin(), out->tokens.end());
+    if (out->finish != engine::FinishReason::None) return tokens;
+  }
+}
+
+// Once the engine is idle (it updates its stats after the last delivery): every KV block is free.
+void expect_every_block_back(const engine::Engine& engine) {
+  for (int i = 0; i < 500 && engine.stats().running > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const auto st = engine.stats();
+  EXPECT_EQ(st.kv_blocks_free, st.kv_blocks_total) << "leaked KV blocks";
+}
+
 // Overlapped decoding on the GPU (engine/engine.cpp issue_ahead): each step is issued before the
 // last one's tokens are read (Backend::copy_to_host_later: an event behind the copy, the step
 // graphs' staging in two banks), its rows reading those tokens on the device. 3 sequences x 120
@@ -333,11 +354,7 @@ TEST(CudaOverlap, StepsIssuedBeforeTheLastOnesTokensAreReadGiveTheSameTokens) {
 
   // Through the engine, overlap on vs off.
   auto engine_run = [&](engine::EngineConfig::Overlap overlap) {
-    engine::EngineConfig config;
-    config.max_concurrent = 4;
-    config.num_blocks = 128;
-    config.overlap_steps = overlap;
-    engine::Engine engine(*runner.model, config);
+    engine::Engine engine(*runner.model, {.max_concurrent = 4, .num_blocks = 128, .overlap_steps = overlap});
     std::vector<std::shared_ptr<engine::RequestStream>> streams;
     for (int i = 0; i < 4; ++i) {
       engine::GenerationRequest r;
@@ -349,22 +366,8 @@ TEST(CudaOverlap, StepsIssuedBeforeTheLastOnesTokensAreReadGiveTheSameTokens) {
       streams.push_back(engine.submit(r));
     }
     std::vector<std::vector<int32_t>> tokens;
-    for (auto& s : streams) {
-      std::vector<int32_t> t;
-      for (;;) {
-        auto out = s->next(std::chrono::seconds(120));
-        if (!out) {
-          ADD_FAILURE() << "timed out";
-          break;
-        }
-        t.insert(t.end(), out->tokens.begin(), out->tokens.end());
-        if (out->finish != engine::FinishReason::None) break;
-      }
-      tokens.push_back(t);
-    }
-    for (int i = 0; i < 500 && engine.stats().running > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    const auto st = engine.stats();
-    EXPECT_EQ(st.kv_blocks_free, st.kv_blocks_total) << "leaked KV blocks";
+    for (auto& s : streams) tokens.push_back(stream_tokens(*s));
+    expect_every_block_back(engine);
     return tokens;
   };
   EXPECT_EQ(engine_run(engine::EngineConfig::Overlap::On), engine_run(engine::EngineConfig::Overlap::Off));
@@ -380,11 +383,7 @@ TEST(CudaOverlap, HybridModelGivesTheSameTokensOverlapped) {
   const auto golden = io::Checkpoint::open_file(hybrid + "/golden.safetensors");
   const auto base = read_ids(golden, "input_ids_2");
   auto run = [&](engine::EngineConfig::Overlap overlap) {
-    engine::EngineConfig config;
-    config.max_concurrent = 3;
-    config.num_blocks = 128;
-    config.overlap_steps = overlap;
-    engine::Engine engine(*runner.model, config);
+    engine::Engine engine(*runner.model, {.max_concurrent = 3, .num_blocks = 128, .overlap_steps = overlap});
     std::vector<std::vector<int32_t>> tokens;
     for (int wave = 0; wave < 2; ++wave) {
       std::vector<std::shared_ptr<engine::RequestStream>> streams;
@@ -396,18 +395,9 @@ TEST(CudaOverlap, HybridModelGivesTheSameTokensOverlapped) {
         r.sampling.temperature = 0;
         streams.push_back(engine.submit(r));
       }
-      for (auto& s : streams) {
-        std::vector<int32_t> t;
-        while (auto out = s->next(std::chrono::seconds(120))) {
-          t.insert(t.end(), out->tokens.begin(), out->tokens.end());
-          if (out->finish != engine::FinishReason::None) break;
-        }
-        tokens.push_back(t);
-      }
+      for (auto& s : streams) tokens.push_back(stream_tokens(*s));
     }
-    for (int i = 0; i < 500 && engine.stats().running > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    const auto st = engine.stats();
-    EXPECT_EQ(st.kv_blocks_free, st.kv_blocks_total) << "leaked KV blocks";
+    expect_every_block_back(engine);
     return tokens;
   };
   const auto on = run(engine::EngineConfig::Overlap::On), off = run(engine::EngineConfig::Overlap::Off);
