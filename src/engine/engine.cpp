@@ -448,14 +448,16 @@ class EngineLoop : public KvAllocator {
   // (Batch::device_tokens = out.device_ids): the device goes from one step to the next without
   // waiting for the host to read, decide and record (host time per step on the H200: 80-190
   // us of ~4.4 ms at batch 1). Only for plain decode rows (what read_tokens_later allows) of
-  // live requests that may generate another token, with KV for it, and while nobody waits to be
-  // admitted (a new request joins one step later than it would without this). A request that
+  // live requests that may generate another token, with KV for it, and while no waiting request
+  // could be admitted (one that could joins the step after: one step later than it would without
+  // the overlap; a full batch overlaps whatever waits). A request that
   // stops at this step's token has the next step's row dropped (drop_retired_rows); its KV
   // blocks are written by that row before any later step, ordered on the device, can reuse them.
   void issue_ahead(const StepPlan& plan, const model::StepOutput& out) {
-    // Every running request is in the step (none left out by the token budget) and none waits.
-    if (!out.device_ids || scheduler_.num_waiting() > 0 ||
-        static_cast<int32_t>(plan.chunks.size()) != scheduler_.num_running())
+    // Every running request is in the step (none left out by the token budget), and no waiting
+    // request could join the next step (a full batch: then waiting requests do not stop it).
+    if (!out.device_ids || static_cast<int32_t>(plan.chunks.size()) != scheduler_.num_running() ||
+        (scheduler_.num_waiting() > 0 && scheduler_.num_running() < config_.max_concurrent))
       return;
     bool any_sampled = false;
     for (const auto& c : plan.chunks) {

@@ -120,7 +120,13 @@ TEST(OverlappedDecoding, GivesTheTokensOfStepsReadOneByOne) {
     const auto overlapped = run_all(EngineConfig::Overlap::On, concurrent, requests);
     for (size_t i = 0; i < requests.size(); ++i)
       EXPECT_EQ(overlapped[i], plain[i]) << "request " << i << ", " << concurrent << " at once";
-    // Every decode step but the first of a run is fed on the device.
+    // One at a time (the others waiting for a full batch), every decode step of a request but its
+    // first (after the prefill) is fed on the device: max_tokens - 2 rows each.
+    if (concurrent == 1) {
+      int64_t rows = 0;
+      for (const auto& r : requests) rows += r.max_tokens - 2;
+      EXPECT_EQ(f.backend.rows_fed_on_device, rows);
+    }
     EXPECT_GT(f.backend.rows_fed_on_device, 0) << concurrent;
     EXPECT_EQ(f.backend.max_outstanding, 2) << "the next step is issued before the last one's tokens are read";
     f.backend.reads_started = f.backend.rows_fed_on_device = f.backend.max_outstanding = 0;
