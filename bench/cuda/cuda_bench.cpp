@@ -649,8 +649,9 @@ int main(int argc, char** argv) {
     kernels::CudaGraphCounters graphs_before{}, graphs_after{};
     double timed_seconds = 0;
     // TACHYON_TIMELINE_CSV (a TACHYON_TIMELINE build): one more run of greedy steps at each batch up to
-    // 8 with the step timeline recorded, written to <value>-b<batch>.csv (bench/cuda/decode_timeline.py).
-    const int timeline_run = timeline_csv && argmax && b <= 8 ? runs + (profile_case ? 2 : 1) : -1;
+    // 8 with the step timeline recorded, written to <value>-b<batch>.csv (-overlapped.csv: the overlapped
+    // steps; bench/cuda/decode_timeline.py).
+    const int timeline_run = timeline_csv && (argmax || overlapped) && b <= 8 ? runs + (profile_case ? 2 : 1) : -1;
     for (int r = 0; r <= std::max(runs + (profile_case ? 1 : 0), timeline_run); ++r) {  // extra: profiled, timeline
       if (r == 1) graphs_before = kernels::cuda_graph_counters(*backend);
       if (r == timeline_run) kernels::cuda::timeline_start(1u << 24);
@@ -704,7 +705,9 @@ int main(int argc, char** argv) {
           break;
         }
       }
-      if (r == timeline_run) write_timeline(kernels::cuda::timeline_stop(), fmt::format("{}-b{}.csv", timeline_csv, b));
+      if (r == timeline_run)
+        write_timeline(kernels::cuda::timeline_stop(),
+                       fmt::format("{}-b{}{}.csv", timeline_csv, b, overlapped ? "-overlapped" : ""));
       if (r > 0 && r <= runs) {
         tps.push_back(double(b) * decode_steps / s);
         timed_seconds += s;
