@@ -497,6 +497,8 @@ class EngineLoop : public KvAllocator {
     }
     next.timed = model_.backend().warmup_events() == warmups;
     ahead_ = std::move(next);
+    std::lock_guard lock(stats_mutex_);
+    ++stats_.overlapped_steps;
   }
 
   // Rows of requests retired since their step was issued ahead (stopped at the step before,

@@ -72,6 +72,9 @@ std::string render_metrics(const std::string& model, const engine::EngineStats& 
           s.spec_tree_steps);
   counter(out, "tachyon_engine_steps_total", "Engine steps (forward passes).", m, s.steps);
   counter(out, "tachyon_decode_steps_total", "Decode steps without drafts (no prompt rows).", m, s.plain_decode_steps);
+  counter(out, "tachyon_overlapped_steps_total",
+          "Decode steps issued before the tokens of the step before them were read (--step-overlap).", m,
+          s.overlapped_steps);
   counter_seconds(out, "tachyon_decode_step_seconds_total", "Wall time of decode steps without drafts.", m,
                   s.plain_step_seconds);
   counter(out, "tachyon_spec_decode_steps_total", "Decode steps that verified drafts (no prompt rows).", m,

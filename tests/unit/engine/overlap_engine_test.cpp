@@ -107,6 +107,7 @@ std::vector<std::vector<int32_t>> run_all(EngineConfig::Overlap overlap, int32_t
   const auto st = idle_stats(engine);
   EXPECT_EQ(st.kv_blocks_free, st.kv_blocks_total) << "leaked KV blocks";
   EXPECT_EQ(f.backend.outstanding(), 0u) << "a read was never collected";
+  EXPECT_EQ(st.overlapped_steps > 0, overlap == EngineConfig::Overlap::On);
   return tokens;
 }
 
