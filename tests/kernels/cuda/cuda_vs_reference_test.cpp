@@ -345,6 +345,21 @@ TEST_F(CudaKernels, ArgmaxReturnsTheFirstMaximum) {
   gpu->copy_to_host(got.data(), ids, rows * sizeof(int32_t));
   gpu->deallocate(ids);
   for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(got[r], planted[r]) << "row " << r;
+  // Rows of 1001: every other one not 16-byte aligned (visited one element at a time), the others
+  // by float4 with a 1-element tail; maxima planted in the tail, at the start, between NaNs, and
+  // a row of -inf and NaN only (the first -inf).
+  const int64_t odd = 1001;
+  auto y = random_vec(static_cast<size_t>(rows * odd), rng);
+  const int64_t odd_planted[rows] = {1000, 0, 999, 500, 3};
+  for (int64_t r = 0; r < rows; ++r) y[r * odd + odd_planted[r]] = 10.f;
+  y[3 * odd + 499] = std::nanf(""), y[3 * odd + 501] = std::nanf(""), y[3 * odd + 700] = 10.f;
+  for (int64_t i = 0; i < odd; ++i) y[4 * odd + i] = i % 3 ? -INFINITY : std::nanf("");
+  const int64_t odd_expect[rows] = {1000, 0, 999, 500, 1};
+  ids = static_cast<int32_t*>(gpu->allocate(rows * sizeof(int32_t)));
+  gpu->argmax(upload(y), rows, odd, ids);
+  gpu->copy_to_host(got.data(), ids, rows * sizeof(int32_t));
+  gpu->deallocate(ids);
+  for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(got[r], odd_expect[r]) << "row " << r << " of " << odd;
 }
 
 // A drafter level's choice on the device: the host definition's indices exactly (ties: the
