@@ -206,109 +206,15 @@ class EngineLoop : public KvAllocator {
       }
       if (!ahead_ && scheduler_.num_running() == 0 && scheduler_.num_waiting() == 0) continue;
       const auto iteration_start = Clock::now();
-      double drafting_seconds = 0;
-      StepPlan plan;
-      model::StepOutput out;
-      Clock::time_point t0;
-      bool timed = true, decode_only = true;
-      int32_t step_drafts = 0;  // draft rows this step verifies
-      std::string failure;      // the forward's error, if it failed
+      IssuedStep step;
       if (ahead_) {  // issued during the last iteration: its tokens follow the last step's
-        plan = std::move(ahead_->plan);
-        out = std::move(ahead_->out);
-        t0 = ahead_->issued;
-        timed = ahead_->timed;
-        failure = std::move(ahead_->failure);
+        step = std::move(*ahead_);
         ahead_.reset();
         batch.clear();  // (what the processing below reads of it: no hidden rows)
-      } else {
-        drafting_seconds = propose_drafts();
-        plan = scheduler_.schedule();
-        for (RequestId id : plan.preempted) {
-          log::debug("request {} preempted (KV full)", id);
-          drop_drafts(id);
-        }
-        if (plan.chunks.empty()) {
-          // Nothing fits now and nothing runs: the waiting request can never be served.
-          fail_head_of_line();
-          continue;
-        }
-        batch.clear();
-        // Requests whose tokens come from the raw logits alone (no bias, penalty, logprobs or
-        // grammar; sampled ones without drafts to verify) need only their tokens: the backend takes
-        // each row's argmax, or draws it with the request's next uniform, where the logits are
-        // (Backend::argmax / sample_tokens; a backend that has them on the device returns only
-        // ids). The draw is the host sampler's arithmetic (kernels/token_sampling.h) and takes one
-        // uniform per sampled row, as the host sampler does.
-        const bool tokens_only = std::all_of(plan.chunks.begin(), plan.chunks.end(), [&](const ScheduledChunk& c) {
-          const Active& a = active_.at(c.id);
-          const auto& s = a.request.sampling;
-          return s.raw_logits() && (s.greedy() || a.num_drafts == 0) && a.request.logprobs < 0 &&
-                 !a.request.prompt_logprobs && !a.constraint;
-        });
-        // (A sampled request's prefill chunk that does not complete draws nothing: plain argmax then.)
-        const bool any_sampled = std::any_of(plan.chunks.begin(), plan.chunks.end(), [&](const ScheduledChunk& c) {
-          return c.completes && !active_.at(c.id).request.sampling.greedy();
-        });
-        batch.argmax_only = tokens_only && !any_sampled;
-        const bool draw_on_backend = tokens_only && any_sampled;
-        // decode_only: every chunk is one committed token (+ its drafts), no prompt rows
-        bool any_tree = false;  // a draft tree's shape changes from step to step
-        for (auto& c : plan.chunks) {
-          Active& a = active_.at(c.id);
-          if (a.num_cached_prompt < 0) {
-            a.num_cached_prompt = c.begin;
-            std::lock_guard lock(stats_mutex_);
-            stats_.prefix_cache_hit_tokens += static_cast<uint64_t>(c.begin);
-          }
-          if (a.num_drafts > 0) {
-            // Verify only the drafts this step computes; the rest are dropped.
-            const int32_t unscheduled = static_cast<int32_t>(a.tokens.size()) - (c.begin + c.count);
-            if (unscheduled > 0) trim_drafts(c.id, std::min(unscheduled, a.num_drafts));
-            c.completes = c.begin + c.count == static_cast<int32_t>(a.tokens.size());
-            step_drafts += a.num_drafts;
-          }
-          decode_only &= c.count == 1 + a.num_drafts && c.completes && c.begin >= a.num_prompt - 1;
-          const auto span = std::span<const int32_t>(a.tokens.data() + c.begin, static_cast<size_t>(c.count));
-          const bool all_rows = a.num_drafts > 0 || (a.request.prompt_logprobs && c.begin < a.num_prompt);
-          const bool want_hidden = config_.drafter && config_.drafter->wants_hidden() && speculation_on(a);
-          const size_t logit_rows_before = batch.logit_rows.size();
-          if (!a.tree_parents.empty()) {  // a draft tree: node 0 is the last committed token
-            any_tree = true;
-            tree_rows_parents_.assign(1, -1);
-            tree_rows_parents_.insert(tree_rows_parents_.end(), a.tree_parents.begin(), a.tree_parents.end());
-            batch.add_tree(a.seq, span, tree_rows_parents_, c.begin, want_hidden);
-          } else {
-            batch.add(a.seq, span, c.begin,
-                      all_rows ? model::LogitRows::All : (c.completes ? model::LogitRows::Last : model::LogitRows::None),
-                      want_hidden);
-          }
-          if (draw_on_backend) {  // sampled rows (one: the completing one) draw from the request's generator
-            const auto& s = a.request.sampling;
-            for (size_t r = logit_rows_before; r < batch.logit_rows.size(); ++r)
-              batch.sampling.push_back(s.greedy() ? kernels::TokenSampling{} : s.token_sampling(a.sampler->uniform()));
-          }
-        }
-        // Plain decode rows whose tokens only the backend picks: the forward returns before they
-        // are read, so that the next step can be issued first (issue_ahead).
-        batch.read_tokens_later =
-            overlap_ && tokens_only && decode_only && step_drafts == 0 && !any_tree && batch.hidden_rows.empty();
-        t0 = Clock::now();
-        const uint64_t warmups = model_.backend().warmup_events();
-        try {
-          // Decode steps of plain rows and draft chains repeat their shapes (k settles): the
-          // backend may replay them as graphs. Both kinds alike, so that the step-cost model
-          // compares like with like (a replayed plain step against a directly issued verify
-          // step made every draft row look expensive to auto-k).
-          const kernels::RepeatingStepHint hint(model_.backend(), decode_only && !any_tree);
-          out = model_.forward(batch, kv_);
-        } catch (const std::exception& e) {
-          failure = e.what();
-        }
-        // A step that also did one-time work (a CUDA graph captured) says nothing about the
-        // steady cost of its shape: the gates and auto-k skip it.
-        timed = model_.backend().warmup_events() == warmups;
+      } else if (!schedule_and_issue(batch, step)) {
+        continue;
       }
+      auto& [plan, out, t0, timed, decode_only, step_drafts, drafting_seconds, failure] = step;
       if (failure.empty() && out.tokens_pending) {
         issue_ahead(plan, out);
         try {
@@ -316,7 +222,7 @@ class EngineLoop : public KvAllocator {
         } catch (const std::exception& e) {
           failure = e.what();
         }
-        if (ahead_) ahead_->issued = Clock::now();  // the device goes on to it now
+        if (ahead_) ahead_->t0 = Clock::now();  // the device goes on to it now
       }
       if (!failure.empty()) {
         log::error("forward failed: {}", failure);
@@ -432,16 +338,110 @@ class EngineLoop : public KvAllocator {
     }
   }
 
-  // ---- overlapped decoding ---------------------------------------------------------------
-
-  // A step issued while the one before it still ran: its tokens are read in the next iteration.
-  struct AheadStep {
+  // A step sent to the backend, and what the iteration that reads its tokens needs of it.
+  struct IssuedStep {
     StepPlan plan;
     model::StepOutput out;
-    Clock::time_point issued;  // when the step before it was read: the device runs this one from then
-    bool timed = true;         // no one-time work (a graph captured) during its forward
-    std::string failure;       // its forward's error, reported to its requests when it is taken
+    Clock::time_point t0;     // when the device started on it (issued ahead: when the step before was read)
+    bool timed = true;        // no one-time work (a graph captured) during its forward
+    bool decode_only = true;  // every chunk is one committed token (+ its drafts): no prompt rows
+    int32_t step_drafts = 0;  // draft rows this step verifies
+    double drafting_seconds = 0;
+    std::string failure;      // its forward's error, reported to its requests when it is read
   };
+
+  // Drafts, schedules and issues the next step into `step` (its tokens read later where
+  // read_tokens_later allows, else read). False when nothing could be scheduled.
+  bool schedule_and_issue(model::Batch& batch, IssuedStep& step) {
+    step.drafting_seconds = propose_drafts();
+    StepPlan& plan = step.plan;
+    plan = scheduler_.schedule();
+    for (RequestId id : plan.preempted) {
+      log::debug("request {} preempted (KV full)", id);
+      drop_drafts(id);
+    }
+    if (plan.chunks.empty()) {
+      // Nothing fits now and nothing runs: the waiting request can never be served.
+      fail_head_of_line();
+      return false;
+    }
+    batch.clear();
+    // Requests whose tokens come from the raw logits alone (no bias, penalty, logprobs or
+    // grammar; sampled ones without drafts to verify) need only their tokens: the backend takes
+    // each row's argmax, or draws it with the request's next uniform, where the logits are
+    // (Backend::argmax / sample_tokens; a backend that has them on the device returns only
+    // ids). The draw is the host sampler's arithmetic (kernels/token_sampling.h) and takes one
+    // uniform per sampled row, as the host sampler does.
+    const bool tokens_only = std::all_of(plan.chunks.begin(), plan.chunks.end(), [&](const ScheduledChunk& c) {
+      const Active& a = active_.at(c.id);
+      const auto& s = a.request.sampling;
+      return s.raw_logits() && (s.greedy() || a.num_drafts == 0) && a.request.logprobs < 0 &&
+             !a.request.prompt_logprobs && !a.constraint;
+    });
+    // (A sampled request's prefill chunk that does not complete draws nothing: plain argmax then.)
+    const bool any_sampled = std::any_of(plan.chunks.begin(), plan.chunks.end(), [&](const ScheduledChunk& c) {
+      return c.completes && !active_.at(c.id).request.sampling.greedy();
+    });
+    batch.argmax_only = tokens_only && !any_sampled;
+    const bool draw_on_backend = tokens_only && any_sampled;
+    bool any_tree = false;  // a draft tree's shape changes from step to step
+    for (auto& c : plan.chunks) {
+      Active& a = active_.at(c.id);
+      if (a.num_cached_prompt < 0) {
+        a.num_cached_prompt = c.begin;
+        std::lock_guard lock(stats_mutex_);
+        stats_.prefix_cache_hit_tokens += static_cast<uint64_t>(c.begin);
+      }
+      if (a.num_drafts > 0) {
+        // Verify only the drafts this step computes; the rest are dropped.
+        const int32_t unscheduled = static_cast<int32_t>(a.tokens.size()) - (c.begin + c.count);
+        if (unscheduled > 0) trim_drafts(c.id, std::min(unscheduled, a.num_drafts));
+        c.completes = c.begin + c.count == static_cast<int32_t>(a.tokens.size());
+        step.step_drafts += a.num_drafts;
+      }
+      step.decode_only &= c.count == 1 + a.num_drafts && c.completes && c.begin >= a.num_prompt - 1;
+      const auto span = std::span<const int32_t>(a.tokens.data() + c.begin, static_cast<size_t>(c.count));
+      const bool all_rows = a.num_drafts > 0 || (a.request.prompt_logprobs && c.begin < a.num_prompt);
+      const bool want_hidden = config_.drafter && config_.drafter->wants_hidden() && speculation_on(a);
+      const size_t logit_rows_before = batch.logit_rows.size();
+      if (!a.tree_parents.empty()) {  // a draft tree: node 0 is the last committed token
+        any_tree = true;
+        tree_rows_parents_.assign(1, -1);
+        tree_rows_parents_.insert(tree_rows_parents_.end(), a.tree_parents.begin(), a.tree_parents.end());
+        batch.add_tree(a.seq, span, tree_rows_parents_, c.begin, want_hidden);
+      } else {
+        batch.add(a.seq, span, c.begin,
+                  all_rows ? model::LogitRows::All : (c.completes ? model::LogitRows::Last : model::LogitRows::None),
+                  want_hidden);
+      }
+      if (draw_on_backend) {  // sampled rows (one: the completing one) draw from the request's generator
+        for (size_t r = logit_rows_before; r < batch.logit_rows.size(); ++r)
+          batch.sampling.push_back(next_draw(a));
+      }
+    }
+    // Plain decode rows whose tokens only the backend picks: the forward returns before they
+    // are read, so that the next step can be issued first (issue_ahead).
+    batch.read_tokens_later = overlap_ && tokens_only && step.decode_only && step.step_drafts == 0 && !any_tree &&
+                              batch.hidden_rows.empty();
+    step.t0 = Clock::now();
+    const uint64_t warmups = model_.backend().warmup_events();
+    try {
+      // Decode steps of plain rows and draft chains repeat their shapes (k settles): the
+      // backend may replay them as graphs. Both kinds alike, so that the step-cost model
+      // compares like with like (a replayed plain step against a directly issued verify
+      // step made every draft row look expensive to auto-k).
+      const kernels::RepeatingStepHint hint(model_.backend(), step.decode_only && !any_tree);
+      step.out = model_.forward(batch, kv_);
+    } catch (const std::exception& e) {
+      step.failure = e.what();
+    }
+    // A step that also did one-time work (a CUDA graph captured) says nothing about the
+    // steady cost of its shape: the gates and auto-k skip it.
+    step.timed = model_.backend().warmup_events() == warmups;
+    return true;
+  }
+
+  // ---- overlapped decoding ---------------------------------------------------------------
 
   // While the device runs `plan`'s step, whose tokens are not read yet, the next step of the
   // same requests is issued, each row reading its token where that step left it
@@ -474,15 +474,11 @@ class EngineLoop : public KvAllocator {
       if (!kv_.reserve(active_.at(c.id).seq, c.begin + 2)) return;
     static constexpr int32_t kOnDevice = 0;  // placeholder: the row reads its token from out.device_ids
     ahead_batch_.clear();
-    AheadStep next;
+    IssuedStep next;
     for (const auto& c : plan.chunks) {
       Active& a = active_.at(c.id);
       ahead_batch_.add(a.seq, std::span<const int32_t>(&kOnDevice, 1), c.begin + 1, model::LogitRows::Last);
-      if (any_sampled) {  // the next uniform of the request's generator, as it would be drawn without the overlap
-        const auto& sampling = a.request.sampling;
-        ahead_batch_.sampling.push_back(sampling.greedy() ? kernels::TokenSampling{}
-                                                          : sampling.token_sampling(a.sampler->uniform()));
-      }
+      if (any_sampled) ahead_batch_.sampling.push_back(next_draw(a));  // drawn in the order without the overlap
       next.plan.chunks.push_back({c.id, c.begin + 1, 1, true});
     }
     ahead_batch_.argmax_only = !any_sampled;
@@ -514,6 +510,13 @@ class EngineLoop : public KvAllocator {
     TACHYON_CHECK(out.logits.empty() && out.hidden.empty(), "a step with dropped rows returned logits");
     plan.chunks.resize(kept);
     if (!out.argmax.empty()) out.argmax.resize(kept);
+  }
+
+  // The request's next device draw (Batch::sampling): temperature 0 for greedy rows, else its
+  // sampler's next uniform (one per sampled row, as the host sampler takes).
+  kernels::TokenSampling next_draw(Active& a) {
+    const auto& s = a.request.sampling;
+    return s.greedy() ? kernels::TokenSampling{} : s.token_sampling(a.sampler->uniform());
   }
 
   // Appends a sampled token; decides whether the request is finished.
@@ -947,7 +950,7 @@ class EngineLoop : public KvAllocator {
   std::vector<std::pair<int32_t, int32_t>> tree_moves_;  // scratch: a verified branch's KV moves
   double spec_step_drafts_ = 0;                      // EMA drafts per request of a verifying step
   std::vector<int32_t> tree_rows_parents_;  // scratch: a tree's parents with the root's
-  std::optional<AheadStep> ahead_;           // issued, its tokens not read yet (issue_ahead)
+  std::optional<IssuedStep> ahead_;          // issued, its tokens not read yet (issue_ahead)
   const bool overlap_ = config_.overlap_steps == EngineConfig::Overlap::On ||
                         (config_.overlap_steps == EngineConfig::Overlap::Auto && model_.backend().runs_asynchronously());
   model::Batch ahead_batch_;

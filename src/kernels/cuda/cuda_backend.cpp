@@ -296,18 +296,9 @@ class CudaBackend final : public Backend {
     using Clock = std::chrono::steady_clock;
     const auto t0 = Clock::now();
     settle();
-    void* pinned = reads_->begin(dst, bytes);
-    const bool record = graphs_->enabled && !profile_->enabled;
-    if (record) {  // part of the step's graph: a replayed step copies its result too
-      thread_local std::string key;
-      key.clear();
-      cuda::append_key(key, pinned, src, bytes);
-      graphs_->record(key, [=](cudaStream_t s) {
-        TACHYON_CUDA_CHECK(cudaMemcpyAsync(pinned, src, bytes, cudaMemcpyDeviceToHost, s));
-      });
-    }
+    // Part of the step's graph while it is recorded: a replayed step copies its result too.
+    copy_async(reads_->begin(dst, bytes), src, bytes, cudaMemcpyDeviceToHost);
     flush();
-    if (!record) TACHYON_CUDA_CHECK(cudaMemcpyAsync(pinned, src, bytes, cudaMemcpyDeviceToHost, stream_));
     const HostRead read{reads_->started()};
     // The next step stages its host arrays in the other bank while this one may still read its own.
     graphs_->switch_bank();
@@ -356,16 +347,19 @@ class CudaBackend final : public Backend {
   }
   void copy_on_device(void* dst, const void* src, size_t bytes) override {
     settle();
+    copy_async(dst, src, bytes, cudaMemcpyDeviceToDevice);
+  }
+  // A stream-ordered copy: recorded with the step's ops (and replayed with its graph) while a
+  // step is recorded, else issued now.
+  void copy_async(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
     if (graphs_->enabled && !profile_->enabled) {
       thread_local std::string key;  // reused, as in `launch`: no allocation per recorded copy
       key.clear();
-      cuda::append_key(key, dst, src, bytes);
-      graphs_->record(key, [=](cudaStream_t s) {
-        TACHYON_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
-      });
+      cuda::append_key(key, dst, src, bytes, kind);
+      graphs_->record(key, [=](cudaStream_t s) { TACHYON_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, s)); });
       return;
     }
-    TACHYON_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+    TACHYON_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream_));
   }
   // A step seen for the first time is issued op by op (host-bound: up to twice a replay's time
   // for a drafter chain), the second time captured: both are one-time costs of that shape.
