@@ -229,8 +229,13 @@ TEST(OverlappedDecoding, HybridModelsGiveTheTokensOfStepsReadOneByOne) {
   backend.rows_fed_on_device = 0;
   const auto [overlapped, overlapped_cached] = run(EngineConfig::Overlap::On);
   EXPECT_EQ(overlapped, plain);
-  EXPECT_EQ(overlapped_cached, plain_cached);
-  EXPECT_GT(*std::max_element(overlapped_cached.begin(), overlapped_cached.end()), 0) << "no prefix cache hit";
+  // Within the first wave a hit depends on whether the first request's prefill was done when the
+  // others were admitted (a race with the submitting thread); the second wave is submitted after
+  // the first finished, so each of its requests must be served from the cache in both runs.
+  for (size_t i = 3; i < 6; ++i) {
+    EXPECT_GT(plain_cached[i], 0) << "request " << i << ": no prefix cache hit read first";
+    EXPECT_EQ(overlapped_cached[i], plain_cached[i]) << "request " << i;
+  }
   EXPECT_GT(backend.rows_fed_on_device, 0) << "hybrid steps were not overlapped";
 }
 
