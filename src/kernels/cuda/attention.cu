@@ -284,10 +284,25 @@ __device__ __forceinline__ void norm_rope_head(float (&vals)[PL], bool norm, con
 // L2 loads, ~3.3 of the kernel's 7.3 us at batch 1 on the H200 (bench/NOTES-cuda.md "Session 25").
 constexpr int kMaxGroup = 64;
 constexpr int kMaxDecodeCluster = 8;  // the portable cluster size
+// A decode CTA's scores are computed in runs of kDecodeScoreRun key tiles, one warp per run
+// (decode_chunk): at most kMaxGroup / 16 pair tiles of kChunkTiles / kDecodeScoreRun runs each.
+constexpr int kDecodeScoreRun = 2;
+constexpr int kDecodeScoreRunsPerTile = kChunkTiles / kDecodeScoreRun;
+constexpr int kDecodeScoreRunsPerWarp = (kMaxGroup / 16) * kDecodeScoreRunsPerTile / kDecodeWarps;
+static_assert(kChunkTiles % kDecodeScoreRun == 0 && kDecodeScoreRunsPerTile % kDecodeWarps == 0,
+              "every warp takes the same number of runs per pair tile");
+
+// Words of a decode CTA's K rows: the chunk's keys, then its scores (per 16-pair tile, 8 key
+// tiles x 32 lanes x 4 floats), which need more than the keys only at small head_dim.
+__host__ __device__ inline int decode_k_words(int D, int group) {
+  const int key_words = kChunkKeys * qk_stride(D), score_words = (group + 15) / 16 * kChunkTiles * 32 * 4;
+  return key_words > score_words ? key_words : score_words;
+}
 
 size_t decode_smem_bytes(int D, int group, bool cluster) {
   const int states = cluster ? group * (D + 2) : 0;  // the chunk state of each query head: m, l, o
-  return static_cast<size_t>(group * qk_stride(D) + kChunkKeys * (qk_stride(D) + v_stride(D)) + states) * 4;
+  return static_cast<size_t>(group * qk_stride(D) + decode_k_words(D, group) + kChunkKeys * v_stride(D) + states) *
+         4;
 }
 
 // The decode attention's own prologue (Backend::attention_from_qkv): from row r of the fused
@@ -359,7 +374,7 @@ __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const 
   const int D = DK > 0 ? 8 * DK : s.head_dim, group = s.num_heads / s.num_kv_heads, pair_tiles = (group + 15) / 16;
   uint32_t* qs = reinterpret_cast<uint32_t*>(smem4);  // the group's q heads only (70 KB in all at d 128: 3 CTAs/SM)
   float* ks = reinterpret_cast<float*>(qs + group * qk_stride(D));
-  float* vs = ks + kChunkKeys * qk_stride(D);
+  float* vs = ks + decode_k_words(D, group);
   const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[r]];
   const int64_t width = static_cast<int64_t>(s.num_kv_heads) * D, head_offset = static_cast<int64_t>(kvh) * D;
   const auto key_position = [&](int j) { return tree_position(meta, r, j); };
@@ -397,10 +412,35 @@ __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const 
   cta_timeline_mark(kTimelineStaged);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  // The scores, split over the warps by runs of key tiles, then shared through K's rows (nothing
+  // reads K after them): every warp used to compute all of its pair tile's scores for its quarter
+  // of p·v, four times the MMAs on the chunk's critical path. Each key tile is its own chain over
+  // d, so whichever warp computes it gives the same bits.
+  float run_scores[kDecodeScoreRunsPerWarp][kDecodeScoreRun][4];
+  const int score_runs = pair_tiles * kDecodeScoreRunsPerTile;
+#pragma unroll
+  for (int n = 0; n < kDecodeScoreRunsPerWarp; ++n) {
+    const int run = warp + n * kDecodeWarps, pair0 = 16 * (run / kDecodeScoreRunsPerTile);
+    if (run < score_runs)
+      chunk_scores<DK>(qs + pair0 * qk_stride(D), group - pair0, ks, D, run_scores[n],
+                       kDecodeScoreRun * (run % kDecodeScoreRunsPerTile));
+  }
+  __syncthreads();  // every warp's reads of K done
+  float4* shared_scores = reinterpret_cast<float4*>(ks);  // [pair tile][key tile][lane]
+#pragma unroll
+  for (int n = 0; n < kDecodeScoreRunsPerWarp; ++n) {
+    const int run = warp + n * kDecodeWarps;
+    if (run < score_runs)
+#pragma unroll
+      for (int j = 0; j < kDecodeScoreRun; ++j)
+        shared_scores[(run * kDecodeScoreRun + j) * 32 + lane] =
+            make_float4(run_scores[n][j][0], run_scores[n][j][1], run_scores[n][j][2], run_scores[n][j][3]);
+  }
+  __syncthreads();
   const int d_tiles = D / 8, per_part = (d_tiles + kDecodeWarps - 1) / kDecodeWarps;
   int lo[2], hi[2];
   for (int item = warp; item < pair_tiles * kDecodeWarps; item += kDecodeWarps) {
-    const int pair0 = 16 * (item / kDecodeWarps), part = item % kDecodeWarps;
+    const int pair_tile = item / kDecodeWarps, pair0 = 16 * pair_tile, part = item % kDecodeWarps;
     const int nt_begin = part * per_part, nt_end = min(d_tiles, nt_begin + per_part);
     if (nt_begin >= nt_end) continue;
 #pragma unroll
@@ -410,7 +450,11 @@ __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const 
       hi[i] = real ? k_end - c0 : 0;
     }
     float p[kChunkTiles][4], m[2], l[2];
-    chunk_scores<DK>(qs + pair0 * qk_stride(D), group - pair0, ks, D, p);
+#pragma unroll
+    for (int j = 0; j < kChunkTiles; ++j) {
+      const float4 v = shared_scores[(pair_tile * kChunkTiles + j) * 32 + lane];
+      p[j][0] = v.x, p[j][1] = v.y, p[j][2] = v.z, p[j][3] = v.w;
+    }
     chunk_softmax(p, lo, hi, s.scale, s.softcap, m, l);
     constexpr int G = 4;
     for (int nt0 = nt_begin; nt0 < nt_end; nt0 += G) {
@@ -535,7 +579,8 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(
   }
   // The chunk state of query head hh: in this CTA's shared memory after the K and V rows, or
   // in `partial` at (row, head, chunk).
-  float* states = reinterpret_cast<float*>(smem4) + group * qk_stride(D) + kChunkKeys * (qk_stride(D) + v_stride(D));
+  float* states =
+      reinterpret_cast<float*>(smem4) + group * qk_stride(D) + decode_k_words(D, group) + kChunkKeys * v_stride(D);
   int64_t head_stride = D + 2;
   if constexpr (!kCluster) {
     states = partial + ((static_cast<int64_t>(i) * s.num_heads + kvh * group) * max_chunks + chunk) * (D + 2);

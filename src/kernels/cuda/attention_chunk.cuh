@@ -141,14 +141,17 @@ __device__ __forceinline__ float ex2_ftz(float x) {
 // per step, k's of two steps by one ldmatrix.x4 per key tile. (bf16: step b's k index i ↔ d 16b + i,
 // lane t reading d 2t, 2t + 1 and 8 + 2t, 9 + 2t of each 16-wide block by two 8-byte loads; for
 // head_dim % 16 == 8 the last 8 are one MMA of 8-byte loads.) DT = head_dim / 8 when known at
-// compile time (0: read D).
-template <int DT>
+// compile time (0: read D). J < kChunkTiles: only the key tiles j0 .. j0 + J - 1 (s[j] holds tile
+// j0 + j): each tile is its own chain over d, so the same bits as in a call for all of them.
+template <int DT, int J>
 __device__ __forceinline__ void chunk_scores(const uint32_t* qs, int q_rows, const float* ks, int D,
-                                             float (&s)[kChunkTiles][4]) {
+                                             float (&s)[J][4], int j0 = 0) {
+  static_assert(J >= 1 && J <= kChunkTiles, "a run of the chunk's key tiles");
   if constexpr (DT > 0) D = 8 * DT;
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, S = qk_stride(D);
+  ks += 8 * j0 * S;
 #pragma unroll
-  for (int j = 0; j < kChunkTiles; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+  for (int j = 0; j < J; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
   const int D16 = D / 16 * 16;
   if constexpr (!TACHYON_ATTENTION_BF16) {
     // ldmatrix rows: q row (lane % 8) + 8 · (lane / 8 % 2) at column 4 · (lane / 16) of a step
@@ -162,7 +165,7 @@ __device__ __forceinline__ void chunk_scores(const uint32_t* qs, int q_rows, con
       ldmatrix_x4(q_row + d0, a[0][0], a[0][1], a[0][2], a[0][3]);
       ldmatrix_x4(q_row + d0 + 8, a[1][0], a[1][1], a[1][2], a[1][3]);
 #pragma unroll
-      for (int j = 0; j < kChunkTiles; ++j) {
+      for (int j = 0; j < J; ++j) {
         uint32_t b[4];
         ldmatrix_x4(k_row + 8 * j * S + d0, b[0], b[1], b[2], b[3]);
         mma_tf32(s[j], a[0][0], a[0][1], a[0][2], a[0][3], b[0], b[1]);
@@ -174,7 +177,7 @@ __device__ __forceinline__ void chunk_scores(const uint32_t* qs, int q_rows, con
       ldmatrix_x4(q_row + D16, a[0], a[1], a[2], a[3]);
       const float* k_tail = ks + (lane % 8) * S + 4 * (lane / 8 % 2) + D16;
 #pragma unroll
-      for (int j = 0; j < kChunkTiles; ++j) {
+      for (int j = 0; j < J; ++j) {
         uint32_t b[2];
         ldmatrix_x2(k_tail + 8 * j * S, b[0], b[1]);
         mma_tf32(s[j], a[0], a[1], a[2], a[3], b[0], b[1]);
@@ -196,7 +199,7 @@ __device__ __forceinline__ void chunk_scores(const uint32_t* qs, int q_rows, con
       const uint32_t a[4] = {pack_operands(qa0.x, qa0.y), pack_operands(qb0.x, qb0.y), pack_operands(qa1.x, qa1.y),
                              pack_operands(qb1.x, qb1.y)};
 #pragma unroll
-      for (int j = 0; j < kChunkTiles; ++j) {
+      for (int j = 0; j < J; ++j) {
         const uint2 k0 = *reinterpret_cast<const uint2*>(k_row + 8 * j * S + d0 + 2 * t);
         const uint2 k1 = *reinterpret_cast<const uint2*>(k_row + 8 * j * S + d0 + 8 + 2 * t);
         mma_bf16(s[j], a, pack_operands(k0.x, k0.y), pack_operands(k1.x, k1.y));
@@ -206,7 +209,7 @@ __device__ __forceinline__ void chunk_scores(const uint32_t* qs, int q_rows, con
       const uint2 qa = row_a ? *reinterpret_cast<const uint2*>(qa_row + D16 + 2 * t) : make_uint2(0u, 0u);
       const uint2 qb = row_b ? *reinterpret_cast<const uint2*>(qb_row + D16 + 2 * t) : make_uint2(0u, 0u);
 #pragma unroll
-      for (int j = 0; j < kChunkTiles; ++j) {
+      for (int j = 0; j < J; ++j) {
         const uint2 k = *reinterpret_cast<const uint2*>(k_row + 8 * j * S + D16 + 2 * t);
         mma_bf16_k8(s[j], pack_operands(qa.x, qa.y), pack_operands(qb.x, qb.y), pack_operands(k.x, k.y));
       }
