@@ -37,21 +37,5 @@ for cols in 128 192; do
   gzip -c "/tmp/ncu-source-$cols.csv" > "$out/ncu-source-$cols.csv.gz"
   echo "## $cols columns"
   grep -E "^ +(Duration|Compute \(SM\) Throughput|L1/TEX Cache Throughput|L2 Cache Throughput|DRAM Throughput|SM Frequency|Issued Warp Per Scheduler|Warp Cycles Per Issued Instruction)" "$out/ncu-details-$cols.txt" | head -12
-  python3 - "/tmp/ncu-source-$cols.csv" "${TOP:-30}" <<'PY'
-import csv, sys
-rows = list(csv.reader(open(sys.argv[1], errors="replace")))
-head = next(i for i, r in enumerate(rows) if "Source" in r and any("Sampling" in c for c in r))
-cols, body = rows[head], rows[head + 1:]
-def num(x):
-    try: return float(x.replace(",", ""))
-    except ValueError: return 0.0
-total_col = next(i for i, c in enumerate(cols) if c.startswith("Warp Stall Sampling (All"))
-src = cols.index("Source")
-reasons = [i for i, c in enumerate(cols) if c.startswith("stall_") or c.startswith("Stall")]
-total = sum(num(r[total_col]) for r in body if len(r) > total_col) or 1.0
-print(f"instructions {len(body)}, samples {total:.0f}; columns: {', '.join(cols[i] for i in reasons) or 'no per-reason columns'}")
-for r in sorted((r for r in body if len(r) > total_col), key=lambda r: -num(r[total_col]))[:int(sys.argv[2])]:
-    why = sorted(((num(r[i]), cols[i]) for i in reasons if num(r[i]) > 0), reverse=True)[:3]
-    print(f"{100 * num(r[total_col]) / total:5.1f}%  {r[src][:70]:70s}  " + ", ".join(f"{c} {v:.0f}" for v, c in why))
-PY
+  python3 "$root/bench/cuda/ncu_top_instructions.py" "/tmp/ncu-source-$cols.csv" "${TOP:-30}"
 done
