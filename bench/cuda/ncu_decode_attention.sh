@@ -2,8 +2,9 @@
 # On a GPU machine: where the split-KV decode attention's warps wait, per SASS instruction. ncu
 # (--set full, the finest warp sampling) on one launch of attention_decode_kernel at head_dim 128
 # in the cluster variant (the Qwen3-8B decode shape per CTA: 4 query heads per KV head, one
-# 64-key chunk), taken from the kernel test AttentionMatchesReferenceAndIsRowInvariant (its rows
-# 30..44 alone: 15 rows x 2 KV heads, one chunk each). Results under $OUT: ncu-decode-details.txt,
+# 64-key chunk), taken from the kernel test AttentionMatchesReferenceAndIsRowInvariant: its first
+# such launch is the decode row at 350 alone (8 chunk CTAs per KV head, 6 of them with keys, x 2
+# KV heads: 16 CTAs). Results under $OUT: ncu-decode-details.txt,
 # ncu-decode-source.csv.gz (the whole page), and the top instructions on stdout.
 # Env: BUILD (default /tmp/build-ncu), TOP (instructions listed, 40), KERNEL (mangled-name regex).
 set -euo pipefail

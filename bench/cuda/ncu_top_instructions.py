@@ -11,7 +11,8 @@ def num(x):
     except ValueError: return 0.0
 total_col = next(i for i, c in enumerate(cols) if c.startswith("Warp Stall Sampling (All"))
 src = cols.index("Source")
-reasons = [i for i, c in enumerate(cols) if c.startswith("stall_") or c.startswith("Stall")]
+# Each reason also has a "(Not Issued)" column, a subset of the same samples: listing both counted them twice.
+reasons = [i for i, c in enumerate(cols) if (c.startswith("stall_") or c.startswith("Stall")) and "Not Issued" not in c]
 total = sum(num(r[total_col]) for r in body if len(r) > total_col) or 1.0
 print(f"instructions {len(body)}, samples {total:.0f}; columns: {', '.join(cols[i] for i in reasons) or 'no per-reason columns'}")
 top = int(sys.argv[2]) if len(sys.argv) > 2 else 30
@@ -23,5 +24,6 @@ if len(sys.argv) > 3:
     floor = float(sys.argv[3])
     print(f"in program order, instructions with >= {floor}% of the samples:")
     for n, r in enumerate(body):
-        if len(r) > total_col and 100 * num(r[total_col]) / total >= floor:
-            print(f"{n:5d} {100 * num(r[total_col]) / total:5.1f}%  {r[src][:90]}")
+        share = 100 * num(r[total_col]) / total if len(r) > total_col else 0.0
+        if share >= floor:
+            print(f"{n:5d} {share:5.1f}%  {r[src][:90]}")
