@@ -4,7 +4,8 @@
     python3 bench/cuda/ab_summary.py ab.md
 
 ab.md holds blocks "## <mode>, round <r>, <VARIANT>" of cuda_bench table rows "| <name> | <value> | ...".
-For every mode, every row whose first cell is a number becomes a metric; the decode host-time rows also
+For every mode, every row whose first cell is a number becomes a metric (in the attention mode's table, each
+shape's time: "<kernel> <rows> rows, <context> keys (us)"); the decode host-time rows also
 give "<batch> device wait (us)": the host's wait after issuing the step, the device's time for the step,
 which (unlike tok/s) does not carry the process's host time per step. Prints one markdown table per mode:
 the metric, A's median over the rounds, then each variant's median and its ratio to A's.
@@ -17,6 +18,7 @@ from collections import defaultdict
 BLOCK = re.compile(r"^## (\S+), round (\d+), (\S+)$")
 ROW = re.compile(r"^\| ([^|]+?) \| ([-\d.]+)(?: us of [\d.]+)? \|(.*)$")
 WAIT = re.compile(r"wait ([\d.]+) us")
+NUMBER = re.compile(r"^-?[\d.]+$")
 
 
 def collect(lines):
@@ -40,6 +42,10 @@ def collect(lines):
         if not m:
             continue
         name, value, rest = m.group(1), float(m.group(2)), m.group(3)
+        cells = [c.strip() for c in rest.split("|")]
+        if mode == "attention" and len(cells) >= 3 and all(NUMBER.match(c) for c in cells[:2]):
+            # "| decode | rows | context | time us | ...": one metric per shape, its time
+            name, value = f"{name} {value:g} rows, {cells[0]} keys (us)", float(cells[1])
         values[mode][name][variant].append(value)
         wait = WAIT.search(rest)
         if wait and "host time per step" in name:
