@@ -68,6 +68,28 @@ int stream_slots(int64_t rows, int64_t k) {
   return slots;
 }
 
+// A launch that stages a fused add_rms_norm (StreamAddNorm) follows a streaming matmul, and its
+// staging after the programmatic wait (every row's norm) is the longest of the stream's (H200,
+// batch 1: 2.8 us, bench/NOTES-cuda.md "Session 27"). A wide one (n >= 16384: an MLP's gate_up)
+// takes the most slots that fit, so that more of its weight has landed when the staging ends; a
+// narrower one (a q/k/v projection) keeps kStreamSlots, which leaves room beside it for the
+// attention CTAs that follow it. H200, same call, two alternating rounds: device wait per batch-1
+// step 4237.6 / 4235.9 us against 4259.1 / 4250.7 (-0.4%); the most slots for every fused launch
+// -0.2% (bench/NOTES-cuda.md "Session 31"). TACHYON_STREAM_SLOTS, when set, decides for every
+// launch; TACHYON_STREAM_SLOTS_NORMED (A/B runs): 16, wide (the default) or max.
+int normed_stream_slots(int64_t rows, int64_t k, int64_t n) {
+  static const std::string setting = [] {
+    const char* env = std::getenv("TACHYON_STREAM_SLOTS_NORMED");
+    return std::string(env ? env : "wide");
+  }();
+  if (std::getenv("TACHYON_STREAM_SLOTS") || setting == "16" || (setting == "wide" && n < 16384))
+    return stream_slots(rows, k);
+  if (setting != "max" && setting != "wide") fail_unsupported("TACHYON_STREAM_SLOTS_NORMED (16, wide or max)", 0);
+  int slots = kMaxStreamSlots;
+  while (slots > kStreamSlots && stream_smem_bytes(rows, k, slots) > kStreamSmemLimit) slots -= kStreamConsumerWarps;
+  return slots;
+}
+
 static_assert(kStreamConsumerWarps * 32 == kWideNormThreads, "the fused norm runs on the consumer warps");
 
 // Row r of x + y, as the add_rms_norm kernel holds it (thread t: float4s t, t + 256, ...).
@@ -554,7 +576,7 @@ void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_c
            kp_count, n_tiles, bias, out, slots);
     return;
   }
-  const int slots = stream_slots(M, K);
+  const int slots = norm.x ? normed_stream_slots(M, K, N) : stream_slots(M, K);
   launch(matmul_stream_kernel, grid, kStreamThreads, stream_smem_bytes(M, K, slots), stream, x, M, K, w, N, kp_count,
          n_tiles, bias, out, slots, norm, tile_schedule(n_tiles, static_cast<int>(grid), kp_count, slots, stream));
 }

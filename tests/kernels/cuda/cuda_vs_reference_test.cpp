@@ -468,7 +468,8 @@ TEST_F(CudaKernels, AddRmsNormAtPrefillRowsWritesTheNextMatmulsInput) {
 // streaming kernel computes the norm in its staging (one launch). The bits of the two ops in
 // turn (x, the normed rows and the product), with and without bias, at 1-8 rows (the kernel's
 // limit; the backend here fuses up to 8, by default up to 4); the launch is fused where it can
-// be and not where the matmul does not read the norm's output or does not stream.
+// be and not where the matmul does not read the norm's output or does not stream. n 16392: a
+// wide fused launch, whose ring is deeper than the unfused launch's (normed_stream_slots).
 TEST_F(CudaKernels, AddRmsNormFusedIntoTheStreamingMatmulGivesTheBitsOfTheTwoOps) {
   ::setenv("TACHYON_FUSED_NORM_ROWS", "8", 1);  // read when a backend is made
   gpu = make_backend("cuda");
@@ -476,7 +477,7 @@ TEST_F(CudaKernels, AddRmsNormFusedIntoTheStreamingMatmulGivesTheBitsOfTheTwoOps
   struct Case {
     int64_t dim, n;
   };
-  for (const Case c : {Case{4096, 2048}, Case{2052, 4104}}) {
+  for (const Case c : {Case{4096, 2048}, Case{2052, 4104}, Case{4096, 16392}}) {
     const auto wv = random_vec(static_cast<size_t>(c.dim), rng);
     const Weight norm_w = gpu->upload_weight(Weight{wv.data(), DType::F32, 1, c.dim});
     const auto wb = to_bf16(random_vec(static_cast<size_t>(c.n * c.dim), rng, 0.05f));
