@@ -22,6 +22,7 @@ namespace tachyon::kernels::cuda {
 [[noreturn]] void fail_cuda(const char* file, int line, const char* expr, cudaError_t err);
 // Throws tachyon::Error: `what` (e.g. "head_dim") = value is not supported by the CUDA kernels.
 [[noreturn]] void fail_unsupported(const char* what, int64_t value);
+[[noreturn]] void fail_unsupported_setting(const char* what, const char* value);
 // The A/B switches of the benchmarks: true when the environment sets `name` to "0".
 bool env_turned_off(const char* name);
 // An attribute of the current device (SM count, opt-in shared memory per CTA, ...).

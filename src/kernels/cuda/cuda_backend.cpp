@@ -39,6 +39,9 @@ void fail_cuda(const char* file, int line, const char* expr, cudaError_t err) {
 void fail_unsupported(const char* what, int64_t value) {
   throw Error("the CUDA backend does not support {} = {}", what, value);
 }
+void fail_unsupported_setting(const char* what, const char* value) {
+  throw Error("the CUDA backend does not support {} = '{}'", what, value);
+}
 
 bool env_turned_off(const char* name) {
   const char* value = std::getenv(name);

@@ -80,11 +80,13 @@ int stream_slots(int64_t rows, int64_t k) {
 int normed_stream_slots(int64_t rows, int64_t k, int64_t n) {
   static const std::string setting = [] {
     const char* env = std::getenv("TACHYON_STREAM_SLOTS_NORMED");
-    return std::string(env ? env : "wide");
+    const std::string value = env ? env : "wide";
+    if (value != "16" && value != "wide" && value != "max")
+      fail_unsupported_setting("TACHYON_STREAM_SLOTS_NORMED (16, wide or max)", value.c_str());
+    return value;
   }();
   if (std::getenv("TACHYON_STREAM_SLOTS") || setting == "16" || (setting == "wide" && n < 16384))
     return stream_slots(rows, k);
-  if (setting != "max" && setting != "wide") fail_unsupported("TACHYON_STREAM_SLOTS_NORMED (16, wide or max)", 0);
   int slots = kMaxStreamSlots;
   while (slots > kStreamSlots && stream_smem_bytes(rows, k, slots) > kStreamSmemLimit) slots -= kStreamConsumerWarps;
   return slots;
