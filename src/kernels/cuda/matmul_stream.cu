@@ -48,6 +48,12 @@ size_t stream_smem_bytes(int64_t rows, int64_t k, int slots) {
 // that lets two CTAs share an SM: the next matmul's CTA then streams beside this one's last) or
 // "max" (the most that fit).
 constexpr int kMaxStreamSlots = 24;
+// The most slots that fit beside x and the segment sums (kStreamSlots at least).
+int most_stream_slots(int64_t rows, int64_t k) {
+  int slots = kMaxStreamSlots;
+  while (slots > kStreamSlots && stream_smem_bytes(rows, k, slots) > kStreamSmemLimit) slots -= kStreamConsumerWarps;
+  return slots;
+}
 int stream_slots(int64_t rows, int64_t k) {
   static const std::string setting = [] {
     const char* env = std::getenv("TACHYON_STREAM_SLOTS");
@@ -55,11 +61,7 @@ int stream_slots(int64_t rows, int64_t k) {
   }();
   const auto fits = [&](int slots, size_t limit) { return stream_smem_bytes(rows, k, slots) <= limit; };
   if (setting == "pair") return fits(kStreamConsumerWarps, kTwoPerSmLimit) ? kStreamConsumerWarps : kStreamSlots;
-  if (setting == "max") {
-    int slots = kMaxStreamSlots;
-    while (slots > kStreamSlots && !fits(slots, kStreamSmemLimit)) slots -= kStreamConsumerWarps;
-    return slots;
-  }
+  if (setting == "max") return most_stream_slots(rows, k);
   if (setting.empty()) return kStreamSlots;
   const int slots = std::atoi(setting.c_str());
   if (slots < kStreamConsumerWarps || slots > kMaxStreamSlots || slots % kStreamConsumerWarps != 0 ||
@@ -85,11 +87,9 @@ int normed_stream_slots(int64_t rows, int64_t k, int64_t n) {
       fail_unsupported_setting("TACHYON_STREAM_SLOTS_NORMED (16, wide or max)", value.c_str());
     return value;
   }();
-  if (std::getenv("TACHYON_STREAM_SLOTS") || setting == "16" || (setting == "wide" && n < 16384))
-    return stream_slots(rows, k);
-  int slots = kMaxStreamSlots;
-  while (slots > kStreamSlots && stream_smem_bytes(rows, k, slots) > kStreamSmemLimit) slots -= kStreamConsumerWarps;
-  return slots;
+  static const bool slots_set = std::getenv("TACHYON_STREAM_SLOTS") != nullptr;  // read once, not per launch
+  if (slots_set || setting == "16" || (setting == "wide" && n < 16384)) return stream_slots(rows, k);
+  return most_stream_slots(rows, k);
 }
 
 static_assert(kStreamConsumerWarps * 32 == kWideNormThreads, "the fused norm runs on the consumer warps");
