@@ -850,30 +850,47 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
   // slot's phase it / kWsStages.
   if (wg == 0) {
     if constexpr (kCols != 128) setmaxnreg_dec<Tile::kProducerRegs>();
-    pdl_wait();  // x comes from the previous kernel
     if constexpr (kTma) {
       if (tid != 0) return;
       const auto wait_empty = [&](int it) {
         const int slot = it % kWsStages;
         mbar_wait(&empty[slot], ((it / kWsStages) - 1) & 1);
       };
+      // Stage ks's weight rows of column block nb0 into `slot` (with kPair this CTA's half, multicast).
+      const auto load_weight = [&](int slot, int ks, int64_t nb0) {
+        if constexpr (kPair) {
+          const int half = static_cast<int>(rank);  // this CTA's half of the row-blocks
+          tensor_load_3d_multicast(Bs + slot * kWeightUnits + half * kWeightUnits / 2, &w_map, 0, ks * 8,
+                                   static_cast<int>(nb0) + half_offset * half, &full[slot], 0b11);
+        } else {
+          tensor_load_3d(Bs + slot * kWeightUnits, &w_map, 0, ks * 8, static_cast<int>(nb0), &full[slot]);
+        }
+      };
+      // The whole stage lands in this CTA either way (with kPair half the weight's from the other
+      // CTA); boxes past the weight's last row-block land as zeros and count all their bytes.
+      constexpr uint32_t kStageBytes = (kCoreStageUnits + kWeightUnits) * sizeof(uint4);
+      // The first tile's first ring of weight stages goes out before the programmatic wait (weights
+      // are constant: pdl_wait's rule), so it streams while the previous kernel ends; x follows
+      // the wait. A CTA resides early only where the previous kernel's CTAs have left its SM (it
+      // takes a whole SM's registers). H200, four alternating rounds in one call: prefill 512 tokens
+      // +0.7%, 4096 flat (bench/NOTES-cuda.md "Session 32").
+      const int early = walk_first < walk_end ? min(kWsStages, num_stages) : 0;
+      for (int ks = 0; ks < early; ++ks) {
+        mbar_arrive_expect_tx(&full[ks], kStageBytes);
+        load_weight(ks, ks, tile_columns(walk_first));
+      }
+      pdl_wait();  // x comes from the previous kernel
       int it = 0;
       for (int t = walk_first; t < walk_end; t += walk_step) {
         const int64_t row0 = tile_rows(t), nb0 = tile_columns(t);
         for (int ks = 0; ks < num_stages; ++ks, ++it) {
           const int slot = it % kWsStages;
-          if (it >= kWsStages) wait_empty(it);
-          // The whole stage lands in this CTA either way (with kPair half the weight's from the
-          // other CTA); boxes past the weight's last row-block land as zeros and count all their bytes.
-          mbar_arrive_expect_tx(&full[slot], (kCoreStageUnits + kWeightUnits) * sizeof(uint4));
-          tensor_load_3d(As + slot * kCoreStageUnits, &x_map, 0, ks * 8, static_cast<int>(row0 / 8), &full[slot]);
-          if constexpr (kPair) {
-            const int half = static_cast<int>(rank);  // this CTA's half of the row-blocks
-            tensor_load_3d_multicast(Bs + slot * kWeightUnits + half * kWeightUnits / 2, &w_map, 0, ks * 8,
-                                  static_cast<int>(nb0) + half_offset * half, &full[slot], 0b11);
-          } else {
-            tensor_load_3d(Bs + slot * kWeightUnits, &w_map, 0, ks * 8, static_cast<int>(nb0), &full[slot]);
+          if (it >= early) {
+            if (it >= kWsStages) wait_empty(it);
+            mbar_arrive_expect_tx(&full[slot], kStageBytes);
+            load_weight(slot, ks, nb0);
           }
+          tensor_load_3d(As + slot * kCoreStageUnits, &x_map, 0, ks * 8, static_cast<int>(row0 / 8), &full[slot]);
         }
       }
       // kPair: the other CTA's consumers arrive on this CTA's barriers (and its producer writes
@@ -882,6 +899,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
         for (const int last = it; it < last + kWsStages; ++it)
           if (it >= kWsStages) wait_empty(it);
     } else {
+      pdl_wait();  // x comes from the previous kernel
       const int64_t row0 = tile_rows(0), nb0 = tile_columns(0);
       for (int ks = 0; ks < num_stages; ++ks) {
         const int slot = ks % kWsStages;
