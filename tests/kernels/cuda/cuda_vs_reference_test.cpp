@@ -533,6 +533,56 @@ TEST_F(CudaKernels, AddRmsNormFusedIntoTheStreamingMatmulGivesTheBitsOfTheTwoOps
   EXPECT_LT(rel_l2(download(h, x.size()), want), 1e-5);
 }
 
+// A decode step's chain of fused norms on one residual stream, with no host wait between launches:
+// in each launch the CTA counted last writes the norm's rows back, and the next fused launch stages
+// x + y from them. The bits of the same ops unfused (the norm launched alone), at 1 and 3 rows,
+// through a square and a wide (deep-ring) matmul per layer.
+TEST_F(CudaKernels, FusedNormsBackToBackGiveTheBitsOfTheOpsUnfused) {
+  ::setenv("TACHYON_FUSED_NORM_ROWS", "8", 1);  // read when a backend is made
+  gpu = make_backend("cuda");
+  ::unsetenv("TACHYON_FUSED_NORM_ROWS");
+  auto plain = cuda_backend_without("TACHYON_FUSED_NORM_ROWS");
+  const int64_t dim = 4096, wide = 16392, layers = 5;
+  const auto wn = random_vec(static_cast<size_t>(dim), rng);
+  const auto wsq = to_bf16(random_vec(static_cast<size_t>(dim * dim), rng, 0.02f));
+  const auto wwide = to_bf16(random_vec(static_cast<size_t>(wide * dim), rng, 0.02f));
+  for (int64_t rows : {1, 3}) {
+    const auto x0 = random_vec(static_cast<size_t>(rows * dim), rng), d0 = random_vec(x0.size(), rng);
+    const auto run = [&](Backend& be) {
+      const Weight norm_w = be.upload_weight(Weight{wn.data(), DType::F32, 1, dim});
+      const Weight sq = be.upload_weight(Weight{wsq.data(), DType::BF16, dim, dim});
+      const Weight wd = be.upload_weight(Weight{wwide.data(), DType::BF16, wide, dim});
+      DeviceFloats buf(be);
+      float *x = buf.copy(x0), *d = buf.copy(d0), *h = buf.poisoned(rows * dim);
+      std::vector<float*> a, g;
+      for (int64_t l = 0; l < layers; ++l) {
+        a.push_back(buf.poisoned(rows * dim));
+        g.push_back(buf.poisoned(rows * wide));
+        be.add_rms_norm(x, l == 0 ? d : a[l - 1], norm_w, rows, dim, 1e-6f, 1.f, h);
+        be.matmul(h, rows, sq, nullptr, a[l]);
+        be.add_rms_norm(x, a[l], norm_w, rows, dim, 1e-6f, 1.f, h);
+        be.matmul(h, rows, wd, nullptr, g[l]);
+      }
+      std::vector<float> all = buf.download(x, rows * dim);
+      const auto hv = buf.download(h, rows * dim);
+      all.insert(all.end(), hv.begin(), hv.end());
+      for (int64_t l = 0; l < layers; ++l) {
+        const auto av = buf.download(a[l], rows * dim), gv = buf.download(g[l], rows * wide);
+        all.insert(all.end(), av.begin(), av.end());
+        all.insert(all.end(), gv.begin(), gv.end());
+      }
+      return all;
+    };
+    const uint64_t before = cuda_fused_norm_launches(*gpu);
+    const auto got = run(*gpu);
+    EXPECT_EQ(cuda_fused_norm_launches(*gpu), before + 2 * layers) << rows << " rows";
+    const auto want = run(*plain);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << rows << " rows";
+  }
+  EXPECT_EQ(cuda_fused_norm_launches(*plain), 0u);
+}
+
 TEST_F(CudaKernels, RowwiseOpsMatchReference) {
   const int64_t rows = 37, dim = 200;
   const auto wv = random_vec(static_cast<size_t>(dim), rng);
