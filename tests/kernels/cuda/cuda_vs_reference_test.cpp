@@ -471,9 +471,7 @@ TEST_F(CudaKernels, AddRmsNormAtPrefillRowsWritesTheNextMatmulsInput) {
 // be and not where the matmul does not read the norm's output or does not stream. n 16392: a
 // wide fused launch, whose ring is deeper than the unfused launch's (normed_stream_slots).
 TEST_F(CudaKernels, AddRmsNormFusedIntoTheStreamingMatmulGivesTheBitsOfTheTwoOps) {
-  ::setenv("TACHYON_FUSED_NORM_ROWS", "8", 1);  // read when a backend is made
-  gpu = make_backend("cuda");
-  ::unsetenv("TACHYON_FUSED_NORM_ROWS");
+  gpu = cuda_backend_with("TACHYON_FUSED_NORM_ROWS", "8");
   struct Case {
     int64_t dim, n;
   };
@@ -538,9 +536,7 @@ TEST_F(CudaKernels, AddRmsNormFusedIntoTheStreamingMatmulGivesTheBitsOfTheTwoOps
 // x + y from them. The bits of the same ops unfused (the norm launched alone), at 1 and 3 rows,
 // through a square and a wide (deep-ring) matmul per layer.
 TEST_F(CudaKernels, FusedNormsBackToBackGiveTheBitsOfTheOpsUnfused) {
-  ::setenv("TACHYON_FUSED_NORM_ROWS", "8", 1);  // read when a backend is made
-  gpu = make_backend("cuda");
-  ::unsetenv("TACHYON_FUSED_NORM_ROWS");
+  gpu = cuda_backend_with("TACHYON_FUSED_NORM_ROWS", "8");
   auto plain = cuda_backend_without("TACHYON_FUSED_NORM_ROWS");
   const int64_t dim = 4096, wide = 16392, layers = 5;
   const auto wn = random_vec(static_cast<size_t>(dim), rng);
