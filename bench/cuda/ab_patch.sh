@@ -25,6 +25,7 @@
 # when that folder exists.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
+. "$root/bench/cuda/device_cmake.sh"
 results="${OUT:-$root/bench/results}"
 build="${BUILD:-/tmp/ab}"
 mkdir -p "$results"
@@ -55,8 +56,7 @@ mkdir -p "$logs"
 build_tree() {
   local src="$1" dir="$2" label="$3"
   shift 3
-  cmake -S "$src" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTACHYON_SERVER=OFF -DTACHYON_TESTS=ON \
-    -DTACHYON_CUDA=ON "-DTACHYON_ONLY_MODULES=base;io;tokenizer;chat;kernels;kv;sampling;model;spec;engine" \
+  device_cmake "$src" "$dir" "-DTACHYON_ONLY_MODULES=base;io;tokenizer;chat;kernels;kv;sampling;model;spec;engine" \
     > "$logs/cmake-$label.log" 2>&1 || { rm -f "$dir/CMakeCache.txt"; false; } &&
     ninja -C "$dir" -j"$(nproc)" "$@" > "$logs/build-$label.log" 2>&1 ||
     { echo "build $label failed"; grep -E "error|FAILED" "$logs/cmake-$label.log" "$logs/build-$label.log" | head -20; exit 1; }

@@ -8,6 +8,7 @@
 # Env: BUILD (default /tmp/build-ncu), TOP (instructions listed, 30).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
+. "$root/bench/cuda/device_cmake.sh"
 out="${OUT:-$root/bench/results}"
 build="${BUILD:-/tmp/build-ncu}"
 cd "$root"
@@ -22,8 +23,7 @@ j = s.index(') {', i)
 s = s[:i] + 'for (auto [rows, n, k] : {std::tuple{int64_t{4096}, int64_t{24576}, int64_t{4096}}}' + s[j:]
 open(p, 'w').write(s)
 PY
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTACHYON_SERVER=OFF -DTACHYON_TESTS=ON -DTACHYON_CUDA=ON \
-  ${EXTRA_CMAKE_ARGS:-} > "$out/ncu-cmake.log" 2>&1 || { tail -20 "$out/ncu-cmake.log"; exit 1; }
+device_cmake "$root" "$build" ${EXTRA_CMAKE_ARGS:-} > "$out/ncu-cmake.log" 2>&1 || { tail -20 "$out/ncu-cmake.log"; exit 1; }
 ninja -C "$build" cuda_kernel_tests > "$out/ncu-build.log" 2>&1 || { grep -E "error|FAILED" "$out/ncu-build.log" | head; exit 1; }
 ncu_bin="$(command -v ncu || echo /usr/local/cuda/bin/ncu)"
 skip=0

@@ -14,6 +14,7 @@
 # kernel tests under compute-sanitizer memcheck: cuda-sanitizer-<commit>.log).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
+. "$root/bench/cuda/device_cmake.sh"
 build="${BUILD:-$root/build-cuda-release}"
 shape="${SHAPE:-qwen3-8b}"
 name=cuda
@@ -41,8 +42,7 @@ mkdir -p "$results"
 commit="${COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo -dirty)}"
 python3 "$root/bench/cuda/make_checkpoint.py" "$ckpt" --shape "$shape" --max-gb "$max_gb" > "$results/checkpoint.log" 2>&1 &
 gen=$!
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTACHYON_SERVER=OFF -DTACHYON_TESTS=ON \
-  -DTACHYON_CUDA=ON ${EXTRA_CMAKE_ARGS:-} > "$results/cmake.log" 2>&1 || { tail -30 "$results/cmake.log"; exit 1; }
+device_cmake "$root" "$build" ${EXTRA_CMAKE_ARGS:-} > "$results/cmake.log" 2>&1 || { tail -30 "$results/cmake.log"; exit 1; }
 ninja -C "$build" -j"$(nproc)" cuda_kernel_tests hf_cuda_golden_tests model_tests cuda_bench > "$results/build.log" 2>&1 ||
   { tail -50 "$results/build.log"; exit 1; }
 tests_rc=0
