@@ -7,7 +7,8 @@
 #   bench/cuda/sass.sh src/kernels/cuda/matmul_stream.cu /tmp/stream.sass
 #   bench/cuda/sass_waits.py /tmp/stream.sass matmul_stream_kernel --waits-on 5
 #
-# NVDISASM: the disassembler (default: the one extracted under /tmp/nvdisasm by this script).
+# NVDISASM: the disassembler (default: the one extracted under /tmp/nvdisasm by this script);
+# NVCC_FLAGS: more nvcc flags (e.g. -DTACHYON_ATTENTION_BF16=1).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 src="$1" out="$2"
@@ -22,7 +23,7 @@ if [ ! -x "$nvdisasm" ]; then
   rm -rf "$tmp" "$list"
 fi
 cubin=$(mktemp --suffix=.cubin)
-nvcc -I "$root/src" -O3 -arch=sm_90a -std=c++20 -cubin "$src" -o "$cubin"
+nvcc -I "$root/src" -O3 -arch=sm_90a -std=c++20 ${NVCC_FLAGS:-} -cubin "$src" -o "$cubin"
 python3 - "$cubin" <<'EOF'
 import struct, sys
 d = bytearray(open(sys.argv[1], 'rb').read())

@@ -217,11 +217,15 @@ __device__ __forceinline__ void chunk_scores(const uint32_t* qs, int q_rows, con
   }
 }
 
-// Scales, softcaps and masks the scores (keys [lo[i], hi[i]] of the chunk are valid for the
-// lane's row i: 0 for g, 1 for g + 8; lo > hi: none), then turns them into p in place (operand
-// bits as floats) and returns each row's m (-inf: no valid key) and l.
-__device__ __forceinline__ void chunk_softmax(float (&s)[kChunkTiles][4], const int (&lo)[2], const int (&hi)[2],
-                                              float scale, float softcap, float (&m)[2], float (&l)[2]) {
+// chunk_softmax in phases, each over N chunks whose states are independent (the ring kernel's
+// pairs of chunks): every phase of one chunk is the same arithmetic in the same order whatever N
+// is, so the bits are chunk_softmax's; with N = 2 the two chunks' shuffles and exponentials are
+// issued together (one basic block), two independent chains where one chunk has one.
+//
+// Scales, softcaps and masks the scores (keys [lo[i], hi[i]] of the chunk are valid for the lane's
+// row i: 0 for g, 1 for g + 8; lo > hi: none) and takes each row's maximum over the lane's keys.
+__device__ __forceinline__ void softmax_scale_mask(float (&s)[kChunkTiles][4], const int (&lo)[2], const int (&hi)[2],
+                                                   float scale, float softcap, float (&m)[2]) {
   const int t = threadIdx.x % 4;
   m[0] = m[1] = -INFINITY;
   // Interior chunks (every key valid for both rows, no softcap): the same values without the
@@ -250,15 +254,29 @@ __device__ __forceinline__ void chunk_softmax(float (&s)[kChunkTiles][4], const 
         m[i] = fmaxf(m[i], score);
       }
   }
-  // Both rows' shuffles of a step issued together: the reduction waits for two shuffle round trips,
-  // not four (ptxas ran row 1's after row 0's; ncu found the waits on these round trips the
-  // softmax's largest stall in the ring kernel). The same maxima.
+}
+
+// The rows' maxima (max) or sums over the quad's four lanes, every chunk's and row's shuffles of a
+// step issued together: the reduction waits for two shuffle round trips, not four per chunk
+// (ptxas ran row 1's after row 0's; ncu found the waits on these round trips the softmax's largest
+// stall in the ring kernel). The same maxima and sums in every lane.
+template <bool kMax, int N>
+__device__ __forceinline__ void quad_reduce(float (&v)[N][2]) {
 #pragma unroll
   for (int step = 1; step <= 2; step *= 2) {
-    const float other0 = __shfl_xor_sync(0xffffffffu, m[0], step), other1 = __shfl_xor_sync(0xffffffffu, m[1], step);
-    m[0] = fmaxf(m[0], other0);
-    m[1] = fmaxf(m[1], other1);
+    float other[N][2];
+#pragma unroll
+    for (int c = 0; c < N; ++c)
+      other[c][0] = __shfl_xor_sync(0xffffffffu, v[c][0], step), other[c][1] = __shfl_xor_sync(0xffffffffu, v[c][1], step);
+#pragma unroll
+    for (int c = 0; c < N; ++c)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) v[c][i] = kMax ? fmaxf(v[c][i], other[c][i]) : v[c][i] + other[c][i];
   }
+}
+
+// The scores into p in place (operand bits as floats) and the lane's part of each row's l.
+__device__ __forceinline__ void softmax_exp(float (&s)[kChunkTiles][4], const float (&m)[2], float (&l)[2]) {
   l[0] = l[1] = 0.f;
   // A row without a valid key subtracts 0 instead of -inf: its masked scores give exp(-inf) = 0
   // like every masked score (no per-key test).
@@ -274,12 +292,27 @@ __device__ __forceinline__ void chunk_softmax(float (&s)[kChunkTiles][4], const 
       s[j][e] = p;
       l[i] += p;
     }
+}
+
+// N chunks' scores into p, with each row's m (-inf: no valid key) and l.
+template <int N>
+__device__ __forceinline__ void chunks_softmax(float (&s)[N][kChunkTiles][4], const int (&lo)[N][2],
+                                               const int (&hi)[N][2], float scale, float softcap, float (&m)[N][2],
+                                               float (&l)[N][2]) {
 #pragma unroll
-  for (int step = 1; step <= 2; step *= 2) {
-    const float other0 = __shfl_xor_sync(0xffffffffu, l[0], step), other1 = __shfl_xor_sync(0xffffffffu, l[1], step);
-    l[0] += other0;
-    l[1] += other1;
-  }
+  for (int c = 0; c < N; ++c) softmax_scale_mask(s[c], lo[c], hi[c], scale, softcap, m[c]);
+  quad_reduce<true>(m);
+#pragma unroll
+  for (int c = 0; c < N; ++c) softmax_exp(s[c], m[c], l[c]);
+  quad_reduce<false>(l);
+}
+
+// One chunk's scores into p (operand bits as floats), with each row's m (-inf: no valid key) and l.
+__device__ __forceinline__ void chunk_softmax(float (&s)[kChunkTiles][4], const int (&lo)[2], const int (&hi)[2],
+                                              float scale, float softcap, float (&m)[2], float (&l)[2]) {
+  chunks_softmax<1>(reinterpret_cast<float(&)[1][kChunkTiles][4]>(s), reinterpret_cast<const int(&)[1][2]>(lo),
+                    reinterpret_cast<const int(&)[1][2]>(hi), scale, softcap, reinterpret_cast<float(&)[1][2]>(m),
+                    reinterpret_cast<float(&)[1][2]>(l));
 }
 
 // o = p · v for the G d tiles nt0 .. nt0 + G - 1 (columns 8nt .. 8nt + 7; tiles at or past

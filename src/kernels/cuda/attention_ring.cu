@@ -6,7 +6,8 @@
 // chunk_softmax, merge_factors, zero rows outside [kmin, kmax], write_tile_rows): the same bits,
 // which are the mma.sync kernels' (attention_wgmma.cuh). A TACHYON_ATTENTION_BF16 build runs the
 // same protocol on bf16 operands (attention_ring_bf16.cuh), with the bits of that build's mma.sync
-// kernels.
+// kernels, and its consumers take the chunks in pairs (kPairs, below; TACHYON_ATTENTION_PAIRS=0:
+// one at a time).
 #include "kernels/cuda/attention_wgmma_layout.cuh"
 
 #include <climits>
@@ -29,7 +30,11 @@ constexpr int kRingThreads = 384;  // warpgroup 0 produces; 1 and 2 consume, 64 
 // the consumers spill at 176, not at 184 (attention_wgmma.cu's warpgroups, which also stage, use
 // 211); the producer, which keeps 16 V loads (64 registers) in flight, needs 104. The whole
 // kernel spills 64 bytes at 104 / 200 and nothing at 120 / 192 or 136 / 184 (both fill the pool).
-constexpr uint32_t kLaunchRegs = 168, kProducerRegs = 120, kConsumerRegs = 192;
+// A TACHYON_ATTENTION_BF16 build's producer holds 16 loads of 16 bytes (produce_chunk_bf16) and
+// fits 104; its consumers' pairs of chunks (two chunks' scores, then two packed p beside o and A)
+// spill 16-28 bytes at 192 and nothing at 200 (ptxas, CUDA 13.0, head_dim 128, session 34).
+constexpr uint32_t kLaunchRegs = 168, kProducerRegs = TACHYON_ATTENTION_BF16 ? 104 : 120,
+                   kConsumerRegs = TACHYON_ATTENTION_BF16 ? 200 : 192;
 static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= kLaunchRegs * kRingThreads);
 
 // CTA (query tile, KV head, head chunk) as attention_wgmma_kernel, 128 pairs: consumer warpgroup
@@ -70,7 +75,7 @@ static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= kLaunchRegs * kRingTh
 //    into a phase (between two arrivals of one warpgroup lies its sync on the other barrier,
 //    which needs the other warpgroup's sync on this one first).
 //  - pdl_enter() first: q, the metadata and the cache are read only after it.
-template <int D, bool kPingPong>
+template <int D, bool kPingPong, bool kPairs>
 __global__ void __launch_bounds__(kRingThreads, 1) attention_ring_kernel(
     const float* __restrict__ q, DeviceAttentionMeta meta, const QueryTile* __restrict__ tiles,
     const float* __restrict__ k_cache, const float* __restrict__ v_cache, AttentionShape s, int heads_per_chunk,
@@ -229,7 +234,52 @@ __global__ void __launch_bounds__(kRingThreads, 1) attention_ring_kernel(
   };
   if (kPingPong && cw == 1) named_barrier_arrive<256>(1);  // warpgroup 0 takes the first turn
 
-  for (int c0 = c_first, n = 0; c0 <= kmax; c0 += kChunkKeys, ++n) {
+  // kPairs (bf16 operands only): the chunks two at a time. Both chunks' scores in one turn, their
+  // softmaxes together (chunks_softmax_factors<2>: two independent chains through the shuffles and
+  // exponentials; one chunk's chain alone leaves the warp waiting on each round trip, the third of
+  // a chunk that session 20's clocks found in the softmax), then each chunk's p·v in a turn of its
+  // own and its merge, in chunk order. Each chunk's arithmetic and the merges' order are those of
+  // the loop below: the same bits. Every chunk goes through the same instructions: one with no
+  // valid key for a row (the loop below skips a chunk with none for the whole warpgroup) gives
+  // that row m = -inf, which changes neither M, L nor A (chunks_softmax_factors,
+  // merge_chunk_output); an odd last chunk's partner multiplies the last slot again and is masked
+  // whole (its keys lie past kmax). One code path keeps the loop's instructions few (ptxas also
+  // injected waits and spilled where wgmmas were issued under a per-chunk condition: C7517). A pair
+  // waits on both chunks' `full` before either `empty`: the producer runs up to four slots ahead,
+  // so chunk n + 1 never waits for chunk n's release. Both warpgroups take the same turns: one per
+  // pair for the scores, one per chunk for p·v.
+  if constexpr (kPairs) {
+    for (int c0 = c_first, n = 0; c0 <= kmax; c0 += 2 * kChunkKeys, n += 2) {
+      const bool two = c0 + kChunkKeys <= kmax, last = c0 + 2 * kChunkKeys > kmax;
+      const int cs[2] = {c0, c0 + kChunkKeys}, slots[2] = {n % kSlots, (n + 1) % kSlots};
+      mbar_wait(&full[slots[0]], (n / kSlots) & 1);
+      if (two) mbar_wait(&full[slots[1]], ((n + 1) / kSlots) & 1);
+      const uint8_t* slot_b[2] = {base + kQBytes + slots[0] * kSlotBytes, base + kQBytes + slots[1] * kSlotBytes};
+      float sc[2][kChunkTiles][4];
+      turn_begin();
+      issue_chunk_scores_bf16<D>(sc[0], base + cw * 8 * 128, slot_b[0]);
+      issue_chunk_scores_bf16<D>(sc[1], base + cw * 8 * 128, two ? slot_b[1] : slot_b[0]);
+      turn_end(false);
+      wgmma_wait<0>();
+      float m[2][2], fo[2][2], fn[2][2];
+      chunks_softmax_factors<2>(sc, row_lo, row_pos, cs, s, M, L_, m, fo, fn);
+      uint32_t a[2][kChunkTiles / 2][4];  // p packed: the scores' registers are free before p·v
+#pragma unroll
+      for (int c = 0; c < 2; ++c) pack_chunk_p(sc[c], a[c]);
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        if (c == 1 && !two) break;
+        float o[4 * DT];
+        turn_begin();
+        issue_packed_pv_bf16<D>(o, a[c], slot_b[c] + LB::k_bytes);
+        turn_end(last && (c == 1 || !two));
+        wgmma_wait<0>();
+        if (lane == 0) mbar_arrive(&empty[slots[c]]);  // the warp's reads of the slot are done
+        merge_chunk_output(A, o, m[c], fo[c], fn[c]);
+      }
+    }
+  }
+  for (int c0 = c_first, n = 0; !kPairs && c0 <= kmax; c0 += kChunkKeys, ++n) {
     const int slot = n % kSlots;
     const bool last = c0 + kChunkKeys > kmax;
     const float* ks = ring + slot * L::slot_words;
@@ -274,23 +324,35 @@ constexpr size_t ring_smem_bytes() {
   return TACHYON_ATTENTION_BF16 ? WgmmaBf16Layout<D>::ring_bytes : WgmmaLayout<D>::ring_bytes;
 }
 
-template <int D, bool kPingPong>
+template <int D, bool kPingPong, bool kPairs>
 void launch_ring(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
                  const float* k_cache, const float* v_cache, const AttentionShape& shape, int heads_per_chunk,
                  float* out, cudaStream_t stream) {
   static const bool configured = [] {
-    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(attention_ring_kernel<D, kPingPong>,
+    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(attention_ring_kernel<D, kPingPong, kPairs>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(ring_smem_bytes<D>())));
     return true;
   }();
   (void)configured;
-  launch(attention_ring_kernel<D, kPingPong>, query_tile_grid(num_tiles, shape, heads_per_chunk), kRingThreads,
+  launch(attention_ring_kernel<D, kPingPong, kPairs>, query_tile_grid(num_tiles, shape, heads_per_chunk), kRingThreads,
          ring_smem_bytes<D>(), stream, q, meta, tiles, k_cache, v_cache, shape, heads_per_chunk, out);
 }
 
 // A/B runs: TACHYON_ATTENTION_PINGPONG=0 lets the two consumer warpgroups issue their wgmmas
-// whenever they are ready.
+// whenever they are ready; in a TACHYON_ATTENTION_BF16 build TACHYON_ATTENTION_PAIRS=0 takes the
+// chunks one at a time (the tf32 operands' registers leave no room for two chunks' scores).
+template <int D, bool kPingPong>
+void launch_ring(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
+                 const float* k_cache, const float* v_cache, const AttentionShape& shape, int heads_per_chunk,
+                 float* out, cudaStream_t stream) {
+  static const bool pairs = TACHYON_ATTENTION_BF16 && !env_turned_off("TACHYON_ATTENTION_PAIRS");
+  if constexpr (TACHYON_ATTENTION_BF16)
+    if (pairs)
+      return launch_ring<D, kPingPong, true>(q, meta, tiles, num_tiles, k_cache, v_cache, shape, heads_per_chunk, out,
+                                             stream);
+  launch_ring<D, kPingPong, false>(q, meta, tiles, num_tiles, k_cache, v_cache, shape, heads_per_chunk, out, stream);
+}
 template <int D>
 void launch_ring(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
                  const float* k_cache, const float* v_cache, const AttentionShape& shape, int heads_per_chunk,

@@ -129,16 +129,10 @@ __device__ __forceinline__ void issue_chunk_scores_bf16(float (&sc)[kChunkTiles]
   wgmma_commit();
 }
 
-// o = p·v as 4 wgmma.m64nDk16, p from the score registers of key tiles 2js, 2js + 1 (chunk_pv's
-// bf16 fragment), V N-major from shared memory; issued and committed, not waited for.
-template <int D>
-__device__ __forceinline__ void issue_chunk_pv_bf16(float (&o)[D / 2], const float (&sc)[kChunkTiles][4],
-                                                    const uint8_t* vs) {
-  using L = WgmmaBf16Layout<D>;
-  const uint64_t vd = core_descriptor(vs, L::kVKeyBytes, 128);
-  // Every step's A fragment packed before the fence: registers written between the fence and a
-  // wgmma that reads them make ptxas insert a warpgroup.arrive before it (C7519).
-  uint32_t a[kChunkTiles / 2][4];
+// p of a chunk as the p·v wgmmas' A fragments: key tiles 2js, 2js + 1 (chunk_pv's bf16 fragment).
+// Packed before the fence of issue_packed_pv_bf16: registers written between the fence and a wgmma
+// that reads them make ptxas insert a warpgroup.arrive before it (C7519).
+__device__ __forceinline__ void pack_chunk_p(const float (&sc)[kChunkTiles][4], uint32_t (&a)[kChunkTiles / 2][4]) {
 #pragma unroll
   for (int js = 0; js < kChunkTiles / 2; ++js) {
     a[js][0] = pack_operands(sc[2 * js][0], sc[2 * js][1]);
@@ -148,6 +142,15 @@ __device__ __forceinline__ void issue_chunk_pv_bf16(float (&o)[D / 2], const flo
 #pragma unroll
     for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[js][i]));  // keeps the packing above the fence
   }
+}
+
+// o = p·v as 4 wgmma.m64nDk16, p packed (pack_chunk_p), V N-major from shared memory; issued and
+// committed, not waited for.
+template <int D>
+__device__ __forceinline__ void issue_packed_pv_bf16(float (&o)[D / 2], uint32_t (&a)[kChunkTiles / 2][4],
+                                                     const uint8_t* vs) {
+  using L = WgmmaBf16Layout<D>;
+  const uint64_t vd = core_descriptor(vs, L::kVKeyBytes, 128);
   wgmma_fence();
 #pragma unroll
   for (int js = 0; js < kChunkTiles / 2; ++js) {
@@ -156,6 +159,15 @@ __device__ __forceinline__ void issue_chunk_pv_bf16(float (&o)[D / 2], const flo
     else wgmma_m64n64k16_bf16_nb(o, a[js], b, js > 0);
   }
   wgmma_commit();
+}
+
+// o = p·v with p from the score registers (pack_chunk_p, then issue_packed_pv_bf16).
+template <int D>
+__device__ __forceinline__ void issue_chunk_pv_bf16(float (&o)[D / 2], const float (&sc)[kChunkTiles][4],
+                                                    const uint8_t* vs) {
+  uint32_t a[kChunkTiles / 2][4];
+  pack_chunk_p(sc, a);
+  issue_packed_pv_bf16<D>(o, a, vs);
 }
 #endif
 

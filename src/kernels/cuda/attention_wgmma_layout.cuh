@@ -78,26 +78,40 @@ __device__ __forceinline__ void issue_chunk_scores(float (&sc)[kChunkTiles][4], 
                         b > 0);
   wgmma_commit();
 }
-// The retired scores' softmax over the lane's two rows' keys in the chunk from c0 (chunk_softmax)
-// and the factors that merge the chunk into the running state M, L (merge_factors; fo 1, fn 0
-// for a row without a valid key). m: the chunk's maxima.
+// The retired scores' softmax of N chunks (independent states: chunks_softmax), chunk c over the
+// lane's two rows' keys from c0[c], and the factors that merge them into the running state M, L in
+// chunk order (merge_factors; fo 1, fn 0 for a row without a valid key). m: the chunks' maxima.
+template <int N>
+__device__ __forceinline__ void chunks_softmax_factors(float (&sc)[N][kChunkTiles][4], const int32_t (&row_lo)[2],
+                                                       const int32_t (&row_pos)[2], const int (&c0)[N],
+                                                       const AttentionShape& s, float (&M)[2], float (&L)[2],
+                                                       float (&m)[N][2], float (&fo)[N][2], float (&fn)[N][2]) {
+  int lo[N][2], hi[N][2];
+  float l[N][2];
+#pragma unroll
+  for (int c = 0; c < N; ++c)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      lo[c][i] = max(row_lo[i], c0[c]) - c0[c];
+      hi[c][i] = min(row_pos[i], c0[c] + kChunkKeys - 1) - c0[c];
+    }
+  chunks_softmax<N>(sc, lo, hi, s.scale, s.softcap, m, l);
+#pragma unroll
+  for (int c = 0; c < N; ++c)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      fo[c][i] = 1.f, fn[c][i] = 0.f;
+      if (m[c][i] != -INFINITY) merge_factors(M[i], L[i], m[c][i], l[c][i], fo[c][i], fn[c][i]);
+    }
+}
 __device__ __forceinline__ void chunk_softmax_factors(float (&sc)[kChunkTiles][4], const int32_t (&row_lo)[2],
                                                       const int32_t (&row_pos)[2], int c0, const AttentionShape& s,
                                                       float (&M)[2], float (&L)[2], float (&m)[2], float (&fo)[2],
                                                       float (&fn)[2]) {
-  int lo[2], hi[2];
-  float l[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    lo[i] = max(row_lo[i], c0) - c0;
-    hi[i] = min(row_pos[i], c0 + kChunkKeys - 1) - c0;
-  }
-  chunk_softmax(sc, lo, hi, s.scale, s.softcap, m, l);
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    fo[i] = 1.f, fn[i] = 0.f;
-    if (m[i] != -INFINITY) merge_factors(M[i], L[i], m[i], l[i], fo[i], fn[i]);
-  }
+  const int c0s[1] = {c0};
+  chunks_softmax_factors<1>(reinterpret_cast<float(&)[1][kChunkTiles][4]>(sc), row_lo, row_pos, c0s, s, M, L,
+                            reinterpret_cast<float(&)[1][2]>(m), reinterpret_cast<float(&)[1][2]>(fo),
+                            reinterpret_cast<float(&)[1][2]>(fn));
 }
 // o = p·v as 8 wgmma.m64nDk8 with p from the score registers and V^T from shared memory, issued
 // and committed, not waited for.
