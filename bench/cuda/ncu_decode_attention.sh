@@ -12,7 +12,8 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 . "$root/bench/cuda/device_cmake.sh"
 out="${OUT:-$root/bench/results}"
 build="${BUILD:-/tmp/build-ncu}"
-device_cmake "$root" "$build" ${EXTRA_CMAKE_ARGS:-} > "$out/ncu-cmake.log" 2>&1 || { tail -20 "$out/ncu-cmake.log"; exit 1; }
+device_cmake "$root" "$build" ${EXTRA_CMAKE_ARGS:-} > "$out/ncu-cmake.log" 2>&1 ||
+  { tail -20 "$out/ncu-cmake.log"; exit 1; }
 ninja -C "$build" cuda_kernel_tests > "$out/ncu-build.log" 2>&1 || { grep -E "error|FAILED" "$out/ncu-build.log" | head; exit 1; }
 ncu_bin="$(command -v ncu || echo /usr/local/cuda/bin/ncu)"
 rep=/tmp/ncu-decode-attention

@@ -23,7 +23,8 @@ j = s.index(') {', i)
 s = s[:i] + 'for (auto [rows, n, k] : {std::tuple{int64_t{4096}, int64_t{24576}, int64_t{4096}}}' + s[j:]
 open(p, 'w').write(s)
 PY
-device_cmake "$root" "$build" ${EXTRA_CMAKE_ARGS:-} > "$out/ncu-cmake.log" 2>&1 || { tail -20 "$out/ncu-cmake.log"; exit 1; }
+device_cmake "$root" "$build" ${EXTRA_CMAKE_ARGS:-} > "$out/ncu-cmake.log" 2>&1 ||
+  { tail -20 "$out/ncu-cmake.log"; exit 1; }
 ninja -C "$build" cuda_kernel_tests > "$out/ncu-build.log" 2>&1 || { grep -E "error|FAILED" "$out/ncu-build.log" | head; exit 1; }
 ncu_bin="$(command -v ncu || echo /usr/local/cuda/bin/ncu)"
 skip=0

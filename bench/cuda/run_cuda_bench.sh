@@ -42,7 +42,8 @@ mkdir -p "$results"
 commit="${COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo -dirty)}"
 python3 "$root/bench/cuda/make_checkpoint.py" "$ckpt" --shape "$shape" --max-gb "$max_gb" > "$results/checkpoint.log" 2>&1 &
 gen=$!
-device_cmake "$root" "$build" ${EXTRA_CMAKE_ARGS:-} > "$results/cmake.log" 2>&1 || { tail -30 "$results/cmake.log"; exit 1; }
+device_cmake "$root" "$build" ${EXTRA_CMAKE_ARGS:-} > "$results/cmake.log" 2>&1 ||
+  { tail -30 "$results/cmake.log"; exit 1; }
 ninja -C "$build" -j"$(nproc)" cuda_kernel_tests hf_cuda_golden_tests model_tests cuda_bench > "$results/build.log" 2>&1 ||
   { tail -50 "$results/build.log"; exit 1; }
 tests_rc=0

@@ -36,7 +36,8 @@ ckpt=/dev/shm/tachyon-qwen3-8b-random
 if [ "${SKIP_ENGINE:-0}" = 0 ]; then
   python3 "$root/bench/cuda/make_checkpoint.py" "$ckpt" --shape qwen3-8b --max-gb 100 > "$results/checkpoint.log" 2>&1 &
 fi
-device_cmake "$root" "$build" ${EXTRA_CMAKE_ARGS:-} > "$results/cmake.log" 2>&1 || { tail -30 "$results/cmake.log"; exit 1; }
+device_cmake "$root" "$build" ${EXTRA_CMAKE_ARGS:-} > "$results/cmake.log" 2>&1 ||
+  { tail -30 "$results/cmake.log"; exit 1; }
 ninja -C "$build" -j"$(nproc)" cuda_kernel_tests hf_cuda_golden_tests cuda_bench spec_bench \
   $([ "${PROBE:-0}" = 1 ] && echo wgmma_rate_probe || true) > "$results/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$results/build.log" | head -30; exit 1; }
@@ -99,7 +100,8 @@ fi
 if [ -n "${B_CUDA_FLAGS:-}${B_CMAKE_ARGS:-}" ] && [ "${SKIP_ENGINE:-0}" = 0 ]; then
   label="b (${B_CUDA_FLAGS:-} ${B_CMAKE_ARGS:-})"
   targets="cuda_bench$([ "${B_TESTS:-0}" = 1 ] && echo " cuda_kernel_tests hf_cuda_golden_tests" || true)"
-  if device_cmake "$root" "$build-b" "-DCMAKE_CUDA_FLAGS=${B_CUDA_FLAGS:-}" ${B_CMAKE_ARGS:-} ${EXTRA_CMAKE_ARGS:-} > "$results/cmake-b.log" 2>&1 &&
+  if device_cmake "$root" "$build-b" "-DCMAKE_CUDA_FLAGS=${B_CUDA_FLAGS:-}" ${B_CMAKE_ARGS:-} ${EXTRA_CMAKE_ARGS:-} \
+      > "$results/cmake-b.log" 2>&1 &&
       ninja -C "$build-b" -j"$(nproc)" $targets > "$results/build-b.log" 2>&1; then
     if [ "${B_TESTS:-0}" = 1 ]; then
       (cd "$root" && timeout 150 "$build-b/tests/kernels/cuda/cuda_kernel_tests"; timeout 300 "$build-b/tests/diff/hf/hf_cuda_golden_tests") > "$results/sweep-tests-b.log" 2>&1 || true

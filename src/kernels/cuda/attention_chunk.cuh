@@ -267,7 +267,8 @@ __device__ __forceinline__ void quad_reduce(float (&v)[N][2]) {
     float other[N][2];
 #pragma unroll
     for (int c = 0; c < N; ++c)
-      other[c][0] = __shfl_xor_sync(0xffffffffu, v[c][0], step), other[c][1] = __shfl_xor_sync(0xffffffffu, v[c][1], step);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) other[c][i] = __shfl_xor_sync(0xffffffffu, v[c][i], step);
 #pragma unroll
     for (int c = 0; c < N; ++c)
 #pragma unroll
