@@ -38,11 +38,12 @@ def instructions(lines, kernel):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith('--')]
+    args = sys.argv[1:]
     waits_on = None
-    if '--waits-on' in sys.argv:
-        waits_on = int(sys.argv[sys.argv.index('--waits-on') + 1])
-        args = [a for a in args if a != str(waits_on)]
+    if '--waits-on' in args:  # the flag and its value out of the positional arguments
+        at = args.index('--waits-on')
+        waits_on = int(args[at + 1])
+        args = args[:at] + args[at + 2:]
     if len(args) < 2:
         sys.exit(__doc__)
     lines = open(args[0]).read().split('\n')

@@ -92,6 +92,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) attention_ring_kernel(
   uint8_t* base = reinterpret_cast<uint8_t*>(smem4);
   uint32_t* qs = reinterpret_cast<uint32_t*>(base);
   float* ring = reinterpret_cast<float*>(base + kQBytes);  // [kSlots][K: k_words, V^T: vt_words]
+  const auto slot_at = [&](int slot) { return base + kQBytes + slot * kSlotBytes; };  // the bf16 build's K, V
   uint64_t* full = reinterpret_cast<uint64_t*>(base + kQBytes + kSlots * kSlotBytes);  // [kSlots]
   uint64_t* empty = full + kSlots;                                                     // [kSlots]
   __shared__ int32_t pos_s[kWgmmaPairs], lo_s[kWgmmaPairs];
@@ -153,7 +154,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) attention_ring_kernel(
       for (int c0 = c_first, n = 0; c0 <= kmax; c0 += kChunkKeys, ++n) {
         const int slot = n % kSlots, j = c0 + tid / 2;
         const int64_t key_slot = j < kmin || j > kmax ? -1 : kv_slot(table, j, s.block_size);
-        produce_chunk_bf16<D>(base + kQBytes + slot * kSlotBytes, tid, key_slot, width, head_offset, k_cache, v_cache,
+        produce_chunk_bf16<D>(slot_at(slot), tid, key_slot, width, head_offset, k_cache, v_cache,
                               [&] {
                                 if (n >= kSlots) mbar_wait(&empty[slot], (n / kSlots - 1) & 1);  // chunk n - kSlots
                               });
@@ -254,7 +255,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) attention_ring_kernel(
       const int cs[2] = {c0, c0 + kChunkKeys}, slots[2] = {n % kSlots, (n + 1) % kSlots};
       mbar_wait(&full[slots[0]], (n / kSlots) & 1);
       if (two) mbar_wait(&full[slots[1]], ((n + 1) / kSlots) & 1);
-      const uint8_t* slot_b[2] = {base + kQBytes + slots[0] * kSlotBytes, base + kQBytes + slots[1] * kSlotBytes};
+      const uint8_t* slot_b[2] = {slot_at(slots[0]), slot_at(slots[1])};
       float sc[2][kChunkTiles][4];
       turn_begin();
       issue_chunk_scores_bf16<D>(sc[0], base + cw * 8 * 128, slot_b[0]);
@@ -295,7 +296,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) attention_ring_kernel(
       continue;
     }
     float sc[kChunkTiles][4];
-    const uint8_t* slot_b = base + kQBytes + slot * kSlotBytes;  // the bf16 build's K, then V
+    const uint8_t* slot_b = slot_at(slot);
     turn_begin();
     if constexpr (kBf16) issue_chunk_scores_bf16<D>(sc, base + cw * 8 * 128, slot_b);
     else issue_chunk_scores<D>(sc, qa, ks);
