@@ -4,7 +4,7 @@
 Counts failed requests by kind and the kernel's TCP counters over the run (system-wide, from
 /proc/net/netstat and /proc/net/snmp): ListenOverflows/ListenDrops (accept queue full), SyncookiesSent/
 SyncookiesFailed (SYN queue full, cookie fallback), OutRsts (resets sent). This is how issue #5 (resets
-at 32 clients, bench/results/serve-resets-2026-12-01.md) was reproduced; it is probabilistic, the
+at 32 clients, bench/results/serve-resets-a584a6b.md) was reproduced; it is probabilistic, the
 deterministic check is tests/e2e/connection_burst.test.mjs.
 
   /usr/bin/python3 bench/serve/burst.py --url http://127.0.0.1:8000 --clients 32 --rounds 3
