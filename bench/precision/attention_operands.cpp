@@ -7,7 +7,7 @@
 // of transformers, the demo model's greedy continuations equal to the f32 CPU's or leaving them
 // only at near-ties (gap <= 2e-2·max|logit|), and the logits' error over a 1267-token context.
 //
-// Usage: attention_operands [REPO_ROOT]   (prints markdown; bench/NOTES-cuda.md "Session 10")
+// Usage: attention_operands [REPO_ROOT]   (prints markdown; the result: docs/perf/cuda.md, "Not yet measured")
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

@@ -1,6 +1,6 @@
 // Host time of one sampled token over a Qwen3-sized vocabulary (151936 logits), with the ratio
 // to sorting every candidate once (what the token draw cost before it ranked candidates on
-// demand: bench/NOTES-cuda.md "Session 10"), measured in the same run. Two logit shapes: flat
+// demand), measured in the same run. Two logit shapes: flat
 // (normal, sd 3) and peaked (sd 2 plus 40 spikes, like a confident model), top-k 0 / 50 and
 // top-p 0.95 / 1.
 //
