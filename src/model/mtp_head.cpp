@@ -51,6 +51,9 @@ class MtpLayerHead final : public MtpHead {
     int64_t attn_layer = static_cast<int64_t>(spec_.attention.size()) - 1;
     while (attn_layer > 0 && !spec_.linear_layers.empty() && spec_.linear_layers[attn_layer]) --attn_layer;
     attention_ = spec_.attention[attn_layer];
+    attention_.qkv_bias = spec_.qkv_bias;
+    attention_.o_bias = spec_.o_bias;
+    attention_.qk_norm = spec_.qk_norm;
     is_moe_ = !spec_.moe_layers.empty() && spec_.moe_layers.back();
     checkpoint_ = std::make_shared<io::Checkpoint>(io::Checkpoint::open(dir));
     const io::Checkpoint& checkpoint = *checkpoint_;
@@ -66,7 +69,7 @@ class MtpLayerHead final : public MtpHead {
     b.bind(&input_norm_, names.layer + "input_layernorm.weight", {hidden});
     b.bind(&post_attention_norm_, names.layer + "post_attention_layernorm.weight", {hidden});
     if (spec_.use_mla) bind_mla(b, mla_, names.layer + "self_attn.", spec_.mla);
-    else bind_attention(b, attn_, names.layer + "self_attn.", attention_, spec_.qkv_bias, spec_.o_bias, spec_.qk_norm);
+    else bind_attention(b, attn_, names.layer + "self_attn.", attention_);
     if (is_moe_) bind_moe(b, moe_, names.layer + "mlp.", spec_.moe);
     else bind_gated_mlp(b, mlp_, names.layer + "mlp.", hidden, spec_.intermediate_size);
     Weight fc_host;  // validated with the rest, split below

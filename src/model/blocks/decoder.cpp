@@ -9,24 +9,7 @@
 namespace tachyon::model {
 
 AttentionOptions llama_attention_options(const io::ModelConfig& c, int64_t layer) {
-  AttentionOptions o;
-  o.hidden = c.hidden_size;
-  o.num_heads = c.num_attention_heads;
-  o.num_kv_heads = c.num_key_value_heads;
-  o.head_dim = c.head_dim;
-  o.scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
-  const std::string& type = c.layer_types.at(layer);
-  if (type == "sliding_attention") {
-    if (!c.sliding_window) throw Error("{}: layer {} is sliding_attention but sliding_window is not set", c.path, layer);
-    o.sliding_window = *c.sliding_window;
-  } else if (type != "full_attention") {
-    throw Error("{}: layer type '{}' is not supported by model_type '{}'", c.path, type, c.model_type);
-  }
-  o.norm_eps = static_cast<float>(c.rms_norm_eps);
-  o.rope_params = c.rope_for(type);
-  o.max_position_embeddings = c.max_position_embeddings;
-  o.rope = make_rope_table(o.rope_params, o.head_dim, c.max_position_embeddings);
-  return o;
+  return attention_options(c, layer, RopeLayout::RotateHalf);
 }
 
 DecoderSpec llama_family_spec(const io::ModelConfig& c) {
@@ -37,11 +20,7 @@ DecoderSpec llama_family_spec(const io::ModelConfig& c) {
   s.num_layers = c.num_hidden_layers;
   s.rms_norm_eps = static_cast<float>(c.rms_norm_eps);
   s.tie_word_embeddings = c.tie_word_embeddings;
-  const std::string key = c.raw.contains("hidden_activation") ? "hidden_activation" : "hidden_act";
-  const std::string act = c.raw.value(key, std::string("silu"));
-  if (act == "silu") s.activation = kernels::Activation::SiLU;
-  else if (act == "gelu_pytorch_tanh") s.activation = kernels::Activation::GeluTanh;
-  else throw Error("{}: {} '{}' is not supported for model_type '{}'", c.path, key, act, c.model_type);
+  s.activation = hidden_activation(c, "silu");
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) s.attention.push_back(llama_attention_options(c, l));
   return s;
 }
@@ -75,11 +54,13 @@ class DecoderModel final : public Model {
         bind_mla(b, layer.mla, p + "self_attn.", spec_.mla);
       } else {
         layer.cache_index = num_kv_layers_++;
-        bind_attention(b, layer.attention, p + "self_attn.", spec_.attention[l], spec_.qkv_bias, spec_.o_bias,
-                       spec_.qk_norm);
+        AttentionOptions& a = spec_.attention[l];
+        a.qkv_bias = spec_.qkv_bias;
+        a.o_bias = spec_.o_bias;
+        a.qk_norm = spec_.qk_norm;
+        a.sinks = spec_.attention_sinks;
+        bind_attention(b, layer.attention, p + "self_attn.", a);
       }
-      if (spec_.attention_sinks && !layer.is_linear)
-        bind_attention_sinks(b, layer.attention, p + "self_attn.", spec_.attention[l]);
       layer.is_moe = !spec_.moe_layers.empty() && spec_.moe_layers[l];
       if (layer.is_moe) bind_moe(b, layer.moe, p + "mlp.", spec_.moe);
       else bind_gated_mlp(b, layer.mlp, p + "mlp.", hidden, spec_.intermediate_size);
