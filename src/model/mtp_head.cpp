@@ -5,11 +5,7 @@
 
 #include "base/error.h"
 #include "io/safetensors.h"
-#include "model/blocks/attention.h"
 #include "model/blocks/decoder.h"
-#include "model/blocks/mla.h"
-#include "model/blocks/mlp.h"
-#include "model/blocks/moe.h"
 #include "model/registry.h"
 #include "model/weights.h"
 
@@ -38,20 +34,29 @@ MtpNames deepseek_names(int64_t layer) {
           p + "embed_tokens.weight", p + "shared_head.head.weight", p};
 }
 
-// One MTP module: z = W_fc·[RMSNorm_e(E[x]); RMSNorm_h(h)], then one decoder layer of the
-// target's own kind (its full-attention layer's attention or MLA; its last layer's MLP or MoE),
-// then the final norm and the LM head. Both layouts share this math; only names differ.
+// The MTP module's decoder layer, of the target's own kind: the mixer of its last layer with
+// K/V (attention or MLA, not Gated DeltaNet) and the FFN of its last layer (MoE where the
+// target ends in MoE), with that attention layer's norms.
+LayerSpec mtp_layer_spec(const DecoderSpec& target, const std::string& path) {
+  for (auto layer = target.layers.rbegin(); layer != target.layers.rend(); ++layer) {
+    if (!layer->kv_shape()) continue;
+    LayerSpec spec = *layer;
+    spec.ffn = target.layers.back().ffn;
+    return spec;
+  }
+  throw Error("{}: an MTP head needs a target with an attention layer", path);
+}
+
+// One MTP module: z = W_fc·[RMSNorm_e(E[x]); RMSNorm_h(h)], then one decoder layer (blocks/
+// decoder_layer.h) of the target's kind, then the final norm and the LM head. Both layouts share
+// this math; only names differ. The MTP norms follow the target's final norm (eps, (1 + w)).
 class MtpLayerHead final : public MtpHead {
  public:
   MtpLayerHead(const std::string& dir, const io::ModelConfig& c, kernels::Backend& backend, const MtpNames& names)
       : config_(c), backend_(backend), ws_(backend), spec_(decoder_spec_of(c)) {
     const int64_t hidden = c.hidden_size, vocab = c.vocab_size;
-    TACHYON_CHECK(!spec_.attention.empty(), "{}: the target has no layers", c.path);
-    // The layer's attention: the options of the target's last full-attention layer.
-    int64_t attn_layer = static_cast<int64_t>(spec_.attention.size()) - 1;
-    while (attn_layer > 0 && !spec_.linear_layers.empty() && spec_.linear_layers[attn_layer]) --attn_layer;
-    attention_ = spec_.attention[attn_layer];
-    is_moe_ = !spec_.moe_layers.empty() && spec_.moe_layers.back();
+    LayerSpec layer = mtp_layer_spec(spec_, c.path);
+    kv_shape_ = *layer.kv_shape();
     checkpoint_ = std::make_shared<io::Checkpoint>(io::Checkpoint::open(dir));
     const io::Checkpoint& checkpoint = *checkpoint_;
     WeightBinder b(checkpoint, backend);
@@ -63,13 +68,8 @@ class MtpLayerHead final : public MtpHead {
     b.bind(&norm_embedding_, names.norm_embedding, {hidden});
     b.bind(&norm_hidden_, names.norm_hidden, {hidden});
     b.bind(&final_norm_, names.final_norm, {hidden});
-    b.bind(&input_norm_, names.layer + "input_layernorm.weight", {hidden});
-    b.bind(&post_attention_norm_, names.layer + "post_attention_layernorm.weight", {hidden});
-    if (spec_.use_mla) bind_mla(b, mla_, names.layer + "self_attn.", spec_.mla);
-    else bind_attention(b, attn_, names.layer + "self_attn.", attention_, spec_.qkv_bias, spec_.o_bias, spec_.qk_norm);
-    if (is_moe_) bind_moe(b, moe_, names.layer + "mlp.", spec_.moe);
-    else bind_gated_mlp(b, mlp_, names.layer + "mlp.", hidden, spec_.intermediate_size);
-    Weight fc_host;  // validated with the rest, split below
+    layer_.bind(b, names.layer, std::move(layer), hidden, /*cache_index=*/0);
+    Weight fc_host;  // [hidden, 2·hidden] stored: validated with the rest, split below
     b.bind(&fc_host, names.fc, {hidden, 2 * hidden});
     b.load();
     if (!own_head && c.tie_word_embeddings) lm_head_ = embed_;
@@ -97,12 +97,8 @@ class MtpLayerHead final : public MtpHead {
   }
 
   kv::KvLayout kv_layout(int32_t num_blocks, int32_t block_size) const override {
-    kv::KvLayout layout{1, attention_.num_kv_heads, attention_.head_dim, block_size, num_blocks};
-    if (spec_.use_mla) {
-      layout.num_kv_heads = 1;
-      layout.head_dim = spec_.mla.cache_dim();
-      layout.shared_kv = true;
-    }
+    kv::KvLayout layout{1, kv_shape_.num_kv_heads, kv_shape_.head_dim, block_size, num_blocks};
+    layout.shared_kv = kv_shape_.shared_kv;
     return layout;
   }
   int64_t hidden_size() const override { return config_.hidden_size; }
@@ -140,11 +136,11 @@ class MtpLayerHead final : public MtpHead {
     StepContext ctx(backend_, batch, kv);
     const Weight& head = draft_head_.empty() ? lm_head_ : draft_head_;
     const int64_t rows = ctx.rows, hidden = config_.hidden_size, vocab = head.rows;
-    const float eps = spec_.rms_norm_eps, offset = spec_.norm_weight_offset;
-    float* e = ws_.get(Workspace::kNormed, rows * hidden);   // [rows, hidden] normed embeddings
-    float* g = ws_.get(Workspace::kAct, rows * hidden);      // [rows, hidden] normed target hidden
-    float* x = ws_.get(Workspace::kResidual, rows * hidden); // [rows, hidden] z_t, then the layer's stream
-    float* y = ws_.get(Workspace::kProj, rows * hidden);     // [rows, hidden]
+    const float eps = spec_.final_norm.eps, offset = spec_.final_norm.weight_offset;
+    float* e = ws_.get(Workspace::kNormed, rows * hidden);   // [rows, hidden] f32 normed embeddings
+    float* g = ws_.get(Workspace::kAct, rows * hidden);      // [rows, hidden] f32 normed target hidden
+    float* x = ws_.get(Workspace::kResidual, rows * hidden); // [rows, hidden] f32 z_t, then the layer's stream
+    float* y = ws_.get(Workspace::kProj, rows * hidden);     // [rows, hidden] f32
     if (batch.device_tokens) backend_.embedding_device_ids(embed_, batch.device_tokens, rows, spec_.embed_scale, e);
     else backend_.embedding(embed_, batch.tokens.data(), rows, spec_.embed_scale, e);
     backend_.rms_norm(e, norm_embedding_, rows, hidden, eps, offset, e);
@@ -153,14 +149,11 @@ class MtpLayerHead final : public MtpHead {
     backend_.rms_norm(hidden_in ? g : previous_o, norm_hidden_, rows, hidden, eps, offset, g);
     backend_.matmul(e, rows, fc_embedding_, nullptr, x);
     backend_.matmul(g, rows, fc_hidden_, nullptr, y);
-    // z = x + y; then one decoder layer over z.
-    float* h = ws_.get(Workspace::kHidden, rows * hidden);
-    backend_.add_rms_norm(x, y, input_norm_, rows, hidden, eps, offset, h);
-    if (spec_.use_mla) mla_forward(ctx, ws_, mla_, spec_.mla, kv.layer(0), h, y);
-    else attention_forward(ctx, ws_, attn_, attention_, kv.layer(0), h, y);
-    backend_.add_rms_norm(x, y, post_attention_norm_, rows, hidden, eps, offset, h);
-    if (is_moe_) moe_forward(ctx, ws_, moe_, spec_.moe, h, y);
-    else gated_mlp_forward(ctx, ws_, mlp_, spec_.activation, h, y);
+    // z = x + y; then one decoder layer over z, whose last residual add is fused below.
+    float* h = ws_.get(Workspace::kHidden, rows * hidden);  // [rows, hidden] f32
+    const RmsNormSpec& input_norm = layer_.spec().input_norm;
+    backend_.add_rms_norm(x, y, layer_.input_norm(), rows, hidden, input_norm.eps, input_norm.weight_offset, h);
+    layer_.forward(ctx, ws_, kv, x, h, y);
     Output out;
     const int64_t n = static_cast<int64_t>(batch.logit_rows.size());
     last_logit_rows_ = n;
@@ -199,19 +192,16 @@ class MtpLayerHead final : public MtpHead {
   Workspace ws_;
   Workspace recursion_{backend_};  // kHidden: the last call's o_t rows (the recursive step's input)
   int64_t last_logit_rows_ = 0;
-  DecoderSpec spec_;
-  AttentionOptions attention_;
-  bool is_moe_ = false;
-  Weight embed_, lm_head_, norm_embedding_, norm_hidden_, final_norm_, fc_embedding_, fc_hidden_;
-  Weight input_norm_, post_attention_norm_;
-  AttentionWeights attn_;
-  MlaWeights mla_;
-  GatedMlpWeights mlp_;
-  MoeWeights moe_;
+  DecoderSpec spec_;      // the target's
+  KvShape kv_shape_;      // the layer's K/V
+  Weight embed_, lm_head_;                           // [vocab, hidden] stored
+  Weight norm_embedding_, norm_hidden_, final_norm_;  // [hidden] stored
+  Weight fc_embedding_, fc_hidden_;                  // [hidden, hidden] stored (draft precision as a drafter)
+  DecoderLayer layer_;
   int32_t num_tensors_ = 0;
   std::shared_ptr<io::Checkpoint> checkpoint_;  // keeps the LM head's rows mapped for set_draft_vocabulary
   std::string head_source_;
-  Weight draft_head_;                            // the first n rows of the LM head, or empty
+  Weight draft_head_;                            // [n, hidden] stored: the LM head's first n rows, or empty
   const bool draft_weights_ = backend_.loading_draft_weights();  // loaded as a drafter (kernels::DraftWeights)
 };
 

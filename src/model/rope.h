@@ -9,6 +9,10 @@
 
 namespace tachyon::model {
 
+// Which dimensions of a head RoPE rotates together: (i, i + rotary_dim/2) (the llama
+// family's rotate_half) or adjacent pairs (2i, 2i + 1) (DeepSeek's rope_interleave).
+enum class RopeLayout { RotateHalf, Interleaved };
+
 // The table for `head_dim` (rotary_dim = head_dim · partial_rotary_factor).
 // `max_position_embeddings` is the config's, used by yarn/dynamic when the rope parameters
 // lack original_max_position_embeddings. For "dynamic", `seq_len` is the length the

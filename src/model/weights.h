@@ -10,6 +10,10 @@
 //                {{q_dim, hidden}, {kv_dim, hidden}, {kv_dim, hidden}});
 //   w.bind_optional(&lm_head, "lm_head.weight", {vocab, hidden});  // absent: stays empty
 //   w.load();
+//
+// Weight declarations state shape and dtype: "stored" is the checkpoint's float dtype (f32,
+// bf16 or f16), kept as it is (the backend may repack it for its kernels); "f32" is converted
+// at load (Remap::to_f32).
 #pragma once
 
 #include <cstdint>

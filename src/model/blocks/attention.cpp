@@ -1,13 +1,36 @@
 #include "model/blocks/attention.h"
 
 #include <algorithm>
+#include <cmath>
 
+#include "base/error.h"
 #include "model/rope.h"
 
 namespace tachyon::model {
 
-void bind_attention(WeightBinder& b, AttentionWeights& w, const std::string& p, const AttentionOptions& o,
-                    bool qkv_bias, bool o_bias, bool qk_norm) {
+AttentionOptions attention_options(const io::ModelConfig& c, int64_t layer, RopeLayout layout) {
+  AttentionOptions o;
+  o.hidden = c.hidden_size;
+  o.num_heads = c.num_attention_heads;
+  o.num_kv_heads = c.num_key_value_heads;
+  o.head_dim = c.head_dim;
+  o.scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
+  const std::string& type = c.layer_types.at(layer);
+  if (type == "sliding_attention") {
+    if (!c.sliding_window) throw Error("{}: layer {} is sliding_attention but sliding_window is not set", c.path, layer);
+    o.sliding_window = *c.sliding_window;
+  } else if (type != "full_attention") {
+    throw Error("{}: layer type '{}' is not supported by model_type '{}'", c.path, type, c.model_type);
+  }
+  o.norm_eps = static_cast<float>(c.rms_norm_eps);
+  o.rope_params = c.rope_for(type);
+  o.max_position_embeddings = c.max_position_embeddings;
+  o.rope = make_rope_table(o.rope_params, o.head_dim, c.max_position_embeddings);
+  o.rope.interleaved = layout == RopeLayout::Interleaved;
+  return o;
+}
+
+void bind_attention(WeightBinder& b, AttentionWeights& w, const std::string& p, const AttentionOptions& o) {
   const int64_t q_dim = o.num_heads * o.head_dim, kv_dim = o.num_kv_heads * o.head_dim;
   if (o.output_gate) {
     const int64_t D = o.head_dim, hidden = o.hidden;
@@ -18,7 +41,7 @@ void bind_attention(WeightBinder& b, AttentionWeights& w, const std::string& p, 
                     {q_dim, hidden, [=](int64_t r, int64_t c) { return ((r / D) * 2 * D + D + r % D) * hidden + c; }});
     b.bind(&w.k, p + "k_proj.weight", {kv_dim, o.hidden}, WeightBinder::Use::Matmul);
     b.bind(&w.v, p + "v_proj.weight", {kv_dim, o.hidden}, WeightBinder::Use::Matmul);
-    if (qkv_bias) {
+    if (o.qkv_bias) {
       b.bind(&w.q_bias, p + "q_proj.bias", {q_dim});
       b.bind(&w.k_bias, p + "k_proj.bias", {kv_dim});
       b.bind(&w.v_bias, p + "v_proj.bias", {kv_dim});
@@ -28,20 +51,18 @@ void bind_attention(WeightBinder& b, AttentionWeights& w, const std::string& p, 
     // fused matmul gives the bits of the three separate ones.
     b.bind_fused(&w.qkv, {p + "q_proj.weight", p + "k_proj.weight", p + "v_proj.weight"},
                  {{q_dim, o.hidden}, {kv_dim, o.hidden}, {kv_dim, o.hidden}}, WeightBinder::Use::Matmul);
-    if (qkv_bias)
+    if (o.qkv_bias)
       b.bind_fused(&w.qkv_bias, {p + "q_proj.bias", p + "k_proj.bias", p + "v_proj.bias"},
                    {{q_dim}, {kv_dim}, {kv_dim}});
   }
   b.bind(&w.o, p + "o_proj.weight", {o.hidden, q_dim}, WeightBinder::Use::Matmul);
-  if (o_bias) b.bind(&w.o_bias, p + "o_proj.bias", {o.hidden});
-  if (qk_norm) {
+  if (o.o_bias) b.bind(&w.o_bias, p + "o_proj.bias", {o.hidden});
+  if (o.qk_norm) {
     b.bind(&w.q_norm, p + "q_norm.weight", {o.head_dim});
     b.bind(&w.k_norm, p + "k_norm.weight", {o.head_dim});
   }
-}
-
-void bind_attention_sinks(WeightBinder& b, AttentionWeights& w, const std::string& p, const AttentionOptions& o) {
-  b.bind_remapped(&w.sinks, p + "sinks", {o.num_heads}, {1, o.num_heads, [](int64_t, int64_t c) { return c; }, true});
+  if (o.sinks)
+    b.bind_remapped(&w.sinks, p + "sinks", {o.num_heads}, {1, o.num_heads, [](int64_t, int64_t c) { return c; }, true});
 }
 
 namespace {
@@ -58,7 +79,8 @@ void apply_rope(StepContext& ctx, const AttentionOptions& o, float* x, int64_t h
     const int32_t begin = ctx.seq_row_begin[s], end = ctx.seq_row_begin[s + 1];
     if (begin == end) continue;
     const int32_t max_pos = *std::max_element(ctx.batch.positions.begin() + begin, ctx.batch.positions.begin() + end);
-    const kernels::RopeTable table = make_rope_table(o.rope_params, o.head_dim, o.max_position_embeddings, max_pos + 1);
+    kernels::RopeTable table = make_rope_table(o.rope_params, o.head_dim, o.max_position_embeddings, max_pos + 1);
+    table.interleaved = o.rope.interleaved;
     ctx.backend.rope(x + static_cast<int64_t>(begin) * heads * o.head_dim, end - begin, heads, o.head_dim, table,
                      ctx.batch.positions.data() + begin);
   }
@@ -70,13 +92,13 @@ void attention_forward(StepContext& ctx, Workspace& ws, const AttentionWeights& 
                        const kernels::PagedKv& kv, const float* x, float* out) {
   auto& be = ctx.backend;
   const int64_t rows = ctx.rows, q_dim = o.num_heads * o.head_dim, kv_dim = o.num_kv_heads * o.head_dim;
-  float* q = ws.get(Workspace::kQ, rows * q_dim);         // [rows, H, D]
-  float* k = ws.get(Workspace::kK, rows * kv_dim);        // [rows, KV, D]
-  float* v = ws.get(Workspace::kV, rows * kv_dim);        // [rows, KV, D]
-  float* attn = ws.get(Workspace::kAttn, rows * q_dim);   // [rows, H, D]
+  float* q = ws.get(Workspace::kQ, rows * q_dim);         // [rows, H, D] f32
+  float* k = ws.get(Workspace::kK, rows * kv_dim);        // [rows, KV, D] f32
+  float* v = ws.get(Workspace::kV, rows * kv_dim);        // [rows, KV, D] f32
+  float* attn = ws.get(Workspace::kAttn, rows * q_dim);   // [rows, H, D] f32
   const bool qk_norm = !w.q_norm.empty(), fused = !w.qkv.empty();
   const int64_t qkv_dim = q_dim + 2 * kv_dim;
-  float* qkv = fused ? ws.get(Workspace::kScratch0, rows * qkv_dim) : nullptr;  // [rows, (H + 2·KV)·D]
+  float* qkv = fused ? ws.get(Workspace::kScratch0, rows * qkv_dim) : nullptr;  // [rows, (H + 2·KV)·D] f32
   if (fused) {
     be.matmul(x, rows, w.qkv, &w.qkv_bias, qkv);
   } else {
@@ -116,7 +138,7 @@ void attention_forward(StepContext& ctx, Workspace& ws, const AttentionWeights& 
     be.attention(q, rows, kv, ctx.meta, params, attn);
   }
   if (!w.gate.empty()) {
-    float* gate = ws.get(Workspace::kScratch5, rows * q_dim);  // [rows, H·D]
+    float* gate = ws.get(Workspace::kScratch5, rows * q_dim);  // [rows, H·D] f32
     be.matmul(x, rows, w.gate, nullptr, gate);
     be.gate_multiply(attn, rows, q_dim, gate, q_dim, 1, kernels::GateFn::Sigmoid);
   }

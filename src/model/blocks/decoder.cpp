@@ -1,48 +1,17 @@
 #include "model/blocks/decoder.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "base/error.h"
-#include "model/rope.h"
 
 namespace tachyon::model {
 
-AttentionOptions llama_attention_options(const io::ModelConfig& c, int64_t layer) {
-  AttentionOptions o;
-  o.hidden = c.hidden_size;
-  o.num_heads = c.num_attention_heads;
-  o.num_kv_heads = c.num_key_value_heads;
-  o.head_dim = c.head_dim;
-  o.scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
-  const std::string& type = c.layer_types.at(layer);
-  if (type == "sliding_attention") {
-    if (!c.sliding_window) throw Error("{}: layer {} is sliding_attention but sliding_window is not set", c.path, layer);
-    o.sliding_window = *c.sliding_window;
-  } else if (type != "full_attention") {
-    throw Error("{}: layer type '{}' is not supported by model_type '{}'", c.path, type, c.model_type);
-  }
-  o.norm_eps = static_cast<float>(c.rms_norm_eps);
-  o.rope_params = c.rope_for(type);
-  o.max_position_embeddings = c.max_position_embeddings;
-  o.rope = make_rope_table(o.rope_params, o.head_dim, c.max_position_embeddings);
-  return o;
-}
-
-DecoderSpec llama_family_spec(const io::ModelConfig& c) {
+DecoderSpec decoder_spec(const io::ModelConfig& c) {
   DecoderSpec s;
   s.vocab_size = c.vocab_size;
   s.hidden_size = c.hidden_size;
-  s.intermediate_size = c.intermediate_size;
-  s.num_layers = c.num_hidden_layers;
-  s.rms_norm_eps = static_cast<float>(c.rms_norm_eps);
+  s.final_norm = {"norm", static_cast<float>(c.rms_norm_eps)};
   s.tie_word_embeddings = c.tie_word_embeddings;
-  const std::string key = c.raw.contains("hidden_activation") ? "hidden_activation" : "hidden_act";
-  const std::string act = c.raw.value(key, std::string("silu"));
-  if (act == "silu") s.activation = kernels::Activation::SiLU;
-  else if (act == "gelu_pytorch_tanh") s.activation = kernels::Activation::GeluTanh;
-  else throw Error("{}: {} '{}' is not supported for model_type '{}'", c.path, key, act, c.model_type);
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) s.attention.push_back(llama_attention_options(c, l));
   return s;
 }
 
@@ -56,35 +25,20 @@ class DecoderModel final : public Model {
     const int64_t hidden = spec_.hidden_size;
     WeightBinder b(*checkpoint_, backend_);
     b.bind(&embed_, "model.embed_tokens.weight", {spec_.vocab_size, hidden});
-    layers_.resize(static_cast<size_t>(spec_.num_layers));
-    for (int64_t l = 0; l < spec_.num_layers; ++l) {
-      const std::string p = "model.layers." + std::to_string(l) + ".";
-      Layer& layer = layers_[l];
-      b.bind(&layer.input_norm, p + "input_layernorm.weight", {hidden});
-      b.bind(&layer.post_attention_norm, p + "post_attention_layernorm.weight", {hidden});
-      if (spec_.sandwich_norms) {
-        b.bind(&layer.pre_feedforward_norm, p + "pre_feedforward_layernorm.weight", {hidden});
-        b.bind(&layer.post_feedforward_norm, p + "post_feedforward_layernorm.weight", {hidden});
-      }
-      layer.is_linear = !spec_.linear_layers.empty() && spec_.linear_layers[l];
-      if (layer.is_linear) {
-        layer.cache_index = num_state_layers_++;
-        bind_gated_delta_net(b, layer.gated_delta_net, p + "linear_attn.", spec_.gated_delta_net);
-      } else if (spec_.use_mla) {
-        layer.cache_index = num_kv_layers_++;
-        bind_mla(b, layer.mla, p + "self_attn.", spec_.mla);
-      } else {
-        layer.cache_index = num_kv_layers_++;
-        bind_attention(b, layer.attention, p + "self_attn.", spec_.attention[l], spec_.qkv_bias, spec_.o_bias,
-                       spec_.qk_norm);
-      }
-      if (spec_.attention_sinks && !layer.is_linear)
-        bind_attention_sinks(b, layer.attention, p + "self_attn.", spec_.attention[l]);
-      layer.is_moe = !spec_.moe_layers.empty() && spec_.moe_layers[l];
-      if (layer.is_moe) bind_moe(b, layer.moe, p + "mlp.", spec_.moe);
-      else bind_gated_mlp(b, layer.mlp, p + "mlp.", hidden, spec_.intermediate_size);
+    layers_.resize(spec_.layers.size());  // never again: the binder holds pointers into them
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      const LayerSpec& layer = spec_.layers[l];
+      const std::optional<KvShape> kv = layer.kv_shape();
+      if (kv && num_kv_layers_ > 0 && *kv != kv_shape_)
+        throw Error("{}: layer {} keeps K/V of another shape than the layers before it", config_.path, l);
+      if (!kv && num_state_layers_ > 0 && layer.state_floats() != state_floats_)
+        throw Error("{}: layer {} keeps a recurrent state of another size than the layers before it", config_.path, l);
+      if (kv) kv_shape_ = *kv;
+      else state_floats_ = layer.state_floats();
+      layers_[l].bind(b, "model.layers." + std::to_string(l) + ".", layer, hidden,
+                      kv ? num_kv_layers_++ : num_state_layers_++);
     }
-    b.bind(&final_norm_, "model.norm.weight", {hidden});
+    b.bind(&final_norm_, "model." + spec_.final_norm.name + ".weight", {hidden});
     if (!spec_.tie_word_embeddings) b.bind(&lm_head_, "lm_head.weight", {spec_.vocab_size, hidden}, WeightBinder::Use::Matmul);
     b.load();
     if (spec_.tie_word_embeddings) lm_head_ = embed_;
@@ -107,14 +61,10 @@ class DecoderModel final : public Model {
   }
 
   kv::KvLayout kv_layout(int32_t num_blocks, int32_t block_size) const override {
-    kv::KvLayout layout{num_kv_layers_, config_.num_key_value_heads, config_.head_dim, block_size, num_blocks};
-    if (spec_.use_mla) {
-      layout.num_kv_heads = 1;
-      layout.head_dim = spec_.mla.cache_dim();
-      layout.shared_kv = true;
-    }
+    kv::KvLayout layout{num_kv_layers_, kv_shape_.num_kv_heads, kv_shape_.head_dim, block_size, num_blocks};
+    layout.shared_kv = kv_shape_.shared_kv;
     layout.num_state_layers = num_state_layers_;
-    layout.state_floats = num_state_layers_ > 0 ? spec_.gated_delta_net.state_floats() : 0;
+    layout.state_floats = state_floats_;
     if (num_state_layers_ > 0) {  // snapshots may cost as much memory as the K/V they stand beside, no more
       const int64_t kv_floats = 2 * layout.num_layers * block_size * layout.num_kv_heads * layout.head_dim;
       const int64_t state = layout.num_state_layers * layout.state_floats;
@@ -141,39 +91,31 @@ class DecoderModel final : public Model {
       }
     }
     StepContext ctx(backend_, batch, kv);
-    const int64_t rows = ctx.rows, hidden = spec_.hidden_size;
-    float* x = ws_.get(Workspace::kResidual, rows * hidden);  // [rows, hidden] residual stream
-    float* h = ws_.get(Workspace::kNormed, rows * hidden);    // [rows, hidden] normed input of a sub-block
-    float* y = ws_.get(Workspace::kProj, rows * hidden);      // [rows, hidden] sub-block output
-    const float eps = spec_.rms_norm_eps, offset = spec_.norm_weight_offset;
+    const int64_t rows = ctx.rows, hidden = spec_.hidden_size, num_layers = static_cast<int64_t>(layers_.size());
+    float* x = ws_.get(Workspace::kResidual, rows * hidden);  // [rows, hidden] f32 residual stream
+    float* h = ws_.get(Workspace::kNormed, rows * hidden);    // [rows, hidden] f32 normed input of a sub-block
+    float* y = ws_.get(Workspace::kProj, rows * hidden);      // [rows, hidden] f32 sub-block output
     // Every row a logit row, in order (decode, verification): the last residual add and the final
     // norm are one op, with no gather (two launches fewer on a GPU's launch-bound small steps).
-    float* normed = spec_.num_layers > 0 && batch.logits_on_every_row() ? ws_.get(Workspace::kLogitIn, rows * hidden)
-                                                                          : nullptr;
+    float* normed = num_layers > 0 && batch.logits_on_every_row() ? ws_.get(Workspace::kLogitIn, rows * hidden)
+                                                                    : nullptr;
     if (batch.device_tokens) backend_.embedding_device_ids(embed_, batch.device_tokens, rows, spec_.embed_scale, x);
     else backend_.embedding(embed_, batch.tokens.data(), rows, spec_.embed_scale, x);
-    if (spec_.num_layers > 0) backend_.rms_norm(x, layers_[0].input_norm, rows, hidden, eps, offset, h);
-    for (int64_t l = 0; l < spec_.num_layers; ++l) {
-      const Layer& layer = layers_[l];  // h = input_norm(x) on entry
-      if (layer.is_linear)
-        gated_delta_net_forward(ctx, ws_, layer.gated_delta_net, spec_.gated_delta_net, kv.state(layer.cache_index), h,
-                                y);
-      else if (spec_.use_mla)
-        mla_forward(ctx, ws_, layer.mla, spec_.mla, kv.layer(layer.cache_index), h, y);
-      else
-        attention_forward(ctx, ws_, layer.attention, spec_.attention[l], kv.layer(layer.cache_index), h, y);
-      if (spec_.sandwich_norms) backend_.rms_norm(y, layer.post_attention_norm, rows, hidden, eps, offset, y);
-      const Weight& ffn_norm = spec_.sandwich_norms ? layer.pre_feedforward_norm : layer.post_attention_norm;
-      backend_.add_rms_norm(x, y, ffn_norm, rows, hidden, eps, offset, h);  // x += y; h = ffn_norm(x)
-      if (layer.is_moe) moe_forward(ctx, ws_, layer.moe, spec_.moe, h, y);
-      else gated_mlp_forward(ctx, ws_, layer.mlp, spec_.activation, h, y);
-      if (spec_.sandwich_norms) backend_.rms_norm(y, layer.post_feedforward_norm, rows, hidden, eps, offset, y);
-      if (l + 1 < spec_.num_layers)  // x += y; h = the next layer's input_norm(x)
-        backend_.add_rms_norm(x, y, layers_[l + 1].input_norm, rows, hidden, eps, offset, h);
-      else if (normed)  // x += y; the LM head's input = final_norm(x), every row
-        backend_.add_rms_norm(x, y, final_norm_, rows, hidden, eps, offset, normed);
-      else
+    if (num_layers > 0) {
+      const RmsNormSpec& n = spec_.layers[0].input_norm;
+      backend_.rms_norm(x, layers_[0].input_norm(), rows, hidden, n.eps, n.weight_offset, h);
+    }
+    const RmsNormSpec& f = spec_.final_norm;
+    for (int64_t l = 0; l < num_layers; ++l) {
+      layers_[l].forward(ctx, ws_, kv, x, h, y);  // h = input_norm(x) on entry
+      if (l + 1 < num_layers) {  // x += y; h = the next layer's input_norm(x)
+        const RmsNormSpec& n = spec_.layers[l + 1].input_norm;
+        backend_.add_rms_norm(x, y, layers_[l + 1].input_norm(), rows, hidden, n.eps, n.weight_offset, h);
+      } else if (normed) {  // x += y; the LM head's input = final_norm(x), every row
+        backend_.add_rms_norm(x, y, final_norm_, rows, hidden, f.eps, f.weight_offset, normed);
+      } else {
         backend_.add(x, y, rows * hidden);
+      }
     }
     for (size_t s = 0; s < batch.seqs.size(); ++s) {
       const int32_t begin = ctx.seq_row_begin[s], end = ctx.seq_row_begin[s + 1];
@@ -183,19 +125,6 @@ class DecoderModel final : public Model {
   }
 
  private:
-  struct Layer {
-    Weight input_norm, post_attention_norm;           // [hidden]
-    Weight pre_feedforward_norm, post_feedforward_norm;  // [hidden], sandwich_norms only
-    AttentionWeights attention;
-    MlaWeights mla;                                    // use_mla
-    bool is_linear = false;
-    GatedDeltaNetWeights gated_delta_net;              // linear_layers
-    int64_t cache_index = 0;                           // KV layer (attention) or state layer (linear)
-    bool is_moe = false;
-    GatedMlpWeights mlp;                               // dense layers
-    MoeWeights moe;                                    // MoE layers
-  };
-
   // normed: final_norm(x) of every row when the last layer computed it (all rows are logit rows).
   StepOutput finish(const Batch& batch, const float* x, const float* normed) {
     const Weight& head = draft_head_.empty() ? lm_head_ : draft_head_;
@@ -226,7 +155,7 @@ class DecoderModel final : public Model {
       float* logits = ws_.get(Workspace::kLogits, n * vocab);  // [n, vocab]
       if (!normed) {
         backend_.gather_rows(x, batch.logit_rows.data(), n, hidden, in);
-        backend_.rms_norm(in, final_norm_, n, hidden, spec_.rms_norm_eps, spec_.norm_weight_offset, in);
+        backend_.rms_norm(in, final_norm_, n, hidden, spec_.final_norm.eps, spec_.final_norm.weight_offset, in);
       }
       backend_.matmul(in, n, head, nullptr, logits);
       if (batch.top_two) {  // stays on the device
@@ -268,18 +197,19 @@ class DecoderModel final : public Model {
   kernels::Backend& backend_;
   DecoderSpec spec_;
   Workspace ws_;
-  Weight embed_, final_norm_, lm_head_;  // [vocab, hidden], [hidden], [vocab, hidden]
-  Weight draft_head_;                    // set_draft_vocabulary: the LM head's first n rows, or empty
+  Weight embed_, final_norm_, lm_head_;  // [vocab, hidden], [hidden], [vocab, hidden] stored
+  Weight draft_head_;                    // [n, hidden] stored: set_draft_vocabulary's first n rows, or empty
   const bool draft_weights_ = backend_.loading_draft_weights();  // loaded as a drafter (kernels::DraftWeights)
-  std::vector<Layer> layers_;
+  std::vector<DecoderLayer> layers_;
   int64_t num_kv_layers_ = 0, num_state_layers_ = 0;
+  KvShape kv_shape_{config_.num_key_value_heads, config_.head_dim};  // every K/V layer's
+  int64_t state_floats_ = 0;                                         // every state layer's, per slot
 };
 
 }  // namespace
 
 std::unique_ptr<Model> make_decoder_model(const io::ModelConfig& config, std::shared_ptr<io::Checkpoint> checkpoint,
                                           kernels::Backend& backend, DecoderSpec spec) {
-  TACHYON_CHECK(static_cast<int64_t>(spec.attention.size()) == spec.num_layers, "one attention spec per layer");
   return std::make_unique<DecoderModel>(config, std::move(checkpoint), backend, std::move(spec));
 }
 

@@ -38,11 +38,11 @@ void gated_delta_net_forward(StepContext& ctx, Workspace& ws, const GatedDeltaNe
                              const GatedDeltaNetOptions& o, float* state, const float* x, float* out) {
   auto& be = ctx.backend;
   const int64_t rows = ctx.rows, cd = o.conv_dim(), vd = o.value_dim(), Hv = o.num_v_heads;
-  float* mixed = ws.get(Workspace::kQ, rows * cd);            // [rows, conv_dim] before the conv
-  float* conv = ws.get(Workspace::kK, rows * cd);             // [rows, conv_dim] after conv + SiLU
-  float* z = ws.get(Workspace::kV, rows * vd);                // [rows, Hv, dv]
-  float* ba = ws.get(Workspace::kScratch0, rows * 2 * Hv);    // [rows, 2·Hv]
-  float* core = ws.get(Workspace::kAttn, rows * vd);          // [rows, Hv, dv]
+  float* mixed = ws.get(Workspace::kQ, rows * cd);            // [rows, conv_dim] f32 before the conv
+  float* conv = ws.get(Workspace::kK, rows * cd);             // [rows, conv_dim] f32 after conv + SiLU
+  float* z = ws.get(Workspace::kV, rows * vd);                // [rows, Hv, dv] f32
+  float* ba = ws.get(Workspace::kScratch0, rows * 2 * Hv);    // [rows, 2·Hv] f32
+  float* core = ws.get(Workspace::kAttn, rows * vd);          // [rows, Hv, dv] f32
   be.matmul(x, rows, w.qkv, nullptr, mixed);
   be.matmul(x, rows, w.z, nullptr, z);
   be.matmul(x, rows, w.ba, nullptr, ba);

@@ -30,14 +30,14 @@ struct GatedDeltaNetOptions {
 };
 
 struct GatedDeltaNetWeights {
-  Weight qkv;       // [conv_dim, hidden]
-  Weight z;         // [value_dim, hidden]
-  Weight ba;        // [2·Hv, hidden]: b rows then a rows
-  Weight conv;      // [conv_dim, kernel]
+  Weight qkv;       // [conv_dim, hidden] stored
+  Weight z;         // [value_dim, hidden] stored
+  Weight ba;        // [2·Hv, hidden] stored: b rows then a rows
+  Weight conv;      // [conv_dim, kernel] stored
   Weight A_log;     // [Hv] f32
   Weight dt_bias;   // [Hv] f32
-  Weight norm;      // [dv]
-  Weight out;       // [hidden, value_dim]
+  Weight norm;      // [dv] stored
+  Weight out;       // [hidden, value_dim] stored
 };
 
 void bind_gated_delta_net(WeightBinder& binder, GatedDeltaNetWeights& w, const std::string& prefix,

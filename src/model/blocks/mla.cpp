@@ -29,14 +29,14 @@ void mla_forward(StepContext& ctx, Workspace& ws, const MlaWeights& w, const Mla
   auto& be = ctx.backend;
   const int64_t rows = ctx.rows, H = o.num_heads, nope = o.qk_nope_head_dim, rope = o.qk_rope_head_dim;
   const int64_t r = o.kv_lora_rank, qk = nope + rope, cd = o.cache_dim(), v = o.v_head_dim;
-  float* q = ws.get(Workspace::kQ, rows * H * qk);           // [rows, H, nope + rope]
-  float* q_abs = ws.get(Workspace::kScratch0, rows * H * cd);  // [rows, H, kv_lora + rope]
-  float* ckv = ws.get(Workspace::kK, rows * cd);              // [rows, kv_lora + rope]: the cache row
-  float* latent = ws.get(Workspace::kScratch1, rows * r);     // [rows, kv_lora]
-  float* ctx_latent = ws.get(Workspace::kAttn, rows * H * cd);  // [rows, H, kv_lora + rope]
-  float* heads_v = ws.get(Workspace::kScratch2, rows * H * v);  // [rows, H, v]
+  float* q = ws.get(Workspace::kQ, rows * H * qk);           // [rows, H, nope + rope] f32
+  float* q_abs = ws.get(Workspace::kScratch0, rows * H * cd);  // [rows, H, kv_lora + rope] f32
+  float* ckv = ws.get(Workspace::kK, rows * cd);              // [rows, kv_lora + rope] f32: the cache row
+  float* latent = ws.get(Workspace::kScratch1, rows * r);     // [rows, kv_lora] f32
+  float* ctx_latent = ws.get(Workspace::kAttn, rows * H * cd);  // [rows, H, kv_lora + rope] f32
+  float* heads_v = ws.get(Workspace::kScratch2, rows * H * v);  // [rows, H, v] f32
   if (o.q_lora_rank > 0) {
-    float* qa = ws.get(Workspace::kScratch3, rows * o.q_lora_rank);  // [rows, q_lora]
+    float* qa = ws.get(Workspace::kScratch3, rows * o.q_lora_rank);  // [rows, q_lora] f32
     be.matmul(x, rows, w.q_a, nullptr, qa);
     be.rms_norm(qa, w.q_a_norm, rows, o.q_lora_rank, o.norm_eps, 0.f, qa);
     be.matmul(qa, rows, w.q_b, nullptr, q);

@@ -31,13 +31,13 @@ struct MlaOptions {
 };
 
 struct MlaWeights {
-  Weight q_a, q_a_norm, q_b;    // [q_lora, hidden], [q_lora], [H·(nope+rope), q_lora]
-  Weight q;                     // [H·(nope+rope), hidden] when q_lora_rank = 0
-  Weight kv_a;                  // [kv_lora + rope, hidden]
-  Weight kv_a_norm;             // [kv_lora]
-  Weight uk_t;                  // [H·kv_lora, nope]: W_uk_hᵀ, taken from kv_b_proj
-  Weight uv;                    // [H·v, kv_lora]: W_uv_h, taken from kv_b_proj
-  Weight o;                     // [hidden, H·v]
+  Weight q_a, q_a_norm, q_b;    // [q_lora, hidden], [q_lora], [H·(nope+rope), q_lora] stored
+  Weight q;                     // [H·(nope+rope), hidden] stored, when q_lora_rank = 0
+  Weight kv_a;                  // [kv_lora + rope, hidden] stored
+  Weight kv_a_norm;             // [kv_lora] stored
+  Weight uk_t;                  // [H·kv_lora, nope] stored: W_uk_hᵀ, taken from kv_b_proj
+  Weight uv;                    // [H·v, kv_lora] stored: W_uv_h, taken from kv_b_proj
+  Weight o;                     // [hidden, H·v] stored
 };
 
 // Binds "{prefix}q_a_proj" … "{prefix}o_proj" (kv_b_proj [H·(nope+v), kv_lora] split per head).

@@ -2,6 +2,7 @@
 // gate_proj and up_proj are fused at load into one [2·I, hidden] matrix (one matmul).
 #pragma once
 
+#include "io/config.h"
 #include "kernels/ops.h"
 #include "model/blocks/step_context.h"
 #include "model/weights.h"
@@ -9,9 +10,20 @@
 namespace tachyon::model {
 
 struct GatedMlpWeights {
-  Weight gate_up;  // [2·I, hidden]: gate rows then up rows
-  Weight down;     // [hidden, I]
+  Weight gate_up;  // [2·I, hidden] stored: gate rows then up rows
+  Weight down;     // [hidden, I] stored
 };
+
+// Tensors under the module's prefix ("model.layers.3.mlp."): gate_proj.weight, up_proj.weight
+// [I, hidden] and down_proj.weight [hidden, I], stored dtype.
+struct GatedMlpOptions {
+  int64_t hidden = 0, intermediate = 0;
+  kernels::Activation activation = kernels::Activation::SiLU;
+};
+
+// The activation config.json names under "hidden_activation" (Gemma) or else "hidden_act";
+// `fallback` when it names none. silu and gelu_pytorch_tanh are supported.
+kernels::Activation hidden_activation(const io::ModelConfig& config, const std::string& fallback);
 
 void bind_gated_mlp(WeightBinder& b, GatedMlpWeights& w, const std::string& prefix, int64_t hidden,
                     int64_t intermediate);

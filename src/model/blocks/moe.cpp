@@ -42,9 +42,9 @@ void moe_forward(StepContext& ctx, Workspace& ws, const MoeWeights& w, const Moe
                  float* out) {
   auto& be = ctx.backend;
   const int64_t rows = ctx.rows, E = o.routing.num_experts, k = o.routing.top_k;
-  float* logits = ws.get(Workspace::kRouterLogits, rows * E);       // [rows, E]
-  int32_t* ids = ws.get_ints(Workspace::kExpertIds, rows * k);       // [rows, k]
-  float* weights = ws.get(Workspace::kExpertWeights, rows * k);      // [rows, k]
+  float* logits = ws.get(Workspace::kRouterLogits, rows * E);       // [rows, E] f32
+  int32_t* ids = ws.get_ints(Workspace::kExpertIds, rows * k);       // [rows, k] int32
+  float* weights = ws.get(Workspace::kExpertWeights, rows * k);      // [rows, k] f32
   be.matmul(x, rows, w.router, &w.router_bias, logits);
   kernels::MoeRoutingParams routing = o.routing;
   if (!w.correction_bias.empty()) routing.correction_bias = static_cast<const float*>(w.correction_bias.data);
@@ -61,10 +61,10 @@ void moe_forward(StepContext& ctx, Workspace& ws, const MoeWeights& w, const Moe
   experts.swiglu_limit = o.swiglu_limit;
   be.moe_experts(x, rows, ids, weights, k, experts, out);
   if (o.shared_intermediate > 0) {
-    float* shared = ws.get(Workspace::kShared, rows * o.hidden);  // [rows, hidden]
+    float* shared = ws.get(Workspace::kShared, rows * o.hidden);  // [rows, hidden] f32
     gated_mlp_forward(ctx, ws, w.shared, kernels::Activation::SiLU, x, shared);
     if (o.shared_gate) {
-      float* gate = ws.get(Workspace::kSharedGate, rows);  // [rows, 1]
+      float* gate = ws.get(Workspace::kSharedGate, rows);  // [rows, 1] f32
       be.matmul(x, rows, w.shared_gate, nullptr, gate);
       be.gate_multiply(shared, rows, o.hidden, gate, 1, o.hidden, kernels::GateFn::Sigmoid);
     }

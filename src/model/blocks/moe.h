@@ -36,12 +36,12 @@ struct MoeOptions {
 };
 
 struct MoeWeights {
-  Weight router, router_bias;          // [E, hidden], optional [E]
+  Weight router, router_bias;          // [E, hidden], optional [E] stored
   Weight correction_bias;              // optional [E] f32
-  std::vector<Weight> gate_up, down;   // E x [2I, hidden], E x [hidden, I]
-  std::vector<Weight> gate_up_bias, down_bias;  // gpt-oss: E x [2I], E x [hidden]
+  std::vector<Weight> gate_up, down;   // E x [2I, hidden], E x [hidden, I] stored
+  std::vector<Weight> gate_up_bias, down_bias;  // gpt-oss: E x [2I], E x [hidden] stored
   GatedMlpWeights shared;              // optional
-  Weight shared_gate;                  // optional [1, hidden]
+  Weight shared_gate;                  // optional [1, hidden] stored
 };
 
 void bind_moe(WeightBinder& binder, MoeWeights& w, const std::string& prefix, const MoeOptions& opt);
