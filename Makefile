@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 PORT ?= 8000
 CMAKE_FLAGS ?=
 
-.PHONY: all build run test bench bench-serve bootstrap clean
+.PHONY: all build run test test-fast bench bench-serve bootstrap clean
 
 all: build
 
@@ -14,14 +14,24 @@ bootstrap:
 $(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
 
+# Everything: the server, the tests and the benchmarks.
 build: bootstrap $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-run: build
+# Only what serving needs: the `tachyon` binary.
+run: bootstrap $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target tachyon
 	./$(BUILD)/tachyon serve --port $(PORT)
 
-test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+# Only what the tests need (tachyon_tests: every test binary and the server they drive).
+# TEST_LABELS=fast runs the seconds-long subset; labels: fast, model, slow, e2e, cuda (docs in README).
+TEST_LABELS ?=
+test: bootstrap $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target tachyon_tests
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900 $(if $(TEST_LABELS),-L '$(TEST_LABELS)')
+
+test-fast: TEST_LABELS = fast
+test-fast: test
 
 bench: build
 	./bench/run_cpu_bench.sh

@@ -1,9 +1,22 @@
-# Shared build helpers. Our own code compiles with warnings as errors; third-party
-# headers come in as SYSTEM includes so their warnings do not stop the build.
-
+# Shared build helpers. Our own code compiles with -Wall -Wextra -Wpedantic; warnings are errors
+# only with TACHYON_WERROR (CI turns it on): a user's build on another compiler or build type must
+# not fail on a false positive (GCC 12's -Wrestrict in std::string at -O3, for one). Third-party
+# headers come in as SYSTEM includes so their warnings never show.
+option(TACHYON_WERROR "Treat compiler warnings as errors (CI)" OFF)
+set(TACHYON_WARNING_FLAGS -Wall -Wextra -Wpedantic -Wno-unused-parameter -Wno-missing-field-initializers)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+  # GCC 12 reports -Wrestrict inside libstdc++'s std::string at -O2/-O3 where none exists (GCC bug 105329).
+  list(APPEND TACHYON_WARNING_FLAGS -Wno-restrict)
+endif()
+if(TACHYON_WERROR)
+  list(APPEND TACHYON_WARNING_FLAGS -Werror)
+endif()
 add_library(tachyon_warnings INTERFACE)
-target_compile_options(tachyon_warnings INTERFACE
-  -Wall -Wextra -Wpedantic -Werror -Wno-unused-parameter -Wno-missing-field-initializers)
+target_compile_options(tachyon_warnings INTERFACE ${TACHYON_WARNING_FLAGS})
+
+# Every test and fuzz executable joins the `tachyon_tests` target, which `make test` builds: the
+# tests and the server binary the end-to-end tests drive, not the benchmarks.
+add_custom_target(tachyon_tests)
 
 # tachyon_add_library(NAME SOURCES ... [DEPS ...])
 function(tachyon_add_library name)
@@ -15,9 +28,23 @@ endfunction()
 
 # tachyon_add_test(NAME SOURCES ... [DEPS ...] [LABELS ...]): one GoogleTest binary, each
 # TEST registered with ctest. Tests run from the repository root so fixture paths are stable.
+# LABELS must name the test's cost: fast (seconds, no model), model (loads the demo model or
+# several fixtures), slow (minutes), e2e (a live server) or cuda (needs a GPU; skips without).
+set(TACHYON_TEST_COSTS fast model slow e2e cuda)
+function(tachyon_check_cost_label name labels)
+  foreach(cost IN LISTS TACHYON_TEST_COSTS)
+    if(cost IN_LIST labels)
+      return()
+    endif()
+  endforeach()
+  message(FATAL_ERROR "test ${name}: LABELS must name a cost (${TACHYON_TEST_COSTS})")
+endfunction()
+
 function(tachyon_add_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  tachyon_check_cost_label(${name} "${ARG_LABELS}")
   add_executable(${name} ${ARG_SOURCES})
+  add_dependencies(tachyon_tests ${name})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main tachyon_warnings)
   target_compile_definitions(${name} PRIVATE TACHYON_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   gtest_discover_tests(${name} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
@@ -42,10 +69,11 @@ function(tachyon_add_fuzz name)
   else()
     add_executable(${name} ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/fuzz/driver.cpp)
   endif()
+  add_dependencies(tachyon_tests ${name})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} tachyon_warnings)
   if(NOT TACHYON_LIBFUZZER)
     add_test(NAME ${name} COMMAND ${name} --runs ${ARG_RUNS} ${ARG_CORPUS}
              WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-    set_tests_properties(${name} PROPERTIES LABELS fuzz)
+    set_tests_properties(${name} PROPERTIES LABELS "fuzz;fast")
   endif()
 endfunction()

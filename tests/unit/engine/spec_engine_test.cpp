@@ -1,7 +1,6 @@
-// Speculative decoding inside the engine. At temperature 0 the generated tokens are
-// identical with speculation off and with every drafter on, alone and in a concurrent batch
-// (DESIGN.md "Speculation" invariant). Above 0 a two-sample chi-square test cannot tell
-// speculative from plain sampling.
+// Speculative decoding inside the engine: which steps are marked repeating, auto trees, the
+// gates, and (above temperature 0) a two-sample chi-square test that cannot tell speculative
+// from plain sampling. Token identity with every drafter is spec_equivalence_test.cpp's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include <thread>
 
 #include "../spec/chi_square.h"
+#include "demo_runs.h"
 #include "engine/engine.h"
 #include "engine/spec_step_costs.h"
 #include "io/safetensors.h"
@@ -28,115 +28,7 @@
 namespace tachyon::engine {
 namespace {
 
-const std::string kDemo = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo";
-
-struct Demo {
-  std::unique_ptr<kernels::Backend> backend = kernels::make_backend("cpu");
-  std::unique_ptr<model::Model> model = model::load_model(kDemo, *backend);
-};
-Demo& demo() {
-  static Demo d;
-  return d;
-}
-
-// 50 prompts: real code/chat token ids from the demo's golden file, spliced with random ids
-// and repeated spans so that prompt lookup finds matches on some and none on others.
-std::vector<std::vector<int32_t>> prompts() {
-  const auto golden = io::Checkpoint::open_file(kDemo + "/golden.safetensors");
-  auto ids = [&](const std::string& name) {
-    const auto& t = golden.get(name);
-    const auto* p = static_cast<const int64_t*>(t.data);
-    return std::vector<int32_t>(p, p + t.num_elements());
-  };
-  const auto code = ids("code.input_ids"), chat = ids("chat.input_ids");
-  std::mt19937 rng(5);
-  std::vector<std::vector<int32_t>> out;
-  for (int i = 0; i < 50; ++i) {
-    std::vector<int32_t> p = (i % 2) ? chat : code;
-    for (int j = 0; j < i % 7; ++j) p.push_back(static_cast<int32_t>(rng() % 8000));
-    if (i % 3 == 0) p.insert(p.end(), p.begin(), p.begin() + static_cast<long>(p.size() / 2));  // repetition
-    out.push_back(p);
-  }
-  return out;
-}
-
-std::vector<std::vector<int32_t>> run_all(const std::vector<std::vector<int32_t>>& ps, EngineConfig config,
-                                          int32_t max_tokens, SpecUsage* usage_total = nullptr,
-                                          EngineStats* stats = nullptr, float repetition_penalty = 1.f) {
-  Engine engine(*demo().model, config);
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  std::vector<std::vector<int32_t>> outs(ps.size());
-  auto collect = [&](size_t i) {
-    for (;;) {
-      auto o = streams[i]->next(std::chrono::seconds(300));
-      EXPECT_TRUE(o.has_value());
-      if (!o) return;
-      outs[i].insert(outs[i].end(), o->tokens.begin(), o->tokens.end());
-      if (o->finish != FinishReason::None) {
-        if (usage_total) {
-          usage_total->num_drafted += o->spec.num_drafted;
-          usage_total->num_accepted += o->spec.num_accepted;
-          usage_total->num_steps += o->spec.num_steps;
-        }
-        return;
-      }
-    }
-  };
-  for (size_t i = 0; i < ps.size(); ++i) {
-    GenerationRequest r;
-    r.prompt = ps[i];
-    r.sampling.temperature = 0;
-    r.sampling.repetition_penalty = repetition_penalty;
-    r.max_tokens = max_tokens;
-    streams.push_back(engine.submit(r));
-    if (config.max_concurrent == 1) collect(i);  // alone: one at a time
-  }
-  if (config.max_concurrent > 1)
-    for (size_t i = 0; i < ps.size(); ++i) collect(i);
-  if (stats) *stats = engine.stats();
-  return outs;
-}
-
-TEST(SpeculativeEngine, GreedyOutputIsIdenticalWithEveryDrafterAloneAndBatched) {
-  const auto ps = prompts();
-  const auto plain = run_all(ps, {.max_concurrent = 16, .num_blocks = 1024}, 128);
-  auto ngram = spec::make_ngram_drafter({});
-  auto suffix = spec::make_suffix_drafter({});  // shared across requests: later prompts draft from earlier outputs
-  auto draft = spec::make_draft_model_drafter(kDemo + "/drafter", kDemo, *demo().model, *demo().backend);
-  auto mtp = spec::make_mtp_drafter(model::MtpHead::load(kDemo, demo().model->config(), *demo().backend), *demo().backend);
-  for (auto [name, drafter] :
-       {std::pair{"ngram", ngram.get()}, std::pair{"suffix", suffix.get()}, std::pair{"draft", draft.get()},
-        std::pair{"mtp", mtp.get()}}) {
-    for (int32_t concurrent : {1, 16}) {
-      SpecUsage usage;
-      EngineConfig config{.max_concurrent = concurrent, .num_blocks = 1024};
-      config.drafter = drafter;
-      const auto outs = run_all(ps, config, 128, &usage);
-      for (size_t i = 0; i < ps.size(); ++i)
-        ASSERT_EQ(outs[i], plain[i]) << name << " concurrent=" << concurrent << " prompt " << i;
-      EXPECT_GT(usage.num_accepted, 0) << name << ": speculation never accepted anything";
-      std::printf("%s, concurrency %d: %d drafted, %d accepted, mean accepted length %.2f\n", name, concurrent,
-                  usage.num_drafted, usage.num_accepted, usage.mean_accepted_length());
-    }
-  }
-}
-
-// One greedy request through `engine` to its end: its speculation usage (its tokens appended
-// to `tokens` when given).
-SpecUsage run_one(Engine& engine, std::vector<int32_t> prompt, int32_t max_tokens,
-                  std::vector<int32_t>* tokens = nullptr) {
-  GenerationRequest request;
-  request.prompt = std::move(prompt);
-  request.sampling.temperature = 0;
-  request.max_tokens = max_tokens;
-  auto stream = engine.submit(request);
-  for (;;) {
-    auto out = stream->next(std::chrono::seconds(300));
-    if (!out) throw std::runtime_error("the engine stalled");
-    if (tokens) tokens->insert(tokens->end(), out->tokens.begin(), out->tokens.end());
-    if (out->finish != FinishReason::None) return out->spec;
-  }
-}
+using namespace testing_demo;
 
 // The engine tells the backend which steps repeat their shape (Backend::set_repeating_step;
 // the CUDA backend replays those as graphs): decode steps of plain rows and of draft chains,
@@ -222,44 +114,12 @@ TEST(SpeculativeEngine, ModelDraftersMarkTheirShortForwardsRepeating) {
   }
 }
 
-// Draft trees (several continuations per step, each row attending to its own branch) keep
-// greedy output identical, alone and batched, and really are trees.
-TEST(SpeculativeEngine, GreedyOutputIsIdenticalWithDraftTrees) {
-  const auto ps = prompts();
-  const auto plain = run_all(ps, {.max_concurrent = 16, .num_blocks = 1024}, 128);
-  auto ngram = spec::make_ngram_drafter({});
-  auto suffix = spec::make_suffix_drafter({});
-  // Model drafters branch with their runner-up tokens (MTP: hidden states gathered per branch).
-  auto draft = spec::make_draft_model_drafter(kDemo + "/drafter", kDemo, *demo().model, *demo().backend);
-  auto mtp = spec::make_mtp_drafter(model::MtpHead::load(kDemo, demo().model->config(), *demo().backend), *demo().backend);
-  for (auto [name, drafter] : {std::pair{"ngram", ngram.get()}, std::pair{"suffix", suffix.get()},
-                               std::pair{"draft", draft.get()}, std::pair{"mtp", mtp.get()}}) {
-    const bool model_drafter = drafter == draft.get() || drafter == mtp.get();
-    for (int32_t concurrent : {1, 16}) {
-      if (model_drafter && concurrent == 1) continue;  // the batched run covers them (and keeps CI time down)
-      SpecUsage usage;
-      EngineStats stats;
-      EngineConfig config{.max_concurrent = concurrent, .num_blocks = 1024};
-      config.drafter = drafter;
-      config.max_tree_nodes = 12;
-      const auto outs = run_all(ps, config, 128, &usage, &stats);
-      for (size_t i = 0; i < ps.size(); ++i)
-        ASSERT_EQ(outs[i], plain[i]) << name << " trees, concurrent=" << concurrent << " prompt " << i;
-      EXPECT_GT(stats.spec_tree_steps, 0u) << name << ": no step verified a tree";
-      EXPECT_GT(usage.num_accepted, 0) << name << ": speculation never accepted anything";
-      std::printf("%s trees, concurrency %d: %llu tree steps of %llu, %d drafted, %d accepted\n", name, concurrent,
-                  static_cast<unsigned long long>(stats.spec_tree_steps),
-                  static_cast<unsigned long long>(stats.spec_steps), usage.num_drafted, usage.num_accepted);
-    }
-  }
-}
-
 // Auto trees (max_tree_nodes -1, the default) for a drafter whose trees may pay: the engine
 // measures both shapes and keeps the faster (TreeOrChain), so both are verified, exactly.
 TEST(SpeculativeEngine, AutoTreesMeasureTreesAndChainsAndStayExact) {
   auto ps = prompts();
   ps.resize(4);
-  const auto plain = run_all(ps, {.max_concurrent = 1, .num_blocks = 1024}, 96);
+  const auto plain = stored_plain_outputs("greedy", ps.size(), 96);
   auto draft = spec::make_draft_model_drafter(kDemo + "/drafter", kDemo, *demo().model, *demo().backend);
   EngineConfig config{.max_concurrent = 1, .num_blocks = 1024};
   config.drafter = draft.get();
@@ -269,21 +129,6 @@ TEST(SpeculativeEngine, AutoTreesMeasureTreesAndChainsAndStayExact) {
   for (size_t i = 0; i < ps.size(); ++i) ASSERT_EQ(outs[i], plain[i]) << "prompt " << i;
   EXPECT_GE(stats.spec_tree_steps, static_cast<uint64_t>(TreeOrChain::kMinSteps));
   EXPECT_GE(stats.spec_steps - stats.spec_tree_steps, static_cast<uint64_t>(TreeOrChain::kMinSteps));
-}
-
-// Greedy with a logits processor: tree verification applies it with each branch as history.
-TEST(SpeculativeEngine, DraftTreesApplyPenaltiesAlongEachBranch) {
-  auto ps = prompts();
-  ps.resize(12);
-  const auto plain = run_all(ps, {.max_concurrent = 4, .num_blocks = 1024}, 64, nullptr, nullptr, 1.3f);
-  auto ngram = spec::make_ngram_drafter({});
-  EngineConfig config{.max_concurrent = 4, .num_blocks = 1024};
-  config.drafter = ngram.get();
-  config.max_tree_nodes = 12;
-  EngineStats stats;
-  const auto outs = run_all(ps, config, 64, nullptr, &stats, 1.3f);
-  for (size_t i = 0; i < ps.size(); ++i) ASSERT_EQ(outs[i], plain[i]) << "prompt " << i;
-  EXPECT_GT(stats.spec_tree_steps, 0u);
 }
 
 TEST(SpeculativeEngine, SamplingDistributionIsUnchangedByDrafting) {
@@ -362,7 +207,7 @@ SpecUsage run_gated(const std::vector<int32_t>& prompt, spec::Drafter& drafter, 
 // decoding on this engine, the next request does not start it (nor pay its catch-up).
 TEST(SpeculationGates, ADrafterMeasuredSlowerThanPlainIsNotStartedOnTheNextRequest) {
   const std::vector<int32_t> prompt = prompts()[0];
-  const auto plain = run_all({prompt}, {.max_concurrent = 1, .num_blocks = 256}, 96)[0];
+  const auto plain = stored_plain_outputs("greedy", 1, 96)[0];
   std::vector<int32_t> continuation = prompt;
   continuation.insert(continuation.end(), plain.begin(), plain.end());
   OracleDrafter slow(continuation, std::chrono::milliseconds(50), false);  // ~100 tok/s at best
@@ -389,7 +234,7 @@ TEST(SpeculationGates, ADrafterMeasuredSlowerThanPlainIsNotStartedOnTheNextReque
 
 TEST(SpeculationGates, EachGateStopsOnlyTheDrafterItIsFor) {
   const std::vector<int32_t> prompt = prompts()[0];
-  const auto plain = run_all({prompt}, {.max_concurrent = 1, .num_blocks = 256}, 96)[0];
+  const auto plain = stored_plain_outputs("greedy", 1, 96)[0];
   std::vector<int32_t> continuation = prompt;
   continuation.insert(continuation.end(), plain.begin(), plain.end());
   struct Case {
