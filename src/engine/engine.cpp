@@ -9,13 +9,13 @@
 
 #include "base/error.h"
 #include "base/logging.h"
-#include "engine/drafter_payoff.h"
-#include "engine/ema.h"
 #include "engine/scheduler.h"
-#include "engine/spec_step_costs.h"
 #include "kv/kv_cache.h"
 #include "kernels/ops.h"
 #include "spec/draft_tree.h"
+#include "spec/drafter_payoff.h"
+#include "spec/ema.h"
+#include "spec/spec_step_costs.h"
 #include "spec/ngram.h"
 #include "spec/verify.h"
 
@@ -23,6 +23,10 @@ namespace tachyon::engine {
 
 namespace {
 using Clock = std::chrono::steady_clock;
+using spec::DraftAcceptance;
+using spec::DrafterPayoff;
+using spec::ema_update;
+using spec::SpecStepCosts;
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 }  // namespace
@@ -382,7 +386,8 @@ class EngineLoop : public KvAllocator {
     const bool any_sampled = std::any_of(plan.chunks.begin(), plan.chunks.end(), [&](const ScheduledChunk& c) {
       return c.completes && !active_.at(c.id).request.sampling.greedy();
     });
-    batch.argmax_only = tokens_only && !any_sampled;
+    if (tokens_only) batch.outputs.tokens = any_sampled ? model::StepOutputs::Tokens::Sampled
+                                                        : model::StepOutputs::Tokens::Argmax;
     const bool draw_on_backend = tokens_only && any_sampled;
     bool any_tree = false;  // a draft tree's shape changes from step to step
     for (auto& c : plan.chunks) {
@@ -416,12 +421,12 @@ class EngineLoop : public KvAllocator {
       }
       if (draw_on_backend) {  // sampled rows (one: the completing one) draw from the request's generator
         for (size_t r = logit_rows_before; r < batch.logit_rows.size(); ++r)
-          batch.sampling.push_back(next_draw(a));
+          batch.outputs.sampling.push_back(next_draw(a));
       }
     }
     // Plain decode rows whose tokens only the backend picks: the forward returns before they
     // are read, so that the next step can be issued first (issue_ahead).
-    batch.read_tokens_later = overlap_ && tokens_only && step.decode_only && step.step_drafts == 0 && !any_tree &&
+    batch.outputs.read_tokens_later = overlap_ && tokens_only && step.decode_only && step.step_drafts == 0 && !any_tree &&
                               batch.hidden_rows.empty();
     step.t0 = Clock::now();
     const uint64_t warmups = model_.backend().warmup_events();
@@ -478,12 +483,12 @@ class EngineLoop : public KvAllocator {
     for (const auto& c : plan.chunks) {
       Active& a = active_.at(c.id);
       ahead_batch_.add(a.seq, std::span<const int32_t>(&kOnDevice, 1), c.begin + 1, model::LogitRows::Last);
-      if (any_sampled) ahead_batch_.sampling.push_back(next_draw(a));  // drawn in the order without the overlap
+      if (any_sampled) ahead_batch_.outputs.sampling.push_back(next_draw(a));  // drawn in the order without the overlap
       next.plan.chunks.push_back({c.id, c.begin + 1, 1, true});
     }
-    ahead_batch_.argmax_only = !any_sampled;
+    ahead_batch_.outputs.tokens = any_sampled ? model::StepOutputs::Tokens::Sampled : model::StepOutputs::Tokens::Argmax;
     ahead_batch_.device_tokens = out.device_ids;
-    ahead_batch_.read_tokens_later = true;
+    ahead_batch_.outputs.read_tokens_later = true;
     const uint64_t warmups = model_.backend().warmup_events();
     try {
       const kernels::RepeatingStepHint hint(model_.backend(), true);
@@ -629,7 +634,7 @@ class EngineLoop : public KvAllocator {
   static constexpr double kMinRowCost = 0.02;
   static constexpr int32_t kThroughputEvidenceTokens = 64;
 
-  // Auto-k: the k with the most expected tokens per second (engine/spec_step_costs.h), from the
+  // Auto-k: the k with the most expected tokens per second (spec/spec_step_costs.h), from the
   // request's measured acceptance per draft level and the measured cost of steps by drafts
   // verified. The first steps, and every kExploreEvery-th, draft k_max: they measure the deep
   // levels that shorter chains never reach.

@@ -27,6 +27,7 @@
 #include "engine/stats.h"
 #include "model/model.h"
 #include "spec/drafter.h"
+#include "spec/spec_step_costs.h"
 
 namespace tachyon::engine {
 
@@ -57,12 +58,15 @@ struct EngineConfig {
   // drafter branches and the model has no recurrent state; at most num_speculative_tokens
   // deep. 0 or anything <= k: chains. -1 (auto): for drafters whose trees may pay
   // (Drafter::trees_by_default), trees of 2k nodes or chains, whichever emits more tokens per
-  // second of measured step cost (engine/spec_step_costs.h, TreeOrChain).
+  // second of measured step cost (spec/spec_step_costs.h, TreeOrChain).
   int32_t max_tree_nodes = -1;
   bool gates = true;                   // prompt, acceptance and throughput gates may turn speculation off
   bool model_free_drafter = false;     // apply the prompt-time repetition gate
   double min_prompt_repetition = 0.02; // gate: 3-gram repetition below this turns a model-free drafter off
 };
+
+// The automatic choice between draft trees and chains (max_tree_nodes -1), by its engine name.
+using spec::TreeOrChain;
 
 class Engine;
 

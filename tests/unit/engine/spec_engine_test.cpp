@@ -13,7 +13,7 @@
 
 #include "../spec/chi_square.h"
 #include "engine/engine.h"
-#include "engine/spec_step_costs.h"
+#include "spec/spec_step_costs.h"
 #include "io/safetensors.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
