@@ -69,6 +69,7 @@ struct EngineConfig {
 using spec::TreeOrChain;
 
 class Engine;
+struct ActiveRequest;  // engine/loop_state.h
 
 // The owner's end of one request. Destroying it cancels the request.
 class RequestStream {
@@ -82,7 +83,8 @@ class RequestStream {
 
  private:
   friend class Engine;
-  friend class EngineLoop;
+  friend bool deliver(ActiveRequest& a);  // engine/delivery.h
+  friend void deliver_abort(ActiveRequest& a);
   RequestStream(Engine* engine, RequestId id) : engine_(engine), id_(id) {}
   void push(RequestOutput out);  // engine thread: merges into the pending delivery
 

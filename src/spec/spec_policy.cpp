@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "kernels/ops.h"
 #include "spec/ema.h"
 #include "spec/ngram.h"
 
