@@ -12,7 +12,7 @@
 // parameters only (attention, router, k experts per layer, LM head, one embedding row), and
 // the dense matmul/attention kernel table is skipped.
 // Protocol: one warm-up discarded, median of --runs. Decode steps sample greedily on the
-// device (Batch::argmax_only: only token ids come back); batch 1 and 64 are also measured
+// device (model::StepOutputs::argmax: only token ids come back); batch 1 and 64 are also measured
 // with every logit row returned to the host, and batch 1, 8 and 64 sampled (temperature 0.7,
 // top-p 0.9) on the device and (1, 8) on the host over returned logits, host draw timed. --profile prints the GPU time per op class of
 // one prefill and of decode steps (cudaEvents around every op, bench/NOTES-cuda.md).
@@ -639,7 +639,7 @@ int main(int argc, char** argv) {
       kv.reserve(seqs.back(), prompt_len);
       batch.add(seqs.back(), random_ids(prompt_len), 0, model::LogitRows::Last);
     }
-    batch.argmax_only = true;
+    batch.outputs = model::StepOutputs::argmax();
     auto out = model->forward(batch, kv);
     std::vector<double> tps;
     const bool profile_case = profile && !host_logits && !overlapped;
@@ -681,12 +681,15 @@ int main(int argc, char** argv) {
           batch.add(seqs[i], std::span<const int32_t>(&next[i], 1), pos[i]++, model::LogitRows::Last);
         }
         if (tokens == Tokens::HostSampled) s += now() - t_draw;
-        batch.argmax_only = argmax || overlapped;
-        if (tokens == Tokens::DeviceSampled)
-          for (int i = 0; i < b; ++i) batch.sampling.push_back(sampling_at(double(draws() >> 11) * 0x1p-53));
+        if (tokens == Tokens::DeviceSampled) {
+          batch.outputs.tokens = model::StepOutputs::Tokens::Sampled;
+          for (int i = 0; i < b; ++i) batch.outputs.sampling.push_back(sampling_at(double(draws() >> 11) * 0x1p-53));
+        } else if (argmax || overlapped) {
+          batch.outputs.tokens = model::StepOutputs::Tokens::Argmax;
+        }
         const bool prof = profile_case && r == runs + 1;
         if (prof) kernels::cuda_profile_enable(*backend, true);
-        batch.read_tokens_later = overlapped;
+        batch.outputs.read_tokens_later = overlapped;
         const double t0 = now();
         {
           // A plain decode step, as the engine marks it: recorded and replayed as a CUDA graph.

@@ -27,6 +27,7 @@
 #include "engine/stats.h"
 #include "model/model.h"
 #include "spec/drafter.h"
+#include "spec/spec_step_costs.h"
 
 namespace tachyon::engine {
 
@@ -57,7 +58,7 @@ struct EngineConfig {
   // drafter branches and the model has no recurrent state; at most num_speculative_tokens
   // deep. 0 or anything <= k: chains. -1 (auto): for drafters whose trees may pay
   // (Drafter::trees_by_default), trees of 2k nodes or chains, whichever emits more tokens per
-  // second of measured step cost (engine/spec_step_costs.h, TreeOrChain).
+  // second of measured step cost (spec/spec_step_costs.h, TreeOrChain).
   int32_t max_tree_nodes = -1;
   bool gates = true;                   // prompt, acceptance and throughput gates may turn speculation off
   bool model_free_drafter = false;     // apply the prompt-time repetition gate
@@ -65,6 +66,7 @@ struct EngineConfig {
 };
 
 class Engine;
+struct ActiveRequest;  // engine/loop_state.h
 
 // The owner's end of one request. Destroying it cancels the request.
 class RequestStream {
@@ -78,7 +80,8 @@ class RequestStream {
 
  private:
   friend class Engine;
-  friend class EngineLoop;
+  friend bool deliver(ActiveRequest& a);  // engine/delivery.h
+  friend void deliver_abort(ActiveRequest& a);
   RequestStream(Engine* engine, RequestId id) : engine_(engine), id_(id) {}
   void push(RequestOutput out);  // engine thread: merges into the pending delivery
 

@@ -11,6 +11,7 @@
 
 #include "sampling/sampler.h"
 #include "sampling/token_mask.h"
+#include "spec/spec_usage.h"
 
 namespace tachyon::engine {
 
@@ -37,16 +38,7 @@ struct GenerationRequest {
 };
 
 // Speculation statistics of one request (reported in `usage`).
-struct SpecUsage {
-  std::string method;          // drafter name, empty when speculation was off
-  int32_t num_drafted = 0;     // draft tokens verified
-  int32_t num_accepted = 0;    // of which accepted
-  int32_t num_steps = 0;       // verification steps
-  std::string stopped_by;      // "", or the gate (engine/stats.h kSpecGates)
-  double mean_accepted_length() const {  // tokens emitted per verification step
-    return num_steps ? 1.0 + static_cast<double>(num_accepted) / num_steps : 0.0;
-  }
-};
+using SpecUsage = spec::SpecUsage;
 
 struct TokenLogprob {
   int32_t token = 0;

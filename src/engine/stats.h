@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "spec/spec_usage.h"
+
 namespace tachyon::engine {
 
 // A cumulative histogram with fixed bucket bounds (seconds), Prometheus-style.
@@ -18,8 +20,7 @@ struct Histogram {
 };
 
 // The gates that switch a request's speculation off (SpecUsage::stopped_by).
-inline constexpr std::array<const char*, 4> kSpecGates = {"prompt_gate", "payoff_gate", "acceptance_gate",
-                                                          "throughput_gate"};
+using spec::kSpecGates;
 
 struct EngineStats {
   uint64_t requests_started = 0, requests_finished = 0, requests_cancelled = 0;

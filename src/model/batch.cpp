@@ -60,6 +60,15 @@ void Batch::add_tree(kv::SeqId seq, std::span<const int32_t> ids, std::span<cons
   }
 }
 
+void StepOutputs::check(int64_t num_logit_rows) const {
+  if (tokens == Tokens::Sampled && sampling.size() != static_cast<size_t>(num_logit_rows))
+    throw Error("Batch::outputs.sampling has {} entries for {} logit rows", sampling.size(), num_logit_rows);
+  TACHYON_CHECK(tokens == Tokens::Sampled || sampling.empty(), "Batch::outputs: sampling draws without Sampled");
+  TACHYON_CHECK((tokens == Tokens::TopTwoOnDevice) == (top_two != nullptr),
+                "Batch::outputs: top_two is set exactly with TopTwoOnDevice");
+  TACHYON_CHECK(!read_tokens_later || token_ids(), "Batch::outputs: only token ids can be read later");
+}
+
 bool Batch::logits_on_every_row() const {
   if (logit_rows.size() != tokens.size()) return false;
   for (size_t r = 0; r < logit_rows.size(); ++r)
@@ -76,11 +85,11 @@ void Batch::clear() {
   seqs.clear();
   logit_rows.clear();
   hidden_rows.clear();
-  argmax_only = false;
-  sampling.clear();
   device_tokens = nullptr;
-  top_two = nullptr;
-  read_tokens_later = false;
+  outputs.tokens = StepOutputs::Tokens::Logits;
+  outputs.sampling.clear();
+  outputs.top_two = nullptr;
+  outputs.read_tokens_later = false;
 }
 
 void collect_tokens(kernels::Backend& backend, StepOutput& out) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -21,6 +22,41 @@ namespace tachyon::model {
 
 enum class LogitRows { None, Last, All };
 
+// What a forward returns for its logit rows: logits, or only the rows' tokens picked where the
+// logits are (so only token ids cross the bus), or nothing at all. Built by the named
+// constructors; check() rejects the combinations they cannot make.
+//
+//   batch.outputs = StepOutputs::argmax();                       // greedy: StepOutput::argmax
+//   batch.outputs = StepOutputs::sampled(draws, /*read_later=*/true);
+//   batch.outputs = StepOutputs::top_two_on_device(levels);      // a drafter's level
+struct StepOutputs {
+  enum class Tokens {
+    Logits,          // StepOutput::logits, on the host
+    Argmax,          // StepOutput::argmax: each row's argmax (Backend::argmax)
+    Sampled,         // StepOutput::argmax: each row's token drawn with sampling[row] (Backend::sample_tokens)
+    TopTwoOnDevice,  // each row's kernels::TopTwo written to `top_two`; nothing returned, nothing waited for
+  };
+  Tokens tokens = Tokens::Logits;
+  // Sampled: one entry per logit row (temperature 0: that row's argmax), drawn where the logits are.
+  std::vector<kernels::TokenSampling> sampling;
+  kernels::TopTwo* top_two = nullptr;  // TopTwoOnDevice: device [logit rows]
+  // Argmax or Sampled: the forward returns once the step is issued, before its tokens are known
+  // (StepOutput::tokens_pending; collect_tokens waits for them). The host can then issue the
+  // next step, its rows reading these tokens on the device through Batch::device_tokens =
+  // StepOutput::device_ids, while the device runs this one (overlapped decode).
+  bool read_tokens_later = false;
+
+  static StepOutputs argmax(bool read_later = false) { return {Tokens::Argmax, {}, nullptr, read_later}; }
+  static StepOutputs sampled(std::vector<kernels::TokenSampling> draws, bool read_later = false) {
+    return {Tokens::Sampled, std::move(draws), nullptr, read_later};
+  }
+  static StepOutputs top_two_on_device(kernels::TopTwo* out) { return {Tokens::TopTwoOnDevice, {}, out, false}; }
+
+  bool token_ids() const { return tokens == Tokens::Argmax || tokens == Tokens::Sampled; }
+  // Throws tachyon::Error when the fields do not fit `tokens` or `num_logit_rows`.
+  void check(int64_t num_logit_rows) const;
+};
+
 struct Batch {
   std::vector<int32_t> tokens;       // [num_rows] token ids
   std::vector<int32_t> positions;    // [num_rows] absolute positions
@@ -28,25 +64,11 @@ struct Batch {
   std::vector<kv::SeqId> seqs;       // [num_seqs] the KV sequence of each entry
   std::vector<int32_t> logit_rows;   // rows whose logits are returned, in this order
   std::vector<int32_t> hidden_rows;  // rows whose final hidden state (before the final norm) is returned
-  // Greedy only: StepOutput carries each logit row's argmax (computed on the device) instead of
-  // its logits, so only token ids cross the bus.
-  bool argmax_only = false;
-  // Tokens only, sampled: one entry per logit row (temperature 0: that row's argmax); StepOutput
-  // carries the tokens the backend draws where the logits are (Backend::sample_tokens) instead
-  // of the logits. Empty: not used.
-  std::vector<kernels::TokenSampling> sampling;
-  // Drafting on the device (a drafter's chain without a wait per level):
-  // - device_tokens: the rows' token ids are read from this device int32 array [num_rows] (a
-  //   previous forward's TopTwo::best) instead of `tokens`, which then hold placeholders;
-  // - top_two: each logit row's kernels::TopTwo is written to this device array and the step
-  //   returns no logits (nothing is read back, so the step does not wait for the device).
+  // The rows' token ids are read from this device int32 array [num_rows] (a previous forward's
+  // StepOutput::device_ids or TopTwo::best) instead of `tokens`, which then hold placeholders:
+  // a drafter's chain or overlapped decode steps without a wait for the host.
   const int32_t* device_tokens = nullptr;
-  kernels::TopTwo* top_two = nullptr;
-  // With argmax_only or sampling: the forward returns once the step is issued, before its
-  // tokens are known (StepOutput::tokens_pending; collect_tokens waits for them). The host can
-  // then issue the next step, its rows reading these tokens on the device through
-  // device_tokens = StepOutput::device_ids, while the device runs this one (overlapped decode).
-  bool read_tokens_later = false;
+  StepOutputs outputs;  // what the step returns for its logit rows
   // Draft trees (speculative tree verification, see kernels/ops.h kMaxTreeDepth): per row the
   // first physical position of its tree (-1 for rows outside trees) and the node index of its
   // ancestor at each depth. Both empty while the batch holds no tree.
@@ -71,10 +93,10 @@ struct Batch {
 struct StepOutput {
   std::vector<float> logits;  // [logit_rows.size(), vocab_size] float32, host
   std::vector<float> hidden;  // [hidden_rows.size(), hidden_size] float32, host
-  // [logit_rows.size()] the rows' tokens when Batch::argmax_only or Batch::sampling (then
-  // `logits` is empty).
+  // [logit_rows.size()] the rows' tokens when Batch::outputs asks for token ids (Argmax, Sampled;
+  // then `logits` is empty).
   std::vector<int32_t> argmax;
-  // Batch::read_tokens_later: `argmax` is filled by collect_tokens. device_ids holds the same
+  // StepOutputs::read_tokens_later: `argmax` is filled by collect_tokens. device_ids holds the same
   // tokens on the device until the next forward of the model writes its own (after its rows
   // have read these, when it takes them as device_tokens).
   bool tokens_pending = false;
@@ -87,7 +109,7 @@ struct StepOutput {
   }
 };
 
-// Waits for a forward's tokens read later (Batch::read_tokens_later); nothing if none pending.
+// Waits for a forward's tokens read later (StepOutputs::read_tokens_later); nothing if none pending.
 // Throws, as the forward would have, when a row had no finite logit to draw from.
 void collect_tokens(kernels::Backend& backend, StepOutput& out);
 

@@ -173,9 +173,10 @@ class MtpLayerHead final : public MtpHead {
       backend_.rms_norm(o_keep, final_norm_, n, hidden, eps, offset, o);
     }
     backend_.matmul(o, n, head, nullptr, logits);
-    if (batch.top_two) {  // stays on the device; so does o_t (o_keep)
+    // Top-two on the device: it stays there; so does o_t (o_keep).
+    if (batch.outputs.tokens == StepOutputs::Tokens::TopTwoOnDevice) {
       TACHYON_CHECK(!return_hidden, "MTP: top_two keeps everything on the device");
-      backend_.top_two(logits, n, vocab, batch.top_two);
+      backend_.top_two(logits, n, vocab, batch.outputs.top_two);
       return out;
     }
     if (return_hidden) {

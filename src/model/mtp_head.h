@@ -50,8 +50,9 @@ class MtpHead {
   };
   // Rows of `batch`: tokens x_{t+1} at positions t; `hidden` holds h_t per row [rows, hidden]
   // (host). Returns logits and (when `return_hidden`) o_t for batch.logit_rows; o_t also stays
-  // on the device for forward_recursive. With Batch::top_two (and device_tokens) the levels stay
-  // on the device: the output is empty and nothing waits (return_hidden must be false).
+  // on the device for forward_recursive. With StepOutputs::top_two_on_device (and
+  // Batch::device_tokens) the levels stay on the device: the output is empty and nothing waits
+  // (return_hidden must be false).
   virtual Output forward(const Batch& batch, std::span<const float> hidden, kv::KvCache& kv,
                          bool return_hidden = true) = 0;
   // The recursive drafting step: forward with each row's h_t = the previous call's o_t of the

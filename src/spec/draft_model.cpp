@@ -60,7 +60,7 @@ class DraftModelDrafter final : public LevelDrafter {
       model::Batch batch;
       batch.add(s.seq, feed, position, model::LogitRows::Last);
       if (done > 0) batch.device_tokens = levels_.best_token(done - 1);
-      batch.top_two = out + done;
+      batch.outputs = model::StepOutputs::top_two_on_device(out + done);
       model_->forward(batch, kv_);
       position += static_cast<int32_t>(feed.size());
       feed = std::span<const int32_t>(&placeholder, 1);

@@ -21,9 +21,10 @@ int64_t default_draft_vocabulary(int64_t vocab_size);
 // one (the first catch-up over a whole prompt) is issued directly.
 inline constexpr size_t kMaxRepeatingDraftRows = 16;
 
-// Device memory for a chain's levels (Batch::top_two): each level's forward writes its TopTwo
-// here and the next embeds its best token from here, so a chain of k forwards waits for the
-// device once, when the levels are read back (a GPU records the whole chain as one graph).
+// Device memory for a chain's levels (model::StepOutputs::top_two_on_device): each level's
+// forward writes its TopTwo here and the next embeds its best token from here, so a chain of k
+// forwards waits for the device once, when the levels are read back (a GPU records the whole
+// chain as one graph).
 class DeviceLevels {
  public:
   explicit DeviceLevels(kernels::Backend& backend) : backend_(backend) {}

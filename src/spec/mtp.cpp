@@ -56,7 +56,7 @@ class MtpDrafter final : public LevelDrafter {
     kernels::TopTwo* out = levels_.get(k);
     model::Batch batch;
     batch.add(s.seq, next_tokens, from - s.base, model::LogitRows::Last);
-    batch.top_two = out;
+    batch.outputs = model::StepOutputs::top_two_on_device(out);
     head_->forward(batch, hidden, kv_, /*return_hidden=*/false);
     s.built = n - s.base;
     s.pending.erase(s.pending.begin(), s.pending.lower_bound(n));
@@ -66,7 +66,7 @@ class MtpDrafter final : public LevelDrafter {
       batch.clear();
       batch.add(s.seq, std::span<const int32_t>(&placeholder, 1), n - s.base + j - 1, model::LogitRows::Last);
       batch.device_tokens = levels_.best_token(j - 1);
-      batch.top_two = out + j;
+      batch.outputs = model::StepOutputs::top_two_on_device(out + j);
       head_->forward_recursive(batch, kv_);
     }
     std::vector<LevelChoice> levels = levels_.read(k);

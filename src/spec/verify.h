@@ -39,7 +39,7 @@ VerifyResult verify_chain(std::span<const int32_t> drafts, const LogitsRow& row,
                           const AcceptRule& accept = exact_accept);
 
 // The same for plain greedy requests (SamplingParams::plain_greedy) when the step returned
-// only each row's argmax (Batch::argmax_only): `argmax` holds drafts.size() + 1 ids.
+// only each row's argmax (model::StepOutputs::argmax): `argmax` holds drafts.size() + 1 ids.
 VerifyResult verify_chain_greedy(std::span<const int32_t> drafts, std::span<const int32_t> argmax);
 
 }  // namespace tachyon::spec

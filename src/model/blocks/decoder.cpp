@@ -151,6 +151,8 @@ class DecoderModel final : public Model {
     }
     {
       const int64_t n = static_cast<int64_t>(batch.logit_rows.size());
+      const StepOutputs& outputs = batch.outputs;
+      outputs.check(n);
       float* in = ws_.get(Workspace::kLogitIn, n * hidden);              // [n, hidden]
       float* logits = ws_.get(Workspace::kLogits, n * vocab);  // [n, vocab]
       if (!normed) {
@@ -158,23 +160,18 @@ class DecoderModel final : public Model {
         backend_.rms_norm(in, final_norm_, n, hidden, spec_.final_norm.eps, spec_.final_norm.weight_offset, in);
       }
       backend_.matmul(in, n, head, nullptr, logits);
-      if (batch.top_two) {  // stays on the device
-        backend_.top_two(logits, n, vocab, batch.top_two);
+      if (outputs.tokens == StepOutputs::Tokens::TopTwoOnDevice) {  // stays on the device
+        backend_.top_two(logits, n, vocab, outputs.top_two);
         copy_hidden();
         return out;
       }
-      if (batch.argmax_only || !batch.sampling.empty()) {
+      if (outputs.token_ids()) {
         int32_t* ids = ws_.get_ints(Workspace::kTokenIds, n);  // [n] int32
-        if (batch.sampling.empty()) {
-          backend_.argmax(logits, n, vocab, ids);
-        } else {
-          if (batch.sampling.size() != static_cast<size_t>(n))
-            throw Error("Batch::sampling has {} entries for {} logit rows", batch.sampling.size(), n);
-          backend_.sample_tokens(logits, n, vocab, batch.sampling.data(), ids);
-        }
+        if (outputs.tokens == StepOutputs::Tokens::Argmax) backend_.argmax(logits, n, vocab, ids);
+        else backend_.sample_tokens(logits, n, vocab, outputs.sampling.data(), ids);
         out.argmax.resize(static_cast<size_t>(n));
         out.device_ids = ids;
-        if (batch.read_tokens_later && !hid) {
+        if (outputs.read_tokens_later && !hid) {
           out.pending_read = backend_.copy_to_host_later(out.argmax.data(), ids, out.argmax.size() * sizeof(int32_t));
           out.tokens_pending = true;
           return out;

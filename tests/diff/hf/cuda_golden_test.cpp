@@ -309,7 +309,7 @@ TEST(CudaOverlap, StepsIssuedBeforeTheLastOnesTokensAreReadGiveTheSameTokens) {
       batch.add(seqs[s], p, 0, model::LogitRows::Last);
       pos.push_back(static_cast<int32_t>(p.size()));
     }
-    batch.argmax_only = true;
+    batch.outputs = model::StepOutputs::argmax();
     model::StepOutput out = runner.model->forward(batch, *runner.kv);
     std::vector<std::vector<int32_t>> tokens(3);
     for (int s = 0; s < 3; ++s) tokens[s].push_back(out.argmax[s]);
@@ -321,8 +321,7 @@ TEST(CudaOverlap, StepsIssuedBeforeTheLastOnesTokensAreReadGiveTheSameTokens) {
         batch.add(seqs[s], std::span<const int32_t>(overlapped ? &kOnDevice : &tokens[s].back(), 1), pos[s]++,
                   model::LogitRows::Last);
       }
-      batch.argmax_only = true;
-      batch.read_tokens_later = overlapped;
+      batch.outputs = model::StepOutputs::argmax(/*read_later=*/overlapped);
       if (overlapped) batch.device_tokens = out.device_ids;
       model::StepOutput next;
       {

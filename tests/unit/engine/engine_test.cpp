@@ -179,7 +179,7 @@ TEST(Engine, LogprobsAreReported) {
   }
 }
 
-// Plain greedy steps ask the backend for argmax ids only (Batch::argmax_only); a request with
+// Plain greedy steps ask the backend for argmax ids only (model::StepOutputs::argmax); a request with
 // logprobs gets full logits and samples on the host. Both must give the same tokens, alone
 // and in a mixed batch (where one logprobs request turns the whole step to full logits).
 TEST(Engine, ArgmaxOnlyStepsGiveTheTokensOfFullLogits) {

@@ -13,17 +13,17 @@
 #include "../spec/chi_square.h"
 #include "demo_runs.h"
 #include "engine/engine.h"
-#include "engine/spec_step_costs.h"
 #include "io/safetensors.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/model.h"
+#include "model/mtp_head.h"
 #include "spec/draft_model.h"
 #include "spec/level_drafter.h"
 #include "spec/mtp.h"
 #include "spec/ngram.h"
+#include "spec/spec_step_costs.h"
 #include "spec/suffix.h"
-#include "model/mtp_head.h"
 
 namespace tachyon::engine {
 namespace {
@@ -127,8 +127,8 @@ TEST(SpeculativeEngine, AutoTreesMeasureTreesAndChainsAndStayExact) {
   EngineStats stats;
   const auto outs = run_all(ps, config, 96, nullptr, &stats);
   for (size_t i = 0; i < ps.size(); ++i) ASSERT_EQ(outs[i], plain[i]) << "prompt " << i;
-  EXPECT_GE(stats.spec_tree_steps, static_cast<uint64_t>(TreeOrChain::kMinSteps));
-  EXPECT_GE(stats.spec_steps - stats.spec_tree_steps, static_cast<uint64_t>(TreeOrChain::kMinSteps));
+  EXPECT_GE(stats.spec_tree_steps, static_cast<uint64_t>(spec::TreeOrChain::kMinSteps));
+  EXPECT_GE(stats.spec_steps - stats.spec_tree_steps, static_cast<uint64_t>(spec::TreeOrChain::kMinSteps));
 }
 
 TEST(SpeculativeEngine, SamplingDistributionIsUnchangedByDrafting) {

@@ -1,4 +1,4 @@
-// Batch::argmax_only: the step returns each logit row's argmax (Backend::argmax, on the
+// StepOutputs::argmax: the step returns each logit row's argmax (Backend::argmax, on the
 // device where there is one) instead of its logits, and it is the first maximum of the
 // logits the same step would have returned.
 #include <gtest/gtest.h>
@@ -24,7 +24,7 @@ TEST(ArgmaxOnly, StepReturnsTheFirstMaximumOfEachLogitRow) {
     Batch batch;
     batch.add(sa, a, 0, LogitRows::All);
     batch.add(sb, b, 0, LogitRows::Last);
-    batch.argmax_only = ids_only;
+    if (ids_only) batch.outputs = StepOutputs::argmax();
     (ids_only ? with_ids : with_logits) = model->forward(batch, kv);
   }
   const size_t rows = a.size() + 1;

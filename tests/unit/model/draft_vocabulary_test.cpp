@@ -21,7 +21,7 @@ TEST(DraftVocabulary, LogitsAreTheFirstColumnsOfTheFullLogits) {
     EXPECT_TRUE(kv.reserve(seq, static_cast<int32_t>(ids.size())));
     Batch batch;
     batch.add(seq, ids, 0, LogitRows::All);
-    batch.argmax_only = argmax_only;
+    if (argmax_only) batch.outputs = StepOutputs::argmax();
     return model->forward(batch, kv);
   };
   const StepOutput full = run(false);

@@ -1,7 +1,7 @@
-// The model drafters run their chains on the device (Batch::top_two and device_tokens: each
-// level embeds the previous level's choice without a round trip). Their levels must be exactly
-// what the same model gives level by level through the host: the drafter model's own greedy
-// continuation, and the MTP head's recursion with host-side choices.
+// The model drafters run their chains on the device (StepOutputs::top_two_on_device and
+// Batch::device_tokens: each level embeds the previous level's choice without a round trip).
+// Their levels must be exactly what the same model gives level by level through the host: the
+// drafter model's own greedy continuation, and the MTP head's recursion with host-side choices.
 // (Draft precision, kernels::DraftWeights, is the draft model's default; the MTP heads here are
 // loaded as stored.)
 #include <gtest/gtest.h>

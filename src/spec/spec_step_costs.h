@@ -27,7 +27,7 @@
 #include <functional>
 #include <vector>
 
-namespace tachyon::engine {
+namespace tachyon::spec {
 
 class DraftAcceptance {
  public:
@@ -106,4 +106,4 @@ class TreeOrChain {
   Rate tree_, chain_;
 };
 
-}  // namespace tachyon::engine
+}  // namespace tachyon::spec

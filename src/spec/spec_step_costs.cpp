@@ -1,10 +1,10 @@
-#include "engine/spec_step_costs.h"
+#include "spec/spec_step_costs.h"
 
 #include <algorithm>
 
-#include "engine/ema.h"
+#include "spec/ema.h"
 
-namespace tachyon::engine {
+namespace tachyon::spec {
 
 namespace {
 constexpr double kCostWeight = 0.1;  // of each new step cost
@@ -106,4 +106,4 @@ void TreeOrChain::record(bool tree, int32_t tokens, double seconds) {
   ++r.steps;
 }
 
-}  // namespace tachyon::engine
+}  // namespace tachyon::spec

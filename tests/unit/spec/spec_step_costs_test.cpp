@@ -1,10 +1,10 @@
-// Auto-k's measurements (engine/spec_step_costs.h): step costs with an intercept, acceptance
+// Auto-k's measurements (spec/spec_step_costs.h): step costs with an intercept, acceptance
 // per draft level, and the k they choose; the measured choice between draft trees and chains.
-#include "engine/spec_step_costs.h"
+#include "spec/spec_step_costs.h"
 
 #include <gtest/gtest.h>
 
-namespace tachyon::engine {
+namespace tachyon::spec {
 namespace {
 
 // Costs of the CPU demo drafter's shape: a plain step 1.0, a speculative step 1.2 + 0.25·k
@@ -133,4 +133,4 @@ TEST(TreeOrChain, AlternatesUntilBothAreMeasuredThenTakesTheFasterAndExploresThe
 }
 
 }  // namespace
-}  // namespace tachyon::engine
+}  // namespace tachyon::spec

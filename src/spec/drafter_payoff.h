@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-namespace tachyon::engine {
+namespace tachyon::spec {
 
 class DrafterPayoff {
  public:
@@ -41,4 +41,4 @@ class DrafterPayoff {
   int64_t decisions_ = 0;
 };
 
-}  // namespace tachyon::engine
+}  // namespace tachyon::spec

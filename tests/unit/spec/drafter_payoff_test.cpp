@@ -1,11 +1,11 @@
-// The payoff gate's decision (engine/drafter_payoff.h): a model drafter starts on a request
+// The payoff gate's decision (spec/drafter_payoff.h): a model drafter starts on a request
 // only while earlier requests measured it faster than plain decoding by enough to repay the
 // catch-up over this request's prompt; every kExploreEvery-th request drafts regardless.
-#include "engine/drafter_payoff.h"
+#include "spec/drafter_payoff.h"
 
 #include <gtest/gtest.h>
 
-namespace tachyon::engine {
+namespace tachyon::spec {
 namespace {
 
 TEST(DrafterPayoff, DraftsUntilMeasuredThenOnlyWhereTheSavingsRepayTheCatchUp) {
@@ -41,4 +41,4 @@ TEST(DrafterPayoff, ADrafterSlowerThanPlainStopsAndIsMeasuredAgainEveryFewReques
 }
 
 }  // namespace
-}  // namespace tachyon::engine
+}  // namespace tachyon::spec

@@ -1,8 +1,8 @@
-#include "engine/drafter_payoff.h"
+#include "spec/drafter_payoff.h"
 
-#include "engine/ema.h"
+#include "spec/ema.h"
 
-namespace tachyon::engine {
+namespace tachyon::spec {
 
 bool DrafterPayoff::worth_drafting(int64_t prompt_tokens, int64_t max_new_tokens, double plain_step_seconds) {
   const bool explore = decisions_++ % kExploreEvery == 0;
@@ -23,4 +23,4 @@ void DrafterPayoff::record_request(int64_t spec_tokens, double spec_seconds, int
   ema_update(speedup_, r, 0.25);
 }
 
-}  // namespace tachyon::engine
+}  // namespace tachyon::spec

@@ -1,0 +1,14 @@
+// The draft stage of a step: the drafter proposes for every running request whose only
+// pending token is its last sampled one, as many drafts and in the shape (chain or tree) that
+// the speculation policy (spec/spec_policy.h) chooses. The drafts are appended to the request's
+// tokens, so the scheduler schedules them like any other tokens; Commit verifies them.
+#pragma once
+
+#include "engine/loop_state.h"
+
+namespace tachyon::engine {
+
+// Returns the seconds spent drafting (every request's, one-time catch-ups included).
+double propose_drafts(LoopState& state);
+
+}  // namespace tachyon::engine

@@ -1,0 +1,62 @@
+// The engine thread's state, shared by the stages of a step (drafting, StepRunner, Commit,
+// delivery): each running request's record, and the model, KV cache, scheduler, speculation
+// policy and stats that EngineLoop owns. Touched on the engine thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/scheduler.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+#include "sampling/sampler.h"
+#include "sampling/token_mask.h"
+#include "spec/spec_policy.h"
+
+namespace tachyon::engine {
+
+using Clock = std::chrono::steady_clock;
+inline double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+class StatsRecorder;
+
+// One admitted request, from admission to retirement.
+struct ActiveRequest {
+  GenerationRequest request;
+  std::weak_ptr<RequestStream> stream;
+  std::vector<int32_t> tokens;  // prompt + generated, then spec.num_drafts unverified drafts
+  int32_t num_prompt = 0;
+  int32_t num_cached_prompt = -1;  // known at the first scheduled chunk
+  std::unique_ptr<sampling::Sampler> sampler;
+  std::unique_ptr<sampling::TokenConstraint> constraint;  // request.grammar's state; null: none
+  kv::SeqId seq = -1;
+  Clock::time_point submitted, last_token;
+  bool first_token_sent = false;
+  RequestOutput pending;  // accumulated since the last delivery
+  std::vector<TokenLogprob> prompt_logprobs;
+  spec::SpecState spec;
+
+  bool speculating() const { return !spec.off; }
+  int32_t num_generated() const { return static_cast<int32_t>(tokens.size()) - num_prompt; }
+};
+
+using ActiveRequests = std::unordered_map<RequestId, ActiveRequest>;
+
+struct LoopState {
+  const EngineConfig& config;
+  int32_t max_context;
+  model::Model& model;
+  kv::KvCache& kv;
+  Scheduler& scheduler;
+  ActiveRequests& active;
+  spec::SpecPolicy& policy;
+  StatsRecorder& stats;
+};
+
+}  // namespace tachyon::engine

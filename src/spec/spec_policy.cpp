@@ -1,0 +1,210 @@
+#include "spec/spec_policy.h"
+
+#include <algorithm>
+
+#include "spec/ema.h"
+#include "spec/ngram.h"
+
+namespace tachyon::spec {
+
+namespace {
+// Evidence before a sticky gate may stop a request's speculation. The first steps of a
+// generation are unrepresentative (prompt lookup on code completion accepts ~0.6 drafts per
+// step over its first 8-16 steps and ~1.4 over 384 tokens on the demo model): with 8 steps and
+// 16 tokens the gates stopped it at 1.0x where it runs at 1.47x (CPU, bench/results).
+constexpr int32_t kAcceptanceEvidenceSteps = 32;
+constexpr double kMinRowCost = 0.02;
+constexpr int32_t kThroughputEvidenceTokens = 64;
+// Auto-k: the first steps, and every kExploreEvery-th, draft k_max.
+constexpr int32_t kFirstStepsAtKMax = 2, kExploreEvery = 8;
+constexpr int32_t kPromptGateMinTokens = 64;  // the prompt gate judges prompts this long
+}  // namespace
+
+SpecPolicy::SpecPolicy(Drafter* drafter, const SpecPolicyConfig& config, bool has_recurrent_state)
+    : drafter_(drafter), config_(config), has_recurrent_state_(has_recurrent_state) {}
+
+const char* SpecPolicy::admit(SpecState& s, std::span<const int32_t> prompt, bool speculate, bool constrained,
+                              bool greedy, int32_t logprobs, std::optional<int32_t> num_speculative_tokens) {
+  s.greedy = greedy;
+  s.logprobs = logprobs >= 0;
+  s.num_speculative_tokens = num_speculative_tokens;
+  s.off = true;
+  if (!drafter_) return nullptr;
+  s.usage.method = drafter_->name();
+  s.off = !speculate;
+  const char* gate = nullptr;
+  // Prompt-time gate: a model-free drafter only helps on text that repeats itself.
+  if (speculate && config_.gates && config_.model_free_drafter && prompt.size() >= kPromptGateMinTokens &&
+      trigram_repetition(prompt) < config_.min_prompt_repetition) {
+    s.off = true;
+    s.usage.stopped_by = gate = "prompt_gate";
+  }
+  // Constrained requests decode without speculation: verification would need the grammar's
+  // mask on every draft row (and the drafts replayed through the matcher).
+  if (constrained) s.off = true;
+  return gate;
+}
+
+// Trees are verified greedily from every node's logits, so they serve greedy requests without
+// per-token logprobs, on models whose only per-sequence state is the paged KV (a recurrent state
+// follows one branch).
+bool SpecPolicy::trees_possible(const SpecState& s) const {
+  return drafter_->proposes_trees() && !has_recurrent_state_ && s.greedy && !s.logprobs;
+}
+
+// Auto (max_tree_nodes -1): trees of 2k nodes or chains, whichever measures faster
+// (TreeOrChain), for drafters whose trees are worth trying.
+bool SpecPolicy::auto_tree_eligible(const SpecState& s) const {
+  return config_.max_tree_nodes < 0 && drafter_->trees_by_default() && trees_possible(s);
+}
+
+// Nodes of the request's next draft tree; <= k means a chain.
+int32_t SpecPolicy::tree_nodes(const SpecState& s, int32_t k) const {
+  if (!trees_possible(s)) return 0;
+  if (config_.max_tree_nodes >= 0) return config_.max_tree_nodes;
+  return s.tree_step ? 2 * k : 0;
+}
+
+// Auto-k: the k with the most expected tokens per second (spec/spec_step_costs.h), from the
+// request's measured acceptance per draft level and the measured cost of steps by drafts
+// verified. The first steps, and every kExploreEvery-th, draft k_max: they measure the deep
+// levels that shorter chains never reach.
+int32_t SpecPolicy::choose_k(const SpecState& s) const {
+  const int32_t k_max = s.num_speculative_tokens.value_or(config_.num_speculative_tokens);
+  if (!config_.auto_k || s.num_speculative_tokens || s.acceptance.steps() < kFirstStepsAtKMax ||
+      s.acceptance.steps() % kExploreEvery == 0)
+    return k_max;
+  const bool tree = tree_nodes(s, k_max) > k_max;
+  return (tree ? tree_costs_ : spec_costs_).best_k(s.acceptance, k_max,
+                                                   [&](int32_t k) { return std::max(k, tree_nodes(s, k)); });
+}
+
+DraftPlan SpecPolicy::plan_drafts(SpecState& s, const Room& room) {
+  s.shape_measured = auto_tree_eligible(s);
+  s.tree_step = s.shape_measured && tree_or_chain_.trees(shape_decisions_++);
+  DraftPlan plan;
+  const int32_t k = std::min(choose_k(s), room.max_k);
+  if (k <= 0) return plan;
+  if (s.probe_plain > 0) {  // a few plain steps measure what speculation competes with
+    --s.probe_plain;
+    return plan;
+  }
+  // Payoff gate: a model drafter's first proposal pays its catch-up over the whole prompt.
+  if (config_.gates && !config_.model_free_drafter && !s.payoff_checked) {
+    s.payoff_checked = true;
+    if (!payoff_.worth_drafting(room.num_tokens, room.max_new, spec_costs_.plain())) {
+      s.off = true;
+      s.usage.stopped_by = plan.gate = "payoff_gate";
+      return plan;
+    }
+  }
+  plan.k = k;
+  plan.num_tree_nodes = tree_nodes(s, k);
+  return plan;
+}
+
+void SpecPolicy::record_proposal(SpecState& s, int64_t num_tokens, double seconds, bool warmup) {
+  // The first proposal also catches a model drafter up over the whole prompt (its own
+  // prefill): a one-time cost like the target's prefill, kept out of the per-token costs
+  // that the throughput gate and auto-k compare (it made the gate switch draft/MTP off
+  // on long prompts where they then ran faster).
+  if (!s.drafter_primed && !config_.model_free_drafter) payoff_.record_catch_up(num_tokens, seconds);
+  const bool catch_up = !s.drafter_primed || warmup;
+  s.drafter_primed = true;
+  s.draft_warmup = catch_up;
+  if (!catch_up) s.draft_seconds += seconds;
+}
+
+// Step-cost model from measured forwards: per-request time of plain decode steps, and of
+// steps that verify drafts with the drafts they verified (per verified row beyond the first).
+void SpecPolicy::record_step_cost(double seconds, size_t num_requests, int32_t num_drafts) {
+  const double n = static_cast<double>(std::max<size_t>(1, num_requests)), per_request = seconds / n;
+  if (num_drafts == 0) {
+    tree_costs_.record_plain(per_request);
+    return spec_costs_.record_plain(per_request);
+  }
+  ema_update(spec_step_cost_, per_request, 0.1);
+  ema_update(spec_step_drafts_, num_drafts / n, 0.1);
+}
+
+double SpecPolicy::marginal_row_cost() const {
+  const double plain = spec_costs_.plain();
+  if (plain <= 0 || spec_step_cost_ <= 0) return 0.1;  // until measured
+  return std::max(0.0, spec_step_cost_ / plain - 1.0) / std::max(1.0, spec_step_drafts_);
+}
+
+void SpecPolicy::time_step(SpecState& s, bool timed, bool decode_only, double share, bool plain_decode_row) {
+  s.step_timed = timed && !s.draft_warmup;
+  s.step_seconds = s.step_timed && s.num_drafts > 0 ? share + s.draft_seconds : 0;
+  s.clock = SpecState::Clock::None;
+  if (s.step_timed && s.num_drafts > 0) {
+    s.spec_seconds += share + s.draft_seconds;
+    if (decode_only) (s.tree_parents.empty() ? spec_costs_ : tree_costs_).record(s.num_drafts, share + s.draft_seconds);
+    s.clock = SpecState::Clock::Spec;
+  } else if (s.step_timed && plain_decode_row && !s.off) {
+    s.plain_seconds += share;
+    ++s.plain_tokens;
+    s.clock = SpecState::Clock::Plain;
+  }
+  s.draft_seconds = 0;
+  s.draft_warmup = false;
+}
+
+const char* SpecPolicy::record_verification(SpecState& s, int32_t num_drafted, int32_t num_accepted,
+                                            int32_t emitted) {
+  s.acceptance.record(std::min(s.draft_depth, num_drafted), num_accepted);
+  s.usage.num_drafted += num_drafted;
+  s.usage.num_accepted += num_accepted;
+  ++s.usage.num_steps;
+  if (s.step_timed) s.spec_tokens += emitted;
+  if (s.shape_measured && s.step_seconds > 0) s.step_tokens = 1 + num_accepted;  // recorded with the step's rest
+  if (!config_.gates) return nullptr;
+  // Throughput gate (sticky): speculation stays only while it emits more tokens per second
+  // than plain decoding of the same request, both measured.
+  if (s.usage.num_steps % 4 == 0 && s.plain_tokens < 4) s.probe_plain = 4;
+  if (s.spec_tokens >= kThroughputEvidenceTokens && s.plain_tokens >= 4 && s.spec_seconds > 0 &&
+      s.plain_seconds > 0 && s.spec_tokens / s.spec_seconds < s.plain_tokens / s.plain_seconds) {
+    s.off = true;
+    s.usage.stopped_by = "throughput_gate";
+    return "throughput_gate";
+  }
+  // Acceptance gate (sticky): after enough evidence, stop when the accepted tokens per step no
+  // longer pay for the measured extra cost of verifying them.
+  if (s.usage.num_steps >= kAcceptanceEvidenceSteps) {
+    const double accepted_per_step = static_cast<double>(s.usage.num_accepted) / s.usage.num_steps;
+    // A verified row is never free (at least its share of the step and the bookkeeping): with
+    // the floor, drafts that are never accepted are stopped even where a timing sample made
+    // rows look free. Nor is it charged more than a plain step (an accepted draft saves one):
+    // with the ceiling, drafts that are always accepted are never stopped here, even where a
+    // sample on a busy host made rows look dearer than steps; whether speculation still pays
+    // then is the throughput gate's measurement.
+    const double row_cost = std::clamp(marginal_row_cost(), kMinRowCost, 1.0);
+    const double extra_cost = row_cost * static_cast<double>(s.usage.num_drafted) / s.usage.num_steps;
+    if (accepted_per_step < extra_cost) {
+      s.off = true;
+      s.usage.stopped_by = "acceptance_gate";
+      return "acceptance_gate";
+    }
+  }
+  return nullptr;
+}
+
+void SpecPolicy::finish_step(SpecState& s, double rest_share) {
+  // The rest of the iteration (scheduling, verification, sampling, emitting: host work that a
+  // speculative step spreads over several tokens) counts for the throughput gate too, so it
+  // compares tokens per second of wall time.
+  if (s.clock == SpecState::Clock::Spec) s.spec_seconds += rest_share;
+  else if (s.clock == SpecState::Clock::Plain) s.plain_seconds += rest_share;
+  s.clock = SpecState::Clock::None;
+  // Trees and chains are compared on whole iterations too: a tree's verification moves the
+  // accepted branch's KV and walks the tree on the host.
+  if (s.step_tokens > 0) tree_or_chain_.record(s.tree_step, s.step_tokens, s.step_seconds + rest_share);
+  s.step_tokens = 0;
+}
+
+void SpecPolicy::record_finished(const SpecState& s) {
+  if (drafter_ && !config_.model_free_drafter)
+    payoff_.record_request(s.spec_tokens, s.spec_seconds, s.plain_tokens, s.plain_seconds);
+}
+
+}  // namespace tachyon::spec

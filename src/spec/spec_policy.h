@@ -1,0 +1,140 @@
+// Speculation policy: whether a request drafts at all (the prompt, payoff, acceptance and
+// throughput gates), how many drafts per step (auto-k), trees or chains, all from measured
+// step costs and acceptance. The engine owns the loop and calls in at fixed points; the
+// policy sees token counts and seconds, never tensors or requests.
+//
+// Per request the policy keeps a SpecState; the engine's one call per point of the step:
+//
+//   SpecPolicy policy(drafter, config, has_recurrent_state);
+//   policy.admit(state, prompt, speculate, constrained, greedy, logprobs, k);  // at admission
+//   auto d = policy.plan_drafts(state, room);     // before the step: k and tree nodes, or a gate
+//   policy.record_proposal(state, tokens, seconds, warmup);
+//   policy.record_step_cost(seconds, num_requests, num_drafts);             // after the forward
+//   policy.time_step(state, timed, decode_only, share, plain_decode_row);
+//   const char* gate = policy.record_verification(state, drafted, accepted, emitted);
+//   policy.finish_step(state, rest_share);        // the iteration's host work, shared
+//   policy.record_finished(state);                // at the request's end
+//
+// A gate is sticky: once it returns a name (kSpecGates), the request decodes plainly to its end.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "spec/drafter.h"
+#include "spec/drafter_payoff.h"
+#include "spec/spec_step_costs.h"
+#include "spec/spec_usage.h"
+
+namespace tachyon::spec {
+
+struct SpecPolicyConfig {
+  int32_t num_speculative_tokens = 4;
+  bool auto_k = true;                   // pick k per request from measured acceptance and step cost
+  int32_t max_tree_nodes = -1;          // engine::EngineConfig::max_tree_nodes
+  bool gates = true;                    // prompt, payoff, acceptance and throughput gates
+  bool model_free_drafter = false;      // the prompt gate applies, the payoff gate does not
+  double min_prompt_repetition = 0.02;  // prompt gate: 3-gram repetition below this turns it off
+};
+
+// One request's speculation: its pending drafts, measurements and gate clocks.
+struct SpecState {
+  // The request, fixed at admission.
+  bool greedy = true;                           // trees are verified greedily
+  bool logprobs = false;                        // per-token logprobs: chains only
+  std::optional<int32_t> num_speculative_tokens;  // per-request k (no auto-k)
+
+  bool off = true;                    // no drafts (no drafter, not asked, constrained, or gated)
+  SpecUsage usage;                    // totals reported to the client
+  int32_t num_drafts = 0;             // unverified draft tokens at the end of the request's tokens
+  std::vector<int32_t> tree_parents;  // the drafts' parents when they form a tree (DraftTree); empty: a chain
+  int32_t draft_depth = 0;            // levels of the pending drafts (a chain: its length)
+  bool tree_step = false;             // the pending drafts' shape, as chosen by TreeOrChain
+  bool shape_measured = false;        // ... and the choice was TreeOrChain's (auto trees)
+  DraftAcceptance acceptance;         // per draft level, for auto-k
+
+  // Timing of the current step.
+  double step_seconds = 0;     // this step's timed cost (forward share + drafting), or 0
+  int32_t step_tokens = 0;     // tokens this step's verification yielded, for TreeOrChain
+  double draft_seconds = 0;    // this step's drafting
+  bool draft_warmup = false;   // this step's drafting did one-time work (a catch-up, a graph captured)
+  bool step_timed = true;      // this step's time counts for the throughput gate
+  enum class Clock { None, Spec, Plain } clock = Clock::None;  // the gate clock this step counts on
+
+  // Throughput gate: seconds and tokens of the request's speculative steps (drafting included)
+  // and of its plain decode steps, each step's time shared among its requests.
+  double spec_seconds = 0, plain_seconds = 0;
+  int32_t spec_tokens = 0, plain_tokens = 0, probe_plain = 0;
+  bool drafter_primed = false;  // the drafter has seen this request once (record_proposal)
+  bool payoff_checked = false;  // the payoff gate decided whether a model drafter starts on it
+};
+
+// The drafts of one request's next step.
+struct DraftPlan {
+  int32_t k = 0;              // draft levels; 0: none this step
+  int32_t num_tree_nodes = 0; // > k: a tree of this many nodes; else a chain of k
+  const char* gate = nullptr; // the gate that switched speculation off instead, or null
+};
+
+class SpecPolicy {
+ public:
+  // `drafter` null: speculation is off for every request. has_recurrent_state: the model keeps
+  // a recurrent state, which follows one branch (no trees).
+  SpecPolicy(Drafter* drafter, const SpecPolicyConfig& config, bool has_recurrent_state);
+
+  // At admission: the prompt gate (model-free drafters, text that does not repeat itself).
+  // Returns the gate that switched it off, or null.
+  const char* admit(SpecState& s, std::span<const int32_t> prompt, bool speculate, bool constrained, bool greedy,
+                    int32_t logprobs, std::optional<int32_t> num_speculative_tokens);
+
+  // The next step's drafts for a request whose only pending token is its last sampled one.
+  // room.max_k: drafts it may still take (max_tokens, context, a recurrent state's ring);
+  // num_tokens: its tokens; max_new: tokens it may still generate. Applies the payoff gate.
+  struct Room {
+    int32_t max_k = 0;
+    int64_t num_tokens = 0, max_new = 0;
+  };
+  DraftPlan plan_drafts(SpecState& s, const Room& room);
+  // The drafter proposed in `seconds`; warmup: it did one-time work (Backend::warmup_events).
+  // A model drafter's first proposal is its catch-up over the prompt, kept out of per-token costs.
+  void record_proposal(SpecState& s, int64_t num_tokens, double seconds, bool warmup);
+
+  // A decode step's forward (timed, no one-time work): seconds over its requests and the drafts
+  // it verified, for auto-k's step-cost model.
+  void record_step_cost(double seconds, size_t num_requests, int32_t num_drafts);
+  // A request's share of the step's forward: counted on its speculative or plain gate clock.
+  // plain_decode_row: its chunk is one completing row without drafts.
+  void time_step(SpecState& s, bool timed, bool decode_only, double share, bool plain_decode_row);
+  // A verification committed `emitted` tokens, `num_accepted` of `num_drafted` drafts accepted.
+  // Returns the gate (throughput or acceptance) that switched speculation off, or null.
+  const char* record_verification(SpecState& s, int32_t num_drafted, int32_t num_accepted, int32_t emitted);
+  // The iteration's host work beyond the forward and drafting, this request's share: on its
+  // gate clock, and on its step's tree-or-chain measurement.
+  void finish_step(SpecState& s, double rest_share);
+  // The request ended: its speculative and plain rates for the payoff gate.
+  void record_finished(const SpecState& s);
+
+ private:
+  bool trees_possible(const SpecState& s) const;
+  bool auto_tree_eligible(const SpecState& s) const;
+  int32_t tree_nodes(const SpecState& s, int32_t k) const;
+  int32_t choose_k(const SpecState& s) const;
+  double marginal_row_cost() const;
+
+  Drafter* drafter_;
+  SpecPolicyConfig config_;
+  bool has_recurrent_state_;
+  // Auto-k: plain and speculative steps by drafts verified, chains and trees apart (a tree of n
+  // nodes is an op-by-op step of n rows, a chain step of n drafts a graph replay: mixing them in
+  // one line made the chains' k look expensive where both ran).
+  SpecStepCosts spec_costs_, tree_costs_;
+  TreeOrChain tree_or_chain_;  // auto trees: which shape emits faster
+  DrafterPayoff payoff_;       // whether a model drafter starts on a request
+  uint64_t shape_decisions_ = 0;
+  double spec_step_cost_ = 0;    // EMA seconds per request of a verifying forward
+  double spec_step_drafts_ = 0;  // EMA drafts per request of a verifying step
+};
+
+}  // namespace tachyon::spec

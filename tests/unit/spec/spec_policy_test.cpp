@@ -1,0 +1,128 @@
+// The speculation policy's decisions from token counts and seconds alone (spec/spec_policy.h):
+// who speculates at admission, k within the room a request has, and the sticky gates.
+#include "spec/spec_policy.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace tachyon::spec {
+namespace {
+
+class FixedDrafter : public Drafter {
+ public:
+  std::string name() const override { return "fixed"; }
+  std::vector<int32_t> propose(RequestKey, std::span<const int32_t>, int32_t k) override {
+    return std::vector<int32_t>(static_cast<size_t>(k), 1);
+  }
+};
+
+SpecPolicyConfig model_free(bool gates = true) {
+  return {.num_speculative_tokens = 4, .auto_k = false, .max_tree_nodes = 0, .gates = gates,
+          .model_free_drafter = true};
+}
+
+std::vector<int32_t> non_repeating(size_t n) {
+  std::vector<int32_t> v(n);
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+TEST(SpecPolicy, AdmissionDecidesWhoSpeculates) {
+  FixedDrafter drafter;
+  const std::vector<int32_t> prompt = non_repeating(100), repeating(100, 7);
+  SpecState s;
+  EXPECT_EQ(SpecPolicy(nullptr, model_free(), false).admit(s, repeating, true, false, true, -1, {}), nullptr);
+  EXPECT_TRUE(s.off) << "no drafter";
+  EXPECT_TRUE(s.usage.method.empty());
+
+  SpecPolicy policy(&drafter, model_free(), false);
+  s = {};
+  EXPECT_EQ(policy.admit(s, repeating, true, false, true, -1, {}), nullptr);
+  EXPECT_FALSE(s.off);
+  EXPECT_EQ(s.usage.method, "fixed");
+  s = {};
+  EXPECT_EQ(policy.admit(s, repeating, /*speculate=*/false, false, true, -1, {}), nullptr);
+  EXPECT_TRUE(s.off);
+  s = {};
+  EXPECT_EQ(policy.admit(s, repeating, true, /*constrained=*/true, true, -1, {}), nullptr);
+  EXPECT_TRUE(s.off);
+  s = {};
+  EXPECT_STREQ(policy.admit(s, prompt, true, false, true, -1, {}), "prompt_gate");
+  EXPECT_TRUE(s.off);
+  EXPECT_EQ(s.usage.stopped_by, "prompt_gate");
+  s = {};
+  EXPECT_EQ(SpecPolicy(&drafter, model_free(/*gates=*/false), false).admit(s, prompt, true, false, true, -1, {}),
+            nullptr);
+  EXPECT_FALSE(s.off) << "gates off";
+}
+
+TEST(SpecPolicy, KIsTheRequestsOrTheConfigsWithinItsRoom) {
+  FixedDrafter drafter;
+  SpecPolicy policy(&drafter, model_free(), false);
+  const std::vector<int32_t> prompt(100, 7);
+  SpecState s;
+  policy.admit(s, prompt, true, false, true, -1, /*num_speculative_tokens=*/3);
+  EXPECT_EQ(policy.plan_drafts(s, {.max_k = 10, .num_tokens = 100, .max_new = 50}).k, 3);
+  EXPECT_EQ(policy.plan_drafts(s, {.max_k = 2, .num_tokens = 100, .max_new = 3}).k, 2);
+  const DraftPlan none = policy.plan_drafts(s, {.max_k = 0, .num_tokens = 100, .max_new = 1});
+  EXPECT_EQ(none.k, 0);
+  EXPECT_EQ(none.gate, nullptr);
+  SpecState t;
+  policy.admit(t, prompt, true, false, true, -1, {});
+  const DraftPlan plan = policy.plan_drafts(t, {.max_k = 10, .num_tokens = 100, .max_new = 50});
+  EXPECT_EQ(plan.k, 4);
+  EXPECT_LE(plan.num_tree_nodes, plan.k) << "max_tree_nodes 0: chains";
+}
+
+// One verification step of `drafted` drafts, `accepted` of them accepted, timed at `seconds`.
+const char* verify_step(SpecPolicy& policy, SpecState& s, int32_t drafted, int32_t accepted, double seconds) {
+  s.num_drafts = drafted;
+  s.draft_depth = drafted;
+  policy.time_step(s, true, true, seconds, false);
+  s.num_drafts = 0;
+  const char* gate = policy.record_verification(s, drafted, accepted, accepted + 1);
+  policy.finish_step(s, 0);
+  return gate;
+}
+
+TEST(SpecPolicy, DraftsThatAreNeverAcceptedAreStoppedByTheAcceptanceGate) {
+  FixedDrafter drafter;
+  SpecPolicy policy(&drafter, model_free(), false);
+  SpecState s;
+  policy.admit(s, std::vector<int32_t>(100, 7), true, false, true, -1, {});
+  const char* gate = nullptr;
+  int32_t steps = 0;
+  while (!gate && steps < 100) {
+    gate = verify_step(policy, s, 4, 0, 0.001);
+    ++steps;
+    if (s.probe_plain > 0) s.probe_plain = 0;  // no plain steps here: the acceptance gate alone
+  }
+  EXPECT_STREQ(gate, "acceptance_gate");
+  EXPECT_TRUE(s.off);
+  EXPECT_EQ(s.usage.stopped_by, "acceptance_gate");
+  EXPECT_EQ(s.usage.num_steps, steps);
+  EXPECT_EQ(s.usage.num_drafted, 4 * steps);
+}
+
+TEST(SpecPolicy, SpeculationSlowerThanPlainStepsIsStoppedByTheThroughputGate) {
+  FixedDrafter drafter;
+  SpecPolicy policy(&drafter, model_free(), false);
+  SpecState s;
+  policy.admit(s, std::vector<int32_t>(100, 7), true, false, true, -1, {});
+  for (int i = 0; i < 8; ++i) {  // plain decode: a token per millisecond
+    policy.time_step(s, true, true, 0.001, /*plain_decode_row=*/true);
+    policy.finish_step(s, 0);
+  }
+  EXPECT_EQ(s.plain_tokens, 8);
+  const char* gate = nullptr;
+  for (int i = 0; i < 100 && !gate; ++i) gate = verify_step(policy, s, 2, 2, 0.010);  // 3 tokens per 10 ms
+  EXPECT_STREQ(gate, "throughput_gate");
+  EXPECT_TRUE(s.off);
+  EXPECT_GE(s.spec_tokens, 64);
+}
+
+}  // namespace
+}  // namespace tachyon::spec
