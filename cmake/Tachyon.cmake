@@ -26,35 +26,29 @@ function(tachyon_add_library name)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE tachyon_warnings)
 endfunction()
 
-# tachyon_add_test(NAME SOURCES ... [DEPS ...] [LABELS ...]): one GoogleTest binary, each
-# TEST registered with ctest. Tests run from the repository root so fixture paths are stable.
-# LABELS must name the test's cost: fast (seconds, no model), model (loads the demo model or
-# several fixtures), slow (minutes), e2e (a live server) or cuda (needs a GPU; skips without).
+# tachyon_add_test(NAME SOURCES ... [DEPS ...] COST cost): one GoogleTest binary, each TEST
+# registered with ctest under the label COST, the test's cost: fast (seconds, no model), model
+# (loads the demo model or several fixtures), slow (minutes in all), e2e (a live server) or cuda
+# (needs a GPU; skips without). `ctest -L fast` is the developer's loop. Tests run from the
+# repository root so fixture paths are stable.
 set(TACHYON_TEST_COSTS fast model slow e2e cuda)
-function(tachyon_check_cost_label name labels)
-  foreach(cost IN LISTS TACHYON_TEST_COSTS)
-    if(cost IN_LIST labels)
-      return()
-    endif()
-  endforeach()
-  message(FATAL_ERROR "test ${name}: LABELS must name a cost (${TACHYON_TEST_COSTS})")
-endfunction()
-
 function(tachyon_add_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
-  tachyon_check_cost_label(${name} "${ARG_LABELS}")
+  cmake_parse_arguments(ARG "" "COST" "SOURCES;DEPS" ${ARGN})
+  if(NOT ARG_COST IN_LIST TACHYON_TEST_COSTS)
+    message(FATAL_ERROR "test ${name}: COST must be one of ${TACHYON_TEST_COSTS}, got '${ARG_COST}'")
+  endif()
   add_executable(${name} ${ARG_SOURCES})
   add_dependencies(tachyon_tests ${name})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main tachyon_warnings)
   target_compile_definitions(${name} PRIVATE TACHYON_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   gtest_discover_tests(${name} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
-                       PROPERTIES LABELS "${ARG_LABELS}" DISCOVERY_TIMEOUT 60)
+                       PROPERTIES LABELS ${ARG_COST} DISCOVERY_TIMEOUT 60)
 endfunction()
 
 # tachyon_add_fuzz(NAME SOURCES ... [DEPS ...] [CORPUS dir] [RUNS n]): a fuzz target that
 # defines `extern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t)`. In the normal
 # build it links tests/fuzz/driver.cpp, which replays the corpus and then runs RUNS seeded
-# random mutations of it, as a ctest (label fuzz). Configure with
+# random mutations of it, as a ctest (label fast). Configure with
 # -DTACHYON_LIBFUZZER=ON and CXX=clang++ to get real coverage-guided libFuzzer binaries.
 option(TACHYON_LIBFUZZER "Build fuzz targets with clang's libFuzzer instead of the replay driver" OFF)
 function(tachyon_add_fuzz name)
@@ -74,6 +68,6 @@ function(tachyon_add_fuzz name)
   if(NOT TACHYON_LIBFUZZER)
     add_test(NAME ${name} COMMAND ${name} --runs ${ARG_RUNS} ${ARG_CORPUS}
              WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-    set_tests_properties(${name} PROPERTIES LABELS "fuzz;fast")
+    set_tests_properties(${name} PROPERTIES LABELS fast)
   endif()
 endfunction()
