@@ -1,3 +1,7 @@
+// The CUDA backend: construction, the op mapping (each Backend op onto its kernels, under a Scope
+// that records it for the step's graph or times it), and the test and benchmark hooks of
+// cuda_backend.h. The class is in cuda_backend_impl.h; weights, buffers and copies are in
+// device_mirror.cpp, the fusions in cuda_fusion.cpp.
 #include "kernels/cuda/cuda_backend.h"
 
 #include <cuda_runtime.h>
@@ -101,7 +105,7 @@ void CudaBackend::embed(const Weight& table, const int32_t* ids, int64_t rows, f
 }
 
 void CudaBackend::rms_norm(const float* x, const Weight& w, int64_t rows, int64_t dim, float eps, float weight_offset,
-              float* out) {
+                           float* out) {
   Scope scope(this, "rms_norm");
   TACHYON_CHECK(w.dtype == DType::F32 && w.cols == dim, "rms_norm weight must be an uploaded [dim] vector");
   cuda::rms_norm(x, static_cast<const float*>(w.data), rows, dim, eps, weight_offset, out, stream_);
@@ -117,8 +121,8 @@ void CudaBackend::matmul(const float* x, int64_t rows, const Weight& w_in, const
   cuda::matmul(x, rows, w.data, core_copy(rows, w), w.rows, w.cols, b, out, workspace_, counters_, stream_);
 }
 
-void CudaBackend::gated_matmul(const float* gate_up, int64_t rows, int64_t dim, Activation act, const Weight& w, float* act_out,
-                  float* out) {
+void CudaBackend::gated_matmul(const float* gate_up, int64_t rows, int64_t dim, Activation act, const Weight& w,
+                               float* act_out, float* out) {
   if (w.layout != WeightLayout::MmaFragments || w.cols != dim ||
       !cuda::matmul_gated_fuses(rows, w.rows, w.cols, core_copy(rows, w) != nullptr))
     return Backend::gated_matmul(gate_up, rows, dim, act, w, act_out, out);
@@ -129,7 +133,7 @@ void CudaBackend::gated_matmul(const float* gate_up, int64_t rows, int64_t dim, 
 }
 
 void CudaBackend::rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const RopeTable& table,
-          const int32_t* positions) {
+                       const int32_t* positions) {
   Scope scope(this, "rope");
   cuda::rope(x, rows, heads, head_dim, staged(table.inv_freq.data(), table.inv_freq.size()), table.rotary_dim,
              table.offset, table.attention_scaling, table.interleaved, staged(positions, rows), stream_);
@@ -173,7 +177,7 @@ void CudaBackend::write_kv(const float* k, const float* v, int64_t rows, const P
 }
 
 void CudaBackend::qkv_norm_rope_write_kv(const float* qkv, int64_t rows, const QkvPrologue& p, const PagedKv& kv,
-                            const AttentionMeta& meta, float* q, float* k, float* v) {
+                                         const AttentionMeta& meta, float* q, float* k, float* v) {
   if (rows > 0) {
     Scope scope(this, "qkv_norm_rope_write_kv");
     const cuda::DeviceAttentionMeta dmeta = device_meta(meta, rows);
@@ -186,8 +190,8 @@ void CudaBackend::qkv_norm_rope_write_kv(const float* qkv, int64_t rows, const Q
 }
 
 void CudaBackend::attention_from_qkv(const float* qkv, int64_t rows, const QkvPrologue& p, const PagedKv& kv,
-                        const AttentionMeta& meta, const AttentionParams& params, float* q, float* k, float* v,
-                        float* out) {
+                                     const AttentionMeta& meta, const AttentionParams& params, float* q, float* k,
+                                     float* v, float* out) {
   if (rows >= 2 && one_row_per_sequence(meta, rows)) {
     Scope scope(this, "attention");
     const cuda::DeviceAttentionMeta dmeta = device_meta(meta, rows);
@@ -204,7 +208,7 @@ void CudaBackend::attention_from_qkv(const float* qkv, int64_t rows, const QkvPr
 }
 
 void CudaBackend::attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
-               const AttentionParams& p, float* out) {
+                            const AttentionParams& p, float* out) {
   if (rows == 0) return;
   Scope scope(this, "attention");
   const cuda::AttentionShape shape = attention_shape(kv, p);
@@ -220,21 +224,21 @@ void CudaBackend::attention(const float* q, int64_t rows, const PagedKv& kv, con
 }
 
 void CudaBackend::moe_route(const float* logits, int64_t rows, const MoeRoutingParams& p, int32_t* ids,
-               float* weights) {
+                            float* weights) {
   Scope scope(this, "moe_route");
   scope.direct();
   cuda::moe_route(logits, rows, p, ids, weights, stream_);
 }
 
 void CudaBackend::moe_experts(const float* x, int64_t rows, const int32_t* ids, const float* weights, int64_t top_k,
-                 const MoeExperts& e, float* out) {
+                              const MoeExperts& e, float* out) {
   Scope scope(this, "moe_experts");
   scope.direct();
   moe_->run(x, rows, ids, weights, top_k, e, out);
 }
 
 void CudaBackend::head_matmul(const float* x, int64_t rows, int64_t heads, int64_t xrs, int64_t xhs, const Weight& w,
-                 float* out, int64_t ors, int64_t ohs) {
+                              float* out, int64_t ors, int64_t ohs) {
   if (rows == 0) return;
   Scope scope(this, "head_matmul", w.rows, w.cols, rows);
   TACHYON_CHECK(w.layout == WeightLayout::MmaFragments, "head_matmul weights must come from upload_weight");
@@ -256,19 +260,19 @@ void CudaBackend::head_matmul(const float* x, int64_t rows, int64_t heads, int64
 }
 
 void CudaBackend::copy_strided(const float* src, int64_t src_stride, int64_t rows, int64_t width, float* dst,
-                  int64_t dst_stride) {
+                               int64_t dst_stride) {
   Scope scope(this, "copy_strided");
   cuda::copy_strided(src, src_stride, rows, width, dst, dst_stride, stream_);
 }
 
-void CudaBackend::gate_multiply(float* x, int64_t rows, int64_t dim, const float* gate, int64_t gate_stride, int64_t group,
-                   GateFn fn) {
+void CudaBackend::gate_multiply(float* x, int64_t rows, int64_t dim, const float* gate, int64_t gate_stride,
+                                int64_t group, GateFn fn) {
   Scope scope(this, "gate_multiply");
   cuda::gate_multiply(x, rows, dim, gate, gate_stride, group, fn, stream_);
 }
 
-void CudaBackend::causal_conv1d_silu(const float* x, int64_t rows, int64_t channels, const Weight& w, const RecurrentMeta& meta,
-                        float* state, int64_t state_stride, float* out) {
+void CudaBackend::causal_conv1d_silu(const float* x, int64_t rows, int64_t channels, const Weight& w,
+                                     const RecurrentMeta& meta, float* state, int64_t state_stride, float* out) {
   Scope scope(this, "causal_conv1d_silu");
   scope.direct();
   TACHYON_CHECK(w.layout == WeightLayout::MmaFragments && w.rows == channels,
@@ -277,8 +281,8 @@ void CudaBackend::causal_conv1d_silu(const float* x, int64_t rows, int64_t chann
 }
 
 void CudaBackend::gated_delta_rule(const float* qkv, int64_t qkv_stride, const float* ba, int64_t rows,
-                      const DeltaRuleParams& p, const RecurrentMeta& meta, float* state, int64_t state_stride,
-                      float* out) {
+                                   const DeltaRuleParams& p, const RecurrentMeta& meta, float* state,
+                                   int64_t state_stride, float* out) {
   Scope scope(this, "gated_delta_rule");
   scope.direct();
   cuda::gated_delta_rule(qkv, qkv_stride, ba, p, device_meta(meta), state, state_stride, out, stream_);
@@ -296,7 +300,7 @@ const void* CudaBackend::core_copy(int64_t rows, const Weight& w) const {
 }
 
 bool CudaBackend::device_prologue(const QkvPrologue& p, const PagedKv& kv, const AttentionMeta& meta,
-                     const cuda::DeviceAttentionMeta& dmeta, int64_t rows, cuda::QkPrologue& dp) {
+                                  const cuda::DeviceAttentionMeta& dmeta, int64_t rows, cuda::QkPrologue& dp) {
   const auto norm_fits = [&](const Weight* w) {
     return !w || (w->dtype == DType::F32 && w->cols == kv.head_dim);
   };
@@ -335,8 +339,9 @@ cuda::AttentionShape CudaBackend::attention_shape(const PagedKv& kv, const Atten
           p.sinks};  // device memory: an uploaded weight
 }
 
-void CudaBackend::decode_attention(const float* q, const cuda::QkPrologue* prologue, const PagedKv& kv, const AttentionMeta& meta,
-                      const cuda::AttentionShape& shape, const cuda::DeviceAttentionMeta& dmeta, float* out) {
+void CudaBackend::decode_attention(const float* q, const cuda::QkPrologue* prologue, const PagedKv& kv,
+                                   const AttentionMeta& meta, const cuda::AttentionShape& shape,
+                                   const cuda::DeviceAttentionMeta& dmeta, float* out) {
   int32_t max_pos = 0;
   for (int32_t r : decode_rows_) max_pos = std::max(max_pos, meta.positions[r]);
   // Rounded up to a power of two, at least kMinDecodeChunks: chunks past a row's position
@@ -355,7 +360,6 @@ void CudaBackend::decode_attention(const float* q, const cuda::QkPrologue* prolo
                          static_cast<int>(decode_rows_.size()), chunks, kv.k, kv.v, shape,
                          static_cast<float*>(attn_workspace_), attn_counters_, out, stream_);
 }
-
 
 }  // namespace cuda
 

@@ -9,7 +9,7 @@
 namespace tachyon::kernels::cuda {
 
 void CudaBackend::gated_mlp(const float* x, int64_t rows, const Weight& gate_up_w, const Weight& down_w, Activation act,
-               float* gate_up, float* act_out, float* out) {
+                            float* gate_up, float* act_out, float* out) {
   const int64_t inter = down_w.cols;
   const void* gate_up_core = core_copy(rows, gate_up_w);
   const void* down_core = core_copy(rows, down_w);
@@ -33,7 +33,7 @@ void CudaBackend::gated_mlp(const float* x, int64_t rows, const Weight& gate_up_
 }
 
 void CudaBackend::add_rms_norm(float* x, const float* y, const Weight& w, int64_t rows, int64_t dim, float eps,
-                  float weight_offset, float* out) {
+                               float weight_offset, float* out) {
   if (rows >= 1 && rows <= fused_norm_rows_ && !profile_->enabled && w.dtype == DType::F32 && w.cols == dim &&
       cuda::add_rms_norm_is_wide(x, y, static_cast<const float*>(w.data), dim, out) &&
       !overlaps(x, rows * dim, y, rows * dim) && !overlaps(x, rows * dim, out, rows * dim) &&
@@ -67,7 +67,8 @@ void CudaBackend::settle() {
                 "a pending add_rms_norm lost its wide path");
 }
 
-bool CudaBackend::matmul_after_pending_norm(const float* x, int64_t rows, const Weight& w, const float* bias, float* out) {
+bool CudaBackend::matmul_after_pending_norm(const float* x, int64_t rows, const Weight& w, const float* bias,
+                                            float* out) {
   const PendingNorm p = *pending_norm_;
   if (p.rows > 64) return matmul_after_prefill_norm(x, rows, w, bias, out);
   const int64_t n = rows * p.dim, out_n = rows * w.rows;
@@ -100,7 +101,8 @@ void CudaBackend::norm_into_core(const PendingNorm& p) {
   ++fused_prefill_norms_;
 }
 
-bool CudaBackend::matmul_after_prefill_norm(const float* x, int64_t rows, const Weight& w, const float* bias, float* out) {
+bool CudaBackend::matmul_after_prefill_norm(const float* x, int64_t rows, const Weight& w, const float* bias,
+                                            float* out) {
   const void* w_core = core_copy(rows, w);
   if (w.layout != WeightLayout::MmaFragments || !cuda::matmul_takes_core_input(rows, w.cols, w_core != nullptr))
     return false;

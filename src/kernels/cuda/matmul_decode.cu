@@ -1,5 +1,7 @@
 // The matmul kernels of decode and verification rows (M <= 64; matmul.cuh says which runs when):
-// skinny, staged decode, split-K and batched, all in the canonical order of common.cuh.
+// skinny, staged decode, split-K and batched, all in the canonical order of common.cuh. Four
+// kernel families in one file (~530 lines) because they share the segment constants and the
+// split-K fix-up, and the kernel lab (set_decode_matmul_variant) switches among all of them.
 #include "kernels/cuda/matmul_decode.cuh"
 
 namespace tachyon::kernels::cuda {

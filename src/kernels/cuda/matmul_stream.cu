@@ -1,3 +1,7 @@
+// The streaming decode matmul (matmul_stream.cuh): one CTA per SM streams its n-tiles' weights
+// through a ring of slots. Longer than 500 lines: the two kernels (x held whole, x by segments) and
+// the add_rms_norm staged inside the first share the ring protocol, its slot counts and the n-tile
+// counter, which must change together.
 #include "kernels/cuda/matmul_stream.cuh"
 
 #include <algorithm>

@@ -1,3 +1,6 @@
+// Per-op GPU time for the benchmarks (cuda_profile_enable / cuda_profile_report in cuda_backend.h);
+// the step timeline (step_timeline.h, lab builds) and the graph-key trace (step_graph_trace.h) are
+// the backend's other profiling tools.
 #pragma once
 
 #include <cuda_runtime.h>
