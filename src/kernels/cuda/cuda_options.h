@@ -17,6 +17,11 @@
 //                             differing op and bytes; step_graph_trace.h). Results unchanged.
 // Any other value of these variables is an error when the backend is made.
 //
+// Build options, not switches: -DTACHYON_ATTENTION_BF16=ON (bf16 attention operands: an A/B build,
+// results change slightly), -DTACHYON_CUDA_SM90A_ONLY=ON (one target), and -DTACHYON_TIMELINE=1 in
+// CUDA flags (the per-CTA step timeline of step_timeline.h; lab builds). Kernel variants that wait
+// for a device measurement are patches in bench/cuda/lab/, never switches here.
+//
 //   auto backend = kernels::make_cuda_backend();            // the environment's options
 //   kernels::CudaOptions plain;
 //   plain.fused_norm_rows = 0;                               // a backend without the decode fusion
