@@ -26,6 +26,9 @@ constexpr int kSplitWarps = 8;  // warps (n-tiles) per CTA of the split-K and ba
 
 inline int64_t a_fragment_m_tiles(int64_t rows) { return round_up(ceil_div(rows, 16), kTileM); }
 
+// Internal linkage: each kernel file inlines its own copy.
+namespace {
+
 // The A fragment of m-tile rows [r0, r0 + 16) and k-tile columns [k0, k0 + 16).
 __device__ __forceinline__ void load_a_fragment(const float* __restrict__ x, int M, int K, int r0, int k0, int lane,
                                                 uint32_t (&a)[4]) {
@@ -56,6 +59,8 @@ __device__ __forceinline__ void add_segment_sums(const float* partial, int M, in
   }
   if (threadIdx.x == 0) counters[blockIdx.x] = 0u;
 }
+
+}  // namespace
 
 // ---- matmul_wgmma.cu: M > 64 on sm_90a with the weight's core-matrix copy
 // x [M, K] (or gated_activation's output, `in`) -> bf16 core matrices in `workspace`, then the
