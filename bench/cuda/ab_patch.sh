@@ -7,13 +7,14 @@
 #
 #   PATCH=bench/results/x.patch bench/cuda/ab_patch.sh
 #   PATCH="x.patch y.patch x.patch+y.patch" TESTS=none bench/cuda/ab_patch.sh   # B, C, and D = both
-#   PATCH="x.patch x.patch@TACHYON_WGMMA_COLS=256" bench/cuda/ab_patch.sh   # B, and C = B's build under an env
+#   PATCH="bench/cuda/lab/stream-min-n.patch@TACHYON_STREAM_MIN_N=6144 bench/cuda/lab/stream-min-n.patch@TACHYON_STREAM_MIN_N=4096" \
+#     MODES=decode bench/cuda/ab_patch.sh   # B and C: one build of a lab patch under two envs
 #
 # Env: PATCH (space-separated variants, each a patch against this tree or several joined by '+',
 # optionally followed by '@' and ','-separated ENV=VALUE settings of that variant's runs and tests,
 # where only=MODE+MODE limits the modes it runs; variants with the same patches share one build,
 # and "@ENV=VALUE" alone is A's build; empty PATCH: B is A's binary run with B_ENV), B_ENV
-# (environment of every variant's runs but A's, e.g. "TACHYON_WGMMA_WIDE_COST=1.0"), MODES (default
+# (environment of every variant's runs but A's, e.g. "TACHYON_CUDA_FUSION=0"), MODES (default
 # "attention prefill"; also "decode", "gemm", and "clocks": cuBLAS and our GEMM per SM cycle under
 # nvidia-smi, bench/cuda/gemm_clocks.py), ROUNDS (2; ROUNDS_<mode> for one mode), TESTS ("kernel"
 # default, "all" adds the golden tests, "none"), TEST_ENVS (';'-separated "ENV=VALUE gtest-filter"
@@ -176,7 +177,7 @@ run_mode() {
       active+=("$i")
     done
     # Round r starts at the r-th variant: the first process of a round ran with less host time
-    # per step than the others in every session-26 call, whatever it ran (bench/NOTES-cuda.md).
+    # per step than the others in every call of one series, whatever it ran (bench/NOTES-cuda.md).
     for ((r = 1; r <= ${!rounds_var:-${ROUNDS:-2}}; ++r)); do
       for ((j = 0; j < ${#active[@]}; ++j)); do
         i=${active[$(((r - 1 + j) % ${#active[@]}))]}

@@ -22,8 +22,7 @@
 //                   [--sampling-only: the device token draw alone]
 //                   [--gemm-only: the prefill matmuls per wgmma tile width]
 //                   [--gemm-clocks: cuBLAS and ours in blocks, for bench/cuda/gemm_clocks.py] MODEL_DIR
-// Env: TACHYON_CUDA_GRAPHS, TACHYON_STREAM_SLOTS (matmul_stream.cu), TACHYON_WGMMA_TMA (matmul.cu),
-// TACHYON_FUSED_NORM_ROWS and TACHYON_LAB_SKIP (cuda_backend.cpp), TACHYON_TIMELINE_CSV (below).
+// Env: the CUDA backend's switches (src/kernels/cuda/cuda_options.h), TACHYON_TIMELINE_CSV (below).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

@@ -11,12 +11,12 @@
 # BUILD, SKIP_ENGINE=1, SKIP_SPEC=1, KERNELS=1 (the kernel tables too: cuda_bench without --engine-only;
 # KERNELS=decode: the decode matmul table alone, into kernels.md, before the engine run),
 # AB_ARGS / AB_ENV (more engine runs with these arguments / environments, e.g. "--decode-variant 12" or
-# "TACHYON_WGMMA_WS=0;TACHYON_WGMMA_PAIR=0": one run per ';'-separated environment, into engine-b.md);
+# "TACHYON_WGMMA=0;TACHYON_CUDA_FUSION=0": one run per ';'-separated environment, into engine-b.md);
 # TEST_ENVS: more CUDA kernel test runs, ';'-separated "ENV=VALUE gtest-filter" entries (into sweep-tests.log);
 # ATTN_ENVS: like QUICK, one attention table per environment (into attention.md; ATTN=1 is ATTN_ENVS=-);
 # QUICK: environments separated by ';' ("-": none), each one cuda_bench --decode-quick run (batch 1, 4 and 8) into quick.md; ATTN=1: the attention table
 # (cuda_bench --attention-only) into attention.md; SAMPLING=1: the device token draw table (--sampling-only) into sampling.md. B_CUDA_FLAGS / B_CMAKE_ARGS: a second build with these extra
-# CUDA flags / CMake arguments (e.g. "-DTACHYON_PDL_EARLY=1", "-DTACHYON_ATTENTION_BF16=ON") that runs QUICK and
+# CUDA flags / CMake arguments (e.g. "-DTACHYON_ATTENTION_BF16=ON") that runs QUICK and
 # ATTN again, with B_TESTS=1 its CUDA tests first (sweep-tests-b.log), with B_ENGINE=1 the full engine run after.
 # FULL_ENGINE=0 skips the default build's full engine run.
 set -euo pipefail

@@ -125,6 +125,19 @@ class Backend {
   virtual void add(float* x, const float* y, int64_t n) = 0;
   // x += y, then out = rms_norm(x) (x [rows, dim]; out may not alias x): the residual add and
   // the next sub-block's norm in one pass. Same result as add then rms_norm (the default).
+  //
+  // Deferred norm fusion. A backend may return before issuing this op and compute it as part of
+  // the next call on the backend (the CUDA backend: inside a matmul or gated MLP that reads `out`,
+  // kernels/cuda/cuda_fusion.cpp; any other call first issues it alone). What a caller may observe:
+  //  - through the backend, nothing: every later op, copy (copy_to_host, copy_on_device, ...),
+  //    synchronize and deallocate sees x and out exactly as if this op had run alone, same bits;
+  //  - until that next call, x and out in device memory may still hold their old values, so they
+  //    must not be read, nor x, y or w be changed, by anything outside this backend (another stream,
+  //    host-mapped memory, another backend) in between;
+  //  - per-op profiles and counters may show the pair as one op (cuda_profile_report:
+  //    "add_rms_norm+matmul"); profiling turns the fusion off.
+  // The CPU and reference backends run it at once. CudaOptions (kernels/cuda/cuda_options.h) turns
+  // the fusion off: TACHYON_CUDA_FUSION=0.
   virtual void add_rms_norm(float* x, const float* y, const Weight& w, int64_t rows, int64_t dim, float eps,
                             float weight_offset, float* out) {
     add(x, y, rows * dim);

@@ -1,4 +1,4 @@
-// The ring kernel's operands in a TACHYON_ATTENTION_BF16 build (attention_ring.cu): bf16 q, K and
+// The ring kernel's operands in a TACHYON_ATTENTION_BF16 build (attention_wgmma.cu): bf16 q, K and
 // V in shared memory, wgmma.m64nNk16 in place of the tf32 m64nNk8 chains. What changes against
 // the tf32 layout (attention_wgmma_layout.cuh):
 //  - every operand row is 16 bytes of 8 bf16 in natural d order (attention_chunk.cuh's bf16 k
@@ -12,7 +12,7 @@
 // Bits: the chains are attention_chunk.cuh's bf16 chains (scores one chain over the 16-wide d
 // steps, p·v one chain over the 16-key steps, p from the score registers of two key tiles), which
 // the mma.sync kernels compute; wgmma.m64nNk16 gives mma.m16n8k16's bits for the same k order
-// (session 8's finding for the matmul).
+// (as found for the matmul).
 #pragma once
 
 #include <cstddef>

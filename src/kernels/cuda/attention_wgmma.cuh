@@ -1,8 +1,8 @@
 // The query-tile attention kernel on Hopper's warpgroup MMA (sm_90a), for head_dim 64 and 128:
 // the arithmetic of attention_chunk.cuh (the same chains of k8 steps, so the same bits as the
-// mma.sync kernels: a wgmma chain gives the bits of the mma.sync chain, bench/NOTES-cuda.md
-// "Session 8" and "Session 12"), with each warpgroup computing 64 pairs' scores and p·v by a
-// handful of wgmma instructions per chunk instead of 256 mma.sync per warp.
+// mma.sync kernels: a wgmma chain gives the bits of the mma.sync chain, bench/NOTES-cuda.md), with
+// each warpgroup computing 64 pairs' scores and p·v by a handful of wgmma instructions per chunk
+// instead of 256 mma.sync per warp.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,11 +11,10 @@
 
 namespace tachyon::kernels::cuda {
 
-// Whether attention_wgmma takes this shape on this device (sm_90 device, head_dim 64 or 128,
-// tf32 operands, not turned off).
+// Whether attention_wgmma takes this shape on this device (sm_90 device, head_dim 64 or 128, not
+// turned off by set_attention_wgmma).
 bool attention_wgmma_supported(int head_dim);
-// Tests and A/B runs: false sends every query tile to the mma.sync kernel (the default is on;
-// TACHYON_ATTENTION_WGMMA=0 in the environment starts it off).
+// Tests and the kernel lab: false sends every query tile to the mma.sync kernel (default: on).
 void set_attention_wgmma(bool on);
 
 // attention()'s query tiles (at most 128 pairs each: make_query_tiles with the 8-warp tile).

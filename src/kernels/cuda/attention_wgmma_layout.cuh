@@ -1,6 +1,5 @@
-// What the two wgmma query-tile attention kernels share: the CTA's pairs and the shared-memory
-// layout of q, K and V^T (attention_wgmma.cu: one CTA-wide pipeline; attention_ring.cu: a producer
-// warpgroup filling a two-slot ring), and the ring kernel's entry point.
+// The wgmma query-tile attention kernel's (attention_wgmma.cu) CTA pairs, shared-memory layout of
+// q, K and V^T (a producer warpgroup filling a ring of slots) and its per-chunk steps.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -29,22 +28,16 @@ constexpr int kWgmmaPairs = 128;  // (row, head) pairs per CTA: two warpgroups o
 //         2i + e of key step i holds keys 8i + e, 8i + e + 2, 8i + e + 4, 8i + e + 6 (chunk_pv's
 //         permuted k, so that p comes from the score registers as they are); lbo 4 kVL bytes,
 //         sbo 160 B: the transposing stores of a warp hit 32 distinct banks.
-//  vstage (attention_wgmma.cu only) V rows as cp.async lands them, stride D + 16 (16 mod 32:
-//         the transposing 16-byte loads of a warp, 8 rows x 64 bytes, take 4 wavefronts).
-// attention_wgmma.cu: q, two K buffers, vstage, one vt (208 KB at D = 128). attention_ring.cu:
-// q and two slots of (K, vt), no vstage (212.5 KB at D = 128; 106.5 KB at D = 64).
+// q and two slots of (K, vt) (212.5 KB at D = 128; 106.5 KB at D = 64).
 template <int D>
 struct WgmmaLayout {
   static constexpr int kQL = kWgmmaPairs / 8 * 32;
   static constexpr int kKL = kChunkKeys / 8 * 32 + 16;
   static constexpr int kVS = 40;
   static constexpr int kVL = D / 8 * kVS + 4;
-  static constexpr int kVR = D + 16;
   static constexpr int q_words = D / 4 * kQL;
   static constexpr int k_words = D / 4 * kKL;
-  static constexpr int vstage_words = kChunkKeys * kVR;
   static constexpr int vt_words = kChunkKeys / 4 * kVL;
-  static constexpr size_t bytes = static_cast<size_t>(q_words + 2 * k_words + vstage_words + vt_words) * 4;
   static constexpr int ring_slots = 2;
   static constexpr int slot_words = k_words + vt_words;  // one ring slot: K, then vt
   // The ring kernel's q, its slots, then its mbarriers (full and empty per slot).
@@ -52,15 +45,15 @@ struct WgmmaLayout {
       static_cast<size_t>(q_words + ring_slots * slot_words) * 4 + 2 * ring_slots * sizeof(uint64_t);
 };
 
-// Both kernels' grid: (query tile, KV head x chunk of its query heads).
+// The grid: (query tile, KV head x chunk of its query heads).
 inline dim3 query_tile_grid(int num_tiles, const AttentionShape& shape, int heads_per_chunk) {
   const int group = shape.num_heads / shape.num_kv_heads, chunks = (group + heads_per_chunk - 1) / heads_per_chunk;
   return dim3(static_cast<unsigned>(num_tiles), static_cast<unsigned>(shape.num_kv_heads * chunks));
 }
 
 #if defined(__CUDACC__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// One 64-key chunk of a consumer warpgroup, in the steps both kernels run in this order (each
-// kernel places its own synchronisation between them). Scores: sc = q·K^T as D/8
+// One 64-key chunk of a consumer warpgroup, in the steps the kernel runs in this order (its
+// synchronisation between them). Scores: sc = q·K^T as D/8
 // wgmma.m64n64k8 (q and K from shared memory), issued and committed, not waited for.
 template <int D>
 __device__ __forceinline__ void issue_chunk_scores(float (&sc)[kChunkTiles][4], const uint32_t* qa, const float* ks) {
@@ -146,11 +139,5 @@ __device__ __forceinline__ void merge_chunk_output(float (&A)[DT][4], const floa
   }
 }
 #endif
-
-// attention_wgmma's query tiles on the ring kernel (attention_ring.cu), head_dim 64 or 128: the
-// same arguments and the same bits.
-void attention_ring(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
-                    const float* k_cache, const float* v_cache, const AttentionShape& shape, int heads_per_chunk,
-                    float* out, cudaStream_t stream);
 
 }  // namespace tachyon::kernels::cuda

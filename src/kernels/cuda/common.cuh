@@ -22,9 +22,6 @@ namespace tachyon::kernels::cuda {
 [[noreturn]] void fail_cuda(const char* file, int line, const char* expr, cudaError_t err);
 // Throws tachyon::Error: `what` (e.g. "head_dim") = value is not supported by the CUDA kernels.
 [[noreturn]] void fail_unsupported(const char* what, int64_t value);
-[[noreturn]] void fail_unsupported_setting(const char* what, const char* value);
-// The A/B switches of the benchmarks: true when the environment sets `name` to "0".
-bool env_turned_off(const char* name);
 // An attribute of the current device (SM count, opt-in shared memory per CTA, ...).
 int device_attribute(cudaDeviceAttr attribute);
 
@@ -110,25 +107,13 @@ __device__ __forceinline__ void cta_timeline_mark([[maybe_unused]] unsigned kind
 }
 __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 
-#ifndef TACHYON_PDL_EARLY
-#define TACHYON_PDL_EARLY 0
-#endif
-// The entry of a kernel that reads nothing before its predecessor ends. Built with
-// -DTACHYON_PDL_EARLY=1 it releases the next kernel before it waits, so a small kernel between
-// two matmuls lets the second matmul's CTA take each SM as soon as the first one's CTA there
-// exits and fill its ring while the small kernel waits and runs. Sound by the rule above (a
-// kernel released early still reads nothing but weights before its own pdl_wait, and every
-// kernel it waits on is resident before it is launched); H200, two calls: batch-1 decode +1.5-2.0%,
-// batch 8 -1.1-1.7%, CUDA tests passing in that build (bench/NOTES-cuda.md "Session 10" and
-// "Session 11"). Off: it only moves time from batch 8 to batch 1.
+// The entry of a kernel that reads nothing before its predecessor ends: it waits, then releases
+// the next kernel. Releasing before the wait everywhere moved ~1.5-2% from batch 8 to batch 1
+// decode (H200, two calls; bench/NOTES-cuda.md "The early release of programmatic launches"), so
+// only the kernels measured to gain from it do (pdl_enter_releasing_first).
 __device__ __forceinline__ void pdl_enter() {
-  if constexpr (TACHYON_PDL_EARLY) {
-    pdl_launch_dependents();
-    pdl_wait();
-  } else {
-    pdl_wait();
-    pdl_launch_dependents();
-  }
+  pdl_wait();
+  pdl_launch_dependents();
 }
 
 // The entry of a small kernel that lets the next kernel be scheduled before it waits: the next

@@ -4,7 +4,7 @@
 //   if (kernels::cuda_device_count() > 0) backend = kernels::make_cuda_backend();
 //
 // Steps the engine marks as repeating (Backend::set_repeating_step: plain decode) run as CUDA
-// graphs (step_graph.h; TACHYON_CUDA_GRAPHS=1 or cuda_graphs_enable: every step, =0: none):
+// graphs (step_graph.h; CudaOptions::graphs or cuda_graphs_enable: every step or none):
 // the ops of a step are recorded with keys that describe them exactly, the
 // host metadata they read (ids, positions, block tables) staged in pinned memory uploaded at
 // the step's start, and a step whose key sequence ran before replays a captured graph (same
@@ -19,13 +19,15 @@
 #include <string>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/cuda_options.h"
 
 namespace tachyon::kernels {
 
 // Number of CUDA devices visible (0 when there is no driver or no GPU).
 int cuda_device_count();
-// A backend on device 0; throws tachyon::Error when there is none.
-std::unique_ptr<Backend> make_cuda_backend();
+// A backend on device 0 with `options` (cuda_options.h: by default the environment's, read once
+// here); throws tachyon::Error when there is no device or an option's value is unknown.
+std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options = CudaOptions::from_environment());
 
 // Per-op GPU time (bench/cuda): while enabled, every op of `backend` (a CUDA backend) is
 // bracketed by cudaEvents; the report is a markdown table of time per op class (matmuls

@@ -31,10 +31,10 @@ __global__ void gated_activation_kernel(const float* __restrict__ gate_up, int64
 // The same per element, four columns per thread and the row from the grid (dim % 4 == 0): 16-byte
 // accesses and no 64-bit division per element (the scalar kernel ran at half the copy bandwidth).
 // release_first: at one row the down projection after this kernel streams its weights (matmul_stream),
-// and its CTAs fill their rings during this kernel instead of after it. Session 24 measured that net
+// and its CTAs fill their rings during this kernel instead of after it. That first measured net
 // zero (the rings took their bytes from gate_up's last CTAs); since gate_up's CTAs take their n-tiles
 // from a counter and end together, it pays: H200, device wait per batch-1 step -0.45%, three
-// alternating rounds (bench/NOTES-cuda.md "Session 32"). TACHYON_ACTIVATION_RELEASE_FIRST=0: off.
+// alternating rounds (bench/NOTES-cuda.md).
 __global__ void gated_activation4_kernel(const float4* __restrict__ gate_up, int64_t dim4, bool gelu,
                                          float4* __restrict__ out, bool release_first) {
   if (release_first) {
@@ -162,10 +162,9 @@ void gated_activation(const float* gate_up, int64_t rows, int64_t dim, Activatio
   const bool aligned = dim % 4 == 0 && reinterpret_cast<uintptr_t>(gate_up) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(out) % 16 == 0;
   if (aligned && rows <= 65535) {
-    static const bool release_first = !env_turned_off("TACHYON_ACTIVATION_RELEASE_FIRST");  // A/B runs
     launch(gated_activation4_kernel, dim3(blocks_for(dim / 4), static_cast<unsigned>(rows)), 256, 0, stream,
            reinterpret_cast<const float4*>(gate_up), dim / 4, act == Activation::GeluTanh,
-           reinterpret_cast<float4*>(out), release_first && rows == 1);
+           reinterpret_cast<float4*>(out), rows == 1);
     return;
   }
   launch(gated_activation_kernel, blocks_for(rows * dim), 256, 0, stream, gate_up, rows, dim,

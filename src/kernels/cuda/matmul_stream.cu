@@ -1,9 +1,11 @@
+// The streaming decode matmul (matmul_stream.cuh): one CTA per SM streams its n-tiles' weights
+// through a ring of slots. Longer than 500 lines: the two kernels (x held whole, x by segments) and
+// the add_rms_norm staged inside the first share the ring protocol, its slot counts and the n-tile
+// counter, which must change together.
 #include "kernels/cuda/matmul_stream.cuh"
 
 #include <algorithm>
-#include <cstdlib>
 #include <mutex>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -24,7 +26,6 @@ constexpr int kStreamConsumerWarps = 8;  // take the units round-robin; warp 8 p
 constexpr int kStreamThreads = (kStreamConsumerWarps + 1) * 32;
 // Dynamic shared memory: the SM's 227 KB per CTA less the fused norm's static arrays (< 1 KB).
 constexpr size_t kStreamSmemLimit = 226 * 1024;
-constexpr size_t kTwoPerSmLimit = 113 * 1024;  // two CTAs on one SM (228 KB, 1 KB reserved per CTA)
 // The producer posts each n-tile it streams (its j-th: entry j % kTileIdSlots) for the consumers,
 // who read a round's entries at its end; it runs at most a ring (<= 24 units) and a round ahead of
 // the slowest of them, so 64 entries are never overwritten unread.
@@ -44,9 +45,9 @@ size_t stream_smem_bytes(int64_t rows, int64_t k, int slots) {
 // Ring slots: a multiple of the consumer warps, so that every unit of a slot goes to one warp
 // (unit u: slot u % slots, warp u % 8), which takes them in order: a warp never waits on a slot's
 // barrier for a phase two ahead of the slot's current one (parity waits cannot tell those apart).
-// kStreamSlots by default; TACHYON_STREAM_SLOTS (A/B runs) = 8, 16 or 24, "pair" (16, or 8 where
-// that lets two CTAs share an SM: the next matmul's CTA then streams beside this one's last) or
-// "max" (the most that fit).
+// kStreamSlots by default: 8 slots, 8 where two CTAs share an SM, or the most that fit all ran
+// slower or no faster (H200: 200.3 / 200.4 / 205.1 tok/s against 205.8 at batch 1,
+// bench/NOTES-cuda.md "Ring depth of the streaming decode matmul").
 constexpr int kMaxStreamSlots = 24;
 // The most slots that fit beside x and the segment sums (kStreamSlots at least).
 int most_stream_slots(int64_t rows, int64_t k) {
@@ -54,42 +55,18 @@ int most_stream_slots(int64_t rows, int64_t k) {
   while (slots > kStreamSlots && stream_smem_bytes(rows, k, slots) > kStreamSmemLimit) slots -= kStreamConsumerWarps;
   return slots;
 }
-int stream_slots(int64_t rows, int64_t k) {
-  static const std::string setting = [] {
-    const char* env = std::getenv("TACHYON_STREAM_SLOTS");
-    return std::string(env ? env : "");
-  }();
-  const auto fits = [&](int slots, size_t limit) { return stream_smem_bytes(rows, k, slots) <= limit; };
-  if (setting == "pair") return fits(kStreamConsumerWarps, kTwoPerSmLimit) ? kStreamConsumerWarps : kStreamSlots;
-  if (setting == "max") return most_stream_slots(rows, k);
-  if (setting.empty()) return kStreamSlots;
-  const int slots = std::atoi(setting.c_str());
-  if (slots < kStreamConsumerWarps || slots > kMaxStreamSlots || slots % kStreamConsumerWarps != 0 ||
-      !fits(slots, kStreamSmemLimit))
-    fail_unsupported("TACHYON_STREAM_SLOTS (8, 16 or 24 that fit, pair or max)", slots);
-  return slots;
-}
+int stream_slots(int64_t rows, int64_t k) { return kStreamSlots; }
 
 // A launch that stages a fused add_rms_norm (StreamAddNorm) follows a streaming matmul, and its
 // staging after the programmatic wait (every row's norm) is the longest of the stream's (H200,
-// batch 1: 2.8 us, bench/NOTES-cuda.md "Session 27"). A wide one (n >= 16384: an MLP's gate_up)
+// batch 1: 2.8 us, bench/NOTES-cuda.md). A wide one (n >= 16384: an MLP's gate_up)
 // takes the most slots that fit, so that more of its weight has landed when the staging ends; a
 // narrower one (a q/k/v projection) keeps kStreamSlots, which leaves room beside it for the
 // attention CTAs that follow it. H200, same call, two alternating rounds: device wait per batch-1
 // step 4237.6 / 4235.9 us against 4259.1 / 4250.7 (-0.4%); the most slots for every fused launch
-// -0.2% (bench/NOTES-cuda.md "Session 31"). TACHYON_STREAM_SLOTS, when set, decides for every
-// launch; TACHYON_STREAM_SLOTS_NORMED (A/B runs): 16, wide (the default) or max.
+// -0.2% (bench/NOTES-cuda.md).
 int normed_stream_slots(int64_t rows, int64_t k, int64_t n) {
-  static const std::string setting = [] {
-    const char* env = std::getenv("TACHYON_STREAM_SLOTS_NORMED");
-    const std::string value = env ? env : "wide";
-    if (value != "16" && value != "wide" && value != "max")
-      fail_unsupported_setting("TACHYON_STREAM_SLOTS_NORMED (16, wide or max)", value.c_str());
-    return value;
-  }();
-  static const bool slots_set = std::getenv("TACHYON_STREAM_SLOTS") != nullptr;  // read once, not per launch
-  if (slots_set || setting == "16" || (setting == "wide" && n < 16384)) return stream_slots(rows, k);
-  return most_stream_slots(rows, k);
+  return n < 16384 ? stream_slots(rows, k) : most_stream_slots(rows, k);
 }
 
 static_assert(kStreamConsumerWarps * 32 == kWideNormThreads, "the fused norm runs on the consumer warps");
@@ -190,7 +167,7 @@ __device__ __forceinline__ void write_tile_totals(const float2* tile_sums, int n
 // the ring before the programmatic wait), then each next n-tile from a device counter
 // (taken[0]), so a CTA on an SM that streams faster takes more of them and the CTAs end together:
 // with fixed shares, CTAs of the same share ended 4-7 us apart in a 48 us matmul (per-SM
-// bandwidth, bench/NOTES-cuda.md "Session 24"). The counter is read only after the wait, so the
+// bandwidth, bench/NOTES-cuda.md). The counter is read only after the wait, so the
 // kernel before this one on the stream has completed, and reset by the last CTA to finish taking
 // (taken[1] counts them): zero again before the next kernel's wait returns. A row's bits do not
 // depend on which CTA computes its n-tile.
@@ -357,11 +334,11 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
 // consumer thread issues its loads of segment v + ahead, runs its warp's unit of segment v (at
 // most one: unit i = seg·width + t goes to warp i % 8), stores the loaded pairs, and the
 // consumers meet at a barrier (the stored slot is complete; the slot read at v is free for
-// v + ahead + 1). Session 25's first version copied x by bulk copies from a producer lane, f32,
+// v + ahead + 1). A first version copied x by bulk copies from a producer lane, f32,
 // two segments ahead: the first segment landed 4.9 us after the wait (behind the ring's 128 KB
 // of weight copies, likely) and down at 8 rows took 38.0 us against 23.6 us of bytes; this one
 // took the decode step's device time 3.0% lower at batch 4 and 1.0% at batch 8 (H200,
-// bench/NOTES-cuda.md "Session 26"). Same units, same MMA chains, same segment sums added in
+// bench/NOTES-cuda.md). Same units, same MMA chains, same segment sums added in
 // segment order: the bits of every other kernel.
 constexpr int kWindowXSlots = 4;
 constexpr int kWindowAhead = kWindowXSlots - 1;
@@ -377,12 +354,10 @@ size_t window_smem_bytes(int64_t rows, int64_t k, int slots) {
 }
 
 // The ring slots beside the x ring and the sums: kStreamSlots where they fit (8 rows up to k
-// 16384), else 0, as with TACHYON_STREAM_WINDOW=0 (A/B runs): those shapes take the split-K
-// kernel. An 8-slot ring would take k up to 32768 at 8 rows (70B-class down projections) but has
+// 16384), else 0: those shapes take the split-K kernel. An 8-slot ring would take k up to 32768 at 8 rows (70B-class down projections) but has
 // not run on a device yet.
 int window_slots(int64_t rows, int64_t k) {
-  static const bool on = !env_turned_off("TACHYON_STREAM_WINDOW");
-  if (!on || rows < 1 || rows > kStreamMaxRows || k % kSegmentK != 0) return 0;
+  if (rows < 1 || rows > kStreamMaxRows || k % kSegmentK != 0) return 0;
   return window_smem_bytes(rows, k, kStreamSlots) <= kStreamSmemLimit ? kStreamSlots : 0;
 }
 
@@ -531,13 +506,11 @@ unsigned* stream_tile_counters(cudaStream_t stream) {
 }
 
 // The n-tiles per CTA of the ring's first fill (in units at least the ring's slots) where there
-// are more n-tiles than those, else 0: fixed shares. TACHYON_STREAM_TAKEN=0 keeps fixed shares
-// (A/B runs).
+// are more n-tiles than those, else 0: fixed shares.
 int first_static_tiles(int n_tiles, int grid, int kp_count, int slots) {
-  static const bool on = !env_turned_off("TACHYON_STREAM_TAKEN");
   const int num_segments = static_cast<int>(ceil_div(kp_count, kUnitPairs));
   const int first_static = static_cast<int>(ceil_div(slots, num_segments));
-  return on && n_tiles > static_cast<int64_t>(first_static) * grid ? first_static : 0;
+  return n_tiles > static_cast<int64_t>(first_static) * grid ? first_static : 0;
 }
 TileSchedule tile_schedule(int n_tiles, int grid, int kp_count, int slots, cudaStream_t stream) {
   const int first_static = first_static_tiles(n_tiles, grid, kp_count, slots);

@@ -24,7 +24,7 @@ StepGraphs*& active_step_graphs() {
   return graphs;
 }
 
-StepGraphs::StepGraphs(cudaStream_t stream) : stream_(stream) {
+StepGraphs::StepGraphs(cudaStream_t stream, bool trace) : stream_(stream), trace_(trace) {
   for (auto& e : bank_done_) TACHYON_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
 }
 

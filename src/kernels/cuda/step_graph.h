@@ -29,7 +29,8 @@ namespace tachyon::kernels::cuda {
 
 class StepGraphs {
  public:
-  explicit StepGraphs(cudaStream_t stream);
+  // trace: print why new step keys missed their graphs (StepKeyTrace).
+  StepGraphs(cudaStream_t stream, bool trace);
   ~StepGraphs();
   StepGraphs(const StepGraphs&) = delete;
   StepGraphs& operator=(const StepGraphs&) = delete;

@@ -5,12 +5,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 namespace tachyon::kernels::cuda {
-
-StepKeyTrace::StepKeyTrace() : on(std::getenv("TACHYON_GRAPH_TRACE") != nullptr) {}
 
 void StepKeyTrace::new_key(const std::string& key) {
   const Seen* best = nullptr;

@@ -1,9 +1,10 @@
-// Why steps keep missing their graphs: with TACHYON_GRAPH_TRACE set, every step key seen for
+// Why steps keep missing their graphs: with CudaOptions::graph_trace (TACHYON_GRAPH_TRACE=1,
+// cuda_options.h), every step key seen for
 // the first time is compared with the most similar earlier key of as many ops, and stderr gets
 // the first op that differs (kernel name), the byte, and the differing 8-byte words (old ->
 // new). A kernel's key is its address, grid, block and shared memory (40 bytes), then its
 // arguments; a pointer that differs between requests or a launch shape that follows the
-// context length shows up here (bench/NOTES-cuda.md, session 7).
+// context length shows up here.
 #pragma once
 
 #include <cstddef>
@@ -15,7 +16,7 @@ namespace tachyon::kernels::cuda {
 class StepKeyTrace {
  public:
   const bool on;
-  StepKeyTrace();
+  explicit StepKeyTrace(bool on) : on(on) {}
   void op_recorded(size_t key_size) { ends_.push_back(key_size); }  // the step key's length after an op
   void new_key(const std::string& key);                              // a step key never seen before
   void flushed() { ends_.clear(); }

@@ -204,7 +204,7 @@ std::string write_wide_qwen3(const std::filesystem::path& dir) {
 }
 
 // Decode steps with the residual add + norm computed inside the streaming matmul give the bits
-// of the unfused steps (TACHYON_FUSED_NORM_ROWS=0, read when a backend is made) and of the
+// of the unfused steps (CudaOptions::fused_norm_rows 0) and of the
 // prefill rows that run the same positions at once (the tiled kernels, norm launched alone).
 TEST(CudaFusedNorm, DecodeStepsGiveTheBitsOfUnfusedStepsAndOfPrefill) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible";
@@ -215,9 +215,9 @@ TEST(CudaFusedNorm, DecodeStepsGiveTheBitsOfUnfusedStepsAndOfPrefill) {
   ModelRunner fused(dir, "cuda");
   const auto [tokens, logits] = fused.greedy(prompt, steps);
   EXPECT_GT(kernels::cuda_fused_norm_launches(*fused.backend), static_cast<uint64_t>(steps - 1));
-  ::setenv("TACHYON_FUSED_NORM_ROWS", "0", 1);
-  ModelRunner plain(dir, "cuda");
-  ::unsetenv("TACHYON_FUSED_NORM_ROWS");
+  kernels::CudaOptions unfused;
+  unfused.fused_norm_rows = 0;
+  ModelRunner plain(dir, kernels::make_cuda_backend(unfused));
   const auto [plain_tokens, plain_logits] = plain.greedy(prompt, steps);
   EXPECT_EQ(kernels::cuda_fused_norm_launches(*plain.backend), 0u);
   EXPECT_EQ(tokens, plain_tokens);
@@ -229,7 +229,7 @@ TEST(CudaFusedNorm, DecodeStepsGiveTheBitsOfUnfusedStepsAndOfPrefill) {
 
 // The prefill fusions: the gated MLP (the gate_up GEMM's epilogue writes the down GEMM's input)
 // and add_rms_norm writing the next matmul's input. A 100-token prefill gives the bits of the same
-// model with TACHYON_GATED_MLP=0 and TACHYON_FUSED_PREFILL_NORM=0, and its decode steps the bits of
+// model with both fusions off (CudaOptions), and its decode steps the bits of
 // the prefill's rows over the same positions.
 TEST(CudaPrefillFusions, PrefillGivesTheBitsOfTheUnfusedOpsAndOfDecodeSteps) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible";
@@ -245,11 +245,10 @@ TEST(CudaPrefillFusions, PrefillGivesTheBitsOfTheUnfusedOpsAndOfDecodeSteps) {
   const auto full = fused.full_logits(text);
   EXPECT_GE(kernels::cuda_fused_gated_mlps(*fused.backend), 4u);  // two layers, two prefills
   EXPECT_GE(kernels::cuda_fused_prefill_norms(*fused.backend), 4u);   // at least the post-attention norms
-  ::setenv("TACHYON_GATED_MLP", "0", 1);
-  ::setenv("TACHYON_FUSED_PREFILL_NORM", "0", 1);
-  ModelRunner plain(dir, "cuda");
-  ::unsetenv("TACHYON_GATED_MLP");
-  ::unsetenv("TACHYON_FUSED_PREFILL_NORM");
+  kernels::CudaOptions unfused;
+  unfused.gated_mlp_fusion = false;
+  unfused.prefill_norm_fusion = false;
+  ModelRunner plain(dir, kernels::make_cuda_backend(unfused));
   const auto plain_full = plain.full_logits(text);
   EXPECT_EQ(kernels::cuda_fused_gated_mlps(*plain.backend), 0u);
   EXPECT_EQ(kernels::cuda_fused_prefill_norms(*plain.backend), 0u);

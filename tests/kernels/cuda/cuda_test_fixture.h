@@ -60,16 +60,14 @@ class CudaKernels : public ::testing::Test {
   std::vector<void*> buffers_;
 };
 
-// A CUDA backend made with `name`=`value` in the environment (read when a backend is made).
-inline std::unique_ptr<Backend> cuda_backend_with(const char* name, const char* value) {
-  setenv(name, value, 1);
-  auto backend = make_backend("cuda");
-  unsetenv(name);
-  return backend;
+// A CUDA backend with the default options changed by `change` (cuda_options.h): a path or fusion
+// switched off, for tests that hold the default to its bits.
+template <typename Change>
+std::unique_ptr<Backend> cuda_backend_with(Change change) {
+  CudaOptions options;
+  change(options);
+  return make_cuda_backend(options);
 }
-// A CUDA backend made with `name`=0: a path or fusion switched off, for tests that hold the default to
-// its bits.
-inline std::unique_ptr<Backend> cuda_backend_without(const char* name) { return cuda_backend_with(name, "0"); }
 
 // Float buffers on one backend (the fixture's own are on `gpu`), NaN-poisoned or copied from the
 // host, freed with this object.

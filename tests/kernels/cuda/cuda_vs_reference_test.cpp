@@ -102,12 +102,10 @@ TEST_F(CudaKernels, MatmulRowIsBitIdenticalWhateverTheBatchOrKernel) {
 // n-tiles than the rings' first fill (n 8200 of k 1100, n 12000, n 4100 at one row) the CTAs take
 // the rest from a counter, which every launch leaves at zero.
 TEST_F(CudaKernels, StreamingDecodeMatmulGivesTheBitsOfEveryOtherKernel) {
-  if (!std::getenv("TACHYON_STREAM_TAKEN")) {
-    EXPECT_TRUE(cuda::stream_tiles(1, 8200, 1100).taken);
-    EXPECT_TRUE(cuda::stream_tiles(8, 8200, 1100).taken);
-    EXPECT_TRUE(cuda::stream_tiles(1, 4100, 12288).taken);
-    EXPECT_FALSE(cuda::stream_tiles(1, 1000, 4096).taken);  // 125 n-tiles: one CTA each
-  }
+  EXPECT_TRUE(cuda::stream_tiles(1, 8200, 1100).taken);
+  EXPECT_TRUE(cuda::stream_tiles(8, 8200, 1100).taken);
+  EXPECT_TRUE(cuda::stream_tiles(1, 4100, 12288).taken);
+  EXPECT_FALSE(cuda::stream_tiles(1, 1000, 4096).taken);  // 125 n-tiles: one CTA each
   for (auto [n, k] : {std::pair{int64_t{8200}, int64_t{1100}}, {12000, 12288}, {1000, 4096}, {4100, 12288},
                       {520, 6144}}) {
     const int64_t big = 72;
@@ -147,9 +145,7 @@ TEST_F(CudaKernels, StreamingMatmulsBackToBackTakeEveryNTileOnce) {
   std::vector<Weight> weights;
   std::vector<float*> xs, alone;
   for (const Shape& sh : shapes) {
-    if (!std::getenv("TACHYON_STREAM_TAKEN")) {
-      EXPECT_TRUE(cuda::stream_tiles(1, sh.n, sh.k).taken) << sh.n;
-    }
+    EXPECT_TRUE(cuda::stream_tiles(1, sh.n, sh.k).taken) << sh.n;
     const auto wb = to_bf16(random_vec(static_cast<size_t>(sh.n * sh.k), rng, 0.05f));
     weights.push_back(gpu->upload_weight(Weight{wb.data(), DType::BF16, sh.n, sh.k}));
     xs.push_back(upload(random_vec(static_cast<size_t>(sh.k), rng)));
@@ -213,14 +209,14 @@ TEST_F(CudaKernels, GatedMatmulGivesTheBitsOfTheActivationThenTheMatmul) {
 }
 
 // gated_mlp at prefill rows: the gate_up GEMM's tiles write the activated rows as the down GEMM's
-// bf16 input. The bits of its two matmuls (a backend with TACHYON_GATED_MLP=0), at both tile widths
+// bf16 input. The bits of its two matmuls (a backend with CudaOptions::gated_mlp_fusion off), at both tile widths
 // and by shape, for both activations, with a k tail (hidden 1100), last tiles holding fewer
 // activation columns than their width (inter 1024 and 640 at 96 per tile: the gate half's tail
 // reads up rows, the up half runs past the weight), a pair whose second row block lies past the
 // rows (100 rows), and rows that are not a multiple of 8; 64 rows or fewer and an inter that is not
 // a multiple of 64 take the two matmuls (the fused calls are counted).
 TEST_F(CudaKernels, GatedMlpGivesTheBitsOfItsTwoMatmuls) {
-  auto plain = cuda_backend_without("TACHYON_GATED_MLP");
+  auto plain = cuda_backend_with([](CudaOptions& o) { o.gated_mlp_fusion = false; });
   struct Case {
     int64_t rows, hidden, inter, n;
     bool fused;
@@ -262,13 +258,13 @@ TEST_F(CudaKernels, GatedMlpGivesTheBitsOfItsTwoMatmuls) {
 }
 
 // Prefill on wgmma (sm_90a, the weight's core-matrix copy) and on the mma.sync tiled kernel
-// (TACHYON_WGMMA=0): identical bits, with row, column and k tails and several k segments, at
+// (CudaOptions::wgmma off): identical bits, with row, column and k tails and several k segments, at
 // each wgmma tile width (128 and 192 columns; 192 over n = 131, 1024 and 4096 runs past the
 // weight's last rows, 4096 with a pair's whole half-box outside) and the width chosen by shape,
 // each with the epilogue's tensor stores (n % 4 == 0; boxes past n and rows past `rows` clipped)
 // and without them: an odd n stores one float at a time, any other n two.
 TEST_F(CudaKernels, WgmmaPrefillMatmulGivesTheBitsOfTheMmaSyncKernel) {
-  auto mma = cuda_backend_without("TACHYON_WGMMA");
+  auto mma = cuda_backend_with([](CudaOptions& o) { o.wgmma = false; });
   const auto run = [](Backend& be, const std::vector<uint16_t>& wb, const std::vector<float>& bias,
                       const std::vector<float>& x, int64_t rows, int64_t n, int64_t k) {
     const Weight w = be.upload_weight(Weight{wb.data(), DType::BF16, n, k});
@@ -412,11 +408,11 @@ TEST_F(CudaKernels, AddRmsNormIsAddThenRmsNorm) {
 
 // At prefill rows, add_rms_norm waits for the op after it: a prefill matmul or gated MLP of its
 // output takes the norm's own bf16 core-order copy of it (no conversion). The bits of a backend
-// with TACHYON_FUSED_PREFILL_NORM=0 in x, out and the products, with rows not a multiple of 8 or of
+// with CudaOptions::prefill_norm_fusion off in x, out and the products, with rows not a multiple of 8 or of
 // 128 (the copy's padding rows), both tile widths by shape, a matmul of another buffer after the
 // norm (no fusion: the norm runs first) and a narrow dim (no wide path: never fused).
 TEST_F(CudaKernels, AddRmsNormAtPrefillRowsWritesTheNextMatmulsInput) {
-  auto plain = cuda_backend_without("TACHYON_FUSED_PREFILL_NORM");
+  auto plain = cuda_backend_with([](CudaOptions& o) { o.prefill_norm_fusion = false; });
   struct Case {
     int64_t rows, dim, n, inter;
     bool fused;
@@ -471,7 +467,7 @@ TEST_F(CudaKernels, AddRmsNormAtPrefillRowsWritesTheNextMatmulsInput) {
 // be and not where the matmul does not read the norm's output or does not stream. n 16392: a
 // wide fused launch, whose ring is deeper than the unfused launch's (normed_stream_slots).
 TEST_F(CudaKernels, AddRmsNormFusedIntoTheStreamingMatmulGivesTheBitsOfTheTwoOps) {
-  gpu = cuda_backend_with("TACHYON_FUSED_NORM_ROWS", "8");
+  gpu = cuda_backend_with([](CudaOptions& o) { o.fused_norm_rows = 8; });
   struct Case {
     int64_t dim, n;
   };
@@ -536,8 +532,8 @@ TEST_F(CudaKernels, AddRmsNormFusedIntoTheStreamingMatmulGivesTheBitsOfTheTwoOps
 // x + y from them. The bits of the same ops unfused (the norm launched alone), at 1 and 3 rows,
 // through a square and a wide (deep-ring) matmul per layer.
 TEST_F(CudaKernels, FusedNormsBackToBackGiveTheBitsOfTheOpsUnfused) {
-  gpu = cuda_backend_with("TACHYON_FUSED_NORM_ROWS", "8");
-  auto plain = cuda_backend_without("TACHYON_FUSED_NORM_ROWS");
+  gpu = cuda_backend_with([](CudaOptions& o) { o.fused_norm_rows = 8; });
+  auto plain = cuda_backend_with([](CudaOptions& o) { o.fused_norm_rows = 0; });
   const int64_t dim = 4096, wide = 16392, layers = 5;
   const auto wn = random_vec(static_cast<size_t>(dim), rng);
   const auto wsq = to_bf16(random_vec(static_cast<size_t>(dim * dim), rng, 0.02f));

@@ -1,0 +1,168 @@
+// What the attention kernels (attention_prefill.cu, attention_decode.cu, attention_kv_write.cu)
+// share: tree rows' key positions, the chunk's K and V staging, q in the operand format, and the
+// per-head prologue (RMSNorm, RoPE) that the fused prologue kernel and the decode kernel both run,
+// so that their bits are the same by construction. Internal to src/kernels/cuda.
+#pragma once
+
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/attention_chunk.cuh"
+#include "kernels/cuda/attention_tile.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/rowwise.cuh"
+
+namespace tachyon::kernels::cuda {
+
+// head_dim: a multiple of 8 (the MMA's k step) up to 256.
+inline void check_head_dim(int D) {
+  if (D % 8 != 0 || D > 256) fail_unsupported("attention head_dim (a multiple of 8, at most 256)", D);
+}
+
+namespace {
+
+constexpr int kDecodeWarps = 4;
+constexpr int kTreeDepth = 16;  // kernels/ops.h kMaxTreeDepth (that header is host-only C++)
+constexpr int kMaxDTilesPerWarp = 16;  // the query-tile kernel's accumulators: 128 columns per warp
+
+// The physical position of logical `position` for row r (tree rows map their branch; see
+// kernels/ops.h kMaxTreeDepth). Only the decode kernel and write_kv see tree rows.
+__device__ __forceinline__ int32_t tree_position(const DeviceAttentionMeta& meta, int r, int32_t position) {
+  if (!meta.tree_base) return position;
+  const int32_t base = meta.tree_base[r];
+  return base < 0 || position < base ? position : base + meta.tree_path[r * kTreeDepth + (position - base)];
+}
+
+
+// Issues the copies of the K and V rows of chunk keys [c0, c0 + 64) into shared memory (every
+// load in flight at once, one cp.async group: wait with cp_async_wait); keys outside
+// [k_begin, k_end] are zero rows, so that their zero weights multiply finite values.
+// `key_position` maps a logical key to the position of its cache slot. The 64 keys' slots are
+// looked up first, one key per thread (the block-table loads in parallel; looked up per 16-byte
+// copy they were a chain of dependent loads, bench/NOTES-cuda.md), then shared
+// through `chunk_slot_s` behind a CTA barrier: every thread of the CTA calls this.
+// (The decode kernel calls the two halves itself: every slot before its programmatic wait, the
+// rows in two groups around it.)
+__shared__ int64_t chunk_slot_s[kChunkKeys];  // -1: a zero row
+template <typename KeyPosition>
+__device__ __forceinline__ void lookup_chunk_slots(const int32_t* table, int block_size, int64_t width,
+                                                   int64_t head_offset, int c0, int k_begin, int k_end,
+                                                   KeyPosition key_position) {
+  for (int jj = threadIdx.x; jj < kChunkKeys; jj += blockDim.x) {
+    const int j = c0 + jj;
+    chunk_slot_s[jj] = j < k_begin || j > k_end ? -1 : kv_slot(table, key_position(j), block_size) * width + head_offset;
+  }
+  __syncthreads();
+}
+// Rows [jj_begin, jj_end) of the chunk but the keys in [skip_lo, skip_hi]: copies of the looked-up
+// slots, zeros for the rest; no commit.
+__device__ __forceinline__ void copy_chunk_rows(const float* __restrict__ k_cache, const float* __restrict__ v_cache,
+                                                int D, int c0, int jj_begin, int jj_end, int skip_lo, int skip_hi,
+                                                float* ks, float* vs) {
+  const int vecs = D / 4, KS = qk_stride(D), VS = v_stride(D);
+  for (int i = jj_begin * vecs + threadIdx.x; i < jj_end * vecs; i += blockDim.x) {
+    const int jj = i / vecs, c = i % vecs;
+    if (c0 + jj >= skip_lo && c0 + jj <= skip_hi) continue;
+    float* kd = ks + jj * KS + 4 * c;
+    float* vd = vs + jj * VS + 4 * c;
+    const int64_t slot = chunk_slot_s[jj];
+    if (slot < 0) {
+      *reinterpret_cast<float4*>(kd) = make_float4(0.f, 0.f, 0.f, 0.f);
+      *reinterpret_cast<float4*>(vd) = make_float4(0.f, 0.f, 0.f, 0.f);
+      continue;
+    }
+    cp_async16(kd, k_cache + slot + 4 * c);
+    cp_async16(vd, v_cache + slot + 4 * c);
+  }
+}
+template <typename KeyPosition>
+__device__ __forceinline__ void stage_chunk(const float* __restrict__ k_cache, const float* __restrict__ v_cache,
+                                            const int32_t* table, int block_size, int64_t width, int64_t head_offset,
+                                            int D, int c0, int k_begin, int k_end, KeyPosition key_position,
+                                            float* ks, float* vs) {
+  lookup_chunk_slots(table, block_size, width, head_offset, c0, k_begin, k_end, key_position);
+  copy_chunk_rows(k_cache, v_cache, D, c0, 0, kChunkKeys, 1, 0, ks, vs);
+  cp_async_commit();
+}
+
+// q of `pairs` (row, head) pairs in the operand format (to_operand), padded with zero pairs to
+// `padded` rows. Each thread issues up to 8 loads before its first conversion (the decode
+// kernel stages q after its programmatic wait: one load per loop trip waited for each in turn).
+template <typename PairQ>
+__device__ __forceinline__ void stage_q(PairQ pair_q, int pairs, int padded, int D, uint32_t* qs) {
+  constexpr int kBatch = 8;
+  const int S = qk_stride(D), n = padded * D;
+  for (int base = threadIdx.x; base < n; base += kBatch * blockDim.x) {
+    float v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = base + j * blockDim.x, p = i / D;
+      v[j] = i < n && p < pairs ? pair_q(p)[i - p * D] : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = base + j * blockDim.x, p = i / D;
+      if (i < n) qs[p * S + i - p * D] = p < pairs ? to_operand(v[j]) : 0u;
+    }
+  }
+}
+
+// ---- the attention prologue: per-head RMSNorm of q and k, RoPE, k and v to the cache ----------
+// One warp per head, lane-strided (lane l holds elements l, l + 32, ...; PL per lane): the warp
+// norm kernel's arithmetic, then rope.cu's pair by pair through `head` (the head's row in shared
+// memory). The fused prologue kernel and the decode attention (which runs the prologue of its own
+// q heads and new key) both call these, so their bits are the same by construction.
+// The norm weight and the rotation's frequencies: constants, loaded before the programmatic wait.
+template <int PL>
+struct HeadConstants {
+  float w[PL], freq[PL];
+};
+template <int PL>
+__device__ __forceinline__ void load_head_constants(const float* w, const QkPrologue& p, HeadConstants<PL>& c) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int j = 0; j < PL; ++j) {
+    c.w[j] = w && lane + 32 * j < p.head_dim ? w[lane + 32 * j] : 0.f;
+    c.freq[j] = lane + 32 * j < p.half ? p.inv_freq[lane + 32 * j] : 0.f;
+  }
+}
+template <int PL>
+__device__ __forceinline__ void load_head(const float* x, int head_dim, float (&vals)[PL]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int j = 0; j < PL; ++j) vals[j] = lane + 32 * j < head_dim ? x[lane + 32 * j] : 0.f;
+}
+// `head` receives the normalised (when `norm`) and rotated head.
+template <int PL>
+__device__ __forceinline__ void norm_rope_head(float (&vals)[PL], bool norm, const HeadConstants<PL>& c,
+                                               const QkPrologue& p, int32_t position, float* head) {
+  const int lane = threadIdx.x % 32;
+  if (norm) {
+    const float inv = inv_rms(warp_sum_squares(vals), p.head_dim, p.eps);
+#pragma unroll
+    for (int j = 0; j < PL; ++j)
+      if (lane + 32 * j < p.head_dim) vals[j] = rms_scaled(vals[j], inv, c.w[j], p.weight_offset);
+  }
+#pragma unroll
+  for (int j = 0; j < PL; ++j)
+    if (lane + 32 * j < p.head_dim) head[lane + 32 * j] = vals[j];
+  __syncwarp();
+#pragma unroll
+  for (int j = 0; j < PL; ++j) {
+    const int i = lane + 32 * j;
+    if (i >= p.half) break;
+    const int a = p.offset + (p.interleaved ? 2 * i : i), b = p.offset + (p.interleaved ? 2 * i + 1 : i + p.half);
+    float x1 = head[a], x2 = head[b];
+    rope_rotate(x1, x2, position, c.freq[j], p.scaling);
+    head[a] = x1;
+    head[b] = x2;
+  }
+  __syncwarp();
+}
+}  // namespace
+
+}  // namespace tachyon::kernels::cuda

@@ -1,0 +1,108 @@
+// Writes of new keys and values into the paged cache: write_kv, and the fused attention prologue
+// (per-head RMSNorm of q and k, RoPE, k and v to the cache) of Backend::qkv_norm_rope_write_kv.
+#include "kernels/cuda/attention_kv_write.cuh"
+
+#include "kernels/cuda/attention_common.cuh"
+
+namespace tachyon::kernels::cuda {
+namespace {
+
+__global__ void write_kv_kernel(const float* __restrict__ k, const float* __restrict__ v, DeviceAttentionMeta meta,
+                                float* __restrict__ k_cache, float* __restrict__ v_cache, int block_size,
+                                int64_t width) {
+  pdl_enter();
+  const int r = blockIdx.x;
+  const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[r]];
+  const int64_t slot = kv_slot(table, tree_position(meta, r, meta.positions[r]), block_size);
+  const int64_t i = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;  // one element per thread
+  if (i < width) {
+    k_cache[slot * width + i] = round_operand(k[r * width + i]);  // the precision attention reads
+    v_cache[slot * width + i] = round_operand(v[r * width + i]);
+  }
+}
+
+// The attention prologue fused (Backend::qkv_norm_rope_write_kv): one warp per (row, head) of
+// q (heads [0, num_heads)) and of k (the rest), read from the fused projection's row; q heads go
+// to q and k heads, with v's head, to the row's cache slot. kPrologueWarps heads per CTA
+// (one-warp CTAs ran at a quarter of the copy bandwidth on long prefills: the SM's CTA slots,
+// not its warps, were the limit).
+constexpr int kPrologueWarps = 4;
+template <int PL>  // elements per lane: head_dim <= 32 * PL
+__global__ void __launch_bounds__(32 * kPrologueWarps) qkv_norm_rope_write_kv_kernel(
+    const float* __restrict__ qkv, float* __restrict__ q, QkPrologue p, DeviceAttentionMeta meta,
+    float* __restrict__ k_cache, float* __restrict__ v_cache, int block_size) {
+  __shared__ float heads[kPrologueWarps][32 * PL];
+  const int r = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int qk_head = blockIdx.y * kPrologueWarps + warp;  // q heads, then k heads
+  // The decode attention after this kernel is scheduled at once, so its CTAs stage the older
+  // keys before its wait while the qkv projection still streams (see attention_decode_kernel for
+  // why that stays sound).
+  const auto enter = [] { pdl_enter_releasing_first(); };
+  if (qk_head >= p.num_heads + p.kv_heads) {
+    enter();
+    return;
+  }
+  // Everything but qkv before the programmatic wait: the norm weight, the rotation's
+  // frequencies and position, and a k head's cache slot (constants and the step's staged
+  // metadata; loaded after the wait they were a chain of round trips on the step's critical path).
+  const bool is_k = qk_head >= p.num_heads;
+  const int h = is_k ? qk_head - p.num_heads : qk_head, head_dim = p.head_dim;
+  const float* w = is_k ? p.k_norm : p.q_norm;
+  HeadConstants<PL> c;
+  load_head_constants(w, p, c);
+  const int32_t position = p.positions[r];
+  int64_t slot = 0;
+  if (is_k) {
+    const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[r]];
+    slot = kv_slot(table, tree_position(meta, r, meta.positions[r]), block_size);
+  }
+  enter();
+  float* head = heads[warp];
+  const int64_t row_stride = static_cast<int64_t>(p.num_heads + 2 * p.kv_heads) * head_dim;
+  const float* x = qkv + r * row_stride + static_cast<int64_t>(qk_head) * head_dim;  // this q or k head
+  float vals[PL], v_vals[PL];  // v's head loaded with k's (one round trip)
+  load_head(x, head_dim, vals);
+  load_head(x + static_cast<int64_t>(p.kv_heads) * head_dim, is_k ? head_dim : 0, v_vals);  // k heads: its v
+  norm_rope_head(vals, w != nullptr, c, p, position, head);
+  const int64_t width = static_cast<int64_t>(p.kv_heads) * head_dim;
+#pragma unroll
+  for (int j = 0; j < PL; ++j) {
+    const int i = lane + 32 * j;
+    if (i >= head_dim) break;
+    if (is_k) {
+      k_cache[slot * width + static_cast<int64_t>(h) * head_dim + i] = round_operand(head[i]);
+      v_cache[slot * width + static_cast<int64_t>(h) * head_dim + i] = round_operand(v_vals[j]);
+    } else {
+      q[(static_cast<int64_t>(r) * p.num_heads + h) * head_dim + i] = head[i];
+    }
+  }
+}
+}  // namespace
+
+bool prologue_supported(const QkPrologue& p) {
+  return p.head_dim <= 256 && p.num_heads + p.kv_heads <= 65535 && p.offset + 2 * p.half <= p.head_dim;
+}
+
+bool qkv_norm_rope_write_kv(const float* qkv, float* q, int64_t rows, const QkPrologue& p,
+                            const DeviceAttentionMeta& meta, float* k_cache, float* v_cache, int block_size,
+                            cudaStream_t stream) {
+  if (!prologue_supported(p)) return false;
+  if (rows == 0) return true;
+  const dim3 grid(static_cast<unsigned>(rows),
+                  static_cast<unsigned>(ceil_div(p.num_heads + p.kv_heads, kPrologueWarps)));
+  auto go = [&](auto kernel) {
+    launch(kernel, grid, 32 * kPrologueWarps, 0, stream, qkv, q, p, meta, k_cache, v_cache, block_size);
+  };
+  if (p.head_dim <= 64) go(qkv_norm_rope_write_kv_kernel<2>);
+  else if (p.head_dim <= 128) go(qkv_norm_rope_write_kv_kernel<4>);
+  else go(qkv_norm_rope_write_kv_kernel<8>);
+  return true;
+}
+
+void write_kv(const float* k, const float* v, int64_t rows, const DeviceAttentionMeta& meta, float* k_cache,
+              float* v_cache, int block_size, int64_t width, cudaStream_t stream) {
+  if (rows == 0) return;
+  launch(write_kv_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(ceil_div(width, 128))), 128, 0, stream, k, v, meta, k_cache, v_cache, block_size, width);
+}
+
+}  // namespace tachyon::kernels::cuda

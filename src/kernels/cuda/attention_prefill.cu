@@ -1,0 +1,192 @@
+// The query-tile attention kernel on mma.sync (prefill and chunked prefill; every device), and the
+// plan that sends short runs of rows to the decode kernel; on sm_90a the wgmma kernel
+// (attention_wgmma.cu) takes head_dim 64 and 128 with the same bits.
+#include "kernels/cuda/attention_prefill.cuh"
+
+#include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_wgmma.cuh"
+
+namespace tachyon::kernels::cuda {
+namespace {
+
+// ---- query tiles (prefill, chunked prefill) ----------------------------------------------
+// CTA (query tile, KV head, head chunk): up to 16 (row, head) pairs sharing one KV head per warp
+// (per two warps when head_dim > 128: each holds half of the d tiles). The CTA stages each
+// 64-key chunk once (the next one's copies in flight during this one's MMAs where two chunk
+// buffers fit); every warp computes its pairs' scores and p (chunk_softmax), merges the chunk
+// into its running state and accumulates p·v into it. Tiles run in reverse order: a sequence's
+// last tiles have the most keys and start first.
+//
+// Shape, by measurement (bench/NOTES-cuda.md): 8 warps
+// (128 pairs, half the L2 reads of K and V per FLOP) with two chunk buffers ran 10-12% faster
+// than 4 warps with one; 4 warps with two buffers (one CTA per SM) ran 1.7x slower.
+struct TileVariant {
+  int warps, stages;
+};
+TileVariant g_tile_variant{8, 2};
+
+__host__ __device__ inline int d_parts(int D) { return (D / 8 + kMaxDTilesPerWarp - 1) / kMaxDTilesPerWarp; }
+__host__ __device__ inline int tile_pairs(int D, int warps) { return 16 * (warps / d_parts(D)); }
+int tile_pairs(int D) { return tile_pairs(D, g_tile_variant.warps); }
+
+__host__ __device__ inline int chunk_smem_words(int D) { return kChunkKeys * (qk_stride(D) + v_stride(D)); }
+size_t tile_smem_bytes(int D, int stages) {
+  return (static_cast<size_t>(tile_pairs(D)) * qk_stride(D) + static_cast<size_t>(stages) * chunk_smem_words(D)) * 4;
+}
+constexpr size_t kMaxSmemPerBlock = 226 * 1024;  // 227 KB less the static arrays
+int tile_stages(int D) {
+  return tile_smem_bytes(D, g_tile_variant.stages) <= kMaxSmemPerBlock ? g_tile_variant.stages : 1;
+}
+
+// DT: d tiles per warp (head_dim <= 8 · DT · d_parts); DK: head_dim / 8 when fixed at compile
+// time (constant strides and unrolled loops), 0 to read it from the shape.
+template <int DT, int WARPS, int DK>
+__global__ void __launch_bounds__(32 * WARPS, 8 / WARPS) attention_kernel(
+    const float* __restrict__ q, DeviceAttentionMeta meta, const QueryTile* __restrict__ tiles,
+    const float* __restrict__ k_cache, const float* __restrict__ v_cache, AttentionShape s, int heads_per_chunk,
+    int stages, float* __restrict__ out) {
+  pdl_enter();
+  extern __shared__ float4 smem4[];
+  const int D = DK > 0 ? 8 * DK : s.head_dim, parts = d_parts(D), max_pairs = tile_pairs(D, WARPS);
+  uint32_t* qs = reinterpret_cast<uint32_t*>(smem4);
+  float* chunk_buf = reinterpret_cast<float*>(qs + max_pairs * qk_stride(D));
+  __shared__ int32_t pos_s[16 * WARPS], lo_s[16 * WARPS];
+
+  const TilePairs tp = tile_pairs_of_cta(tiles, s, heads_per_chunk);
+  const int kvh = tp.kvh, hg = tp.hg, h_begin = tp.h_begin, num_pairs = tp.num_pairs;
+  const QueryTile tile = tp.tile;
+  stage_q([&](int p) { return q + (static_cast<int64_t>(tile.row0 + p / hg) * s.num_heads + h_begin + p % hg) * D; },
+          num_pairs, max_pairs, D, qs);
+  int kmin, kmax;
+  tile_key_windows(meta, s, tile, pos_s, lo_s, kmin, kmax);
+  const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[tile.row0]];
+
+  const int warp = threadIdx.x / 32;
+  const int pair0 = 16 * (warp / parts), part = warp % parts;
+  const int nt_begin = part * DT, nt_end = min(D / 8, nt_begin + DT);
+  int lo[2], hi[2];  // the lane's two rows (pairs pair0 + g, pair0 + g + 8): their key windows
+  int32_t row_lo[2], row_pos[2];
+  lane_key_windows(tp, pair0, pos_s, lo_s, row_lo, row_pos);
+  float M[2] = {-INFINITY, -INFINITY}, L[2] = {0.f, 0.f}, A[DT][4];
+#pragma unroll
+  for (int i = 0; i < DT; ++i) A[i][0] = A[i][1] = A[i][2] = A[i][3] = 0.f;
+
+  const int64_t width = static_cast<int64_t>(s.num_kv_heads) * D;
+  auto stage = [&](int c0, int buffer) {
+    float* ks = chunk_buf + buffer * chunk_smem_words(D);
+    stage_chunk(k_cache, v_cache, table, s.block_size, width, static_cast<int64_t>(kvh) * D, D, c0, kmin, kmax,
+                [](int j) { return j; }, ks, ks + kChunkKeys * qk_stride(D));
+  };
+  const int c_first = kmin / kChunkKeys * kChunkKeys;
+  stage(c_first, 0);
+  for (int c0 = c_first, n = 0; c0 <= kmax; c0 += kChunkKeys, ++n) {
+    const bool next = c0 + kChunkKeys <= kmax;
+    if (stages == 2 && next) {
+      stage(c0 + kChunkKeys, (n + 1) % 2);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const float* ks = chunk_buf + (stages == 2 ? n % 2 : 0) * chunk_smem_words(D);
+    const float* vs = ks + kChunkKeys * qk_stride(D);
+    bool any = false;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      lo[i] = max(row_lo[i], c0) - c0;
+      hi[i] = min(row_pos[i], c0 + kChunkKeys - 1) - c0;
+      any |= lo[i] <= hi[i];
+    }
+    if (__any_sync(0xffffffffu, any)) {
+      float p[kChunkTiles][4], m[2], l[2], fo[2], fn[2];
+      chunk_scores<DK>(qs + pair0 * qk_stride(D), 16, ks, D, p);
+      chunk_softmax(p, lo, hi, s.scale, s.softcap, m, l);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        fo[i] = 1.f, fn[i] = 0.f;
+        if (m[i] != -INFINITY) merge_factors(M[i], L[i], m[i], l[i], fo[i], fn[i]);
+      }
+      constexpr int G = DT < 8 ? DT : 8;  // d tiles per group of interleaved p·v chains
+#pragma unroll
+      for (int i0 = 0; i0 < DT; i0 += G) {
+        if (nt_begin + i0 >= nt_end) break;
+        float o[G][4];
+        chunk_pv<G>(p, vs, D, nt_begin + i0, nt_end, o);
+#pragma unroll
+        for (int i = 0; i < G; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (m[e / 2] != -INFINITY) A[i0 + i][e] = fmaf(o[i][e], fn[e / 2], A[i0 + i][e] * fo[e / 2]);
+      }
+    }
+    __syncthreads();
+    if (stages == 1 && next) stage(c0 + kChunkKeys, 0);
+  }
+
+  write_tile_rows(tp, pair0, s, D, nt_begin, nt_end, M, L, A, out);
+}
+
+int heads_per_chunk(int group, int head_dim) { return std::min(group, tile_pairs(head_dim)); }
+}  // namespace
+
+constexpr int32_t kDecodeRunRows = 16;
+
+int query_tile_rows(int group, int head_dim) {
+  return std::max(1, tile_pairs(head_dim) / heads_per_chunk(group, head_dim));
+}
+
+void make_query_tiles(const int32_t* row_seq, const int32_t* tree_base, int64_t rows, int tile_rows,
+                      std::vector<QueryTile>& tiles, std::vector<int32_t>& decode_rows) {
+  tiles.clear();
+  decode_rows.clear();
+  for (int32_t r = 0; r < rows;) {
+    int32_t end = r + 1;
+    while (end < rows && row_seq[end] == row_seq[r]) ++end;
+    // Short runs (decode, and speculative verification of k + 1 rows) take the split-KV decode
+    // kernel row by row: the query-tile kernel launches one CTA per tile and is latency-bound
+    // there. Same bits either way (keys cut into the same chunks, merged in chunk order).
+    if (end - r <= kDecodeRunRows || (tree_base && tree_base[end - 1] >= 0))
+      for (int32_t t = r; t < end; ++t) decode_rows.push_back(t);
+    else
+      for (int32_t t = r; t < end; t += tile_rows) tiles.push_back({t, std::min(tile_rows, end - t)});
+    r = end;
+  }
+}
+
+void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
+               const float* k_cache, const float* v_cache, const AttentionShape& shape, float* out,
+               cudaStream_t stream) {
+  if (num_tiles == 0) return;
+  const int D = shape.head_dim;
+  check_head_dim(D);
+  const int group = shape.num_heads / shape.num_kv_heads, hpc = heads_per_chunk(group, D);
+  if (attention_wgmma_supported(D))
+    return attention_wgmma(q, meta, tiles, num_tiles, k_cache, v_cache, shape, hpc, out, stream);
+  const int chunks = (group + hpc - 1) / hpc;
+  const int stages = tile_stages(D);
+  const size_t smem = tile_smem_bytes(D, stages);
+  const dim3 grid(static_cast<unsigned>(num_tiles), static_cast<unsigned>(shape.num_kv_heads * chunks));
+  auto go = [&](auto kernel, int warps) {
+    if (smem > 48 * 1024)
+      TACHYON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    launch(kernel, grid, 32 * warps, smem, stream, q, meta, tiles, k_cache, v_cache, shape, hpc, stages, out);
+  };
+  auto pick = [&](auto warps) {
+    constexpr int W = decltype(warps)::value;
+    if (D == 64) go(attention_kernel<8, W, 8>, W);
+    else if (D == 128) go(attention_kernel<16, W, 16>, W);
+    else if (D == 256) go(attention_kernel<16, W, 32>, W);
+    else if (D <= 32) go(attention_kernel<4, W, 0>, W);
+    else if (D <= 64) go(attention_kernel<8, W, 0>, W);
+    else go(attention_kernel<kMaxDTilesPerWarp, W, 0>, W);
+  };
+  if (g_tile_variant.warps == 8) pick(std::integral_constant<int, 8>{});
+  else pick(std::integral_constant<int, 4>{});
+}
+
+void set_attention_tile_variant(int warps, int stages) {
+  if ((warps != 4 && warps != 8) || (stages != 1 && stages != 2)) fail_unsupported("attention tile variant", warps * 10 + stages);
+  g_tile_variant = {warps, stages};
+}
+
+}  // namespace tachyon::kernels::cuda
