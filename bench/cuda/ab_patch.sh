@@ -3,9 +3,9 @@
 # each patch of PATCH applied (B, C, ...: `patch -p1`, so no git is needed there; the trees build
 # concurrently), runs the patched builds' CUDA tests, then alternates the A, B, ... processes ROUNDS
 # times per mode, so all see the same machine, clock and power cap (only same-call, alternating
-# comparisons have held up on the lent H200s: bench/NOTES-cuda.md).
+# comparisons have held up on the lent H200s: docs/perf/cuda.md).
 #
-#   PATCH=bench/results/x.patch bench/cuda/ab_patch.sh
+#   PATCH=bench/cuda/lab/x.patch bench/cuda/ab_patch.sh
 #   PATCH="x.patch y.patch x.patch+y.patch" TESTS=none bench/cuda/ab_patch.sh   # B, C, and D = both
 #   PATCH="bench/cuda/lab/stream-min-n.patch@TACHYON_STREAM_MIN_N=6144 bench/cuda/lab/stream-min-n.patch@TACHYON_STREAM_MIN_N=4096" \
 #     MODES=decode bench/cuda/ab_patch.sh   # B and C: one build of a lab patch under two envs
@@ -177,7 +177,7 @@ run_mode() {
       active+=("$i")
     done
     # Round r starts at the r-th variant: the first process of a round ran with less host time
-    # per step than the others in every call of one series, whatever it ran (bench/NOTES-cuda.md).
+    # per step than the others in every call of one series, whatever it ran (docs/perf/cuda.md).
     for ((r = 1; r <= ${!rounds_var:-${ROUNDS:-2}}; ++r)); do
       for ((j = 0; j < ${#active[@]}; ++j)); do
         i=${active[$(((r - 1 + j) % ${#active[@]}))]}

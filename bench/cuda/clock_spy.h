@@ -1,6 +1,6 @@
 // The SM clock as a kernel sees it while other work runs: one warp, on a stream of its own,
 // counts SM cycles (clock64) against the global timer (ns) for a given wall time. nvidia-smi's
-// clock under the power cap is not the effective one (bench/NOTES-cuda.md "Session 23": cuBLAS
+// clock under the power cap is not the effective one (docs/perf/cuda.md: cuBLAS
 // measured above the tensor peak per reported cycle); this reads it from inside an SM.
 #pragma once
 

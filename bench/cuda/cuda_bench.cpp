@@ -15,7 +15,7 @@
 // device (model::StepOutputs::argmax: only token ids come back); batch 1 and 64 are also measured
 // with every logit row returned to the host, and batch 1, 8 and 64 sampled (temperature 0.7,
 // top-p 0.9) on the device and (1, 8) on the host over returned logits, host draw timed. --profile prints the GPU time per op class of
-// one prefill and of decode steps (cudaEvents around every op, bench/NOTES-cuda.md).
+// one prefill and of decode steps (cudaEvents around every op, docs/perf/cuda.md).
 // Usage: cuda_bench [--runs 3] [--json FILE] [--lab] [--profile] [--engine-only: skip the kernel tables]
 //                   [--attention-only: the attention table alone] [--decode-only: the decode matmul table, M 1-8]
 //                   [--decode-quick: engine decode at batch 1, 4 and 8 only]
@@ -339,13 +339,13 @@ std::string wall_stamp() {
 // gate_up and o shapes) in alternating blocks of ~1.5 s, each block's wall-clock span printed, so
 // that nvidia-smi sampling meanwhile (bench/cuda/gemm_clocks.py) gives each block's SM clock and
 // board power. FLOPs per SM cycle then tell a kernel that is slower per cycle from one whose clock
-// the power cap holds lower (bench/NOTES-cuda.md "Session 18": the cap, not measured per kernel).
+// the power cap holds lower (docs/perf/cuda.md: the cap, not measured per kernel).
 int gemm_clock_blocks(kernels::Backend& backend, const io::ModelConfig& c) {
   const int64_t m = 4096, h = c.hidden_size, inter = c.intermediate_size, q_dim = c.num_attention_heads * c.head_dim;
   const Shape shapes[] = {{"gate_up", 2 * inter, h}, {"o_proj", h, q_dim}};
   // cuBLAS on a stream of its own, synchronised as the backend's is: on the legacy default stream
   // the backend's synchronize (its own non-blocking stream) did not wait for it, so cuBLAS's calls
-  // queued up, counted before they ran, and ran on into the next block (session 23, call 3).
+  // queued up, counted before they ran, and ran on into the next block.
   cublasHandle_t handle;
   cublasCreate(&handle);
   cudaStream_t cublas_stream;
@@ -357,7 +357,7 @@ int gemm_clock_blocks(kernels::Backend& backend, const io::ModelConfig& c) {
   int sms = 0;
   CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   // The spy warp takes a slot on one SM, which a persistent kernel (ours, likely cuBLAS's) needs for
-  // one of its CTAs: it slowed our GEMM by a third (session 23, call 4). Off unless TACHYON_CLOCK_SPY=1.
+  // one of its CTAs: it slowed our GEMM by a third. Off unless TACHYON_CLOCK_SPY=1.
   const char* spy_env = std::getenv("TACHYON_CLOCK_SPY");
   std::optional<ClockSpy> spy;
   if (spy_env && std::string(spy_env) == "1") spy.emplace();

@@ -9,7 +9,7 @@
 # room), MAX_GB (checkpoint cap: layers are dropped to fit; default: the room left on CKPT's
 # file system), BENCH_ARGS (e.g. --profile), EXTRA_CMAKE_ARGS (e.g.
 # -DTACHYON_ONLY_MODULES="base;io;kernels;kv;sampling;model" where the server's dependencies
-# are missing; see bench/NOTES-cuda.md "Reproducing on the H200 image"), COMMIT (the name the results
+# are missing; see docs/perf/cuda.md "Reproducing"), COMMIT (the name the results
 # carry; default: the checkout's short HEAD, -dirty when it has changes), SANITIZE=1 (also run the
 # kernel tests under compute-sanitizer memcheck: cuda-sanitizer-<commit>.log).
 set -euo pipefail
@@ -38,7 +38,7 @@ for a in "$@"; do
 done
 mkdir -p "$results"
 # COMMIT names the results where the tree's .git is not the tree's own (the device tool's copy of a
-# working tree carries a .git that can lag it: session 32's record came back named 54bb3a8-dirty).
+# working tree carries a .git that can lag the tree it was sent with, and a record named by it would carry the wrong commit).
 commit="${COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo -dirty)}"
 python3 "$root/bench/cuda/make_checkpoint.py" "$ckpt" --shape "$shape" --max-gb "$max_gb" > "$results/checkpoint.log" 2>&1 &
 gen=$!

@@ -5,7 +5,7 @@ Every Volta+ instruction carries its scheduling controls in bits 105-127 of its 
 stall count, the scoreboard it sets when its result arrives late (loads, atomics, MUFU: 0-5, 7 none),
 the one it sets when its sources may be overwritten, and the mask of scoreboards it waits on before it
 issues. nvdisasm prints the words but not the controls; this prints them per instruction, so one can
-see where a load's or an atomic's result is actually waited for (session 33: ptxas waited for an
+see where a load's or an atomic's result is actually waited for (for one, ptxas waited for an
 atomic's result at the next join, and aggregated the producer's n-tile atomics over the warp with a
 shuffle right after them).
 

@@ -1,6 +1,6 @@
 // Lab probe for issue 6's prefill GEMM: does a chain of Hopper wgmma instructions give the bits
 // of the chain of mma.sync.m16n8k16 that every matmul kernel of the backend computes (the
-// canonical order of bench/NOTES-cuda.md: per 512-k segment, one chain of k16 steps from zero)?
+// canonical order of docs/perf/cuda.md: per 512-k segment, one chain of k16 steps from zero)?
 // A wgmma kernel for the tiled (M > 64) matmul can only replace the mma.sync one if it does:
 // rows 1-64 run through the skinny mma.sync kernels and a row's bits must not depend on the batch.
 //
@@ -12,7 +12,7 @@
 // largest relative difference to a double-precision reference (to show the layouts are right).
 // Build: the CMake target wgmma_probe (build/bench/wgmma_probe), or
 //   nvcc -std=c++20 -O2 -Isrc -gencode arch=compute_90a,code=sm_90a bench/cuda/wgmma_probe.cu -o wgmma_probe
-// Result on the H200 (bench/results/wgmma-probe.md): 0 of 73,728 outputs differ, both forms.
+// Result on the H200 (bench/results/wgmma-bits-probe-03f9424.md): 0 of 73,728 outputs differ, both forms.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

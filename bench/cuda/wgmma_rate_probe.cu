@@ -2,7 +2,7 @@
 // operands in shared memory, by tile width and shared-memory layout, with nothing else in the
 // loop (no loads, no barriers, no epilogue)? The GEMM (matmul.cu) reads its operands in
 // core-matrix order without swizzle and reaches ~62-65% of the bf16 tensor peak per cycle under
-// ncu (bench/NOTES-cuda.md "Session 15", "Session 16"); this separates the instruction's own rate
+// ncu (docs/perf/cuda.md); this separates the instruction's own rate
 // from the kernel's pipeline.
 // One CTA per SM, two warpgroups, each issuing 4 wgmmas per 64-k stage over a 4-stage smem ring
 // (one stage kept in flight, as the GEMM does), for N = 128, 192, 256 and layouts:

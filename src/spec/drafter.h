@@ -37,7 +37,7 @@ class Drafter {
   virtual bool proposes_trees() const { return false; }
   // Whether the engine's automatic mode uses this drafter's trees where verify rows are cheap:
   // only where they measured a clear gain in accepted tokens per step
-  // (bench/results/spec-cuda-trees-*.md: the model drafters' runner-up leaves did; prompt
+  // (measured on the H200, docs/perf/cuda.md and git history of bench/results: the model drafters' runner-up leaves did; prompt
   // lookup's and the suffix trie's extra branches did not pay for their rows).
   virtual bool trees_by_default() const { return false; }
   // The request ended with `tokens` committed (prompt first, `num_prompt` of them): drop

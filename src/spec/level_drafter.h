@@ -12,7 +12,7 @@ namespace tachyon::spec {
 
 // How many of the first token ids a model drafter scores (Model::set_draft_vocabulary,
 // MtpHead::set_draft_vocabulary) unless told: half the vocabulary, at least 2048 ids (the demo
-// model's acceptance and drafting cost per size: bench/results/spec-2fc8449.md, "Draft vocabulary").
+// model's acceptance and drafting cost per size: measured with bench/spec/spec_bench.cpp).
 int64_t default_draft_vocabulary(int64_t vocab_size);
 
 // A model drafter's forward of at most this many rows repeats its shape step after step (a

@@ -81,7 +81,7 @@ __device__ __forceinline__ uint32_t cluster_rank() {
 // that this warp's wgmmas have read the slot (its wgmma.wait_group returned), so there are no
 // writes to publish to the other CTA. With `.release.cluster` every consumer warp ran a memory
 // barrier per stage: ncu on the gate_up GEMM (M 4096) showed 39% of warp cycles stalled on it and
-// the kernel at half speed (3.68 vs 1.90 ms; bench/NOTES-cuda.md "Session 15").
+// the kernel at half speed (3.68 vs 1.90 ms; docs/perf/cuda.md).
 __device__ __forceinline__ void mbar_arrive_remote(uint64_t* bar, uint32_t rank) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(bar)), "r"(rank));

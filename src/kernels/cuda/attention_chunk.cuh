@@ -63,7 +63,7 @@ __host__ __device__ inline int v_stride(int D) { return D + (20 - D % 16) % 16; 
 #ifdef __CUDACC__
 // The cache slot of logical position `position` of a sequence whose block table is `table`.
 // Block sizes are powers of two in practice: shifts then, not a 32-bit division (~20
-// instructions per key, the largest cost of staging a chunk: bench/NOTES-cuda.md "Session 12").
+// instructions per key, the largest cost of staging a chunk: docs/perf/cuda.md).
 __device__ __forceinline__ int64_t kv_slot(const int32_t* table, int32_t position, int block_size) {
   if ((block_size & (block_size - 1)) == 0) {
     const int shift = __ffs(block_size) - 1;
@@ -74,7 +74,7 @@ __device__ __forceinline__ int64_t kv_slot(const int32_t* table, int32_t positio
 
 // tf32 rounding to nearest, ties away from zero (cvt.rna.tf32.f32's rounding), as integer ops:
 // half a tf32 ulp added to the magnitude, the low 13 bits cleared (a conversion instruction runs
-// at a fraction of the rate: bench/NOTES-cuda.md). Finite inputs only. K and V are stored in the
+// at a fraction of the rate: docs/perf/cuda.md). Finite inputs only. K and V are stored in the
 // cache already rounded (write_kv and the fused prologue), so the MMAs read them as they are.
 __device__ __forceinline__ uint32_t to_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
 // bf16 rounding to nearest even (__floats2bfloat162_rn's, base/dtype.h f32_to_bf16's), kept as the

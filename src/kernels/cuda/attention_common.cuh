@@ -43,7 +43,7 @@ __device__ __forceinline__ int32_t tree_position(const DeviceAttentionMeta& meta
 // [k_begin, k_end] are zero rows, so that their zero weights multiply finite values.
 // `key_position` maps a logical key to the position of its cache slot. The 64 keys' slots are
 // looked up first, one key per thread (the block-table loads in parallel; looked up per 16-byte
-// copy they were a chain of dependent loads, bench/NOTES-cuda.md), then shared
+// copy they were a chain of dependent loads, docs/perf/cuda.md), then shared
 // through `chunk_slot_s` behind a CTA barrier: every thread of the CTA calls this.
 // (The decode kernel calls the two halves itself: every slot before its programmatic wait, the
 // rows in two groups around it.)

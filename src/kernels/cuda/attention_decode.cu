@@ -18,7 +18,7 @@ namespace {
 // chunk state in its shared memory and, after a cluster barrier, the cluster's first CTA merges
 // them through distributed shared memory. Beyond that the states go through global memory and
 // the last CTA to finish, counted by an atomic, merges them: a fence, an atomic and the states'
-// L2 loads, ~3.3 of the kernel's 7.3 us at batch 1 on the H200 (bench/NOTES-cuda.md).
+// L2 loads, ~3.3 of the kernel's 7.3 us at batch 1 on the H200 (docs/perf/cuda.md).
 constexpr int kMaxGroup = 64;
 constexpr int kMaxDecodeCluster = 8;  // the portable cluster size
 // A decode CTA's scores are computed in runs of kDecodeScoreRun key tiles, one warp per run

@@ -17,7 +17,7 @@ namespace {
 // into its running state and accumulates p·v into it. Tiles run in reverse order: a sequence's
 // last tiles have the most keys and start first.
 //
-// Shape, by measurement (bench/NOTES-cuda.md): 8 warps
+// Shape, by measurement (docs/perf/cuda.md): 8 warps
 // (128 pairs, half the L2 reads of K and V per FLOP) with two chunk buffers ran 10-12% faster
 // than 4 warps with one; 4 warps with two buffers (one CTA per SM) ran 1.7x slower.
 struct TileVariant {

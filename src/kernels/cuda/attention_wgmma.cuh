@@ -1,6 +1,6 @@
 // The query-tile attention kernel on Hopper's warpgroup MMA (sm_90a), for head_dim 64 and 128:
 // the arithmetic of attention_chunk.cuh (the same chains of k8 steps, so the same bits as the
-// mma.sync kernels: a wgmma chain gives the bits of the mma.sync chain, bench/NOTES-cuda.md), with
+// mma.sync kernels: a wgmma chain gives the bits of the mma.sync chain, docs/perf/cuda.md), with
 // each warpgroup computing 64 pairs' scores and p·v by a handful of wgmma instructions per chunk
 // instead of 256 mma.sync per warp.
 #pragma once

@@ -18,8 +18,8 @@ __device__ __forceinline__ void better(float& v, int& i, float ov, int oi) {
 // thread of the CTA calls it; the result is returned to all. `better` orders (value, index)
 // pairs totally, so the result does not depend on the order the elements are visited in: a
 // 16-byte aligned row goes by float4, kBatch loads in flight per thread (one load per loop trip
-// waited for each in turn: 38 us of a decode step over a 152k vocabulary, bench/NOTES-cuda.md
-// "Session 28"), the rest one by one.
+// waited for each in turn: 38 us of a decode step over a 152k vocabulary, docs/perf/cuda.md),
+// the rest one by one.
 __device__ __forceinline__ int block_argmax(const float* __restrict__ row, int64_t n) {
   __shared__ float vs[32];
   __shared__ int is[32];

@@ -109,7 +109,7 @@ __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepc
 
 // The entry of a kernel that reads nothing before its predecessor ends: it waits, then releases
 // the next kernel. Releasing before the wait everywhere moved ~1.5-2% from batch 8 to batch 1
-// decode (H200, two calls; bench/NOTES-cuda.md "The early release of programmatic launches"), so
+// decode (H200, two calls; docs/perf/cuda.md), so
 // only the kernels measured to gain from it do (pdl_enter_releasing_first).
 __device__ __forceinline__ void pdl_enter() {
   pdl_wait();

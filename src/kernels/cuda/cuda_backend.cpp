@@ -53,7 +53,7 @@ CudaBackend::CudaBackend(const CudaOptions& options)
   // By default graphs record the forwards their callers mark as repeating (the engine's plain
   // and draft-chain decode steps, the model drafters' chains: on the launch-bound demo model
   // +16-26% plain, +4-44% prompt lookup) and nothing else: prefill chunks change shape, and
-  // graphing draft-tree steps measured no faster (bench/NOTES-cuda.md). CudaOptions::graphs
+  // graphing draft-tree steps measured no faster (docs/perf/cuda.md). CudaOptions::graphs
   // overrides it.
   graphs_->enabled = graph_policy_ == GraphPolicy::Always;
   moe_ = std::make_unique<cuda::MoeRunner>(stream_);

@@ -110,7 +110,7 @@ class CudaBackend final : public Backend {
                               const AttentionMeta& meta, float* q, float* k, float* v) override;
   // Decode steps of two or more rows (every row the only one of its sequence, no tree rows) run
   // the prologue inside the decode attention: one kernel and one launch boundary less per layer.
-  // H200, Qwen3-8B shape (bench/NOTES-cuda.md): device time per step -0.6% at
+  // H200, Qwen3-8B shape (docs/perf/cuda.md): device time per step -0.6% at
   // batch 8, +0.1% at batch 4, but +0.7% at batch 1, where the separate prologue stays.
   void attention_from_qkv(const float* qkv, int64_t rows, const QkvPrologue& p, const PagedKv& kv,
                           const AttentionMeta& meta, const AttentionParams& params, float* q, float* k, float* v,

@@ -40,7 +40,7 @@ struct CudaOptions {
   // The most rows of an add_rms_norm deferred into the streaming decode matmul that reads its output
   // (0: none; at most kStreamMaxRows). 1 by default: from 4 rows on every CTA normalising every row
   // costs more than the launch it saves (H200: batch 1 +5%, batch 4 -1.4%, batch 8 -12% at 8 rows,
-  // bench/NOTES-cuda.md). Tests set 8 to cover the multi-row path.
+  // docs/perf/cuda.md). Tests set 8 to cover the multi-row path.
   int fused_norm_rows = 1;
   // add_rms_norm at prefill rows writing the next wgmma matmul's input in core-matrix order.
   bool prefill_norm_fusion = true;

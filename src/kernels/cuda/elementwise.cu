@@ -34,7 +34,7 @@ __global__ void gated_activation_kernel(const float* __restrict__ gate_up, int64
 // and its CTAs fill their rings during this kernel instead of after it. That first measured net
 // zero (the rings took their bytes from gate_up's last CTAs); since gate_up's CTAs take their n-tiles
 // from a counter and end together, it pays: H200, device wait per batch-1 step -0.45%, three
-// alternating rounds (bench/NOTES-cuda.md).
+// alternating rounds (docs/perf/cuda.md).
 __global__ void gated_activation4_kernel(const float4* __restrict__ gate_up, int64_t dim4, bool gelu,
                                          float4* __restrict__ out, bool release_first) {
   if (release_first) {

@@ -10,7 +10,7 @@ constexpr int kWarps = 4;  // small CTAs: a decode step has few (tile, n-tile) p
 constexpr int kPairsPerSegment = static_cast<int>(kSegmentK / 32);
 
 // x[k..k+1] as a bf16 pair (zero past k_end or for a missing row). Strides may be odd, so
-// two scalar loads (an aligned float2 path measured slower: bench/NOTES-cuda.md).
+// two scalar loads (an aligned float2 path measured slower: docs/perf/cuda.md).
 __device__ __forceinline__ uint32_t x_pair(const float* __restrict__ xr, int64_t k, int64_t k_end) {
   if (!xr || k >= k_end) return 0u;
   return pack_bf16x2(xr[k], xr[k + 1]);

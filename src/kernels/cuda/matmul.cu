@@ -21,13 +21,13 @@ void set_decode_matmul_variant(int variant) {
 
 namespace {
 
-// Auto (measured on the H200, bench/NOTES-cuda.md): at M <= 16 wide matrices with k <= 4096
+// Auto (measured on the H200, docs/perf/cuda.md): at M <= 16 wide matrices with k <= 4096
 // (gate_up, LM head) stream best through the long-lived 4-n-tile kernel, the rest through
 // split-K; at 17-64 rows wide matrices through the batched kernel (v8), the rest through the
 // skinny kernel over A fragments.
-// Then (bench/NOTES-cuda.md) the streaming kernel: at M = 1 for matrices of 16 MB or more,
+// Then (docs/perf/cuda.md) the streaming kernel: at M = 1 for matrices of 16 MB or more,
 // at 2-8 rows for n >= 4096 (Qwen3-8B shapes, same call: batch 4 736.7 vs 705.4
-// tok/s with only n >= 16384 streamed, batch 8 1320.4 vs 1308.9; bench/results/cuda-session11.md).
+// tok/s with only n >= 16384 streamed, batch 8 1320.4 vs 1308.9; docs/perf/cuda.md).
 // The narrowest matrix streamed at 2-8 rows (bench/cuda/lab/stream-min-n.patch: narrower ones,
 // not measured yet).
 int64_t stream_min_n() { return 4096; }

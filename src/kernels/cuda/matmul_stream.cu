@@ -47,7 +47,7 @@ size_t stream_smem_bytes(int64_t rows, int64_t k, int slots) {
 // barrier for a phase two ahead of the slot's current one (parity waits cannot tell those apart).
 // kStreamSlots by default: 8 slots, 8 where two CTAs share an SM, or the most that fit all ran
 // slower or no faster (H200: 200.3 / 200.4 / 205.1 tok/s against 205.8 at batch 1,
-// bench/NOTES-cuda.md "Ring depth of the streaming decode matmul").
+// docs/perf/cuda.md).
 constexpr int kMaxStreamSlots = 24;
 // The most slots that fit beside x and the segment sums (kStreamSlots at least).
 int most_stream_slots(int64_t rows, int64_t k) {
@@ -59,12 +59,12 @@ int stream_slots(int64_t rows, int64_t k) { return kStreamSlots; }
 
 // A launch that stages a fused add_rms_norm (StreamAddNorm) follows a streaming matmul, and its
 // staging after the programmatic wait (every row's norm) is the longest of the stream's (H200,
-// batch 1: 2.8 us, bench/NOTES-cuda.md). A wide one (n >= 16384: an MLP's gate_up)
+// batch 1: 2.8 us, docs/perf/cuda.md). A wide one (n >= 16384: an MLP's gate_up)
 // takes the most slots that fit, so that more of its weight has landed when the staging ends; a
 // narrower one (a q/k/v projection) keeps kStreamSlots, which leaves room beside it for the
 // attention CTAs that follow it. H200, same call, two alternating rounds: device wait per batch-1
 // step 4237.6 / 4235.9 us against 4259.1 / 4250.7 (-0.4%); the most slots for every fused launch
-// -0.2% (bench/NOTES-cuda.md).
+// -0.2% (docs/perf/cuda.md).
 int normed_stream_slots(int64_t rows, int64_t k, int64_t n) {
   return n < 16384 ? stream_slots(rows, k) : most_stream_slots(rows, k);
 }
@@ -167,7 +167,7 @@ __device__ __forceinline__ void write_tile_totals(const float2* tile_sums, int n
 // the ring before the programmatic wait), then each next n-tile from a device counter
 // (taken[0]), so a CTA on an SM that streams faster takes more of them and the CTAs end together:
 // with fixed shares, CTAs of the same share ended 4-7 us apart in a 48 us matmul (per-SM
-// bandwidth, bench/NOTES-cuda.md). The counter is read only after the wait, so the
+// bandwidth, docs/perf/cuda.md). The counter is read only after the wait, so the
 // kernel before this one on the stream has completed, and reset by the last CTA to finish taking
 // (taken[1] counts them): zero again before the next kernel's wait returns. A row's bits do not
 // depend on which CTA computes its n-tile.
@@ -338,7 +338,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
 // two segments ahead: the first segment landed 4.9 us after the wait (behind the ring's 128 KB
 // of weight copies, likely) and down at 8 rows took 38.0 us against 23.6 us of bytes; this one
 // took the decode step's device time 3.0% lower at batch 4 and 1.0% at batch 8 (H200,
-// bench/NOTES-cuda.md). Same units, same MMA chains, same segment sums added in
+// docs/perf/cuda.md). Same units, same MMA chains, same segment sums added in
 // segment order: the bits of every other kernel.
 constexpr int kWindowXSlots = 4;
 constexpr int kWindowAhead = kWindowXSlots - 1;

@@ -12,7 +12,7 @@ namespace tachyon::kernels::cuda {
 namespace {
 
 // ---- wgmma (sm_90a): M > 64 when the weight has a core-matrix copy -------------------------
-// The same canonical order as every kernel above (bench/results/wgmma-probe.md: a chain of
+// The same canonical order as every kernel above (bench/results/wgmma-bits-probe-03f9424.md: a chain of
 // wgmma.m64nNk16 gives the bits of the mma.sync.m16n8k16 chain), on Hopper's asynchronous
 // warpgroup MMA: a CTA computes a tile of 128 rows x 128 or 192 columns (WgmmaTile), both operands
 // from shared memory in core-matrix order (8 rows x 16 bytes, no swizzle; bench/cuda/
@@ -26,9 +26,9 @@ namespace {
 // slot on its `empty` mbarrier once the wgmmas that read it are done (one stage kept in flight).
 // Each 512-k segment's chain starts afresh (scale-d 0); segment totals add in order. The tile
 // goes out by tensor stores through its last ring slot where the output's rows are 16-byte aligned
-// (store_tile_by_tma; H200, same call: prefill 4096 +8.5%, 512 +1%, bench/NOTES-cuda.md),
+// (store_tile_by_tma; H200, same call: prefill 4096 +8.5%, 512 +1%, docs/perf/cuda.md),
 // else one 8-byte store per lane and row, or for the gated MLP's gate_up
-// (store_gated_tile) as the down GEMM's activated bf16 input. Measured (bench/NOTES-cuda.md):
+// (store_gated_tile) as the down GEMM's activated bf16 input. Measured (docs/perf/cuda.md):
 // the same tiles with the consumers issuing the copies and a CTA barrier per stage ran 19-27%
 // slower than the cp.async producer, the tensor copies 2-4% faster than it, and one bulk copy per
 // 1 KB run 1.6x slower.
@@ -37,11 +37,11 @@ constexpr int kCoreStageUnits = 16 * (2 * kStageKt) * 8;  // uint4 per stage of 
 // A tile of 128 rows x kCols output columns (128 or 192): per consumer thread kCols / 2
 // accumulators and as many segment totals; per stage 16 KB of x and kCols / 8 row-blocks of the
 // weight (16 or 24 KB); a ring of 6 or 5 slots (5 is as deep as 192 columns fit in 227 KB; 7 at 128
-// measured no faster than 6, bench/NOTES-cuda.md).
+// measured no faster than 6, docs/perf/cuda.md).
 // 192 columns: the consumers take 232 registers and the producer keeps 40 (setmaxnreg). Per tile
 // the two widths run at the same rate (H200: gate_up at 4096 rows 1462-1486 us at 192 against
 // 1479-1508 at 128); what the wider tile changes is how many tiles a launch has, which decides how
-// many rounds the resident pairs take (bench/NOTES-cuda.md).
+// many rounds the resident pairs take (docs/perf/cuda.md).
 template <int kCols>
 struct WgmmaTile {
   static_assert(kCols == 128 || kCols == 192);
@@ -81,7 +81,7 @@ __device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
 // writes a box with the map's 128-byte swizzle (16-byte chunk j of row r at chunk j ^ (r % 8):
 // a warp's 8-byte stores take the two wavefronts their 256 bytes need), then its first thread
 // issues the store and the warpgroup goes on. Against one 8-byte global store per lane and row
-// (64 or 96 instructions per thread, bench/NOTES-cuda.md), the stores drain while the
+// (64 or 96 instructions per thread, docs/perf/cuda.md), the stores drain while the
 // next tile's wgmmas run; columns past N and rows past M are clipped by the copy. `barrier`: this
 // warpgroup's named barrier.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
       // are constant: pdl_wait's rule), so it streams while the previous kernel ends; x follows
       // the wait. A CTA resides early only where the previous kernel's CTAs have left its SM (it
       // takes a whole SM's registers). H200, four alternating rounds in one call: prefill 512 tokens
-      // +0.7%, 4096 flat (bench/NOTES-cuda.md).
+      // +0.7%, 4096 flat (docs/perf/cuda.md).
       const int early = walk_first < walk_end ? min(kWsStages, num_stages) : 0;
       for (int ks = 0; ks < early; ++ks) {
         mbar_arrive_expect_tx(&full[ks], kStageBytes);
@@ -315,7 +315,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) matmul_wgmma_kernel(const uint4
         const uint64_t a = core_descriptor(a_s + kt * 16, 128, 1024), b = core_descriptor(b_s + kt * 16, 128, 1024);
         // A segment's chain starts from d = A · B (scale-d 0) instead of zeroed accumulators: the
         // segment drain loses its kCols / 2 register clears per thread (H200, same call: prefill
-        // +1.5% at 512 and 4096 tokens, bench/NOTES-cuda.md). Same bits: each total
+        // +1.5% at 512 and 4096 tokens, docs/perf/cuda.md). Same bits: each total
         // starts +0 and adds the segment's sums, so a sum's zero sign cannot reach it.
         const int accumulate = kt > 0 || ks % kStagesPerSegment != 0;
         if constexpr (kCols == 128) wgmma_m64n128k16(acc, a, b, accumulate);
@@ -463,7 +463,7 @@ int wgmma_columns_setting = 0;
 // A 192-column tile's time per column against a 128-column tile's: H200, one process, gate_up at
 // 4096 rows 1382 / 1410 us at 192 against 1425 / 1456 at 128, where 192 takes 32 rounds of the
 // resident pairs and 128 takes 47; counted at 0.95, prefill 4096 +2.5% against 1.0
-// (bench/NOTES-cuda.md "192-column tiles counted at 0.95 in the width rule").
+// (docs/perf/cuda.md).
 constexpr double wgmma_wide_cost = 0.95;
 
 int wgmma_columns(unsigned row_blocks, int64_t n) {
@@ -500,7 +500,7 @@ void launch_wgmma(const uint4* xa, int M, int k_tiles, const void* w_core, int64
 }
 
 // The TMA producer where the driver exports the tensor-map encoder (+4% / +2% at prefill 512 /
-// 4096 against the cp.async producer, bench/NOTES-cuda.md "v10"), else the cp.async producer.
+// 4096 against the cp.async producer, docs/perf/cuda.md), else the cp.async producer.
 bool wgmma_by_tma() {
   static const bool tma = tensor_map_encoder() != nullptr;
   return tma;
@@ -550,7 +550,7 @@ int wgmma_columns_for(int64_t rows, int64_t n) {
 
 // Not at decode: staging the activation in the streaming kernel measured 42.7 us for the 8B down
 // projection against 31.0 + 4.4 us for the two launches, and batch-1 decode 187 against 206 tok/s
-// (bench/NOTES-cuda.md: the activation kernel's launch is hidden while the matmul fills its
+// (docs/perf/cuda.md: the activation kernel's launch is hidden while the matmul fills its
 // ring; the fused kernel's staging is not).
 bool matmul_gated_fuses(int64_t rows, int64_t n, int64_t k, bool has_core) { return rows > 64 && has_core; }
 

@@ -4,7 +4,7 @@
 // pdl_wait, the global timer when it calls the wait (it is resident: a streaming matmul's ring
 // has been filling since) and when the wait returns (the kernel before it has completed), plus
 // marks a kernel places itself (timeline_mark). bench/cuda/decode_timeline.py groups the records
-// into launches; bench/NOTES-cuda.md ("Session 24") reads them.
+// into launches; docs/perf/cuda.md reads them.
 //
 //   timeline_start(1u << 21);  ... steps ...;  auto records = timeline_stop();
 #pragma once

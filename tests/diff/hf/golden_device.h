@@ -52,7 +52,7 @@ inline bool golden_bf16_oracle_fixture(const std::string& arch) {
 // CUDA vs cpu-bf16 on those fixtures. The two round the same values to bf16 and differ only in
 // f32 summation order (mma tiles vs sequential chains) and expf/rsqrt ulps, but a 1-ulp
 // difference can carry a value across a bf16 rounding midpoint, which moves these tiny random
-// models' logits by a few 1e-3. Measured on the H200 (bench/results/cuda-tests-archs.log), logits
+// models' logits by a few 1e-3. Measured on the H200 (bench/results/cuda-tests-7fefef3.log), logits
 // inputs 0/1/2 and greedy step logits 0/1: gpt_oss 1.6e-7/1.8e-3/2.1e-7, 2.1e-3/3.1e-3;
 // deepseek_v3 1.6e-7/9.0e-4/2.9e-3, 9.6e-4/1.8e-7; qwen3_next 3.2e-3/3.9e-4/3.3e-3,
 // 2.5e-3/1.4e-3, same greedy tokens (the dense fixtures, not held: up to 3.9e-3). Nudging every
