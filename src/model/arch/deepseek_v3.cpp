@@ -90,15 +90,7 @@ MoeOptions deepseek_moe(const io::ModelConfig& c) {
 }
 
 LayerSpec deepseek_layer(const io::ModelConfig& c, const MlaOptions& mla, FfnOptions ffn) {
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  return {
-      .input_norm = {"input_layernorm", eps},
-      .mixer_name = "self_attn",
-      .mixer = mla,
-      .ffn_norm = {"post_attention_layernorm", eps},
-      .ffn_name = "mlp",
-      .ffn = std::move(ffn),
-  };
+  return pre_norm_layer(c, mla, std::move(ffn));
 }
 
 }  // namespace

@@ -47,7 +47,7 @@ LayerSpec gemma3_layer(const io::ModelConfig& c, int64_t l) {
       .post_mixer_norm = RmsNormSpec{"post_attention_layernorm", eps, one},
       .ffn_norm = {"pre_feedforward_layernorm", eps, one},
       .ffn_name = "mlp",
-      .ffn = GatedMlpOptions{c.hidden_size, c.intermediate_size, hidden_activation(c, "gelu_pytorch_tanh")},
+      .ffn = gated_mlp_options(c, "gelu_pytorch_tanh"),
       .post_ffn_norm = RmsNormSpec{"post_feedforward_layernorm", eps, one},
   };
 }

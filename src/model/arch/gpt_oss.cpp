@@ -28,18 +28,10 @@ namespace tachyon::model {
 namespace {
 
 LayerSpec gpt_oss_layer(const io::ModelConfig& c, int64_t l, const MoeOptions& moe) {
-  const float eps = static_cast<float>(c.rms_norm_eps);
   AttentionOptions attention = attention_options(c, l, RopeLayout::RotateHalf);
   attention.qkv_bias = attention.o_bias = true;
   attention.sinks = true;
-  return {
-      .input_norm = {"input_layernorm", eps},
-      .mixer_name = "self_attn",
-      .mixer = attention,
-      .ffn_norm = {"post_attention_layernorm", eps},
-      .ffn_name = "mlp",
-      .ffn = moe,
-  };
+  return pre_norm_layer(c, attention, moe);
 }
 
 MoeOptions gpt_oss_moe(const io::ModelConfig& c) {

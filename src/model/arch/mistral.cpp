@@ -22,15 +22,7 @@ namespace tachyon::model {
 namespace {
 
 LayerSpec mistral_layer(const io::ModelConfig& c, int64_t l) {
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  return {
-      .input_norm = {"input_layernorm", eps},
-      .mixer_name = "self_attn",
-      .mixer = attention_options(c, l, RopeLayout::RotateHalf),
-      .ffn_norm = {"post_attention_layernorm", eps},
-      .ffn_name = "mlp",
-      .ffn = GatedMlpOptions{c.hidden_size, c.intermediate_size, hidden_activation(c, "silu")},
-  };
+  return pre_norm_layer(c, attention_options(c, l, RopeLayout::RotateHalf), gated_mlp_options(c));
 }
 
 }  // namespace

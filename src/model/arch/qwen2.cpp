@@ -23,17 +23,9 @@ namespace tachyon::model {
 namespace {
 
 LayerSpec qwen2_layer(const io::ModelConfig& c, int64_t l) {
-  const float eps = static_cast<float>(c.rms_norm_eps);
   AttentionOptions attention = attention_options(c, l, RopeLayout::RotateHalf);
   attention.qkv_bias = true;
-  return {
-      .input_norm = {"input_layernorm", eps},
-      .mixer_name = "self_attn",
-      .mixer = attention,
-      .ffn_norm = {"post_attention_layernorm", eps},
-      .ffn_name = "mlp",
-      .ffn = GatedMlpOptions{c.hidden_size, c.intermediate_size, hidden_activation(c, "silu")},
-  };
+  return pre_norm_layer(c, attention, gated_mlp_options(c));
 }
 
 }  // namespace

@@ -24,19 +24,10 @@ namespace tachyon::model {
 namespace {
 
 LayerSpec qwen3_moe_layer(const io::ModelConfig& c, int64_t l, const MoeOptions& moe, bool sparse) {
-  const float eps = static_cast<float>(c.rms_norm_eps);
   AttentionOptions attention = attention_options(c, l, RopeLayout::RotateHalf);
   attention.qk_norm = true;
   attention.qkv_bias = attention.o_bias = c.attention_bias;
-  return {
-      .input_norm = {"input_layernorm", eps},
-      .mixer_name = "self_attn",
-      .mixer = attention,
-      .ffn_norm = {"post_attention_layernorm", eps},
-      .ffn_name = "mlp",
-      .ffn = sparse ? FfnOptions{moe}
-                    : FfnOptions{GatedMlpOptions{c.hidden_size, c.intermediate_size, hidden_activation(c, "silu")}},
-  };
+  return pre_norm_layer(c, attention, sparse ? FfnOptions{moe} : FfnOptions{gated_mlp_options(c)});
 }
 
 }  // namespace

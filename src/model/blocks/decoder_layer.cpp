@@ -2,6 +2,18 @@
 
 namespace tachyon::model {
 
+LayerSpec pre_norm_layer(const io::ModelConfig& config, MixerOptions mixer, FfnOptions ffn) {
+  const float eps = static_cast<float>(config.rms_norm_eps);
+  return {
+      .input_norm = {"input_layernorm", eps},
+      .mixer_name = "self_attn",
+      .mixer = std::move(mixer),
+      .ffn_norm = {"post_attention_layernorm", eps},
+      .ffn_name = "mlp",
+      .ffn = std::move(ffn),
+  };
+}
+
 std::optional<KvShape> LayerSpec::kv_shape() const {
   if (const auto* a = std::get_if<AttentionOptions>(&mixer)) return KvShape{a->num_kv_heads, a->head_dim, false};
   if (const auto* m = std::get_if<MlaOptions>(&mixer)) return KvShape{1, m->cache_dim(), true};

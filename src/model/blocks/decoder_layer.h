@@ -70,6 +70,11 @@ struct LayerSpec {
   int64_t state_floats() const;
 };
 
+// The layer most architectures share (Llama's): RMSNorm "input_layernorm" before the mixer
+// "self_attn", RMSNorm "post_attention_layernorm" before the FFN "mlp", both with config.json's
+// rms_norm_eps and plain weights (no 1 + w), no sandwich norms.
+LayerSpec pre_norm_layer(const io::ModelConfig& config, MixerOptions mixer, FfnOptions ffn);
+
 class DecoderLayer {
  public:
   // Binds every tensor `spec` names under `prefix` ("model.layers.3."). The binder writes into

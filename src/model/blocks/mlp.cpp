@@ -12,6 +12,10 @@ kernels::Activation hidden_activation(const io::ModelConfig& c, const std::strin
   throw Error("{}: {} '{}' is not supported for model_type '{}'", c.path, key, act, c.model_type);
 }
 
+GatedMlpOptions gated_mlp_options(const io::ModelConfig& config, const std::string& fallback) {
+  return {config.hidden_size, config.intermediate_size, hidden_activation(config, fallback)};
+}
+
 void bind_gated_mlp(WeightBinder& b, GatedMlpWeights& w, const std::string& p, int64_t hidden, int64_t intermediate) {
   b.bind_fused(&w.gate_up, {p + "gate_proj.weight", p + "up_proj.weight"},
                {{intermediate, hidden}, {intermediate, hidden}}, WeightBinder::Use::Matmul);

@@ -24,6 +24,8 @@ struct GatedMlpOptions {
 // The activation config.json names under "hidden_activation" (Gemma) or else "hidden_act";
 // `fallback` when it names none. silu and gelu_pytorch_tanh are supported.
 kernels::Activation hidden_activation(const io::ModelConfig& config, const std::string& fallback);
+// The dense gated MLP of config.json: hidden_size, intermediate_size, its activation (or `fallback`).
+GatedMlpOptions gated_mlp_options(const io::ModelConfig& config, const std::string& fallback = "silu");
 
 void bind_gated_mlp(WeightBinder& b, GatedMlpWeights& w, const std::string& prefix, int64_t hidden,
                     int64_t intermediate);
