@@ -73,6 +73,16 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
   // workload and fastest on most (bench/results/spec-*.md); a draft model or MTP head costs a
   // forward per draft and beat it only on code completion (CPU: draft model 1.81x against 1.63x,
   // spec-cpu-e5e73ec.md). --no-pld falls back to them.
+  if (method.empty() && !alias_method.empty() && !no_pld && !no_drafter && !no_mtp) {
+    if (alias_method == "none") {
+      config.drafter = nullptr;
+      return nullptr;
+    }
+    const bool runnable = alias_method == "ngram" || alias_method == "suffix" || (alias_method == "mtp" && mtp_head) ||
+                          (alias_method == "draft" && have_companion);
+    method = runnable ? alias_method : "ngram";
+    if (!runnable) log::info("the model alias asks for '{}' speculation, which this checkpoint lacks; using ngram", alias_method);
+  }
   if (method.empty())
     method = !no_pld ? "ngram" : ((!no_drafter && have_companion) ? "draft" : (mtp_head ? "mtp" : ""));
 
