@@ -65,7 +65,7 @@ class PullPrinter {
   void operator()(const io::PullProgress& p) {
     using Event = io::PullProgress::Event;
     const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-    if (p.event == Event::Start) file_start_ = Clock::now(), downloaded_base_ = p.done;
+    if (p.event == Event::Start) file_start_ = Clock::now();
     if (p.event == Event::Cached) skipped_ += p.file_total;
     const double moved = static_cast<double>(p.done - skipped_);
     const double rate = elapsed > 0 ? moved / elapsed : 0;
@@ -115,7 +115,7 @@ class PullPrinter {
   using Clock = std::chrono::steady_clock;
   bool tty_;
   Clock::time_point start_, file_start_;
-  int64_t skipped_ = 0, downloaded_base_ = 0;
+  int64_t skipped_ = 0;
 };
 
 }  // namespace
@@ -135,7 +135,8 @@ Command add_pull_command(CLI::App& app) {
               "and their index (and the same in drafter/). Files go to the Hugging Face cache ($HF_HUB_CACHE, else\n"
               "$HF_HOME/hub, else ~/.cache/huggingface/hub) exactly as huggingface_hub stores them, resumable, each\n"
               "checked against the hub's sha256 / size. $HF_ENDPOINT picks the hub (default https://huggingface.co);\n"
-              "$HF_TOKEN is sent for private and gated repositories. Then: tachyon serve NAME.");
+              "$HF_TOKEN (else the token file of `huggingface-cli login`) is sent for private and gated repositories.\n"
+              "Then: tachyon serve NAME.\n");
   return [opt] {
     const io::RepoRef ref = repo_of(opt->name, "pull");
     io::PullOptions options;

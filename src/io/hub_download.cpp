@@ -185,6 +185,24 @@ std::string describe_failure(const Response& r, const std::string& what, const s
   return msg;
 }
 
+// $HF_TOKEN, else the file `huggingface-cli login` writes: $HF_TOKEN_PATH, else $HF_HOME/token,
+// else $XDG_CACHE_HOME/huggingface/token, else ~/.cache/huggingface/token.
+std::string default_token() {
+  if (std::string t = env_or("HF_TOKEN", ""); !t.empty()) return t;
+  fs::path file = env_or("HF_TOKEN_PATH", "");
+  if (file.empty()) {
+    const std::string hf_home = env_or("HF_HOME", "");
+    if (!hf_home.empty()) file = fs::path(hf_home) / "token";
+    else if (const std::string xdg = env_or("XDG_CACHE_HOME", ""); !xdg.empty()) file = fs::path(xdg) / "huggingface" / "token";
+    else file = fs::path(env_or("HOME", "")) / ".cache" / "huggingface" / "token";
+  }
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) return "";
+  std::string token = read_file(file.string());
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  return token;
+}
+
 bool retryable(const Response& r) { return r.code != CURLE_OK || r.status >= 500 || r.status == 429; }
 
 // sha256 of a file, or git's blob sha1 ("blob <size>\0" + contents), as lower-case hex.
@@ -343,7 +361,7 @@ PullResult pull_model(const RepoRef& ref, const PullOptions& options) {
     while (!e.empty() && e.back() == '/') e.pop_back();
     return e;
   }();
-  const std::string token = options.token.empty() ? env_or("HF_TOKEN", "") : options.token;
+  const std::string token = options.token.empty() ? default_token() : options.token;
   const std::string cache_dir = options.cache_dir.empty() ? hf_hub_cache_dir() : options.cache_dir;
   Http http(token);
   auto report = [&](const PullProgress& p) {

@@ -16,7 +16,8 @@
 // sha256 for LFS files, its git blob sha1 for the others. A file that fails is deleted and named
 // in the Error; only verified blobs get a snapshot link, and refs/<rev> is written last, so a
 // failed pull never leaves a snapshot that resolution would pick.
-// HF_TOKEN goes as "Authorization: Bearer", to the hub only (curl drops it on redirects to
+// The token ($HF_TOKEN, else the file huggingface_hub's login writes: $HF_TOKEN_PATH, else
+// $HF_HOME/token, else ~/.cache/huggingface/token) goes as "Authorization: Bearer", to the hub only (curl drops it on redirects to
 // another host). Proxies come from the usual http_proxy / https_proxy / no_proxy variables.
 #pragma once
 
@@ -47,7 +48,7 @@ struct PullProgress {
 
 struct PullOptions {
   std::string endpoint;   // empty: $HF_ENDPOINT, else https://huggingface.co
-  std::string token;      // empty: $HF_TOKEN
+  std::string token;      // empty: $HF_TOKEN, else the token file of `huggingface-cli login`
   std::string cache_dir;  // empty: hf_hub_cache_dir()
   std::vector<std::string> include, exclude;  // globs over repository paths ('*' crosses '/')
   int max_retries = 5;                        // per file, each resuming where the last stopped

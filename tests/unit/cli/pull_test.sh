@@ -58,7 +58,7 @@ for _ in $(seq 100); do [[ -f "$tmp/port" ]] && break; sleep 0.1; done
 port="$(cat "$tmp/port")"
 
 export HF_ENDPOINT="http://127.0.0.1:$port" HF_TOKEN=secret-token HF_HUB_CACHE="$tmp/cache"
-export TACHYON_ALIASES="$tmp/aliases.json" NO_PROXY='*' no_proxy='*'
+export TACHYON_ALIASES="$tmp/aliases.json" HF_TOKEN_PATH="$tmp/token" NO_PROXY='*' no_proxy='*'
 unset HF_HOME http_proxy https_proxy HTTP_PROXY HTTPS_PROXY
 
 # --- a full pull, with the model file cut off once mid-way
@@ -99,6 +99,10 @@ grep -q "(0 downloaded" "$tmp/pull2.err" || fail "second pull downloaded again: 
 # --- no token: the hub's 401, explained
 if HF_TOKEN= "$tachyon" pull "$repo_id" 2> "$tmp/err"; then fail "pull without HF_TOKEN succeeded"; fi
 grep -q "HTTP 401" "$tmp/err" && grep -q "HF_TOKEN" "$tmp/err" || fail "401 message: $(cat "$tmp/err")"
+# The token file huggingface_hub's login writes stands in for HF_TOKEN.
+printf 'secret-token\n' > "$tmp/token"
+HF_TOKEN= "$tachyon" pull "$repo_id" > /dev/null 2> "$tmp/err" || fail "pull with the token file: $(cat "$tmp/err")"
+rm "$tmp/token"
 if "$tachyon" pull tachyon-test/absent 2> "$tmp/err"; then fail "pull of an absent repository succeeded"; fi
 grep -q "HTTP 404" "$tmp/err" || fail "404 message: $(cat "$tmp/err")"
 
