@@ -39,6 +39,9 @@ grep -q "'x' is not a token id" "$tmp/err" || fail "bad --ids message: $(cat "$t
 a="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --no-pld --no-drafter --no-mtp 2> /dev/null)"
 b="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --speculative-config '{"method":"mtp"}' 2> /dev/null)"
 [[ -n "$a" && "$a" == "$b" ]] || fail "run: '$a' vs '$b'"
+# --drafter takes a model name too (here the alias of the embedded model)
+b="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --speculative-config '{"method":"draft"}' --drafter tachyon-demo 2> /dev/null)"
+[[ "$a" == "$b" ]] || fail "run --drafter ALIAS: '$a' vs '$b'"
 
 # run's positionals: a lone model-shaped name that does not resolve is an error (never the demo's
 # prompt); plain text is the demo's prompt; an alias or path with --prompt is the model.

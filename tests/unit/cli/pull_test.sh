@@ -168,10 +168,17 @@ serve_pid=$!
 for _ in $(seq 300); do grep -q "listening on" "$tmp/serve.err" && break; sleep 0.1; done
 sport="$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$tmp/serve.err")"
 [[ -n "$sport" ]] || fail "serve did not start: $(cat "$tmp/serve.err")"
-curl -sf "http://127.0.0.1:$sport/v1/models" | grep -q "\"$repo_id\"" || fail "/v1/models does not list $repo_id"
-curl -sf "http://127.0.0.1:$sport/v1/completions" -H 'Content-Type: application/json' \
-  -d "{\"model\": \"$repo_id\", \"prompt\": \"hi\", \"max_tokens\": 4, \"temperature\": 0}" | grep -q '"choices"' ||
-  fail "completion through serve"
+python3 - "$sport" "$repo_id" << 'EOF' || fail "serve $repo_id: /v1/models or /v1/completions"
+import json, sys, urllib.request
+base = "http://127.0.0.1:%s/v1/" % sys.argv[1]
+models = json.load(urllib.request.urlopen(base + "models"))
+assert [m for m in models["data"] if m["id"] == sys.argv[2]], models
+req = urllib.request.Request(base + "completions", headers={"Content-Type": "application/json"},
+                             data=json.dumps({"model": sys.argv[2], "prompt": "hi", "max_tokens": 4,
+                                              "temperature": 0}).encode())
+answer = json.load(urllib.request.urlopen(req))
+assert answer["choices"] and answer["usage"]["completion_tokens"] > 0, answer
+EOF
 kill "$serve_pid"; wait "$serve_pid" 2> /dev/null || true; serve_pid=""
 
 # --- unknown names are errors, never prompts
