@@ -34,12 +34,20 @@ std::vector<fs::path> gguf_files_in(const fs::path& dir) {
   return out;
 }
 
-// Kind and load path of something that exists. A folder with a config.json is a checkpoint
-// even when it also carries .gguf files (repositories often publish both).
+bool has_safetensors(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".safetensors" || e.path().filename() == "model.safetensors.index.json") return true;
+  return false;
+}
+
+// Kind and load path of something that exists. A folder with safetensors weights is a
+// checkpoint even when it also carries .gguf files (repositories often publish both); one whose
+// only weights are .gguf files is GGUF, config.json or not (a pull takes config.json by default).
 std::pair<ModelKind, std::string> classify(const fs::path& p) {
   std::error_code ec;
   if (fs::is_directory(p, ec)) {
-    if (fs::exists(p / "config.json", ec)) return {ModelKind::Dir, p.string()};
+    if (has_safetensors(p)) return {ModelKind::Dir, p.string()};
     const auto ggufs = gguf_files_in(p);
     if (ggufs.size() == 1) return {ModelKind::Gguf, ggufs.front().string()};
     if (!ggufs.empty()) return {ModelKind::Gguf, p.string()};

@@ -6,8 +6,8 @@
 //   load_model(m.path);
 //
 // A name is tried, in order, as
-//   1. a path that exists: a model folder, a .gguf file, a folder holding .gguf files (and no
-//      config.json), or any other file (tokenizer.json for `tokenize`);
+//   1. a path that exists: a model folder, a .gguf file, a folder whose only weights are .gguf
+//      files (GGUF: the loader names them and stops), or any other file (tokenizer.json for `tokenize`);
 //   2. an alias: the user's file ($TACHYON_ALIASES, else $XDG_CONFIG_HOME/tachyon/aliases.json,
 //      else ~/.config/tachyon/aliases.json), then the built-in table; an alias names a hub id,
 //      a path or the embedded demo, plus defaults (drafter, KV format);

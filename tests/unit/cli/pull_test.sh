@@ -44,6 +44,7 @@ json.dump({"eos_token": "<|endoftext|>"}, open(sys.argv[1] + "/tokenizer_config.
 open(sys.argv[1] + "/README.md", "w").write("# tiny\n")
 open(sys.argv[1] + "/tiny-Q4_K_M.gguf", "wb").write(b"GGUF" + bytes(60))
 EOF
+mkdir -p "$src/original" && echo '{"dim": 64}' > "$src/original/params.json"
 
 # Separate copies of the same files under other ids, for the fault scenarios.
 cp -r "$src" "$tmp/repo-corrupt"
@@ -127,12 +128,24 @@ cmp -s "$rrepo/blobs/$sha" "$src/model.safetensors" || fail "resumed file differ
 grep -q "\"range\": \"bytes=$((size / 3))-\"" "$tmp/hub.log" || fail "no Range from the .incomplete length"
 
 # --- GGUF only when asked; resolution hands it to the loader, which names it
-HF_HUB_CACHE="$tmp/cache-gguf" "$tachyon" pull "$repo_id" --include '*.gguf' --exclude '*.safetensors' > /dev/null 2>&1 ||
-  fail "pull --include"
+HF_HUB_CACHE="$tmp/cache-gguf" "$tachyon" pull "$repo_id" --include '*.gguf' --include 'original/*' \
+  --exclude '*.safetensors' > /dev/null 2>&1 || fail "pull --include"
 gsnap="$(ls -d "$tmp/cache-gguf/models--tachyon-test--tiny-qwen3/snapshots/"*)"
 [[ -L "$gsnap/tiny-Q4_K_M.gguf" && ! -e "$gsnap/model.safetensors" ]] || fail "--include/--exclude: $(ls "$gsnap")"
+[[ "$(readlink "$gsnap/original/params.json")" == ../../../blobs/* ]] && cmp -s "$gsnap/original/params.json" \
+  "$src/original/params.json" || fail "nested file link: $(readlink "$gsnap/original/params.json")"
+if HF_HUB_CACHE="$tmp/cache-gguf" "$tachyon" run "$repo_id" --ids 1 2> "$tmp/err"; then fail "a GGUF snapshot loaded"; fi
+grep -q "tiny-Q4_K_M.gguf: a GGUF file" "$tmp/err" || fail "GGUF snapshot message: $(cat "$tmp/err")"
 if "$tachyon" run "$src/tiny-Q4_K_M.gguf" --ids 1 2> "$tmp/err"; then fail "a GGUF file loaded"; fi
 grep -q "tiny-Q4_K_M.gguf: a GGUF file; loading GGUF is not supported yet" "$tmp/err" || fail "GGUF message: $(cat "$tmp/err")"
+
+# --- a pull by commit hash writes no ref (as huggingface_hub), and resolves by that hash
+HF_HUB_CACHE="$tmp/cache-commit" "$tachyon" pull "$repo_id@$commit" > /dev/null 2>&1 || fail "pull @commit"
+[[ ! -e "$tmp/cache-commit/models--tachyon-test--tiny-qwen3/refs" ]] || fail "pull @commit wrote a ref"
+HF_HUB_CACHE="$tmp/cache-commit" "$tachyon" run "$repo_id@$commit" --ids 1 -n 2 > /dev/null 2>&1 || fail "run @commit"
+if HF_HUB_CACHE="$tmp/cache-commit" "$tachyon" run "$repo_id" --ids 1 -n 2 2> /dev/null; then
+  fail "main resolved without refs/main"
+fi
 
 # --- ls
 "$tachyon" ls > "$tmp/ls.txt"

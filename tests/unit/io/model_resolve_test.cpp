@@ -54,7 +54,9 @@ TEST_F(Resolve, GgufFileAndFolderAreReturnedAsGguf) {
   m = resolve((dir_.path() / "g").string());  // a folder with one .gguf and no config.json
   EXPECT_EQ(m.kind, ModelKind::Gguf);
   EXPECT_EQ(m.path, (dir_.path() / "g" / "model-Q4_K_M.gguf").string());
-  write_text(dir_.path() / "g" / "config.json", kConfig);  // a checkpoint that also ships a GGUF
+  write_text(dir_.path() / "g" / "config.json", kConfig);  // config.json beside the GGUF: still GGUF
+  EXPECT_EQ(resolve((dir_.path() / "g").string()).kind, ModelKind::Gguf);
+  write_text(dir_.path() / "g" / "model.safetensors", "");  // a checkpoint that also ships a GGUF
   EXPECT_EQ(resolve((dir_.path() / "g").string()).kind, ModelKind::Dir);
   write_text(dir_.path() / "tokenizer.json", "{}");
   EXPECT_EQ(resolve((dir_.path() / "tokenizer.json").string()).kind, ModelKind::File);
