@@ -458,6 +458,7 @@ PullResult pull_model(const RepoRef& ref, const PullOptions& options) {
     progress.event = PullProgress::Event::Start;
     report(progress);
     const int64_t done_before = progress.done;
+    if (!fs::exists(incomplete, ec)) std::ofstream(incomplete, std::ios::binary).flush();  // an empty file is complete at once
     for (int attempt = 0;; ++attempt) {
       int64_t have = fs::exists(incomplete, ec) ? static_cast<int64_t>(fs::file_size(incomplete)) : 0;
       if (expected_size >= 0 && have > expected_size) {  // longer than the file: start over
@@ -467,12 +468,13 @@ PullResult pull_model(const RepoRef& ref, const PullOptions& options) {
       if (expected_size >= 0 && have == expected_size) break;
       std::FILE* out = std::fopen(incomplete.c_str(), "ab");
       if (!out) throw Error("cannot write {}", incomplete.string());
-      int64_t written = have;
+      int64_t written = have, received = 0;
       auto last_report = std::chrono::steady_clock::now();
       bool write_failed = false;
       auto sink = [&](const char* data, size_t n) {
         if (write_failed || std::fwrite(data, 1, n, out) != n) return false;
         written += static_cast<int64_t>(n);
+        received += static_cast<int64_t>(n);
         return true;
       };
       // A server that ignores Range answers 200 with the whole file: start the file over.
@@ -498,12 +500,9 @@ PullResult pull_model(const RepoRef& ref, const PullOptions& options) {
       std::fclose(out);
       if (write_failed) throw Error("{}: cannot write {}", what, incomplete.string());
       const bool complete = get.code == CURLE_OK && (get.status == 200 || get.status == 206);
-      if (complete) {
-        result.bytes_downloaded += written - have;
-        break;
-      }
+      result.bytes_downloaded += received;
+      if (complete) break;
       if (get.status == 416) break;  // the range starts at the end: what we have is the whole file
-      result.bytes_downloaded += std::max<int64_t>(0, written - have);
       if (!retryable(get) || attempt >= options.max_retries) throw Error("{}", describe_failure(get, what, endpoint));
       progress.event = PullProgress::Event::Retry;
       progress.note = get.code != CURLE_OK ? get.curl_error : fmt::format("HTTP {}", get.status);

@@ -44,7 +44,7 @@ json.dump({"eos_token": "<|endoftext|>"}, open(sys.argv[1] + "/tokenizer_config.
 open(sys.argv[1] + "/README.md", "w").write("# tiny\n")
 open(sys.argv[1] + "/tiny-Q4_K_M.gguf", "wb").write(b"GGUF" + bytes(60))
 EOF
-mkdir -p "$src/original" && echo '{"dim": 64}' > "$src/original/params.json"
+mkdir -p "$src/original" && echo '{"dim": 64}' > "$src/original/params.json" && : > "$src/original/empty.txt"
 
 # Separate copies of the same files under other ids, for the fault scenarios.
 cp -r "$src" "$tmp/repo-corrupt"
@@ -134,6 +134,7 @@ gsnap="$(ls -d "$tmp/cache-gguf/models--tachyon-test--tiny-qwen3/snapshots/"*)"
 [[ -L "$gsnap/tiny-Q4_K_M.gguf" && ! -e "$gsnap/model.safetensors" ]] || fail "--include/--exclude: $(ls "$gsnap")"
 [[ "$(readlink "$gsnap/original/params.json")" == ../../../blobs/* ]] && cmp -s "$gsnap/original/params.json" \
   "$src/original/params.json" || fail "nested file link: $(readlink "$gsnap/original/params.json")"
+[[ -L "$gsnap/original/empty.txt" && ! -s "$gsnap/original/empty.txt" ]] || fail "an empty file was not pulled"
 if HF_HUB_CACHE="$tmp/cache-gguf" "$tachyon" run "$repo_id" --ids 1 2> "$tmp/err"; then fail "a GGUF snapshot loaded"; fi
 grep -q "tiny-Q4_K_M.gguf: a GGUF file" "$tmp/err" || fail "GGUF snapshot message: $(cat "$tmp/err")"
 if "$tachyon" run "$src/tiny-Q4_K_M.gguf" --ids 1 2> "$tmp/err"; then fail "a GGUF file loaded"; fi
