@@ -93,6 +93,11 @@ assert hub and all(r["authorization"] == "Bearer secret-token" for r in hub), "H
 assert any(r["method"] == "HEAD" and "/resolve/" in r["path"] for r in hub), "no HEAD for the ETag"
 EOF
 
+# On a terminal: one redrawn progress line with bytes, rate and ETA (script(1) gives it a pty).
+HF_HUB_CACHE="$tmp/cache-tty" script -qec "'$tachyon' pull '$repo_id'" /dev/null > "$tmp/tty.out" 2>&1 ||
+  fail "pull on a terminal: $(cat "$tmp/tty.out")"
+grep -q $'\r\033\[K\[2/[0-9]*\] .*\[#*\.*\] .* / .*/s  ETA ' "$tmp/tty.out" || fail "no progress bar: $(cat -A "$tmp/tty.out")"
+
 # A second pull downloads nothing.
 "$tachyon" pull "$repo_id" > /dev/null 2> "$tmp/pull2.err" || fail "second pull: $(cat "$tmp/pull2.err")"
 grep -q "(0 downloaded" "$tmp/pull2.err" || fail "second pull downloaded again: $(cat "$tmp/pull2.err")"
