@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcpp-httplib-dev
-  libcli11-dev libspdlog-dev libfmt-dev
+  libcli11-dev libspdlog-dev libfmt-dev libcurl4-openssl-dev libssl-dev
   python3 python3-jinja2 python3-numpy python3-matplotlib
 
 )

@@ -17,12 +17,12 @@ Command add_template_command(CLI::App& app) {
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("template", "Render a chat request with the model's chat template");
-  cmd->add_option("model", opt->model, "Model directory or tokenizer_config.json (default: the embedded model)");
+  cmd->add_option("model", opt->model, "Model (folder, hub id org/name[@rev], alias) or tokenizer_config.json "
+                                       "(default: the embedded model)");
   cmd->add_option("--request", opt->request, "Request JSON file: {messages, tools, add_generation_prompt, ...}")
       ->required();
   return [opt] {
-    if (opt->model.empty()) opt->model = default_model_dir();
-    std::cout << chat::render_request(opt->model, read_file(opt->request));
+    std::cout << chat::render_request(resolve_model_arg(opt->model).path, read_file(opt->request));
     return 0;
   };
 }
@@ -33,12 +33,12 @@ Command add_parse_command(CLI::App& app) {
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("parse", "Split generated text into content, reasoning and tool calls");
-  cmd->add_option("model", opt->model, "Model directory (default: the embedded model)");
+  cmd->add_option("model", opt->model, "Model: a folder, a hub id org/name[@rev] in the HF cache, or an alias (default: the embedded tachyon-demo)");
   cmd->add_option("--text", opt->text, "File with the generated text")->required();
   cmd->add_option("--parser", opt->parser, "Override: hermes, qwen, llama3, deepseek_v3, gemma, harmony, plain");
   cmd->add_option("--request", opt->request, "The request JSON the text answers (decides reasoning state)");
   return [opt] {
-    if (opt->model.empty()) opt->model = default_model_dir();
+    opt->model = resolve_model_arg(opt->model).path;
     const std::string request = opt->request.empty() ? "" : read_file(opt->request);
     std::cout << chat::parse_model_output(opt->model, read_file(opt->text), opt->parser, request).dump(2) << "\n";
     return 0;

@@ -16,6 +16,9 @@ Command add_template_command(CLI::App& app);
 Command add_parse_command(CLI::App& app);
 Command add_tokenize_command(CLI::App& app);
 Command add_detokenize_command(CLI::App& app);
+Command add_pull_command(CLI::App& app);
+Command add_ls_command(CLI::App& app);
+Command add_rm_command(CLI::App& app);
 #ifdef TACHYON_HAVE_SERVER
 Command add_serve_command(CLI::App& app);
 #endif

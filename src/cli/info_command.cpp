@@ -84,10 +84,12 @@ Command add_info_command(CLI::App& app) {
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("info", "Load a model (checking every tensor) and describe it");
-  cmd->add_option("model", opt->dir, "Model directory (default: the embedded tachyon-demo)");
+  cmd->add_option("model", opt->dir, "Model: a folder, a hub id org/name[@rev] in the HF cache, or an alias "
+                                     "(default: the embedded tachyon-demo)");
   cmd->add_flag("--json", opt->json, "Machine-readable output");
   return [opt] {
-    if (opt->dir.empty()) opt->dir = default_model_dir();
+    const io::ResolvedModel resolved = resolve_model_arg(opt->dir);
+    opt->dir = resolved.path;
     auto backend = kernels::make_backend("cpu");
     auto model = model::load_model(opt->dir, *backend);
     const auto& c = model->config();
@@ -130,6 +132,16 @@ Command add_info_command(CLI::App& app) {
                  {"backend", backend->name()},
                  {"speculation", speculation_report(opt->dir, *model, *backend)},
                  {"draft_trees", draft_tree_report(*model)}};
+    // Where the name led: the path, the hub snapshot, or the alias and the defaults it brings.
+    Json source = {{"name", resolved.display_name}, {"source", io::model_source_name(resolved.source)},
+                   {"path", resolved.path}};
+    if (!resolved.repo_id.empty())
+      source.update({{"repo_id", resolved.repo_id}, {"revision", resolved.revision}, {"commit", resolved.commit}});
+    if (resolved.alias)
+      source["alias"] = {{"name", resolved.alias->name}, {"target", resolved.alias->target},
+                         {"origin", resolved.alias->origin}, {"drafter", resolved.alias->defaults.drafter},
+                         {"kv_format", resolved.alias->defaults.kv_format}};
+    info["resolved"] = source;
     if (opt->json) {
       std::cout << info.dump(2) << "\n";
       return 0;
@@ -139,13 +151,22 @@ Command add_info_command(CLI::App& app) {
     std::printf("model            %s\narchitecture     %s (%s)\nparameters       %.2fM (+%.2fM MTP)\ndtypes           %s\n"
                 "layers           %lld, hidden %lld, heads %lld / kv %lld, head_dim %lld\nvocab            %lld\n"
                 "context          %lld tokens\nKV memory        %.1f MiB per 1k tokens (f32)\ntool calls       %s\n"
-                "reasoning        %s\nbackend          %s\nspeculation\n",
+                "reasoning        %s\nbackend          %s\n",
                 opt->dir.c_str(), info["architecture"].get<std::string>().c_str(), c.model_type.c_str(), params / 1e6,
                 mtp_params / 1e6, dtype_list.c_str(), static_cast<long long>(c.num_hidden_layers),
                 static_cast<long long>(c.hidden_size), static_cast<long long>(c.num_attention_heads),
                 static_cast<long long>(c.num_key_value_heads), static_cast<long long>(c.head_dim),
                 static_cast<long long>(c.vocab_size), static_cast<long long>(c.max_position_embeddings),
                 kv_per_1k / (1 << 20), tool_format.c_str(), reasoning.c_str(), backend->name().c_str());
+    if (!resolved.repo_id.empty())
+      std::printf("hub              %s@%s (commit %s)\n", resolved.repo_id.c_str(), resolved.revision.c_str(),
+                  resolved.commit.c_str());
+    if (resolved.alias)
+      std::printf("alias            %s (%s): drafter %s, KV format %s (recorded; applied once KV formats land)\n",
+                  resolved.alias->name.c_str(), resolved.alias->origin.c_str(),
+                  resolved.alias->defaults.drafter.empty() ? "-" : resolved.alias->defaults.drafter.c_str(),
+                  resolved.alias->defaults.kv_format.empty() ? "-" : resolved.alias->defaults.kv_format.c_str());
+    std::printf("speculation\n");
     for (const auto& [name, m] : info["speculation"].items())
       std::printf("  %-7s %-13s %s\n", name.c_str(),
                   !m["supported"].get<bool>() ? "unsupported" : (m["eligible"].get<bool>() ? "eligible" : "not eligible"),

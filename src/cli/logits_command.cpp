@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/default_model.h"
 #include "io/safetensors.h"
 #include "kernels/backend.h"
 #include "model/model.h"
@@ -37,14 +38,16 @@ Command add_logits_command(CLI::App& app) {
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("logits", "Write the logits of every position of --ids to a safetensors file");
-  cmd->add_option("model", opt->model_dir, "Model directory (config.json + safetensors)")->required();
+  cmd->add_option("model", opt->model_dir, "Model: a folder (config.json + safetensors), a hub id org/name[@rev] in the "
+                                          "HF cache, or an alias")->required();
   cmd->add_option("--ids", opt->ids, "Comma-separated token ids")->required();
   cmd->add_option("--out", opt->out, "Output .safetensors file (tensor 'logits' [T, V] float32)")->required();
   cmd->add_option("--device", opt->device, "cpu");
   return [opt] {
     const auto ids = parse_id_list(opt->ids);
+    const std::string model_dir = resolve_model_arg(opt->model_dir).path;
     auto backend = kernels::make_backend(opt->device);
-    auto model = model::load_model(opt->model_dir, *backend);
+    auto model = model::load_model(model_dir, *backend);
     const int32_t block_size = 16;
     kv::KvCache kv(*backend, model->kv_layout(static_cast<int32_t>(ids.size() + block_size - 1) / block_size + 1, block_size));
     const auto seq = kv.add_sequence();
@@ -53,7 +56,7 @@ Command add_logits_command(CLI::App& app) {
     batch.add(seq, ids, 0, model::LogitRows::All);
     const auto out = model->forward(batch, kv);
     io::write_safetensors(opt->out, {{"logits", DType::F32, {static_cast<int64_t>(ids.size()), out.vocab_size}, out.logits.data()}},
-                          {{"model", opt->model_dir}, {"ids", opt->ids}});
+                          {{"model", model_dir}, {"ids", opt->ids}});
     std::fprintf(stderr, "wrote logits [%zu, %lld] to %s\n", ids.size(), static_cast<long long>(out.vocab_size),
                  opt->out.c_str());
     return 0;

@@ -24,6 +24,9 @@ int main(int argc, char** argv) {
   add(tachyon::cli::add_parse_command);
   add(tachyon::cli::add_tokenize_command);
   add(tachyon::cli::add_detokenize_command);
+  add(tachyon::cli::add_pull_command);
+  add(tachyon::cli::add_ls_command);
+  add(tachyon::cli::add_rm_command);
 #ifdef TACHYON_HAVE_SERVER
   add(tachyon::cli::add_serve_command);
 #endif

@@ -85,7 +85,8 @@ class Progress {
 Command add_serve_command(CLI::App& app) {
   auto opt = std::make_shared<ServeOptions>();
   auto* cmd = app.add_subcommand("serve", "Serve the OpenAI and Anthropic HTTP APIs (default: the embedded demo model)");
-  cmd->add_option("model", opt->model_dir, "Model directory (default: the embedded tachyon-demo)");
+  cmd->add_option("model", opt->model_dir, "Model: a folder, a hub id org/name[@rev] in the HF cache (tachyon pull), "
+                                           "or an alias (tachyon ls) (default: the embedded tachyon-demo)");
   cmd->add_option("--host", opt->server.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", opt->server.port, "Port (0: any free port)")->check(CLI::Range(0, 65535))->capture_default_str();
   cmd->add_option("--api-key", opt->server.api_key, "Require this key (Authorization: Bearer, or x-api-key)");
@@ -115,8 +116,9 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("--device", opt->device, "cpu or cuda (default: cuda when a GPU is visible)");
   opt->spec.add_to(*cmd);
   return [opt] {
-    if (opt->model_dir.empty()) opt->model_dir = default_model_dir();
-    if (!std::filesystem::is_directory(opt->model_dir)) throw Error("{}: not a model directory", opt->model_dir);
+    const io::ResolvedModel resolved = resolve_model_arg(opt->model_dir);
+    io::load_model_config(resolved.path);  // a GGUF file or a folder without config.json stops here, named
+    if (resolved.alias) opt->spec.alias_method = resolved.alias->defaults.drafter;
     // Signals go to one waiting thread (blocked everywhere else, including the engine's and
     // httplib's threads, which inherit this mask).
     sigset_t signals;
@@ -126,13 +128,12 @@ Command add_serve_command(CLI::App& app) {
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     ::signal(SIGPIPE, SIG_IGN);
 
-    const std::string dir = opt->model_dir;
-    std::fprintf(stderr, "tachyon serve: loading %s\n", dir.c_str());
+    const std::string dir = resolved.path;
+    if (resolved.source == io::ModelSource::Path) std::fprintf(stderr, "tachyon serve: loading %s\n", dir.c_str());
+    else std::fprintf(stderr, "tachyon serve: loading %s (%s)\n", resolved.name.c_str(), dir.c_str());
     Progress progress;
     server::ServedModel served;
-    served.id = opt->served_name.empty() ? std::filesystem::path(dir).lexically_normal().filename().string()
-                                         : opt->served_name;
-    if (served.id.empty()) served.id = std::filesystem::weakly_canonical(dir).filename().string();
+    served.id = opt->served_name.empty() ? resolved.display_name : opt->served_name;
     served.tokenizer = progress.stage("tokenizer", [&] {
       return std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::from_model_dir(dir));
     });

@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "base/logging.h"
+#include "cli/default_model.h"
 #include "spec/draft_model.h"
 #include "spec/mtp.h"
 #include "model/mtp_head.h"
@@ -17,7 +18,7 @@ void SpecOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--speculative-config", speculative_config,
                  R"(JSON: {"method":"ngram|draft|mtp|suffix","num_speculative_tokens":k,"disable_auto_k":false,)"
                  R"("disable_gates":false,"tree_nodes":n})");
-  cmd.add_option("--drafter", drafter_dir, "Draft model directory (default: MODEL/drafter when present)");
+  cmd.add_option("--drafter", drafter_dir, "Draft model: folder, hub id or alias (default: MODEL/drafter when present)");
   cmd.add_flag("--no-pld", no_pld, "Disable prompt-lookup (ngram) speculation");
   cmd.add_flag("--no-drafter", no_drafter, "Do not load a draft model");
   cmd.add_flag("--no-mtp", no_mtp, "Do not use the checkpoint's MTP heads");
@@ -55,7 +56,9 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
       (std::string(key) == "disable_auto_k" ? config.auto_k : config.gates) = !j[key].get<bool>();
     }
   }
-  const std::string companion = drafter_dir.empty() ? (fs::path(model_dir) / "drafter").string() : drafter_dir;
+  // --drafter takes a model name like every MODEL argument (a folder, a hub id, an alias).
+  const std::string companion =
+      drafter_dir.empty() ? (fs::path(model_dir) / "drafter").string() : resolve_model_arg(drafter_dir).path;
   const bool have_companion = fs::exists(fs::path(companion) / "config.json");
   // Fail closed: a config that declares MTP heads must carry all of them, whatever drafter
   // is chosen, unless --no-mtp.
@@ -73,6 +76,16 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
   // workload and fastest on most (bench/results/spec-*.md); a draft model or MTP head costs a
   // forward per draft and beat it only on code completion (CPU: draft model 1.81x against 1.63x,
   // spec-cpu-e5e73ec.md). --no-pld falls back to them.
+  if (method.empty() && !alias_method.empty() && !no_pld && !no_drafter && !no_mtp) {
+    if (alias_method == "none") {
+      config.drafter = nullptr;
+      return nullptr;
+    }
+    const bool runnable = alias_method == "ngram" || alias_method == "suffix" || (alias_method == "mtp" && mtp_head) ||
+                          (alias_method == "draft" && have_companion);
+    method = runnable ? alias_method : "ngram";
+    if (!runnable) log::info("the model alias asks for '{}' speculation, which this checkpoint lacks; using ngram", alias_method);
+  }
   if (method.empty())
     method = !no_pld ? "ngram" : ((!no_drafter && have_companion) ? "draft" : (mtp_head ? "mtp" : ""));
 

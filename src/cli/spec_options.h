@@ -19,6 +19,10 @@ struct SpecOptions {
   std::string speculative_config;  // JSON
   std::string drafter_dir;
   bool no_pld = false, no_drafter = false, no_mtp = false;
+  // The model alias's drafter (io::AliasDefaults::drafter: ngram | mtp | draft | suffix | none),
+  // used when neither --speculative-config's method nor a --no-* flag decides. A method the
+  // checkpoint cannot run (mtp without heads, draft without drafter/) falls back to ngram.
+  std::string alias_method;
 
   void add_to(CLI::App& command);
   // Builds the drafter (or none) and fills the engine's speculation fields. Throws

@@ -39,10 +39,10 @@ Command add_tokenize_command(CLI::App& app) {
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("tokenize", "JSON strings on stdin -> JSON arrays of token ids on stdout");
-  cmd->add_option("tokenizer", opt->source, "tokenizer.json or model directory (default: the embedded model)");
+  cmd->add_option("tokenizer", opt->source, "tokenizer.json, or a model: folder, hub id, alias (default: the embedded model)");
   cmd->add_flag("--special", opt->special, "Add the tokenizer's special tokens (BOS, ...)");
   return [opt] {
-    const auto tok = tokenizer::Tokenizer::from_path(opt->source.empty() ? default_model_dir() : opt->source);
+    const auto tok = tokenizer::Tokenizer::from_path(resolve_model_arg(opt->source).path);
     return for_each_line([&](const Json& line) {
       if (!line.is_string()) throw Error("expected a JSON string");
       return Json(tok.encode(line.get<std::string>(), opt->special)).dump();
@@ -57,10 +57,10 @@ Command add_detokenize_command(CLI::App& app) {
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("detokenize", "JSON arrays of token ids on stdin -> JSON strings on stdout");
-  cmd->add_option("tokenizer", opt->source, "tokenizer.json or model directory (default: the embedded model)");
+  cmd->add_option("tokenizer", opt->source, "tokenizer.json, or a model: folder, hub id, alias (default: the embedded model)");
   cmd->add_flag("--skip-special", opt->skip_special, "Leave out special tokens");
   return [opt] {
-    const auto tok = tokenizer::Tokenizer::from_path(opt->source.empty() ? default_model_dir() : opt->source);
+    const auto tok = tokenizer::Tokenizer::from_path(resolve_model_arg(opt->source).path);
     return for_each_line([&](const Json& line) {
       if (!line.is_array()) throw Error("expected a JSON array of token ids");
       std::vector<int32_t> ids;

@@ -39,6 +39,25 @@ grep -q "'x' is not a token id" "$tmp/err" || fail "bad --ids message: $(cat "$t
 a="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --no-pld --no-drafter --no-mtp 2> /dev/null)"
 b="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --speculative-config '{"method":"mtp"}' 2> /dev/null)"
 [[ -n "$a" && "$a" == "$b" ]] || fail "run: '$a' vs '$b'"
+# --drafter takes a model name too (here the alias of the embedded model)
+b="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --speculative-config '{"method":"draft"}' --drafter tachyon-demo 2> /dev/null)"
+[[ "$a" == "$b" ]] || fail "run --drafter ALIAS: '$a' vs '$b'"
+
+# run's positionals: a lone model-shaped name that does not resolve is an error (never the demo's
+# prompt); plain text is the demo's prompt; an alias or path with --prompt is the model.
+if HF_HUB_CACHE="$tmp/empty-cache" TACHYON_ALIASES="$tmp/none.json" "$tachyon" run Qwen/Qwen3-8B -n 4 < /dev/null \
+    > "$tmp/out" 2> "$tmp/err"; then fail "run Qwen/Qwen3-8B ran without the model"; fi
+grep -q "model 'Qwen/Qwen3-8B' not found; searched:" "$tmp/err" || fail "run unknown model: $(cat "$tmp/err")"
+grep -q "tachyon pull Qwen/Qwen3-8B" "$tmp/err" || fail "run unknown model gives no pull hint: $(cat "$tmp/err")"
+[[ ! -s "$tmp/out" ]] || fail "run generated for an unknown model: $(cat "$tmp/out")"
+if "$tachyon" run qwen3-8c -n 4 < /dev/null 2> "$tmp/err"; then fail "run took a misspelt alias as a prompt"; fi
+grep -q "did you mean the alias 'qwen3-8b'" "$tmp/err" || fail "misspelt alias: $(cat "$tmp/err")"
+"$tachyon" run "def add(a, b):" -n 4 > /dev/null 2>&1 || fail "run PROMPT with the embedded model"
+a="$("$tachyon" run tachyon-demo --prompt "def add(a, b):" -n 6 --show-ids 2> /dev/null)"
+b="$(printf 'def add(a, b):' | "$tachyon" run "$root/models/tachyon-demo" --prompt - -n 6 --show-ids 2> /dev/null)"
+c="$("$tachyon" run "def add(a, b):" -n 6 --show-ids 2> /dev/null)"
+[[ -n "$a" && "$a" == "$b" && "$a" == "$c" ]] || fail "run --prompt: '$a' vs '$b' vs '$c'"
+"$tachyon" info tachyon-demo --json | grep -q '"source": "alias"' || fail "info by alias"
 
 # info --json names the speculation methods
 "$tachyon" info --json | grep -q '"MTP heads: 1, all 15 tensors verified"' || fail "info --json"
