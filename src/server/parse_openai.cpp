@@ -160,7 +160,7 @@ ParsedRequest parse_chat_request(std::string_view text) {
   out.tools = read_openai_tools(body);
   read_tool_choice(body, out);
   read_template_kwargs(body, out);
-  read_openai_sampling(body, out.sampling);
+  read_openai_sampling(body, out);
   read_speculative(body, out);
   read_n(body);
   read_stream(body, out);
@@ -226,7 +226,7 @@ ParsedRequest parse_completion_request(std::string_view text) {
   } else {
     throw ApiError::invalid("'prompt' must be a string or an array of token ids", "prompt");
   }
-  read_openai_sampling(body, out.sampling);
+  read_openai_sampling(body, out);
   read_speculative(body, out);
   read_n(body);
   read_stream(body, out);
@@ -329,7 +329,7 @@ ParsedRequest parse_responses_request(std::string_view text) {
     if (!converted.empty()) out.tools = std::move(converted);
   }
   read_tool_choice(body, out);
-  read_openai_sampling(body, out.sampling);
+  read_openai_sampling(body, out);
   out.stream = read_bool(body, "stream").value_or(false);
   if (auto m = read_int(body, "max_output_tokens", 1, INT32_MAX)) out.max_tokens = static_cast<int32_t>(*m);
   if (auto top = read_int(body, "top_logprobs", 0, kMaxTopLogprobs)) out.logprobs = static_cast<int32_t>(*top);
