@@ -157,6 +157,7 @@ Generation::Generation(const ServedModel& model, const ParsedRequest& request, A
     throw ApiError(ErrorKind::RateLimit, "the server is at capacity; retry shortly", "", "rate_limit_exceeded");
   try {
     stream_ = model.engine->submit(std::move(req));
+    submitted_ = std::chrono::steady_clock::now();
   } catch (const Error& e) {
     admission_.leave();
     throw ApiError::invalid(e.what());
@@ -191,6 +192,8 @@ GenerationOutcome Generation::run(const TextSink& sink, const std::function<bool
       }
     }
     if (!out) continue;
+    if (outcome.completion_tokens == 0 && !out->tokens.empty())
+      outcome.time_to_first_token = std::chrono::steady_clock::now() - submitted_;
     outcome.completion_tokens += static_cast<int32_t>(out->tokens.size());
     outcome.cached_tokens = std::max(outcome.cached_tokens, out->num_cached_prompt_tokens);
     outcome.spec = out->spec;
@@ -222,6 +225,7 @@ GenerationOutcome Generation::run(const TextSink& sink, const std::function<bool
     for (auto& lp : pending_logprobs) outcome.logprobs.push_back(std::move(lp));
     pending_logprobs.clear();
   }
+  outcome.total_time = std::chrono::steady_clock::now() - submitted_;
   return outcome;
 }
 

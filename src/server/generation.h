@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -83,6 +84,9 @@ struct GenerationOutcome {
   std::vector<engine::TokenLogprob> logprobs;
   std::vector<engine::TokenLogprob> prompt_logprobs;
   std::string error;                        // finish == Error
+  // Wall time from submission to the first generated token (prefill, queueing included), and
+  // to the end.
+  std::chrono::nanoseconds time_to_first_token{0}, total_time{0};
 };
 
 // The prompt as rendered (chat template) or given (completions), and its token ids.
@@ -124,6 +128,7 @@ class Generation {
   chat::ParserOptions parser_options_;
   std::vector<std::string> stop_;
   std::shared_ptr<engine::RequestStream> stream_;
+  std::chrono::steady_clock::time_point submitted_;
 };
 
 // "chatcmpl-" + 24 random alphanumerics, and the like.

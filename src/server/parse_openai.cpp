@@ -33,14 +33,6 @@ std::string read_content_text(const OrderedJson& content, const std::string& pat
   return text;
 }
 
-// Tool-call arguments reach templates as objects when they are JSON objects (templates
-// write `arguments | tojson`), as vLLM and transformers pass them.
-OrderedJson template_arguments(const std::string& arguments) {
-  OrderedJson parsed = OrderedJson::parse(arguments, nullptr, false);
-  if (!parsed.is_discarded() && parsed.is_object()) return parsed;
-  return arguments;
-}
-
 OrderedJson read_chat_message(const OrderedJson& message, const std::string& path) {
   if (!message.is_object()) throw ApiError::invalid(fmt::format("'{}' must be an object", path), path);
   reject_unknown_fields(message, {"role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content",
