@@ -85,7 +85,10 @@ class Progress {
 // start rather than every request that leaves the field out.
 server::SamplingDefaults sampling_defaults(const io::GenerationConfig& g, const std::string& dir, int64_t vocab_size) {
   server::SamplingDefaults d;
-  auto as_float = [](const std::optional<double>& v) { return v ? std::optional<float>(static_cast<float>(*v)) : std::nullopt; };
+  auto as_float = [](const std::optional<double>& v) -> std::optional<float> {
+    if (!v) return std::nullopt;
+    return static_cast<float>(*v);
+  };
   d.temperature = as_float(g.temperature);
   d.top_p = as_float(g.top_p);
   d.min_p = as_float(g.min_p);
@@ -123,7 +126,8 @@ server::ModelDetails model_details(const std::string& dir, const io::ModelConfig
 
 Command add_serve_command(CLI::App& app) {
   auto opt = std::make_shared<ServeOptions>();
-  auto* cmd = app.add_subcommand("serve", "Serve the OpenAI, Anthropic and Ollama HTTP APIs (default: the embedded demo model)");
+  auto* cmd = app.add_subcommand("serve",
+                                 "Serve the OpenAI, Anthropic and Ollama HTTP APIs (default: the embedded demo model)");
   cmd->add_option("model", opt->model_dir, "Model directory (default: the embedded tachyon-demo)");
   cmd->add_option("--host", opt->server.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", opt->server.port, "Port (0: any free port)")->check(CLI::Range(0, 65535))->capture_default_str();

@@ -25,7 +25,8 @@ Json tool_calls_json(const std::vector<chat::ToolCall>& calls, int& index) {
   Json out = Json::array();
   for (const chat::ToolCall& call : calls)
     out.push_back({{"id", call.id},
-                   {"function", {{"index", index++}, {"name", call.name}, {"arguments", tool_arguments_object(call.arguments)}}}});
+                   {"function",
+                    {{"index", index++}, {"name", call.name}, {"arguments", tool_arguments_object(call.arguments)}}}});
   return out;
 }
 
@@ -113,7 +114,8 @@ void serve(Shape shape, HandlerContext ctx, const OllamaRequest& o, Clock::time_
         return send(parser->feed(text), want_logprobs ? lps : std::span<const engine::TokenLogprob>());
       });
       if (outcome.finish == engine::FinishReason::Error) {
-        ndjson.line(error_body(ApiError(ErrorKind::Internal, "generation failed: " + outcome.error), ApiFlavor::Ollama));
+        const ApiError failed(ErrorKind::Internal, "generation failed: " + outcome.error);
+        ndjson.line(error_body(failed, ApiFlavor::Ollama));
       } else if (outcome.finish != engine::FinishReason::Abort) {
         send(parser->finish(), {});
         Json last = fragment(shape, id, "", "", Json::array());

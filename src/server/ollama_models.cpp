@@ -35,8 +35,8 @@ void check_ollama_model(const ServedModel& model, const std::string& requested) 
   if (name.size() > kLatest.size() && name.substr(name.size() - kLatest.size()) == kLatest)
     name.remove_suffix(kLatest.size());
   if (name != model.id)
-    throw ApiError(ErrorKind::NotFound, fmt::format("model '{}' not found; this server serves '{}'", requested, model.id),
-                   "model");
+    throw ApiError(ErrorKind::NotFound,
+                   fmt::format("model '{}' not found; this server serves '{}'", requested, model.id), "model");
 }
 
 bool ollama_can_think(const ServedModel& model) {

@@ -100,10 +100,12 @@ void read_options(const OrderedJson& body, ParsedRequest& out) {
     out.sampling_given.repetition_penalty = true;
   }
   // -1: no limit, -2: fill the context; both leave the output bounded by the context only.
-  if (auto n = read_int(*options, "num_predict", -2, INT32_MAX, path); n && *n > 0) out.max_tokens = static_cast<int32_t>(*n);
-  else if (n && *n == 0)
-    throw ApiError::invalid("'options.num_predict' must be at least 1, or -1 (no limit) or -2 (fill the context)",
-                            "options.num_predict");
+  if (auto n = read_int(*options, "num_predict", -2, INT32_MAX, path)) {
+    if (*n == 0)
+      throw ApiError::invalid("'options.num_predict' must be at least 1, or -1 (no limit) or -2 (fill the context)",
+                              "options.num_predict");
+    if (*n > 0) out.max_tokens = static_cast<int32_t>(*n);
+  }
   // The server's context is fixed at start-up: a smaller num_ctx bounds this request, a
   // larger one is capped to the server's (Generation), as Ollama caps it to the model's.
   if (auto n = read_int(*options, "num_ctx", 1, INT32_MAX, path)) out.max_context = static_cast<int32_t>(*n);
@@ -126,7 +128,8 @@ void read_format(const OrderedJson& body, ParsedRequest& out) {
   } else if (format->is_object()) {
     const OrderedJson* type = find_field(*format, "type");
     if (!type || *type != "object")
-      throw ApiError::invalid("'format': only a JSON schema of an object (\"type\": \"object\") is supported", "format");
+      throw ApiError::invalid("'format': only a JSON schema of an object (\"type\": \"object\") is supported",
+                              "format");
     out.json_object = true;
   } else {
     throw ApiError::invalid("'format' must be \"json\" or a JSON schema", "format");
@@ -143,8 +146,8 @@ void read_think(const OrderedJson& body, OllamaRequest& out) {
   } else if (think->is_string()) {
     const std::string level = think->get<std::string>();
     if (level != "low" && level != "medium" && level != "high" && level != "max")
-      throw ApiError::invalid(fmt::format("'think' must be a boolean or one of low, medium, high, max; got '{}'", level),
-                              "think");
+      throw ApiError::invalid(
+          fmt::format("'think' must be a boolean or one of low, medium, high, max; got '{}'", level), "think");
     out.think = true;
     out.request.template_kwargs["reasoning_effort"] = level == "max" ? "high" : level;
   } else {
@@ -160,8 +163,9 @@ bool read_keep_alive_is_zero(const OrderedJson& body) {
   if (v->is_number()) return v->get<double>() == 0;
   if (!v->is_string()) throw ApiError::invalid("'keep_alive' must be a duration string or a number", "keep_alive");
   const std::string s = v->get<std::string>();
-  const size_t digits = s.find_first_not_of("0.");
-  return !s.empty() && digits != 0 && (digits == std::string::npos || std::isalpha(static_cast<unsigned char>(s[digits])));
+  const size_t unit = s.find_first_not_of("0.");  // zero digits, then a unit ("0s") or nothing ("0")
+  if (s.empty() || unit == 0) return false;
+  return unit == std::string::npos || std::isalpha(static_cast<unsigned char>(s[unit]));
 }
 
 // The fields /api/chat and /api/generate share.
@@ -224,8 +228,8 @@ OllamaRequest parse_ollama_generate_request(std::string_view text) {
     throw ApiError::invalid("'suffix' is not supported: this server does not do fill-in-the-middle completions",
                             "suffix");
   if (auto tpl = read_string(body, "template"); tpl && !tpl->empty())
-    throw ApiError::invalid("'template' is not supported: prompts are rendered with the checkpoint's own chat template; "
-                            "send \"raw\": true with a formatted prompt instead",
+    throw ApiError::invalid("'template' is not supported: prompts are rendered with the checkpoint's own chat "
+                            "template; send \"raw\": true with a formatted prompt instead",
                             "template");
   if (const OrderedJson* context = find_field(body, "context"); !is_empty_list(context))
     throw ApiError::invalid("'context' is not supported: send the conversation to /api/chat instead", "context");

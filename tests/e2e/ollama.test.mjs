@@ -4,7 +4,8 @@
 // prompt, and prompt token counts the HF tokenizer's count of the Qwen3 chat format.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { openai, ollama, model, maxContext, countTokens, qwen3Prompt, weatherTool, toolPrompt, post } from './helpers.mjs';
+import { openai, ollama, model, maxContext, countTokens, qwen3Prompt, weatherTool, toolPrompt, post }
+  from './helpers.mjs';
 
 const question = 'Write a Python function `is_prime(n)` that returns True if n is a prime number.';
 const greedy = (num_predict) => ({ temperature: 0, num_predict });
@@ -27,7 +28,8 @@ test('chat: the answer, counts and done_reason agree with the OpenAI chat answer
   assert.equal(chat.message.role, 'assistant');
   assert.equal(chat.message.content, reference.choices[0].message.content);
   assert.equal(chat.done_reason, reference.choices[0].finish_reason === 'length' ? 'length' : 'stop');
-  assertFinal(chat, { prompt: await countTokens(qwen3Prompt(messages)), completion: reference.usage.completion_tokens });
+  assertFinal(chat, { prompt: await countTokens(qwen3Prompt(messages)),
+    completion: reference.usage.completion_tokens });
 });
 
 test('chat: the NDJSON stream joins to the non-streamed answer and ends with the counts', async () => {

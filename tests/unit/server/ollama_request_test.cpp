@@ -2,6 +2,7 @@
 // and examples of Ollama's docs/api.md.
 #include <gtest/gtest.h>
 
+#include "error_of.h"
 #include "server/api_error.h"
 #include "server/ollama_request.h"
 #include "server/request_fields.h"
@@ -10,25 +11,8 @@
 namespace tachyon::server {
 namespace {
 
-ApiError chat_error(const std::string& body) {
-  try {
-    parse_ollama_chat_request(body);
-  } catch (const ApiError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no error for " << body;
-  return ApiError(ErrorKind::Internal, "none");
-}
-
-ApiError generate_error(const std::string& body) {
-  try {
-    parse_ollama_generate_request(body);
-  } catch (const ApiError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no error for " << body;
-  return ApiError(ErrorKind::Internal, "none");
-}
+ApiError chat_error(const std::string& body) { return error_of(parse_ollama_chat_request, body); }
+ApiError generate_error(const std::string& body) { return error_of(parse_ollama_generate_request, body); }
 
 TEST(OllamaChat, StreamsByDefaultAndMapsTheOptions) {
   const OllamaRequest o = parse_ollama_chat_request(R"({
