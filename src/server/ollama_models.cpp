@@ -169,8 +169,7 @@ void handle_ollama_show(const ServedModel& model, const std::string& body, httpl
   res.set_content(dump_json(out), "application/json");
 }
 
-void handle_ollama_embed(const ServedModel& model, const std::string& body, httplib::Response& res) {
-  (void)res;
+void handle_ollama_embed(const ServedModel& model, const std::string& body, httplib::Response&) {
   const OrderedJson request = parse_body(body);
   check_ollama_model(model, read_ollama_model_name(request));
   throw ApiError(ErrorKind::NotImplemented,

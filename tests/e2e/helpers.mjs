@@ -107,10 +107,11 @@ export function banEos() {
   return Object.fromEntries([eos].flat().map((id) => [String(id), -100]));
 }
 
-// A `tachyon serve` of the test's own (for flags the shared server must not have), on a free
-// port; killed when the test process exits, whatever ends it. Resolves to { server, port }.
-export async function startOwnServer(flags) {
-  const server = spawn(process.env.TACHYON_BIN, ['serve', process.env.TACHYON_MODEL_DIR, '--host', '127.0.0.1',
+// A `tachyon serve` of the test's own (for flags or a model folder the shared server must not
+// have), on a free port; killed when the test process exits, whatever ends it. Resolves to
+// { server, port }.
+export async function startOwnServer(flags, modelDir = process.env.TACHYON_MODEL_DIR) {
+  const server = spawn(process.env.TACHYON_BIN, ['serve', modelDir, '--host', '127.0.0.1',
     '--port', '0', ...flags], { stdio: ['ignore', 'ignore', 'pipe'] });
   process.on('exit', () => server.kill('SIGKILL'));
   let log = '';
