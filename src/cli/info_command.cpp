@@ -12,6 +12,7 @@
 #include "chat/parsers/output_parser.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "io/config.h"
 #include "io/safetensors.h"
 #include "kernels/backend.h"
 #include "model/model.h"
@@ -75,6 +76,18 @@ Json draft_tree_report(const model::Model& model) {
                   "any drafter with \"tree_nodes\":N"}};
 }
 
+// generation_config.json's sampling defaults: what a request that leaves a field out gets.
+Json sampling_defaults_report(const std::string& dir) {
+  const io::GenerationConfig g = io::load_generation_config(dir);
+  Json out = Json::object();
+  if (g.temperature) out["temperature"] = *g.temperature;
+  if (g.top_p) out["top_p"] = *g.top_p;
+  if (g.top_k) out["top_k"] = *g.top_k;
+  if (g.min_p) out["min_p"] = *g.min_p;
+  if (g.repetition_penalty) out["repetition_penalty"] = *g.repetition_penalty;
+  return out;
+}
+
 }  // namespace
 
 Command add_info_command(CLI::App& app) {
@@ -128,6 +141,7 @@ Command add_info_command(CLI::App& app) {
                  {"context_length", c.max_position_embeddings},
                  {"tool_call_format", tool_format},
                  {"reasoning_format", reasoning},
+                 {"sampling_defaults", sampling_defaults_report(opt->dir)},
                  {"kv_bytes_per_1k_tokens", kv_per_1k},
                  {"backend", backend->name()},
                  {"speculation", speculation_report(opt->dir, *model, *backend)},
@@ -146,18 +160,24 @@ Command add_info_command(CLI::App& app) {
       std::cout << info.dump(2) << "\n";
       return 0;
     }
+    std::string sampling;
+    for (const auto& [name, value] : info["sampling_defaults"].items())
+      sampling += fmt::format("{}{} {}", sampling.empty() ? "" : ", ", name, value.dump());
+    sampling = sampling.empty() ? "none (requests get temperature 1, no truncation or penalty)"
+                                : sampling + " (generation_config.json; a request's own values win)";
     std::string dtype_list;
     for (const auto& [d, n] : dtypes) dtype_list += fmt::format("{}{} x{}", dtype_list.empty() ? "" : ", ", d, n);
     std::printf("model            %s\narchitecture     %s (%s)\nparameters       %.2fM (+%.2fM MTP)\ndtypes           %s\n"
                 "layers           %lld, hidden %lld, heads %lld / kv %lld, head_dim %lld\nvocab            %lld\n"
                 "context          %lld tokens\nKV memory        %.1f MiB per 1k tokens (f32)\ntool calls       %s\n"
-                "reasoning        %s\nbackend          %s\n",
+                "reasoning        %s\nsampling         %s\nbackend          %s\n",
                 opt->dir.c_str(), info["architecture"].get<std::string>().c_str(), c.model_type.c_str(), params / 1e6,
                 mtp_params / 1e6, dtype_list.c_str(), static_cast<long long>(c.num_hidden_layers),
                 static_cast<long long>(c.hidden_size), static_cast<long long>(c.num_attention_heads),
                 static_cast<long long>(c.num_key_value_heads), static_cast<long long>(c.head_dim),
                 static_cast<long long>(c.vocab_size), static_cast<long long>(c.max_position_embeddings),
-                kv_per_1k / (1 << 20), tool_format.c_str(), reasoning.c_str(), backend->name().c_str());
+                kv_per_1k / (1 << 20), tool_format.c_str(), reasoning.c_str(), sampling.c_str(),
+                backend->name().c_str());
     if (!resolved.repo_id.empty())
       std::printf("hub              %s@%s (commit %s)\n", resolved.repo_id.c_str(), resolved.revision.c_str(),
                   resolved.commit.c_str());

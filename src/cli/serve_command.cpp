@@ -1,6 +1,6 @@
 // `tachyon serve [MODEL] [--host 127.0.0.1] [--port 8000] [--api-key KEY] [--max-concurrent N]
 // [--ctx-size N] [--kv-blocks N | --kv-memory GiB] [--prefix-cache on|off] [--step-overlap auto|on|off]
-// ...`: serves the OpenAI and Anthropic APIs (src/server) over the continuous-batching engine. With no model
+// ...`: serves the OpenAI, Anthropic and Ollama APIs (src/server) over the continuous-batching engine. With no model
 // it serves the embedded tachyon-demo. SIGINT/SIGTERM stop it cleanly.
 #include <pthread.h>
 #include <signal.h>
@@ -21,6 +21,7 @@
 #include "cli/spec_options.h"
 #include "engine/engine.h"
 #include "io/config.h"
+#include "io/safetensors.h"
 #include "kernels/backend.h"
 #include "model/model.h"
 #include "server/server.h"
@@ -80,11 +81,53 @@ class Progress {
   bool tty_;
 };
 
+// generation_config.json's sampling fields, checked once here so that a bad value fails the
+// start rather than every request that leaves the field out.
+server::SamplingDefaults sampling_defaults(const io::GenerationConfig& g, const std::string& dir, int64_t vocab_size) {
+  server::SamplingDefaults d;
+  auto as_float = [](const std::optional<double>& v) -> std::optional<float> {
+    if (!v) return std::nullopt;
+    return static_cast<float>(*v);
+  };
+  d.temperature = as_float(g.temperature);
+  d.top_p = as_float(g.top_p);
+  d.min_p = as_float(g.min_p);
+  d.repetition_penalty = as_float(g.repetition_penalty);
+  if (g.top_k) d.top_k = static_cast<int32_t>(std::clamp<int64_t>(*g.top_k, 0, vocab_size));
+  try {
+    server::apply_sampling_defaults(server::ParsedRequest{}, d).validate(vocab_size);
+  } catch (const Error& e) {
+    throw Error("{}/generation_config.json: {}", dir, e.what());
+  }
+  return d;
+}
+
+// What Ollama's model listings show: family, dtype, parameters, bytes of weights.
+server::ModelDetails model_details(const std::string& dir, const io::ModelConfig& config, const std::string& device,
+                                   const chat::ChatTemplate* chat_template) {
+  server::ModelDetails d;
+  d.family = config.model_type;
+  d.dtype = config.dtype;
+  d.chat_template = chat_template ? chat_template->source() : "";
+  d.hidden_size = config.hidden_size;
+  d.num_layers = config.num_hidden_layers;
+  d.num_heads = config.num_attention_heads;
+  d.num_kv_heads = config.num_key_value_heads;
+  d.on_device = device == "cuda";
+  const io::Checkpoint checkpoint = io::Checkpoint::open(dir);
+  for (const auto& [name, t] : checkpoint.tensors()) {
+    d.num_parameters += t.num_elements();
+    d.size_bytes += static_cast<int64_t>(t.num_bytes);
+  }
+  return d;
+}
+
 }  // namespace
 
 Command add_serve_command(CLI::App& app) {
   auto opt = std::make_shared<ServeOptions>();
-  auto* cmd = app.add_subcommand("serve", "Serve the OpenAI and Anthropic HTTP APIs (default: the embedded demo model)");
+  auto* cmd = app.add_subcommand("serve",
+                                 "Serve the OpenAI, Anthropic and Ollama HTTP APIs (default: the embedded demo model)");
   cmd->add_option("model", opt->model_dir, "Model: a folder, a hub id org/name[@rev] in the HF cache (tachyon pull), "
                                            "or an alias (tachyon ls) (default: the embedded tachyon-demo)");
   cmd->add_option("--host", opt->server.host, "Address to listen on")->capture_default_str();
@@ -145,7 +188,8 @@ Command add_serve_command(CLI::App& app) {
         return nullptr;
       }
     });
-    auto backend = kernels::make_backend(opt->device.empty() ? kernels::default_device() : opt->device);
+    const std::string device = opt->device.empty() ? kernels::default_device() : opt->device;
+    auto backend = kernels::make_backend(device);
     std::unique_ptr<model::Model> model = progress.stage("weights", [&] { return model::load_model(dir, *backend); });
     const io::ModelConfig& config = model->config();
     const io::GenerationConfig generation = io::load_generation_config(dir);
@@ -155,6 +199,8 @@ Command add_serve_command(CLI::App& app) {
         eos && std::find(served.eos_ids.begin(), served.eos_ids.end(), *eos) == served.eos_ids.end())
       served.eos_ids.push_back(*eos);
     served.vocab_size = config.vocab_size;
+    served.sampling_defaults = sampling_defaults(generation, dir, config.vocab_size);
+    served.details = model_details(dir, config, device, served.chat_template.get());
     if (!opt->tool_parser.empty()) served.parser.family = chat::parser_family_from_name(opt->tool_parser);
     else if (served.chat_template) served.parser = chat::detect_parser(served.chat_template->source(), config.model_type);
 

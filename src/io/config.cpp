@@ -200,6 +200,7 @@ GenerationConfig load_generation_config(const std::string& model_dir) {
   if (present(j, "temperature")) g.temperature = json_double_or(j, "temperature", 1.0, path);
   if (present(j, "top_p")) g.top_p = json_double_or(j, "top_p", 1.0, path);
   if (present(j, "top_k")) g.top_k = json_int(j, "top_k", path);
+  if (present(j, "min_p")) g.min_p = json_double_or(j, "min_p", 0.0, path);
   if (present(j, "repetition_penalty")) g.repetition_penalty = json_double_or(j, "repetition_penalty", 1.0, path);
   return g;
 }

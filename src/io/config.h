@@ -66,7 +66,8 @@ struct GenerationConfig {
   std::vector<int64_t> eos_token_ids;
   std::optional<int64_t> bos_token_id, pad_token_id;
   bool do_sample = false;
-  std::optional<double> temperature, top_p, repetition_penalty;
+  // The model's sampling defaults; the server applies those a request leaves out.
+  std::optional<double> temperature, top_p, min_p, repetition_penalty;
   std::optional<int64_t> top_k;
 };
 GenerationConfig load_generation_config(const std::string& model_dir);  // absent file: defaults

@@ -15,11 +15,6 @@ const char* stop_reason(const GenerationOutcome& outcome, bool tool_use) {
   return tool_use ? "tool_use" : "end_turn";
 }
 
-Json tool_input(const std::string& arguments) {
-  Json input = Json::parse(arguments, nullptr, false);
-  return input.is_object() ? input : Json::object();
-}
-
 std::string tool_use_id(const chat::ToolCall& call) {
   return call.id.rfind("call_", 0) == 0 ? "toolu_" + call.id.substr(5) : call.id;
 }
@@ -49,7 +44,7 @@ void handle_messages(HandlerContext ctx, const std::string& body, httplib::Respo
     if (!parsed.content.empty()) content.push_back({{"type", "text"}, {"text", parsed.content}});
     for (const chat::ToolCall& call : parsed.tool_calls)
       content.push_back({{"type", "tool_use"}, {"id", tool_use_id(call)}, {"name", call.name},
-                         {"input", tool_input(call.arguments)}});
+                         {"input", tool_arguments_object(call.arguments)}});
     const Json response = {{"id", id},
                            {"type", "message"},
                            {"role", "assistant"},
@@ -100,7 +95,7 @@ void handle_messages(HandlerContext ctx, const std::string& body, httplib::Respo
                                                              {"name", call.name}, {"input", Json::object()}}}});
         sse.event("content_block_delta", {{"type", "content_block_delta"}, {"index", index},
                                           {"delta", {{"type", "input_json_delta"},
-                                                     {"partial_json", tool_input(call.arguments).dump()}}}});
+                                                     {"partial_json", tool_arguments_object(call.arguments).dump()}}}});
         sse.event("content_block_stop", {{"type", "content_block_stop"}, {"index", index}});
       }
       return sse.ok();

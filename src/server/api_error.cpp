@@ -11,6 +11,7 @@ int ApiError::status() const {
     case ErrorKind::Unprocessable: return 422;
     case ErrorKind::RateLimit: return 429;
     case ErrorKind::Internal: return 500;
+    case ErrorKind::NotImplemented: return 501;
   }
   return 500;
 }
@@ -21,7 +22,8 @@ const char* openai_type(ErrorKind kind) {
   switch (kind) {
     case ErrorKind::Authentication: return "authentication_error";
     case ErrorKind::RateLimit: return "rate_limit_error";
-    case ErrorKind::Internal: return "server_error";
+    case ErrorKind::Internal:
+    case ErrorKind::NotImplemented: return "server_error";
     default: return "invalid_request_error";
   }
 }
@@ -34,7 +36,8 @@ const char* anthropic_type(ErrorKind kind) {
     case ErrorKind::NotFound: return "not_found_error";
     case ErrorKind::TooLarge: return "request_too_large";
     case ErrorKind::RateLimit: return "rate_limit_error";
-    case ErrorKind::Internal: return "api_error";
+    case ErrorKind::Internal:
+    case ErrorKind::NotImplemented: return "api_error";
   }
   return "api_error";
 }
@@ -42,6 +45,7 @@ const char* anthropic_type(ErrorKind kind) {
 }  // namespace
 
 Json error_body(const ApiError& error, ApiFlavor flavor) {
+  if (flavor == ApiFlavor::Ollama) return {{"error", error.what()}};
   if (flavor == ApiFlavor::Anthropic)
     return {{"type", "error"}, {"error", {{"type", anthropic_type(error.kind)}, {"message", error.what()}}}};
   Json body = {{"message", error.what()},

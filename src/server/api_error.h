@@ -1,5 +1,5 @@
 // API errors: one exception type carrying the HTTP status and the error's type, rendered in
-// the JSON shape of the API the client spoke (OpenAI or Anthropic).
+// the JSON shape of the API the client spoke (OpenAI, Anthropic or Ollama).
 //
 //   throw ApiError::invalid("'messages' must not be empty", "messages");   // 400
 //   ...
@@ -13,7 +13,7 @@
 
 namespace tachyon::server {
 
-enum class ApiFlavor { OpenAI, Anthropic };
+enum class ApiFlavor { OpenAI, Anthropic, Ollama };
 
 enum class ErrorKind {
   InvalidRequest,   // 400
@@ -23,6 +23,7 @@ enum class ErrorKind {
   Unprocessable,    // 422
   RateLimit,        // 429
   Internal,         // 500
+  NotImplemented,   // 501: a route of the API this server does not provide (Ollama's /api/embed, /api/create)
 };
 
 class ApiError : public std::runtime_error {
@@ -41,6 +42,7 @@ class ApiError : public std::runtime_error {
 
 // OpenAI:    {"error": {"message", "type", "param", "code"}}
 // Anthropic: {"type": "error", "error": {"type", "message"}}
+// Ollama:    {"error": "message"}
 Json error_body(const ApiError& error, ApiFlavor flavor);
 
 }  // namespace tachyon::server

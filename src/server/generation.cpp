@@ -120,15 +120,17 @@ Generation::Generation(const ServedModel& model, const ParsedRequest& request, A
   prompt_ids_ = std::move(prompt.ids);
   const auto num_prompt = static_cast<int64_t>(prompt_ids_.size());
   if (num_prompt == 0) throw ApiError::invalid("the prompt is empty after tokenization", "messages");
-  if (num_prompt >= model.max_context)
+  // A request may ask for less context than the model has (Ollama's num_ctx), never more.
+  const int64_t max_context = std::min<int64_t>(model.max_context, request.max_context.value_or(model.max_context));
+  if (num_prompt >= max_context)
     throw ApiError::invalid(fmt::format("This model's maximum context length is {} tokens; the prompt has {} tokens",
-                                        model.max_context, num_prompt),
+                                        max_context, num_prompt),
                             "messages", "context_length_exceeded");
-  int64_t max_tokens = request.max_tokens.value_or(static_cast<int32_t>(model.max_context - num_prompt));
-  if (num_prompt + max_tokens > model.max_context)
+  int64_t max_tokens = request.max_tokens.value_or(static_cast<int32_t>(max_context - num_prompt));
+  if (num_prompt + max_tokens > max_context)
     throw ApiError::invalid(fmt::format("This model's maximum context length is {} tokens. However, you requested {} "
                                         "tokens ({} in the prompt, {} for the completion)",
-                                        model.max_context, num_prompt + max_tokens, num_prompt, max_tokens),
+                                        max_context, num_prompt + max_tokens, num_prompt, max_tokens),
                             "max_tokens", "context_length_exceeded");
 
   parser_options_ = model.parser;
@@ -138,7 +140,7 @@ Generation::Generation(const ServedModel& model, const ParsedRequest& request, A
 
   engine::GenerationRequest req;
   req.prompt = prompt_ids_;
-  req.sampling = request.sampling;
+  req.sampling = apply_sampling_defaults(request, model.sampling_defaults);
   req.max_tokens = static_cast<int32_t>(max_tokens);
   req.stop_token_ids = model.eos_ids;
   req.logprobs = request.logprobs;
@@ -155,6 +157,7 @@ Generation::Generation(const ServedModel& model, const ParsedRequest& request, A
     throw ApiError(ErrorKind::RateLimit, "the server is at capacity; retry shortly", "", "rate_limit_exceeded");
   try {
     stream_ = model.engine->submit(std::move(req));
+    submitted_ = std::chrono::steady_clock::now();
   } catch (const Error& e) {
     admission_.leave();
     throw ApiError::invalid(e.what());
@@ -189,6 +192,8 @@ GenerationOutcome Generation::run(const TextSink& sink, const std::function<bool
       }
     }
     if (!out) continue;
+    if (outcome.completion_tokens == 0 && !out->tokens.empty())
+      outcome.time_to_first_token = std::chrono::steady_clock::now() - submitted_;
     outcome.completion_tokens += static_cast<int32_t>(out->tokens.size());
     outcome.cached_tokens = std::max(outcome.cached_tokens, out->num_cached_prompt_tokens);
     outcome.spec = out->spec;
@@ -220,6 +225,7 @@ GenerationOutcome Generation::run(const TextSink& sink, const std::function<bool
     for (auto& lp : pending_logprobs) outcome.logprobs.push_back(std::move(lp));
     pending_logprobs.clear();
   }
+  outcome.total_time = std::chrono::steady_clock::now() - submitted_;
   return outcome;
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -21,10 +22,22 @@
 #include "chat/parsers/output_parser.h"
 #include "engine/engine.h"
 #include "server/request.h"
+#include "server/sampling_defaults.h"
 #include "server/stop_matcher.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tachyon::server {
+
+// The checkpoint as Ollama's model listings describe it.
+struct ModelDetails {
+  std::string family;              // config.json model_type ("qwen3")
+  std::string dtype;               // weights' dtype ("bfloat16")
+  std::string chat_template;       // the Jinja source, empty without one
+  int64_t num_parameters = 0;
+  int64_t size_bytes = 0;          // the weight files on disk
+  int64_t hidden_size = 0, num_layers = 0, num_heads = 0, num_kv_heads = 0;
+  bool on_device = false;          // weights in GPU memory (Ollama's size_vram)
+};
 
 // Everything the handlers know about the model they serve. Immutable once the server runs.
 struct ServedModel {
@@ -37,6 +50,8 @@ struct ServedModel {
   int32_t max_context = 0;
   int64_t vocab_size = 0;
   int64_t created = 0;                             // unix time the server started
+  SamplingDefaults sampling_defaults;              // generation_config.json's, for fields a request omits
+  ModelDetails details;                            // what Ollama's /api/tags, /api/show and /api/ps describe
 };
 
 // Bounds the requests waiting in or running on the engine; beyond it, 429.
@@ -69,6 +84,9 @@ struct GenerationOutcome {
   std::vector<engine::TokenLogprob> logprobs;
   std::vector<engine::TokenLogprob> prompt_logprobs;
   std::string error;                        // finish == Error
+  // Wall time from submission to the first generated token (prefill, queueing included), and
+  // to the end.
+  std::chrono::nanoseconds time_to_first_token{0}, total_time{0};
 };
 
 // The prompt as rendered (chat template) or given (completions), and its token ids.
@@ -110,6 +128,7 @@ class Generation {
   chat::ParserOptions parser_options_;
   std::vector<std::string> stop_;
   std::shared_ptr<engine::RequestStream> stream_;
+  std::chrono::steady_clock::time_point submitted_;
 };
 
 // "chatcmpl-" + 24 random alphanumerics, and the like.

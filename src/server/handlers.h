@@ -38,6 +38,10 @@ Json openai_usage(const GenerationOutcome& outcome);
 // A generation that failed in the engine becomes a 500.
 void throw_if_failed(const GenerationOutcome& outcome);
 
+// A parsed tool call's arguments as a JSON object (Anthropic's tool_use.input, Ollama's
+// function.arguments); {} when the model wrote something else.
+Json tool_arguments_object(const std::string& arguments);
+
 // Chat-style logprobs content entries: [{token, logprob, bytes, top_logprobs}].
 Json chat_logprobs(const tokenizer::Tokenizer& tokenizer, std::span<const engine::TokenLogprob> logprobs);
 

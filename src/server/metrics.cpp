@@ -1,12 +1,16 @@
 #include "server/metrics.h"
 
+#include <iterator>
+
 #include <fmt/format.h>
 
 namespace tachyon::server {
 
 const char* HttpCounters::route_name(Route route) {
   static constexpr const char* kNames[] = {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages",
-                                           "/v1/models", "/health", "/metrics", "other"};
+                                           "/v1/models", "/api/chat", "/api/generate", "/api/*", "/health", "/metrics",
+                                           "other"};
+  static_assert(std::size(kNames) == kNumRoutes);
   return kNames[route];
 }
 

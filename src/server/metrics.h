@@ -13,7 +13,10 @@ namespace tachyon::server {
 
 class HttpCounters {
  public:
-  enum Route { kChat, kCompletions, kResponses, kMessages, kModels, kHealth, kMetrics, kOther, kNumRoutes };
+  enum Route {
+    kChat, kCompletions, kResponses, kMessages, kModels, kOllamaChat, kOllamaGenerate, kOllamaOther, kHealth, kMetrics,
+    kOther, kNumRoutes
+  };
   static const char* route_name(Route route);
   // Status classes 2xx..5xx.
   void count(Route route, int status);

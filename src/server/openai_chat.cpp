@@ -49,6 +49,11 @@ void throw_if_failed(const GenerationOutcome& outcome) {
     throw ApiError(ErrorKind::Internal, fmt::format("generation failed: {}", outcome.error));
 }
 
+Json tool_arguments_object(const std::string& arguments) {
+  Json input = Json::parse(arguments, nullptr, false);
+  return input.is_object() ? input : Json::object();
+}
+
 Json chat_logprobs(const tokenizer::Tokenizer& tokenizer, std::span<const engine::TokenLogprob> logprobs) {
   Json content = Json::array();
   for (const engine::TokenLogprob& lp : logprobs) {

@@ -179,12 +179,19 @@ ParsedRequest parse_anthropic(std::string_view text, bool count_tokens) {
     } else if (type != "auto") throw ApiError::invalid(fmt::format("unknown tool_choice type '{}'", type), "tool_choice");
     check_forced_tool_choice(out);
   }
-  if (auto t = read_number(body, "temperature", 0, 1)) out.sampling.temperature = static_cast<float>(*t);
+  if (auto t = read_number(body, "temperature", 0, 1)) {
+    out.sampling.temperature = static_cast<float>(*t);
+    out.sampling_given.temperature = true;
+  }
   if (auto p = read_number(body, "top_p", 0, 1)) {
     if (*p <= 0) throw ApiError::invalid("'top_p' must be greater than 0", "top_p");
     out.sampling.top_p = static_cast<float>(*p);
+    out.sampling_given.top_p = true;
   }
-  if (auto k = read_int(body, "top_k", 0, 1 << 30)) out.sampling.top_k = static_cast<int32_t>(*k);
+  if (auto k = read_int(body, "top_k", 0, 1 << 30)) {
+    out.sampling.top_k = static_cast<int32_t>(*k);
+    out.sampling_given.top_k = true;
+  }
   out.stop = read_stop(body, "stop_sequences");
   out.stream = read_bool(body, "stream").value_or(false);
   if (const OrderedJson* thinking = read_object(body, "thinking")) {

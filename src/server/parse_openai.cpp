@@ -33,14 +33,6 @@ std::string read_content_text(const OrderedJson& content, const std::string& pat
   return text;
 }
 
-// Tool-call arguments reach templates as objects when they are JSON objects (templates
-// write `arguments | tojson`), as vLLM and transformers pass them.
-OrderedJson template_arguments(const std::string& arguments) {
-  OrderedJson parsed = OrderedJson::parse(arguments, nullptr, false);
-  if (!parsed.is_discarded() && parsed.is_object()) return parsed;
-  return arguments;
-}
-
 OrderedJson read_chat_message(const OrderedJson& message, const std::string& path) {
   if (!message.is_object()) throw ApiError::invalid(fmt::format("'{}' must be an object", path), path);
   reject_unknown_fields(message, {"role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content",
@@ -160,7 +152,7 @@ ParsedRequest parse_chat_request(std::string_view text) {
   out.tools = read_openai_tools(body);
   read_tool_choice(body, out);
   read_template_kwargs(body, out);
-  read_openai_sampling(body, out.sampling);
+  read_openai_sampling(body, out);
   read_speculative(body, out);
   read_n(body);
   read_stream(body, out);
@@ -226,7 +218,7 @@ ParsedRequest parse_completion_request(std::string_view text) {
   } else {
     throw ApiError::invalid("'prompt' must be a string or an array of token ids", "prompt");
   }
-  read_openai_sampling(body, out.sampling);
+  read_openai_sampling(body, out);
   read_speculative(body, out);
   read_n(body);
   read_stream(body, out);
@@ -329,7 +321,7 @@ ParsedRequest parse_responses_request(std::string_view text) {
     if (!converted.empty()) out.tools = std::move(converted);
   }
   read_tool_choice(body, out);
-  read_openai_sampling(body, out.sampling);
+  read_openai_sampling(body, out);
   out.stream = read_bool(body, "stream").value_or(false);
   if (auto m = read_int(body, "max_output_tokens", 1, INT32_MAX)) out.max_tokens = static_cast<int32_t>(*m);
   if (auto top = read_int(body, "top_logprobs", 0, kMaxTopLogprobs)) out.logprobs = static_cast<int32_t>(*top);

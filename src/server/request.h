@@ -1,4 +1,5 @@
-// Request parsing and validation for the four generation endpoints. Each parser takes the
+// Request parsing and validation for the generation endpoints (OpenAI, Anthropic; Ollama's in
+// ollama_request.h). Each parser takes the
 // raw body and returns one `ParsedRequest`, the API-neutral description of the generation,
 // or throws ApiError (400) naming the offending field. Parsing needs no model, engine or
 // tokenizer, so it is unit-tested and fuzzed on its own (tests/unit/server,
@@ -27,11 +28,17 @@ namespace tachyon::server {
 
 using OrderedJson = nlohmann::ordered_json;
 
-enum class Endpoint { ChatCompletions, Completions, Responses, Messages };
+enum class Endpoint { ChatCompletions, Completions, Responses, Messages, OllamaChat, OllamaGenerate };
 
 // Required and Named force a tool call through constrained decoding (Generation builds the
 // grammar of the model's tool-call syntax).
 enum class ToolChoice { Auto, None, Required, Named };
+
+// The sampling fields a model's generation_config.json may default, and whether the request
+// set each itself: those it left out take the model's values (sampling_defaults.h).
+struct SamplingGiven {
+  bool temperature = false, top_p = false, top_k = false, min_p = false, repetition_penalty = false;
+};
 
 struct ParsedRequest {
   Endpoint endpoint = Endpoint::ChatCompletions;
@@ -49,7 +56,9 @@ struct ParsedRequest {
   bool continue_final_message = false;  // render without a generation prompt
 
   engine::SamplingParams sampling;
+  SamplingGiven sampling_given;
   std::optional<int32_t> max_tokens;   // absent: up to the context length
+  std::optional<int32_t> max_context;  // prompt + output at most this (Ollama num_ctx); absent: the model's
   std::vector<std::string> stop;       // stop strings, never empty strings
   bool stream = false;
   bool include_usage = false;          // OpenAI stream_options.include_usage

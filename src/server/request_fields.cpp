@@ -149,6 +149,12 @@ const OrderedJson* read_object(const OrderedJson& obj, std::string_view key, con
   return v;
 }
 
+OrderedJson template_arguments(const std::string& arguments) {
+  OrderedJson parsed = OrderedJson::parse(arguments, nullptr, false);
+  if (!parsed.is_discarded() && parsed.is_object()) return parsed;
+  return arguments;
+}
+
 void read_speculative(const OrderedJson& body, ParsedRequest& out) {
   const OrderedJson* spec = read_object(body, "speculative");
   if (!spec) return;
@@ -162,22 +168,41 @@ void read_speculative(const OrderedJson& body, ParsedRequest& out) {
     out.num_speculative_tokens = static_cast<int32_t>(*k);
 }
 
-void read_openai_sampling(const OrderedJson& body, engine::SamplingParams& out) {
-  if (auto t = read_number(body, "temperature", 0, 2)) out.temperature = static_cast<float>(*t);
-  if (auto p = read_number(body, "top_p", 0, 1)) {
-    if (*p <= 0) throw ApiError::invalid("'top_p' must be greater than 0", "top_p");
+void read_openai_sampling(const OrderedJson& body, ParsedRequest& request, const std::string& path) {
+  engine::SamplingParams& out = request.sampling;
+  SamplingGiven& given = request.sampling_given;
+  if (auto t = read_number(body, "temperature", 0, 2, path)) {
+    out.temperature = static_cast<float>(*t);
+    given.temperature = true;
+  }
+  if (auto p = read_number(body, "top_p", 0, 1, path)) {
+    if (*p <= 0) {
+      const std::string name = field_path(path, "top_p");
+      throw ApiError::invalid(fmt::format("'{}' must be greater than 0", name), name);
+    }
     out.top_p = static_cast<float>(*p);
+    given.top_p = true;
   }
-  if (auto k = read_int(body, "top_k", -1, 1 << 30)) out.top_k = *k < 0 ? 0 : static_cast<int32_t>(*k);
-  if (auto m = read_number(body, "min_p", 0, 1)) out.min_p = static_cast<float>(*m);
-  if (auto p = read_number(body, "presence_penalty", -2, 2)) out.presence_penalty = static_cast<float>(*p);
-  if (auto f = read_number(body, "frequency_penalty", -2, 2)) out.frequency_penalty = static_cast<float>(*f);
-  if (auto r = read_number(body, "repetition_penalty", 0, 10)) {
-    if (*r <= 0) throw ApiError::invalid("'repetition_penalty' must be greater than 0", "repetition_penalty");
+  if (auto k = read_int(body, "top_k", -1, 1 << 30, path)) {
+    out.top_k = *k < 0 ? 0 : static_cast<int32_t>(*k);
+    given.top_k = true;
+  }
+  if (auto m = read_number(body, "min_p", 0, 1, path)) {
+    out.min_p = static_cast<float>(*m);
+    given.min_p = true;
+  }
+  if (auto p = read_number(body, "presence_penalty", -2, 2, path)) out.presence_penalty = static_cast<float>(*p);
+  if (auto f = read_number(body, "frequency_penalty", -2, 2, path)) out.frequency_penalty = static_cast<float>(*f);
+  if (auto r = read_number(body, "repetition_penalty", 0, 10, path)) {
+    if (*r <= 0) {
+      const std::string name = field_path(path, "repetition_penalty");
+      throw ApiError::invalid(fmt::format("'{}' must be greater than 0", name), name);
+    }
     out.repetition_penalty = static_cast<float>(*r);
+    given.repetition_penalty = true;
   }
-  if (auto s = read_int(body, "seed", INT64_MIN, INT64_MAX)) out.seed = static_cast<uint64_t>(*s);
-  if (const OrderedJson* bias = read_object(body, "logit_bias")) {
+  if (auto s = read_int(body, "seed", INT64_MIN, INT64_MAX, path)) out.seed = static_cast<uint64_t>(*s);
+  if (const OrderedJson* bias = read_object(body, "logit_bias", path)) {
     for (auto it = bias->begin(); it != bias->end(); ++it) {
       const std::string name = fmt::format("logit_bias.{}", it.key());
       int64_t id = -1;

@@ -44,8 +44,13 @@ std::string field_path(const std::string& path, std::string_view key);
 std::string index_path(const std::string& path, size_t index);
 
 // Sampling fields shared by the OpenAI endpoints (temperature, top_p, top_k, min_p, seed,
-// presence/frequency/repetition penalties, logit_bias) into `out`.
-void read_openai_sampling(const OrderedJson& body, engine::SamplingParams& out);
+// presence/frequency/repetition penalties, logit_bias) of `body` (found at `path`, e.g.
+// Ollama's "options") into `out.sampling`, noting in `out.sampling_given` the fields that
+// have model defaults.
+void read_openai_sampling(const OrderedJson& body, ParsedRequest& out, const std::string& path = "");
+// Tool-call arguments as templates read them: a JSON object when the text is one (templates
+// write `arguments | tojson`, as vLLM and transformers pass them), else the text itself.
+OrderedJson template_arguments(const std::string& arguments);
 // The "speculative" extension object (see ParsedRequest).
 void read_speculative(const OrderedJson& body, ParsedRequest& out);
 // "stop" / "stop_sequences": a string or a list of non-empty strings.

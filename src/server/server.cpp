@@ -15,6 +15,7 @@
 #include "server/connection_watch.h"
 #include "server/handlers.h"
 #include "server/metrics.h"
+#include "server/ollama.h"
 #include "server/sse.h"
 
 namespace tachyon::server {
@@ -22,6 +23,7 @@ namespace tachyon::server {
 namespace {
 
 ApiFlavor flavor_of(const std::string& path) {
+  if (path.rfind("/api/", 0) == 0) return ApiFlavor::Ollama;
   return path.rfind("/v1/messages", 0) == 0 ? ApiFlavor::Anthropic : ApiFlavor::OpenAI;
 }
 
@@ -94,13 +96,39 @@ struct HttpServer::Impl {
         log::error("{} {}: {}", req.method, req.path, e.what());
         send_error(req, res, ApiError(ErrorKind::Internal, fmt::format("internal error: {}", e.what())));
       }
-      counters.count(route, res.status);
+      // A handler that succeeded leaves the status unset (-1); httplib sends 200.
+      counters.count(route, res.status == -1 ? 200 : res.status);
     };
   }
 
   Json model_json() const {
     return {{"id", model.id}, {"object", "model"}, {"created", model.created}, {"owned_by", "tachyon"},
             {"max_model_len", model.max_context}};
+  }
+
+  // Ollama's /api/* on the same port (ollama.h).
+  template <typename Generation>
+  void add_ollama_routes(const Generation& generation) {
+    using Req = const httplib::Request&;
+    using Res = httplib::Response&;
+    constexpr auto kOllama = HttpCounters::kOllamaOther;
+    http.Post("/api/chat", wrap(HttpCounters::kOllamaChat, generation(handle_ollama_chat)));
+    http.Post("/api/generate", wrap(HttpCounters::kOllamaGenerate, generation(handle_ollama_generate)));
+    http.Get("/api/tags", wrap(kOllama, [this](Req, Res res) { handle_ollama_tags(model, res); }));
+    http.Get("/api/ps", wrap(kOllama, [this](Req, Res res) { handle_ollama_ps(model, res); }));
+    http.Post("/api/show", wrap(kOllama, [this](Req req, Res res) { handle_ollama_show(model, req.body, res); }));
+    http.Post("/api/pull", wrap(kOllama, [this](Req req, Res res) { handle_ollama_pull(model, req.body, res); }));
+    for (const char* path : {"/api/embed", "/api/embeddings"})
+      http.Post(path, wrap(kOllama, [this](Req req, Res res) { handle_ollama_embed(model, req.body, res); }));
+    // Clients probe the version as a liveness check, so it stays open like /health.
+    http.Get("/api/version", [this](Req, Res res) {
+      handle_ollama_version(res);
+      counters.count(HttpCounters::kOllamaOther, res.status);
+    });
+    auto refuse = wrap(kOllama, [](Req req, Res) { refuse_ollama_model_management(req.method + " " + req.path); });
+    for (const char* path : {"/api/create", "/api/copy", "/api/push", R"(/api/blobs/(.+))"}) http.Post(path, refuse);
+    http.Delete("/api/delete", refuse);
+    http.Get(R"(/api/blobs/(.+))", refuse);  // httplib answers HEAD through the GET route
   }
 
   void add_routes() {
@@ -124,6 +152,7 @@ struct HttpServer::Impl {
                check_model(model, req.matches[1]);
                res.set_content(dump_json(model_json()), "application/json");
              }));
+    add_ollama_routes(generation);
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(dump_json({{"status", "ok"}, {"model", model.id}}), "application/json");
       counters.count(HttpCounters::kHealth, res.status);
@@ -137,7 +166,7 @@ struct HttpServer::Impl {
     // origin, is what guards the server.
     http.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
     http.Options(R"(/.*)", [](const httplib::Request&, httplib::Response& res) {
-      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
       res.set_header("Access-Control-Allow-Headers",
                      "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta, OpenAI-Beta");
       res.set_header("Access-Control-Max-Age", "86400");

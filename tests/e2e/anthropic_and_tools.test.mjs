@@ -2,7 +2,7 @@
 // events, stop sequences, system prompts), and the tool-call round trip in both APIs.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { openai, anthropic, model, countTokens, qwen3Prompt } from './helpers.mjs';
+import { openai, anthropic, model, countTokens, qwen3Prompt, weatherTool, toolPrompt } from './helpers.mjs';
 
 const question = 'Write a Python function `is_prime(n)` that returns True if n is a prime number.';
 
@@ -71,36 +71,6 @@ test('messages: stop_sequences end the text and are reported', async () => {
 });
 
 // --- tools -------------------------------------------------------------------------------
-
-const weatherTool = {
-  name: 'get_weather',
-  description: 'Current weather of a city',
-  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
-};
-
-// Python json.dumps (what the template's `tojson` writes): ", " and ": " separators.
-function pyJson(value) {
-  if (Array.isArray(value)) return `[${value.map(pyJson).join(', ')}]`;
-  if (value && typeof value === 'object')
-    return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}: ${pyJson(v)}`).join(', ')}}`;
-  return JSON.stringify(value);
-}
-
-// The demo model's (Qwen3) template for: [system tools] user, assistant tool call, tool result.
-function toolPrompt({ user, call, result }) {
-  let out = '<|im_start|>system\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n' +
-    'You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n' +
-    pyJson({ type: 'function', function: weatherTool }) +
-    '\n</tools>\n\nFor each function call, return a json object with function name and arguments within ' +
-    '<tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n' +
-    '</tool_call><|im_end|>\n';
-  out += `<|im_start|>user\n${user}<|im_end|>\n`;
-  if (call) {
-    out += `<|im_start|>assistant\n<tool_call>\n{"name": "${call.name}", "arguments": ${pyJson(call.arguments)}}\n</tool_call><|im_end|>\n`;
-    out += `<|im_start|>user\n<tool_response>\n${result}\n</tool_response><|im_end|>\n`;
-  }
-  return out + '<|im_start|>assistant\n';
-}
 
 test('tools: a full tool-call round trip renders identically through both APIs', async () => {
   const user = 'What is the weather in Paris?';

@@ -6,13 +6,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { openai, anthropic, model, baseUrl, apiKey, banEos, collectChatStream } from './helpers.mjs';
+import { openai, anthropic, model, baseUrl, apiKey, banEos, collectChatStream, weatherTool } from './helpers.mjs';
 
-const weatherTool = {
-  name: 'get_weather',
-  description: 'Current weather of a city',
-  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
-};
 const timeTool = {
   name: 'get_time',
   description: 'Current time in a timezone',

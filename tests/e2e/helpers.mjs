@@ -1,6 +1,7 @@
-// Shared set-up for the end-to-end tests: the official SDK clients pointed at the server
-// that run_e2e.mjs started (TACHYON_URL, TACHYON_API_KEY, TACHYON_MODEL), and the official
-// Hugging Face `tokenizers` library for counting tokens independently of the server.
+// Shared set-up for the end-to-end tests: the official SDK clients (openai,
+// @anthropic-ai/sdk, ollama) pointed at the server that run_e2e.mjs started (TACHYON_URL,
+// TACHYON_API_KEY, TACHYON_MODEL), and the official Hugging Face `tokenizers` library for
+// counting tokens independently of the server.
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
@@ -12,6 +13,7 @@ const require = createRequire(path.join(modules, 'noop.js'));
 const OpenAI = require('openai');
 const Anthropic = require('@anthropic-ai/sdk');
 const { Tokenizer } = require('tokenizers');
+const { Ollama } = require('ollama');
 
 export const baseUrl = process.env.TACHYON_URL;
 export const apiKey = process.env.TACHYON_API_KEY;
@@ -20,9 +22,10 @@ export const maxContext = Number(process.env.TACHYON_CTX);
 export const maxBody = Number(process.env.TACHYON_MAX_BODY);
 export const maxQueue = Number(process.env.TACHYON_MAX_QUEUE);
 
-export { OpenAI, Anthropic };
+export { OpenAI, Anthropic, Ollama };
 export const openai = new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey, maxRetries: 0, timeout: 60000 });
 export const anthropic = new Anthropic({ baseURL: baseUrl, apiKey, maxRetries: 0, timeout: 60000 });
+export const ollama = new Ollama({ host: baseUrl, headers: { Authorization: `Bearer ${apiKey}` } });
 
 const tokenizer = Tokenizer.fromFile(path.join(process.env.TACHYON_MODEL_DIR, 'tokenizer.json'));
 export async function countTokens(text) {
@@ -35,6 +38,37 @@ export async function countTokens(text) {
 export function qwen3Prompt(messages) {
   let out = '';
   for (const m of messages) out += `<|im_start|>${m.role}\n${m.content}<|im_end|>\n`;
+  return out + '<|im_start|>assistant\n';
+}
+
+// The tool of the tool-call tests, in OpenAI's function shape.
+export const weatherTool = {
+  name: 'get_weather',
+  description: 'Current weather of a city',
+  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+};
+
+// Python json.dumps (what the template's `tojson` writes): ", " and ": " separators.
+export function pyJson(value) {
+  if (Array.isArray(value)) return `[${value.map(pyJson).join(', ')}]`;
+  if (value && typeof value === 'object')
+    return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}: ${pyJson(v)}`).join(', ')}}`;
+  return JSON.stringify(value);
+}
+
+// The demo model's (Qwen3) template for: [system tools] user, assistant tool call, tool result.
+export function toolPrompt({ user, call, result }) {
+  let out = '<|im_start|>system\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n' +
+    'You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n' +
+    pyJson({ type: 'function', function: weatherTool }) +
+    '\n</tools>\n\nFor each function call, return a json object with function name and arguments within ' +
+    '<tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n' +
+    '</tool_call><|im_end|>\n';
+  out += `<|im_start|>user\n${user}<|im_end|>\n`;
+  if (call) {
+    out += `<|im_start|>assistant\n<tool_call>\n{"name": "${call.name}", "arguments": ${pyJson(call.arguments)}}\n</tool_call><|im_end|>\n`;
+    out += `<|im_start|>user\n<tool_response>\n${result}\n</tool_response><|im_end|>\n`;
+  }
   return out + '<|im_start|>assistant\n';
 }
 
@@ -73,10 +107,11 @@ export function banEos() {
   return Object.fromEntries([eos].flat().map((id) => [String(id), -100]));
 }
 
-// A `tachyon serve` of the test's own (for flags the shared server must not have), on a free
-// port; killed when the test process exits, whatever ends it. Resolves to { server, port }.
-export async function startOwnServer(flags) {
-  const server = spawn(process.env.TACHYON_BIN, ['serve', process.env.TACHYON_MODEL_DIR, '--host', '127.0.0.1',
+// A `tachyon serve` of the test's own (for flags or a model folder the shared server must not
+// have), on a free port; killed when the test process exits, whatever ends it. Resolves to
+// { server, port }.
+export async function startOwnServer(flags, modelDir = process.env.TACHYON_MODEL_DIR) {
+  const server = spawn(process.env.TACHYON_BIN, ['serve', modelDir, '--host', '127.0.0.1',
     '--port', '0', ...flags], { stdio: ['ignore', 'ignore', 'pipe'] });
   process.on('exit', () => server.kill('SIGKILL'));
   let log = '';

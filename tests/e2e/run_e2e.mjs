@@ -1,5 +1,6 @@
 // Starts `tachyon serve` on a free loopback port with the demo model, runs the node:test
-// files of this folder against it with the official SDKs, and always stops the server.
+// files of this folder against it with the official SDKs (openai, @anthropic-ai/sdk, ollama),
+// and always stops the server.
 //
 //   node tests/e2e/run_e2e.mjs --tachyon build/tachyon --node-modules .cache/npm-assets/node/node_modules
 import { spawn } from 'node:child_process';
@@ -15,7 +16,7 @@ const nodeModules = path.resolve(args['node-modules']);
 const modelDir = path.resolve(args.model ?? path.join(here, '../../models/tachyon-demo'));
 const only = args.only;  // a single test file name, for debugging
 
-for (const dep of ['openai', '@anthropic-ai/sdk', 'tokenizers'])
+for (const dep of ['openai', '@anthropic-ai/sdk', 'ollama', 'tokenizers'])
   if (!existsSync(path.join(nodeModules, dep))) {
     console.error(`e2e: ${dep} is missing from ${nodeModules}; run scripts/fetch_test_assets.sh`);
     process.exit(1);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The `tachyon` subcommands as a user runs them: tokenize/detokenize (JSON lines), template,
-# parse, logits, run --ids and info, on the embedded demo model and an HF fixture.
+# parse, logits, run --ids and info (speculation, sampling defaults), on the embedded demo model and an HF fixture.
 set -euo pipefail
 tachyon="$1"
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
@@ -65,4 +65,12 @@ c="$("$tachyon" run "def add(a, b):" -n 6 --show-ids 2> /dev/null)"
 "$tachyon" info --json | grep -A1 '"draft_trees"' | grep -q '"eligible": true' || fail "info --json: draft trees"
 "$tachyon" info --json "$root/tests/fixtures/hf/qwen3_next" 2> /dev/null | grep -A1 '"draft_trees"' |
   grep -q '"eligible": false' || fail "info --json: draft trees on a hybrid model"
+# info shows generation_config.json's sampling defaults (a copy of the qwen2 fixture with some)
+mkdir "$tmp/sampled"
+for f in config.json model.safetensors; do ln -s "$root/tests/fixtures/hf/qwen2/$f" "$tmp/sampled/$f"; done
+printf '{"do_sample": true, "temperature": 0.6, "top_p": 0.95, "top_k": 20, "min_p": 0.05}' > "$tmp/sampled/generation_config.json"
+"$tachyon" info "$tmp/sampled" 2> /dev/null > "$tmp/info.txt"
+grep -q '^sampling .*min_p 0.05, temperature 0.6, top_k 20, top_p 0.95 (generation_config.json' "$tmp/info.txt" ||
+  fail "info sampling: $(grep sampling "$tmp/info.txt")"
+"$tachyon" info "$root/tests/fixtures/hf/qwen2" 2> /dev/null | grep -q '^sampling *none' || fail "info: no sampling defaults"
 echo "cli: all checks passed"

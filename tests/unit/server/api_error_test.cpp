@@ -38,5 +38,12 @@ TEST(ApiError, AnthropicShapeAndStatuses) {
   }
 }
 
+TEST(ApiError, OllamaShapeIsTheMessageAlone) {
+  const ApiError e(ErrorKind::NotImplemented, "model 'm' does not support embeddings");
+  EXPECT_EQ(e.status(), 501);
+  EXPECT_EQ(error_body(e, ApiFlavor::Ollama), (Json{{"error", "model 'm' does not support embeddings"}}));
+  EXPECT_EQ(error_body(ApiError::invalid("bad"), ApiFlavor::Ollama), (Json{{"error", "bad"}}));
+}
+
 }  // namespace
 }  // namespace tachyon::server

@@ -1,24 +1,13 @@
 // Request parsing and validation of the four generation endpoints (src/server/parse_*.cpp).
 #include <gtest/gtest.h>
 
+#include "error_of.h"
 #include "server/api_error.h"
 #include "server/request.h"
 #include "server/request_fields.h"
 
 namespace tachyon::server {
 namespace {
-
-// The ApiError a parse throws; fails the test when it does not throw.
-template <typename Parse>
-ApiError error_of(Parse parse, const std::string& body) {
-  try {
-    parse(body);
-  } catch (const ApiError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no error for " << body;
-  return ApiError(ErrorKind::Internal, "none");
-}
 
 TEST(ChatRequest, ReadsMessagesSamplingAndStreamOptions) {
   const ParsedRequest r = parse_chat_request(R"({

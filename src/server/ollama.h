@@ -1,0 +1,37 @@
+// The Ollama API (docs/api.md of ollama/ollama) on the server's port: generation in
+// ollama_chat.cpp, model listings and the refused management routes in ollama_models.cpp.
+// Errors are {"error": "..."} with the HTTP status (ApiFlavor::Ollama).
+#pragma once
+
+#include <httplib.h>
+
+#include <chrono>
+#include <string>
+
+#include "server/handlers.h"
+
+namespace tachyon::server {
+
+// POST /api/chat, /api/generate: NDJSON streams unless "stream": false.
+void handle_ollama_chat(HandlerContext ctx, const std::string& body, httplib::Response& res);
+void handle_ollama_generate(HandlerContext ctx, const std::string& body, httplib::Response& res);
+// POST /api/show, /api/embed, /api/pull; GET /api/tags, /api/ps, /api/version.
+void handle_ollama_show(const ServedModel& model, const std::string& body, httplib::Response& res);
+void handle_ollama_embed(const ServedModel& model, const std::string& body, httplib::Response& res);
+void handle_ollama_pull(const ServedModel& model, const std::string& body, httplib::Response& res);
+void handle_ollama_tags(const ServedModel& model, httplib::Response& res);
+void handle_ollama_ps(const ServedModel& model, httplib::Response& res);
+void handle_ollama_version(httplib::Response& res);
+// /api/create, /api/copy, /api/delete, /api/push, /api/blobs: a 501 that says what to do instead.
+[[noreturn]] void refuse_ollama_model_management(const std::string& path);
+
+// Ollama names a model "name" or "name:latest": both are the served model; anything else is
+// a 404 "model 'x' not found".
+void check_ollama_model(const ServedModel& model, const std::string& requested);
+// Whether the model has a reasoning mode (its template reads enable_thinking or writes
+// <think>, or it speaks harmony): Ollama's "thinking" capability.
+bool ollama_can_think(const ServedModel& model);
+// RFC 3339 in UTC with nanoseconds, as Ollama writes times ("2023-08-04T19:22:45.499127Z").
+std::string ollama_time(std::chrono::system_clock::time_point t);
+
+}  // namespace tachyon::server
