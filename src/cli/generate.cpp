@@ -20,13 +20,14 @@ Generator::Generator(model::Model& model, const std::string& model_dir, const en
 
 Generator::~Generator() = default;
 
-std::vector<int32_t> Generator::encode(const std::string& text) const {
-  if (tokenizer_) return tokenizer_->encode(text, true);
+std::vector<int32_t> Generator::encode(const std::string& text, bool add_special_tokens) const {
+  if (tokenizer_) return tokenizer_->encode(text, add_special_tokens);
   throw Error("{}: no tokenizer available; give the prompt as --ids", model_dir_);
 }
 
 GenerateResult Generator::generate(const std::vector<int32_t>& prompt, const sampling::SamplingParams& params,
-                                   int max_tokens, const std::function<void(int32_t, const std::string&)>& on_token) {
+                                   int max_tokens, const std::function<void(int32_t, const std::string&)>& on_token,
+                                   const std::function<bool()>& stop) {
   engine::GenerationRequest request;
   request.prompt = prompt;
   request.sampling = params;
@@ -36,8 +37,15 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt, const sam
   std::unique_ptr<tokenizer::StreamingDecoder> detok;
   if (tokenizer_) detok = std::make_unique<tokenizer::StreamingDecoder>(*tokenizer_, true);
   GenerateResult result;
+  const auto poll = stop ? std::chrono::milliseconds(50) : std::chrono::milliseconds(std::chrono::minutes(10));
   for (;;) {
-    auto out = stream->next(std::chrono::minutes(10));
+    auto out = stream->next(poll);
+    if (stop && stop()) {
+      stream->cancel();
+      result.stop_reason = "cancelled";
+      return result;
+    }
+    if (!out && stop) continue;
     if (!out) throw Error("generation stalled for 10 minutes");
     for (int32_t token : out->tokens) {
       result.tokens.push_back(token);

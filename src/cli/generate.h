@@ -30,11 +30,16 @@ class Generator {
   ~Generator();
 
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
-  std::vector<int32_t> encode(const std::string& text) const;  // throws when there is no tokenizer
+  // Throws when there is no tokenizer. A rendered chat template already holds its special
+  // tokens: encode it with add_special_tokens false.
+  std::vector<int32_t> encode(const std::string& text, bool add_special_tokens = true) const;
+  int32_t max_context() const { return engine_->max_context(); }
 
   // on_token(id, text): text is the newly completed UTF-8 text (empty without a tokenizer).
+  // `stop` (polled every 50 ms) cancels the request: the result then has stop_reason "cancelled".
   GenerateResult generate(const std::vector<int32_t>& prompt, const sampling::SamplingParams& params, int max_tokens,
-                          const std::function<void(int32_t, const std::string&)>& on_token);
+                          const std::function<void(int32_t, const std::string&)>& on_token,
+                          const std::function<bool()>& stop = nullptr);
 
  private:
   std::string model_dir_;
