@@ -16,6 +16,7 @@
 #include "server/handlers.h"
 #include "server/metrics.h"
 #include "server/sse.h"
+#include "server/web_page.h"
 
 namespace tachyon::server {
 
@@ -124,6 +125,7 @@ struct HttpServer::Impl {
                check_model(model, req.matches[1]);
                res.set_content(dump_json(model_json()), "application/json");
              }));
+    add_web_page_route(http);  // GET /: open like /health; the page sends the key with its API calls
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(dump_json({{"status", "ok"}, {"model", model.id}}), "application/json");
       counters.count(HttpCounters::kHealth, res.status);
