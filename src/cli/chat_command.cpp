@@ -29,9 +29,6 @@
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "cli/generate.h"
-#include "cli/spec_options.h"
-#include "kernels/backend.h"
-#include "model/model.h"
 
 namespace tachyon::cli {
 
@@ -111,13 +108,15 @@ class LineReader {
   LineReader& operator=(const LineReader&) = delete;
 
   Input read(std::string& line, const char* prompt_style, const char* reset_style) {
+    // A Ctrl-C pressed as the last answer ended found nothing left to stop: it does not count here.
+    g_interrupted = 0;
 #ifdef TACHYON_HAVE_LIBEDIT
     while (el_) {
       ctrl_c_ = CtrlC::None;
       int count = 0;
       const char* text = el_gets(el_, &count);
       if (ctrl_c_ == CtrlC::Clear) continue;
-      if (ctrl_c_ == CtrlC::Quit || g_interrupted) return Input::Interrupted;
+      if (ctrl_c_ == CtrlC::Quit) return Input::Interrupted;
       if (!text || count <= 0) return Input::End;
       line.assign(text, static_cast<size_t>(count));
       while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
@@ -146,12 +145,10 @@ class LineReader {
 };
 
 struct ChatOptions {
-  std::string model_dir, device, system;
+  std::string model_dir, system;
   int max_tokens = 0;  // 0: the rest of the context
   bool no_think = false;
-  sampling::SamplingParams sampling;
-  uint64_t seed = 0;
-  SpecOptions spec;
+  GenerateOptions generate;
 };
 
 constexpr const char* kHelp =
@@ -256,7 +253,7 @@ class ChatLoop {
       g_interrupted = 0;
       const int max_tokens = opt_.max_tokens > 0 ? std::min(opt_.max_tokens, room) : room;
       GenerateResult result = gen_.generate(
-          ids, opt_.sampling, max_tokens,
+          ids, opt_.generate.sampling, max_tokens,
           [&](int32_t, const std::string& text) {
             if (!first) first = Clock::now();
             show(output->feed(text));
@@ -301,34 +298,19 @@ class ChatLoop {
 
 Command add_chat_command(CLI::App& app) {
   auto opt = std::make_shared<ChatOptions>();
-  opt->sampling.temperature = 0.f;
   auto* cmd = app.add_subcommand("chat", "Chat with a model in the terminal (default: the embedded demo model)");
   cmd->add_option("model", opt->model_dir, "Model directory (default: the embedded tachyon-demo)");
   cmd->add_option("--system", opt->system, "System prompt");
   cmd->add_flag("--no-think", opt->no_think, "Ask the template to skip reasoning (enable_thinking=false)");
   cmd->add_option("--max-tokens,-n", opt->max_tokens, "Tokens per answer at most (default: the rest of the context)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--temperature", opt->sampling.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", opt->sampling.top_p, "Nucleus sampling mass");
-  cmd->add_option("--top-k", opt->sampling.top_k, "Keep the k most likely tokens (0 = off)");
-  cmd->add_option("--min-p", opt->sampling.min_p, "Drop tokens below min_p x the best probability");
-  cmd->add_option("--repetition-penalty", opt->sampling.repetition_penalty, "HF repetition penalty");
-  cmd->add_option("--seed", opt->seed, "RNG seed (same seed, same output)");
-  cmd->add_option("--device", opt->device, "cpu or cuda (default: cuda when a GPU is visible)");
-  opt->spec.add_to(*cmd);
+  opt->generate.add_to(*cmd);
   return [opt, cmd] {
     if (opt->model_dir.empty()) opt->model_dir = default_model_dir();
-    if (cmd->count("--seed")) opt->sampling.seed = opt->seed;
     block_sigint(true);  // before any thread starts (see block_sigint)
-    auto backend = kernels::make_backend(opt->device.empty() ? kernels::default_device() : opt->device);
-    auto model = model::load_model(opt->model_dir, *backend);
-    opt->sampling.validate(model->config().vocab_size);
-    engine::EngineConfig config;
-    config.max_concurrent = 1;
-    auto drafter = opt->spec.apply(opt->model_dir, *model, *backend, config);
-    Generator gen(*model, opt->model_dir, config);
-    if (!gen.has_tokenizer()) throw Error("{}: no tokenizer.json; chat needs one", opt->model_dir);
-    ChatLoop chat(*opt, gen, model->config());
+    TerminalModel loaded = load_terminal_model(opt->model_dir, opt->generate, *cmd);
+    if (!loaded.generator->has_tokenizer()) throw Error("{}: no tokenizer.json; chat needs one", opt->model_dir);
+    ChatLoop chat(*opt, *loaded.generator, loaded.model->config());
 
     struct sigaction action = {};
     action.sa_handler = on_sigint;

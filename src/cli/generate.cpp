@@ -69,4 +69,28 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt, const sam
   return result;
 }
 
+void GenerateOptions::add_to(CLI::App& command) {
+  command.add_option("--temperature", sampling.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
+  command.add_option("--top-p", sampling.top_p, "Nucleus sampling mass");
+  command.add_option("--top-k", sampling.top_k, "Keep the k most likely tokens (0 = off)");
+  command.add_option("--min-p", sampling.min_p, "Drop tokens below min_p x the best probability");
+  command.add_option("--repetition-penalty", sampling.repetition_penalty, "HF repetition penalty");
+  command.add_option("--seed", seed, "RNG seed (same seed, same output)");
+  command.add_option("--device", device, "cpu or cuda (default: cuda when a GPU is visible)");
+  spec.add_to(command);
+}
+
+TerminalModel load_terminal_model(const std::string& model_dir, GenerateOptions& options, const CLI::App& command) {
+  if (command.count("--seed")) options.sampling.seed = options.seed;
+  TerminalModel loaded;
+  loaded.backend = kernels::make_backend(options.device.empty() ? kernels::default_device() : options.device);
+  loaded.model = model::load_model(model_dir, *loaded.backend);
+  options.sampling.validate(loaded.model->config().vocab_size);
+  engine::EngineConfig config;
+  config.max_concurrent = 1;
+  loaded.drafter = options.spec.apply(model_dir, *loaded.model, *loaded.backend, config);
+  loaded.generator = std::make_unique<Generator>(*loaded.model, model_dir, config);
+  return loaded;
+}
+
 }  // namespace tachyon::cli

@@ -3,12 +3,15 @@
 // with text streamed through the tokenizer's streaming decoder.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "cli/spec_options.h"
 #include "engine/engine.h"
+#include "kernels/backend.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
 
@@ -47,5 +50,26 @@ class Generator {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::vector<int32_t> eos_ids_;
 };
+
+// The flags `run` and `chat` share: sampling (--temperature, greedy unless given, --top-p --top-k
+// --min-p --repetition-penalty --seed), --device, and speculation (SpecOptions).
+struct GenerateOptions {
+  sampling::SamplingParams sampling{.temperature = 0.f};
+  uint64_t seed = 0;
+  std::string device;
+  SpecOptions spec;
+  void add_to(CLI::App& command);
+};
+
+// What a terminal command generates with, loaded from those flags: the backend, the model, its
+// drafter and a one-request engine. Members go in reverse order, so the engine stops first.
+struct TerminalModel {
+  std::unique_ptr<kernels::Backend> backend;
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<spec::Drafter> drafter;
+  std::unique_ptr<Generator> generator;
+};
+// Applies --seed when `command` got it and validates the sampling parameters against the model.
+TerminalModel load_terminal_model(const std::string& model_dir, GenerateOptions& options, const CLI::App& command);
 
 }  // namespace tachyon::cli

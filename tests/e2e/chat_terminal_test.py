@@ -56,6 +56,10 @@ class Chat:
                 self.seen = ANSI.sub("", self.raw.decode("utf-8", "replace"))
 
     def step(self, keys):
+        # A person types some time after the prompt shows. Keys sent in the same instant can reach
+        # the terminal before libedit has switched it to its editing mode (the switch waits for
+        # the prompt's output to drain), where Ctrl-C is still a signal and not a key.
+        time.sleep(0.15)
         self.mark = len(self.seen)
         os.write(self.fd, keys.encode())
 
@@ -80,7 +84,7 @@ class Chat:
                     self.raw += os.read(self.fd, 65536)  # drain, so the child never blocks on a full terminal
                 except OSError:
                     pass
-        raise AssertionError("chat did not exit")
+        raise AssertionError(f"chat did not exit; its output ends with:\n{self.seen[-300:]!r}")
 
 
 def scenario(tachyon, line_editor):
