@@ -8,8 +8,9 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcpp-httplib-dev
-  libcli11-dev libspdlog-dev libfmt-dev libcurl4-openssl-dev libssl-dev
+  libcli11-dev libspdlog-dev libfmt-dev libcurl4-openssl-dev libssl-dev libedit-dev
   python3 python3-jinja2 python3-numpy python3-matplotlib
+  chromium  # the web chat page's end-to-end test (headless)
 
 )
 # Node.js: NodeSource's nodejs ships npm itself and conflicts with Debian's npm package.

@@ -11,6 +11,7 @@ using Command = std::function<int()>;
 
 Command add_logits_command(CLI::App& app);
 Command add_run_command(CLI::App& app);
+Command add_chat_command(CLI::App& app);
 Command add_info_command(CLI::App& app);
 Command add_template_command(CLI::App& app);
 Command add_parse_command(CLI::App& app);

@@ -20,13 +20,14 @@ Generator::Generator(model::Model& model, const std::string& model_dir, const en
 
 Generator::~Generator() = default;
 
-std::vector<int32_t> Generator::encode(const std::string& text) const {
-  if (tokenizer_) return tokenizer_->encode(text, true);
+std::vector<int32_t> Generator::encode(const std::string& text, bool add_special_tokens) const {
+  if (tokenizer_) return tokenizer_->encode(text, add_special_tokens);
   throw Error("{}: no tokenizer available; give the prompt as --ids", model_dir_);
 }
 
 GenerateResult Generator::generate(const std::vector<int32_t>& prompt, const sampling::SamplingParams& params,
-                                   int max_tokens, const std::function<void(int32_t, const std::string&)>& on_token) {
+                                   int max_tokens, const std::function<void(int32_t, const std::string&)>& on_token,
+                                   const std::function<bool()>& stop) {
   engine::GenerationRequest request;
   request.prompt = prompt;
   request.sampling = params;
@@ -36,8 +37,15 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt, const sam
   std::unique_ptr<tokenizer::StreamingDecoder> detok;
   if (tokenizer_) detok = std::make_unique<tokenizer::StreamingDecoder>(*tokenizer_, true);
   GenerateResult result;
+  const auto poll = stop ? std::chrono::milliseconds(50) : std::chrono::milliseconds(std::chrono::minutes(10));
   for (;;) {
-    auto out = stream->next(std::chrono::minutes(10));
+    auto out = stream->next(poll);
+    if (stop && stop()) {
+      stream->cancel();
+      result.stop_reason = "cancelled";
+      return result;
+    }
+    if (!out && stop) continue;
     if (!out) throw Error("generation stalled for 10 minutes");
     for (int32_t token : out->tokens) {
       result.tokens.push_back(token);
@@ -59,6 +67,30 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt, const sam
     if (!rest.empty()) on_token(-1, rest);
   }
   return result;
+}
+
+void GenerateOptions::add_to(CLI::App& command) {
+  command.add_option("--temperature", sampling.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
+  command.add_option("--top-p", sampling.top_p, "Nucleus sampling mass");
+  command.add_option("--top-k", sampling.top_k, "Keep the k most likely tokens (0 = off)");
+  command.add_option("--min-p", sampling.min_p, "Drop tokens below min_p x the best probability");
+  command.add_option("--repetition-penalty", sampling.repetition_penalty, "HF repetition penalty");
+  command.add_option("--seed", seed, "RNG seed (same seed, same output)");
+  command.add_option("--device", device, "cpu or cuda (default: cuda when a GPU is visible)");
+  spec.add_to(command);
+}
+
+TerminalModel load_terminal_model(const std::string& model_dir, GenerateOptions& options, const CLI::App& command) {
+  if (command.count("--seed")) options.sampling.seed = options.seed;
+  TerminalModel loaded;
+  loaded.backend = kernels::make_backend(options.device.empty() ? kernels::default_device() : options.device);
+  loaded.model = model::load_model(model_dir, *loaded.backend);
+  options.sampling.validate(loaded.model->config().vocab_size);
+  engine::EngineConfig config;
+  config.max_concurrent = 1;
+  loaded.drafter = options.spec.apply(model_dir, *loaded.model, *loaded.backend, config);
+  loaded.generator = std::make_unique<Generator>(*loaded.model, model_dir, config);
+  return loaded;
 }
 
 }  // namespace tachyon::cli

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     commands.emplace_back(subs.size() > before ? subs.back() : nullptr, std::move(cmd));
   };
   add(tachyon::cli::add_run_command);
+  add(tachyon::cli::add_chat_command);
   add(tachyon::cli::add_logits_command);
   add(tachyon::cli::add_info_command);
   add(tachyon::cli::add_template_command);

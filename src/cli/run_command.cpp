@@ -30,12 +30,10 @@ namespace tachyon::cli {
 namespace {
 
 struct RunOptions {
-  std::string model_dir, prompt, ids, device, prompt_option;
+  std::string model_dir, prompt, ids, prompt_option;
   int max_tokens = 128;
-  sampling::SamplingParams sampling;
-  uint64_t seed = 0;
   bool show_ids = false;
-  SpecOptions spec;
+  GenerateOptions generate;
 };
 
 constexpr const char* kRunFooter =
@@ -61,7 +59,6 @@ bool names_a_model(const std::string& text, const std::vector<io::ModelAlias>& a
 
 Command add_run_command(CLI::App& app) {
   auto opt = std::make_shared<RunOptions>();
-  opt->sampling.temperature = 0.f;
   auto* cmd = app.add_subcommand("run", "Complete a prompt in the terminal (default: the embedded demo model)");
   cmd->add_option("model", opt->model_dir, "Model: folder, hub id org/name[@rev], alias (see below)");
   cmd->add_option("prompt", opt->prompt, "Prompt text; omit for interactive mode");
@@ -69,15 +66,8 @@ Command add_run_command(CLI::App& app) {
   cmd->footer(kRunFooter);
   cmd->add_option("--ids", opt->ids, "Prompt as comma-separated token ids instead of text");
   cmd->add_option("--max-tokens,-n", opt->max_tokens, "Tokens to generate")->check(CLI::PositiveNumber);
-  cmd->add_option("--temperature", opt->sampling.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", opt->sampling.top_p, "Nucleus sampling mass");
-  cmd->add_option("--top-k", opt->sampling.top_k, "Keep the k most likely tokens (0 = off)");
-  cmd->add_option("--min-p", opt->sampling.min_p, "Drop tokens below min_p x the best probability");
-  cmd->add_option("--repetition-penalty", opt->sampling.repetition_penalty, "HF repetition penalty");
-  cmd->add_option("--seed", opt->seed, "RNG seed (same seed, same output)");
-  cmd->add_option("--device", opt->device, "cpu or cuda (default: cuda when a GPU is visible)");
   cmd->add_flag("--show-ids", opt->show_ids, "Print token ids instead of text");
-  opt->spec.add_to(*cmd);
+  opt->generate.add_to(*cmd);
   return [opt, cmd] {
     const bool prompt_given = cmd->count("--prompt") > 0;
     if (prompt_given && !opt->prompt.empty()) throw Error("run: give the prompt once: as PROMPT or as --prompt, not both");
@@ -113,22 +103,16 @@ Command add_run_command(CLI::App& app) {
       }
     }();
     opt->model_dir = resolved.path;
-    if (resolved.alias) opt->spec.alias_method = resolved.alias->defaults.drafter;
-    if (cmd->count("--seed")) opt->sampling.seed = opt->seed;
-    auto backend = kernels::make_backend(opt->device.empty() ? kernels::default_device() : opt->device);
-    auto model = model::load_model(opt->model_dir, *backend);
-    opt->sampling.validate(model->config().vocab_size);
-    engine::EngineConfig config;
-    config.max_concurrent = 1;
-    auto drafter = opt->spec.apply(opt->model_dir, *model, *backend, config);
-    Generator gen(*model, opt->model_dir, config);
+    if (resolved.alias) opt->generate.spec.alias_method = resolved.alias->defaults.drafter;
+    TerminalModel loaded = load_terminal_model(opt->model_dir, opt->generate, *cmd);
+    Generator& gen = *loaded.generator;
     const bool text_out = gen.has_tokenizer() && !opt->show_ids;
 
     auto complete = [&](const std::vector<int32_t>& prompt_ids) {
       using Clock = std::chrono::steady_clock;
       const auto start = Clock::now();
       std::optional<Clock::time_point> first;  // the first generated token: prefill ends, decode starts
-      auto result = gen.generate(prompt_ids, opt->sampling, opt->max_tokens, [&](int32_t id, const std::string& text) {
+      auto result = gen.generate(prompt_ids, opt->generate.sampling, opt->max_tokens, [&](int32_t id, const std::string& text) {
         if (!first) first = Clock::now();
         if (text_out) std::fputs(text.c_str(), stdout);
         else if (id >= 0) std::printf("%d ", id);

@@ -17,6 +17,7 @@
 #include "server/metrics.h"
 #include "server/ollama.h"
 #include "server/sse.h"
+#include "server/web_page.h"
 
 namespace tachyon::server {
 
@@ -153,6 +154,7 @@ struct HttpServer::Impl {
                res.set_content(dump_json(model_json()), "application/json");
              }));
     add_ollama_routes(generation);
+    add_web_page_route(http);  // GET /: open like /health; the page sends the key with its API calls
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(dump_json({{"status", "ok"}, {"model", model.id}}), "application/json");
       counters.count(HttpCounters::kHealth, res.status);
