@@ -23,7 +23,9 @@ run() { local name="$1"; shift; echo "== $name"; ( env "$@" ) > "$OUT/$name.log"
 run cuda_kernel_tests /tmp/b/tests/kernels/cuda/cuda_kernel_tests
 run hf_cuda_golden /tmp/b/tests/diff/hf/hf_cuda_golden_tests
 run hf_cuda_golden_graphs_all TACHYON_CUDA_GRAPHS=1 /tmp/b/tests/diff/hf/hf_cuda_golden_tests
-run hf_cuda_golden_graphs_none TACHYON_CUDA_GRAPHS=0 /tmp/b/tests/diff/hf/hf_cuda_golden_tests
+# (Without graphs the overlap test's count of graph replays cannot hold.)
+run hf_cuda_golden_graphs_none TACHYON_CUDA_GRAPHS=0 /tmp/b/tests/diff/hf/hf_cuda_golden_tests \
+  --gtest_filter=-CudaOverlap.StepsIssuedBeforeTheLastOnesTokensAreReadGiveTheSameTokens
 # The fused-launch counting tests assert the default backend's fusions, so they are left out where a
 # switch turns those off.
 run hf_cuda_golden_wgmma_off TACHYON_WGMMA=0 /tmp/b/tests/diff/hf/hf_cuda_golden_tests --gtest_filter=-CudaPrefillFusions.*
