@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -19,6 +20,7 @@
 #include "cli/default_model.h"
 #include "cli/serve_model.h"
 #include "io/config.h"
+#include "io/hub_download.h"
 #include "server/model_registry.h"
 #include "server/server.h"
 
@@ -75,6 +77,35 @@ std::vector<std::pair<server::ModelEntry, io::ResolvedModel>> served_entries(con
     if (++seen[entry.name] == 2) throw Error("two models are served as '{}': serve one of them", entry.name);
   if (out.empty()) throw Error("--models-dir {}: no model folder (one with config.json) in it", o.models_dir);
   return out;
+}
+
+// Ollama's /api/pull: `tachyon pull NAME` into the Hugging Face cache, its progress as Ollama's
+// objects (a file's byte counts at most every 250 ms), then the model served under the name
+// `serve NAME` would give it.
+server::PullJob ollama_puller(const std::string& name) {
+  const io::RepoRef ref = hub_repo_of(name, "pull");
+  return [ref, name](const server::PullProgressFn& progress) {
+    progress({.status = "pulling manifest"});
+    io::PullOptions options;
+    auto last = std::chrono::steady_clock::now();
+    options.on_progress = [&](const io::PullProgress& p) {
+      if (p.event == io::PullProgress::Event::Retry) return;
+      const auto now = std::chrono::steady_clock::now();
+      const bool whole = p.event != io::PullProgress::Event::Bytes;
+      if (!whole && now - last < std::chrono::milliseconds(250)) return;
+      last = now;
+      const bool finished = p.event == io::PullProgress::Event::Done || p.event == io::PullProgress::Event::Cached;
+      progress({.status = "pulling " + p.file, .digest = p.file, .total = p.file_total,
+                .completed = finished ? p.file_total : p.file_done});
+    };
+    const io::PullResult r = io::pull_model(ref, options);
+    progress({.status = "verifying sha256 digest"});  // each file was checked as it arrived
+    progress({.status = "writing manifest"});
+    const io::ResolvedModel m = resolve_model_arg(name);
+    std::fprintf(stderr, "tachyon serve: pulled %s (%s), serving it as '%s'\n", name.c_str(), r.snapshot_dir.c_str(),
+                 m.display_name.c_str());
+    return server::ModelEntry{m.display_name, m.path};
+  };
 }
 
 }  // namespace
@@ -144,7 +175,9 @@ Command add_serve_command(CLI::App& app) {
     auto started = std::make_shared<std::atomic<bool>>(false);  // start-up's loads tick on a terminal
     server::ModelLoader loader;
     loader.load = [opt, resolved, started](const server::ModelEntry& e) {
-      return build_served_model(resolved.at(e.name), e.name, opt->model, !started->load());
+      const auto it = resolved.find(e.name);  // absent: a model pulled through /api/pull, by its folder
+      return build_served_model(it != resolved.end() ? it->second : resolve_model_arg(e.dir), e.name, opt->model,
+                                !started->load());
     };
     loader.footprint = [opt](const server::ModelEntry& e) { return served_model_footprint(e.dir, opt->model); };
     loader.describe = [opt](const server::ModelEntry& e) { return describe_model(e.dir, opt->model); };
@@ -160,6 +193,7 @@ Command add_serve_command(CLI::App& app) {
       std::fprintf(stderr, "tachyon serve: serving %zu models (loaded on first use): %s\n", entries.size(), names.c_str());
     }
 
+    opt->server.pull = ollama_puller;
     const std::string& host = opt->server.host;
     if (opt->server.api_key.empty() && host != "127.0.0.1" && host != "localhost" && host != "::1")
       std::fprintf(stderr, "tachyon serve: warning: listening on %s without --api-key: anyone who can reach it can use it\n",

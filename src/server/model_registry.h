@@ -100,6 +100,19 @@ class ModelRegistry {
   int64_t loads_ = 0, unloads_ = 0;
 };
 
+// Ollama's /api/pull: a download reported as Ollama's progress objects.
+struct PullEvent {
+  std::string status;       // "pulling manifest", "pulling <digest>", "verifying sha256 digest", ...
+  std::string digest;       // the file being pulled (its path in the repository)
+  int64_t total = 0, completed = 0;  // bytes of that file
+};
+using PullProgressFn = std::function<void(const PullEvent&)>;
+// Runs the download, reporting progress; returns the entry that serves the pulled model.
+using PullJob = std::function<ModelEntry(const PullProgressFn& progress)>;
+// Checks a name (throws tachyon::Error when it names no hub repository, before any answer is
+// sent) and returns its download. Null: the server does not pull.
+using ModelPuller = std::function<PullJob(const std::string& name)>;
+
 // The host's available memory (/proc/meminfo MemAvailable), the default budget's measure.
 int64_t host_available_bytes();
 

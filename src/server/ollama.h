@@ -20,7 +20,10 @@ void handle_ollama_generate(HandlerContext ctx, const std::string& body, httplib
 // (dated `started`, the server's start) and loaded by /api/show; /api/ps lists the loaded.
 void handle_ollama_show(ModelRegistry& models, const std::string& body, httplib::Response& res);
 void handle_ollama_embed(const ModelRegistry& models, const std::string& body, httplib::Response& res);
-void handle_ollama_pull(const ModelRegistry& models, const std::string& body, httplib::Response& res);
+// /api/pull: a served name succeeds at once; another is downloaded by `puller` (NDJSON progress
+// unless "stream": false) and then served; with no puller, 501.
+void handle_ollama_pull(ModelRegistry& models, const ModelPuller& puller, const std::string& body,
+                        httplib::Response& res);
 void handle_ollama_tags(ModelRegistry& models, int64_t started, httplib::Response& res);
 void handle_ollama_ps(const ModelRegistry& models, httplib::Response& res);
 void handle_ollama_version(httplib::Response& res);

@@ -1,6 +1,6 @@
-// Ollama's model routes: /api/tags, /api/show, /api/ps, /api/version, and the ones this
-// server answers with an error that says what to do instead (/api/embed, /api/pull of
-// another model, /api/create, /api/copy, /api/delete, /api/push).
+// Ollama's model routes: /api/tags, /api/show, /api/ps, /api/version, /api/pull (into the
+// Hugging Face cache, then served), and the ones this server answers with an error that says
+// what to do instead (/api/embed, /api/create, /api/copy, /api/delete, /api/push).
 #include <fmt/format.h>
 #include <time.h>
 
@@ -186,23 +186,63 @@ void handle_ollama_embed(const ModelRegistry& models, const std::string& body, h
                              model.name));
 }
 
-void handle_ollama_pull(const ModelRegistry& models, const std::string& body, httplib::Response& res) {
+namespace {
+
+Json pull_event_json(const PullEvent& e) {
+  Json j = {{"status", e.status}};
+  if (!e.digest.empty()) j.update({{"digest", e.digest}, {"total", e.total}, {"completed", e.completed}});
+  return j;
+}
+
+}  // namespace
+
+void handle_ollama_pull(ModelRegistry& models, const ModelPuller& puller, const std::string& body,
+                        httplib::Response& res) {
   const OrderedJson request = parse_body(body);
   reject_unknown_fields(request, {"model", "name", "insecure", "stream", "username", "password"});
   const std::string name = read_ollama_model_name(request);
   const bool stream = read_bool(request, "stream").value_or(true);
-  // The served model is here already: Ollama's answer to pulling a model one has is success.
+  const Json success = {{"status", "success"}};
+  bool served = true;
   try {
     models.find(name);
   } catch (const ApiError&) {
+    served = false;
+  }
+  if (!served && !puller)
     throw ApiError(ErrorKind::NotImplemented,
                    fmt::format("pulling models through the API is not supported: run `tachyon pull {}` on the server "
                                "and start `tachyon serve` with it",
                                name));
+  // A served model is here already: Ollama's answer to pulling a model one has is success.
+  if (served) {
+    res.set_content(stream ? dump_json(success) + "\n" : dump_json(success),
+                    stream ? "application/x-ndjson" : "application/json");
+    return;
   }
-  const Json success = {{"status", "success"}};
-  res.set_content(stream ? dump_json(success) + "\n" : dump_json(success),
-                  stream ? "application/x-ndjson" : "application/json");
+  PullJob job = puller(name);  // a name that is no hub repository is a 400 here, before any output
+  if (!stream) {
+    try {
+      models.add(job([](const PullEvent&) {}));
+    } catch (const std::exception& e) {
+      throw ApiError(ErrorKind::Internal, fmt::format("pulling '{}' failed: {}", name, e.what()));
+    }
+    res.set_content(dump_json(success), "application/json");
+    return;
+  }
+  res.set_chunked_content_provider("application/x-ndjson", [&models, job = std::move(job), success, name](
+                                                               size_t, httplib::DataSink& sink) {
+    NdjsonWriter ndjson(sink);
+    try {
+      // A client gone mid-pull only stops the lines: the download finishes into the cache.
+      models.add(job([&](const PullEvent& e) { ndjson.line(pull_event_json(e)); }));
+      ndjson.line(success);
+    } catch (const std::exception& e) {
+      ndjson.line(Json{{"error", fmt::format("pulling '{}' failed: {}", name, e.what())}});
+    }
+    sink.done();
+    return true;
+  });
 }
 
 void refuse_ollama_model_management(const std::string& path) {

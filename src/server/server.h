@@ -22,6 +22,7 @@ struct ServerOptions {
   size_t max_body_bytes = size_t{4} << 20;
   int http_threads = 128;               // concurrent connections served (at least max_in_flight + 16)
   int32_t max_in_flight = 256;          // generation requests queued or running; beyond: 429
+  ModelPuller pull;                     // Ollama's /api/pull; null: 501 for models not served
 };
 
 class HttpServer {
