@@ -21,6 +21,7 @@
 #include "cli/serve_model.h"
 #include "io/config.h"
 #include "io/hub_download.h"
+#include "server/api_error.h"
 #include "server/model_registry.h"
 #include "server/server.h"
 
@@ -185,7 +186,11 @@ Command add_serve_command(CLI::App& app) {
     server::ModelBudget budget{.max_loaded = opt->max_loaded, .max_bytes = opt->models_memory,
                                .free_bytes = server::host_available_bytes};
     auto models = std::make_shared<server::ModelRegistry>(std::move(served), std::move(loader), std::move(budget));
-    models->acquire("");  // the first model loads now, so a bad checkpoint stops the start
+    try {
+      models->acquire("");  // the first model loads now, so a bad checkpoint stops the start
+    } catch (const server::ApiError& e) {
+      throw Error("{}", e.what());
+    }
     started->store(true);
     if (entries.size() > 1) {
       std::string names;

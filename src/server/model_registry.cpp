@@ -117,8 +117,11 @@ ModelEntry ModelRegistry::find(const std::string& requested) const { return slot
 
 ModelRegistry::Lease ModelRegistry::acquire(const std::string& requested) {
   Slot& slot = slot_of(requested);
-  const int64_t need = loader_.footprint ? loader_.footprint(slot.entry) : 0;
   std::unique_lock lock(mu_);
+  if (slot.model) return lease(slot);  // the common case: no file system work
+  lock.unlock();
+  const int64_t need = loader_.footprint ? loader_.footprint(slot.entry) : 0;
+  lock.lock();
   while (!slot.model && slot.loading) loaded_cv_.wait(lock);
   if (slot.model) return lease(slot);
   // This thread loads it; the reservation keeps make_room (of other loads) off it.
@@ -130,12 +133,13 @@ ModelRegistry::Lease ModelRegistry::acquire(const std::string& requested) {
   std::shared_ptr<const ServedModel> model;
   try {
     model = loader_.load(slot.entry);
-  } catch (...) {
+  } catch (const std::exception& e) {
     lock.lock();
     slot.loading = false;
     --slot.in_flight;
     loaded_cv_.notify_all();
-    throw;
+    // The request was fine; the server could not load what it serves.
+    throw ApiError(ErrorKind::Internal, fmt::format("model '{}' failed to load: {}", slot.entry.name, e.what()));
   }
   lock.lock();
   slot.model = std::move(model);

@@ -63,7 +63,8 @@ class ModelRegistry {
   // The entry a request names: its served name, "name:latest" (Ollama's tag), or another name
   // resolving to the same folder; "" is the first. Throws ApiError 404 listing the served names.
   ModelEntry find(const std::string& requested) const;
-  // find(), then the model, loaded (or waited for) if it is not.
+  // find(), then the model, loaded (or waited for) if it is not. A failed load is an ApiError
+  // 500 (the next request tries again).
   Lease acquire(const std::string& requested);
 
   // Adds an entry unless its name is served already (a model pulled into --models-dir).
