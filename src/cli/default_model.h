@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "io/hf_cache.h"
 #include "io/model_resolve.h"
 
 namespace tachyon::cli {
@@ -16,5 +17,8 @@ std::string default_model_dir();
 io::ResolveOptions resolve_options();  // the environment's cache and alias file, and the demo
 // "" -> the embedded model; anything else -> io::resolve_model (throws, listing what was searched).
 io::ResolvedModel resolve_model_arg(const std::string& name);
+// The repository `tachyon pull NAME` (and rm, and Ollama's /api/pull) means: an alias's hub id,
+// or NAME itself as org/name[@rev]. Throws tachyon::Error prefixed with `verb`.
+io::RepoRef hub_repo_of(const std::string& name, const char* verb);
 
 }  // namespace tachyon::cli

@@ -36,27 +36,6 @@ std::string human_seconds(double s) {
   return t >= 3600 ? fmt::format("{}h{:02}m", t / 3600, t / 60 % 60) : fmt::format("{}:{:02}", t / 60, t % 60);
 }
 
-// The repository a pull or rm NAME means: an alias's hub id, or NAME itself as org/name[@rev].
-io::RepoRef repo_of(const std::string& name, const char* verb) {
-  const auto aliases = io::load_aliases("");
-  const size_t at = name.find('@');
-  if (const io::ModelAlias* a = io::find_alias(aliases, name.substr(0, at))) {
-    auto ref = io::parse_repo_ref(a->target);
-    if (!ref || !io::looks_like_repo_id(a->target))
-      throw Error("{}: alias '{}' names {}, not a hub repository", verb, a->name, a->target);
-    if (at != std::string::npos) ref->revision = name.substr(at + 1), ref->revision_given = true;
-    return *ref;
-  }
-  auto ref = io::parse_repo_ref(name);
-  if (!ref || !io::looks_like_repo_id(name)) {
-    std::string hint;
-    if (auto close = io::closest_alias(aliases, name)) hint = fmt::format(" Did you mean the alias '{}'?", *close);
-    throw Error("{}: '{}' is neither a hub id (org/name[@revision]) nor an alias (tachyon ls lists them).{}", verb, name,
-                hint);
-  }
-  return *ref;
-}
-
 // Progress: on a terminal one redrawn bar line (bytes, rate, ETA); otherwise one plain line per
 // file event, which logs and CI keep readable.
 class PullPrinter {
@@ -120,6 +99,27 @@ class PullPrinter {
 
 }  // namespace
 
+io::RepoRef hub_repo_of(const std::string& name, const char* verb) {
+  const auto aliases = io::load_aliases("");
+  const size_t at = name.find('@');
+  if (const io::ModelAlias* a = io::find_alias(aliases, name.substr(0, at))) {
+    auto ref = io::parse_repo_ref(a->target);
+    if (!ref || !io::looks_like_repo_id(a->target))
+      throw Error("{}: alias '{}' names {}, not a hub repository", verb, a->name, a->target);
+    if (at != std::string::npos) ref->revision = name.substr(at + 1), ref->revision_given = true;
+    return *ref;
+  }
+  auto ref = io::parse_repo_ref(name);
+  if (!ref || !io::looks_like_repo_id(name)) {
+    std::string hint;
+    if (auto close = io::closest_alias(aliases, name)) hint = fmt::format(" Did you mean the alias '{}'?", *close);
+    throw Error("{}: '{}' is neither a hub id (org/name[@revision]) nor an alias (tachyon ls lists them).{}", verb, name,
+                hint);
+  }
+  return *ref;
+}
+
+
 Command add_pull_command(CLI::App& app) {
   struct Options {
     std::string name;
@@ -138,7 +138,7 @@ Command add_pull_command(CLI::App& app) {
               "$HF_TOKEN (else the token file of `huggingface-cli login`) is sent for private and gated repositories.\n"
               "Then: tachyon serve NAME.\n");
   return [opt] {
-    const io::RepoRef ref = repo_of(opt->name, "pull");
+    const io::RepoRef ref = hub_repo_of(opt->name, "pull");
     io::PullOptions options;
     options.include = opt->include;
     options.exclude = opt->exclude;
@@ -231,7 +231,7 @@ Command add_rm_command(CLI::App& app) {
   cmd->add_option("name", opt->name, "Hub id org/name or an alias")->required();
   cmd->add_flag("--yes,-y", opt->yes, "Do not ask (required when stdin is not a terminal)");
   return [opt] {
-    const io::RepoRef ref = repo_of(opt->name, "rm");
+    const io::RepoRef ref = hub_repo_of(opt->name, "rm");
     if (ref.revision_given)
       throw Error("rm: removes a whole repository; give {} without @{} (other revisions share its files)", ref.repo_id,
                   ref.revision);

@@ -30,7 +30,7 @@ Json usage(const GenerationOutcome& outcome, bool final) {
 
 void handle_messages(HandlerContext ctx, const std::string& body, httplib::Response& res) {
   const ParsedRequest request = parse_messages_request(body);
-  check_model(ctx.model, request.model);
+  check_model(ctx, request.model);
   auto gen = std::make_shared<Generation>(ctx.model, request, ctx.admission);
   const std::string id = random_id("msg_");
 
@@ -134,7 +134,7 @@ void handle_messages(HandlerContext ctx, const std::string& body, httplib::Respo
 
 void handle_count_tokens(HandlerContext ctx, const std::string& body, httplib::Response& res) {
   const ParsedRequest request = parse_count_tokens_request(body);
-  check_model(ctx.model, request.model);
+  check_model(ctx, request.model);
   const Prompt prompt = build_prompt(ctx.model, request);
   res.set_content(dump_json({{"input_tokens", prompt.ids.size()}}), "application/json");
 }

@@ -39,7 +39,7 @@ struct ModelDetails {
   bool on_device = false;          // weights in GPU memory (Ollama's size_vram)
 };
 
-// Everything the handlers know about the model they serve. Immutable once the server runs.
+// Everything the handlers know about one served model. Immutable once built.
 struct ServedModel {
   std::string id;                                  // the name clients pass as "model"
   engine::Engine* engine = nullptr;
@@ -52,6 +52,9 @@ struct ServedModel {
   int64_t created = 0;                             // unix time the server started
   SamplingDefaults sampling_defaults;              // generation_config.json's, for fields a request omits
   ModelDetails details;                            // what Ollama's /api/tags, /api/show and /api/ps describe
+  // What `engine` runs on (backend, weights, drafter, the engine itself), freed with the model
+  // when the registry unloads it; null when the caller owns them.
+  std::shared_ptr<const void> owner;
 };
 
 // Bounds the requests waiting in or running on the engine; beyond it, 429.

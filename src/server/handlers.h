@@ -10,14 +10,16 @@
 #include <string>
 
 #include "server/generation.h"
+#include "server/model_registry.h"
 
 namespace tachyon::server {
 
 struct HandlerContext {
-  const ServedModel& model;
+  const ServedModel& model;  // the one the request's "model" picked (the server holds its lease)
   Admission& admission;
   // Non-streaming handlers pass it to Generation::run: true once the client disconnected.
   std::function<bool()> client_gone;
+  const ModelRegistry* models = nullptr;  // every served model; null: `model` alone
 };
 
 void handle_chat_completions(HandlerContext ctx, const std::string& body, httplib::Response& res);
@@ -27,8 +29,9 @@ void handle_messages(HandlerContext ctx, const std::string& body, httplib::Respo
 // Anthropic POST /v1/messages/count_tokens: the prompt's token count, nothing generated.
 void handle_count_tokens(HandlerContext ctx, const std::string& body, httplib::Response& res);
 
-// Checks the request's "model" against the served one (404 otherwise).
-void check_model(const ServedModel& model, const std::string& requested);
+// Checks that the request's "model" names ctx.model: its name, or an alias of it the registry
+// resolves (404 with the served names otherwise).
+void check_model(const HandlerContext& ctx, const std::string& requested);
 
 // OpenAI finish_reason for an outcome: stop | length | tool_calls.
 const char* openai_finish_reason(const GenerationOutcome& outcome, bool has_tool_calls);

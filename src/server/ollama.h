@@ -16,18 +16,20 @@ namespace tachyon::server {
 void handle_ollama_chat(HandlerContext ctx, const std::string& body, httplib::Response& res);
 void handle_ollama_generate(HandlerContext ctx, const std::string& body, httplib::Response& res);
 // POST /api/show, /api/embed, /api/pull; GET /api/tags, /api/ps, /api/version.
-void handle_ollama_show(const ServedModel& model, const std::string& body, httplib::Response& res);
-void handle_ollama_embed(const ServedModel& model, const std::string& body, httplib::Response& res);
-void handle_ollama_pull(const ServedModel& model, const std::string& body, httplib::Response& res);
-void handle_ollama_tags(const ServedModel& model, httplib::Response& res);
-void handle_ollama_ps(const ServedModel& model, httplib::Response& res);
+// `models` names what is served; a model not loaded is listed by /api/tags from its files
+// (dated `started`, the server's start) and loaded by /api/show; /api/ps lists the loaded.
+void handle_ollama_show(ModelRegistry& models, const std::string& body, httplib::Response& res);
+void handle_ollama_embed(const ModelRegistry& models, const std::string& body, httplib::Response& res);
+// /api/pull: a served name succeeds at once; another is downloaded by `puller` (NDJSON progress
+// unless "stream": false) and then served; with no puller, 501.
+void handle_ollama_pull(ModelRegistry& models, const ModelPuller& puller, const std::string& body,
+                        httplib::Response& res);
+void handle_ollama_tags(ModelRegistry& models, int64_t started, httplib::Response& res);
+void handle_ollama_ps(const ModelRegistry& models, httplib::Response& res);
 void handle_ollama_version(httplib::Response& res);
 // /api/create, /api/copy, /api/delete, /api/push, /api/blobs: a 501 that says what to do instead.
 [[noreturn]] void refuse_ollama_model_management(const std::string& path);
 
-// Ollama names a model "name" or "name:latest": both are the served model; anything else is
-// a 404 "model 'x' not found".
-void check_ollama_model(const ServedModel& model, const std::string& requested);
 // Whether the model has a reasoning mode (its template reads enable_thinking or writes
 // <think>, or it speaks harmony): Ollama's "thinking" capability.
 bool ollama_can_think(const ServedModel& model);

@@ -69,7 +69,7 @@ void check_think(const ServedModel& model, const OllamaRequest& request) {
 }
 
 void serve(Shape shape, HandlerContext ctx, const OllamaRequest& o, Clock::time_point start, httplib::Response& res) {
-  check_ollama_model(ctx.model, o.request.model);
+  check_model(ctx, o.request.model);
   check_think(ctx.model, o);
   const std::string& id = ctx.model.id;
   if (o.load_only) {  // the model is always loaded: say so, and generate nothing

@@ -1,6 +1,6 @@
-// Ollama's model routes: /api/tags, /api/show, /api/ps, /api/version, and the ones this
-// server answers with an error that says what to do instead (/api/embed, /api/pull of
-// another model, /api/create, /api/copy, /api/delete, /api/push).
+// Ollama's model routes: /api/tags, /api/show, /api/ps, /api/version, /api/pull (into the
+// Hugging Face cache, then served), and the ones this server answers with an error that says
+// what to do instead (/api/embed, /api/create, /api/copy, /api/delete, /api/push).
 #include <fmt/format.h>
 #include <time.h>
 
@@ -27,16 +27,6 @@ std::string ollama_time(std::chrono::system_clock::time_point t) {
   char date[32];
   strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &utc);
   return fmt::format("{}.{:09d}Z", date, ns % 1'000'000'000);
-}
-
-void check_ollama_model(const ServedModel& model, const std::string& requested) {
-  static constexpr std::string_view kLatest = ":latest";
-  std::string_view name = requested;
-  if (name.size() > kLatest.size() && name.substr(name.size() - kLatest.size()) == kLatest)
-    name.remove_suffix(kLatest.size());
-  if (name != model.id)
-    throw ApiError(ErrorKind::NotFound,
-                   fmt::format("model '{}' not found; this server serves '{}'", requested, model.id), "model");
 }
 
 bool ollama_can_think(const ServedModel& model) {
@@ -109,34 +99,52 @@ std::string parameters_text(const SamplingDefaults& d) {
 
 }  // namespace
 
-void handle_ollama_tags(const ServedModel& model, httplib::Response& res) {
-  const Json entry = {{"name", model.id + ":latest"},   {"model", model.id + ":latest"},
-                      {"modified_at", modified_at(model)}, {"size", model.details.size_bytes},
-                      {"digest", digest(model)},           {"details", details_json(model)}};
-  res.set_content(dump_json({{"models", Json::array({entry})}}), "application/json");
+void handle_ollama_tags(ModelRegistry& models, int64_t started, httplib::Response& res) {
+  Json list = Json::array();
+  for (const ModelEntry& e : models.entries()) {
+    // A model not loaded yet is described from its files, with the server's start as its time.
+    std::shared_ptr<const ServedModel> model = models.loaded(e.name);
+    if (!model) {
+      auto stub = std::make_shared<ServedModel>();
+      stub->id = e.name;
+      stub->created = started;
+      stub->details = models.details(e);
+      model = std::move(stub);
+    }
+    list.push_back({{"name", model->id + ":latest"},   {"model", model->id + ":latest"},
+                    {"modified_at", modified_at(*model)}, {"size", model->details.size_bytes},
+                    {"digest", digest(*model)},           {"details", details_json(*model)}});
+  }
+  res.set_content(dump_json({{"models", std::move(list)}}), "application/json");
 }
 
-void handle_ollama_ps(const ServedModel& model, httplib::Response& res) {
-  // The model stays loaded for the server's lifetime: Ollama's "never expires" is a date far ahead.
-  const Json entry = {{"name", model.id + ":latest"},
-                      {"model", model.id + ":latest"},
-                      {"size", model.details.size_bytes},
-                      {"digest", digest(model)},
-                      {"details", details_json(model)},
-                      {"expires_at", "2318-01-01T00:00:00Z"},
-                      {"size_vram", model.details.on_device ? model.details.size_bytes : 0},
-                      {"context_length", model.max_context}};
-  res.set_content(dump_json({{"models", Json::array({entry})}}), "application/json");
+void handle_ollama_ps(const ModelRegistry& models, httplib::Response& res) {
+  // A loaded model stays until another needs its memory: Ollama's "never expires" is a date far ahead.
+  Json list = Json::array();
+  for (const std::string& name : models.loaded_names()) {
+    const std::shared_ptr<const ServedModel> model = models.loaded(name);
+    if (!model) continue;  // unloaded since the names were read
+    list.push_back({{"name", model->id + ":latest"},
+                    {"model", model->id + ":latest"},
+                    {"size", model->details.size_bytes},
+                    {"digest", digest(*model)},
+                    {"details", details_json(*model)},
+                    {"expires_at", "2318-01-01T00:00:00Z"},
+                    {"size_vram", model->details.on_device ? model->details.size_bytes : 0},
+                    {"context_length", model->max_context}});
+  }
+  res.set_content(dump_json({{"models", std::move(list)}}), "application/json");
 }
 
 void handle_ollama_version(httplib::Response& res) {
   res.set_content(dump_json({{"version", kOllamaApiVersion}}), "application/json");
 }
 
-void handle_ollama_show(const ServedModel& model, const std::string& body, httplib::Response& res) {
+void handle_ollama_show(ModelRegistry& models, const std::string& body, httplib::Response& res) {
   const OrderedJson request = parse_body(body);
   reject_unknown_fields(request, {"model", "name", "verbose", "system", "template", "options"});
-  check_ollama_model(model, read_ollama_model_name(request));
+  const ModelRegistry::Lease lease = models.acquire(read_ollama_model_name(request));
+  const ServedModel& model = *lease;
   const ModelDetails& d = model.details;
   const std::string parameters = parameters_text(model.sampling_defaults);
   std::string modelfile = fmt::format("# tachyon serves {} from a Hugging Face checkpoint; it has no Modelfile.\n"
@@ -169,32 +177,72 @@ void handle_ollama_show(const ServedModel& model, const std::string& body, httpl
   res.set_content(dump_json(out), "application/json");
 }
 
-void handle_ollama_embed(const ServedModel& model, const std::string& body, httplib::Response&) {
+void handle_ollama_embed(const ModelRegistry& models, const std::string& body, httplib::Response&) {
   const OrderedJson request = parse_body(body);
-  check_ollama_model(model, read_ollama_model_name(request));
+  const ModelEntry model = models.find(read_ollama_model_name(request));
   throw ApiError(ErrorKind::NotImplemented,
                  fmt::format("model '{}' does not support embeddings: this server generates text only and has no "
                              "embedding endpoint",
-                             model.id));
+                             model.name));
 }
 
-void handle_ollama_pull(const ServedModel& model, const std::string& body, httplib::Response& res) {
+namespace {
+
+Json pull_event_json(const PullEvent& e) {
+  Json j = {{"status", e.status}};
+  if (!e.digest.empty()) j.update({{"digest", e.digest}, {"total", e.total}, {"completed", e.completed}});
+  return j;
+}
+
+}  // namespace
+
+void handle_ollama_pull(ModelRegistry& models, const ModelPuller& puller, const std::string& body,
+                        httplib::Response& res) {
   const OrderedJson request = parse_body(body);
   reject_unknown_fields(request, {"model", "name", "insecure", "stream", "username", "password"});
   const std::string name = read_ollama_model_name(request);
   const bool stream = read_bool(request, "stream").value_or(true);
-  // The served model is here already: Ollama's answer to pulling a model one has is success.
+  const Json success = {{"status", "success"}};
+  bool served = true;
   try {
-    check_ollama_model(model, name);
+    models.find(name);
   } catch (const ApiError&) {
+    served = false;
+  }
+  if (!served && !puller)
     throw ApiError(ErrorKind::NotImplemented,
                    fmt::format("pulling models through the API is not supported: run `tachyon pull {}` on the server "
-                               "and start `tachyon serve` with it (this server serves '{}')",
-                               name, model.id));
+                               "and start `tachyon serve` with it",
+                               name));
+  // A served model is here already: Ollama's answer to pulling a model one has is success.
+  if (served) {
+    res.set_content(stream ? dump_json(success) + "\n" : dump_json(success),
+                    stream ? "application/x-ndjson" : "application/json");
+    return;
   }
-  const Json success = {{"status", "success"}};
-  res.set_content(stream ? dump_json(success) + "\n" : dump_json(success),
-                  stream ? "application/x-ndjson" : "application/json");
+  PullJob job = puller(name);  // a name that is no hub repository is a 400 here, before any output
+  if (!stream) {
+    try {
+      models.add(job([](const PullEvent&) {}));
+    } catch (const std::exception& e) {
+      throw ApiError(ErrorKind::Internal, fmt::format("pulling '{}' failed: {}", name, e.what()));
+    }
+    res.set_content(dump_json(success), "application/json");
+    return;
+  }
+  res.set_chunked_content_provider("application/x-ndjson", [&models, job = std::move(job), success, name](
+                                                               size_t, httplib::DataSink& sink) {
+    NdjsonWriter ndjson(sink);
+    try {
+      // A client gone mid-pull only stops the lines: the download finishes into the cache.
+      models.add(job([&](const PullEvent& e) { ndjson.line(pull_event_json(e)); }));
+      ndjson.line(success);
+    } catch (const std::exception& e) {
+      ndjson.line(Json{{"error", fmt::format("pulling '{}' failed: {}", name, e.what())}});
+    }
+    sink.done();
+    return true;
+  });
 }
 
 void refuse_ollama_model_management(const std::string& path) {

@@ -7,7 +7,10 @@
 
 namespace tachyon::server {
 
-void check_model(const ServedModel& model, const std::string& requested) {
+void check_model(const HandlerContext& ctx, const std::string& requested) {
+  const ServedModel& model = ctx.model;
+  if (requested == model.id) return;
+  if (ctx.models && ctx.models->find(requested).name == model.id) return;  // find throws 404 with the list
   if (requested != model.id)
     throw ApiError(ErrorKind::NotFound, fmt::format("The model '{}' does not exist; this server serves '{}'", requested,
                                                     model.id),
@@ -68,7 +71,7 @@ Json chat_logprobs(const tokenizer::Tokenizer& tokenizer, std::span<const engine
 
 void handle_chat_completions(HandlerContext ctx, const std::string& body, httplib::Response& res) {
   const ParsedRequest request = parse_chat_request(body);
-  check_model(ctx.model, request.model);
+  check_model(ctx, request.model);
   auto gen = std::make_shared<Generation>(ctx.model, request, ctx.admission);
   const std::string id = random_id("chatcmpl-");
   const int64_t created = unix_time();

@@ -38,7 +38,7 @@ Json empty_legacy_logprobs() {
 
 void handle_completions(HandlerContext ctx, const std::string& body, httplib::Response& res) {
   const ParsedRequest request = parse_completion_request(body);
-  check_model(ctx.model, request.model);
+  check_model(ctx, request.model);
   auto gen = std::make_shared<Generation>(ctx.model, request, ctx.admission);
   const std::string id = random_id("cmpl-");
   const int64_t created = unix_time();

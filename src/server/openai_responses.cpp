@@ -83,7 +83,7 @@ Json function_call_item(const std::string& id, const chat::ToolCall& call, const
 
 void handle_responses(HandlerContext ctx, const std::string& body, httplib::Response& res) {
   auto request = std::make_shared<const ParsedRequest>(parse_responses_request(body));
-  check_model(ctx.model, request->model);
+  check_model(ctx, request->model);
   auto gen = std::make_shared<Generation>(ctx.model, *request, ctx.admission);
   ResponseShell shell{random_id("resp_"), unix_time(), request.get(), ctx.model.id};
 

@@ -59,17 +59,43 @@ void raise_listen_backlog(int fd) {
   if (::listen(fd, SOMAXCONN) != 0) throw Error("cannot set the listen backlog: {}", std::strerror(errno));
 }
 
+// The "model" (Ollama: or "name") of a JSON body; "" when absent or the body is not JSON (the
+// handler's own parse then says what is wrong).
+std::string requested_model(const std::string& body) {
+  const Json j = Json::parse(body, nullptr, false);
+  if (!j.is_object()) return "";
+  for (const char* key : {"model", "name"})
+    if (auto it = j.find(key); it != j.end() && it->is_string()) return it->get<std::string>();
+  return "";
+}
+
+// A streamed answer is written after its handler returned: the lease goes with the content
+// provider, which is destroyed first (it holds the Generation that refers to the model).
+void hold_until_sent(httplib::Response& res, ModelRegistry::Lease model) {
+  if (!res.content_provider_) return;
+  struct Held {
+    ModelRegistry::Lease model;
+    httplib::ContentProvider provider;
+  };
+  auto held = std::make_shared<Held>(Held{std::move(model), std::move(res.content_provider_)});
+  res.content_provider_ = [held](size_t offset, size_t length, httplib::DataSink& sink) {
+    return held->provider(offset, length, sink);
+  };
+}
+
 }  // namespace
 
 struct HttpServer::Impl {
-  ServedModel model;
+  std::shared_ptr<ModelRegistry> models;
+  int64_t started = unix_time();
   ServerOptions options;
   Admission admission;
   HttpCounters counters;
   ListeningServer http;
   int port = 0;
 
-  Impl(ServedModel m, ServerOptions o) : model(std::move(m)), options(std::move(o)), admission(options.max_in_flight) {}
+  Impl(std::shared_ptr<ModelRegistry> m, ServerOptions o)
+      : models(std::move(m)), options(std::move(o)), admission(options.max_in_flight) {}
 
   bool authorized(const httplib::Request& req) const {
     if (options.api_key.empty()) return true;
@@ -102,9 +128,13 @@ struct HttpServer::Impl {
     };
   }
 
-  Json model_json() const {
-    return {{"id", model.id}, {"object", "model"}, {"created", model.created}, {"owned_by", "tachyon"},
-            {"max_model_len", model.max_context}};
+  // The context length is known once the model is loaded.
+  Json model_json(const ModelEntry& entry) const {
+    const std::shared_ptr<const ServedModel> model = models->loaded(entry.name);
+    Json j = {{"id", entry.name}, {"object", "model"}, {"created", model ? model->created : started},
+              {"owned_by", "tachyon"}};
+    if (model) j["max_model_len"] = model->max_context;
+    return j;
   }
 
   // Ollama's /api/* on the same port (ollama.h).
@@ -115,12 +145,12 @@ struct HttpServer::Impl {
     constexpr auto kOllama = HttpCounters::kOllamaOther;
     http.Post("/api/chat", wrap(HttpCounters::kOllamaChat, generation(handle_ollama_chat)));
     http.Post("/api/generate", wrap(HttpCounters::kOllamaGenerate, generation(handle_ollama_generate)));
-    http.Get("/api/tags", wrap(kOllama, [this](Req, Res res) { handle_ollama_tags(model, res); }));
-    http.Get("/api/ps", wrap(kOllama, [this](Req, Res res) { handle_ollama_ps(model, res); }));
-    http.Post("/api/show", wrap(kOllama, [this](Req req, Res res) { handle_ollama_show(model, req.body, res); }));
-    http.Post("/api/pull", wrap(kOllama, [this](Req req, Res res) { handle_ollama_pull(model, req.body, res); }));
+    http.Get("/api/tags", wrap(kOllama, [this](Req, Res res) { handle_ollama_tags(*models, started, res); }));
+    http.Get("/api/ps", wrap(kOllama, [this](Req, Res res) { handle_ollama_ps(*models, res); }));
+    http.Post("/api/show", wrap(kOllama, [this](Req req, Res res) { handle_ollama_show(*models, req.body, res); }));
+    http.Post("/api/pull", wrap(kOllama, [this](Req req, Res res) { handle_ollama_pull(*models, options.pull, req.body, res); }));
     for (const char* path : {"/api/embed", "/api/embeddings"})
-      http.Post(path, wrap(kOllama, [this](Req req, Res res) { handle_ollama_embed(model, req.body, res); }));
+      http.Post(path, wrap(kOllama, [this](Req req, Res res) { handle_ollama_embed(*models, req.body, res); }));
     // Clients probe the version as a liveness check, so it stays open like /health.
     http.Get("/api/version", [this](Req, Res res) {
       handle_ollama_version(res);
@@ -132,13 +162,36 @@ struct HttpServer::Impl {
     http.Get(R"(/api/blobs/(.+))", refuse);  // httplib answers HEAD through the GET route
   }
 
+  // The engine metrics are the most recently used loaded model's (zeros before any loads); the
+  // registry's loads and unloads follow.
+  std::string metrics_text() const {
+    const std::vector<std::string> loaded = models->loaded_names();
+    std::shared_ptr<const ServedModel> model = loaded.empty() ? nullptr : models->loaded(loaded.front());
+    std::string out = render_metrics(model ? model->id : models->find("").name,
+                                     model ? model->engine->stats() : engine::EngineStats{}, counters,
+                                     admission.in_flight());
+    const ModelRegistry::Counts c = models->counts();
+    auto metric = [&out](const char* name, const char* type, const char* help, int64_t value) {
+      out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+    };
+    metric("tachyon_models_served", "gauge", "Models the server serves (loaded or not).",
+           static_cast<int64_t>(models->size()));
+    metric("tachyon_models_loaded", "gauge", "Models loaded now.", c.loaded);
+    metric("tachyon_model_loads_total", "counter", "Models loaded since the start.", c.loads);
+    metric("tachyon_model_unloads_total", "counter", "Models unloaded to make room for another.", c.unloads);
+    return out;
+  }
+
   void add_routes() {
-    const HandlerContext ctx{model, admission};
-    auto generation = [ctx](void (*fn)(HandlerContext, const std::string&, httplib::Response&)) {
-      return [ctx, fn](const httplib::Request& req, httplib::Response& res) {
-        HandlerContext c = ctx;
+    // The request's model, loaded if it is not, leased until its answer is sent. One model
+    // served: no body is parsed twice; the handler's check_model still checks the name.
+    auto generation = [this](void (*fn)(HandlerContext, const std::string&, httplib::Response&)) {
+      return [this, fn](const httplib::Request& req, httplib::Response& res) {
+        ModelRegistry::Lease model = models->acquire(models->size() > 1 ? requested_model(req.body) : "");
+        HandlerContext c{*model, admission, nullptr, models.get()};
         c.client_gone = [watch = std::make_shared<ConnectionWatch>(req)] { return watch->closed(); };
         fn(c, req.body, res);
+        hold_until_sent(res, std::move(model));
       };
     };
     http.Post("/v1/chat/completions", wrap(HttpCounters::kChat, generation(handle_chat_completions)));
@@ -147,21 +200,21 @@ struct HttpServer::Impl {
     http.Post("/v1/messages", wrap(HttpCounters::kMessages, generation(handle_messages)));
     http.Post("/v1/messages/count_tokens", wrap(HttpCounters::kMessages, generation(handle_count_tokens)));
     http.Get("/v1/models", wrap(HttpCounters::kModels, [this](const httplib::Request&, httplib::Response& res) {
-               res.set_content(dump_json({{"object", "list"}, {"data", Json::array({model_json()})}}), "application/json");
+               Json data = Json::array();
+               for (const ModelEntry& e : models->entries()) data.push_back(model_json(e));
+               res.set_content(dump_json({{"object", "list"}, {"data", std::move(data)}}), "application/json");
              }));
     http.Get(R"(/v1/models/(.+))", wrap(HttpCounters::kModels, [this](const httplib::Request& req, httplib::Response& res) {
-               check_model(model, req.matches[1]);
-               res.set_content(dump_json(model_json()), "application/json");
+               res.set_content(dump_json(model_json(models->find(req.matches[1]))), "application/json");
              }));
     add_ollama_routes(generation);
     add_web_page_route(http);  // GET /: open like /health; the page sends the key with its API calls
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(dump_json({{"status", "ok"}, {"model", model.id}}), "application/json");
+      res.set_content(dump_json({{"status", "ok"}, {"model", models->find("").name}}), "application/json");
       counters.count(HttpCounters::kHealth, res.status);
     });
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(render_metrics(model.id, model.engine->stats(), counters, admission.in_flight()),
-                      "text/plain; version=0.0.4");
+      res.set_content(metrics_text(), "text/plain; version=0.0.4");
       counters.count(HttpCounters::kMetrics, res.status);
     });
     // Browser clients (chat UIs served from another origin) need CORS; the API key, not the
@@ -203,8 +256,8 @@ struct HttpServer::Impl {
   }
 };
 
-HttpServer::HttpServer(ServedModel model, ServerOptions options)
-    : impl_(std::make_unique<Impl>(std::move(model), std::move(options))) {
+HttpServer::HttpServer(std::shared_ptr<ModelRegistry> models, ServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(models), std::move(options))) {
   impl_->add_routes();
 }
 

@@ -1,8 +1,8 @@
-// The HTTP server: cpp-httplib routes for the OpenAI and Anthropic APIs over one served
-// model, API-key checks, the body size limit, /health and /metrics. Handlers run on a pool
+// The HTTP server: cpp-httplib routes for the OpenAI, Anthropic and Ollama APIs over the
+// served models (model_registry.h), API-key checks, the body size limit, /health and /metrics. Handlers run on a pool
 // of HTTP threads; each generation blocks its thread while it pulls tokens from the engine.
 //
-//   server::HttpServer http(std::move(served), {.host = "127.0.0.1", .port = 8000});
+//   server::HttpServer http(models, {.host = "127.0.0.1", .port = 8000});
 //   int port = http.bind();      // port 0 picks a free one
 //   http.run();                  // blocks until stop() (another thread, a signal handler's thread)
 #pragma once
@@ -11,6 +11,7 @@
 #include <string>
 
 #include "server/generation.h"
+#include "server/model_registry.h"
 
 namespace tachyon::server {
 
@@ -21,11 +22,12 @@ struct ServerOptions {
   size_t max_body_bytes = size_t{4} << 20;
   int http_threads = 128;               // concurrent connections served (at least max_in_flight + 16)
   int32_t max_in_flight = 256;          // generation requests queued or running; beyond: 429
+  ModelPuller pull;                     // Ollama's /api/pull; null: 501 for models not served
 };
 
 class HttpServer {
  public:
-  HttpServer(ServedModel model, ServerOptions options);
+  HttpServer(std::shared_ptr<ModelRegistry> models, ServerOptions options);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -197,7 +197,7 @@ test('errors come back in Ollama\'s shape with the right status', async () => {
   await rejectsWith(ollama.chat({ model, messages, options: { mirostat: 2 } }), 400, /mirostat/);
   await rejectsWith(ollama.generate({ model, prompt: 'x', template: '{{ .Prompt }}' }), 400, /template/);
   await rejectsWith(ollama.embed({ model, input: 'x' }), 501, /does not support embeddings/);
-  await rejectsWith(ollama.pull({ model: 'llama3.2', stream: false }), 501, /tachyon pull llama3\.2/);
+  await rejectsWith(ollama.pull({ model: 'llama3.2', stream: false }), 400, /neither a hub id/);
   await rejectsWith(ollama.delete({ model }), 501, /not supported/);
   const malformed = await post('/api/chat', '{"model":', { raw: true });
   assert.equal(malformed.status, 400);

@@ -181,12 +181,17 @@ assert r['source'] == 'alias' and r['repo_id'] == '$repo_id' and r['commit'] == 
 assert r['alias']['drafter'] == 'suffix', r
 " || fail "info resolved"
 
+# `tachyon serve MODEL` in the background on a free port: serve_pid, sport.
+start_serve() {
+  "$tachyon" serve "$1" --port 0 --kv-blocks 64 > /dev/null 2> "$tmp/serve.err" &
+  serve_pid=$!
+  for _ in $(seq 300); do grep -q "listening on" "$tmp/serve.err" && break; sleep 0.1; done
+  sport="$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$tmp/serve.err")"
+  [[ -n "$sport" ]] || fail "serve did not start: $(cat "$tmp/serve.err")"
+}
+
 # --- serve NAME: /v1/models names it, and it completes
-"$tachyon" serve "$repo_id" --port 0 --kv-blocks 64 > /dev/null 2> "$tmp/serve.err" &
-serve_pid=$!
-for _ in $(seq 300); do grep -q "listening on" "$tmp/serve.err" && break; sleep 0.1; done
-sport="$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$tmp/serve.err")"
-[[ -n "$sport" ]] || fail "serve did not start: $(cat "$tmp/serve.err")"
+start_serve "$repo_id"
 python3 - "$sport" "$repo_id" << 'EOF' || fail "serve $repo_id: /v1/models or /v1/completions"
 import json, sys, urllib.request
 base = "http://127.0.0.1:%s/v1/" % sys.argv[1]
@@ -197,6 +202,43 @@ req = urllib.request.Request(base + "completions", headers={"Content-Type": "app
                                               "temperature": 0}).encode())
 answer = json.load(urllib.request.urlopen(req))
 assert answer["choices"] and answer["usage"]["completion_tokens"] > 0, answer
+EOF
+kill "$serve_pid"; wait "$serve_pid" 2> /dev/null || true; serve_pid=""
+
+# --- Ollama /api/pull on a running server: progress lines, then the model is listed and answers
+HF_HUB_CACHE="$tmp/cache-api" start_serve "$src"
+python3 - "$sport" "$repo_id" << 'EOF' || fail "/api/pull: $(cat "$tmp/serve.err")"
+import json, sys, urllib.error, urllib.request
+base, repo = "http://127.0.0.1:%s/api/" % sys.argv[1], sys.argv[2]
+def post(route, body):
+    req = urllib.request.Request(base + route, headers={"Content-Type": "application/json"},
+                                 data=json.dumps(body).encode())
+    try:
+        with urllib.request.urlopen(req) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+tags = lambda: [m["name"] for m in json.load(urllib.request.urlopen(base + "tags"))["models"]]
+assert repo + ":latest" not in tags()
+status, text = post("pull", {"model": repo})
+lines = [json.loads(l) for l in text.splitlines()]
+statuses = [l["status"] for l in lines]
+assert status == 200 and statuses[0] == "pulling manifest" and statuses[-1] == "success", lines
+assert statuses[-3:-1] == ["verifying sha256 digest", "writing manifest"], lines
+weights = [l for l in lines if l.get("digest") == "model.safetensors"]
+assert weights and weights[-1]["completed"] == weights[-1]["total"] > 0, lines
+assert all(l["status"] == "pulling " + l["digest"] for l in lines if "digest" in l), lines
+assert repo + ":latest" in tags(), tags()
+status, text = post("generate", {"model": repo, "prompt": "hi", "raw": True, "stream": False, "options": {"num_predict": 2}})
+assert status == 200 and json.loads(text)["eval_count"] > 0, text
+# Served now: pulling again is success at once; stream:false answers one object.
+assert post("pull", {"model": repo, "stream": False}) == (200, '{"status":"success"}')
+status, text = post("pull", {"model": "llama3.2"})
+assert status == 400 and "neither a hub id" in json.loads(text)["error"], text
+status, text = post("pull", {"model": "acme/not-on-hub", "stream": False})
+assert status == 500 and "error" in json.loads(text), text
+status, text = post("pull", {"model": "acme/not-on-hub"})
+assert status == 200 and "error" in json.loads(text.splitlines()[-1]), text
 EOF
 kill "$serve_pid"; wait "$serve_pid" 2> /dev/null || true; serve_pid=""
 

@@ -1,0 +1,206 @@
+#include "cli/serve_model.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "base/error.h"
+#include "chat/chat_template.h"
+#include "chat/parsers/output_parser.h"
+#include "engine/engine.h"
+#include "io/config.h"
+#include "io/safetensors.h"
+#include "kernels/backend.h"
+#include "model/model.h"
+#include "tokenizer/token_bytes.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tachyon::cli {
+
+namespace {
+
+// One line per loading stage; on a terminal a ticking elapsed-time line while it runs.
+class Progress {
+ public:
+  explicit Progress(bool ticker) : tty_(ticker && isatty(STDERR_FILENO) != 0) {}
+  template <typename F>
+  auto stage(const std::string& what, F&& work) {
+    const auto start = std::chrono::steady_clock::now();
+    std::atomic<bool> done{false};
+    std::thread ticker;
+    if (tty_)
+      ticker = std::thread([&] {
+        static constexpr const char* kSpin = "|/-\\";
+        for (int i = 0; !done.load(); ++i) {
+          std::fprintf(stderr, "\r  %c %s  %.1fs", kSpin[i % 4], what.c_str(), elapsed(start));
+          std::fflush(stderr);
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+      });
+    auto finish = [&] {
+      done = true;
+      if (ticker.joinable()) ticker.join();
+    };
+    try {
+      auto result = work();
+      finish();
+      std::fprintf(stderr, "%s  ✓ %s  %.2fs\n", tty_ ? "\r\033[K" : "", what.c_str(), elapsed(start));
+      return result;
+    } catch (...) {
+      finish();
+      if (tty_) std::fprintf(stderr, "\r\033[K  ✗ %s\n", what.c_str());
+      throw;
+    }
+  }
+
+ private:
+  static double elapsed(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  bool tty_;
+};
+
+// generation_config.json's sampling fields, checked once here so that a bad value fails the
+// load rather than every request that leaves the field out.
+server::SamplingDefaults sampling_defaults(const io::GenerationConfig& g, const std::string& dir, int64_t vocab_size) {
+  server::SamplingDefaults d;
+  auto as_float = [](const std::optional<double>& v) -> std::optional<float> {
+    if (!v) return std::nullopt;
+    return static_cast<float>(*v);
+  };
+  d.temperature = as_float(g.temperature);
+  d.top_p = as_float(g.top_p);
+  d.min_p = as_float(g.min_p);
+  d.repetition_penalty = as_float(g.repetition_penalty);
+  if (g.top_k) d.top_k = static_cast<int32_t>(std::clamp<int64_t>(*g.top_k, 0, vocab_size));
+  try {
+    server::apply_sampling_defaults(server::ParsedRequest{}, d).validate(vocab_size);
+  } catch (const Error& e) {
+    throw Error("{}/generation_config.json: {}", dir, e.what());
+  }
+  return d;
+}
+
+// What Ollama's model listings show: family, dtype, parameters, bytes of weights.
+server::ModelDetails model_details(const std::string& dir, const io::ModelConfig& config, const std::string& device,
+                                   const chat::ChatTemplate* chat_template) {
+  server::ModelDetails d;
+  d.family = config.model_type;
+  d.dtype = config.dtype;
+  d.chat_template = chat_template ? chat_template->source() : "";
+  d.hidden_size = config.hidden_size;
+  d.num_layers = config.num_hidden_layers;
+  d.num_heads = config.num_attention_heads;
+  d.num_kv_heads = config.num_key_value_heads;
+  d.on_device = device == "cuda";
+  const io::Checkpoint checkpoint = io::Checkpoint::open(dir);
+  for (const auto& [name, t] : checkpoint.tensors()) {
+    d.num_parameters += t.num_elements();
+    d.size_bytes += static_cast<int64_t>(t.num_bytes);
+  }
+  return d;
+}
+
+engine::EngineConfig engine_config_of(const ServeModelOptions& o) {
+  engine::EngineConfig c;
+  c.max_concurrent = o.max_concurrent;
+  c.max_tokens_per_step = o.max_tokens_per_step;
+  c.num_blocks = o.kv_blocks;
+  c.kv_memory_bytes = static_cast<size_t>(o.kv_memory_gib * double(size_t{1} << 30));
+  c.max_context = o.ctx_size;
+  c.prefix_cache = o.prefix_cache == "on";
+  c.overlap_steps = o.step_overlap == "on"    ? engine::EngineConfig::Overlap::On
+                    : o.step_overlap == "off" ? engine::EngineConfig::Overlap::Off
+                                              : engine::EngineConfig::Overlap::Auto;
+  return c;
+}
+
+// Declared in the order they are built, so that they are freed engine first, backend last.
+struct Owned {
+  std::unique_ptr<kernels::Backend> backend;
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<spec::Drafter> drafter;
+  std::unique_ptr<engine::Engine> engine;
+};
+
+std::string device_of(const ServeModelOptions& o) { return o.device.empty() ? kernels::default_device() : o.device; }
+
+}  // namespace
+
+std::shared_ptr<const server::ServedModel> build_served_model(const io::ResolvedModel& resolved,
+                                                              const std::string& served_name,
+                                                              const ServeModelOptions& options, bool ticker) {
+  const std::string& dir = resolved.path;
+  io::load_model_config(dir);  // a GGUF file or a folder without config.json stops here, named
+  if (resolved.source == io::ModelSource::Path) std::fprintf(stderr, "tachyon serve: loading %s\n", dir.c_str());
+  else std::fprintf(stderr, "tachyon serve: loading %s (%s)\n", resolved.name.c_str(), dir.c_str());
+  Progress progress(ticker);
+  auto served = std::make_shared<server::ServedModel>();
+  auto owned = std::make_shared<Owned>();
+  served->id = served_name;
+  served->tokenizer = progress.stage("tokenizer", [&] {
+    return std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::from_model_dir(dir));
+  });
+  served->chat_template = progress.stage("chat template", [&]() -> std::shared_ptr<const chat::ChatTemplate> {
+    try {
+      return std::make_shared<const chat::ChatTemplate>(chat::ChatTemplate::from_model_dir(dir));
+    } catch (const Error& e) {
+      std::fprintf(stderr, "  (no chat template: %s; chat endpoints will answer 400)\n", e.what());
+      return nullptr;
+    }
+  });
+  const std::string device = device_of(options);
+  owned->backend = kernels::make_backend(device);
+  owned->model = progress.stage("weights", [&] { return model::load_model(dir, *owned->backend); });
+  const io::ModelConfig& config = owned->model->config();
+  const io::GenerationConfig generation = io::load_generation_config(dir);
+  for (int64_t id : generation.eos_token_ids.empty() ? config.eos_token_ids : generation.eos_token_ids)
+    served->eos_ids.push_back(static_cast<int32_t>(id));
+  if (auto eos = served->tokenizer->eos_id();
+      eos && std::find(served->eos_ids.begin(), served->eos_ids.end(), *eos) == served->eos_ids.end())
+    served->eos_ids.push_back(*eos);
+  served->vocab_size = config.vocab_size;
+  served->sampling_defaults = sampling_defaults(generation, dir, config.vocab_size);
+  served->details = model_details(dir, config, device, served->chat_template.get());
+  if (!options.tool_parser.empty()) served->parser.family = chat::parser_family_from_name(options.tool_parser);
+  else if (served->chat_template) served->parser = chat::detect_parser(served->chat_template->source(), config.model_type);
+
+  engine::EngineConfig engine_config = engine_config_of(options);
+  // Every token's bytes, as a trie, for constrained decoding (json_object, forced tool calls).
+  engine_config.vocabulary = progress.stage("token trie", [&] {
+    return std::make_shared<const sampling::TokenVocabulary>(tokenizer::token_byte_strings(*served->tokenizer));
+  });
+  SpecOptions spec = options.spec;
+  if (resolved.alias) spec.alias_method = resolved.alias->defaults.drafter;
+  owned->drafter = spec.apply(dir, *owned->model, *owned->backend, engine_config);
+  owned->engine = progress.stage("engine", [&] { return std::make_unique<engine::Engine>(*owned->model, engine_config); });
+  served->engine = owned->engine.get();
+  served->max_context = owned->engine->max_context();
+  served->created = server::unix_time();
+  const auto stats = owned->engine->stats();
+  std::fprintf(stderr, "  %s: context %d tokens, %d KV blocks, up to %d concurrent, prefix cache %s, tool parser %s\n",
+               served->id.c_str(), served->max_context, stats.kv_blocks_total, options.max_concurrent,
+               options.prefix_cache.c_str(), chat::parser_family_name(served->parser.family));
+  served->owner = std::move(owned);
+  return served;
+}
+
+int64_t served_model_footprint(const std::string& dir, const ServeModelOptions& options) {
+  int64_t bytes = 0;
+  std::error_code ec;
+  for (const auto& file : std::filesystem::directory_iterator(dir, ec))
+    if (file.path().extension() == ".safetensors") bytes += static_cast<int64_t>(file.file_size(ec));
+  if (options.kv_blocks == 0) bytes += static_cast<int64_t>(options.kv_memory_gib * double(int64_t{1} << 30));
+  return bytes;
+}
+
+server::ModelDetails describe_model(const std::string& dir, const ServeModelOptions& options) {
+  return model_details(dir, io::load_model_config(dir), device_of(options), nullptr);
+}
+
+}  // namespace tachyon::cli

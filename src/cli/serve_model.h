@@ -1,0 +1,40 @@
+// Building one served model for `tachyon serve`: tokenizer, chat template, weights, drafter and
+// engine, with the listing details and sampling defaults the handlers read. Every model of a
+// server is built here, the first at start-up and the others when a request first names them.
+//
+//   ServeModelOptions o;                                    // the serve flags every model shares
+//   auto served = build_served_model(resolve_model_arg("qwen3-8b"), "qwen3-8b", o, /*ticker=*/true);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cli/spec_options.h"
+#include "io/model_resolve.h"
+#include "server/generation.h"
+
+namespace tachyon::cli {
+
+struct ServeModelOptions {
+  std::string device, prefix_cache = "on", tool_parser, step_overlap = "auto";
+  int32_t max_concurrent = 16, ctx_size = 0, kv_blocks = 0, max_tokens_per_step = 512;
+  double kv_memory_gib = 1.0;
+  SpecOptions spec;
+};
+
+// The model ready to serve; it owns its backend, weights, drafter and engine (ServedModel::owner).
+// `ticker`: a ticking elapsed-time line per stage on a terminal (start-up only; a load during
+// serving logs plain lines). Throws tachyon::Error.
+std::shared_ptr<const server::ServedModel> build_served_model(const io::ResolvedModel& resolved,
+                                                              const std::string& served_name,
+                                                              const ServeModelOptions& options, bool ticker);
+
+// Bytes the model will hold once built: its weight files and its KV cache (--kv-memory; with
+// --kv-blocks, the weights alone).
+int64_t served_model_footprint(const std::string& dir, const ServeModelOptions& options);
+
+// What listings show of a model before it is loaded: config.json and the safetensors headers.
+server::ModelDetails describe_model(const std::string& dir, const ServeModelOptions& options);
+
+}  // namespace tachyon::cli
