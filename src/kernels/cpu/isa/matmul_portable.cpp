@@ -2,6 +2,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/isa/matmul.h"
@@ -54,6 +57,16 @@ bool quantize_rows_i8(const Weight& w, int8_t* q, float* scales) {
   return true;
 }
 
+#if defined(__x86_64__)
+namespace {
+// F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does not know "f16c".
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+}
+}  // namespace
+#endif
+
 const IsaKernels& isa_kernels() {
   static const IsaKernels kernels = [] {
     const char* forced = std::getenv("TACHYON_ISA");
@@ -61,9 +74,9 @@ const IsaKernels& isa_kernels() {
 #if defined(__x86_64__)
     const bool avx2_only = forced && std::strcmp(forced, "avx2") == 0;
     if (!portable && !avx2_only && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
       return IsaKernels{matmul_range_avx512, dot_f32_avx2, attend_items_avx512, top_two_row_avx512, "avx512"};
-    if (!portable && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    if (!portable && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
       return IsaKernels{matmul_range_avx2, dot_f32_avx2, attend_items_avx2, top_two_row_avx2, "avx2"};
 #endif
     (void)portable;
