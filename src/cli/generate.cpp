@@ -80,8 +80,26 @@ void GenerateOptions::add_to(CLI::App& command) {
   spec.add_to(command);
 }
 
+namespace {
+
+// generation_config.json's sampling defaults fill the fields the command line leaves out, as the
+// server fills those a request leaves out; a flag given always wins.
+void apply_model_sampling_defaults(const std::string& model_dir, const CLI::App& command,
+                                   sampling::SamplingParams& s) {
+  const io::GenerationConfig g = io::load_generation_config(model_dir);
+  if (g.temperature && !command.count("--temperature")) s.temperature = static_cast<float>(*g.temperature);
+  if (g.top_p && !command.count("--top-p")) s.top_p = static_cast<float>(*g.top_p);
+  if (g.top_k && !command.count("--top-k")) s.top_k = static_cast<int32_t>(*g.top_k);
+  if (g.min_p && !command.count("--min-p")) s.min_p = static_cast<float>(*g.min_p);
+  if (g.repetition_penalty && !command.count("--repetition-penalty"))
+    s.repetition_penalty = static_cast<float>(*g.repetition_penalty);
+}
+
+}  // namespace
+
 TerminalModel load_terminal_model(const std::string& model_dir, GenerateOptions& options, const CLI::App& command) {
   if (command.count("--seed")) options.sampling.seed = options.seed;
+  apply_model_sampling_defaults(model_dir, command, options.sampling);
   TerminalModel loaded;
   loaded.backend = kernels::make_backend(options.device.empty() ? kernels::default_device() : options.device);
   loaded.model = model::load_model(model_dir, *loaded.backend);

@@ -73,4 +73,16 @@ printf '{"do_sample": true, "temperature": 0.6, "top_p": 0.95, "top_k": 20, "min
 grep -q '^sampling .*min_p 0.05, temperature 0.6, top_k 20, top_p 0.95 (generation_config.json' "$tmp/info.txt" ||
   fail "info sampling: $(grep sampling "$tmp/info.txt")"
 "$tachyon" info "$root/tests/fixtures/hf/qwen2" 2> /dev/null | grep -q '^sampling *none' || fail "info: no sampling defaults"
+# run applies them too where its flags are left out: a copy of the demo whose generation_config.json sets a
+# strong repetition penalty decodes otherwise than the demo, and --repetition-penalty 1 brings the demo's back
+mkdir -p "$tmp/penalised"
+for f in "$root/models/tachyon-demo"/*; do ln -s "$f" "$tmp/penalised/"; done
+rm "$tmp/penalised/generation_config.json"
+printf '{"eos_token_id": [8181, 8179], "repetition_penalty": 5.0}' > "$tmp/penalised/generation_config.json"
+plain="$("$tachyon" run --ids 1,2,3,4 -n 24 --show-ids --no-pld --no-drafter --no-mtp 2> /dev/null)"
+penalised="$("$tachyon" run "$tmp/penalised" --ids 1,2,3,4 -n 24 --show-ids --no-pld --no-drafter --no-mtp 2> /dev/null)"
+[[ -n "$plain" && "$penalised" != "$plain" ]] || fail "run ignored generation_config.json's repetition_penalty"
+flag="$("$tachyon" run "$tmp/penalised" --ids 1,2,3,4 -n 24 --show-ids --no-pld --no-drafter --no-mtp \
+  --repetition-penalty 1 2> /dev/null)"
+[[ "$flag" == "$plain" ]] || fail "run: --repetition-penalty did not win over generation_config.json"
 echo "cli: all checks passed"
