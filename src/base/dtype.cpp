@@ -1,6 +1,8 @@
 #include "base/dtype.h"
 
 #include <array>
+#include <cmath>
+#include <limits>
 #include <cstring>
 
 namespace tachyon {
@@ -11,7 +13,7 @@ struct DTypeInfo {
   std::string_view name;
   size_t size;
 };
-constexpr std::array<DTypeInfo, 10> kDTypes{{{DType::F32, "F32", 4},
+constexpr std::array<DTypeInfo, 12> kDTypes{{{DType::F32, "F32", 4},
                                              {DType::F16, "F16", 2},
                                              {DType::BF16, "BF16", 2},
                                              {DType::F64, "F64", 8},
@@ -20,7 +22,9 @@ constexpr std::array<DTypeInfo, 10> kDTypes{{{DType::F32, "F32", 4},
                                              {DType::I16, "I16", 2},
                                              {DType::I8, "I8", 1},
                                              {DType::U8, "U8", 1},
-                                             {DType::Bool, "BOOL", 1}}};
+                                             {DType::Bool, "BOOL", 1},
+                                             {DType::U32, "U32", 4},
+                                             {DType::F8_E4M3, "F8_E4M3", 1}}};
 }  // namespace
 
 size_t dtype_size(DType dtype) { return kDTypes[static_cast<size_t>(dtype)].size; }
@@ -76,6 +80,42 @@ uint16_t f32_to_f16(float f) {
   const uint32_t rest = abs & 0x1fffu;
   if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;
   return sign | static_cast<uint16_t>(half);
+}
+
+}  // namespace tachyon
+
+namespace tachyon {
+
+float fp8_e4m3_to_f32(uint8_t v) {
+  const float sign = (v & 0x80u) ? -1.f : 1.f;
+  const int exponent = (v >> 3) & 0xf, mantissa = v & 0x7;
+  if (exponent == 15 && mantissa == 7) return std::numeric_limits<float>::quiet_NaN();
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -9);  // subnormal: m/8 · 2^-6
+  return sign * std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);        // (1 + m/8) · 2^(e-7)
+}
+
+uint8_t f32_to_fp8_e4m3(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
+  if (std::isnan(f)) return sign | 0x7f;
+  const float a = std::fabs(f);
+  if (a >= 448.f) return sign | 0x7e;  // saturate (e4m3fn has no infinity)
+  if (a < 0.015625f) {                 // below the smallest normal 2^-6: steps of 2^-9
+    const float q = std::nearbyint(a * 512.f);  // round-to-nearest-even (default rounding mode)
+    return sign | static_cast<uint8_t>(q);      // q == 8 is the smallest normal's code
+  }
+  int exponent = static_cast<int>((bits >> 23) & 0xffu) - 127;
+  const uint32_t m = bits & 0x7fffffu;
+  uint32_t keep = m >> 20;
+  const uint32_t rest = m & 0xfffffu;
+  if (rest > 0x80000u || (rest == 0x80000u && (keep & 1u))) ++keep;
+  if (keep == 8) {
+    keep = 0;
+    ++exponent;
+  }
+  const uint32_t code = (static_cast<uint32_t>(exponent + 7) << 3) | keep;
+  return sign | static_cast<uint8_t>(code > 0x7e ? 0x7e : code);
 }
 
 }  // namespace tachyon

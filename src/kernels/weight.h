@@ -17,6 +17,26 @@
 //             ((r/8)·(cols64/32) + c/32)·256 elements; inside a unit, lane (r%8)·4 + (c%8)/2
 //             holds 8 elements: for t = c%32/16 and h = c%16/8 the pair at (2t + h)·2 + c%2.
 //             Each lane's fragment is one 16-byte load (see kernels/cuda/common.cuh).
+//
+// Formats (what one stored element means). Loaders (model/) repack every published quantized
+// layout into one of these once, at load; the model never sees which one a weight uses.
+//   Dense      `dtype` elements: F32, BF16, F16; or I8 with one f32 `scales` entry per row
+//              (int8 per output channel: the chain over k runs on the raw codes, then × scale).
+//   Affine     unsigned `quant.bits`-bit codes q (4 or 8) with a scale s and a bias b per row and
+//              group of `quant.group` columns: w = fma(q, s, b) in f32. (MLX affine, AWQ/GPTQ
+//              with b = −z·s, GGUF Q4_1/Q5_1/K-quants with their minimums.)
+//   Symmetric  signed codes q (two's complement, 4 or 8 bits) and a scale per row and group:
+//              w = q · s. (GGUF Q8_0/Q4_0/Q5_0 with q − 8 etc., compressed-tensors symmetric.)
+//   Fp8Block   e4m3fn bytes with one f32 scale per `quant.group` x `quant.group` block
+//              (row / group, col / group): w = f32(q) · s. (quant_method fp8, block [128, 128].)
+//   Mxfp4      e2m1 codes (4 bits) and one e8m0 byte e per row and 32 columns:
+//              w = e2m1(q) · 2^(e − 127). (gpt-oss experts.)
+// Host (RowMajor) packing of codes: 8-bit codes one byte each, row r's at r·cols + c; 4-bit codes
+// two per byte, element (r, c) in byte (r·cols + c) / 2, the low nibble for even c. Scales and
+// biases are row-major [rows, cols / group] in `quant.scale_dtype` (F32, F16 or BF16; Mxfp4: U8
+// e8m0; Fp8Block: F32 [ceil(rows / group), ceil(cols / group)]). Backends repack codes, scales
+// and biases together into their own layouts (CPU: Panel64, see the CPU backend) and must give
+// the bits of the scalar definition above; kernels/reference/rowwise.h dequantizes one element.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +48,15 @@ namespace tachyon::kernels {
 using tachyon::DType;
 
 enum class WeightLayout : uint8_t { RowMajor, Panel64, MmaFragments };
+enum class WeightFormat : uint8_t { Dense, Affine, Symmetric, Fp8Block, Mxfp4 };
+
+struct QuantParams {
+  uint8_t bits = 0;              // Affine / Symmetric: 4 or 8; Fp8Block: 8; Mxfp4: 4
+  int32_t group = 0;             // columns per scale (Fp8Block: the square block's edge)
+  DType scale_dtype = DType::F32;
+  const void* scales = nullptr;
+  const void* biases = nullptr;  // Affine only
+};
 
 struct Weight {
   const void* data = nullptr;
@@ -35,10 +64,13 @@ struct Weight {
   int64_t rows = 0;  // output features (or vocabulary entries for embeddings)
   int64_t cols = 0;  // input features (1-D weights: rows = 1)
   WeightLayout layout = WeightLayout::RowMajor;
+  WeightFormat format = WeightFormat::Dense;  // not Dense: `data` holds codes, `dtype` is U8
+  QuantParams quant;
   // I8 weights (a drafter's, Backend::upload_draft_weight): element (r, c) is data's int8 value
   // times scales[r] (one f32 per row; Panel64: per padded row).
   const float* scales = nullptr;
   bool empty() const { return data == nullptr; }
+  bool quantized() const { return format != WeightFormat::Dense; }
 
   static constexpr int64_t kPanel = 64;
   int64_t index_of(int64_t r, int64_t c) const {

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "io/safetensors.h"
+#include "model/sources/safetensors_source.h"
 #include "model/blocks/decoder.h"
 #include "model/registry.h"
 #include "model/weights.h"
@@ -59,7 +60,8 @@ class MtpLayerHead final : public MtpHead {
     kv_shape_ = *layer.kv_shape();
     checkpoint_ = std::make_shared<io::Checkpoint>(io::Checkpoint::open(dir));
     const io::Checkpoint& checkpoint = *checkpoint_;
-    WeightBinder b(checkpoint, backend);
+    const SafetensorsSource source(checkpoint_);
+    WeightBinder b(source, backend);
     const bool own_embed = !names.embed.empty() && checkpoint.has(names.embed);
     b.bind(&embed_, own_embed ? names.embed : "model.embed_tokens.weight", {vocab, hidden});
     const bool own_head = !names.head.empty() && checkpoint.has(names.head);

@@ -26,7 +26,7 @@ bool register_architecture(std::vector<std::string> hf_architectures, std::strin
 
 bool register_decoder_architecture(std::vector<std::string> hf_architectures, std::string model_type,
                                    DecoderSpecFactory spec) {
-  ArchFactory factory = [spec](const io::ModelConfig& c, std::shared_ptr<io::Checkpoint> ckpt, kernels::Backend& be) {
+  ArchFactory factory = [spec](const io::ModelConfig& c, std::shared_ptr<WeightSource> ckpt, kernels::Backend& be) {
     return make_decoder_model(c, std::move(ckpt), be, spec(c));
   };
   entries().push_back({std::move(hf_architectures), std::move(model_type), std::move(factory), std::move(spec)});
@@ -68,8 +68,7 @@ DecoderSpec decoder_spec_of(const io::ModelConfig& config) {
 std::unique_ptr<Model> load_model(const std::string& dir, kernels::Backend& backend) {
   io::ModelConfig config = io::load_model_config(dir);
   const Entry* found = &entry_of(config);
-  auto checkpoint = std::make_shared<io::Checkpoint>(io::Checkpoint::open(dir));
-  return found->factory(config, std::move(checkpoint), backend);
+  return found->factory(config, open_weight_source(dir, config), backend);
 }
 
 }  // namespace tachyon::model

@@ -12,13 +12,13 @@
 #include <vector>
 
 #include "io/config.h"
-#include "io/safetensors.h"
+#include "model/sources/weight_source.h"
 #include "model/blocks/decoder.h"
 #include "model/model.h"
 
 namespace tachyon::model {
 
-using ArchFactory = std::function<std::unique_ptr<Model>(const io::ModelConfig&, std::shared_ptr<io::Checkpoint>,
+using ArchFactory = std::function<std::unique_ptr<Model>(const io::ModelConfig&, std::shared_ptr<WeightSource>,
                                                          kernels::Backend&)>;
 
 bool register_architecture(std::vector<std::string> hf_architectures, std::string model_type, ArchFactory factory);

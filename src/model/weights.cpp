@@ -14,7 +14,6 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
 }
-bool is_float_dtype(DType d) { return d == DType::F32 || d == DType::BF16 || d == DType::F16; }
 }  // namespace
 
 void WeightBinder::bind(Weight* target, const std::string& name, std::vector<int64_t> shape, Use use) {
@@ -45,25 +44,23 @@ void WeightBinder::load() {
   for (const Binding& b : bindings_) {
     for (size_t i = 0; i < b.names.size(); ++i) {
       const std::string& name = b.names[i];
-      if (!checkpoint_.has(name)) {
+      if (!source_.has(name)) {
         if (!b.optional) problems.push_back(fmt::format("tensor '{}' is missing (expected shape {})", name,
                                                         shape_string(b.shapes[i])));
         continue;
       }
-      const io::TensorView& t = checkpoint_.get(name);
+      const WeightSource::Info t = source_.info(name);
       if (t.shape != b.shapes[i])
         problems.push_back(fmt::format("tensor '{}' in {} has shape {} but the config implies {}", name, t.file,
-                                       t.shape_string(), shape_string(b.shapes[i])));
-      else if (!is_float_dtype(t.dtype))
-        problems.push_back(fmt::format("tensor '{}' in {} has dtype {}; expected F32, BF16 or F16", name, t.file,
-                                       dtype_name(t.dtype)));
+                                       shape_string(t.shape), shape_string(b.shapes[i])));
     }
-    // Parts of a fused weight must share a dtype.
+    // Parts of a fused weight must share a storage type.
     if (b.names.size() > 1 && problems.empty()) {
-      const DType d0 = checkpoint_.get(b.names[0]).dtype;
+      const std::string t0 = source_.info(b.names[0]).type;
       for (const auto& name : b.names)
-        if (checkpoint_.get(name).dtype != d0)
-          problems.push_back(fmt::format("tensors '{}' and '{}' have different dtypes", b.names[0], name));
+        if (source_.info(name).type != t0)
+          problems.push_back(fmt::format("tensors '{}' ({}) and '{}' ({}) are stored differently", b.names[0], t0,
+                                         name, source_.info(name).type));
     }
   }
   // Several weights may be cut from one tensor (remaps): name each problem once.
@@ -72,53 +69,119 @@ void WeightBinder::load() {
     if (std::find(unique.begin(), unique.end(), p) == unique.end()) unique.push_back(std::move(p));
   problems = std::move(unique);
   if (!problems.empty()) {
-    std::string message = fmt::format("{}: the checkpoint does not match the model config:", checkpoint_.location());
+    std::string message = fmt::format("{}: the checkpoint does not match the model config:", source_.location());
     for (const auto& p : problems) message += "\n  " + p;
     throw Error(message);
   }
 
   for (const Binding& b : bindings_) {
-    if (!checkpoint_.has(b.names[0])) {
+    if (!source_.has(b.names[0])) {
       *b.target = Weight{};
       continue;
     }
     if (b.remap) {
-      const io::TensorView& t = checkpoint_.get(b.names[0]);
+      HostTensor t = source_.load(b.names[0]);
+      const Weight& src = t.weight;
+      const int64_t total = src.rows * src.cols;
       const Remap& m = *b.remap;
-      const size_t elem = dtype_size(t.dtype);
-      const DType dtype = m.to_f32 ? DType::F32 : t.dtype;
-      std::vector<uint8_t> host(static_cast<size_t>(m.rows * m.cols) * dtype_size(dtype));
-      const Weight source{t.data, t.dtype, 1, t.num_elements()};
+      // Element remaps index the tensor's flat row-major elements: a quantized tensor is read
+      // through its dequantization and the result is float32.
+      const bool f32 = m.to_f32 || src.quantized();
+      const DType dtype = f32 ? DType::F32 : src.dtype;
+      const size_t elem = dtype_size(dtype);
+      std::vector<uint8_t> host(static_cast<size_t>(m.rows * m.cols) * elem);
       for (int64_t r = 0; r < m.rows; ++r)
         for (int64_t c = 0; c < m.cols; ++c) {
           const int64_t from = m.source(r, c), to = r * m.cols + c;
-          TACHYON_CHECK(from >= 0 && from < t.num_elements(), "remap of '{}' reads outside the tensor", b.names[0]);
-          if (m.to_f32) reinterpret_cast<float*>(host.data())[to] = kernels::rowwise::load_weight(source, from);
-          else std::memcpy(host.data() + to * elem, static_cast<const uint8_t*>(t.data) + from * elem, elem);
+          TACHYON_CHECK(from >= 0 && from < total, "remap of '{}' reads outside the tensor", b.names[0]);
+          if (f32)
+            reinterpret_cast<float*>(host.data())[to] = kernels::rowwise::load_weight(src, from / src.cols, from % src.cols);
+          else
+            std::memcpy(host.data() + to * elem, static_cast<const uint8_t*>(src.data) + from * elem, elem);
         }
       *b.target = backend_.upload_weight(Weight{host.data(), dtype, m.rows, m.cols});
       continue;
     }
     if (b.names.size() == 1) {
-      const io::TensorView& t = checkpoint_.get(b.names[0]);
-      const int64_t cols = t.shape.size() >= 2 ? t.shape[1] : t.shape[0];
-      const int64_t rows = t.shape.size() >= 2 ? t.shape[0] : 1;
-      *b.target = upload(b, Weight{t.data, t.dtype, rows, cols});
+      HostTensor t = source_.load(b.names[0]);
+      *b.target = upload(b, t.weight);
       continue;
     }
     // Fused: concatenate the parts row-wise on the host, then upload once.
-    const DType dtype = checkpoint_.get(b.names[0]).dtype;
-    const bool is_vector = b.shapes[0].size() == 1;
-    int64_t rows = 0, cols = is_vector ? 0 : b.shapes[0][1];
-    for (const auto& shape : b.shapes) is_vector ? cols += shape[0] : rows += shape[0];
-    if (is_vector) rows = 1;
-    std::vector<uint8_t> host;
-    for (const auto& name : b.names) {
-      const io::TensorView& t = checkpoint_.get(name);
-      host.insert(host.end(), static_cast<const uint8_t*>(t.data), static_cast<const uint8_t*>(t.data) + t.num_bytes);
-    }
-    *b.target = upload(b, Weight{host.data(), dtype, rows, cols});
+    std::vector<HostTensor> parts;
+    for (const auto& name : b.names) parts.push_back(source_.load(name));
+    HostTensor fused = concat_rows(parts, b.names[0]);
+    *b.target = upload(b, fused.weight);
   }
+}
+
+HostTensor concat_rows(const std::vector<HostTensor>& parts, const std::string& name) {
+  TACHYON_CHECK(!parts.empty(), "concat_rows of '{}': no parts", name);
+  const Weight& w0 = parts[0].weight;
+  HostTensor out;
+  out.weight = w0;
+  out.weight.rows = 0;
+  for (const HostTensor& p : parts) {
+    const Weight& w = p.weight;
+    TACHYON_CHECK(w.format == w0.format && w.dtype == w0.dtype && w.quant.bits == w0.quant.bits &&
+                      w.quant.group == w0.quant.group && w.quant.scale_dtype == w0.quant.scale_dtype &&
+                      (p.shape.size() == 1 ? true : w.cols == w0.cols),
+                  "cannot fuse '{}': its parts are stored differently", name);
+    TACHYON_CHECK(w.format != kernels::WeightFormat::Fp8Block || w.rows % w.quant.group == 0,
+                  "cannot fuse '{}': FP8 blocks of {} rows do not tile {} rows", name, w.quant.group, w.rows);
+    out.weight.rows += p.shape.size() == 1 ? 1 : w.rows;
+  }
+  if (parts[0].shape.size() == 1) {  // vectors: one row each, possibly of different lengths
+    TACHYON_CHECK(!w0.quantized(), "cannot fuse '{}': quantized vectors", name);
+    std::vector<uint8_t> data;
+    int64_t cols = 0;
+    for (const HostTensor& p : parts) {
+      const auto* d = static_cast<const uint8_t*>(p.weight.data);
+      data.insert(data.end(), d, d + p.weight.cols * dtype_size(p.weight.dtype));
+      cols += p.weight.cols;
+    }
+    out.owned.push_back(std::move(data));
+    out.weight.data = out.owned.back().data();
+    out.weight.rows = 1;
+    out.weight.cols = cols;
+    out.shape = {cols};
+    return out;
+  }
+  auto append = [&](auto bytes_of) {
+    std::vector<uint8_t> data;
+    for (const HostTensor& p : parts) {
+      const auto [ptr, n] = bytes_of(p.weight);
+      data.insert(data.end(), static_cast<const uint8_t*>(ptr), static_cast<const uint8_t*>(ptr) + n);
+    }
+    out.owned.push_back(std::move(data));
+    return static_cast<const void*>(out.owned.back().data());
+  };
+  out.owned.reserve(3);
+  const int64_t cols = w0.cols;
+  if (!w0.quantized()) {
+    out.weight.data = append([&](const Weight& w) {
+      return std::pair{w.data, static_cast<size_t>(w.rows * cols) * dtype_size(w.dtype)};
+    });
+  } else {
+    const auto& q = w0.quant;
+    const int64_t code_bytes_per_row = cols * q.bits / 8;
+    const bool fp8 = w0.format == kernels::WeightFormat::Fp8Block;
+    const int64_t scale_rows_div = fp8 ? q.group : 1;
+    const int64_t scales_per_row = fp8 ? (cols + q.group - 1) / q.group : cols / q.group;
+    const size_t scale_size = w0.format == kernels::WeightFormat::Mxfp4 ? 1 : fp8 ? 4 : dtype_size(q.scale_dtype);
+    out.weight.data = append([&](const Weight& w) {
+      return std::pair{w.data, static_cast<size_t>(w.rows * code_bytes_per_row)};
+    });
+    out.weight.quant.scales = append([&](const Weight& w) {
+      return std::pair{w.quant.scales, static_cast<size_t>(w.rows / scale_rows_div * scales_per_row) * scale_size};
+    });
+    if (w0.quant.biases)
+      out.weight.quant.biases = append([&](const Weight& w) {
+        return std::pair{w.quant.biases, static_cast<size_t>(w.rows * scales_per_row) * scale_size};
+      });
+  }
+  out.shape = {out.weight.rows, cols};
+  return out;
 }
 
 }  // namespace tachyon::model

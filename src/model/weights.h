@@ -4,16 +4,17 @@
 // Only then are the weights handed to the backend (fused where asked), which keeps its own
 // copy in the layout its kernels read.
 //
-//   WeightBinder w(checkpoint, backend);
+//   WeightBinder w(source, backend);  // a WeightSource (model/sources/weight_source.h)
 //   w.bind(&layer.input_norm, p + "input_layernorm.weight", {hidden});
 //   w.bind_fused(&layer.qkv, {p + "q_proj.weight", p + "k_proj.weight", p + "v_proj.weight"},
 //                {{q_dim, hidden}, {kv_dim, hidden}, {kv_dim, hidden}});
 //   w.bind_optional(&lm_head, "lm_head.weight", {vocab, hidden});  // absent: stays empty
 //   w.load();
 //
-// Weight declarations state shape and dtype: "stored" is the checkpoint's float dtype (f32,
-// bf16 or f16), kept as it is (the backend may repack it for its kernels); "f32" is converted
-// at load (Remap::to_f32).
+// Weight declarations state the logical shape. A tensor keeps the form its source hands out (a
+// float dtype, or a quantized format of kernels/weight.h; the backend repacks it for its
+// kernels); Remap::to_f32 converts to float32 at load. Element remaps read dense tensors; a
+// quantized one is dequantized first (and stays float32).
 #pragma once
 
 #include <cstdint>
@@ -22,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "io/safetensors.h"
 #include "kernels/backend.h"
+#include "model/sources/weight_source.h"
 
 namespace tachyon::model {
 
@@ -31,7 +32,7 @@ using kernels::Weight;
 
 class WeightBinder {
  public:
-  WeightBinder(const io::Checkpoint& checkpoint, kernels::Backend& backend) : checkpoint_(checkpoint), backend_(backend) {}
+  WeightBinder(const WeightSource& source, kernels::Backend& backend) : source_(source), backend_(backend) {}
 
   // How the model reads a weight. Matmul: only through Backend::matmul (linear layers, LM
   // heads); a drafter's such weights go through Backend::upload_draft_weight (kernels::DraftWeights).
@@ -68,8 +69,13 @@ class WeightBinder {
   };
   Weight upload(const Binding& b, const Weight& host);
   std::vector<Binding> bindings_;
-  const io::Checkpoint& checkpoint_;
+  const WeightSource& source_;
   kernels::Backend& backend_;
 };
+
+// The parts stacked row-wise into one tensor (q, k and v into qkv): codes, scales and biases of
+// a quantized format each concatenated; 1-D parts become one longer vector. Parts must share
+// their storage (format, dtype, group); throws naming `name` otherwise.
+HostTensor concat_rows(const std::vector<HostTensor>& parts, const std::string& name);
 
 }  // namespace tachyon::model

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "kernels/ops.h"
+#include "kernels/weight_dequant.h"
 
 namespace tachyon::kernels::rowwise {
 
@@ -23,6 +24,7 @@ inline float load_element(const Weight& w, int64_t index) {
 }
 // Element (r, c) of a matrix, or element c of a 1-D weight (r = 0), whatever the layout.
 inline float load_weight(const Weight& w, int64_t r, int64_t c) {
+  if (w.quantized() && w.layout == WeightLayout::RowMajor) return dequantize_element(w, r, c);
   const float v = load_element(w, w.index_of(r, c));
   return w.scales ? v * w.scales[r] : v;
 }

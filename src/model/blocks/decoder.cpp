@@ -19,7 +19,7 @@ namespace {
 
 class DecoderModel final : public Model {
  public:
-  DecoderModel(const io::ModelConfig& config, std::shared_ptr<io::Checkpoint> checkpoint, kernels::Backend& backend,
+  DecoderModel(const io::ModelConfig& config, std::shared_ptr<WeightSource> checkpoint, kernels::Backend& backend,
                DecoderSpec spec)
       : config_(config), checkpoint_(std::move(checkpoint)), backend_(backend), spec_(std::move(spec)), ws_(backend) {
     const int64_t hidden = spec_.hidden_size;
@@ -55,8 +55,9 @@ class DecoderModel final : public Model {
     }
     // Row-major [vocab, hidden]: ids [0, n) are its first n rows. A drafter's head is its own
     // upload in draft precision, also for all ids (a tied head is the embedding table, exact).
-    const auto& t = checkpoint_->get(spec_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
-    const Weight host{t.data, t.dtype, all ? spec_.vocab_size : n, spec_.hidden_size};
+    const HostTensor t = checkpoint_->load(spec_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
+    Weight host = t.weight;  // row-major in every format: the first n rows are a prefix
+    host.rows = all ? spec_.vocab_size : n;
     draft_head_ = draft_weights_ ? backend_.upload_draft_weight(host) : backend_.upload_weight(host);
   }
 
@@ -190,7 +191,7 @@ class DecoderModel final : public Model {
   }
 
   io::ModelConfig config_;
-  std::shared_ptr<io::Checkpoint> checkpoint_;  // the mapping; the backend holds copies of the weights
+  std::shared_ptr<WeightSource> checkpoint_;  // the mapping; the backend holds copies of the weights
   kernels::Backend& backend_;
   DecoderSpec spec_;
   Workspace ws_;
@@ -205,7 +206,7 @@ class DecoderModel final : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> make_decoder_model(const io::ModelConfig& config, std::shared_ptr<io::Checkpoint> checkpoint,
+std::unique_ptr<Model> make_decoder_model(const io::ModelConfig& config, std::shared_ptr<WeightSource> checkpoint,
                                           kernels::Backend& backend, DecoderSpec spec) {
   return std::make_unique<DecoderModel>(config, std::move(checkpoint), backend, std::move(spec));
 }

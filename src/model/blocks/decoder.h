@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "io/safetensors.h"
+#include "model/sources/weight_source.h"
 #include "model/blocks/decoder_layer.h"
 #include "model/model.h"
 
@@ -31,7 +31,7 @@ struct DecoderSpec {
 // the final norm "norm" as x / rms(x) · w with rms_norm_eps. No layers.
 DecoderSpec decoder_spec(const io::ModelConfig& config);
 
-std::unique_ptr<Model> make_decoder_model(const io::ModelConfig& config, std::shared_ptr<io::Checkpoint> checkpoint,
+std::unique_ptr<Model> make_decoder_model(const io::ModelConfig& config, std::shared_ptr<WeightSource> checkpoint,
                                           kernels::Backend& backend, DecoderSpec spec);
 
 }  // namespace tachyon::model

@@ -1,0 +1,86 @@
+// The scalar definition of every weight format of kernels/weight.h, for row-major (host)
+// weights: what one element is worth. Backends' kernels give these bits; loaders and tests use
+// them to check what they packed.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/weight.h"
+
+namespace tachyon::kernels {
+
+// e2m1 (MXFP4): sign, 2 exponent bits, 1 mantissa bit.
+inline float e2m1_to_f32(uint8_t code) {
+  static constexpr float kValues[8] = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f};
+  return (code & 8u) ? -kValues[code & 7u] : kValues[code & 7u];
+}
+// e8m0 (MX scales): 2^(e − 127); 255 is NaN.
+inline float e8m0_to_f32(uint8_t e) { return e == 255 ? NAN : std::ldexp(1.f, static_cast<int>(e) - 127); }
+
+inline float load_scale_value(const void* p, DType dtype, int64_t index) {
+  switch (dtype) {
+    case DType::F32: return static_cast<const float*>(p)[index];
+    case DType::F16: return tachyon::f16_to_f32(static_cast<const uint16_t*>(p)[index]);
+    case DType::BF16: return tachyon::bf16_to_f32(static_cast<const uint16_t*>(p)[index]);
+    case DType::U8: return e8m0_to_f32(static_cast<const uint8_t*>(p)[index]);
+    default: return NAN;
+  }
+}
+
+// The unsigned code of element (r, c) of a row-major quantized weight.
+inline uint32_t code_at(const Weight& w, int64_t r, int64_t c) {
+  const auto* bytes = static_cast<const uint8_t*>(w.data);
+  const int64_t i = r * w.cols + c;
+  if (w.quant.bits == 8) return bytes[i];
+  return (i % 2 == 0) ? (bytes[i / 2] & 0xfu) : (bytes[i / 2] >> 4);
+}
+
+// Element (r, c) of a row-major weight in a quantized format (WeightFormat other than Dense).
+inline float dequantize_element(const Weight& w, int64_t r, int64_t c) {
+  const QuantParams& q = w.quant;
+  const uint32_t code = code_at(w, r, c);
+  switch (w.format) {
+    case WeightFormat::Affine: {
+      const int64_t s = r * (w.cols / q.group) + c / q.group;
+      return std::fma(static_cast<float>(code), load_scale_value(q.scales, q.scale_dtype, s),
+                      load_scale_value(q.biases, q.scale_dtype, s));
+    }
+    case WeightFormat::Symmetric: {
+      const int32_t value = q.bits == 8 ? static_cast<int8_t>(code) : static_cast<int32_t>(code ^ 8u) - 8;
+      return static_cast<float>(value) * load_scale_value(q.scales, q.scale_dtype, r * (w.cols / q.group) + c / q.group);
+    }
+    case WeightFormat::Fp8Block: {
+      const int64_t blocks_per_row = (w.cols + q.group - 1) / q.group;
+      return tachyon::fp8_e4m3_to_f32(static_cast<uint8_t>(code)) *
+             static_cast<const float*>(q.scales)[(r / q.group) * blocks_per_row + c / q.group];
+    }
+    case WeightFormat::Mxfp4:
+      return e2m1_to_f32(static_cast<uint8_t>(code)) *
+             e8m0_to_f32(static_cast<const uint8_t*>(q.scales)[r * (w.cols / 32) + c / 32]);
+    case WeightFormat::Dense: break;
+  }
+  return NAN;
+}
+
+// Bytes a row-major weight of this format occupies with its scales and biases (for `info` and
+// memory budgets).
+inline int64_t weight_bytes(const Weight& w) {
+  const QuantParams& q = w.quant;
+  switch (w.format) {
+    case WeightFormat::Dense:
+      return w.rows * w.cols * static_cast<int64_t>(tachyon::dtype_size(w.dtype)) + (w.scales ? w.rows * 4 : 0);
+    case WeightFormat::Affine:
+    case WeightFormat::Symmetric: {
+      const int64_t groups = w.rows * (w.cols / q.group);
+      return w.rows * w.cols * q.bits / 8 +
+             groups * static_cast<int64_t>(tachyon::dtype_size(q.scale_dtype)) * (w.format == WeightFormat::Affine ? 2 : 1);
+    }
+    case WeightFormat::Fp8Block:
+      return w.rows * w.cols + ((w.rows + q.group - 1) / q.group) * ((w.cols + q.group - 1) / q.group) * 4;
+    case WeightFormat::Mxfp4: return w.rows * w.cols / 2 + w.rows * (w.cols / 32);
+  }
+  return 0;
+}
+
+}  // namespace tachyon::kernels

@@ -1,0 +1,61 @@
+// Where WeightBinder finds a model's tensors, by their Hugging Face names, whatever the file
+// format: safetensors with float tensors, a quantized checkpoint in one of the published
+// layouts (MLX affine, FP8 block, AWQ, GPTQ, compressed-tensors, MXFP4) or a GGUF file. Each
+// source hands a tensor out as a host row-major kernels::Weight: a float dtype, or one of the
+// formats of kernels/weight.h into which the source repacked the published layout. The model
+// never sees which.
+//
+//   std::shared_ptr<WeightSource> src = open_weight_source(dir, config);
+//   if (src->has("model.layers.0.mlp.up_proj.weight")) {
+//     HostTensor t = src->load("model.layers.0.mlp.up_proj.weight");  // t.weight: [I, hidden]
+//     Weight device = backend.upload_weight(t.weight);
+//   }
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/config.h"
+#include "kernels/weight.h"
+
+namespace tachyon::model {
+
+using kernels::Weight;
+
+// A tensor on the host. `weight` points into the source's mapping, or into `owned` when the
+// source built it (a repack); it stays valid while both the HostTensor and the source live.
+struct HostTensor {
+  Weight weight;                               // [rows, cols] as the model sees it; 1-D: rows = 1
+  std::vector<int64_t> shape;                  // the logical (dequantized) shape
+  std::vector<std::vector<uint8_t>> owned;     // codes, scales, biases built by the source
+};
+
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  // What to name in messages (the directory or file).
+  virtual const std::string& location() const = 0;
+  virtual bool has(const std::string& name) const = 0;
+  // What a tensor is without reading its data: the logical shape, how it is stored ("BF16",
+  // "MLX affine 4-bit g64", "Q4_K", ...), and the file that holds it.
+  struct Info {
+    std::vector<int64_t> shape;
+    std::string type;
+    std::string file;
+    bool dense = true;  // stored as F32, BF16 or F16 (element remaps read it as it is)
+  };
+  virtual Info info(const std::string& name) const = 0;
+  virtual std::vector<std::string> names() const = 0;
+  // The tensor, repacked where needed. Throws tachyon::Error naming the tensor when its parts do
+  // not fit together (a missing scale, a group size that does not divide the columns, ...).
+  virtual HostTensor load(const std::string& name) const = 0;
+};
+
+// Opens the tensors of a model directory (or single file) for `config`: plain safetensors, or
+// the quantized layout its config.json names. Throws for a layout that is not supported,
+// naming it and the supported ones.
+std::shared_ptr<WeightSource> open_weight_source(const std::string& path, const io::ModelConfig& config);
+
+}  // namespace tachyon::model
