@@ -23,6 +23,7 @@
 #include "io/hub_download.h"
 #include "server/api_error.h"
 #include "server/model_registry.h"
+#include "server/access.h"
 #include "server/server.h"
 
 namespace tachyon::cli {
@@ -36,6 +37,7 @@ struct ServeOptions {
   int64_t models_memory = 0;
   server::ServerOptions server;
   ServeModelOptions model;
+  std::string api_key, api_key_file;
 };
 
 // What the server serves: each MODEL argument, then the model folders directly under
@@ -130,7 +132,13 @@ Command add_serve_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--host", opt->server.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", opt->server.port, "Port (0: any free port)")->check(CLI::Range(0, 65535))->capture_default_str();
-  cmd->add_option("--api-key", opt->server.api_key, "Require this key (Authorization: Bearer, or x-api-key)");
+  cmd->add_option("--api-key", opt->api_key, "Require this key (Authorization: Bearer, or x-api-key)");
+  cmd->add_option("--api-key-file", opt->api_key_file,
+                  "Require one of the keys in FILE (one per line, '#' comments; with --api-key, either opens)");
+  cmd->add_flag("--metrics-auth", opt->server.metrics_auth, "/metrics needs an API key too");
+  cmd->add_option("--cors-origins", opt->server.cors_origins,
+                  "Origins browsers may call the API from: *, none, or a comma-separated list of scheme://host[:port]")
+      ->capture_default_str();
   cmd->add_option("--max-concurrent", opt->model.max_concurrent, "Requests in the running batch at most")
       ->check(CLI::Range(1, 4096))->capture_default_str();
   cmd->add_option("--ctx-size", opt->model.ctx_size, "Context length (default: the model's)")->check(CLI::NonNegativeNumber);
@@ -157,6 +165,10 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("--device", opt->model.device, "cpu or cuda (default: cuda when a GPU is visible)");
   opt->model.spec.add_to(*cmd);
   return [opt] {
+    if (!opt->api_key.empty()) opt->server.api_keys.push_back(opt->api_key);
+    if (!opt->api_key_file.empty())
+      for (auto& key : server::read_api_key_file(opt->api_key_file)) opt->server.api_keys.push_back(std::move(key));
+    server::CorsPolicy::parse(opt->server.cors_origins);  // a bad origin stops the start, before any load
     const auto entries = served_entries(*opt);
     // Signals go to one waiting thread (blocked everywhere else, including the engine's and
     // httplib's threads, which inherit this mask).
@@ -200,7 +212,7 @@ Command add_serve_command(CLI::App& app) {
 
     opt->server.pull = ollama_puller;
     const std::string& host = opt->server.host;
-    if (opt->server.api_key.empty() && host != "127.0.0.1" && host != "localhost" && host != "::1")
+    if (opt->server.api_keys.empty() && host != "127.0.0.1" && host != "localhost" && host != "::1")
       std::fprintf(stderr, "tachyon serve: warning: listening on %s without --api-key: anyone who can reach it can use it\n",
                    host.c_str());
     const std::string model_id = entries.front().first.name;
@@ -220,7 +232,7 @@ Command add_serve_command(CLI::App& app) {
     std::fprintf(stdout, "curl http://%s:%d/v1/chat/completions -H 'Content-Type: application/json'%s -d "
                          "'{\"model\": \"%s\", \"messages\": [{\"role\": \"user\", \"content\": \"Write a Python "
                          "function that adds two numbers.\"}], \"max_tokens\": 64}'\n",
-                 opt->server.host.c_str(), port, opt->server.api_key.empty() ? "" : " -H 'Authorization: Bearer $KEY'",
+                 opt->server.host.c_str(), port, opt->server.api_keys.empty() ? "" : " -H 'Authorization: Bearer $KEY'",
                  model_id.c_str());
     std::fflush(stdout);
     http.run();

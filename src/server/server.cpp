@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "base/logging.h"
+#include "server/access.h"
 #include "server/api_error.h"
 #include "server/connection_watch.h"
 #include "server/handlers.h"
@@ -31,13 +32,6 @@ ApiFlavor flavor_of(const std::string& path) {
 void send_error(const httplib::Request& req, httplib::Response& res, const ApiError& error) {
   res.status = error.status();
   res.set_content(dump_json(error_body(error, flavor_of(req.path))), "application/json");
-}
-
-bool constant_time_equal(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
 }
 
 // httplib::Server whose listening socket we can reach (httplib keeps it in a protected member).
@@ -89,20 +83,30 @@ struct HttpServer::Impl {
   std::shared_ptr<ModelRegistry> models;
   int64_t started = unix_time();
   ServerOptions options;
+  ApiKeys keys;
+  CorsPolicy cors;
   Admission admission;
   HttpCounters counters;
   ListeningServer http;
   int port = 0;
 
   Impl(std::shared_ptr<ModelRegistry> m, ServerOptions o)
-      : models(std::move(m)), options(std::move(o)), admission(options.max_in_flight) {}
+      : models(std::move(m)),
+        options(std::move(o)),
+        keys(options.api_keys),
+        cors(CorsPolicy::parse(options.cors_origins)),
+        admission(options.max_in_flight) {}
 
   bool authorized(const httplib::Request& req) const {
-    if (options.api_key.empty()) return true;
+    if (!keys.required()) return true;
     std::string key = req.get_header_value("x-api-key");
     const std::string auth = req.get_header_value("Authorization");
     if (auth.rfind("Bearer ", 0) == 0) key = auth.substr(7);
-    return constant_time_equal(key, options.api_key);
+    return keys.accepts(key);
+  }
+  static void refuse_unauthorized() {
+    throw ApiError(ErrorKind::Authentication, "Invalid API key: pass it as 'Authorization: Bearer KEY' or 'x-api-key: KEY'",
+                   "", "invalid_api_key");
   }
 
   // Wraps an endpoint: authentication, error rendering, counters.
@@ -110,10 +114,7 @@ struct HttpServer::Impl {
                                 std::function<void(const httplib::Request&, httplib::Response&)> handler) {
     return [this, route, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
       try {
-        if (!authorized(req))
-          throw ApiError(ErrorKind::Authentication, "Invalid API key: pass it as 'Authorization: Bearer KEY' or "
-                                                    "'x-api-key: KEY'",
-                         "", "invalid_api_key");
+        if (!authorized(req)) refuse_unauthorized();
         handler(req, res);
       } catch (const ApiError& e) {
         send_error(req, res, e);
@@ -213,13 +214,23 @@ struct HttpServer::Impl {
       res.set_content(dump_json({{"status", "ok"}, {"model", models->find("").name}}), "application/json");
       counters.count(HttpCounters::kHealth, res.status);
     });
-    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics_text(), "text/plain; version=0.0.4");
+    http.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+      if (options.metrics_auth && !authorized(req)) {
+        send_error(req, res, ApiError(ErrorKind::Authentication, "/metrics needs an API key (--metrics-auth)", "",
+                                      "invalid_api_key"));
+      } else {
+        res.set_content(metrics_text(), "text/plain; version=0.0.4");
+      }
       counters.count(HttpCounters::kMetrics, res.status);
     });
-    // Browser clients (chat UIs served from another origin) need CORS; the API key, not the
-    // origin, is what guards the server.
-    http.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
+    // Browser clients (chat UIs served from another origin) need CORS: by default any origin
+    // (the API key, not the origin, guards the server); --cors-origins narrows it to a list or
+    // turns it off.
+    http.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      const std::string allow = cors.allow_origin(req.get_header_value("Origin"));
+      if (!allow.empty()) res.set_header("Access-Control-Allow-Origin", allow);
+      if (cors.varies_by_origin()) res.set_header("Vary", "Origin");
+    });
     http.Options(R"(/.*)", [](const httplib::Request&, httplib::Response& res) {
       res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
       res.set_header("Access-Control-Allow-Headers",

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "server/generation.h"
 #include "server/model_registry.h"
@@ -18,7 +19,9 @@ namespace tachyon::server {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;
-  std::string api_key;                  // empty: no authentication
+  std::vector<std::string> api_keys;    // any of them opens the API; none: no authentication
+  bool metrics_auth = false;            // /metrics needs a key too (it names models and counts requests)
+  std::string cors_origins = "*";       // CorsPolicy::parse (server/access.h)
   size_t max_body_bytes = size_t{4} << 20;
   int http_threads = 128;               // concurrent connections served (at least max_in_flight + 16)
   int32_t max_in_flight = 256;          // generation requests queued or running; beyond: 429
