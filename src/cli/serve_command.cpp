@@ -38,6 +38,7 @@ struct ServeOptions {
   server::ServerOptions server;
   ServeModelOptions model;
   std::string api_key, api_key_file;
+  double request_timeout_s = 0, shutdown_timeout_s = 30;
 };
 
 // What the server serves: each MODEL argument, then the model folders directly under
@@ -135,6 +136,14 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("--api-key", opt->api_key, "Require this key (Authorization: Bearer, or x-api-key)");
   cmd->add_option("--api-key-file", opt->api_key_file,
                   "Require one of the keys in FILE (one per line, '#' comments; with --api-key, either opens)");
+  cmd->add_option("--request-timeout", opt->request_timeout_s,
+                  "Seconds a generation may run (queueing included); then it ends with its output so far and finish "
+                  "reason \"timeout\" (0: no limit)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--shutdown-timeout", opt->shutdown_timeout_s,
+                  "On SIGTERM/SIGINT, seconds requests in flight may take to finish before they are ended with their "
+                  "output so far")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_flag("--metrics-auth", opt->server.metrics_auth, "/metrics needs an API key too");
   cmd->add_option("--cors-origins", opt->server.cors_origins,
                   "Origins browsers may call the API from: *, none, or a comma-separated list of scheme://host[:port]")
@@ -166,6 +175,7 @@ Command add_serve_command(CLI::App& app) {
   opt->model.spec.add_to(*cmd);
   return [opt] {
     if (!opt->api_key.empty()) opt->server.api_keys.push_back(opt->api_key);
+    opt->server.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(opt->request_timeout_s * 1000));
     if (!opt->api_key_file.empty())
       for (auto& key : server::read_api_key_file(opt->api_key_file)) opt->server.api_keys.push_back(std::move(key));
     server::CorsPolicy::parse(opt->server.cors_origins);  // a bad origin stops the start, before any load
@@ -223,8 +233,9 @@ Command add_serve_command(CLI::App& app) {
       int sig = 0;
       sigwait(&signals, &sig);
       signalled = true;
-      std::fprintf(stderr, "tachyon serve: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-      http.stop();
+      std::fprintf(stderr, "tachyon serve: %s, shutting down (requests in flight get %g s to finish)\n",
+                   sig == SIGINT ? "SIGINT" : "SIGTERM", opt->shutdown_timeout_s);
+      http.stop(std::chrono::milliseconds(static_cast<int64_t>(opt->shutdown_timeout_s * 1000)));
     });
     std::fprintf(stderr, "tachyon serve: listening on http://%s:%d  (OpenAI: /v1/chat/completions /v1/completions "
                          "/v1/responses /v1/models; Anthropic: /v1/messages; /health /metrics)\n",

@@ -10,6 +10,7 @@ const char* finish_reason_name(FinishReason r) {
     case FinishReason::Length: return "length";
     case FinishReason::Abort: return "abort";
     case FinishReason::Error: return "error";
+    case FinishReason::Timeout: return "timeout";
     default: return "";
   }
 }

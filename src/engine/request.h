@@ -46,8 +46,10 @@ struct TokenLogprob {
   std::vector<std::pair<int32_t, float>> top;  // (token, logprob), best first
 };
 
-enum class FinishReason { None, Stop, Length, Abort, Error };
-const char* finish_reason_name(FinishReason reason);  // "stop" | "length" | "abort" | "error"
+// Timeout: the server ended it at its deadline (--request-timeout, or a shutdown's grace period),
+// with the output so far.
+enum class FinishReason { None, Stop, Length, Abort, Error, Timeout };
+const char* finish_reason_name(FinishReason reason);  // "stop" | "length" | "abort" | "error" | "timeout"
 
 // One delivery from the engine to the request's owner: the tokens generated since the last
 // delivery, and whether the request is over.

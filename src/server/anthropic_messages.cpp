@@ -11,6 +11,7 @@ namespace {
 
 const char* stop_reason(const GenerationOutcome& outcome, bool tool_use) {
   if (outcome.finish == engine::FinishReason::Length) return "max_tokens";
+  if (outcome.finish == engine::FinishReason::Timeout) return "timeout";
   if (outcome.stop_sequence) return "stop_sequence";
   return tool_use ? "tool_use" : "end_turn";
 }

@@ -182,6 +182,17 @@ GenerationOutcome Generation::run(const TextSink& sink, const std::function<bool
   };
   auto next_check = std::chrono::steady_clock::now();
   while (outcome.finish == engine::FinishReason::None) {
+    if (std::chrono::steady_clock::now() >= admission_.deadline(submitted_)) {
+      // Out of time: the engine frees the request's slot and blocks; the client gets what was
+      // generated, with the text the detokenizer and stop matcher still held.
+      stream_->cancel();
+      outcome.finish = engine::FinishReason::Timeout;
+      std::string rest = stop.push(decoder.flush());
+      rest += stop.flush();
+      outcome.text += rest;
+      if (sink && !rest.empty()) sink(rest, {});
+      break;
+    }
     std::optional<engine::RequestOutput> out = stream_->next(std::chrono::milliseconds(50));
     if (client_gone && std::chrono::steady_clock::now() >= next_check) {
       next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);

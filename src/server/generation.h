@@ -57,10 +57,14 @@ struct ServedModel {
   std::shared_ptr<const void> owner;
 };
 
-// Bounds the requests waiting in or running on the engine; beyond it, 429.
+// What a generation may take: one of `limit` slots for requests waiting in or running on the
+// engine (beyond it, 429), and time: a generation ends at its deadline, the earlier of
+// submission + `request_timeout` (zero: none) and the drain deadline a shutdown sets.
 class Admission {
  public:
-  explicit Admission(int32_t limit) : limit_(limit) {}
+  using Clock = std::chrono::steady_clock;
+  explicit Admission(int32_t limit, std::chrono::milliseconds request_timeout = {})
+      : limit_(limit), request_timeout_(request_timeout) {}
   bool try_enter() {
     if (in_flight_.fetch_add(1) >= limit_) {
       in_flight_.fetch_sub(1);
@@ -71,9 +75,18 @@ class Admission {
   void leave() { in_flight_.fetch_sub(1); }
   int32_t in_flight() const { return in_flight_.load(); }
 
+  Clock::time_point deadline(Clock::time_point submitted) const {
+    const Clock::time_point drain{Clock::duration(drain_deadline_.load())};
+    return request_timeout_.count() > 0 ? std::min(submitted + request_timeout_, drain) : drain;
+  }
+  // Every generation, running or to come, ends by `when` (a shutdown's grace period).
+  void set_drain_deadline(Clock::time_point when) { drain_deadline_.store(when.time_since_epoch().count()); }
+
  private:
   int32_t limit_;
+  std::chrono::milliseconds request_timeout_;
   std::atomic<int32_t> in_flight_{0};
+  std::atomic<Clock::rep> drain_deadline_{Clock::time_point::max().time_since_epoch().count()};
 };
 
 struct GenerationOutcome {

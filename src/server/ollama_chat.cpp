@@ -53,7 +53,9 @@ Json fragment(Shape shape, const std::string& model, const std::string& content,
 void finish(Json& out, const GenerationOutcome& outcome, Clock::time_point start) {
   const auto ns = [](std::chrono::nanoseconds d) { return static_cast<int64_t>(d.count()); };
   out["done"] = true;
-  out["done_reason"] = outcome.finish == engine::FinishReason::Length ? "length" : "stop";
+  out["done_reason"] = outcome.finish == engine::FinishReason::Length    ? "length"
+                       : outcome.finish == engine::FinishReason::Timeout ? "timeout"
+                                                                         : "stop";
   out["total_duration"] = ns(Clock::now() - start);
   out["load_duration"] = 0;
   out["prompt_eval_count"] = outcome.prompt_tokens;

@@ -19,6 +19,7 @@ void check_model(const HandlerContext& ctx, const std::string& requested) {
 
 const char* openai_finish_reason(const GenerationOutcome& outcome, bool has_tool_calls) {
   if (outcome.finish == engine::FinishReason::Length) return "length";
+  if (outcome.finish == engine::FinishReason::Timeout) return "timeout";
   return has_tool_calls ? "tool_calls" : "stop";
 }
 

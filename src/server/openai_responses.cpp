@@ -49,6 +49,7 @@ Json response_object(const ResponseShell& shell, const char* status, Json output
   if (outcome) {
     if (outcome->finish == engine::FinishReason::Length)
       response["incomplete_details"] = {{"reason", "max_output_tokens"}};
+    if (outcome->finish == engine::FinishReason::Timeout) response["incomplete_details"] = {{"reason", "timeout"}};
     response["usage"] = {{"input_tokens", outcome->prompt_tokens},
                          {"input_tokens_details", {{"cached_tokens", outcome->cached_tokens}}},
                          {"output_tokens", outcome->completion_tokens},
@@ -59,7 +60,8 @@ Json response_object(const ResponseShell& shell, const char* status, Json output
 }
 
 const char* final_status(const GenerationOutcome& outcome) {
-  return outcome.finish == engine::FinishReason::Length ? "incomplete" : "completed";
+  const bool cut = outcome.finish == engine::FinishReason::Length || outcome.finish == engine::FinishReason::Timeout;
+  return cut ? "incomplete" : "completed";
 }
 
 Json message_item(const std::string& id, const std::string& text, const char* status) {

@@ -95,7 +95,7 @@ struct HttpServer::Impl {
         options(std::move(o)),
         keys(options.api_keys),
         cors(CorsPolicy::parse(options.cors_origins)),
-        admission(options.max_in_flight) {}
+        admission(options.max_in_flight, options.request_timeout) {}
 
   bool authorized(const httplib::Request& req) const {
     if (!keys.required()) return true;
@@ -287,5 +287,10 @@ int HttpServer::bind() {
 void HttpServer::run() { impl_->http.listen_after_bind(); }
 
 void HttpServer::stop() { impl_->http.stop(); }
+
+void HttpServer::stop(std::chrono::milliseconds grace) {
+  impl_->admission.set_drain_deadline(Admission::Clock::now() + grace);
+  impl_->http.stop();
+}
 
 }  // namespace tachyon::server

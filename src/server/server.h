@@ -7,6 +7,7 @@
 //   http.run();                  // blocks until stop() (another thread, a signal handler's thread)
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@ struct ServerOptions {
   size_t max_body_bytes = size_t{4} << 20;
   int http_threads = 128;               // concurrent connections served (at least max_in_flight + 16)
   int32_t max_in_flight = 256;          // generation requests queued or running; beyond: 429
+  std::chrono::milliseconds request_timeout{0};  // a generation ends with finish reason "timeout" after it; 0: none
   ModelPuller pull;                     // Ollama's /api/pull; null: 501 for models not served
 };
 
@@ -39,7 +41,11 @@ class HttpServer {
   int bind();
   // Serves until stop().
   void run();
+  // Stops accepting connections; requests in flight finish, and run() returns once they have.
+  // With a grace period, generations still running when it ends stop there with their output so
+  // far (finish reason "timeout").
   void stop();
+  void stop(std::chrono::milliseconds grace);
 
  private:
   struct Impl;
