@@ -1,0 +1,100 @@
+// Device arithmetic of quantized weights (quant_layout.h): one element's f32 value from its code
+// and its group's scale (and bias), exactly the scalar definition of kernels/weight_dequant.h,
+// shared by the decode matmul, the dequantizing copy (prefill, MoE) and the embedding so that
+// they agree bit for bit. Internal to src/kernels/cuda.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <type_traits>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/quant_layout.h"
+
+namespace tachyon::kernels::cuda {
+
+// Integers below 2^23 to f32 without I2F (a quarter-rate conversion on Hopper): the code in the
+// mantissa of 2^23, minus 2^23 (+ the code offset of signed formats) — exact.
+__device__ __forceinline__ float small_uint_to_f32(uint32_t u, float offset) {
+  return __int_as_float(static_cast<int>(0x4b000000u | u)) - offset;
+}
+
+// e2m1 magnitude bits (e1 e0 m) and sign bit 3: 0, 0.5, 1, 1.5, 2, 3, 4, 6.
+__device__ __forceinline__ float e2m1_value(uint32_t code) {
+  const uint32_t e = (code >> 1) & 3u, m = code & 1u;
+  const float mag = e == 0 ? 0.5f * static_cast<float>(m) : __int_as_float(static_cast<int>(((e + 126u) << 23) | (m << 22)));
+  return (code & 8u) ? -mag : mag;
+}
+
+__device__ __forceinline__ float e4m3_value(uint32_t code) {
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
+  return __half2float(__half(h));
+}
+
+// The f32 value of a code with its group's scale s and bias b (Affine only), by kind. Int8Rows:
+// the code alone (its row scale multiplies the reduced output). The products are single roundings
+// of exact operands, as in weight_dequant.h (Affine: one fma).
+template <int kKind>
+__device__ __forceinline__ float quant_value(uint32_t code, float s, float b) {
+  if constexpr (kKind == kQuantAffine4 || kKind == kQuantAffine8) {
+    return fmaf(small_uint_to_f32(code, 8388608.f), s, b);
+  } else if constexpr (kKind == kQuantSymmetric4) {
+    return __fmul_rn(small_uint_to_f32(code ^ 8u, 8388616.f), s);  // (q ^ 8) − 8: two's complement
+  } else if constexpr (kKind == kQuantSymmetric8) {
+    return __fmul_rn(small_uint_to_f32(code ^ 0x80u, 8388736.f), s);
+  } else if constexpr (kKind == kQuantFp8) {
+    return __fmul_rn(e4m3_value(code), s);
+  } else if constexpr (kKind == kQuantMxfp4) {
+    return __fmul_rn(e2m1_value(code), s);
+  } else {
+    return small_uint_to_f32(code ^ 0x80u, 8388736.f);
+  }
+}
+
+__device__ __forceinline__ float load_quant_scale(const void* p, int type, int64_t i) {
+  if (type == kScaleF32) return __ldg(static_cast<const float*>(p) + i);
+  const unsigned short bits = __ldg(static_cast<const unsigned short*>(p) + i);
+  if (type == kScaleF16) return __half2float(__ushort_as_half(bits));
+  return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+}
+
+__device__ __forceinline__ uint32_t quant_code(const QuantMatrix& m, int64_t r, int64_t c) {
+  int shift = 0;
+  const int64_t byte = m.code_byte(r, c, shift);
+  return (static_cast<uint32_t>(__ldg(static_cast<const unsigned char*>(m.codes) + byte)) >> shift) &
+         (m.bits() == 8 ? 0xffu : 0xfu);
+}
+
+// Element (r, c) of an uploaded matrix (rows and columns padded: zero there), kind kKind; Int8Rows
+// without its row scale.
+template <int kKind>
+__device__ __forceinline__ float quant_element(const QuantMatrix& m, int64_t r, int64_t c) {
+  const uint32_t code = quant_code(m, r, c);
+  if constexpr (kKind == kQuantInt8Rows) {
+    return quant_value<kKind>(code, 1.f, 0.f);
+  } else {
+    const int64_t si = m.scale_index(r, c);
+    const float s = load_quant_scale(m.scales, m.scale_type, si);
+    const float b = (kKind == kQuantAffine4 || kKind == kQuantAffine8) ? load_quant_scale(m.biases, m.scale_type, si) : 0.f;
+    return quant_value<kKind>(code, s, b);
+  }
+}
+
+// Calls fn(std::integral_constant<int, kind>) for m.kind: the runtime kind to a template argument.
+template <typename Fn>
+void with_quant_kind(int kind, Fn&& fn) {
+  switch (kind) {
+    case kQuantAffine4: return fn(std::integral_constant<int, kQuantAffine4>{});
+    case kQuantAffine8: return fn(std::integral_constant<int, kQuantAffine8>{});
+    case kQuantSymmetric4: return fn(std::integral_constant<int, kQuantSymmetric4>{});
+    case kQuantSymmetric8: return fn(std::integral_constant<int, kQuantSymmetric8>{});
+    case kQuantFp8: return fn(std::integral_constant<int, kQuantFp8>{});
+    case kQuantMxfp4: return fn(std::integral_constant<int, kQuantMxfp4>{});
+    case kQuantInt8Rows: return fn(std::integral_constant<int, kQuantInt8Rows>{});
+    default: fail_unsupported("quantized weight kind", kind);
+  }
+}
+
+}  // namespace tachyon::kernels::cuda
