@@ -25,6 +25,11 @@ namespace tachyon::kernels::cuda {
 void matmul_quant_decode(const float* x, int64_t rows, const QuantMatrix& w, const float* bias, float* out,
                          void* partial, unsigned* counters, cudaStream_t stream);
 
+// Kernel lab (bench/cuda/quant_bench.cpp): 512-k segments per warp of the decode kernel at up to 8
+// rows (1, 2 or 4, 8-bit codes at most 2; 0: the default, 2 for 8-bit codes and 4 for 4-bit). Every
+// choice gives the same bits.
+void set_quant_decode_segments(int segments);
+
 // w as bf16 MMA fragments (packed_weight_bytes(w.rows, w.cols) bytes at dst; Int8Rows: the codes,
 // its row scales left out).
 void dequantize_to_fragments(const QuantMatrix& w, void* dst, cudaStream_t stream);

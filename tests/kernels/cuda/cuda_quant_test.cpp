@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/matmul_quant.cuh"
 #include "cuda_test_fixture.h"
 #include "quant_test_data.h"
 
@@ -89,6 +90,18 @@ TEST_F(CudaQuant, RowIsBitIdenticalWhateverTheBatchOrKernel) {
             << "rows [" << first << ", " << first + rows << ")";
       }
     }
+    // Every number of segments per warp of the decode kernel (up to 8 rows; 8-bit codes take 1 or 2).
+    for (int segs : {1, 2, 4}) {
+      cuda::set_quant_decode_segments(segs);
+      for (int64_t rows : {1, 8}) {
+        float* part = poisoned(static_cast<size_t>(rows * n));
+        gpu->matmul(dx + 5 * k, rows, w, &b, part);
+        EXPECT_TRUE(same_bits(download(part, static_cast<size_t>(rows * n)), batched.data() + 5 * n,
+                              static_cast<size_t>(rows * n)))
+            << rows << " rows, " << segs << " segments per warp";
+      }
+    }
+    cuda::set_quant_decode_segments(0);
     // The mma.sync prefill GEMM (no wgmma) gives the wgmma kernel's bits.
     const Weight w2 = mma_sync->upload_weight(hq.weight());
     const Weight b2 = mma_sync->upload_weight(Weight{bias.data(), DType::F32, 1, n});
