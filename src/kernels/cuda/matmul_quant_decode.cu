@@ -31,7 +31,6 @@ __global__ void __launch_bounds__(256, 2) matmul_quant_decode_kernel(const float
   constexpr int kVectors = kUnitsPerSegment / kUnitsPerVector;  // 16-byte loads per lane per segment
   constexpr int kRegs = kHalf ? 2 : 4;                           // A registers staged per lane per k-tile
   constexpr int kSegTiles = 2 * kUnitsPerSegment;
-  constexpr bool kAffine = kKind == kQuantAffine4 || kKind == kQuantAffine8;
   extern __shared__ uint32_t xs_quant[];  // [kSegs][MT][kSegTiles][32 lanes][kRegs]
   __shared__ bool is_last;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -79,21 +78,10 @@ __global__ void __launch_bounds__(256, 2) matmul_quant_decode_kernel(const float
       if (kp_begin + u >= kp_end) break;
       const uint4 vu = v[sg][u / kUnitsPerVector];
       const uint32_t words[4] = {vu.x, vu.y, vu.z, vu.w};
+      uint32_t breg[4];
+      quant_unit_fragment<kKind>(w, words, u % kUnitsPerVector, kp_begin + u, scale_row, group_shift, breg);
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
-        float s = 1.f, b = 0.f;
-        if constexpr (kKind != kQuantInt8Rows) {
-          const int64_t si = scale_row + ((static_cast<int64_t>(kp_begin + u) * 32 + 16 * t) >> group_shift);
-          s = load_quant_scale(w.scales, w.scale_type, si);
-          if constexpr (kAffine) b = load_quant_scale(w.biases, w.scale_type, si);
-        }
-        uint32_t breg[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int j = 4 * t + 2 * h;
-          breg[h] = pack_bf16x2(quant_value<kKind>(lane_code(words, u % kUnitsPerVector, j, kBits), s, b),
-                                quant_value<kKind>(lane_code(words, u % kUnitsPerVector, j + 1, kBits), s, b));
-        }
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           const int xi = ((sg * MT + mt) * kSegTiles + 2 * u + t) * 32 + lane;
@@ -105,7 +93,7 @@ __global__ void __launch_bounds__(256, 2) matmul_quant_decode_kernel(const float
             const uint4 xv = reinterpret_cast<const uint4*>(xs_quant)[xi];
             a[0] = xv.x, a[1] = xv.z, a[2] = xv.y, a[3] = xv.w;
           }
-          mma_bf16(acc[mt], a, breg[0], breg[1]);
+          mma_bf16(acc[mt], a, breg[2 * t], breg[2 * t + 1]);
         }
       }
     }

@@ -1,6 +1,6 @@
 // Dequantizing copies of quantized weights (matmul_quant.cuh): bf16 MMA fragments or core
-// matrices for the bf16 prefill GEMMs and the MoE grouped matmul, each element bf16_rn of
-// quant_element (the decode kernel's B registers exactly), and Int8Rows' column epilogue.
+// matrices for the bf16 prefill GEMMs and the MoE grouped matmul, each element bf16_rn of its
+// scalar value (the decode kernel's B registers exactly), and Int8Rows' column epilogue.
 #include <cuda_bf16.h>
 
 #include "kernels/cuda/matmul_quant.cuh"
@@ -9,43 +9,49 @@
 namespace tachyon::kernels::cuda {
 namespace {
 
-template <int kKind>
-__device__ __forceinline__ uint16_t element_bf16(const QuantMatrix& w, int64_t n, int64_t k) {
-  const __nv_bfloat16 b = __float2bfloat16_rn(quant_element<kKind>(w, n, k));
-  return *reinterpret_cast<const uint16_t*>(&b);
-}
-
-// One thread per (unit of 8 rows x 32 columns, lane), pack_weight_kernel's order (matmul_pack.cu).
-template <int kKind>
-__global__ void dequantize_fragments_kernel(QuantMatrix w, int64_t num_units, int64_t kp_count, uint4* __restrict__ dst) {
+// One thread per (row tile, 16-byte code vector, lane): the lane's 2 or 4 units, each dequantized
+// into the lane's B fragment exactly as the decode kernel does (quant_unit_fragment), stored as
+// that unit's MMA fragment (one 16-byte store) or as its four 4-byte pieces of core-matrix rows
+// (core (row / 8, k / 8) at ((row / 8) · kb_count + k / 8) · 128 bytes, row % 8 its 16-byte row).
+// Reads and writes are coalesced per warp.
+template <int kKind, bool kCore>
+__global__ void dequantize_kernel(QuantMatrix w, int64_t vectors_per_tile, int64_t kp_count, int64_t groups,
+                                  int64_t threads, void* __restrict__ dst) {
   pdl_enter();
+  constexpr int kUnitsPerVector = quant_kind_bits(kKind) == 8 ? 2 : 4;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= num_units * 32) return;
+  if (i >= threads) return;
   const int lane = static_cast<int>(i % 32);
-  const int64_t unit = i / 32, nt = unit / kp_count, kp = unit % kp_count;
-  const int64_t n = nt * 8 + lane / 4;
-  uint16_t v[8];
+  const int64_t vector = (i / 32) % vectors_per_tile, tile = i / 32 / vectors_per_tile, row = tile * 8 + lane / 4;
+  const uint4 v = __ldg(static_cast<const uint4*>(w.codes) + i);  // the layout's vector index is i
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+  const int group_shift = __ffsll(w.group) - 1;
 #pragma unroll
-  for (int j = 0; j < 4; ++j)
+  for (int u = 0; u < kUnitsPerVector; ++u) {
+    const int64_t unit = vector * kUnitsPerVector + u;
+    if (unit >= kp_count) break;
+    uint32_t b[4];
+    quant_unit_fragment<kKind>(w, words, u, unit, row * groups, group_shift, b);
+    if constexpr (kCore) {
+      const int64_t kb_count = kp_count * 4;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t k = kp * 32 + 16 * (j >> 1) + 2 * (lane & 3) + 8 * (j & 1) + h;
-      v[j * 2 + h] = element_bf16<kKind>(w, n, k);
+      for (int p = 0; p < 4; ++p)  // p = 2t + h: columns 32·unit + 8p + [0, 8), this lane's pair 2(lane % 4)
+        static_cast<uint32_t*>(dst)[core_row_index(row, unit * 4 + p, kb_count) * 4 + lane % 4] = b[p];
+    } else {
+      static_cast<uint4*>(dst)[(tile * kp_count + unit) * 32 + lane] = make_uint4(b[0], b[1], b[2], b[3]);
     }
-  dst[i] = *reinterpret_cast<const uint4*>(v);
+  }
 }
 
-// One thread per core-matrix row (8 bf16), pack_core_kernel's order.
-template <int kKind>
-__global__ void dequantize_core_kernel(QuantMatrix w, int64_t kb_count, int64_t units, uint4* __restrict__ dst) {
-  pdl_enter();
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= units) return;
-  const int64_t core = i / 8, n = (core / kb_count) * 8 + i % 8, k0 = (core % kb_count) * 8;
-  uint16_t v[8];
-#pragma unroll
-  for (int j = 0; j < 8; ++j) v[j] = element_bf16<kKind>(w, n, k0 + j);
-  dst[i] = *reinterpret_cast<const uint4*>(v);
+template <bool kCore>
+void dequantize(const QuantMatrix& w, void* dst, cudaStream_t stream) {
+  const int64_t vectors_per_tile = w.vectors_per_tile(), threads = w.rows_padded() / 8 * vectors_per_tile * 32;
+  with_quant_kind(w.kind, [&](auto kind) {
+    launch(dequantize_kernel<decltype(kind)::value, kCore>, static_cast<unsigned>(ceil_div(threads, 256)), 256, 0,
+           stream, w, vectors_per_tile, w.units_per_row_tile(), w.kind == kQuantInt8Rows ? int64_t{0} : w.groups(),
+           threads, dst);
+  });
+  TACHYON_CUDA_LAUNCH_CHECK();
 }
 
 __global__ void scale_columns_kernel(float* __restrict__ out, int64_t total, int64_t n,
@@ -59,23 +65,9 @@ __global__ void scale_columns_kernel(float* __restrict__ out, int64_t total, int
 
 }  // namespace
 
-void dequantize_to_fragments(const QuantMatrix& w, void* dst, cudaStream_t stream) {
-  const int64_t kp_count = w.units_per_row_tile(), num_units = w.rows_padded() / 8 * kp_count;
-  with_quant_kind(w.kind, [&](auto kind) {
-    launch(dequantize_fragments_kernel<decltype(kind)::value>, static_cast<unsigned>(ceil_div(num_units * 32, 256)),
-           256, 0, stream, w, num_units, kp_count, static_cast<uint4*>(dst));
-  });
-  TACHYON_CUDA_LAUNCH_CHECK();
-}
+void dequantize_to_fragments(const QuantMatrix& w, void* dst, cudaStream_t stream) { dequantize<false>(w, dst, stream); }
 
-void dequantize_to_core(const QuantMatrix& w, void* dst, cudaStream_t stream) {
-  const int64_t kb_count = w.cols_padded() / 8, units = w.rows_padded() * kb_count;
-  with_quant_kind(w.kind, [&](auto kind) {
-    launch(dequantize_core_kernel<decltype(kind)::value>, static_cast<unsigned>(ceil_div(units, 256)), 256, 0, stream,
-           w, kb_count, units, static_cast<uint4*>(dst));
-  });
-  TACHYON_CUDA_LAUNCH_CHECK();
-}
+void dequantize_to_core(const QuantMatrix& w, void* dst, cudaStream_t stream) { dequantize<true>(w, dst, stream); }
 
 void scale_quant_columns(float* out, int64_t rows, int64_t n, const float* row_scales, const float* bias,
                          cudaStream_t stream) {
