@@ -77,7 +77,8 @@ HostMatrix make_host(const Format& f, int64_t n, int64_t k, std::mt19937_64& rng
   const auto scales16 = [&](std::vector<uint8_t>& v, int64_t count, DType dtype, float value) {
     v.resize(static_cast<size_t>(count) * dtype_size(dtype));
     for (int64_t i = 0; i < count; ++i) {
-      if (dtype == DType::F32) std::memcpy(v.data() + 4 * i, &value, 4);
+      if (dtype == DType::F32)
+        std::memcpy(v.data() + 4 * i, &value, 4);
       else {
         const uint16_t b = dtype == DType::F16 ? f32_to_f16(value) : f32_to_bf16(value);
         std::memcpy(v.data() + 2 * i, &b, 2);
@@ -153,9 +154,12 @@ int main(int argc, char** argv) {
   int64_t prefill_rows = 4096;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--runs") runs = std::atoi(argv[i + 1]);
-    else if (a == "--layers") layers = std::atoi(argv[i + 1]);
-    else if (a == "--prefill-rows") prefill_rows = std::atoll(argv[i + 1]);
+    if (a == "--runs")
+      runs = std::atoi(argv[i + 1]);
+    else if (a == "--layers")
+      layers = std::atoi(argv[i + 1]);
+    else if (a == "--prefill-rows")
+      prefill_rows = std::atoll(argv[i + 1]);
     else {
       std::fprintf(stderr, "usage: cuda_quant_bench [--runs 5] [--layers 6] [--prefill-rows 4096]\n");
       return 2;
@@ -190,8 +194,8 @@ int main(int argc, char** argv) {
   gpu->copy_to_device(x, xs.data(), xs.size() * sizeof(float));
   auto* out = static_cast<float*>(gpu->allocate(static_cast<size_t>(prefill_rows * max_n) * sizeof(float)));
 
-  std::printf("%-24s %9s %9s %7s %9s %7s %12s %8s %21s\n", "format", "MB/layer", "b1 GB/s", "/copy", "b8 GB/s",
-              "/copy", "prefill tok/s", "/bf16", "b1 GB/s by segs 1/2/4");
+  std::printf("%-24s %9s %9s %7s %9s %7s %12s %8s %21s\n", "format", "MB/layer", "b1 GB/s", "/copy", "b8 GB/s", "/copy",
+              "prefill tok/s", "/bf16", "b1 GB/s by segs 1/2/4");
   double bf16_prefill = 0;
   for (const Format& f : kFormats) {
     std::vector<Weight> w;  // [layer][shape]
@@ -204,7 +208,8 @@ int main(int argc, char** argv) {
     // Reorder to layer-major so a pass walks the layers like a forward.
     std::vector<Weight> by_layer;
     for (int l = 0; l < layers; ++l)
-      for (size_t s = 0; s < std::size(kShapes); ++s) by_layer.push_back(w[s * static_cast<size_t>(layers) + static_cast<size_t>(l)]);
+      for (size_t s = 0; s < std::size(kShapes); ++s)
+        by_layer.push_back(w[s * static_cast<size_t>(layers) + static_cast<size_t>(l)]);
     const auto decode_pass = [&](int64_t rows) {
       return median_seconds(*gpu, runs, [&] {
         for (int rep = 0; rep < 4; ++rep)

@@ -250,7 +250,8 @@ void CudaBackend::head_matmul(const float* x, int64_t rows, int64_t heads, int64
   if (rows == 0) return;
   Scope scope(this, "head_matmul", w.rows, w.cols, rows);
   const bool quantized = w.layout == WeightLayout::QuantFragments;
-  TACHYON_CHECK(w.layout == WeightLayout::MmaFragments || quantized, "head_matmul weights must come from upload_weight");
+  TACHYON_CHECK(w.layout == WeightLayout::MmaFragments || quantized,
+                "head_matmul weights must come from upload_weight");
   if (quantized) {
     TACHYON_CHECK(w.format != WeightFormat::Dense, "head_matmul of an I8 weight (row scales) is not supported on CUDA");
     scope.direct();  // the dequantized copy is written now, in stream order
@@ -265,7 +266,8 @@ void CudaBackend::head_matmul(const float* x, int64_t rows, int64_t heads, int64
   TACHYON_CHECK(head_tiles_.size() <= 65535, "head_matmul: {} rows x {} heads is too many tiles", rows, heads);
   cuda::GroupedMatmul p;
   p.x = x, p.x_row_stride = xrs, p.x_group_stride = xhs;
-  p.w = quantized ? dequantize_dense(w, false) : w.data, p.w_group_stride = (n / 8) * (cuda::round_up(w.cols, cuda::kMmaColPad) / 32) * 512;  // bytes
+  p.w = quantized ? dequantize_dense(w, false) : w.data;  // quantized: a bf16 copy (the GEMM's bits)
+  p.w_group_stride = (n / 8) * (cuda::round_up(w.cols, cuda::kMmaColPad) / 32) * 512;  // bytes
   p.n = n, p.k = w.cols, p.out = out, p.out_row_stride = ors, p.out_group_stride = ohs;
   const auto* tiles = static_cast<const cuda::GroupTile*>(
       staged(head_tiles_.data(), head_tiles_.size()));

@@ -20,16 +20,14 @@ constexpr int kUnitsPerSegment = static_cast<int>(kSegmentK / 32);  // 32-column
 // lane become two bf16x2 B registers with the group's scale (and bias); the last CTA of the column
 // group adds the segment sums in order.
 template <int MT, bool kHalf, int kKind, int kSegs>  // MT m-tiles of 16 rows; kHalf: M <= 8 (A rows 8-15 are zero)
-__global__ void __launch_bounds__(256, 2) matmul_quant_decode_kernel(const float* __restrict__ x, int M, int K,
-                                                                     QuantMatrix w, int N, int kp_count,
-                                                                     const float* __restrict__ bias,
-                                                                     float* __restrict__ out,
-                                                                     float* __restrict__ partial,
-                                                                     unsigned* __restrict__ counters) {
+__global__ void __launch_bounds__(256, 2)
+    matmul_quant_decode_kernel(const float* __restrict__ x, int M, int K, QuantMatrix w, int N, int kp_count,
+                               const float* __restrict__ bias, float* __restrict__ out, float* __restrict__ partial,
+                               unsigned* __restrict__ counters) {
   constexpr int kBits = quant_kind_bits(kKind);
   constexpr int kUnitsPerVector = kBits == 8 ? 2 : 4;
   constexpr int kVectors = kUnitsPerSegment / kUnitsPerVector;  // 16-byte loads per lane per segment
-  constexpr int kRegs = kHalf ? 2 : 4;                           // A registers staged per lane per k-tile
+  constexpr int kRegs = kHalf ? 2 : 4;                          // A registers staged per lane per k-tile
   constexpr int kSegTiles = 2 * kUnitsPerSegment;
   extern __shared__ uint32_t xs_quant[];  // [kSegs][MT][kSegTiles][32 lanes][kRegs]
   __shared__ bool is_last;
@@ -44,7 +42,7 @@ __global__ void __launch_bounds__(256, 2) matmul_quant_decode_kernel(const float
 #pragma unroll
     for (int i = 0; i < kVectors; ++i)
       v[sg][i] = (seg0 + sg) * kVectors + i < vectors_per_tile ? load_stream(codes + (sg * kVectors + i) * 32)
-                                                                : make_uint4(0, 0, 0, 0);
+                                                               : make_uint4(0, 0, 0, 0);
   // This lane's row of scales (and biases): group g of row nt·8 + lane/4 at row · groups + g.
   const int64_t groups = (static_cast<int64_t>(kp_count) * 32 + w.group - 1) / w.group;
   const int64_t scale_row = (static_cast<int64_t>(nt) * 8 + lane / 4) * groups;
@@ -119,7 +117,8 @@ __global__ void __launch_bounds__(256, 2) matmul_quant_decode_kernel(const float
     const int row = i / kGroupCols, cc = blockIdx.x * kGroupCols + i % kGroupCols;
     if (cc >= N) continue;
     float total = 0.f;
-    for (int s2 = 0; s2 < num_segments; ++s2) total += __ldcg(partial + (static_cast<int64_t>(s2) * M + row) * n_pad + cc);
+    for (int s2 = 0; s2 < num_segments; ++s2)
+      total += __ldcg(partial + (static_cast<int64_t>(s2) * M + row) * n_pad + cc);
     if constexpr (kKind == kQuantInt8Rows) total = __fmul_rn(total, w.row_scales[cc]);
     out[static_cast<int64_t>(row) * N + cc] = total + (bias ? bias[cc] : 0.f);
   }
@@ -165,10 +164,13 @@ void matmul_quant_decode(const float* x, int64_t rows, const QuantMatrix& w, con
     if (M <= 8) {
       // 4 segments of 8-bit codes (16 KB per warp) spill registers: 8-bit codes take at most 2.
       if constexpr (quant_kind_bits(kKind) == 4) {
-        if (segs == 4) return launch_quant_decode<1, true, kKind, 4>(x, M, K, w, N, kp_count, bias, out, p, counters, stream);
+        if (segs == 4)
+          return launch_quant_decode<1, true, kKind, 4>(x, M, K, w, N, kp_count, bias, out, p, counters, stream);
       }
-      if (segs >= 2) launch_quant_decode<1, true, kKind, 2>(x, M, K, w, N, kp_count, bias, out, p, counters, stream);
-      else launch_quant_decode<1, true, kKind, 1>(x, M, K, w, N, kp_count, bias, out, p, counters, stream);
+      if (segs >= 2)
+        launch_quant_decode<1, true, kKind, 2>(x, M, K, w, N, kp_count, bias, out, p, counters, stream);
+      else
+        launch_quant_decode<1, true, kKind, 1>(x, M, K, w, N, kp_count, bias, out, p, counters, stream);
     } else if (M <= 16) {
       launch_quant_decode<1, false, kKind, 1>(x, M, K, w, N, kp_count, bias, out, p, counters, stream);
     } else if (M <= 32) {

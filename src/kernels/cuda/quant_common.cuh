@@ -24,7 +24,8 @@ __device__ __forceinline__ float small_uint_to_f32(uint32_t u, float offset) {
 // e2m1 magnitude bits (e1 e0 m) and sign bit 3: 0, 0.5, 1, 1.5, 2, 3, 4, 6.
 __device__ __forceinline__ float e2m1_value(uint32_t code) {
   const uint32_t e = (code >> 1) & 3u, m = code & 1u;
-  const float mag = e == 0 ? 0.5f * static_cast<float>(m) : __int_as_float(static_cast<int>(((e + 126u) << 23) | (m << 22)));
+  const float mag =
+      e == 0 ? 0.5f * static_cast<float>(m) : __int_as_float(static_cast<int>(((e + 126u) << 23) | (m << 22)));
   return (code & 8u) ? -mag : mag;
 }
 
@@ -77,7 +78,8 @@ __device__ __forceinline__ float quant_element(const QuantMatrix& m, int64_t r, 
   } else {
     const int64_t si = m.scale_index(r, c);
     const float s = load_quant_scale(m.scales, m.scale_type, si);
-    const float b = (kKind == kQuantAffine4 || kKind == kQuantAffine8) ? load_quant_scale(m.biases, m.scale_type, si) : 0.f;
+    const float b =
+        (kKind == kQuantAffine4 || kKind == kQuantAffine8) ? load_quant_scale(m.biases, m.scale_type, si) : 0.f;
     return quant_value<kKind>(code, s, b);
   }
 }
@@ -87,8 +89,9 @@ __device__ __forceinline__ float quant_element(const QuantMatrix& m, int64_t r, 
 // `words` (slot `unit_in_vector`), dequantized with their groups' scales and rounded to bf16 pairs.
 // `unit` is the unit's index in the row (32 columns each); scale_row = row · groups.
 template <int kKind>
-__device__ __forceinline__ void quant_unit_fragment(const QuantMatrix& w, const uint32_t (&words)[4], int unit_in_vector,
-                                                    int64_t unit, int64_t scale_row, int group_shift, uint32_t (&b)[4]) {
+__device__ __forceinline__ void quant_unit_fragment(const QuantMatrix& w, const uint32_t (&words)[4],
+                                                    int unit_in_vector, int64_t unit, int64_t scale_row,
+                                                    int group_shift, uint32_t (&b)[4]) {
   constexpr int kBits = quant_kind_bits(kKind);
   constexpr bool kAffine = kKind == kQuantAffine4 || kKind == kQuantAffine8;
 #pragma unroll
@@ -112,14 +115,22 @@ __device__ __forceinline__ void quant_unit_fragment(const QuantMatrix& w, const 
 template <typename Fn>
 void with_quant_kind(int kind, Fn&& fn) {
   switch (kind) {
-    case kQuantAffine4: return fn(std::integral_constant<int, kQuantAffine4>{});
-    case kQuantAffine8: return fn(std::integral_constant<int, kQuantAffine8>{});
-    case kQuantSymmetric4: return fn(std::integral_constant<int, kQuantSymmetric4>{});
-    case kQuantSymmetric8: return fn(std::integral_constant<int, kQuantSymmetric8>{});
-    case kQuantFp8: return fn(std::integral_constant<int, kQuantFp8>{});
-    case kQuantMxfp4: return fn(std::integral_constant<int, kQuantMxfp4>{});
-    case kQuantInt8Rows: return fn(std::integral_constant<int, kQuantInt8Rows>{});
-    default: fail_unsupported("quantized weight kind", kind);
+    case kQuantAffine4:
+      return fn(std::integral_constant<int, kQuantAffine4>{});
+    case kQuantAffine8:
+      return fn(std::integral_constant<int, kQuantAffine8>{});
+    case kQuantSymmetric4:
+      return fn(std::integral_constant<int, kQuantSymmetric4>{});
+    case kQuantSymmetric8:
+      return fn(std::integral_constant<int, kQuantSymmetric8>{});
+    case kQuantFp8:
+      return fn(std::integral_constant<int, kQuantFp8>{});
+    case kQuantMxfp4:
+      return fn(std::integral_constant<int, kQuantMxfp4>{});
+    case kQuantInt8Rows:
+      return fn(std::integral_constant<int, kQuantInt8Rows>{});
+    default:
+      fail_unsupported("quantized weight kind", kind);
   }
 }
 

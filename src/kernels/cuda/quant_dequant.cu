@@ -65,7 +65,9 @@ __global__ void scale_columns_kernel(float* __restrict__ out, int64_t total, int
 
 }  // namespace
 
-void dequantize_to_fragments(const QuantMatrix& w, void* dst, cudaStream_t stream) { dequantize<false>(w, dst, stream); }
+void dequantize_to_fragments(const QuantMatrix& w, void* dst, cudaStream_t stream) {
+  dequantize<false>(w, dst, stream);
+}
 
 void dequantize_to_core(const QuantMatrix& w, void* dst, cudaStream_t stream) { dequantize<true>(w, dst, stream); }
 

@@ -55,14 +55,14 @@ constexpr TACHYON_HD int quant_kind_bits(int kind) {
 
 // One uploaded quantized matrix, as the kernels take it (built from its Weight by the backend).
 struct QuantMatrix {
-  const void* codes = nullptr;         // the layout above
-  const void* scales = nullptr;        // [rows128][groups], `scale_type`
-  const void* biases = nullptr;        // Affine: like scales; else null
-  const float* row_scales = nullptr;   // Int8Rows: [rows128] f32
+  const void* codes = nullptr;        // the layout above
+  const void* scales = nullptr;       // [rows128][groups], `scale_type`
+  const void* biases = nullptr;       // Affine: like scales; else null
+  const float* row_scales = nullptr;  // Int8Rows: [rows128] f32
   int kind = kQuantSymmetric8;
   int scale_type = kScaleF32;
   int64_t rows = 0, cols = 0;
-  int64_t group = 32;                  // columns per scale (a multiple of 16; Int8Rows: unused)
+  int64_t group = 32;  // columns per scale (a multiple of 16; Int8Rows: unused)
 
   TACHYON_HD int bits() const { return quant_kind_bits(kind); }
   TACHYON_HD int64_t rows_padded() const { return (rows + 127) / 128 * 128; }

@@ -12,20 +12,28 @@ namespace {
 
 const char* format_name(WeightFormat f) {
   switch (f) {
-    case WeightFormat::Dense: return "Dense";
-    case WeightFormat::Affine: return "Affine";
-    case WeightFormat::Symmetric: return "Symmetric";
-    case WeightFormat::Fp8Block: return "Fp8Block";
-    case WeightFormat::Mxfp4: return "Mxfp4";
+    case WeightFormat::Dense:
+      return "Dense";
+    case WeightFormat::Affine:
+      return "Affine";
+    case WeightFormat::Symmetric:
+      return "Symmetric";
+    case WeightFormat::Fp8Block:
+      return "Fp8Block";
+    case WeightFormat::Mxfp4:
+      return "Mxfp4";
   }
   return "?";
 }
 
 int scale_type_of(DType d, const Weight& w) {
   switch (d) {
-    case DType::F32: return kScaleF32;
-    case DType::F16: return kScaleF16;
-    case DType::BF16: return kScaleBf16;
+    case DType::F32:
+      return kScaleF32;
+    case DType::F16:
+      return kScaleF16;
+    case DType::BF16:
+      return kScaleBf16;
     default:
       throw Error("the CUDA backend takes {} scales in F32, F16 or BF16, not {} ({}x{} weight)", format_name(w.format),
                   dtype_name(d), w.rows, w.cols);
@@ -92,8 +100,8 @@ QuantMatrix quant_layout_of(const Weight& w) {
     }
     case WeightFormat::Fp8Block:
       TACHYON_CHECK(q.bits == 8 || q.bits == 0, "Fp8Block weights have 8-bit codes, got {} bits", q.bits);
-      TACHYON_CHECK(q.scales != nullptr && q.scale_dtype == DType::F32, "Fp8Block weight ({}x{}) needs f32 block scales",
-                    w.rows, w.cols);
+      TACHYON_CHECK(q.scales != nullptr && q.scale_dtype == DType::F32,
+                    "Fp8Block weight ({}x{}) needs f32 block scales", w.rows, w.cols);
       need_group(q.group, false);
       m.kind = kQuantFp8;
       m.scale_type = kScaleF32;
@@ -135,8 +143,10 @@ QuantHostCopy pack_quant_weight(const Weight& w) {
       const int64_t row_byte = m.code_byte(r, 0, unused);
       for (int64_t c = 0; c < cols; ++c) {
         const int64_t i = r * cols + c;
-        const uint8_t code = bits == 8 ? src[i] : static_cast<uint8_t>(i % 2 == 0 ? src[i / 2] & 0xfu : src[i / 2] >> 4);
-        dst[row_byte + col_byte[static_cast<size_t>(c)]] |= static_cast<uint8_t>(code << col_shift[static_cast<size_t>(c)]);
+        const uint8_t code =
+            bits == 8 ? src[i] : static_cast<uint8_t>(i % 2 == 0 ? src[i / 2] & 0xfu : src[i / 2] >> 4);
+        dst[row_byte + col_byte[static_cast<size_t>(c)]] |=
+            static_cast<uint8_t>(code << col_shift[static_cast<size_t>(c)]);
       }
     }
   });
@@ -166,7 +176,8 @@ QuantHostCopy pack_quant_weight(const Weight& w) {
     if (affine) out.biases.assign(out.scales.size(), 0);
     const int64_t real_groups = cols / m.group;
     for (int64_t r = 0; r < rows; ++r) {
-      const size_t from = static_cast<size_t>(r * real_groups) * scale_size, to = static_cast<size_t>(r * groups) * scale_size;
+      const size_t from = static_cast<size_t>(r * real_groups) * scale_size,
+                   to = static_cast<size_t>(r * groups) * scale_size;
       const size_t bytes = static_cast<size_t>(real_groups) * scale_size;
       std::memcpy(out.scales.data() + to, static_cast<const uint8_t*>(q.scales) + from, bytes);
       if (affine) std::memcpy(out.biases.data() + to, static_cast<const uint8_t*>(q.biases) + from, bytes);

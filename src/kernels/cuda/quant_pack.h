@@ -15,11 +15,11 @@ namespace tachyon::kernels::cuda {
 inline bool is_quant_upload(const Weight& w) { return w.quantized() || w.dtype == DType::I8; }
 
 struct QuantHostCopy {
-  QuantMatrix layout;               // its pointers null: the caller sets the device copies
-  std::vector<uint8_t> codes;       // layout.code_bytes()
-  std::vector<uint8_t> scales;      // layout.scale_count() values of layout.scale_type
-  std::vector<uint8_t> biases;      // Affine: as scales; else empty
-  std::vector<float> row_scales;    // Int8Rows: [rows128]; else empty
+  QuantMatrix layout;             // its pointers null: the caller sets the device copies
+  std::vector<uint8_t> codes;     // layout.code_bytes()
+  std::vector<uint8_t> scales;    // layout.scale_count() values of layout.scale_type
+  std::vector<uint8_t> biases;    // Affine: as scales; else empty
+  std::vector<float> row_scales;  // Int8Rows: [rows128]; else empty
 };
 
 // The kind and scale storage the CUDA kernels use for `w`; throws naming what is unsupported.

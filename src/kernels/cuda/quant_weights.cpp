@@ -13,9 +13,9 @@ Weight CudaBackend::upload_quant_weight(const Weight& host) {
   if (host.rows <= 1) {  // a vector (bias, norm): f32 like every other vector
     std::vector<float> f(static_cast<size_t>(host.cols));
     for (int64_t c = 0; c < host.cols; ++c)
-      f[static_cast<size_t>(c)] = host.quantized() ? dequantize_element(host, 0, c)
-                                                   : static_cast<float>(static_cast<const int8_t*>(host.data)[c]) *
-                                                         host.scales[0];
+      f[static_cast<size_t>(c)] = host.quantized()
+                                      ? dequantize_element(host, 0, c)
+                                      : static_cast<float>(static_cast<const int8_t*>(host.data)[c]) * host.scales[0];
     return upload_weight(Weight{f.data(), DType::F32, host.rows, host.cols});
   }
   const QuantHostCopy packed = pack_quant_weight(host);
@@ -50,14 +50,26 @@ QuantMatrix CudaBackend::quant_matrix(const Weight& w) {
   m.rows = w.rows;
   m.cols = w.cols;
   m.group = w.quant.group;
-  m.scale_type = w.quant.scale_dtype == DType::F16 ? kScaleF16 : w.quant.scale_dtype == DType::BF16 ? kScaleBf16 : kScaleF32;
+  m.scale_type = w.quant.scale_dtype == DType::F16    ? kScaleF16
+                 : w.quant.scale_dtype == DType::BF16 ? kScaleBf16
+                                                      : kScaleF32;
   const bool four = w.quant.bits == 4;
   switch (w.format) {
-    case WeightFormat::Dense: m.kind = kQuantInt8Rows; break;
-    case WeightFormat::Affine: m.kind = four ? kQuantAffine4 : kQuantAffine8; break;
-    case WeightFormat::Symmetric: m.kind = four ? kQuantSymmetric4 : kQuantSymmetric8; break;
-    case WeightFormat::Fp8Block: m.kind = kQuantFp8; break;
-    case WeightFormat::Mxfp4: m.kind = kQuantMxfp4; break;
+    case WeightFormat::Dense:
+      m.kind = kQuantInt8Rows;
+      break;
+    case WeightFormat::Affine:
+      m.kind = four ? kQuantAffine4 : kQuantAffine8;
+      break;
+    case WeightFormat::Symmetric:
+      m.kind = four ? kQuantSymmetric4 : kQuantSymmetric8;
+      break;
+    case WeightFormat::Fp8Block:
+      m.kind = kQuantFp8;
+      break;
+    case WeightFormat::Mxfp4:
+      m.kind = kQuantMxfp4;
+      break;
   }
   return m;
 }
@@ -81,8 +93,10 @@ void CudaBackend::quant_matmul(const float* x, int64_t rows, const Weight& w, co
 void* CudaBackend::dequantize_dense(const Weight& w, bool core) {
   const QuantMatrix m = quant_matrix(w);
   grow_workspace(quant_dense_, quant_dense_bytes_, packed_weight_bytes(w.rows, w.cols));
-  if (core) dequantize_to_core(m, quant_dense_, stream_);
-  else dequantize_to_fragments(m, quant_dense_, stream_);
+  if (core)
+    dequantize_to_core(m, quant_dense_, stream_);
+  else
+    dequantize_to_fragments(m, quant_dense_, stream_);
   return quant_dense_;
 }
 

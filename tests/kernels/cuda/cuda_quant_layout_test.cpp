@@ -35,7 +35,8 @@ void expect_kernel_walk_reads_every_code(const HostQuant& hq, const QuantHostCop
         uint32_t words[4];
         std::memcpy(words, p.codes.data() + ((tile * vpt + unit / upv) * 32 + lane) * 16, 16);
         for (int j = 0; j < 8; ++j) {
-          const int64_t r = tile * 8 + lane / 4, c = unit * 32 + 16 * (j / 4) + 8 * (j / 2 % 2) + 2 * (lane % 4) + j % 2;
+          const int64_t r = tile * 8 + lane / 4,
+                        c = unit * 32 + 16 * (j / 4) + 8 * (j / 2 % 2) + 2 * (lane % 4) + j % 2;
           const uint32_t got = cuda::lane_code(words, static_cast<int>(unit % upv), j, m.bits());
           uint32_t expect = 0;
           if (r < w.rows && c < w.cols) {
@@ -70,9 +71,9 @@ TEST(CudaQuantLayout, EveryCodeAndScaleIsWhereTheKernelsReadIt) {
       for (int64_t r = 0; r < rows; r += 7)
         for (int64_t c = 0; c < cols; c += 3) {
           int shift = 0;
-          const uint32_t code = (p.codes[static_cast<size_t>(m.code_byte(r, c, shift))] >> shift) & (m.bits() == 8 ? 0xffu : 0xfu);
-          ASSERT_EQ(code, code_at(hq.weight(), r, c))
-              << r << ", " << c;
+          const uint32_t code =
+              (p.codes[static_cast<size_t>(m.code_byte(r, c, shift))] >> shift) & (m.bits() == 8 ? 0xffu : 0xfu);
+          ASSERT_EQ(code, code_at(hq.weight(), r, c)) << r << ", " << c;
         }
       if (m.kind == cuda::kQuantInt8Rows) {
         ASSERT_EQ(static_cast<int64_t>(p.row_scales.size()), m.rows_padded());
@@ -101,10 +102,14 @@ TEST(CudaQuantLayout, EveryCodeAndScaleIsWhereTheKernelsReadIt) {
           float expect_s = 0.f;
           switch (qc.format) {
             case WeightFormat::Fp8Block:
-              expect_s = static_cast<const float*>(q.scales)[(r / q.group) * ((cols + q.group - 1) / q.group) + c / q.group];
+              expect_s =
+                  static_cast<const float*>(q.scales)[(r / q.group) * ((cols + q.group - 1) / q.group) + c / q.group];
               break;
-            case WeightFormat::Mxfp4: expect_s = e8m0_to_f32(static_cast<const uint8_t*>(q.scales)[r * (cols / 32) + c / 32]); break;
-            default: expect_s = load_scale_value(q.scales, q.scale_dtype, r * (cols / q.group) + c / q.group);
+            case WeightFormat::Mxfp4:
+              expect_s = e8m0_to_f32(static_cast<const uint8_t*>(q.scales)[r * (cols / 32) + c / 32]);
+              break;
+            default:
+              expect_s = load_scale_value(q.scales, q.scale_dtype, r * (cols / q.group) + c / q.group);
           }
           ASSERT_EQ(s, expect_s) << r << ", " << c;
           if (affine) {

@@ -41,7 +41,8 @@ TEST_F(CudaQuant, MatmulMatchesReferenceAndTheBf16PathBitForBit) {
       EXPECT_EQ(w.layout, WeightLayout::QuantFragments);
       const bool int8_rows = qc.format == WeightFormat::Dense;
       const auto dense_host = int8_rows ? std::vector<uint16_t>() : hq.bf16_matrix();
-      const Weight dense = int8_rows ? Weight{} : gpu->upload_weight(Weight{dense_host.data(), DType::BF16, sh.n, sh.k});
+      const Weight dense =
+          int8_rows ? Weight{} : gpu->upload_weight(Weight{dense_host.data(), DType::BF16, sh.n, sh.k});
       const auto bias = random_vec(static_cast<size_t>(sh.n), rng);
       const Weight host_b{bias.data(), DType::F32, 1, sh.n};
       const Weight b = gpu->upload_weight(host_b);
@@ -175,7 +176,7 @@ TEST_F(CudaQuant, EmbeddingIsTheScalarDefinition) {
     float* out2 = poisoned(3 * static_cast<size_t>(dim));
     gpu->embedding_device_ids(table, upload(device_ids), 3, scale, out2);
     const auto got2 = download(out2, 3 * static_cast<size_t>(dim));
-    EXPECT_TRUE(same_bits(got2, expect.data(), static_cast<size_t>(dim)));                   // row 0
+    EXPECT_TRUE(same_bits(got2, expect.data(), static_cast<size_t>(dim)));                                 // row 0
     EXPECT_TRUE(same_bits(std::vector<float>(got2.begin() + dim, got2.end()), expect.data() + dim, dim));  // row 299
     EXPECT_TRUE(same_bits(std::vector<float>(got2.begin() + 2 * dim, got2.end()), expect.data(), dim));    // row 0
   }
@@ -199,7 +200,8 @@ TEST_F(CudaQuant, MoeExpertsOfQuantizedWeights) {
         dense_host.push_back(host.back()->bf16_matrix());
         const Weight& hw = host.back()->weight();
         (gate_up ? q_gu : q_down).push_back(gpu->upload_weight(hw));
-        (gate_up ? d_gu : d_down).push_back(gpu->upload_weight(Weight{dense_host.back().data(), DType::BF16, hw.rows, hw.cols}));
+        (gate_up ? d_gu : d_down)
+            .push_back(gpu->upload_weight(Weight{dense_host.back().data(), DType::BF16, hw.rows, hw.cols}));
         (gate_up ? r_gu : r_down).push_back(hw);
       }
     }

@@ -63,7 +63,8 @@ class HostQuant {
       dst.resize(static_cast<size_t>(count) * size);
       for (int64_t i = 0; i < count; ++i) {
         const float f = value_of(i);
-        if (qc.scale_dtype == DType::F32) std::memcpy(dst.data() + i * 4, &f, 4);
+        if (qc.scale_dtype == DType::F32)
+          std::memcpy(dst.data() + i * 4, &f, 4);
         else {
           const uint16_t h = qc.scale_dtype == DType::F16 ? f32_to_f16(f) : f32_to_bf16(f);
           std::memcpy(dst.data() + i * 2, &h, 2);
@@ -113,7 +114,8 @@ class HostQuant {
   // Element (r, c) by the scalar definition (Dense I8: code · row scale).
   float element(int64_t r, int64_t c) const {
     if (w_.format == WeightFormat::Dense)
-      return static_cast<float>(static_cast<const int8_t*>(w_.data)[r * w_.cols + c]) * row_scales_[static_cast<size_t>(r)];
+      return static_cast<float>(static_cast<const int8_t*>(w_.data)[r * w_.cols + c]) *
+             row_scales_[static_cast<size_t>(r)];
     return dequantize_element(w_, r, c);
   }
   // The bf16 matrix the CUDA matmul runs (not for Dense I8, whose codes run unscaled).
