@@ -1,58 +1,18 @@
-// Device arithmetic of quantized weights (quant_layout.h): one element's f32 value from its code
-// and its group's scale (and bias), exactly the scalar definition of kernels/weight_dequant.h,
-// shared by the decode matmul, the dequantizing copy (prefill, MoE) and the embedding so that
-// they agree bit for bit. Internal to src/kernels/cuda.
+// Device side of quantized weights (quant_layout.h): scale loads, code lookups and one lane's B
+// fragment of a unit, on quant_value.h's arithmetic, shared by the decode matmul, the dequantizing
+// copy (prefill, MoE) and the embedding so that they agree bit for bit. Internal to src/kernels/cuda.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda_fp8.h>
 
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/quant_layout.h"
+#include "kernels/cuda/quant_value.h"
 
 namespace tachyon::kernels::cuda {
-
-// Integers below 2^23 to f32 without I2F (a quarter-rate conversion on Hopper): the code in the
-// mantissa of 2^23, minus 2^23 (+ the code offset of signed formats) — exact.
-__device__ __forceinline__ float small_uint_to_f32(uint32_t u, float offset) {
-  return __int_as_float(static_cast<int>(0x4b000000u | u)) - offset;
-}
-
-// e2m1 magnitude bits (e1 e0 m) and sign bit 3: 0, 0.5, 1, 1.5, 2, 3, 4, 6.
-__device__ __forceinline__ float e2m1_value(uint32_t code) {
-  const uint32_t e = (code >> 1) & 3u, m = code & 1u;
-  const float mag =
-      e == 0 ? 0.5f * static_cast<float>(m) : __int_as_float(static_cast<int>(((e + 126u) << 23) | (m << 22)));
-  return (code & 8u) ? -mag : mag;
-}
-
-__device__ __forceinline__ float e4m3_value(uint32_t code) {
-  const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
-  return __half2float(__half(h));
-}
-
-// The f32 value of a code with its group's scale s and bias b (Affine only), by kind. Int8Rows:
-// the code alone (its row scale multiplies the reduced output). The products are single roundings
-// of exact operands, as in weight_dequant.h (Affine: one fma).
-template <int kKind>
-__device__ __forceinline__ float quant_value(uint32_t code, float s, float b) {
-  if constexpr (kKind == kQuantAffine4 || kKind == kQuantAffine8) {
-    return fmaf(small_uint_to_f32(code, 8388608.f), s, b);
-  } else if constexpr (kKind == kQuantSymmetric4) {
-    return __fmul_rn(small_uint_to_f32(code ^ 8u, 8388616.f), s);  // (q ^ 8) − 8: two's complement
-  } else if constexpr (kKind == kQuantSymmetric8) {
-    return __fmul_rn(small_uint_to_f32(code ^ 0x80u, 8388736.f), s);
-  } else if constexpr (kKind == kQuantFp8) {
-    return __fmul_rn(e4m3_value(code), s);
-  } else if constexpr (kKind == kQuantMxfp4) {
-    return __fmul_rn(e2m1_value(code), s);
-  } else {
-    return small_uint_to_f32(code ^ 0x80u, 8388736.f);
-  }
-}
 
 __device__ __forceinline__ float load_quant_scale(const void* p, int type, int64_t i) {
   if (type == kScaleF32) return __ldg(static_cast<const float*>(p) + i);

@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "kernels/cuda/quant_pack.h"
+#include "kernels/cuda/quant_value.h"
 #include "quant_test_data.h"
 
 namespace tachyon::kernels {
@@ -117,6 +118,62 @@ TEST(CudaQuantLayout, EveryCodeAndScaleIsWhereTheKernelsReadIt) {
           }
         }
     }
+  }
+}
+
+bool same_float(float a, float b) { return std::memcmp(&a, &b, 4) == 0 || (std::isnan(a) && std::isnan(b)); }
+
+// The kernels' per-code arithmetic (quant_value.h, compiled here for the host) against the scalar
+// definition, for every code of every kind and scales of every storage dtype (the stored value).
+TEST(CudaQuantValue, EveryCodeIsItsScalarDefinition) {
+  const float scales[] = {0.0123f, 3.5f, 1e-5f, -0.75f};
+  for (float scale : scales)
+    for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+      const float s = scale;
+      const float stored = dtype == DType::F32   ? s
+                           : dtype == DType::F16 ? f16_to_f32(f32_to_f16(scale))
+                                                 : bf16_to_f32(f32_to_bf16(scale));
+      const float bias = -7.25f * stored;
+      for (int bits : {4, 8})
+        for (uint32_t code = 0; code < (1u << bits); ++code) {
+          uint8_t bytes[32] = {};
+          bytes[0] = static_cast<uint8_t>(code);  // element (0, 0); 4-bit: the low nibble
+          for (WeightFormat f : {WeightFormat::Affine, WeightFormat::Symmetric}) {
+            Weight w{bytes, DType::U8, 1, 32};
+            w.format = f;
+            w.quant = QuantParams{static_cast<uint8_t>(bits), 32, DType::F32, &stored, &bias};
+            const float expect = dequantize_element(w, 0, 0);
+            float got = 0.f;
+            if (f == WeightFormat::Affine)
+              got = bits == 4 ? cuda::quant_value<cuda::kQuantAffine4>(code, stored, bias)
+                              : cuda::quant_value<cuda::kQuantAffine8>(code, stored, bias);
+            else
+              got = bits == 4 ? cuda::quant_value<cuda::kQuantSymmetric4>(code, stored, 0.f)
+                              : cuda::quant_value<cuda::kQuantSymmetric8>(code, stored, 0.f);
+            EXPECT_TRUE(same_float(got, expect))
+                << "bits " << bits << " code " << code << " format " << int(f) << ": " << got << " vs " << expect;
+          }
+          if (bits == 8) {
+            EXPECT_TRUE(
+                same_float(cuda::quant_value<cuda::kQuantFp8>(code, s, 0.f), fp8_e4m3_to_f32(uint8_t(code)) * s))
+                << "fp8 code " << code;
+            EXPECT_EQ(cuda::quant_value<cuda::kQuantInt8Rows>(code, 1.f, 0.f), float(int8_t(code))) << code;
+          }
+        }
+    }
+  // Mxfp4: every e2m1 code times every e8m0 scale as the packer stores it (bf16).
+  for (int e : {0, 1, 100, 120, 127, 200, 254}) {
+    uint8_t codes[16] = {}, exponent = static_cast<uint8_t>(e);
+    Weight w{codes, DType::U8, 1, 32};
+    w.format = WeightFormat::Mxfp4;
+    w.quant = QuantParams{4, 32, DType::U8, &exponent, nullptr};
+    const cuda::QuantHostCopy p = cuda::pack_quant_weight(w);
+    const float stored = bf16_to_f32(static_cast<uint16_t>(p.scales[0] | p.scales[1] << 8));
+    ASSERT_TRUE(same_float(stored, e8m0_to_f32(exponent))) << "e8m0 " << e;
+    for (uint32_t code = 0; code < 16; ++code)
+      EXPECT_TRUE(same_float(cuda::quant_value<cuda::kQuantMxfp4>(code, stored, 0.f),
+                             e2m1_to_f32(uint8_t(code)) * e8m0_to_f32(exponent)))
+          << "e2m1 " << code << " e8m0 " << e;
   }
 }
 
