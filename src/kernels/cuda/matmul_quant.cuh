@@ -30,9 +30,16 @@ void matmul_quant_decode(const float* x, int64_t rows, const QuantMatrix& w, con
 // choice gives the same bits.
 void set_quant_decode_segments(int segments);
 
+// Restricts a MoE expert's dequantizing copy to calls whose routing names it: ids [count] (device
+// memory, the routing's output) are read on the device; none equal to `expert`: nothing is written.
+struct ExpertFilter {
+  const int32_t* ids = nullptr;  // null: no restriction
+  int32_t count = 0;
+  int32_t expert = 0;
+};
 // w as bf16 MMA fragments (packed_weight_bytes(w.rows, w.cols) bytes at dst; Int8Rows: the codes,
 // its row scales left out).
-void dequantize_to_fragments(const QuantMatrix& w, void* dst, cudaStream_t stream);
+void dequantize_to_fragments(const QuantMatrix& w, void* dst, cudaStream_t stream, ExpertFilter only = {});
 // w as bf16 core matrices, the wgmma prefill kernel's order (core_weight_bytes bytes at dst).
 void dequantize_to_core(const QuantMatrix& w, void* dst, cudaStream_t stream);
 // Int8Rows after a bf16 matmul of its codes: out[r, c] = out[r, c] · row_scales[c] (+ bias[c]),

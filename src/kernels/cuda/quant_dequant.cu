@@ -13,11 +13,17 @@ namespace {
 // into the lane's B fragment exactly as the decode kernel does (quant_unit_fragment), stored as
 // that unit's MMA fragment (one 16-byte store) or as its four 4-byte pieces of core-matrix rows
 // (core (row / 8, k / 8) at ((row / 8) · kb_count + k / 8) · 128 bytes, row % 8 its 16-byte row).
-// Reads and writes are coalesced per warp.
+// Reads and writes are coalesced per warp. With `only.ids`, a CTA whose expert no routed slot names
+// writes nothing (a MoE decode step dequantizes its top-k experts, not all of them).
 template <int kKind, bool kCore>
 __global__ void dequantize_kernel(QuantMatrix w, int64_t vectors_per_tile, int64_t kp_count, int64_t groups,
-                                  int64_t threads, void* __restrict__ dst) {
-  pdl_enter();
+                                  int64_t threads, void* __restrict__ dst, ExpertFilter only) {
+  pdl_enter();  // the routing's ids are the previous kernels' output
+  if (only.ids) {
+    bool used = false;
+    for (int j = threadIdx.x; j < only.count; j += blockDim.x) used |= only.ids[j] == only.expert;
+    if (!__syncthreads_or(used)) return;
+  }
   constexpr int kUnitsPerVector = quant_kind_bits(kKind) == 8 ? 2 : 4;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= threads) return;
@@ -44,12 +50,12 @@ __global__ void dequantize_kernel(QuantMatrix w, int64_t vectors_per_tile, int64
 }
 
 template <bool kCore>
-void dequantize(const QuantMatrix& w, void* dst, cudaStream_t stream) {
+void dequantize(const QuantMatrix& w, void* dst, cudaStream_t stream, ExpertFilter only = {}) {
   const int64_t vectors_per_tile = w.vectors_per_tile(), threads = w.rows_padded() / 8 * vectors_per_tile * 32;
   with_quant_kind(w.kind, [&](auto kind) {
     launch(dequantize_kernel<decltype(kind)::value, kCore>, static_cast<unsigned>(ceil_div(threads, 256)), 256, 0,
            stream, w, vectors_per_tile, w.units_per_row_tile(), w.kind == kQuantInt8Rows ? int64_t{0} : w.groups(),
-           threads, dst);
+           threads, dst, only);
   });
   TACHYON_CUDA_LAUNCH_CHECK();
 }
@@ -65,8 +71,8 @@ __global__ void scale_columns_kernel(float* __restrict__ out, int64_t total, int
 
 }  // namespace
 
-void dequantize_to_fragments(const QuantMatrix& w, void* dst, cudaStream_t stream) {
-  dequantize<false>(w, dst, stream);
+void dequantize_to_fragments(const QuantMatrix& w, void* dst, cudaStream_t stream, ExpertFilter only) {
+  dequantize<false>(w, dst, stream, only);
 }
 
 void dequantize_to_core(const QuantMatrix& w, void* dst, cudaStream_t stream) { dequantize<true>(w, dst, stream); }

@@ -108,18 +108,24 @@ void CudaBackend::moe_experts_quant(const float* x, int64_t rows, const int32_t*
   grow_workspace(moe_dense_, moe_dense_bytes_, static_cast<size_t>(E) * (gate_up_bytes + down_bytes));
   moe_dense_weights_.assign(static_cast<size_t>(2 * E), Weight{});
   auto* base = static_cast<char*>(moe_dense_);
-  const auto dense = [&](const Weight& w, void* slot) {
+  // At decode sizes only the routed experts are dequantized (each copy's CTAs check the ids on the
+  // device); with more slots than that nearly every expert is routed anyway.
+  const int64_t slots = rows * top_k;
+  const bool filter = slots <= 256;
+  const auto dense = [&](const Weight& w, void* slot, int64_t expert) {
     if (w.layout != WeightLayout::QuantFragments) return w;
     TACHYON_CHECK(w.format != WeightFormat::Dense, "MoE experts of I8 weights (row scales) are not supported on CUDA");
-    dequantize_to_fragments(quant_matrix(w), slot, stream_);
+    ExpertFilter only;
+    if (filter) only = {ids, static_cast<int32_t>(slots), static_cast<int32_t>(expert)};
+    dequantize_to_fragments(quant_matrix(w), slot, stream_, only);
     Weight d{slot, DType::BF16, w.rows, w.cols};
     d.layout = WeightLayout::MmaFragments;
     return d;
   };
   for (int64_t i = 0; i < E; ++i) {
-    moe_dense_weights_[static_cast<size_t>(i)] = dense(e.gate_up[i], base + static_cast<size_t>(i) * gate_up_bytes);
+    moe_dense_weights_[static_cast<size_t>(i)] = dense(e.gate_up[i], base + static_cast<size_t>(i) * gate_up_bytes, i);
     moe_dense_weights_[static_cast<size_t>(E + i)] =
-        dense(e.down[i], base + static_cast<size_t>(E) * gate_up_bytes + static_cast<size_t>(i) * down_bytes);
+        dense(e.down[i], base + static_cast<size_t>(E) * gate_up_bytes + static_cast<size_t>(i) * down_bytes, i);
   }
   MoeExperts dense_experts = e;
   dense_experts.gate_up = moe_dense_weights_.data();
