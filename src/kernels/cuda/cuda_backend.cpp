@@ -84,7 +84,8 @@ CudaBackend::~CudaBackend() {
   profile_.reset();
   if (attn_workspace_) cudaFree(attn_workspace_);
   if (copy_workspace_) cudaFree(copy_workspace_);
-  if (quant_dense_) cudaFree(quant_dense_);
+  for (void* p : quant_dense_)
+    if (p) cudaFree(p);
   if (moe_dense_) cudaFree(moe_dense_);
   if (sample_workspace_) cudaFree(sample_workspace_);
   cudaStreamDestroy(stream_);
@@ -266,7 +267,7 @@ void CudaBackend::head_matmul(const float* x, int64_t rows, int64_t heads, int64
   TACHYON_CHECK(head_tiles_.size() <= 65535, "head_matmul: {} rows x {} heads is too many tiles", rows, heads);
   cuda::GroupedMatmul p;
   p.x = x, p.x_row_stride = xrs, p.x_group_stride = xhs;
-  p.w = quantized ? dequantize_dense(w, false) : w.data;  // quantized: a bf16 copy (the GEMM's bits)
+  p.w = quantized ? dequantize_dense(w, false, 0) : w.data;  // quantized: a bf16 copy (the GEMM's bits)
   p.w_group_stride = (n / 8) * (cuda::round_up(w.cols, cuda::kMmaColPad) / 32) * 512;  // bytes
   p.n = n, p.k = w.cols, p.out = out, p.out_row_stride = ors, p.out_group_stride = ohs;
   const auto* tiles = static_cast<const cuda::GroupTile*>(

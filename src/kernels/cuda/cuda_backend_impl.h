@@ -246,8 +246,9 @@ class CudaBackend final : public Backend {
   // matmul of a QuantFragments weight: the decode kernel at <= 64 rows, else a bf16 copy
   // (dequantized into quant_dense_) through the bf16 prefill GEMM.
   void quant_matmul(const float* x, int64_t rows, const Weight& w, const float* bias, float* out);
-  // w dequantized into quant_dense_ as bf16 fragments (or core matrices): the buffer.
-  void* dequantize_dense(const Weight& w, bool core);
+  // w dequantized into quant_dense_[buffer] (0 or 1: a gated MLP needs both matrices) as bf16
+  // fragments or core matrices: the buffer.
+  void* dequantize_dense(const Weight& w, bool core, int buffer);
   // moe_experts with quantized experts: each expert dequantized into moe_dense_, then the bf16 MoE.
   void moe_experts_quant(const float* x, int64_t rows, const int32_t* ids, const float* weights, int64_t top_k,
                          const MoeExperts& e, float* out);
@@ -285,8 +286,9 @@ class CudaBackend final : public Backend {
   unsigned* norm_arrivals_ = nullptr;  // the fused norm's CTA count (matmul_stream.cuh), left zeroed
   size_t num_norm_arrivals_ = 0;
   std::vector<void*> owned_;
-  void* quant_dense_ = nullptr;  // a quantized matrix dequantized for a prefill matmul or head_matmul
-  size_t quant_dense_bytes_ = 0;
+  // Quantized matrices dequantized for a prefill matmul, gated MLP or head_matmul (dequantize_dense).
+  std::array<void*, 2> quant_dense_{};
+  std::array<size_t, 2> quant_dense_bytes_{};
   void* moe_dense_ = nullptr;  // a MoE layer's quantized experts dequantized (moe_experts_quant)
   size_t moe_dense_bytes_ = 0;
   std::vector<Weight> moe_dense_weights_;  // [gate_up of each expert, down of each expert]

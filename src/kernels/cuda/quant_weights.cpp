@@ -84,20 +84,21 @@ void CudaBackend::quant_matmul(const float* x, int64_t rows, const Weight& w, co
   // op is issued now rather than recorded (a recorded step replays it in place: the same order).
   scope.direct();
   const bool int8_rows = m.kind == kQuantInt8Rows;
-  void* dense = dequantize_dense(w, wgmma_);
+  void* dense = dequantize_dense(w, wgmma_, 0);
   cuda::matmul(x, rows, wgmma_ ? nullptr : dense, wgmma_ ? dense : nullptr, w.rows, w.cols, int8_rows ? nullptr : bias,
                out, workspace_, counters_, stream_);
   if (int8_rows) scale_quant_columns(out, rows, w.rows, m.row_scales, bias, stream_);
 }
 
-void* CudaBackend::dequantize_dense(const Weight& w, bool core) {
+void* CudaBackend::dequantize_dense(const Weight& w, bool core, int buffer) {
   const QuantMatrix m = quant_matrix(w);
-  grow_workspace(quant_dense_, quant_dense_bytes_, packed_weight_bytes(w.rows, w.cols));
+  void*& dst = quant_dense_[buffer];
+  grow_workspace(dst, quant_dense_bytes_[buffer], packed_weight_bytes(w.rows, w.cols));
   if (core)
-    dequantize_to_core(m, quant_dense_, stream_);
+    dequantize_to_core(m, dst, stream_);
   else
-    dequantize_to_fragments(m, quant_dense_, stream_);
-  return quant_dense_;
+    dequantize_to_fragments(m, dst, stream_);
+  return dst;
 }
 
 void CudaBackend::moe_experts_quant(const float* x, int64_t rows, const int32_t* ids, const float* weights,

@@ -237,6 +237,59 @@ TEST_F(CudaQuant, MoeExpertsOfQuantizedWeights) {
   }
 }
 
+// A gated MLP and an add_rms_norm + matmul at prefill rows: quantized weights take the fused paths
+// (on core-matrix copies dequantized for the call) where bf16 weights do, counted, with the bits of
+// the same calls on the bf16 matrices; 20 rows take the unfused ops.
+TEST_F(CudaQuant, PrefillFusionsOfQuantizedWeightsGiveTheBf16Bits) {
+  const int64_t hidden = 512, inter = 1024;
+  for (const QuantCase& qc : quant_cases()) {
+    if (qc.name != "symmetric4_g32_bf16" && qc.name != "fp8_block128") continue;
+    const HostQuant gu(qc, 2 * inter, hidden, rng), dn(qc, hidden, inter, rng);
+    const auto gu_bf16 = gu.bf16_matrix(), dn_bf16 = dn.bf16_matrix();
+    const Weight q_gu = gpu->upload_weight(gu.weight()), q_dn = gpu->upload_weight(dn.weight());
+    const Weight d_gu = gpu->upload_weight(Weight{gu_bf16.data(), DType::BF16, 2 * inter, hidden});
+    const Weight d_dn = gpu->upload_weight(Weight{dn_bf16.data(), DType::BF16, hidden, inter});
+    const auto norm_host = random_vec(static_cast<size_t>(hidden), rng, 0.1f);
+    const Weight norm_w = gpu->upload_weight(Weight{norm_host.data(), DType::F32, 1, hidden});
+    for (int64_t rows : {20, 100, 300}) {
+      SCOPED_TRACE(qc.name + ", " + std::to_string(rows) + " rows");
+      const auto x = random_vec(static_cast<size_t>(rows * hidden), rng);
+      const auto y = random_vec(static_cast<size_t>(rows * hidden), rng);
+      const float* dx = upload(x);
+      const float* dy = upload(y);
+      const auto mlp = [&](const Weight& a, const Weight& b, uint64_t& fused) {
+        const uint64_t before = cuda_fused_gated_mlps(*gpu);
+        float* out = poisoned(static_cast<size_t>(rows * hidden));
+        gpu->gated_mlp(dx, rows, a, b, Activation::SiLU, poisoned(static_cast<size_t>(rows * 2 * inter)),
+                       poisoned(static_cast<size_t>(rows * inter)), out);
+        const auto got = download(out, static_cast<size_t>(rows * hidden));
+        fused = cuda_fused_gated_mlps(*gpu) - before;
+        return got;
+      };
+      uint64_t fused_q = 0, fused_d = 0;
+      const auto got_q = mlp(q_gu, q_dn, fused_q), got_d = mlp(d_gu, d_dn, fused_d);
+      EXPECT_TRUE(same_bits(got_q, got_d.data(), got_d.size())) << "gated_mlp";
+      EXPECT_EQ(fused_q, fused_d) << "gated_mlp fused calls";
+      const auto norm_matmul = [&](const Weight& w, uint64_t& fused) {
+        const uint64_t before = cuda_fused_prefill_norms(*gpu);
+        float* residual = upload(x);
+        float* normed = poisoned(static_cast<size_t>(rows * hidden));
+        float* out = poisoned(static_cast<size_t>(rows * 2 * inter));
+        gpu->add_rms_norm(residual, dy, norm_w, rows, hidden, 1e-6f, 1.f, normed);
+        gpu->matmul(normed, rows, w, nullptr, out);
+        auto got = download(out, static_cast<size_t>(rows * 2 * inter));
+        const auto n = download(normed, static_cast<size_t>(rows * hidden));
+        got.insert(got.end(), n.begin(), n.end());
+        fused = cuda_fused_prefill_norms(*gpu) - before;
+        return got;
+      };
+      const auto nq = norm_matmul(q_gu, fused_q), nd = norm_matmul(d_gu, fused_d);
+      EXPECT_TRUE(same_bits(nq, nd.data(), nd.size())) << "add_rms_norm + matmul";
+      EXPECT_EQ(fused_q, fused_d) << "fused prefill norms";
+    }
+  }
+}
+
 // head_matmul (MLA's per-head projections) of a quantized weight: the bf16 path's bits.
 TEST_F(CudaQuant, HeadMatmulOfAQuantizedWeightGivesTheBf16Bits) {
   const QuantCase qc = quant_cases()[0];  // affine4_g32_f16
