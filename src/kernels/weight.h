@@ -17,6 +17,13 @@
 //             ((r/8)·(cols64/32) + c/32)·256 elements; inside a unit, lane (r%8)·4 + (c%8)/2
 //             holds 8 elements: for t = c%32/16 and h = c%16/8 the pair at (2t + h)·2 + c%2.
 //             Each lane's fragment is one 16-byte load (see kernels/cuda/common.cuh).
+//   QuantFragments  (CUDA) a quantized format's codes in the MmaFragments order at their own
+//             width (4 or 8 bits: one 16-byte load per lane covers 4 or 2 units), rows padded to
+//             128 and cols to 64 with zero codes; `quant.scales`/`biases` are device arrays of one
+//             value per (padded row, group) in `quant.scale_dtype`, zero in the padding; Dense I8
+//             keeps its f32 row scales in `scales`. Decode kernels stream the packed bytes once and
+//             dequantize in registers. Exact offsets: kernels/cuda/quant_layout.h (index_of: -1,
+//             codes are not addressable as elements).
 //
 // Formats (what one stored element means). Loaders (model/) repack every published quantized
 // layout into one of these once, at load; the model never sees which one a weight uses.
@@ -47,7 +54,7 @@ namespace tachyon::kernels {
 
 using tachyon::DType;
 
-enum class WeightLayout : uint8_t { RowMajor, Panel64, MmaFragments };
+enum class WeightLayout : uint8_t { RowMajor, Panel64, MmaFragments, QuantFragments };
 enum class WeightFormat : uint8_t { Dense, Affine, Symmetric, Fp8Block, Mxfp4 };
 
 struct QuantParams {
@@ -85,6 +92,7 @@ struct Weight {
         const int64_t lane = (r % 8) * 4 + (kt % 8) / 2, reg = 2 * t + (kt >= 8 ? 1 : 0);
         return (((r / 8) * units_per_row + c / 32) * 32 + lane) * 8 + reg * 2 + kt % 2;
       }
+      case WeightLayout::QuantFragments: return -1;
     }
     return -1;
   }

@@ -84,6 +84,9 @@ CudaBackend::~CudaBackend() {
   profile_.reset();
   if (attn_workspace_) cudaFree(attn_workspace_);
   if (copy_workspace_) cudaFree(copy_workspace_);
+  for (void* p : quant_dense_)
+    if (p) cudaFree(p);
+  if (moe_dense_) cudaFree(moe_dense_);
   if (sample_workspace_) cudaFree(sample_workspace_);
   cudaStreamDestroy(stream_);
 }
@@ -99,6 +102,8 @@ void CudaBackend::embedding_device_ids(const Weight& table, const int32_t* ids, 
 }
 
 void CudaBackend::embed(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) {
+  if (table.layout == WeightLayout::QuantFragments)
+    return cuda::embedding_quant(quant_matrix(table), ids, rows, scale, out, stream_);
   TACHYON_CHECK(table.layout == WeightLayout::MmaFragments || table.dtype == DType::F32, "embedding table layout");
   cuda::embedding(table.data, table.layout == WeightLayout::MmaFragments, table.rows, table.cols, ids, rows, scale, out,
                   stream_);
@@ -115,6 +120,7 @@ void CudaBackend::matmul(const float* x, int64_t rows, const Weight& w_in, const
   const Weight& w = w_in.rows == 1 && w_in.layout == WeightLayout::RowMajor ? packed_row(w_in) : w_in;
   const float* b = bias && !bias->empty() ? static_cast<const float*>(bias->data) : nullptr;
   if (pending_norm_ && matmul_after_pending_norm(x, rows, w, b, out)) return;
+  if (w.layout == WeightLayout::QuantFragments) return quant_matmul(x, rows, w, b, out);
   Scope scope(this, "matmul", w.rows, w.cols, rows);
   TACHYON_CHECK(w.layout == WeightLayout::MmaFragments, "matmul weights must come from upload_weight");
   prepare_matmul(rows, w);
@@ -234,6 +240,9 @@ void CudaBackend::moe_experts(const float* x, int64_t rows, const int32_t* ids, 
                               const MoeExperts& e, float* out) {
   Scope scope(this, "moe_experts");
   scope.direct();
+  for (int64_t i = 0; i < e.num_experts; ++i)
+    if (e.gate_up[i].layout == WeightLayout::QuantFragments || e.down[i].layout == WeightLayout::QuantFragments)
+      return moe_experts_quant(x, rows, ids, weights, top_k, e, out);
   moe_->run(x, rows, ids, weights, top_k, e, out);
 }
 
@@ -241,7 +250,13 @@ void CudaBackend::head_matmul(const float* x, int64_t rows, int64_t heads, int64
                               float* out, int64_t ors, int64_t ohs) {
   if (rows == 0) return;
   Scope scope(this, "head_matmul", w.rows, w.cols, rows);
-  TACHYON_CHECK(w.layout == WeightLayout::MmaFragments, "head_matmul weights must come from upload_weight");
+  const bool quantized = w.layout == WeightLayout::QuantFragments;
+  TACHYON_CHECK(w.layout == WeightLayout::MmaFragments || quantized,
+                "head_matmul weights must come from upload_weight");
+  if (quantized) {
+    TACHYON_CHECK(w.format != WeightFormat::Dense, "head_matmul of an I8 weight (row scales) is not supported on CUDA");
+    scope.direct();  // the dequantized copy is written now, in stream order
+  }
   const int64_t n = w.rows / heads;
   if (n % 8 != 0) cuda::fail_unsupported("head_matmul rows per head (a multiple of 8)", n);
   head_tiles_.clear();
@@ -252,7 +267,8 @@ void CudaBackend::head_matmul(const float* x, int64_t rows, int64_t heads, int64
   TACHYON_CHECK(head_tiles_.size() <= 65535, "head_matmul: {} rows x {} heads is too many tiles", rows, heads);
   cuda::GroupedMatmul p;
   p.x = x, p.x_row_stride = xrs, p.x_group_stride = xhs;
-  p.w = w.data, p.w_group_stride = (n / 8) * (cuda::round_up(w.cols, cuda::kMmaColPad) / 32) * 512;  // bytes
+  p.w = quantized ? dequantize_dense(w, false, 0) : w.data;  // quantized: a bf16 copy (the GEMM's bits)
+  p.w_group_stride = (n / 8) * (cuda::round_up(w.cols, cuda::kMmaColPad) / 32) * 512;  // bytes
   p.n = n, p.k = w.cols, p.out = out, p.out_row_stride = ors, p.out_group_stride = ohs;
   const auto* tiles = static_cast<const cuda::GroupTile*>(
       staged(head_tiles_.data(), head_tiles_.size()));

@@ -29,6 +29,7 @@
 #include "kernels/cuda/host_reads.h"
 #include "kernels/cuda/linear_attention.cuh"
 #include "kernels/cuda/matmul.cuh"
+#include "kernels/cuda/matmul_quant.cuh"
 #include "kernels/cuda/matmul_stream.cuh"
 #include "kernels/cuda/moe.cuh"
 #include "kernels/cuda/norm.cuh"
@@ -236,6 +237,22 @@ class CudaBackend final : public Backend {
 
   cuda::DeviceRecurrentMeta device_meta(const RecurrentMeta& meta);
 
+  // ---- quantized weights (quant_weights.cpp; layout: quant_layout.h)
+  // upload_weight of a quantized format or Dense I8: the codes, scales and biases repacked on the
+  // host into WeightLayout::QuantFragments (vectors: dequantized to f32).
+  Weight upload_quant_weight(const Weight& host);
+  // The kernels' view of an uploaded quantized weight.
+  static cuda::QuantMatrix quant_matrix(const Weight& w);
+  // matmul of a QuantFragments weight: the decode kernel at <= 64 rows, else a bf16 copy
+  // (dequantized into quant_dense_) through the bf16 prefill GEMM.
+  void quant_matmul(const float* x, int64_t rows, const Weight& w, const float* bias, float* out);
+  // w dequantized into quant_dense_[buffer] (0 or 1: a gated MLP needs both matrices) as bf16
+  // fragments or core matrices: the buffer.
+  void* dequantize_dense(const Weight& w, bool core, int buffer);
+  // moe_experts with quantized experts: each expert dequantized into moe_dense_, then the bf16 MoE.
+  void moe_experts_quant(const float* x, int64_t rows, const int32_t* ids, const float* weights, int64_t top_k,
+                         const MoeExperts& e, float* out);
+
   // A [1, k] weight (uploaded as an f32 vector, e.g. Qwen3-Next's shared_expert_gate) used as
   // a matrix: packed into fragments on first use, once per weight.
   const Weight& packed_row(const Weight& v);
@@ -269,6 +286,12 @@ class CudaBackend final : public Backend {
   unsigned* norm_arrivals_ = nullptr;  // the fused norm's CTA count (matmul_stream.cuh), left zeroed
   size_t num_norm_arrivals_ = 0;
   std::vector<void*> owned_;
+  // Quantized matrices dequantized for a prefill matmul, gated MLP or head_matmul (dequantize_dense).
+  std::array<void*, 2> quant_dense_{};
+  std::array<size_t, 2> quant_dense_bytes_{};
+  void* moe_dense_ = nullptr;  // a MoE layer's quantized experts dequantized (moe_experts_quant)
+  size_t moe_dense_bytes_ = 0;
+  std::vector<Weight> moe_dense_weights_;  // [gate_up of each expert, down of each expert]
   void* staging_ = nullptr;  // row-major weight on its way to being packed
   size_t staging_bytes_ = 0;
   void* workspace_ = nullptr;  // A fragments of the matmuls with more than 16 rows

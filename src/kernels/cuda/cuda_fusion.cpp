@@ -13,13 +13,24 @@ void CudaBackend::gated_mlp(const float* x, int64_t rows, const Weight& gate_up_
   const int64_t inter = down_w.cols;
   const void* gate_up_core = core_copy(rows, gate_up_w);
   const void* down_core = core_copy(rows, down_w);
-  if (!gated_mlp_fusion_ || gate_up_w.layout != WeightLayout::MmaFragments ||
-      down_w.layout != WeightLayout::MmaFragments || gate_up_w.rows != 2 * inter ||
-      !cuda::gated_mlp_fuses(rows, inter, gate_up_core && down_core))
+  // Quantized weights (not I8: its row scales apply after the reduction) take the fused path on
+  // core-matrix copies dequantized for this call (quant_weights.cpp): the bf16 path's bits.
+  const auto group_scaled = [](const Weight& w) {
+    return w.layout == WeightLayout::QuantFragments && w.format != WeightFormat::Dense;
+  };
+  const bool quantized = group_scaled(gate_up_w) && group_scaled(down_w);
+  const bool dense = gate_up_w.layout == WeightLayout::MmaFragments && down_w.layout == WeightLayout::MmaFragments;
+  if (!gated_mlp_fusion_ || !(dense || quantized) || gate_up_w.rows != 2 * inter ||
+      !cuda::gated_mlp_fuses(rows, inter, quantized ? wgmma_ : gate_up_core && down_core))
     return Backend::gated_mlp(x, rows, gate_up_w, down_w, act, gate_up, act_out, out);
   const auto norm = take_prefill_norm(x, rows, gate_up_w.cols);
   grow_workspace(workspace_, workspace_bytes_, cuda::gated_mlp_workspace_bytes(rows, gate_up_w.cols, inter));
   Scope scope(this, norm ? "add_rms_norm+gated_mlp" : "gated_mlp", gate_up_w.rows, gate_up_w.cols, rows);
+  if (quantized) {
+    scope.direct();  // the copies are written now, in stream order before the GEMMs that read them
+    gate_up_core = dequantize_dense(gate_up_w, true, 0);
+    down_core = dequantize_dense(down_w, true, 1);
+  }
   const bool gelu = act == Activation::GeluTanh;
   if (norm) {
     norm_into_core(*norm);
@@ -104,12 +115,19 @@ void CudaBackend::norm_into_core(const PendingNorm& p) {
 bool CudaBackend::matmul_after_prefill_norm(const float* x, int64_t rows, const Weight& w, const float* bias,
                                             float* out) {
   const void* w_core = core_copy(rows, w);
-  if (w.layout != WeightLayout::MmaFragments || !cuda::matmul_takes_core_input(rows, w.cols, w_core != nullptr))
+  // Quantized weights (not I8) on a core-matrix copy dequantized for this call, as in gated_mlp.
+  const bool quantized = w.layout == WeightLayout::QuantFragments && w.format != WeightFormat::Dense;
+  if ((w.layout != WeightLayout::MmaFragments && !quantized) ||
+      !cuda::matmul_takes_core_input(rows, w.cols, quantized ? wgmma_ : w_core != nullptr))
     return false;
   const auto p = take_prefill_norm(x, rows, w.cols);
   if (!p) return false;
   prepare_matmul(rows, w);
   Scope scope(this, "add_rms_norm+matmul", w.rows, w.cols, rows);
+  if (quantized) {
+    scope.direct();
+    w_core = dequantize_dense(w, true, 0);
+  }
   norm_into_core(*p);
   cuda::matmul_core_input(workspace_, rows, w.cols, w_core, w.rows, bias, out, stream_);
   return true;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/cuda/cuda_backend_impl.h"
+#include "kernels/cuda/quant_pack.h"
 
 namespace tachyon::kernels::cuda {
 
@@ -52,6 +53,7 @@ void CudaBackend::deallocate(void* ptr) {
 Weight CudaBackend::upload_weight(const Weight& host) {
   flush();
   TACHYON_CHECK(host.layout == WeightLayout::RowMajor, "weights arrive row-major");
+  if (cuda::is_quant_upload(host)) return upload_quant_weight(host);
   TACHYON_CHECK(host.dtype == DType::F32 || host.dtype == DType::BF16 || host.dtype == DType::F16,
                 "the CUDA backend takes f32/bf16/f16 weights, not {}", dtype_name(host.dtype));
   Weight w = host;

@@ -1,0 +1,97 @@
+// Device side of quantized weights (quant_layout.h): scale loads, code lookups and one lane's B
+// fragment of a unit, on quant_value.h's arithmetic, shared by the decode matmul, the dequantizing
+// copy (prefill, MoE) and the embedding so that they agree bit for bit. Internal to src/kernels/cuda.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/quant_layout.h"
+#include "kernels/cuda/quant_value.h"
+
+namespace tachyon::kernels::cuda {
+
+__device__ __forceinline__ float load_quant_scale(const void* p, int type, int64_t i) {
+  if (type == kScaleF32) return __ldg(static_cast<const float*>(p) + i);
+  const unsigned short bits = __ldg(static_cast<const unsigned short*>(p) + i);
+  if (type == kScaleF16) return __half2float(__ushort_as_half(bits));
+  return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+}
+
+__device__ __forceinline__ uint32_t quant_code(const QuantMatrix& m, int64_t r, int64_t c) {
+  int shift = 0;
+  const int64_t byte = m.code_byte(r, c, shift);
+  return (static_cast<uint32_t>(__ldg(static_cast<const unsigned char*>(m.codes) + byte)) >> shift) &
+         (m.bits() == 8 ? 0xffu : 0xfu);
+}
+
+// Element (r, c) of an uploaded matrix (rows and columns padded: zero there), kind kKind; Int8Rows
+// without its row scale.
+template <int kKind>
+__device__ __forceinline__ float quant_element(const QuantMatrix& m, int64_t r, int64_t c) {
+  const uint32_t code = quant_code(m, r, c);
+  if constexpr (kKind == kQuantInt8Rows) {
+    return quant_value<kKind>(code, 1.f, 0.f);
+  } else {
+    const int64_t si = m.scale_index(r, c);
+    const float s = load_quant_scale(m.scales, m.scale_type, si);
+    const float b =
+        (kKind == kQuantAffine4 || kKind == kQuantAffine8) ? load_quant_scale(m.biases, m.scale_type, si) : 0.f;
+    return quant_value<kKind>(code, s, b);
+  }
+}
+
+// One lane's B fragment of one 32-column unit (kernels' order: b[2t + h] holds columns
+// 16t + 8h + 2(lane % 4) + {0, 1} of row `row`): the unit's 8 codes from the lane's 16-byte vector
+// `words` (slot `unit_in_vector`), dequantized with their groups' scales and rounded to bf16 pairs.
+// `unit` is the unit's index in the row (32 columns each); scale_row = row · groups.
+template <int kKind>
+__device__ __forceinline__ void quant_unit_fragment(const QuantMatrix& w, const uint32_t (&words)[4],
+                                                    int unit_in_vector, int64_t unit, int64_t scale_row,
+                                                    int group_shift, uint32_t (&b)[4]) {
+  constexpr int kBits = quant_kind_bits(kKind);
+  constexpr bool kAffine = kKind == kQuantAffine4 || kKind == kQuantAffine8;
+#pragma unroll
+  for (int t = 0; t < 2; ++t) {
+    float s = 1.f, bias = 0.f;
+    if constexpr (kKind != kQuantInt8Rows) {
+      const int64_t si = scale_row + ((unit * 32 + 16 * t) >> group_shift);
+      s = load_quant_scale(w.scales, w.scale_type, si);
+      if constexpr (kAffine) bias = load_quant_scale(w.biases, w.scale_type, si);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int j = 4 * t + 2 * h;
+      b[2 * t + h] = pack_bf16x2(quant_value<kKind>(lane_code(words, unit_in_vector, j, kBits), s, bias),
+                                 quant_value<kKind>(lane_code(words, unit_in_vector, j + 1, kBits), s, bias));
+    }
+  }
+}
+
+// Calls fn(std::integral_constant<int, kind>) for m.kind: the runtime kind to a template argument.
+template <typename Fn>
+void with_quant_kind(int kind, Fn&& fn) {
+  switch (kind) {
+    case kQuantAffine4:
+      return fn(std::integral_constant<int, kQuantAffine4>{});
+    case kQuantAffine8:
+      return fn(std::integral_constant<int, kQuantAffine8>{});
+    case kQuantSymmetric4:
+      return fn(std::integral_constant<int, kQuantSymmetric4>{});
+    case kQuantSymmetric8:
+      return fn(std::integral_constant<int, kQuantSymmetric8>{});
+    case kQuantFp8:
+      return fn(std::integral_constant<int, kQuantFp8>{});
+    case kQuantMxfp4:
+      return fn(std::integral_constant<int, kQuantMxfp4>{});
+    case kQuantInt8Rows:
+      return fn(std::integral_constant<int, kQuantInt8Rows>{});
+    default:
+      fail_unsupported("quantized weight kind", kind);
+  }
+}
+
+}  // namespace tachyon::kernels::cuda

@@ -1,0 +1,221 @@
+// The CUDA layout of quantized weights (kernels/cuda/quant_layout.h) against the host definition
+// (kernels/weight_dequant.h), on the CPU: every code where the decode kernel's lanes read it (the
+// kernel's own extraction, lane_code), every scale where the kernels look it up, zero padding, and
+// the upload's errors. Runs without a GPU.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "base/error.h"
+#include "kernels/cuda/quant_pack.h"
+#include "kernels/cuda/quant_value.h"
+#include "quant_test_data.h"
+
+namespace tachyon::kernels {
+namespace {
+
+using cuda::QuantHostCopy;
+using cuda::QuantMatrix;
+
+// Scale of element (r, c) as stored (f32/f16/bf16 -> f32).
+float stored_scale(const QuantHostCopy& p, const std::vector<uint8_t>& bytes, int64_t i) {
+  return load_scale_value(bytes.data(), cuda::quant_scale_dtype(p.layout.scale_type), i);
+}
+
+// The decode kernel's walk: row tile, 32-column unit, lane, slot j -> the code it dequantizes for
+// (row, column) = (8·tile + lane/4, 32·unit + 16·(j/4) + 8·(j/2 % 2) + 2·(lane % 4) + j % 2).
+void expect_kernel_walk_reads_every_code(const HostQuant& hq, const QuantHostCopy& p) {
+  const Weight& w = hq.weight();
+  const QuantMatrix& m = p.layout;
+  const int64_t upv = m.units_per_vector(), vpt = m.vectors_per_tile();
+  int64_t checked = 0, mismatches = 0;
+  for (int64_t tile = 0; tile < m.rows_padded() / 8; ++tile)
+    for (int64_t unit = 0; unit < m.units_per_row_tile(); ++unit)
+      for (int lane = 0; lane < 32; ++lane) {
+        uint32_t words[4];
+        std::memcpy(words, p.codes.data() + ((tile * vpt + unit / upv) * 32 + lane) * 16, 16);
+        for (int j = 0; j < 8; ++j) {
+          const int64_t r = tile * 8 + lane / 4,
+                        c = unit * 32 + 16 * (j / 4) + 8 * (j / 2 % 2) + 2 * (lane % 4) + j % 2;
+          const uint32_t got = cuda::lane_code(words, static_cast<int>(unit % upv), j, m.bits());
+          uint32_t expect = 0;
+          if (r < w.rows && c < w.cols) {
+            const int64_t i = r * w.cols + c;
+            const auto* bytes = static_cast<const uint8_t*>(w.data);
+            expect = m.bits() == 8 ? bytes[i] : (i % 2 == 0 ? bytes[i / 2] & 0xfu : bytes[i / 2] >> 4u);
+            ++checked;
+          }
+          if (got != expect && ++mismatches < 5)
+            ADD_FAILURE() << "row " << r << " col " << c << ": code " << got << ", expected " << expect;
+        }
+      }
+  EXPECT_EQ(checked, w.rows * w.cols);
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST(CudaQuantLayout, EveryCodeAndScaleIsWhereTheKernelsReadIt) {
+  std::mt19937 rng(11);
+  for (const QuantCase& qc : quant_cases()) {
+    // Rows not a multiple of 8 or 128; columns with a partial 512-column segment and, for 4-bit
+    // codes, a partial 16-byte vector (1152 = 36 units: 9 vectors; 640 = 20 units; fp8: 1100 not a
+    // multiple of its 128-column block).
+    const int64_t cols = qc.format == WeightFormat::Fp8Block ? 1100 : qc.bits == 4 ? 640 : 1152;
+    for (int64_t rows : {int64_t{5}, int64_t{203}}) {
+      SCOPED_TRACE(qc.name + " " + std::to_string(rows) + "x" + std::to_string(cols));
+      const HostQuant hq(qc, rows, cols, rng);
+      const QuantHostCopy p = cuda::pack_quant_weight(hq.weight());
+      const QuantMatrix& m = p.layout;
+      ASSERT_EQ(static_cast<int64_t>(p.codes.size()), m.code_bytes());
+      expect_kernel_walk_reads_every_code(hq, p);
+      // code_byte, the scalar kernels' (embedding, dequantizing copies) lookup, agrees.
+      for (int64_t r = 0; r < rows; r += 7)
+        for (int64_t c = 0; c < cols; c += 3) {
+          int shift = 0;
+          const uint32_t code =
+              (p.codes[static_cast<size_t>(m.code_byte(r, c, shift))] >> shift) & (m.bits() == 8 ? 0xffu : 0xfu);
+          ASSERT_EQ(code, code_at(hq.weight(), r, c)) << r << ", " << c;
+        }
+      if (m.kind == cuda::kQuantInt8Rows) {
+        ASSERT_EQ(static_cast<int64_t>(p.row_scales.size()), m.rows_padded());
+        for (int64_t r = 0; r < m.rows_padded(); ++r)
+          EXPECT_EQ(p.row_scales[static_cast<size_t>(r)], r < rows ? hq.weight().scales[r] : 0.f) << r;
+        continue;
+      }
+      const size_t scale_size = m.scale_type == cuda::kScaleF32 ? 4 : 2;
+      ASSERT_EQ(p.scales.size(), static_cast<size_t>(m.scale_count()) * scale_size);
+      const bool affine = qc.format == WeightFormat::Affine;
+      ASSERT_EQ(p.biases.size(), affine ? p.scales.size() : 0u);
+      // Each element's value from the stored scale equals the scalar definition (bit for bit).
+      for (int64_t r = 0; r < m.rows_padded(); ++r)
+        for (int64_t c = 0; c < m.cols_padded(); ++c) {
+          const int64_t si = m.scale_index(r, c);
+          const float s = stored_scale(p, p.scales, si), b = affine ? stored_scale(p, p.biases, si) : 0.f;
+          if (r >= rows || c >= cols) {
+            // Padding: zero scales (Fp8Block's last block may be real columns' block: its codes are zero).
+            if (c >= (cols + m.group - 1) / m.group * m.group || r >= rows) {
+              ASSERT_EQ(s, 0.f) << r << ", " << c;
+            }
+            ASSERT_EQ(b, 0.f);
+            continue;
+          }
+          const QuantParams& q = hq.weight().quant;
+          float expect_s = 0.f;
+          switch (qc.format) {
+            case WeightFormat::Fp8Block:
+              expect_s =
+                  static_cast<const float*>(q.scales)[(r / q.group) * ((cols + q.group - 1) / q.group) + c / q.group];
+              break;
+            case WeightFormat::Mxfp4:
+              expect_s = e8m0_to_f32(static_cast<const uint8_t*>(q.scales)[r * (cols / 32) + c / 32]);
+              break;
+            default:
+              expect_s = load_scale_value(q.scales, q.scale_dtype, r * (cols / q.group) + c / q.group);
+          }
+          ASSERT_EQ(s, expect_s) << r << ", " << c;
+          if (affine) {
+            ASSERT_EQ(b, load_scale_value(q.biases, q.scale_dtype, r * (cols / q.group) + c / q.group));
+          }
+        }
+    }
+  }
+}
+
+bool same_float(float a, float b) { return std::memcmp(&a, &b, 4) == 0 || (std::isnan(a) && std::isnan(b)); }
+
+// The kernels' per-code arithmetic (quant_value.h, compiled here for the host) against the scalar
+// definition, for every code of every kind and scales of every storage dtype (the stored value).
+TEST(CudaQuantValue, EveryCodeIsItsScalarDefinition) {
+  const float scales[] = {0.0123f, 3.5f, 1e-5f, -0.75f};
+  for (float scale : scales)
+    for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+      const float s = scale;
+      const float stored = dtype == DType::F32   ? s
+                           : dtype == DType::F16 ? f16_to_f32(f32_to_f16(scale))
+                                                 : bf16_to_f32(f32_to_bf16(scale));
+      const float bias = -7.25f * stored;
+      for (int bits : {4, 8})
+        for (uint32_t code = 0; code < (1u << bits); ++code) {
+          uint8_t bytes[32] = {};
+          bytes[0] = static_cast<uint8_t>(code);  // element (0, 0); 4-bit: the low nibble
+          for (WeightFormat f : {WeightFormat::Affine, WeightFormat::Symmetric}) {
+            Weight w{bytes, DType::U8, 1, 32};
+            w.format = f;
+            w.quant = QuantParams{static_cast<uint8_t>(bits), 32, DType::F32, &stored, &bias};
+            const float expect = dequantize_element(w, 0, 0);
+            float got = 0.f;
+            if (f == WeightFormat::Affine)
+              got = bits == 4 ? cuda::quant_value<cuda::kQuantAffine4>(code, stored, bias)
+                              : cuda::quant_value<cuda::kQuantAffine8>(code, stored, bias);
+            else
+              got = bits == 4 ? cuda::quant_value<cuda::kQuantSymmetric4>(code, stored, 0.f)
+                              : cuda::quant_value<cuda::kQuantSymmetric8>(code, stored, 0.f);
+            EXPECT_TRUE(same_float(got, expect))
+                << "bits " << bits << " code " << code << " format " << int(f) << ": " << got << " vs " << expect;
+          }
+          if (bits == 8) {
+            EXPECT_TRUE(
+                same_float(cuda::quant_value<cuda::kQuantFp8>(code, s, 0.f), fp8_e4m3_to_f32(uint8_t(code)) * s))
+                << "fp8 code " << code;
+            EXPECT_EQ(cuda::quant_value<cuda::kQuantInt8Rows>(code, 1.f, 0.f), float(int8_t(code))) << code;
+          }
+        }
+    }
+  // Mxfp4: every e2m1 code times every e8m0 scale as the packer stores it (bf16).
+  for (int e : {0, 1, 100, 120, 127, 200, 254}) {
+    uint8_t codes[16] = {}, exponent = static_cast<uint8_t>(e);
+    Weight w{codes, DType::U8, 1, 32};
+    w.format = WeightFormat::Mxfp4;
+    w.quant = QuantParams{4, 32, DType::U8, &exponent, nullptr};
+    const cuda::QuantHostCopy p = cuda::pack_quant_weight(w);
+    const float stored = bf16_to_f32(static_cast<uint16_t>(p.scales[0] | p.scales[1] << 8));
+    ASSERT_TRUE(same_float(stored, e8m0_to_f32(exponent))) << "e8m0 " << e;
+    for (uint32_t code = 0; code < 16; ++code)
+      EXPECT_TRUE(same_float(cuda::quant_value<cuda::kQuantMxfp4>(code, stored, 0.f),
+                             e2m1_to_f32(uint8_t(code)) * e8m0_to_f32(exponent)))
+          << "e2m1 " << code << " e8m0 " << e;
+  }
+}
+
+TEST(CudaQuantLayout, PaddingCodesAreZero) {
+  std::mt19937 rng(3);
+  const QuantCase qc{"affine4", WeightFormat::Affine, 4, 32, DType::F16};
+  const HostQuant hq(qc, 9, 96, rng);  // 9 of 128 rows, 96 of 128 columns (two 4-unit vectors... one and a half)
+  const QuantHostCopy p = cuda::pack_quant_weight(hq.weight());
+  int64_t nonzero_nibbles = 0, real_nonzero = 0;
+  for (uint8_t b : p.codes) nonzero_nibbles += (b & 0xf) != 0, nonzero_nibbles += (b >> 4) != 0;
+  for (int64_t r = 0; r < 9; ++r)
+    for (int64_t c = 0; c < 96; ++c) real_nonzero += code_at(hq.weight(), r, c) != 0;
+  EXPECT_EQ(nonzero_nibbles, real_nonzero);
+}
+
+TEST(CudaQuantLayout, UnsupportedWeightsAreRejectedByName) {
+  std::mt19937 rng(5);
+  const HostQuant hq({"sym4", WeightFormat::Symmetric, 4, 32, DType::BF16}, 16, 96, rng);
+  const auto expect_error = [](Weight w, const char* needle) {
+    try {
+      (void)cuda::pack_quant_weight(w);
+      ADD_FAILURE() << "accepted: " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  Weight w = hq.weight();
+  w.quant.group = 48;  // not a power of two
+  expect_error(w, "group 48");
+  w = hq.weight();
+  w.quant.bits = 3;
+  expect_error(w, "3 bits");
+  w = hq.weight();
+  w.quant.scale_dtype = DType::I32;
+  expect_error(w, "I32");
+  w = hq.weight();
+  w.format = WeightFormat::Affine;  // no biases
+  expect_error(w, "biases");
+  w = hq.weight();
+  w.cols = 95;
+  expect_error(w, "even number of columns");
+}
+
+}  // namespace
+}  // namespace tachyon::kernels
