@@ -13,6 +13,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/model.h"
+#include "spec/ngram.h"
 #include "engine_test_helpers.h"
 
 namespace tachyon::engine {
@@ -266,21 +267,27 @@ TEST(Engine, RequestsToTheEndOfTheContextAllCompleteInATinyPoolWithTheirOwnToken
     for (auto& p : prompts)
       alone.push_back(collect(*engine.submit(greedy(p, kContext - static_cast<int32_t>(p.size())))));
   }
-  // 5 requests of 80 tokens need 25 blocks; the pool holds one context and a block (6).
-  Engine engine(*f.model, {.max_concurrent = 5, .max_tokens_per_step = 32, .num_blocks = 6, .max_context = kContext});
-  ASSERT_EQ(engine.max_context(), kContext);
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (auto& p : prompts) streams.push_back(engine.submit(greedy(p, kContext - static_cast<int32_t>(p.size()))));
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    RequestOutput last;
-    const auto tokens = collect(*streams[i], &last);
-    EXPECT_EQ(last.finish, FinishReason::Length) << "request " << i;
-    EXPECT_EQ(static_cast<int32_t>(prompts[i].size() + tokens.size()), kContext) << "request " << i;
-    EXPECT_EQ(tokens, alone[i]) << "request " << i;
+  // 5 requests of 80 tokens need 25 blocks; the pool holds one context and a block (6). With
+  // prompt lookup too: a preempted request's drafts are dropped, not recomputed.
+  for (const bool speculate : {false, true}) {
+    SCOPED_TRACE(speculate ? "ngram drafter" : "no drafter");
+    const auto drafter = spec::make_ngram_drafter({});
+    Engine engine(*f.model, {.max_concurrent = 5, .max_tokens_per_step = 32, .num_blocks = 6, .max_context = kContext,
+                             .drafter = speculate ? drafter.get() : nullptr, .gates = false});
+    ASSERT_EQ(engine.max_context(), kContext);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (auto& p : prompts) streams.push_back(engine.submit(greedy(p, kContext - static_cast<int32_t>(p.size()))));
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      RequestOutput last;
+      const auto tokens = collect(*streams[i], &last);
+      EXPECT_EQ(last.finish, FinishReason::Length) << "request " << i;
+      EXPECT_EQ(static_cast<int32_t>(prompts[i].size() + tokens.size()), kContext) << "request " << i;
+      EXPECT_EQ(tokens, alone[i]) << "request " << i;
+    }
+    const auto st = idle_stats(engine);
+    EXPECT_GT(st.preemptions, 0u);
+    EXPECT_EQ(st.kv_blocks_free, 6);
   }
-  const auto st = idle_stats(engine);
-  EXPECT_GT(st.preemptions, 0u);
-  EXPECT_EQ(st.kv_blocks_free, 6);
 }
 
 // Without a size, a CPU engine's pool holds max_concurrent full contexts when the host has
