@@ -72,7 +72,9 @@ struct SpecOptions {
 
 engine::EngineConfig engine_config(spec::Drafter* drafter, bool model_free, int32_t tree_nodes,
                                    const SpecOptions& options) {
-  engine::EngineConfig config{.max_concurrent = 1};
+  // A fixed pool: the plain and the speculative engine live side by side, and a pool sized from
+  // the GPU (0.90 of it) would leave the second none.
+  engine::EngineConfig config{.max_concurrent = 1, .kv_memory_bytes = int64_t{1} << 30};
   config.drafter = drafter;
   if (options.k > 0) config.num_speculative_tokens = options.k;
   config.auto_k = !options.fixed_k;

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "base/error.h"
+#include "cli/kv_options.h"
 #include "io/config.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
@@ -77,6 +78,9 @@ void GenerateOptions::add_to(CLI::App& command) {
   command.add_option("--repetition-penalty", sampling.repetition_penalty, "HF repetition penalty");
   command.add_option("--seed", seed, "RNG seed (same seed, same output)");
   command.add_option("--device", device, "cpu or cuda (default: cuda when a GPU is visible)");
+  add_kv_sizing_options(command, {.kv_blocks = &kv_blocks,
+                                  .kv_cache_memory = &kv_cache_memory,
+                                  .gpu_memory_utilization = &gpu_memory_utilization});
   spec.add_to(command);
 }
 
@@ -106,6 +110,9 @@ TerminalModel load_terminal_model(const std::string& model_dir, GenerateOptions&
   options.sampling.validate(loaded.model->config().vocab_size);
   engine::EngineConfig config;
   config.max_concurrent = 1;
+  config.num_blocks = options.kv_blocks;
+  config.kv_memory_bytes = options.kv_cache_memory;
+  config.gpu_memory_utilization = options.gpu_memory_utilization;
   loaded.drafter = options.spec.apply(model_dir, *loaded.model, *loaded.backend, config);
   loaded.generator = std::make_unique<Generator>(*loaded.model, model_dir, config);
   return loaded;

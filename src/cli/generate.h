@@ -58,6 +58,10 @@ struct GenerateOptions {
   uint64_t seed = 0;
   std::string device;
   SpecOptions spec;
+  // The KV pool (cli/kv_options.h); left out: sized from the machine for one sequence.
+  int32_t kv_blocks = 0;
+  int64_t kv_cache_memory = 0;
+  double gpu_memory_utilization = 0.90;
   void add_to(CLI::App& command);
 };
 

@@ -7,11 +7,13 @@
 #include <map>
 
 #include "base/error.h"
+#include "base/host_memory.h"
 #include "base/json.h"
 #include "chat/commands.h"
 #include "chat/parsers/output_parser.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/kv_report.h"
 #include "io/config.h"
 #include "io/safetensors.h"
 #include "kernels/backend.h"
@@ -126,6 +128,7 @@ Command add_info_command(CLI::App& app) {
     }
     const auto layout = model->kv_layout(1, 16);
     const double kv_per_1k = static_cast<double>(layout.bytes_per_block()) / 16 * 1000;
+    const Json kv_memory = kv_memory_report(layout, c.max_position_embeddings, host_available_bytes());
     Json info = {{"model", opt->dir},
                  {"architecture", c.architectures.empty() ? c.model_type : c.architectures.front()},
                  {"model_type", c.model_type},
@@ -143,6 +146,7 @@ Command add_info_command(CLI::App& app) {
                  {"reasoning_format", reasoning},
                  {"sampling_defaults", sampling_defaults_report(opt->dir)},
                  {"kv_bytes_per_1k_tokens", kv_per_1k},
+                 {"kv_memory", kv_memory},
                  {"backend", backend->name()},
                  {"speculation", speculation_report(opt->dir, *model, *backend)},
                  {"draft_trees", draft_tree_report(*model)}};
@@ -178,6 +182,7 @@ Command add_info_command(CLI::App& app) {
                 static_cast<long long>(c.vocab_size), static_cast<long long>(c.max_position_embeddings),
                 kv_per_1k / (1 << 20), tool_format.c_str(), reasoning.c_str(), sampling.c_str(),
                 backend->name().c_str());
+    std::printf("%s", kv_memory_lines(kv_memory).c_str());
     if (!resolved.repo_id.empty())
       std::printf("hub              %s@%s (commit %s)\n", resolved.repo_id.c_str(), resolved.revision.c_str(),
                   resolved.commit.c_str());

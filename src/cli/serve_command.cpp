@@ -1,5 +1,5 @@
 // `tachyon serve [MODEL...] [--models-dir DIR] [--max-loaded-models N] [--models-memory BYTES] [--host 127.0.0.1]
-// [--port 8000] [--api-key KEY] [--max-concurrent N] [--ctx-size N] [--kv-blocks N | --kv-memory GiB] ...`: serves the
+// [--port 8000] [--api-key KEY] [--max-concurrent N] [--ctx-size N] [--kv-cache-memory BYTES | --gpu-memory-utilization F] ...`: serves the
 // OpenAI, Anthropic and Ollama APIs (src/server) over the continuous-batching engine. With no model it serves the
 // embedded tachyon-demo. Several models: each built on first use (the first one at start-up), the least recently used
 // idle one unloaded when another would not fit the budget. SIGINT/SIGTERM stop it cleanly.
@@ -16,8 +16,10 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/host_memory.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/kv_options.h"
 #include "cli/serve_model.h"
 #include "io/config.h"
 #include "io/hub_download.h"
@@ -129,7 +131,7 @@ Command add_serve_command(CLI::App& app) {
                   "machine's available memory cannot hold the next model's weights and KV cache")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--models-memory", opt->models_memory,
-                  "Bytes the loaded models may hold together (weight files + --kv-memory each), the same LRU rule")
+                  "Bytes the loaded models may hold together (weight files + --kv-cache-memory each), the same LRU rule")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--host", opt->server.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", opt->server.port, "Port (0: any free port)")->check(CLI::Range(0, 65535))->capture_default_str();
@@ -151,10 +153,9 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("--max-concurrent", opt->model.max_concurrent, "Requests in the running batch at most")
       ->check(CLI::Range(1, 4096))->capture_default_str();
   cmd->add_option("--ctx-size", opt->model.ctx_size, "Context length (default: the model's)")->check(CLI::NonNegativeNumber);
-  auto* blocks = cmd->add_option("--kv-blocks", opt->model.kv_blocks, "KV cache blocks (16 tokens each)")
-                     ->check(CLI::PositiveNumber);
-  cmd->add_option("--kv-memory", opt->model.kv_memory_gib, "KV cache memory in GiB")
-      ->check(CLI::PositiveNumber)->excludes(blocks)->capture_default_str();
+  add_kv_sizing_options(*cmd, {.kv_blocks = &opt->model.kv_blocks,
+                               .kv_cache_memory = &opt->model.kv_cache_memory,
+                               .gpu_memory_utilization = &opt->model.gpu_memory_utilization});
   cmd->add_option("--prefix-cache", opt->model.prefix_cache, "Automatic prefix caching")
       ->check(CLI::IsMember({"on", "off"}))->capture_default_str();
   cmd->add_option("--step-overlap", opt->model.step_overlap,
@@ -206,7 +207,7 @@ Command add_serve_command(CLI::App& app) {
     loader.describe = [opt](const server::ModelEntry& e) { return describe_model(e.dir, opt->model); };
     loader.resolve = [](const std::string& name) { return resolve_model_arg(name).path; };
     server::ModelBudget budget{.max_loaded = opt->max_loaded, .max_bytes = opt->models_memory,
-                               .free_bytes = server::host_available_bytes};
+                               .free_bytes = host_available_bytes};
     auto models = std::make_shared<server::ModelRegistry>(std::move(served), std::move(loader), std::move(budget));
     try {
       models->acquire("");  // the first model loads now, so a bad checkpoint stops the start

@@ -111,7 +111,8 @@ engine::EngineConfig engine_config_of(const ServeModelOptions& o) {
   c.max_concurrent = o.max_concurrent;
   c.max_tokens_per_step = o.max_tokens_per_step;
   c.num_blocks = o.kv_blocks;
-  c.kv_memory_bytes = static_cast<size_t>(o.kv_memory_gib * double(size_t{1} << 30));
+  c.kv_memory_bytes = o.kv_cache_memory;
+  c.gpu_memory_utilization = o.gpu_memory_utilization;
   c.max_context = o.ctx_size;
   c.prefix_cache = o.prefix_cache == "on";
   c.overlap_steps = o.step_overlap == "on"    ? engine::EngineConfig::Overlap::On
@@ -183,6 +184,7 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
   served->max_context = owned->engine->max_context();
   served->created = server::unix_time();
   const auto stats = owned->engine->stats();
+  std::fprintf(stderr, "  %s: KV pool %s\n", served->id.c_str(), owned->engine->kv_pool().why.c_str());
   std::fprintf(stderr, "  %s: context %d tokens, %d KV blocks, up to %d concurrent, prefix cache %s, tool parser %s\n",
                served->id.c_str(), served->max_context, stats.kv_blocks_total, options.max_concurrent,
                options.prefix_cache.c_str(), chat::parser_family_name(served->parser.family));
@@ -195,7 +197,7 @@ int64_t served_model_footprint(const std::string& dir, const ServeModelOptions& 
   std::error_code ec;
   for (const auto& file : std::filesystem::directory_iterator(dir, ec))
     if (file.path().extension() == ".safetensors") bytes += static_cast<int64_t>(file.file_size(ec));
-  if (options.kv_blocks == 0) bytes += static_cast<int64_t>(options.kv_memory_gib * double(int64_t{1} << 30));
+  if (options.kv_blocks == 0) bytes += options.kv_cache_memory;
   return bytes;
 }
 

@@ -19,7 +19,10 @@ namespace tachyon::cli {
 struct ServeModelOptions {
   std::string device, prefix_cache = "on", tool_parser, step_overlap = "auto";
   int32_t max_concurrent = 16, ctx_size = 0, kv_blocks = 0, max_tokens_per_step = 512;
-  double kv_memory_gib = 1.0;
+  // KV pool (engine/kv_sizing.h): --kv-blocks, else --kv-cache-memory bytes, else sized from the
+  // machine (a GPU: --gpu-memory-utilization; the CPU: a share of the available memory).
+  int64_t kv_cache_memory = 0;
+  double gpu_memory_utilization = 0.90;
   SpecOptions spec;
 };
 
@@ -30,8 +33,8 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
                                                               const std::string& served_name,
                                                               const ServeModelOptions& options, bool ticker);
 
-// Bytes the model will hold once built: its weight files and its KV cache (--kv-memory; with
-// --kv-blocks, the weights alone).
+// Bytes the model will hold once built: its weight files and, when --kv-cache-memory fixes it,
+// its KV cache (a pool sized from the machine takes a share of what is free at load time).
 int64_t served_model_footprint(const std::string& dir, const ServeModelOptions& options);
 
 // What listings show of a model before it is loaded: config.json and the safetensors headers.

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "base/error.h"
+#include "base/host_memory.h"
 #include "base/logging.h"
 #include "engine/commit.h"
 #include "engine/delivery.h"
@@ -25,6 +26,61 @@ spec::SpecPolicyConfig spec_policy_config(const EngineConfig& c) {
           .gates = c.gates,
           .model_free_drafter = c.model_free_drafter,
           .min_prompt_repetition = c.min_prompt_repetition};
+}
+
+// A hybrid model's recurrent state is sized by the engine: one working state per request
+// that can run at once, and a rollback ring deep enough for every draft of a verify step
+// to be rejected (k + 1 rows), so speculation never needs a recomputation.
+kv::KvLayout sized_layout(const model::Model& model, int32_t num_blocks, const EngineConfig& config) {
+  kv::KvLayout layout = model.kv_layout(num_blocks, config.block_size);
+  if (layout.num_state_layers > 0) {
+    layout.max_sequences = std::max(1, config.max_concurrent);
+    layout.state_rollback_rows = config.drafter ? std::max(1, config.num_speculative_tokens) + 1 : 1;
+  }
+  return layout;
+}
+
+// Device memory once the weights are loaded and one step of the largest shape the engine runs
+// (max_tokens_per_step prompt rows, every row's logits) has grown the backend's workspaces to
+// their peak: what is free then is what the KV pool can have (vLLM's profiling run). nullopt
+// on a backend in host memory.
+std::optional<kernels::Backend::DeviceMemory> memory_after_warmup(model::Model& model, const EngineConfig& config,
+                                                                  int32_t max_context) {
+  kernels::Backend& backend = model.backend();
+  if (!backend.device_memory()) return std::nullopt;
+  const int32_t rows = std::max(1, std::min(config.max_tokens_per_step, max_context));
+  {
+    kv::KvCache scratch(backend, sized_layout(model, (rows + config.block_size - 1) / config.block_size, config));
+    const kv::SeqId seq = scratch.add_sequence();
+    TACHYON_CHECK(scratch.reserve(seq, rows), "the warm-up KV cache is too small");
+    model::Batch batch;
+    batch.add(seq, std::vector<int32_t>(static_cast<size_t>(rows), 0), 0, model::LogitRows::All);
+    model.forward(batch, scratch);
+    backend.synchronize();
+  }  // the scratch cache is freed before measuring
+  return backend.device_memory();
+}
+
+// Bytes a KV cache holds whatever its number of blocks: a hybrid model's working states and
+// rollback rings (the snapshot pool is in bytes_per_block).
+int64_t fixed_kv_bytes(const kv::KvLayout& layout) {
+  return static_cast<int64_t>(layout.num_state_layers) * layout.state_floats * layout.max_sequences *
+         (1 + layout.state_rollback_rows) * static_cast<int64_t>(sizeof(float));
+}
+
+KvPoolSize size_kv_pool(model::Model& model, const EngineConfig& config, int32_t max_context) {
+  const kv::KvLayout one = sized_layout(model, 1, config);
+  const KvDemand demand{.bytes_per_block = static_cast<int64_t>(one.bytes_per_block()),
+                        .block_size = config.block_size,
+                        .max_context = max_context,
+                        .max_concurrent = config.max_concurrent};
+  if (config.num_blocks > 0) return kv_pool_from_blocks(config.num_blocks, demand);
+  const int64_t fixed = fixed_kv_bytes(one);
+  if (config.kv_memory_bytes > 0) return kv_pool_from_bytes(config.kv_memory_bytes - fixed, demand);
+  if (auto memory = memory_after_warmup(model, config, max_context))
+    return kv_pool_on_device(static_cast<int64_t>(memory->free_bytes) - fixed,
+                             static_cast<int64_t>(memory->total_bytes), config.gpu_memory_utilization, demand);
+  return kv_pool_on_host(host_available_bytes() - fixed, demand);
 }
 
 }  // namespace
@@ -55,18 +111,6 @@ class EngineLoop : public KvAllocator {
   }
   void cancel(RequestId id) { inbox_.post_cancellation(id); }
   EngineStats stats() const { return stats_.snapshot(); }
-
-  // A hybrid model's recurrent state is sized by the engine: one working state per request
-  // that can run at once, and a rollback ring deep enough for every draft of a verify step
-  // to be rejected (k + 1 rows), so speculation never needs a recomputation.
-  static kv::KvLayout sized_layout(model::Model& model, int32_t num_blocks, const EngineConfig& config) {
-    kv::KvLayout layout = model.kv_layout(num_blocks, config.block_size);
-    if (layout.num_state_layers > 0) {
-      layout.max_sequences = std::max(1, config.max_concurrent);
-      layout.state_rollback_rows = config.drafter ? std::max(1, config.num_speculative_tokens) + 1 : 1;
-    }
-    return layout;
-  }
 
   // KvAllocator
   int32_t begin_sequence(RequestId id) override {
@@ -257,18 +301,20 @@ std::atomic<RequestId> next_request_id{1};
 }
 
 Engine::Engine(model::Model& model, const EngineConfig& config) : model_(model), config_(config) {
-  const auto& c = model.config();
-  max_context_ = config.max_context > 0 ? config.max_context : static_cast<int32_t>(c.max_position_embeddings);
-  int32_t num_blocks = config.num_blocks;
-  if (num_blocks <= 0) {
-    const size_t per_block = model.kv_layout(1, config.block_size).bytes_per_block();
-    num_blocks = static_cast<int32_t>(std::max<size_t>(1, config.kv_memory_bytes / per_block));
+  const int32_t context =
+      config.max_context > 0 ? config.max_context : static_cast<int32_t>(model.config().max_position_embeddings);
+  kv_pool_ = size_kv_pool(model, config, context);
+  log::debug("KV pool: {}", kv_pool_.why);  // `tachyon serve` prints it per model
+  max_context_ = context;
+  const int64_t pool_tokens = static_cast<int64_t>(kv_pool_.num_blocks) * config.block_size;
+  if (pool_tokens < context) {
+    max_context_ = static_cast<int32_t>(pool_tokens);
+    log::warn("the KV pool holds {} tokens, less than the context of {}: the context is {} tokens (give more KV "
+              "memory for the full context)",
+              pool_tokens, context, max_context_);
   }
-  if (static_cast<int64_t>(num_blocks) * config.block_size < max_context_)
-    log::warn("KV cache holds {} tokens, less than the context of {}: long requests will be refused",
-              static_cast<int64_t>(num_blocks) * config.block_size, max_context_);
-  config_.num_blocks = num_blocks;
-  loop_ = std::make_unique<EngineLoop>(*this, model, config_, num_blocks);
+  config_.num_blocks = kv_pool_.num_blocks;
+  loop_ = std::make_unique<EngineLoop>(*this, model, config_, kv_pool_.num_blocks);
 }
 
 Engine::~Engine() = default;
@@ -285,9 +331,6 @@ std::shared_ptr<RequestStream> Engine::submit(GenerationRequest request) {
   if (total > max_context_)
     throw Error("prompt ({} tokens) + max_tokens ({}) exceed the context of {} tokens", request.prompt.size(),
                 request.max_tokens, max_context_);
-  const int64_t kv_capacity = static_cast<int64_t>(config_.num_blocks) * config_.block_size;
-  if (total > kv_capacity)
-    throw Error("prompt + max_tokens ({} tokens) exceed the KV cache of {} tokens", total, kv_capacity);
   request.sampling.validate(vocab);
   if (request.grammar) {
     if (!config_.vocabulary) throw Error("this engine has no token vocabulary, so it cannot constrain decoding");

@@ -23,6 +23,7 @@
 #include <optional>
 #include <thread>
 
+#include "engine/kv_sizing.h"
 #include "engine/request.h"
 #include "engine/stats.h"
 #include "model/model.h"
@@ -35,9 +36,17 @@ struct EngineConfig {
   int32_t max_concurrent = 16;        // running requests at most
   int32_t max_tokens_per_step = 512;  // token budget of one forward (chunked prefill)
   int32_t block_size = 16;
-  int32_t num_blocks = 0;             // 0: derived from kv_memory_bytes
-  size_t kv_memory_bytes = size_t{1} << 30;
-  int32_t max_context = 0;            // 0: the model's max_position_embeddings
+  // The KV pool (engine/kv_sizing.h): num_blocks > 0 takes exactly that many blocks; else
+  // kv_memory_bytes > 0 as many as fit in those bytes; else it is sized from the machine: a GPU's
+  // gpu_memory_utilization after the weights and a warm-up step, or a share of the host's
+  // available memory capped at max_concurrent full contexts.
+  int32_t num_blocks = 0;
+  int64_t kv_memory_bytes = 0;
+  double gpu_memory_utilization = 0.90;
+  // 0: the model's max_position_embeddings. Either way at most what the KV pool holds (the
+  // engine shortens it, with a warning), so one request alone always fits and a request is
+  // refused only for a prompt longer than the context.
+  int32_t max_context = 0;
   bool prefix_cache = true;
   // Overlapped decoding: a plain decode step is issued before the tokens of the step before it
   // are read (its rows read them on the device), so the device does not idle while the host
@@ -101,13 +110,16 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Validates (prompt non-empty, ids in the vocabulary, prompt + max_tokens within the
-  // context, sampling parameters) and queues the request. Throws tachyon::Error naming
+  // context, sampling parameters) and queues the request. The KV pool never refuses one:
+  // the context fits in it, and when concurrent requests fill it the newest are preempted and
+  // recomputed later. Throws tachyon::Error naming
   // the problem; nothing is queued then.
   std::shared_ptr<RequestStream> submit(GenerationRequest request);
   void cancel(RequestId id);
   EngineStats stats() const;
 
   int32_t max_context() const { return max_context_; }
+  const KvPoolSize& kv_pool() const { return kv_pool_; }
   const model::Model& model() const { return model_; }
 
  private:
@@ -115,6 +127,7 @@ class Engine {
   model::Model& model_;
   EngineConfig config_;
   int32_t max_context_;
+  KvPoolSize kv_pool_;
   std::unique_ptr<class EngineLoop> loop_;
 };
 

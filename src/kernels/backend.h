@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -77,6 +78,13 @@ class Backend {
     for (const DeviceCopy& c : copies) copy_on_device(c.dst, c.src, c.bytes);
   }
   virtual void synchronize() {}
+  // The device's own memory (a GPU's: free and total bytes now), for sizing the KV pool from
+  // what is left after weights and workspaces. nullopt: the backend runs in host memory.
+  struct DeviceMemory {
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+  };
+  virtual std::optional<DeviceMemory> device_memory() { return std::nullopt; }
   // Count of one-time work done so far (the CUDA backend: graphs captured). Steps during
   // which it grows are warm-up, not steady-state cost: the engine's gates do not time them.
   virtual uint64_t warmup_events() const { return 0; }

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -41,19 +39,6 @@ std::string_view without_latest(std::string_view name) {
 }
 
 }  // namespace
-
-int64_t host_available_bytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string line;
-  while (std::getline(meminfo, line)) {
-    if (line.rfind("MemAvailable:", 0) != 0) continue;
-    std::istringstream fields(line.substr(13));
-    int64_t kib = 0;
-    fields >> kib;
-    return kib * 1024;
-  }
-  return INT64_MAX;  // unknown: never the reason to unload
-}
 
 ModelRegistry::ModelRegistry(std::vector<ModelEntry> entries, ModelLoader loader, ModelBudget budget)
     : loader_(std::move(loader)), budget_(std::move(budget)) {

@@ -114,7 +114,4 @@ using PullJob = std::function<ModelEntry(const PullProgressFn& progress)>;
 // sent) and returns its download. Null: the server does not pull.
 using ModelPuller = std::function<PullJob(const std::string& name)>;
 
-// The host's available memory (/proc/meminfo MemAvailable), the default budget's measure.
-int64_t host_available_bytes();
-
 }  // namespace tachyon::server

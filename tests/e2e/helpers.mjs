@@ -123,5 +123,5 @@ export async function startOwnServer(flags, modelDir = process.env.TACHYON_MODEL
     });
     server.on('exit', (code, signal) => reject(new Error(`tachyon serve exited (${code ?? signal}):\n${log}`)));
   });
-  return { server, port };
+  return { server, port, log: () => log };
 }

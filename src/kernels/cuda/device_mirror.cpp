@@ -43,6 +43,13 @@ void* CudaBackend::allocate(size_t bytes) {
   return p;
 }
 
+std::optional<Backend::DeviceMemory> CudaBackend::device_memory() {
+  synchronize();  // frees and workspace growth issued so far are accounted for
+  DeviceMemory m;
+  TACHYON_CUDA_CHECK(cudaMemGetInfo(&m.free_bytes, &m.total_bytes));
+  return m;
+}
+
 void CudaBackend::deallocate(void* ptr) {
   if (!ptr) return;
   flush();  // recorded ops may still use it

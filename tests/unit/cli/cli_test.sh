@@ -59,6 +59,19 @@ c="$("$tachyon" run "def add(a, b):" -n 6 --show-ids 2> /dev/null)"
 [[ -n "$a" && "$a" == "$b" && "$a" == "$c" ]] || fail "run --prompt: '$a' vs '$b' vs '$c'"
 "$tachyon" info tachyon-demo --json | grep -q '"source": "alias"' || fail "info by alias"
 
+# info prints KV bytes per token per format (demo: 6 layers x 2 KV heads x 64 x K,V) and the longest context
+"$tachyon" info 2> /dev/null > "$tmp/info_kv.txt"
+grep -q '^KV per token *bf16 3072 B, f32 6144 B$' "$tmp/info_kv.txt" || fail "info KV: $(grep KV "$tmp/info_kv.txt")"
+grep -q '^longest context  bf16 [0-9]*, f32 [0-9]* tokens (CPU default pool' "$tmp/info_kv.txt" ||
+  fail "info longest context: $(grep longest "$tmp/info_kv.txt")"
+# the KV sizing flags: byte suffixes, the older --kv-memory GiB, and clear errors
+"$tachyon" run --ids 1,2,3 -n 3 --kv-cache-memory 8M > /dev/null 2>&1 || fail "run --kv-cache-memory 8M"
+"$tachyon" run --ids 1,2,3 -n 3 --kv-memory 0.01 > /dev/null 2>&1 || fail "run --kv-memory 0.01 (GiB)"
+if "$tachyon" run --ids 1,2,3 -n 3 --kv-cache-memory lots 2> "$tmp/err" > /dev/null; then fail "--kv-cache-memory lots"; fi
+grep -q "'lots' is not a byte size" "$tmp/err" || fail "--kv-cache-memory error: $(cat "$tmp/err")"
+if "$tachyon" run --ids 1,2,3 -n 3 --kv-cache-memory 1K 2> "$tmp/err" > /dev/null; then fail "--kv-cache-memory 1K"; fi
+grep -q "holds no block" "$tmp/err" || fail "--kv-cache-memory 1K error: $(cat "$tmp/err")"
+
 # info --json names the speculation methods
 "$tachyon" info --json | grep -q '"MTP heads: 1, all 15 tensors verified"' || fail "info --json"
 # info --json says where draft trees apply: not on a hybrid (recurrent-state) model

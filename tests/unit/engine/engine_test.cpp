@@ -9,9 +9,11 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/host_memory.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/model.h"
+#include "spec/ngram.h"
 #include "engine_test_helpers.h"
 
 namespace tachyon::engine {
@@ -148,7 +150,9 @@ TEST(Engine, RejectsRequestsThatCanNeverFit) {
   EXPECT_THROW(engine.submit(greedy({1, 2, 99999}, 4)), Error);
   EXPECT_THROW(engine.submit(greedy(random_prompt(10, 1), 0)), Error);
   EXPECT_THROW(engine.submit(greedy(random_prompt(990, 1), 20)), Error);  // > context
-  EXPECT_THROW(engine.submit(greedy(random_prompt(120, 1), 20)), Error);  // > 8 blocks of KV
+  // The context is shortened to the pool's 8 blocks: 128 tokens.
+  EXPECT_EQ(engine.max_context(), 128);
+  EXPECT_THROW(engine.submit(greedy(random_prompt(120, 1), 20)), Error);  // > the context
   auto bad = greedy(random_prompt(10, 1), 4);
   bad.sampling.top_p = 2;
   EXPECT_THROW(engine.submit(bad), Error);
@@ -247,6 +251,62 @@ TEST(Engine, SampledStepsDrawOnTheBackendWithTheRequestsGenerator) {
   Engine alone(*model, {.num_blocks = 256});
   auto b_alone = alone.submit(greedy(random_prompt(12, 70), 24));
   EXPECT_EQ(tb, collect(*b_alone));
+}
+
+// Requests that generate to the end of the context (no max_tokens: the server asks for the
+// rest of the context), more of them than the pool holds: the newest are preempted and
+// recomputed, every one reaches the context with exactly the tokens it gets alone, and every
+// block comes back.
+TEST(Engine, RequestsToTheEndOfTheContextAllCompleteInATinyPoolWithTheirOwnTokens) {
+  auto& f = fixture();
+  constexpr int32_t kContext = 80;
+  std::vector<std::vector<int32_t>> prompts, alone;
+  for (uint32_t i = 0; i < 5; ++i) prompts.push_back(random_prompt(9 + 3 * i, 300 + i));
+  {
+    Engine engine(*f.model, {.max_concurrent = 1, .num_blocks = 64, .max_context = kContext, .prefix_cache = false});
+    for (auto& p : prompts)
+      alone.push_back(collect(*engine.submit(greedy(p, kContext - static_cast<int32_t>(p.size())))));
+  }
+  // 5 requests of 80 tokens need 25 blocks; the pool holds one context and a block (6). With
+  // prompt lookup too: a preempted request's drafts are dropped, not recomputed.
+  for (const bool speculate : {false, true}) {
+    SCOPED_TRACE(speculate ? "ngram drafter" : "no drafter");
+    const auto drafter = spec::make_ngram_drafter({});
+    Engine engine(*f.model, {.max_concurrent = 5, .max_tokens_per_step = 32, .num_blocks = 6, .max_context = kContext,
+                             .drafter = speculate ? drafter.get() : nullptr, .gates = false});
+    ASSERT_EQ(engine.max_context(), kContext);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (auto& p : prompts) streams.push_back(engine.submit(greedy(p, kContext - static_cast<int32_t>(p.size()))));
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      RequestOutput last;
+      const auto tokens = collect(*streams[i], &last);
+      EXPECT_EQ(last.finish, FinishReason::Length) << "request " << i;
+      EXPECT_EQ(static_cast<int32_t>(prompts[i].size() + tokens.size()), kContext) << "request " << i;
+      EXPECT_EQ(tokens, alone[i]) << "request " << i;
+    }
+    const auto st = idle_stats(engine);
+    EXPECT_GT(st.preemptions, 0u);
+    EXPECT_EQ(st.kv_blocks_free, 6);
+  }
+}
+
+// Without a size, a CPU engine's pool holds max_concurrent full contexts when the host has
+// room for them (engine/kv_sizing.h), and a context longer than the pool is shortened to it.
+TEST(Engine, PoolIsSizedFromTheHostAndTheContextFitsIt) {
+  auto& f = fixture();
+  Engine engine(*f.model, {.max_concurrent = 2});
+  const int64_t per_block = static_cast<int64_t>(f.model->kv_layout(1, 16).bytes_per_block());
+  const int64_t full_use = 2 * f.model->config().max_position_embeddings / 16;
+  if (host_share_blocks(host_available_bytes(), per_block) >= full_use) {
+    EXPECT_EQ(engine.kv_pool().num_blocks, full_use) << engine.kv_pool().why;
+    EXPECT_EQ(engine.max_context(), f.model->config().max_position_embeddings);
+  } else {
+    EXPECT_LT(engine.kv_pool().num_blocks, full_use) << engine.kv_pool().why;
+  }
+  Engine small(*f.model, {.kv_memory_bytes = 10 * per_block});
+  EXPECT_EQ(small.kv_pool().num_blocks, 10);
+  EXPECT_EQ(small.max_context(), 160);
+  EXPECT_EQ(collect(*small.submit(greedy(random_prompt(150, 4), 10))).size(), 10u);
 }
 
 }  // namespace

@@ -108,5 +108,39 @@ TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOutAndNeverLosesARequest) {
   EXPECT_EQ(kv.free_, 4);
 }
 
+// Many requests that each generate to the end of the context, in a pool that holds the context
+// once and a bit: every step makes progress, every request reaches the context, nothing leaks.
+TEST(Scheduler, ManyRequestsGeneratingToTheContextEndAllCompleteInATinyPool) {
+  constexpr int32_t kBlockSize = 4, kContext = 32, kRequests = 6;
+  FakeKv kv(kContext / kBlockSize + 2, kBlockSize);
+  Scheduler s({.max_concurrent = kRequests, .max_tokens_per_step = 16}, kv);
+  std::map<RequestId, int32_t> tokens;
+  for (RequestId id = 1; id <= kRequests; ++id) {
+    tokens[id] = 3 + static_cast<int32_t>(id);
+    s.add(id, tokens[id]);
+  }
+  int32_t steps = 0;
+  std::map<RequestId, bool> done;
+  while (done.size() < kRequests) {
+    ASSERT_LT(++steps, 10000) << "no progress";
+    StepPlan plan = s.schedule();
+    ASSERT_FALSE(plan.chunks.empty()) << "step " << steps << " schedules nothing with work left";
+    for (const auto& c : plan.chunks) {
+      s.on_computed(c.id, c.count);
+      if (!c.completes) continue;
+      if (++tokens[c.id] == kContext) {  // the sampled token fills the context: finished (length)
+        s.remove(c.id);
+        done[c.id] = true;
+      } else {
+        s.on_token_appended(c.id);
+      }
+    }
+  }
+  EXPECT_GT(s.num_preemptions(), 0u);
+  EXPECT_EQ(s.num_running() + s.num_waiting(), 0);
+  EXPECT_EQ(kv.free_, kContext / kBlockSize + 2);
+  EXPECT_TRUE(kv.held_.empty());
+}
+
 }  // namespace
 }  // namespace tachyon::engine

@@ -1,0 +1,18 @@
+// What `tachyon info` says about KV memory: bytes per token in each storage format, and the
+// longest context that fits with the default sizing of this machine's CPU (engine/kv_sizing.h:
+// kHostKvShare of the memory available now). A GPU's pool depends on its memory and is
+// reported by `tachyon serve` at start-up.
+#pragma once
+
+#include "base/json.h"
+#include "kv/kv_cache.h"
+
+namespace tachyon::cli {
+
+// `layout`: the model's KV layout (any block count); `context`: max_position_embeddings;
+// `available`: host bytes available now.
+Json kv_memory_report(const kv::KvLayout& layout, int64_t context, int64_t available);
+// The report as the lines of `info`'s text form.
+std::string kv_memory_lines(const Json& report);
+
+}  // namespace tachyon::cli

@@ -1,0 +1,57 @@
+// How many KV blocks the pool gets, decided once when an engine starts (counts and bytes only:
+// the engine measures the machine and passes the numbers in, so these rules test on counts).
+//
+//   explicit blocks (--kv-blocks)      that many
+//   explicit bytes (--kv-cache-memory) as many blocks as fit in them
+//   a GPU                              utilization × its memory, minus what weights and the
+//                                      warmed-up workspaces already use (vLLM's rule); the
+//                                      pool is not capped: spare blocks keep prefixes cached
+//   the host (CPU)                     kHostKvShare of the memory available after the weights
+//                                      were loaded, capped at what max_concurrent sequences of
+//                                      the full context need (a small model does not reserve
+//                                      gigabytes). Pool pages are only touched once written,
+//                                      so resident memory grows with use, not with the pool.
+//
+//   KvDemand d{.bytes_per_block = layout.bytes_per_block(), .block_size = 16, .max_context = 40960,
+//              .max_concurrent = 16};
+//   KvPoolSize size = kv_pool_on_host(host_available_bytes(), d);
+//   log::info("KV pool: {}", size.why);
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tachyon::engine {
+
+// The share of the host's available memory a CPU engine's KV pool may take by default: half,
+// so that the page cache, the server's buffers and a second model keep room.
+inline constexpr double kHostKvShare = 0.5;
+inline constexpr double kDefaultGpuMemoryUtilization = 0.90;
+
+struct KvDemand {
+  int64_t bytes_per_block = 0;  // kv::KvLayout::bytes_per_block() of the storage format
+  int32_t block_size = 16;
+  int32_t max_context = 0;      // tokens one sequence may reach
+  int32_t max_concurrent = 1;   // sequences at once
+  int64_t blocks_for_full_use() const;  // max_concurrent sequences of max_context tokens
+};
+
+struct KvPoolSize {
+  int32_t num_blocks = 0;
+  int64_t bytes = 0;
+  std::string why;  // one line for the start-up log: the rule and its numbers
+};
+
+KvPoolSize kv_pool_from_blocks(int32_t num_blocks, const KvDemand& demand);
+// Throws tachyon::Error when `bytes` cannot hold a single block.
+KvPoolSize kv_pool_from_bytes(int64_t bytes, const KvDemand& demand);
+// `available`: host memory available now (after the weights), see base/host_memory.h.
+KvPoolSize kv_pool_on_host(int64_t available, const KvDemand& demand);
+// The blocks kHostKvShare of `available` holds (before the full-use cap): what bounds the
+// longest context on a CPU.
+int64_t host_share_blocks(int64_t available, int64_t bytes_per_block);
+// `free`/`total`: the device's memory after the weights and a warm-up step's workspaces.
+// Throws tachyon::Error when `utilization` leaves no room for a block.
+KvPoolSize kv_pool_on_device(int64_t free, int64_t total, double utilization, const KvDemand& demand);
+
+}  // namespace tachyon::engine

@@ -1,0 +1,40 @@
+// A KV pool sized for the machine costs resident memory only as it is used: creating it and
+// reserving blocks writes nothing, so the process's RSS grows with written tokens, not with
+// the pool.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <unistd.h>
+
+#include "kernels/backend.h"
+#include "kv/kv_cache.h"
+
+namespace tachyon::kv {
+namespace {
+
+int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+TEST(KvPoolMemory, ALargePoolIsNotResidentUntilWritten) {
+  auto backend = kernels::make_backend("cpu");
+  // 6 layers x 2 KV heads x 64 x 4096 blocks of 16: 48 MiB of K and V per layer, 576 MiB in all.
+  const KvLayout layout{.num_layers = 6, .num_kv_heads = 2, .head_dim = 64, .block_size = 16, .num_blocks = 4096};
+  const int64_t before = resident_bytes();
+  KvCache kv(*backend, layout);
+  const SeqId seq = kv.add_sequence();
+  ASSERT_TRUE(kv.reserve(seq, 1000 * 16));
+  const int64_t grown = resident_bytes() - before;
+  EXPECT_LT(grown, int64_t{16} << 20) << "the pool's pages were touched at allocation";
+  // Writing one block of one layer makes (about) that much resident, not the pool.
+  const kernels::PagedKv layer = kv.layer(0);
+  const size_t block_floats = static_cast<size_t>(16 * 2 * 64);
+  for (size_t i = 0; i < block_floats; ++i) layer.k[i] = 1.f;
+  EXPECT_LT(resident_bytes() - before, int64_t{16} << 20);
+}
+
+}  // namespace
+}  // namespace tachyon::kv
