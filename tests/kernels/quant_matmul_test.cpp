@@ -5,6 +5,7 @@
 // weights; uploads own their bytes.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -191,6 +192,37 @@ TEST(QuantMoe, QuantizedExpertsMatchDenseAndReference) {
       EXPECT_TRUE(same_bits(a, b)) << qc.name() << " rows " << rows;
       EXPECT_LT(max_rel(a, c), 1e-5) << qc.name() << " rows " << rows;
     }
+  }
+}
+
+// NaN codes (e4m3fn 0x7f / 0xff) and NaN scales (e8m0 255) give NaN outputs on every path,
+// and leave the other outputs' bits alone.
+TEST(QuantMatmulNaN, NaNCodesAndScalesPropagate) {
+  std::mt19937 rng(8);
+  for (const QuantCase& qc : {QuantCase{WeightFormat::Fp8Block, 8, 16, DType::F32}, QuantCase{WeightFormat::Mxfp4, 4, 32, DType::U8}}) {
+    const int64_t n = 69, k = 64;
+    QuantHost h = random_quant(qc, n, k, rng);
+    for (int64_t r = 0; r < n; r += 3) {
+      if (qc.format == WeightFormat::Fp8Block) h.codes[static_cast<size_t>(r * k + r % k)] = r % 2 ? 0xff : 0x7f;
+      else h.scales[static_cast<size_t>(r * (k / 32))] = 255;
+    }
+    const Packed p = pack(h.w);
+    const auto x = random_vec(static_cast<size_t>(2 * k), rng);
+    std::vector<cpu::MatmulRangeFn> paths = {cpu::matmul_range_portable};
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) paths.push_back(cpu::matmul_range_avx2);
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) paths.push_back(cpu::matmul_range_avx512);
+#endif
+    std::vector<float> first;
+    for (auto fn : paths)
+      for (int64_t rows : {1, 2, 7}) {
+        std::vector<float> out(static_cast<size_t>(rows * n));
+        fn(x.data(), rows, p.w, 0, n, out.data(), n);
+        for (int64_t m = 0; m < rows; ++m)
+          for (int64_t r = 0; r < n; ++r) EXPECT_EQ(std::isnan(out[m * n + r]), r % 3 == 0) << qc.name() << " " << r;
+        if (first.empty()) first.assign(out.begin(), out.begin() + n);
+        for (int64_t r = 1; r < n; r += 3) EXPECT_EQ(out[r], first[r]) << qc.name() << " " << r;
+      }
   }
 }
 

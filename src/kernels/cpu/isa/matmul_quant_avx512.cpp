@@ -1,7 +1,7 @@
 // AVX-512 matmul over quantized Panel64 weights (cpu/isa/matmul_quant.h). Compiled like
 // matmul_avx512.cpp; only called when the CPU has AVX-512F/BW. One k step of a panel is 32
 // (4-bit) or 64 (8-bit) bytes: zero-extended to 32-bit lanes, decoded to the codes' f32 values
-// (a 16-entry permute for 4-bit codes, a convert or exponent arithmetic for 8-bit), then
+// (a 16-entry permute for 4-bit codes, a convert for 8-bit integers, f16 bits for e4m3), then
 // times the group's scale (plus bias), exactly as the scalar definition, and into the same
 // fma chains as the dense tiles. Scales are loaded once per group as stored (F16 by vcvtph2ps,
 // BF16 by a shift, e8m0 by an exponent shift), so decode streams only the packed bytes.
@@ -53,16 +53,19 @@ inline __m512 four_bit_table() {
                         four_bit_value<C>(12), four_bit_value<C>(13), four_bit_value<C>(14), four_bit_value<C>(15));
 }
 
-// e4m3fn bytes (one per 32-bit lane) to f32, as tachyon::fp8_e4m3_to_f32: normals by moving
-// exponent and mantissa into place (exponent + 120), subnormals as m · 2^-9, 0x7f/0xff NaN.
-inline __m512 e4m3_to_f32(__m512i b) {
-  const __m512i m7 = _mm512_and_si512(b, _mm512_set1_epi32(0x7f));
-  const __m512i normal = _mm512_add_epi32(_mm512_slli_epi32(m7, 20), _mm512_set1_epi32(120 << 23));
-  const __m512 sub = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(7))), _mm512_set1_ps(1.f / 512.f));
-  __m512 v = _mm512_mask_mov_ps(_mm512_castsi512_ps(normal), _mm512_cmplt_epu32_mask(m7, _mm512_set1_epi32(8)), sub);
-  v = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), _mm512_slli_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x80)), 24)));
-  return _mm512_mask_mov_ps(v, _mm512_cmpeq_epi32_mask(m7, _mm512_set1_epi32(0x7f)),
-                            _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000)));
+// 32 e4m3fn bytes to f32 (two vectors of 16), as tachyon::fp8_e4m3_to_f32: an e4m3fn byte's
+// bits moved up by 7 (sign by 8) are the f16 of its value / 256 (same mantissa width apart,
+// subnormals included: f16 has 5 exponent bits), so vcvtph2ps and an exact × 256 decode it;
+// 0x7f / 0xff become the f16 NaN first.
+inline void e4m3_to_f32(__m256i bytes, __m512 v[2]) {
+  const __m512i x = _mm512_cvtepu8_epi16(bytes);
+  const __m512i magnitude = _mm512_and_si512(x, _mm512_set1_epi16(0x7f));
+  __m512i half = _mm512_ternarylogic_epi32(_mm512_slli_epi16(magnitude, 7), _mm512_slli_epi16(x, 8),
+                                           _mm512_set1_epi16(static_cast<short>(0x8000)), 0xF8);  // a | (b & c)
+  half = _mm512_mask_mov_epi16(half, _mm512_cmpeq_epi16_mask(magnitude, _mm512_set1_epi16(0x7f)), _mm512_set1_epi16(0x7e00));
+  const __m512 scale = _mm512_set1_ps(256.f);
+  v[0] = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(half)), scale);
+  v[1] = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(half, 1)), scale);
 }
 
 // The codes' values (before scales) of one k step: outputs [16j, 16j + 16) in v[j].
@@ -76,12 +79,14 @@ inline void decode64(const uint8_t* p, __m512 table, __m512 v[4]) {
     v[1] = _mm512_permutexvar_ps(hi, table);
     v[2] = _mm512_permutexvar_ps(_mm512_srli_epi32(lo, 4), table);
     v[3] = _mm512_permutexvar_ps(_mm512_srli_epi32(hi, 4), table);
+  } else if constexpr (C == Codes::E4M3) {
+    e4m3_to_f32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), v);
+    e4m3_to_f32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)), v + 2);
   } else {
     for (int j = 0; j < 4; ++j) {
       const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * j));
       if constexpr (C == Codes::S8) v[j] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
-      else if constexpr (C == Codes::U8) v[j] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes));
-      else v[j] = e4m3_to_f32(_mm512_cvtepu8_epi32(bytes));
+      else v[j] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes));
     }
   }
 }
