@@ -207,7 +207,7 @@ TEST(QuantMatmulNaN, NaNCodesAndScalesPropagate) {
       else h.scales[static_cast<size_t>(r * (k / 32))] = 255;
     }
     const Packed p = pack(h.w);
-    const auto x = random_vec(static_cast<size_t>(2 * k), rng);
+    const auto x = random_vec(static_cast<size_t>(7 * k), rng);
     std::vector<cpu::MatmulRangeFn> paths = {cpu::matmul_range_portable};
 #if defined(__x86_64__)
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) paths.push_back(cpu::matmul_range_avx2);
