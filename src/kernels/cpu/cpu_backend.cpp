@@ -73,7 +73,6 @@ void CpuBackend::rms_norm(const float* x, const Weight& w, int64_t rows, int64_t
 Weight CpuBackend::upload_weight(const Weight& host) {
   if (host.quantized()) return upload_quantized(host);
   if (host.rows <= 1) return ReferenceBackend::upload_weight(host);  // vectors stay as they are
-  TACHYON_CHECK(host.layout == WeightLayout::RowMajor, "weights arrive row-major");
   const size_t bytes = static_cast<size_t>(cpu::panel64_padded_rows(host.rows) * host.cols) * dtype_size(host.dtype);
   void* packed = allocate(bytes);
   cpu::pack_panel64(host, packed);
