@@ -1,7 +1,7 @@
 // Quantized weights on the CPU and reference backends: every ISA path gives the canonical bits
 // (the scalar definition's f32 weights through the dense fma chain) for every format, bits,
-// group and scale dtype, row count (register tiles of 1..6 rows, the dequantized-panel path
-// above) and output count (panel tails); embeddings, MoE experts and cpu-bf16 on quantized
+// group and scale dtype, row count (register tiles, and the dequantized f32 panel of many rows)
+// and output count (panel tails); embeddings, MoE experts and cpu-bf16 on quantized
 // weights; uploads own their bytes.
 #include <gtest/gtest.h>
 
@@ -62,7 +62,8 @@ TEST_P(QuantMatmul, EveryIsaGivesTheCanonicalBits) {
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
 #endif
-  for (int64_t rows : {1, 2, 5, 6, 7, 64}) {
+  // 1..7: register tiles; 13 and 25: past the AVX2 / AVX-512 limits, a dequantized f32 panel.
+  for (int64_t rows : {1, 2, 5, 6, 7, 13, 25, 64}) {
     const auto x = random_vec(static_cast<size_t>(rows * k), rng);
     const std::vector<float> want = canonical_matmul(x.data(), rows, w, n, k);
     auto run = [&](cpu::MatmulRangeFn fn, const Weight& wt, int64_t n_begin) {

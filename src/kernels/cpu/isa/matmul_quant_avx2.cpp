@@ -1,9 +1,9 @@
 // AVX2 + FMA + F16C matmul over quantized Panel64 weights (cpu/isa/matmul_quant.h). Compiled
 // like matmul_avx2.cpp. A register tile is MR rows by 32 outputs (one half of a panel: for
 // 4-bit codes the low nibbles of the step's 32 bytes, or their high nibbles); codes are
-// zero-extended 8 at a time, decoded to their f32 values by integer arithmetic (e2m1 by an
-// 8-entry permute and the sign bit), scaled as the scalar definition, and fed to the dense
-// tiles' fma chains.
+// zero-extended 8 at a time (one extension serves both nibbles when a tile covers the whole
+// panel), decoded to their f32 values by integer arithmetic (e2m1 by an 8-entry permute and
+// the sign bit), scaled as the scalar definition, and fed to the dense tiles' fma chains.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -50,38 +50,53 @@ inline __m256 e4m3_to_f32(__m256i b) {
                           _mm256_castsi256_ps(_mm256_cmpeq_epi32(m7, _mm256_set1_epi32(0x7f))));
 }
 
-// The value of 8 codes (one per lane; 4-bit codes already isolated).
+// The value of 8 eight-bit codes (one per lane).
 template <Codes C>
 inline __m256 decode8(__m256i code) {
-  if constexpr (C == Codes::U4 || C == Codes::U8 || C == Codes::S8) {
-    return _mm256_cvtepi32_ps(code);
+  if constexpr (C == Codes::E4M3) return e4m3_to_f32(code);
+  else return _mm256_cvtepi32_ps(code);
+}
+
+// The value of the low (H = 0) or high (H = 1) nibbles of 8 zero-extended bytes: U4 masked or
+// shifted down, S4 sign-extended by a shift pair, e2m1 by an 8-entry permute of its magnitude
+// (vpermps reads the low 3 bits) and its sign bit moved to bit 31.
+template <Codes C, int H>
+inline __m256 nibble_values(__m256i bytes) {
+  if constexpr (C == Codes::U4) {
+    return _mm256_cvtepi32_ps(H == 0 ? _mm256_and_si256(bytes, _mm256_set1_epi32(15)) : _mm256_srli_epi32(bytes, 4));
   } else if constexpr (C == Codes::S4) {
-    const __m256i eight = _mm256_set1_epi32(8);
-    return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_xor_si256(code, eight), eight));
-  } else if constexpr (C == Codes::E2M1) {
-    const __m256 magnitudes = _mm256_setr_ps(0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f);
-    const __m256 magnitude = _mm256_permutevar8x32_ps(magnitudes, code);  // low 3 bits
-    return _mm256_or_ps(magnitude, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(code, _mm256_set1_epi32(8)), 28)));
+    return _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(bytes, H == 0 ? 28 : 24), 28));
   } else {
-    return e4m3_to_f32(code);
+    const __m256 magnitudes = _mm256_setr_ps(0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f);
+    const __m256 magnitude = _mm256_permutevar8x32_ps(magnitudes, H == 0 ? bytes : _mm256_srli_epi32(bytes, 4));
+    const __m256i sign = _mm256_and_si256(_mm256_slli_epi32(bytes, H == 0 ? 28 : 24), _mm256_set1_epi32(static_cast<int>(0x80000000u)));
+    return _mm256_or_ps(magnitude, _mm256_castsi256_ps(sign));
   }
 }
 
-// The f32 weights of outputs [32h, 32h + 32) of one k step (`p`: the step's first byte).
 template <Codes C>
-inline void weights32(const uint8_t* p, int h, const __m256 s[4], const __m256 b[4], __m256 w[4]) {
+inline __m256 scaled(__m256 v, __m256 s, __m256 b) {
+  return has_bias(C) ? _mm256_fmadd_ps(v, s, b) : _mm256_mul_ps(v, s);
+}
+
+// The f32 weights of outputs [32·(H0 + h), 32·(H0 + h) + 32) for h < NH of one k step (`p`: the
+// step's first byte); 4-bit halves share one zero-extension of the step's bytes.
+template <Codes C, int H0, int NH>
+inline void weights(const uint8_t* p, const __m256 s[][4], const __m256 b[][4], __m256 w[][4]) {
 #pragma GCC unroll 4
   for (int j = 0; j < 4; ++j) {
-    __m256i code;
     if constexpr (four_bit(C)) {
       const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * j)));
-      code = h == 0 ? _mm256_and_si256(bytes, _mm256_set1_epi32(15)) : _mm256_srli_epi32(bytes, 4);
+      w[0][j] = scaled<C>(nibble_values<C, H0>(bytes), s[0][j], b[0][j]);
+      if constexpr (NH == 2) w[1][j] = scaled<C>(nibble_values<C, 1>(bytes), s[1][j], b[1][j]);
     } else {
-      const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 32 * h + 8 * j));
-      code = C == Codes::S8 ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+#pragma GCC unroll 2
+      for (int h = 0; h < NH; ++h) {
+        const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 32 * (H0 + h) + 8 * j));
+        const __m256i code = C == Codes::S8 ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+        w[h][j] = scaled<C>(decode8<C>(code), s[h][j], b[h][j]);
+      }
     }
-    const __m256 v = decode8<C>(code);
-    w[j] = has_bias(C) ? _mm256_fmadd_ps(v, s[j], b[j]) : _mm256_mul_ps(v, s[j]);
   }
 }
 
@@ -110,9 +125,9 @@ void store_outputs(const __m256 acc, float* out, int c, int valid) {
   }
 }
 
-// Outputs [32·h0, 32·(h0 + NH)) of the panel for MR rows of x.
-template <Codes C, DType S, int MR, int NH>
-void tile(const float* x, const PanelRef& pr, int h0, float* out, int64_t ldo, int valid) {
+// Outputs [32·H0, 32·(H0 + NH)) of the panel for MR rows of x.
+template <Codes C, DType S, int MR, int H0, int NH>
+void tile(const float* x, const PanelRef& pr, float* out, int64_t ldo, int valid) {
   __m256 acc[MR][4 * NH];
 #pragma GCC unroll 3
   for (int i = 0; i < MR; ++i)
@@ -123,45 +138,44 @@ void tile(const float* x, const PanelRef& pr, int h0, float* out, int64_t ldo, i
   for (int64_t t0 = 0; t0 < k; t0 += pr.group, scale_at += kPanel) {
     __m256 s[NH][4], b[NH][4];
     for (int h = 0; h < NH; ++h) {
-      load_scales<S>(pr.scales, scale_at + 32 * (h0 + h), s[h]);
-      if constexpr (has_bias(C)) load_scales<S>(pr.biases, scale_at + 32 * (h0 + h), b[h]);
+      load_scales<S>(pr.scales, scale_at + 32 * (H0 + h), s[h]);
+      if constexpr (has_bias(C)) load_scales<S>(pr.biases, scale_at + 32 * (H0 + h), b[h]);
     }
     const int64_t t1 = std::min(k, t0 + pr.group);
     const uint8_t* p = pr.codes + t0 * pr.step_bytes;
     for (int64_t t = t0; t < t1; ++t, p += pr.step_bytes) {
-#pragma GCC unroll 2
-      for (int h = 0; h < NH; ++h) {
-        __m256 wv[4];
-        weights32<C>(p, h0 + h, s[h], b[h], wv);
+      __m256 wv[NH][4];
+      weights<C, H0, NH>(p, s, b, wv);
 #pragma GCC unroll 3
-        for (int i = 0; i < MR; ++i) {
-          const __m256 xb = _mm256_broadcast_ss(x + i * k + t);
-#pragma GCC unroll 4
-          for (int j = 0; j < 4; ++j) acc[i][4 * h + j] = _mm256_fmadd_ps(xb, wv[j], acc[i][4 * h + j]);
-        }
+      for (int i = 0; i < MR; ++i) {
+        const __m256 xb = _mm256_broadcast_ss(x + i * k + t);
+#pragma GCC unroll 8
+        for (int j = 0; j < 4 * NH; ++j) acc[i][j] = _mm256_fmadd_ps(xb, wv[j / 4][j % 4], acc[i][j]);
       }
     }
   }
   for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < 4 * NH; ++j) store_outputs(acc[i][j], out + i * ldo, 32 * h0 + 8 * j, valid);
+    for (int j = 0; j < 4 * NH; ++j) store_outputs(acc[i][j], out + i * ldo, 32 * H0 + 8 * j, valid);
 }
 
 // The panel's f32 weights, k-major ([k][64], output order), for the dense f32 tiles.
 template <Codes C, DType S>
 void dequantize_panel(const PanelRef& pr, float* dst) {
   int64_t scale_at = pr.scale_index;
-  for (int64_t t0 = 0; t0 < pr.k; t0 += pr.group, scale_at += kPanel)
+  for (int64_t t0 = 0; t0 < pr.k; t0 += pr.group, scale_at += kPanel) {
+    __m256 s[2][4], b[2][4];
     for (int h = 0; h < 2; ++h) {
-      __m256 s[4], b[4];
-      load_scales<S>(pr.scales, scale_at + 32 * h, s);
-      if constexpr (has_bias(C)) load_scales<S>(pr.biases, scale_at + 32 * h, b);
-      const int64_t t1 = std::min(pr.k, t0 + pr.group);
-      for (int64_t t = t0; t < t1; ++t) {
-        __m256 wv[4];
-        weights32<C>(pr.codes + t * pr.step_bytes, h, s, b, wv);
-        for (int j = 0; j < 4; ++j) _mm256_storeu_ps(dst + t * kPanel + 32 * h + 8 * j, wv[j]);
-      }
+      load_scales<S>(pr.scales, scale_at + 32 * h, s[h]);
+      if constexpr (has_bias(C)) load_scales<S>(pr.biases, scale_at + 32 * h, b[h]);
     }
+    const int64_t t1 = std::min(pr.k, t0 + pr.group);
+    for (int64_t t = t0; t < t1; ++t) {
+      __m256 wv[2][4];
+      weights<C, 0, 2>(pr.codes + t * pr.step_bytes, s, b, wv);
+      for (int h = 0; h < 2; ++h)
+        for (int j = 0; j < 4; ++j) _mm256_storeu_ps(dst + t * kPanel + 32 * h + 8 * j, wv[h][j]);
+    }
+  }
 }
 
 template <Codes C, DType S>
@@ -173,7 +187,7 @@ void matmul_panels(const float* x, int64_t rows, const Weight& w, int64_t n_begi
     const PanelRef pr = panel_ref(w, n0);
     const int valid = static_cast<int>(std::min<int64_t>(kPanel, n_end - n0));
     float* o = out + n0;
-    if (rows > kMaxQuantRegisterRows) {
+    if (rows > kQuantRegisterRowsAvx2) {
       panel.resize(static_cast<size_t>(k * kPanel));
       dequantize_panel<C, S>(pr, panel.data());
       matmul_f32_panel_avx2(x, rows, k, panel.data(), o, ldo, valid);
@@ -182,10 +196,10 @@ void matmul_panels(const float* x, int64_t rows, const Weight& w, int64_t n_begi
     // As the dense tiles: three rows per half panel, a single row takes the whole panel.
     int64_t m = 0;
     for (; m + 3 <= rows; m += 3) {
-      tile<C, S, 3, 1>(x + m * k, pr, 0, o + m * ldo, ldo, valid);
-      if (valid > 32) tile<C, S, 3, 1>(x + m * k, pr, 1, o + m * ldo, ldo, valid);
+      tile<C, S, 3, 0, 1>(x + m * k, pr, o + m * ldo, ldo, valid);
+      if (valid > 32) tile<C, S, 3, 1, 1>(x + m * k, pr, o + m * ldo, ldo, valid);
     }
-    for (; m < rows; ++m) tile<C, S, 1, 2>(x + m * k, pr, 0, o + m * ldo, ldo, valid);
+    for (; m < rows; ++m) tile<C, S, 1, 0, 2>(x + m * k, pr, o + m * ldo, ldo, valid);
   }
 }
 

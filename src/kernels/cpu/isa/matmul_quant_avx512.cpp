@@ -179,15 +179,18 @@ template <Codes C, DType S>
 void matmul_panels(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
                    int64_t ldo) {
   using TileFn = void (*)(const float*, const PanelRef&, float*, int64_t, int);
-  static constexpr TileFn tiles[kMaxQuantRegisterRows + 1] = {nullptr,          tile<C, S, 1>, tile<C, S, 2>,
-                                                              tile<C, S, 3>, tile<C, S, 4>, tile<C, S, 5>,
-                                                              tile<C, S, 6>};
+  static constexpr TileFn tiles[kMaxQuantTileRows + 1] = {nullptr,          tile<C, S, 1>, tile<C, S, 2>,
+                                                          tile<C, S, 3>, tile<C, S, 4>, tile<C, S, 5>,
+                                                          tile<C, S, 6>};
   thread_local std::vector<float> panel;
   for (int64_t n0 = n_begin; n0 < n_end; n0 += kPanel) {
     const PanelRef pr = panel_ref(w, n0);
     const int valid = static_cast<int>(std::min<int64_t>(kPanel, n_end - n0));
-    if (rows <= kMaxQuantRegisterRows) {
-      tiles[rows](x, pr, out + n0, ldo, valid);
+    if (rows <= kQuantRegisterRowsAvx512) {
+      for (int64_t m = 0; m < rows; m += kMaxQuantTileRows) {
+        const int mr = static_cast<int>(std::min<int64_t>(kMaxQuantTileRows, rows - m));
+        tiles[mr](x + m * w.cols, pr, out + m * ldo + n0, ldo, valid);
+      }
       continue;
     }
     panel.resize(static_cast<size_t>(w.cols * kPanel));
