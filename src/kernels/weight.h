@@ -12,6 +12,17 @@
 //             g·32 + 2·(i % 16) + i / 16, so a vector of 16-bit pairs turns into f32 outputs
 //             g·32 + [0, 16) with one shift and g·32 + [16, 32) with one mask (no widening
 //             shuffle: the conversion costs 1 op per 16 weights instead of 2 per 8).
+//             Quantized formats (CPU backend, cpu/quant_pack.h) keep their codes and scales:
+//             codes  panel p, step k: 64 outputs' codes contiguous, panel p's k = c at
+//                    (p·cols + c)·64·bits/8 bytes. 8-bit: byte j = output j. 4-bit: 32 bytes,
+//                    byte j holds output j (low nibble) and output j + 32 (high nibble), so
+//                    one zero-extension of 16 bytes gives outputs [0,16) and, shifted, [32,48).
+//             scales (and Affine biases) per (panel, group of `quant.group` columns), the
+//                    panel's 64 outputs contiguous: entry ((p·G + c / group)·64 + r % 64),
+//                    G = ceil(cols / group), in `quant.scale_dtype` as stored (F16/BF16/e8m0
+//                    are converted in registers). Fp8Block's block scales are expanded to every
+//                    (panel, block column, output) as F32; Mxfp4's group is 32. Padding rows
+//                    hold code 0 and scale 0. weight_dequant.h reads one element of either layout.
 //   MmaFragments  (CUDA) bf16, rows padded to 128 and cols to 64 with zeros, stored as the B
 //             operands of mma.m16n8k16: units of 8 rows x 32 cols, unit (r/8, c/32) at
 //             ((r/8)·(cols64/32) + c/32)·256 elements; inside a unit, lane (r%8)·4 + (c%8)/2

@@ -1,6 +1,7 @@
 // The scalar definition of every weight format of kernels/weight.h, for row-major (host)
 // weights: what one element is worth. Backends' kernels give these bits; loaders and tests use
-// them to check what they packed.
+// them to check what they packed. Every backend computes a quantized matmul as this f32 value
+// of each element followed by the dense weights' sequential fma chain over k (cpu/dot.h).
 #pragma once
 
 #include <cmath>
@@ -28,36 +29,52 @@ inline float load_scale_value(const void* p, DType dtype, int64_t index) {
   }
 }
 
-// The unsigned code of element (r, c) of a row-major quantized weight.
+// Columns per scale of a quantized weight (Mxfp4: always 32).
+inline int64_t quant_group(const Weight& w) { return w.format == WeightFormat::Mxfp4 ? 32 : w.quant.group; }
+
+// The unsigned code of element (r, c) of a quantized weight, row-major or Panel64 (weight.h).
 inline uint32_t code_at(const Weight& w, int64_t r, int64_t c) {
   const auto* bytes = static_cast<const uint8_t*>(w.data);
+  if (w.layout == WeightLayout::Panel64) {
+    const int64_t j = r % Weight::kPanel, step = (r / Weight::kPanel) * w.cols + c;
+    if (w.quant.bits == 8) return bytes[step * Weight::kPanel + j];
+    const uint8_t byte = bytes[step * (Weight::kPanel / 2) + j % 32];
+    return j < 32 ? (byte & 0xfu) : (byte >> 4);
+  }
   const int64_t i = r * w.cols + c;
   if (w.quant.bits == 8) return bytes[i];
   return (i % 2 == 0) ? (bytes[i / 2] & 0xfu) : (bytes[i / 2] >> 4);
 }
 
-// Element (r, c) of a row-major weight in a quantized format (WeightFormat other than Dense).
+// Index of the scale (and bias) of element (r, c) in `quant.scales` for the weight's layout.
+inline int64_t scale_index(const Weight& w, int64_t r, int64_t c) {
+  const int64_t group = quant_group(w);
+  if (w.layout == WeightLayout::Panel64) {
+    const int64_t groups = (w.cols + group - 1) / group;
+    return ((r / Weight::kPanel) * groups + c / group) * Weight::kPanel + r % Weight::kPanel;
+  }
+  if (w.format == WeightFormat::Fp8Block) return (r / group) * ((w.cols + group - 1) / group) + c / group;
+  return r * (w.cols / group) + c / group;
+}
+
+// Element (r, c) of a weight in a quantized format (WeightFormat other than Dense), row-major
+// or Panel64.
 inline float dequantize_element(const Weight& w, int64_t r, int64_t c) {
   const QuantParams& q = w.quant;
   const uint32_t code = code_at(w, r, c);
+  const int64_t s = scale_index(w, r, c);
   switch (w.format) {
-    case WeightFormat::Affine: {
-      const int64_t s = r * (w.cols / q.group) + c / q.group;
+    case WeightFormat::Affine:
       return std::fma(static_cast<float>(code), load_scale_value(q.scales, q.scale_dtype, s),
                       load_scale_value(q.biases, q.scale_dtype, s));
-    }
     case WeightFormat::Symmetric: {
       const int32_t value = q.bits == 8 ? static_cast<int8_t>(code) : static_cast<int32_t>(code ^ 8u) - 8;
-      return static_cast<float>(value) * load_scale_value(q.scales, q.scale_dtype, r * (w.cols / q.group) + c / q.group);
+      return static_cast<float>(value) * load_scale_value(q.scales, q.scale_dtype, s);
     }
-    case WeightFormat::Fp8Block: {
-      const int64_t blocks_per_row = (w.cols + q.group - 1) / q.group;
-      return tachyon::fp8_e4m3_to_f32(static_cast<uint8_t>(code)) *
-             static_cast<const float*>(q.scales)[(r / q.group) * blocks_per_row + c / q.group];
-    }
+    case WeightFormat::Fp8Block:
+      return tachyon::fp8_e4m3_to_f32(static_cast<uint8_t>(code)) * static_cast<const float*>(q.scales)[s];
     case WeightFormat::Mxfp4:
-      return e2m1_to_f32(static_cast<uint8_t>(code)) *
-             e8m0_to_f32(static_cast<const uint8_t*>(q.scales)[r * (w.cols / 32) + c / 32]);
+      return e2m1_to_f32(static_cast<uint8_t>(code)) * e8m0_to_f32(static_cast<const uint8_t*>(q.scales)[s]);
     case WeightFormat::Dense: break;
   }
   return NAN;

@@ -8,6 +8,8 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "kernels/cpu/isa/matmul.h"
+#include "kernels/cpu/quant_pack.h"
+#include "kernels/quantize.h"
 #include "kernels/reference/rowwise.h"
 
 namespace tachyon::kernels {
@@ -69,6 +71,7 @@ void CpuBackend::rms_norm(const float* x, const Weight& w, int64_t rows, int64_t
 }
 
 Weight CpuBackend::upload_weight(const Weight& host) {
+  if (host.quantized()) return upload_quantized(host);
   if (host.rows <= 1) return ReferenceBackend::upload_weight(host);  // vectors stay as they are
   const size_t bytes = static_cast<size_t>(cpu::panel64_padded_rows(host.rows) * host.cols) * dtype_size(host.dtype);
   void* packed = allocate(bytes);
@@ -77,7 +80,25 @@ Weight CpuBackend::upload_weight(const Weight& host) {
   Weight w = host;
   w.data = packed;
   w.layout = WeightLayout::Panel64;
+  // An I8 weight's row scales (kernels/quantize.h quantize_int8): the host copy is transient.
+  if (host.scales) w.scales = static_cast<const float*>(own_copy(host.scales, static_cast<size_t>(host.rows) * sizeof(float)));
   return w;
+}
+
+Weight CpuBackend::upload_quantized(const Weight& host) {
+  TACHYON_CHECK(host.layout == WeightLayout::RowMajor, "weights arrive row-major");
+  check_quantized_weight(host);
+  const cpu::QuantPanelBytes bytes = cpu::quant_panel64_bytes(host);
+  void* codes = allocate(bytes.codes);
+  owned_.push_back(codes);
+  void* scales = allocate(bytes.scales);
+  owned_.push_back(scales);
+  void* biases = nullptr;
+  if (bytes.biases) {
+    biases = allocate(bytes.biases);
+    owned_.push_back(biases);
+  }
+  return cpu::pack_quant_panel64(host, codes, scales, biases);
 }
 
 Weight CpuBackend::upload_draft_weight(const Weight& host) {

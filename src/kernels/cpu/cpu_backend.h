@@ -13,7 +13,8 @@ namespace tachyon::kernels {
 class CpuBackend : public ReferenceBackend {
  public:
   std::string name() const override;
-  // Matrices are repacked into Panel64 (see kernels/weight.h); vectors are copied.
+  // Matrices are repacked into Panel64 (see kernels/weight.h), quantized ones with their scales
+  // (cpu/quant_pack.h); vectors are copied.
   Weight upload_weight(const Weight& host) override;
   // A drafter's matrices: int8 per row, Panel64 (half the bytes of bf16; the matmul kernels
   // reduce the int8 values and scale each output).
@@ -50,6 +51,7 @@ class CpuBackend : public ReferenceBackend {
   virtual void round_matmul_input(float* /*x*/, int64_t /*n*/) {}
 
  private:
+  Weight upload_quantized(const Weight& host);
   // moe_experts scratch (host memory is device memory here), grow-only.
   std::vector<float> moe_x_, moe_gate_up_, moe_act_, moe_y_;
   std::vector<int32_t> moe_count_, moe_by_expert_, moe_fill_;

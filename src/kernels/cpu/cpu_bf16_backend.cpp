@@ -8,7 +8,11 @@
 namespace tachyon::kernels {
 
 Weight CpuBf16Backend::upload_weight(const Weight& host) {
-  if (host.rows <= 1 || host.dtype == DType::BF16) return CpuBackend::upload_weight(host);
+  // Quantized and int8 weights stay as they are: their f32 values (kernels/weight_dequant.h)
+  // are the weights, and rounding them to bf16 would change the model (only the matmul
+  // inputs are rounded here).
+  if (host.rows <= 1 || host.dtype == DType::BF16 || host.quantized() || host.dtype == DType::I8)
+    return CpuBackend::upload_weight(host);
   // CUDA packs every matrix as bf16 (f32 and f16 checkpoints included).
   std::vector<uint16_t> bf16(static_cast<size_t>(host.rows * host.cols));
   for (int64_t r = 0; r < host.rows; ++r)

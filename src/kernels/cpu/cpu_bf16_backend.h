@@ -8,7 +8,9 @@
 //                            (down input) rounded (CpuBackend::round_matmul_input)
 //   upload_weight            matrices (rows > 1: linear layers, embeddings, conv kernels) stored
 //                            as bf16; vectors (norms, biases, sinks) stay as they are, as on CUDA
-//                            where they become f32; a [1, k] matmul weight is rounded when used
+//                            where they become f32; a [1, k] matmul weight is rounded when used;
+//                            quantized and int8 matrices keep their format (their exact f32
+//                            values are the weights; only the inputs are rounded)
 //   attention                the CUDA kernels' chunked reduction with q, k, p and v rounded to
 //                            tf32, or bf16 in a TACHYON_ATTENTION_BF16 build (cpu/tf32_chunk_attention.h)
 // Everything else (norms, the KV cache, routing, activations, the recurrent ops, the embedding

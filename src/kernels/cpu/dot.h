@@ -4,6 +4,12 @@
 //  - matmul: out[m, n] = fma(x[m, K-1], w[n, K-1], … fma(x[m, 0], w[n, 0], 0.f)), one
 //    sequential fused chain over k per output (then + bias). Vector kernels put 8 outputs
 //    in the 8 lanes of a register, so each lane is exactly this chain.
+//    Quantized weights (kernels/weight.h formats) take part as w[n, k] = the f32 value of their
+//    scalar definition (kernels/weight_dequant.h: fma(q, s, b), q · s, e4m3(q) · s,
+//    e2m1(q) · 2^e), computed exactly by every path (in registers, or once into an f32 panel),
+//    then the same chain; the reference backend reads the same values. Dense I8 (a
+//    drafter's or --quantize int8) is the exception kept from before: the chain runs on the
+//    raw int8 values and each output is then × its row's scale.
 //  - dot_f32 (attention scores): 8 lanes, lane l accumulates a[k]·b[k] for k ≡ l (mod 8),
 //    k < K8 = K - K % 8, with fma; then ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)); then the tail
 //    k ≥ K8 one by one with fma.

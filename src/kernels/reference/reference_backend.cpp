@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/quantize.h"
 #include "kernels/reference/rowwise.h"
 
 namespace tachyon::kernels {
@@ -23,14 +24,26 @@ ReferenceBackend::~ReferenceBackend() {
   for (void* p : owned_) std::free(p);
 }
 
+void* ReferenceBackend::own_copy(const void* src, size_t bytes) {
+  void* copy = allocate(bytes);
+  std::memcpy(copy, src, bytes);
+  owned_.push_back(copy);
+  return copy;
+}
+
 Weight ReferenceBackend::upload_weight(const Weight& host) {
   TACHYON_CHECK(host.layout == WeightLayout::RowMajor, "weights arrive row-major");
-  const size_t bytes = static_cast<size_t>(host.rows * host.cols) * dtype_size(host.dtype);
-  void* copy = allocate(bytes);
-  std::memcpy(copy, host.data, bytes);
-  owned_.push_back(copy);
   Weight w = host;
-  w.data = copy;
+  if (host.quantized()) {  // codes, scales and biases: the host buffers are transient
+    check_quantized_weight(host);
+    const size_t scale_bytes = static_cast<size_t>(quant_scale_count(host)) * dtype_size(host.quant.scale_dtype);
+    w.data = own_copy(host.data, static_cast<size_t>(quant_code_bytes(host)));
+    w.quant.scales = own_copy(host.quant.scales, scale_bytes);
+    if (host.quant.biases) w.quant.biases = own_copy(host.quant.biases, scale_bytes);
+    return w;
+  }
+  w.data = own_copy(host.data, static_cast<size_t>(host.rows * host.cols) * dtype_size(host.dtype));
+  if (host.scales) w.scales = static_cast<const float*>(own_copy(host.scales, static_cast<size_t>(host.rows) * sizeof(float)));
   return w;
 }
 

@@ -63,6 +63,8 @@ class ReferenceBackend : public Backend {
                         float* out) override;
 
  protected:
+  // A backend-owned copy of `bytes` host bytes (freed with the backend).
+  void* own_copy(const void* src, size_t bytes);
   std::vector<void*> owned_;
 };
 

@@ -24,16 +24,17 @@ inline float load_element(const Weight& w, int64_t index) {
 }
 // Element (r, c) of a matrix, or element c of a 1-D weight (r = 0), whatever the layout.
 inline float load_weight(const Weight& w, int64_t r, int64_t c) {
-  if (w.quantized() && w.layout == WeightLayout::RowMajor) return dequantize_element(w, r, c);
+  if (w.quantized()) return dequantize_element(w, r, c);
   const float v = load_element(w, w.index_of(r, c));
   return w.scales ? v * w.scales[r] : v;
 }
 inline float load_weight(const Weight& w, int64_t c) { return load_weight(w, 0, c); }
 
-// load_weight(table, id, i) · scale for every i. In the row-major and Panel64 layouts a row's
-// elements are evenly strided (1 and the panel width): one index computation per row.
+// load_weight(table, id, i) · scale for every i. In the row-major and Panel64 layouts a dense
+// row's elements are evenly strided (1 and the panel width): one index computation per row.
+// A quantized table (tied embeddings) dequantizes each element (weight_dequant.h).
 inline void embedding_row(const Weight& table, int32_t id, float scale, float* out) {
-  if (table.layout == WeightLayout::MmaFragments) {
+  if (table.layout == WeightLayout::MmaFragments || table.quantized()) {
     for (int64_t i = 0; i < table.cols; ++i) out[i] = load_weight(table, id, i) * scale;
     return;
   }

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/ops.h"
+#include "kernels/quantize.h"
 #include "kernels/weight.h"
 
 namespace tachyon::kernels::cpu {
@@ -40,7 +41,22 @@ float dot_f32_portable(const float* a, const float* b, int64_t k);
 void attend_items_portable(const AttentionItem* items, size_t count);
 TopTwo top_two_row_portable(const float* row, int64_t n);
 
+// Quantized weights (cpu/isa/matmul_quant.h); the matmul_range functions hand them over.
+// Portable: row-major or Panel64; the others: Panel64 only.
+void matmul_quant_portable(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
+                           int64_t ldo);
+
 #if defined(__x86_64__)
+void matmul_quant_avx2(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
+                       int64_t ldo);
+void matmul_quant_avx512(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
+                         int64_t ldo);
+// The dense f32 tiles over one f32 panel (k steps of 64 outputs, output order), `valid` outputs
+// stored: the quantized kernels' many-row path over a panel they dequantized.
+void matmul_f32_panel_avx2(const float* x, int64_t rows, int64_t k, const float* panel, float* out, int64_t ldo,
+                           int valid);
+void matmul_f32_panel_avx512(const float* x, int64_t rows, int64_t k, const float* panel, float* out, int64_t ldo,
+                             int valid);
 // Panel64 weights only.
 void matmul_range_avx2(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
                        int64_t ldo);
@@ -89,9 +105,7 @@ inline void scale_i8_outputs(const Weight& w, int64_t rows, int64_t n_begin, int
 int64_t panel64_padded_rows(int64_t rows);
 void pack_panel64(const Weight& row_major, void* dst);
 
-// Row-major int8 of a row-major float weight (F32/BF16/F16), symmetric per row: scales[r] =
-// max_c |w[r, c]| / 127, q = round(w / scales[r]). `q` holds rows · cols, `scales` rows.
-// False (q and scales unspecified) when a weight is not finite.
-bool quantize_rows_i8(const Weight& row_major, int8_t* q, float* scales);
+// Row-major int8 of a row-major float weight (kernels/quantize.h).
+using ::tachyon::kernels::quantize_rows_i8;
 
 }  // namespace tachyon::kernels::cpu

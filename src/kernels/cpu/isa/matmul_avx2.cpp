@@ -79,22 +79,27 @@ void tile(const float* x, int64_t k, const void* w, int64_t panel, int g0, float
     }
 }
 
+// Every row of x against one panel (`panel`: its first element in `w`).
+template <DType WT>
+void panel_rows(const float* x, int64_t rows, int64_t k, const void* w, int64_t panel, float* o, int64_t ldo,
+                int valid) {
+  int64_t m = 0;
+  // Three rows share each converted weight vector (12 accumulators, 16 registers); a single
+  // row takes the whole panel at once (8 independent chains hide the FMA latency).
+  for (; m + 3 <= rows; m += 3) {
+    tile<WT, 3, 1>(x + m * k, k, w, panel, 0, o + m * ldo, ldo, valid);
+    if (valid > 32) tile<WT, 3, 1>(x + m * k, k, w, panel, 1, o + m * ldo, ldo, valid);
+  }
+  for (; m < rows; ++m) tile<WT, 1, 2>(x + m * k, k, w, panel, 0, o + m * ldo, ldo, valid);
+}
+
 template <DType WT>
 void matmul_panels(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
                    int64_t ldo) {
   const int64_t k = w.cols;
   for (int64_t n0 = n_begin; n0 < n_end; n0 += kPanel) {
-    const int64_t panel = (n0 / kPanel) * k * kPanel;
-    float* o = out + n0;
     const int valid = static_cast<int>(std::min<int64_t>(kPanel, n_end - n0));
-    int64_t m = 0;
-    // Three rows share each converted weight vector (12 accumulators, 16 registers); a single
-    // row takes the whole panel at once (8 independent chains hide the FMA latency).
-    for (; m + 3 <= rows; m += 3) {
-      tile<WT, 3, 1>(x + m * k, k, w.data, panel, 0, o + m * ldo, ldo, valid);
-      if (valid > 32) tile<WT, 3, 1>(x + m * k, k, w.data, panel, 1, o + m * ldo, ldo, valid);
-    }
-    for (; m < rows; ++m) tile<WT, 1, 2>(x + m * k, k, w.data, panel, 0, o + m * ldo, ldo, valid);
+    panel_rows<WT>(x, rows, k, w.data, (n0 / kPanel) * k * kPanel, out + n0, ldo, valid);
   }
 }
 
@@ -102,8 +107,14 @@ void matmul_panels(const float* x, int64_t rows, const Weight& w, int64_t n_begi
 
 void matmul_range_avx2(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
                        int64_t ldo) {
+  if (w.quantized()) return matmul_quant_avx2(x, rows, w, n_begin, n_end, out, ldo);
   with_panel_dtype(w, [&](auto wt) { matmul_panels<decltype(wt)::value>(x, rows, w, n_begin, n_end, out, ldo); });
   scale_i8_outputs(w, rows, n_begin, n_end, out, ldo);
+}
+
+void matmul_f32_panel_avx2(const float* x, int64_t rows, int64_t k, const float* panel, float* out, int64_t ldo,
+                           int valid) {
+  panel_rows<DType::F32>(x, rows, k, panel, 0, out, ldo, valid);
 }
 
 float dot_f32_avx2(const float* a, const float* b, int64_t k) { return dot_canonical(a, b, k); }

@@ -103,8 +103,21 @@ void matmul_panels(const float* x, int64_t rows, const Weight& w, int64_t n_begi
 
 void matmul_range_avx512(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
                          int64_t ldo) {
+  if (w.quantized()) return matmul_quant_avx512(x, rows, w, n_begin, n_end, out, ldo);
   with_panel_dtype(w, [&](auto wt) { matmul_panels<decltype(wt)::value>(x, rows, w, n_begin, n_end, out, ldo); });
   scale_i8_outputs(w, rows, n_begin, n_end, out, ldo);
+}
+
+void matmul_f32_panel_avx512(const float* x, int64_t rows, int64_t k, const float* panel, float* out, int64_t ldo,
+                             int valid) {
+  using TileFn = void (*)(const float*, int64_t, const void*, int64_t, float*, int64_t, int);
+  static constexpr TileFn tiles[kMaxRows + 1] = {nullptr,         tile<DType::F32, 1>, tile<DType::F32, 2>,
+                                                 tile<DType::F32, 3>, tile<DType::F32, 4>, tile<DType::F32, 5>,
+                                                 tile<DType::F32, 6>};
+  for (int64_t m = 0; m < rows; m += kMaxRows) {
+    const int mr = static_cast<int>(std::min<int64_t>(kMaxRows, rows - m));
+    tiles[mr](x + m * k, k, panel, 0, out + m * ldo, ldo, valid);
+  }
 }
 
 }  // namespace tachyon::kernels::cpu

@@ -14,6 +14,7 @@ namespace tachyon::kernels::cpu {
 
 void matmul_range_portable(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
                            int64_t ldo) {
+  if (w.quantized()) return matmul_quant_portable(x, rows, w, n_begin, n_end, out, ldo);
   const int64_t k = w.cols;
   for (int64_t m = 0; m < rows; ++m)
     for (int64_t n = n_begin; n < n_end; ++n) {
@@ -39,22 +40,6 @@ void pack_panel64(const Weight& w, void* dst) {
   for (int64_t r = 0; r < w.rows; ++r)
     for (int64_t c = 0; c < w.cols; ++c)
       std::memcpy(out + packed.index_of(r, c) * esize, src + (r * w.cols + c) * esize, esize);
-}
-
-bool quantize_rows_i8(const Weight& w, int8_t* q, float* scales) {
-  for (int64_t r = 0; r < w.rows; ++r) {
-    float peak = 0.f;
-    for (int64_t c = 0; c < w.cols; ++c) {
-      const float v = rowwise::load_weight(w, r, c);
-      if (!std::isfinite(v)) return false;
-      peak = std::max(peak, std::fabs(v));
-    }
-    const float scale = peak / 127.f;
-    scales[r] = scale;
-    for (int64_t c = 0; c < w.cols; ++c)
-      q[r * w.cols + c] = scale > 0.f ? static_cast<int8_t>(std::lrint(rowwise::load_weight(w, r, c) / scale)) : 0;
-  }
-  return true;
 }
 
 #if defined(__x86_64__)

@@ -1,0 +1,49 @@
+// Load-time quantizers (`--quantize int8|int4|fp8`) and the size and shape rules of the
+// quantized formats of kernels/weight.h. Input: a row-major float weight (F32, BF16 or F16);
+// output: a host weight in one of the formats, owning its bytes, ready for Backend::upload_weight.
+// Every quantizer refuses a weight with a non-finite element (Error naming the element).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/weight.h"
+
+namespace tachyon::kernels {
+
+// Bytes of a row-major quantized weight's codes (4-bit: two per byte, rounded up).
+int64_t quant_code_bytes(const Weight& w);
+// Entries of its `quant.scales` (and Affine `quant.biases`).
+int64_t quant_scale_count(const Weight& w);
+// Throws an Error naming what is wrong when a quantized weight's parameters do not describe a
+// format kernels can run (bits, group, scale dtype, missing scales or biases, cols vs group).
+void check_quantized_weight(const Weight& w);
+
+// A host weight and the buffers it points into (moving keeps the pointers valid).
+struct QuantizedWeight {
+  std::vector<uint8_t> codes;
+  std::vector<uint8_t> scales;  // F32 / F16 entries as raw bytes
+  std::vector<uint8_t> biases;
+  Weight weight;
+  QuantizedWeight() = default;
+  QuantizedWeight(QuantizedWeight&&) = default;
+  QuantizedWeight& operator=(QuantizedWeight&&) = default;
+  QuantizedWeight(const QuantizedWeight&) = delete;
+  QuantizedWeight& operator=(const QuantizedWeight&) = delete;
+};
+
+// int8 per output channel: Dense I8 with one f32 scale per row (`Weight::scales`),
+// scale = max|w[r, :]| / 127, q = round-to-nearest(w / scale) (a zero row: scale 0, codes 0).
+QuantizedWeight quantize_int8(const Weight& w);
+// int4 Affine, `group` columns per F16 scale and bias (cols must be a multiple of group): per
+// group bias = f16(min), scale = f16((max − min) / 15), q = clamp(round((w − bias) / scale), 0, 15).
+QuantizedWeight quantize_int4(const Weight& w, int32_t group = 64);
+// FP8 Fp8Block, `block` x `block` blocks (edges may be partial): scale = max|w| / 448 (f32),
+// q = e4m3(w / scale) rounded to nearest even (an all-zero block: scale 0, codes 0).
+QuantizedWeight quantize_fp8(const Weight& w, int32_t block = 128);
+
+// The int8 rows of quantize_int8 into caller buffers: `q` rows·cols, `scales` rows. False (q and
+// scales unspecified) when a weight is not finite (a drafter's weight then stays as stored).
+bool quantize_rows_i8(const Weight& row_major, int8_t* q, float* scales);
+
+}  // namespace tachyon::kernels
