@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "base/error.h"
+#include "cli/quantize_option.h"
 #include "io/config.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
@@ -77,6 +78,7 @@ void GenerateOptions::add_to(CLI::App& command) {
   command.add_option("--repetition-penalty", sampling.repetition_penalty, "HF repetition penalty");
   command.add_option("--seed", seed, "RNG seed (same seed, same output)");
   command.add_option("--device", device, "cpu or cuda (default: cuda when a GPU is visible)");
+  add_quantize_option(command, quantize);
   spec.add_to(command);
 }
 
@@ -102,7 +104,7 @@ TerminalModel load_terminal_model(const std::string& model_dir, GenerateOptions&
   apply_model_sampling_defaults(model_dir, command, options.sampling);
   TerminalModel loaded;
   loaded.backend = kernels::make_backend(options.device.empty() ? kernels::default_device() : options.device);
-  loaded.model = model::load_model(model_dir, *loaded.backend);
+  loaded.model = model::load_model(model_dir, *loaded.backend, load_options_for(options.quantize));
   options.sampling.validate(loaded.model->config().vocab_size);
   engine::EngineConfig config;
   config.max_concurrent = 1;

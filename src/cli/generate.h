@@ -57,6 +57,7 @@ struct GenerateOptions {
   sampling::SamplingParams sampling{.temperature = 0.f};
   uint64_t seed = 0;
   std::string device;
+  std::string quantize;  // --quantize
   SpecOptions spec;
   void add_to(CLI::App& command);
 };

@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/quantize_option.h"
 #include "cli/serve_model.h"
 #include "io/config.h"
 #include "io/hub_download.h"
@@ -155,6 +156,7 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("--tool-parser", opt->model.tool_parser, "Tool-call syntax: hermes, llama3, deepseek_v3, gemma, harmony, plain "
                                                      "(default: detected from the chat template)");
   cmd->add_option("--device", opt->model.device, "cpu or cuda (default: cuda when a GPU is visible)");
+  add_quantize_option(*cmd, opt->model.quantize);
   opt->model.spec.add_to(*cmd);
   return [opt] {
     const auto entries = served_entries(*opt);

@@ -25,12 +25,37 @@ ReferenceBackend::~ReferenceBackend() {
 
 Weight ReferenceBackend::upload_weight(const Weight& host) {
   TACHYON_CHECK(host.layout == WeightLayout::RowMajor, "weights arrive row-major");
-  const size_t bytes = static_cast<size_t>(host.rows * host.cols) * dtype_size(host.dtype);
-  void* copy = allocate(bytes);
-  std::memcpy(copy, host.data, bytes);
-  owned_.push_back(copy);
+  auto copy_of = [&](const void* src, size_t bytes) -> void* {
+    void* copy = allocate(bytes);
+    std::memcpy(copy, src, bytes);
+    owned_.push_back(copy);
+    return copy;
+  };
   Weight w = host;
-  w.data = copy;
+  if (!host.quantized()) {
+    w.data = copy_of(host.data, static_cast<size_t>(host.rows * host.cols) * dtype_size(host.dtype));
+    if (host.scales) w.scales = static_cast<const float*>(copy_of(host.scales, static_cast<size_t>(host.rows) * 4));
+    return w;
+  }
+  // Codes, scales and biases of a quantized format (kernels/weight.h's host packing).
+  const QuantParams& q = host.quant;
+  const int64_t elements = host.rows * host.cols;
+  w.data = copy_of(host.data, static_cast<size_t>(q.bits == 4 ? (elements + 1) / 2 : elements));
+  int64_t scale_count = 0;
+  size_t scale_size = dtype_size(q.scale_dtype);
+  switch (host.format) {
+    case WeightFormat::Fp8Block:
+      scale_count = ((host.rows + q.group - 1) / q.group) * ((host.cols + q.group - 1) / q.group);
+      scale_size = 4;
+      break;
+    case WeightFormat::Mxfp4:
+      scale_count = host.rows * (host.cols / 32);
+      scale_size = 1;
+      break;
+    default: scale_count = host.rows * (host.cols / q.group); break;
+  }
+  w.quant.scales = copy_of(q.scales, static_cast<size_t>(scale_count) * scale_size);
+  if (q.biases) w.quant.biases = copy_of(q.biases, static_cast<size_t>(scale_count) * scale_size);
   return w;
 }
 
