@@ -506,7 +506,7 @@ def make_goldens(name, hf_dir, out_dir):
         model.eval()
         golden = {}
         with torch.no_grad():
-            for i in range(3):
+            for i in range(2):  # logits of the 7- and 33-token inputs (input_ids_2's 70 rows would add 140 KiB)
                 ids = torch.from_numpy(inputs[f"input_ids_{i}"][1].astype(np.int64))
                 golden[f"input_ids_{i}"] = ("I64", ids.numpy())
                 golden[f"logits_{i}"] = ("F32", model(input_ids=ids[None], use_cache=False).logits[0].float().numpy())

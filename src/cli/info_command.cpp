@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "model/mtp_head.h"
 #include "model/sources/packed_source.h"
+#include "model/sources/weight_source.h"
 #include "spec/draft_model.h"
 
 namespace tachyon::cli {
@@ -95,7 +96,7 @@ Json sampling_defaults_report(const std::string& dir) {
 
 Command add_info_command(CLI::App& app) {
   struct Options {
-    std::string dir, quantize;
+    std::string dir, quantize, device = "cpu";
     bool json = false;
   };
   auto opt = std::make_shared<Options>();
@@ -104,10 +105,11 @@ Command add_info_command(CLI::App& app) {
                                      "(default: the embedded tachyon-demo)");
   cmd->add_flag("--json", opt->json, "Machine-readable output");
   add_quantize_option(*cmd, opt->quantize);
+  cmd->add_option("--device", opt->device, "Backend that loads the weights (cpu, reference, cuda)")->capture_default_str();
   return [opt] {
     const io::ResolvedModel resolved = resolve_model_arg(opt->dir);
     opt->dir = resolved.path;
-    auto backend = kernels::make_backend("cpu");
+    auto backend = kernels::make_backend(opt->device);
     // Bytes of the weights handed to the backend, per storage format (kernels/weight.h), as the
     // loaders repacked them and --quantize quantized them.
     std::map<std::string, std::pair<int64_t, int64_t>> weight_bytes;  // format -> bytes, tensors
@@ -120,15 +122,19 @@ Command add_info_command(CLI::App& app) {
     auto model = model::load_model(opt->dir, *backend, load_options);
     const std::string method = model::quantization_method(model->config());
     const auto& c = model->config();
-    const auto ckpt = io::Checkpoint::open(opt->dir);
+    // The logical tensors (a quantized checkpoint's packed parts count as the weight they hold).
+    const auto weights = model::open_weight_source(opt->dir, c);
     int64_t params = 0, mtp_params = 0;
     std::map<std::string, int64_t> dtypes;
     // MTP tensors: Qwen3-Next's mtp.*, or DeepSeek-V3's extra layer model.layers.{num_hidden_layers}.*
     const std::string extra_layer = "model.layers." + std::to_string(c.num_hidden_layers) + ".";
-    for (const auto& [name, t] : ckpt.tensors()) {
+    for (const auto& name : weights->names()) {
       const bool mtp = name.rfind("mtp.", 0) == 0 || name.rfind(extra_layer, 0) == 0;
-      (mtp ? mtp_params : params) += t.num_elements();
-      dtypes[std::string(dtype_name(t.dtype))] += 1;
+      const model::WeightSource::Info t = weights->info(name);
+      int64_t elements = 1;
+      for (int64_t d : t.shape) elements *= d;
+      (mtp ? mtp_params : params) += elements;
+      dtypes[t.type] += 1;
     }
     std::string tool_format = "plain", reasoning = "no";
     try {

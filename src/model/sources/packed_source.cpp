@@ -44,7 +44,7 @@ bool is_float(DType d) { return d == DType::F32 || d == DType::BF16 || d == DTyp
 
 WeightSource::Info PackedSource::info(const std::string& name) const {
   if (primary_.count(name)) return describe(name);
-  if (!has(name)) checkpoint_->get(name);  // throws naming it
+  if (!has(name)) throw Error("{}: tensor '{}' is missing", location(), name);
   const io::TensorView& t = checkpoint_->get(name);
   return {t.shape, std::string(dtype_name(t.dtype)), t.file, is_float(t.dtype)};
 }

@@ -1,7 +1,8 @@
 // `--quantize int8|int4|fp8` (model::LoadOptions::quantize): the demo model's matmul weights are
 // quantized at load into the requested format, and its greedy continuation of the golden
-// prompts follows the bf16 model's for at least kMatchingTokens tokens (measured on the
-// reference backend: see the printed counts).
+// prompts follows the bf16 model's for at least Mode::matching_tokens of 24 tokens (measured on
+// the reference backend, 2-core Sapphire Rapids VM: int8 24 and 24, fp8 24 and 24, int4 24
+// ("code") and 20 ("chat"); the counts are printed).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,7 +50,7 @@ TEST_P(QuantizeAtLoad, DemoModelFollowsBf16Greedy) {
   quantized.kv = std::make_unique<kv::KvCache>(*quantized.backend, quantized.model->kv_layout(256));
   // 6 layers x (qkv, o, gate_up, down); the tied lm_head is the (float) embedding table.
   EXPECT_EQ(formats[m.format], 24) << m.name;
-  EXPECT_EQ(formats["BF16"], 6 * 4 + 2 + 1) << "norms (input, post-attention, q, k), the final norm, the embedding";
+  EXPECT_EQ(formats["BF16"], 6 * 4 + 1 + 1) << "norms (input, post-attention, q, k), the final norm, the embedding";
   const auto golden = io::Checkpoint::open_file(kDemo + "/golden.safetensors");
   for (const std::string p : {"code", "chat"}) {
     const auto ids = read_ids(golden, p + ".input_ids");
@@ -67,8 +68,8 @@ TEST_P(QuantizeAtLoad, DemoModelFollowsBf16Greedy) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, QuantizeAtLoad,
                          ::testing::Values(Mode{"int8", kernels::QuantizeMode::Int8, "I8", 24},
-                                           Mode{"int4", kernels::QuantizeMode::Int4, "Affine 4-bit g64 F16", 8},
-                                           Mode{"fp8", kernels::QuantizeMode::Fp8, "Fp8Block 128", 16}),
+                                           Mode{"int4", kernels::QuantizeMode::Int4, "Affine 4-bit g64 F16", 20},
+                                           Mode{"fp8", kernels::QuantizeMode::Fp8, "Fp8Block 128", 24}),
                          [](const auto& info) { return info.param.name; });
 
 // Each quantizer's elements are within half a quantization step of the input.
@@ -77,6 +78,8 @@ TEST(QuantizeAtLoad, QuantizersRoundToNearest) {
   std::vector<float> w(static_cast<size_t>(rows * cols));
   for (size_t i = 0; i < w.size(); ++i) w[i] = std::sin(0.37f * static_cast<float>(i)) * (1.f + static_cast<float>(i % 7));
   const kernels::Weight host{w.data(), DType::F32, rows, cols};
+  float global_amax = 0.f;
+  for (float v : w) global_amax = std::max(global_amax, std::fabs(v));
   for (auto mode : {kernels::QuantizeMode::Int8, kernels::QuantizeMode::Int4, kernels::QuantizeMode::Fp8}) {
     ASSERT_TRUE(kernels::can_quantize(host, mode));
     const kernels::QuantizedWeight q = kernels::quantize_weight(host, mode);
@@ -89,9 +92,14 @@ TEST(QuantizeAtLoad, QuantizersRoundToNearest) {
       }
       for (int64_t c = 0; c < cols; ++c) {
         const float x = w[static_cast<size_t>(r * cols + c)], y = kernels::rowwise::load_weight(q.weight, r, c);
-        if (mode == kernels::QuantizeMode::Int8) ASSERT_LE(std::fabs(x - y), amax / 127.f * 0.5001f) << r << "," << c;
-        if (mode == kernels::QuantizeMode::Int4 && c < 64) ASSERT_LE(std::fabs(x - y), (hi - lo) / 15.f * 0.51f + 1e-3f);
-        if (mode == kernels::QuantizeMode::Fp8) ASSERT_LE(std::fabs(x - y), std::fabs(x) / 16.f + 1e-6f) << r << "," << c;
+        if (mode == kernels::QuantizeMode::Int8) {
+          ASSERT_LE(std::fabs(x - y), amax / 127.f * 0.5001f) << r << "," << c;
+        } else if (mode == kernels::QuantizeMode::Int4 && c < 64) {
+          ASSERT_LE(std::fabs(x - y), (hi - lo) / 15.f * 0.51f + 1e-3f) << r << "," << c;
+        } else if (mode == kernels::QuantizeMode::Fp8) {
+          // 3 mantissa bits: half a step is |x|/16; below e4m3's normals the step is 2^-9 · s.
+          ASSERT_LE(std::fabs(x - y), std::fabs(x) / 16.f + global_amax / 448.f / 512.f) << r << "," << c;
+        }
       }
     }
   }

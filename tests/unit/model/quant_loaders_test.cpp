@@ -47,6 +47,7 @@ TEST_P(QuantFixture, LogitsAndGreedyMatchTheDequantizedModel) {
   if (transformers) golden = std::make_unique<io::Checkpoint>(io::Checkpoint::open_file(golden_path.string()));
   else reference = std::make_unique<ModelRunner>(deq.path(), "reference");
   for (int i = 0; i < 3; ++i) {
+    if (transformers && !golden->has("logits_" + std::to_string(i))) continue;  // the goldens keep inputs 0 and 1
     const auto ids = read_ids(inputs, "input_ids_" + std::to_string(i));
     const auto ref = transformers ? read_f32(*golden, "logits_" + std::to_string(i)) : reference->full_logits(ids);
     const double err = relative_error(quantized.full_logits(ids), ref);
