@@ -27,7 +27,7 @@ struct CtArgs {
 class CompressedTensorsSource : public PackedSource {
  public:
   CompressedTensorsSource(std::shared_ptr<io::Checkpoint> ckpt, const Json& q)
-      : PackedSource(std::move(ckpt), "compressed-tensors"), q_(q) {
+      : PackedSource(std::move(ckpt), "compressed-tensors") {
     const std::string format = q.contains("format") ? q["format"].get<std::string>() : "pack-quantized";
     if (!q.contains("config_groups") || !q["config_groups"].is_object() || q["config_groups"].empty())
       throw Error("{}: compressed-tensors quantization_config has no config_groups", location());
@@ -160,7 +160,6 @@ class CompressedTensorsSource : public PackedSource {
     throw Error("tensor '{}': no compressed-tensors config group targets module '{}'", logical, module);
   }
 
-  Json q_;
   std::vector<std::pair<std::vector<std::string>, CtArgs>> groups_;
 };
 
