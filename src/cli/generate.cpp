@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "cli/kv_options.h"
+#include "cli/quantize_option.h"
 #include "io/config.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
@@ -81,6 +82,7 @@ void GenerateOptions::add_to(CLI::App& command) {
   add_kv_sizing_options(command, {.kv_blocks = &kv_blocks,
                                   .kv_cache_memory = &kv_cache_memory,
                                   .gpu_memory_utilization = &gpu_memory_utilization});
+  add_quantize_option(command, quantize);
   spec.add_to(command);
 }
 
@@ -106,7 +108,7 @@ TerminalModel load_terminal_model(const std::string& model_dir, GenerateOptions&
   apply_model_sampling_defaults(model_dir, command, options.sampling);
   TerminalModel loaded;
   loaded.backend = kernels::make_backend(options.device.empty() ? kernels::default_device() : options.device);
-  loaded.model = model::load_model(model_dir, *loaded.backend);
+  loaded.model = model::load_model(model_dir, *loaded.backend, load_options_for(options.quantize));
   options.sampling.validate(loaded.model->config().vocab_size);
   engine::EngineConfig config;
   config.max_concurrent = 1;

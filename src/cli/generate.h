@@ -57,6 +57,7 @@ struct GenerateOptions {
   sampling::SamplingParams sampling{.temperature = 0.f};
   uint64_t seed = 0;
   std::string device;
+  std::string quantize;  // --quantize
   SpecOptions spec;
   // The KV pool (cli/kv_options.h); left out: sized from the machine for one sequence.
   int32_t kv_blocks = 0;

@@ -14,11 +14,15 @@
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "cli/kv_report.h"
+#include "cli/quantize_option.h"
 #include "io/config.h"
 #include "io/safetensors.h"
 #include "kernels/backend.h"
+#include "kernels/weight_dequant.h"
 #include "model/model.h"
 #include "model/mtp_head.h"
+#include "model/sources/packed_source.h"
+#include "model/sources/weight_source.h"
 #include "spec/draft_model.h"
 
 namespace tachyon::cli {
@@ -94,7 +98,7 @@ Json sampling_defaults_report(const std::string& dir) {
 
 Command add_info_command(CLI::App& app) {
   struct Options {
-    std::string dir;
+    std::string dir, quantize, device = "cpu";
     bool json = false;
   };
   auto opt = std::make_shared<Options>();
@@ -102,21 +106,37 @@ Command add_info_command(CLI::App& app) {
   cmd->add_option("model", opt->dir, "Model: a folder, a hub id org/name[@rev] in the HF cache, or an alias "
                                      "(default: the embedded tachyon-demo)");
   cmd->add_flag("--json", opt->json, "Machine-readable output");
+  add_quantize_option(*cmd, opt->quantize);
+  cmd->add_option("--device", opt->device, "Backend that loads the weights (cpu, reference, cuda)")->capture_default_str();
   return [opt] {
     const io::ResolvedModel resolved = resolve_model_arg(opt->dir);
     opt->dir = resolved.path;
-    auto backend = kernels::make_backend("cpu");
-    auto model = model::load_model(opt->dir, *backend);
+    auto backend = kernels::make_backend(opt->device);
+    // Bytes of the weights handed to the backend, per storage format (kernels/weight.h), as the
+    // loaders repacked them and --quantize quantized them.
+    std::map<std::string, std::pair<int64_t, int64_t>> weight_bytes;  // format -> bytes, tensors
+    model::LoadOptions load_options = load_options_for(opt->quantize);
+    load_options.on_weight = [&](const std::string&, const kernels::Weight& w) {
+      auto& [bytes, count] = weight_bytes[model::format_name(w)];
+      bytes += kernels::weight_bytes(w);
+      count += 1;
+    };
+    auto model = model::load_model(opt->dir, *backend, load_options);
+    const std::string method = model::quantization_method(model->config());
     const auto& c = model->config();
-    const auto ckpt = io::Checkpoint::open(opt->dir);
+    // The logical tensors (a quantized checkpoint's packed parts count as the weight they hold).
+    const auto weights = model::open_weight_source(opt->dir, c);
     int64_t params = 0, mtp_params = 0;
     std::map<std::string, int64_t> dtypes;
     // MTP tensors: Qwen3-Next's mtp.*, or DeepSeek-V3's extra layer model.layers.{num_hidden_layers}.*
     const std::string extra_layer = "model.layers." + std::to_string(c.num_hidden_layers) + ".";
-    for (const auto& [name, t] : ckpt.tensors()) {
+    for (const auto& name : weights->names()) {
       const bool mtp = name.rfind("mtp.", 0) == 0 || name.rfind(extra_layer, 0) == 0;
-      (mtp ? mtp_params : params) += t.num_elements();
-      dtypes[std::string(dtype_name(t.dtype))] += 1;
+      const model::WeightSource::Info t = weights->info(name);
+      int64_t elements = 1;
+      for (int64_t d : t.shape) elements *= d;
+      (mtp ? mtp_params : params) += elements;
+      dtypes[t.type] += 1;
     }
     std::string tool_format = "plain", reasoning = "no";
     try {
@@ -149,7 +169,12 @@ Command add_info_command(CLI::App& app) {
                  {"kv_memory", kv_memory},
                  {"backend", backend->name()},
                  {"speculation", speculation_report(opt->dir, *model, *backend)},
-                 {"draft_trees", draft_tree_report(*model)}};
+                 {"draft_trees", draft_tree_report(*model)},
+                 {"quantization", method.empty() ? "none" : method},
+                 {"quantize_at_load", opt->quantize.empty() ? "none" : opt->quantize}};
+    Json bytes_json = Json::object();
+    for (const auto& [format, bc] : weight_bytes) bytes_json[format] = {{"bytes", bc.first}, {"tensors", bc.second}};
+    info["weight_bytes"] = bytes_json;
     // Where the name led: the path, the hub snapshot, or the alias and the defaults it brings.
     Json source = {{"name", resolved.display_name}, {"source", io::model_source_name(resolved.source)},
                    {"path", resolved.path}};
@@ -191,6 +216,15 @@ Command add_info_command(CLI::App& app) {
                   resolved.alias->name.c_str(), resolved.alias->origin.c_str(),
                   resolved.alias->defaults.drafter.empty() ? "-" : resolved.alias->defaults.drafter.c_str(),
                   resolved.alias->defaults.kv_format.empty() ? "-" : resolved.alias->defaults.kv_format.c_str());
+    int64_t total_bytes = 0;
+    for (const auto& [format, bc] : weight_bytes) total_bytes += bc.first;
+    const std::string quantization = (method.empty() ? std::string("none (float checkpoint)") : method) +
+                                     (opt->quantize.empty() ? "" : ", --quantize " + opt->quantize);
+    std::printf("quantization     %s\nweights          %.2f MiB\n", quantization.c_str(),
+                static_cast<double>(total_bytes) / (1 << 20));
+    for (const auto& [format, bc] : weight_bytes)
+      std::printf("  %-24s %9.2f MiB in %lld tensors\n", format.c_str(), static_cast<double>(bc.first) / (1 << 20),
+                  static_cast<long long>(bc.second));
     std::printf("speculation\n");
     for (const auto& [name, m] : info["speculation"].items())
       std::printf("  %-7s %-13s %s\n", name.c_str(),

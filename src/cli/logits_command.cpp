@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/quantize_option.h"
 #include "io/safetensors.h"
 #include "kernels/backend.h"
 #include "model/model.h"
@@ -34,7 +35,7 @@ std::vector<int32_t> parse_id_list(const std::string& text) {
 
 Command add_logits_command(CLI::App& app) {
   struct Options {
-    std::string model_dir, ids, out, device = "cpu";
+    std::string model_dir, ids, out, device = "cpu", quantize;
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("logits", "Write the logits of every position of --ids to a safetensors file");
@@ -43,11 +44,12 @@ Command add_logits_command(CLI::App& app) {
   cmd->add_option("--ids", opt->ids, "Comma-separated token ids")->required();
   cmd->add_option("--out", opt->out, "Output .safetensors file (tensor 'logits' [T, V] float32)")->required();
   cmd->add_option("--device", opt->device, "cpu");
+  add_quantize_option(*cmd, opt->quantize);
   return [opt] {
     const auto ids = parse_id_list(opt->ids);
     const std::string model_dir = resolve_model_arg(opt->model_dir).path;
     auto backend = kernels::make_backend(opt->device);
-    auto model = model::load_model(model_dir, *backend);
+    auto model = model::load_model(model_dir, *backend, load_options_for(opt->quantize));
     const int32_t block_size = 16;
     kv::KvCache kv(*backend, model->kv_layout(static_cast<int32_t>(ids.size() + block_size - 1) / block_size + 1, block_size));
     const auto seq = kv.add_sequence();

@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "cli/kv_options.h"
+#include "cli/quantize_option.h"
 #include "cli/serve_model.h"
 #include "io/config.h"
 #include "io/hub_download.h"
@@ -173,6 +174,7 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("--tool-parser", opt->model.tool_parser, "Tool-call syntax: hermes, llama3, deepseek_v3, gemma, harmony, plain "
                                                      "(default: detected from the chat template)");
   cmd->add_option("--device", opt->model.device, "cpu or cuda (default: cuda when a GPU is visible)");
+  add_quantize_option(*cmd, opt->model.quantize);
   opt->model.spec.add_to(*cmd);
   return [opt] {
     if (!opt->api_key.empty()) opt->server.api_keys.push_back(opt->api_key);

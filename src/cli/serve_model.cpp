@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "cli/quantize_option.h"
 #include "chat/chat_template.h"
 #include "chat/parsers/output_parser.h"
 #include "engine/engine.h"
@@ -157,7 +158,7 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
   });
   const std::string device = device_of(options);
   owned->backend = kernels::make_backend(device);
-  owned->model = progress.stage("weights", [&] { return model::load_model(dir, *owned->backend); });
+  owned->model = progress.stage("weights", [&] { return model::load_model(dir, *owned->backend, load_options_for(options.quantize)); });
   const io::ModelConfig& config = owned->model->config();
   const io::GenerationConfig generation = io::load_generation_config(dir);
   for (int64_t id : generation.eos_token_ids.empty() ? config.eos_token_ids : generation.eos_token_ids)

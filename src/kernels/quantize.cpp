@@ -179,4 +179,45 @@ QuantizedWeight quantize_fp8(const Weight& w, int32_t block) {
   return out;
 }
 
+namespace {
+constexpr int32_t kInt4Group = 64;
+}  // namespace
+
+std::optional<QuantizeMode> parse_quantize_mode(std::string_view name) {
+  if (name.empty() || name == "none") return QuantizeMode::None;
+  if (name == "int8") return QuantizeMode::Int8;
+  if (name == "int4") return QuantizeMode::Int4;
+  if (name == "fp8") return QuantizeMode::Fp8;
+  return std::nullopt;
+}
+
+std::string_view quantize_mode_name(QuantizeMode mode) {
+  switch (mode) {
+    case QuantizeMode::None: return "none";
+    case QuantizeMode::Int8: return "int8";
+    case QuantizeMode::Int4: return "int4";
+    case QuantizeMode::Fp8: return "fp8";
+  }
+  return "?";
+}
+
+bool can_quantize(const Weight& w, QuantizeMode mode) {
+  const bool dense_float = !w.quantized() && w.layout == WeightLayout::RowMajor && w.scales == nullptr &&
+                           (w.dtype == DType::F32 || w.dtype == DType::BF16 || w.dtype == DType::F16);
+  if (mode == QuantizeMode::None || !dense_float || w.rows <= 1) return false;
+  return mode != QuantizeMode::Int4 || w.cols % kInt4Group == 0;
+}
+
+QuantizedWeight quantize_weight(const Weight& w, QuantizeMode mode) {
+  TACHYON_CHECK(can_quantize(w, mode), "cannot quantize a {} x {} weight of dtype {} to {}", w.rows, w.cols,
+                dtype_name(w.dtype), quantize_mode_name(mode));
+  switch (mode) {
+    case QuantizeMode::Int8: return quantize_int8(w);
+    case QuantizeMode::Int4: return quantize_int4(w, kInt4Group);
+    case QuantizeMode::Fp8: return quantize_fp8(w, 128);
+    case QuantizeMode::None: break;
+  }
+  return {};
+}
+
 }  // namespace tachyon::kernels

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "kernels/weight.h"
@@ -41,6 +43,18 @@ QuantizedWeight quantize_int4(const Weight& w, int32_t group = 64);
 // FP8 Fp8Block, `block` x `block` blocks (edges may be partial): scale = max|w| / 448 (f32),
 // q = e4m3(w / scale) rounded to nearest even (an all-zero block: scale 0, codes 0).
 QuantizedWeight quantize_fp8(const Weight& w, int32_t block = 128);
+
+// `--quantize`: which quantizer a float checkpoint's matmul weights go through at load.
+enum class QuantizeMode : uint8_t { None, Int8, Int4, Fp8 };
+// "int8", "int4", "fp8" (or "none"/""); nothing for another name.
+std::optional<QuantizeMode> parse_quantize_mode(std::string_view name);
+std::string_view quantize_mode_name(QuantizeMode mode);
+// Whether `w` can be quantized in `mode` (a row-major dense float matrix; int4: columns a
+// multiple of its group of 64); a weight that cannot stays as it is.
+bool can_quantize(const Weight& w, QuantizeMode mode);
+// quantize_int8 / quantize_int4 (group 64) / quantize_fp8 (blocks of 128) by mode. Throws
+// tachyon::Error when !can_quantize.
+QuantizedWeight quantize_weight(const Weight& w, QuantizeMode mode);
 
 // The int8 rows of quantize_int8 into caller buffers: `q` rows·cols, `scales` rows. False (q and
 // scales unspecified) when a weight is not finite (a drafter's weight then stays as stored).

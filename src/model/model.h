@@ -11,11 +11,13 @@
 //   StepOutput out = model->forward(batch, kv);
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "io/config.h"
 #include "kernels/backend.h"
+#include "kernels/quantize.h"
 #include "kv/kv_cache.h"
 #include "model/batch.h"
 
@@ -42,5 +44,13 @@ class Model {
 // Loads config.json + safetensors from `dir`, picks the architecture by `architectures`
 // (or `model_type`), checks every tensor, and returns the model on `backend`.
 std::unique_ptr<Model> load_model(const std::string& dir, kernels::Backend& backend);
+struct LoadOptions {
+  // `--quantize`: every matmul weight (linear layers, an untied lm_head) stored as dense floats is
+  // quantized at load (kernels/quantize.h); embeddings, norms and biases stay as they are.
+  kernels::QuantizeMode quantize = kernels::QuantizeMode::None;
+  // Called with each weight handed to the backend, in its host form (`tachyon info`).
+  std::function<void(const std::string& name, const kernels::Weight& host)> on_weight;
+};
+std::unique_ptr<Model> load_model(const std::string& dir, kernels::Backend& backend, const LoadOptions& options);
 
 }  // namespace tachyon::model

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "base/error.h"
+#include "model/sources/load_options_source.h"
 
 namespace tachyon::model {
 
@@ -66,9 +67,16 @@ DecoderSpec decoder_spec_of(const io::ModelConfig& config) {
 }
 
 std::unique_ptr<Model> load_model(const std::string& dir, kernels::Backend& backend) {
+  return load_model(dir, backend, LoadOptions{});
+}
+
+std::unique_ptr<Model> load_model(const std::string& dir, kernels::Backend& backend, const LoadOptions& options) {
   io::ModelConfig config = io::load_model_config(dir);
   const Entry* found = &entry_of(config);
-  return found->factory(config, open_weight_source(dir, config), backend);
+  std::shared_ptr<WeightSource> source = open_weight_source(dir, config);
+  if (options.quantize != kernels::QuantizeMode::None || options.on_weight)
+    source = std::make_shared<LoadOptionsSource>(std::move(source), options.quantize, options.on_weight);
+  return found->factory(config, std::move(source), backend);
 }
 
 }  // namespace tachyon::model

@@ -36,6 +36,13 @@ void WeightBinder::bind_fused(Weight* target, const std::vector<std::string>& na
 
 Weight WeightBinder::upload(const Binding& b, const Weight& host) {
   if (b.use == Use::Matmul && backend_.loading_draft_weights()) return backend_.upload_draft_weight(host);
+  const kernels::QuantizeMode mode = source_.matmul_quantization();
+  if (b.use == Use::Matmul && kernels::can_quantize(host, mode)) {
+    const kernels::QuantizedWeight q = kernels::quantize_weight(host, mode);
+    source_.bound(b.names[0], q.weight);
+    return backend_.upload_weight(q.weight);
+  }
+  source_.bound(b.names[0], host);
   return backend_.upload_weight(host);
 }
 
@@ -84,22 +91,50 @@ void WeightBinder::load() {
       const Weight& src = t.weight;
       const int64_t total = src.rows * src.cols;
       const Remap& m = *b.remap;
-      // Element remaps index the tensor's flat row-major elements: a quantized tensor is read
-      // through its dequantization and the result is float32.
+      // Remaps index the logical tensor's flat row-major elements; where one sits in the stored
+      // matrix (a source may store a 3-D tensor's matrices transposed: HostTensor::stored_transposed).
+      const int64_t A = t.shape.size() == 3 ? t.shape[1] : 0, B = t.shape.size() == 3 ? t.shape[2] : 0;
+      auto stored = [&](int64_t from) -> std::pair<int64_t, int64_t> {
+        TACHYON_CHECK(from >= 0 && from < total, "remap of '{}' reads outside the tensor", b.names[0]);
+        if (!t.stored_transposed) return {from / src.cols, from % src.cols};
+        return {from / (A * B) * B + from % B, from / B % A};
+      };
+      // A quantized tensor whose remap takes whole stored rows (experts cut from a stacked tensor,
+      // gate/up de-interleaved) keeps its format: the codes and scales of those rows are gathered.
+      if (src.quantized() && !m.to_f32 && m.cols == src.cols) {
+        std::vector<int64_t> rows(static_cast<size_t>(m.rows));
+        bool whole_rows = true;
+        for (int64_t r = 0; r < m.rows && whole_rows; ++r) {
+          rows[static_cast<size_t>(r)] = stored(m.source(r, 0)).first;
+          for (int64_t c = 0; c < m.cols && whole_rows; ++c)
+            whole_rows = stored(m.source(r, c)) == std::pair{rows[static_cast<size_t>(r)], c};
+        }
+        if (whole_rows) {
+          HostTensor gathered = gather_rows(t, rows, b.names[0]);
+          if (!gathered.weight.empty()) {
+            source_.bound(b.names[0], gathered.weight);
+            *b.target = backend_.upload_weight(gathered.weight);
+            continue;
+          }
+        }
+      }
+      // Otherwise a quantized tensor is read through its dequantization and the result is float32.
       const bool f32 = m.to_f32 || src.quantized();
       const DType dtype = f32 ? DType::F32 : src.dtype;
       const size_t elem = dtype_size(dtype);
       std::vector<uint8_t> host(static_cast<size_t>(m.rows * m.cols) * elem);
       for (int64_t r = 0; r < m.rows; ++r)
         for (int64_t c = 0; c < m.cols; ++c) {
-          const int64_t from = m.source(r, c), to = r * m.cols + c;
-          TACHYON_CHECK(from >= 0 && from < total, "remap of '{}' reads outside the tensor", b.names[0]);
+          const auto [sr, sc] = stored(m.source(r, c));
+          const int64_t to = r * m.cols + c;
           if (f32)
-            reinterpret_cast<float*>(host.data())[to] = kernels::rowwise::load_weight(src, from / src.cols, from % src.cols);
+            reinterpret_cast<float*>(host.data())[to] = kernels::rowwise::load_weight(src, sr, sc);
           else
-            std::memcpy(host.data() + to * elem, static_cast<const uint8_t*>(src.data) + from * elem, elem);
+            std::memcpy(host.data() + to * elem, static_cast<const uint8_t*>(src.data) + (sr * src.cols + sc) * elem, elem);
         }
-      *b.target = backend_.upload_weight(Weight{host.data(), dtype, m.rows, m.cols});
+      const Weight remapped{host.data(), dtype, m.rows, m.cols};
+      source_.bound(b.names[0], remapped);
+      *b.target = backend_.upload_weight(remapped);
       continue;
     }
     if (b.names.size() == 1) {
@@ -113,6 +148,34 @@ void WeightBinder::load() {
     HostTensor fused = concat_rows(parts, b.names[0]);
     *b.target = upload(b, fused.weight);
   }
+}
+
+HostTensor gather_rows(const HostTensor& t, const std::vector<int64_t>& rows, const std::string& name) {
+  const Weight& w = t.weight;
+  const auto& q = w.quant;
+  HostTensor out;
+  if (w.format == kernels::WeightFormat::Fp8Block || w.format == kernels::WeightFormat::Dense) return out;
+  if (w.quant.bits == 4 && w.cols % 2 != 0) return out;
+  const int64_t groups = w.format == kernels::WeightFormat::Mxfp4 ? w.cols / 32 : w.cols / q.group;
+  const size_t code_bytes = static_cast<size_t>(w.cols * q.bits / 8);
+  const size_t scale_bytes = static_cast<size_t>(groups) * dtype_size(q.scale_dtype);
+  auto gather = [&](const void* from, size_t row_bytes) {
+    std::vector<uint8_t> data(rows.size() * row_bytes);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      TACHYON_CHECK(rows[i] >= 0 && rows[i] < w.rows, "gather of '{}' reads row {} of {}", name, rows[i], w.rows);
+      std::memcpy(data.data() + i * row_bytes, static_cast<const uint8_t*>(from) + rows[i] * row_bytes, row_bytes);
+    }
+    out.owned.push_back(std::move(data));
+    return static_cast<const void*>(out.owned.back().data());
+  };
+  out.owned.reserve(3);
+  out.weight = w;
+  out.weight.rows = static_cast<int64_t>(rows.size());
+  out.weight.data = gather(w.data, code_bytes);
+  out.weight.quant.scales = gather(q.scales, scale_bytes);
+  if (q.biases) out.weight.quant.biases = gather(q.biases, scale_bytes);
+  out.shape = {out.weight.rows, w.cols};
+  return out;
 }
 
 HostTensor concat_rows(const std::vector<HostTensor>& parts, const std::string& name) {

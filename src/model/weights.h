@@ -77,5 +77,9 @@ class WeightBinder {
 // a quantized format each concatenated; 1-D parts become one longer vector. Parts must share
 // their storage (format, dtype, group); throws naming `name` otherwise.
 HostTensor concat_rows(const std::vector<HostTensor>& parts, const std::string& name);
+// Rows `rows` of a quantized (Affine, Symmetric, Mxfp4) row-major tensor, codes with their
+// scales and biases; an empty HostTensor for a format whose scales span several rows (Fp8Block)
+// or a dense one.
+HostTensor gather_rows(const HostTensor& t, const std::vector<int64_t>& rows, const std::string& name);
 
 }  // namespace tachyon::model

@@ -32,9 +32,4 @@ HostTensor SafetensorsSource::load(const std::string& name) const {
   return out;
 }
 
-std::shared_ptr<WeightSource> open_weight_source(const std::string& path, const io::ModelConfig& config) {
-  (void)config;  // quantized layouts are detected from it (model/sources/*)
-  return std::make_shared<SafetensorsSource>(std::make_shared<io::Checkpoint>(io::Checkpoint::open(path)));
-}
-
 }  // namespace tachyon::model

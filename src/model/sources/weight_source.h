@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "io/config.h"
+#include "kernels/quantize.h"
 #include "kernels/weight.h"
 
 namespace tachyon::model {
@@ -30,6 +31,10 @@ struct HostTensor {
   Weight weight;                               // [rows, cols] as the model sees it; 1-D: rows = 1
   std::vector<int64_t> shape;                  // the logical (dequantized) shape
   std::vector<std::vector<uint8_t>> owned;     // codes, scales, biases built by the source
+  // A 3-D logical [E, A, B] tensor stored as E matrices [B, A] one after another (weight rows =
+  // E·B, cols = A): gpt-oss's MXFP4 experts are [E, out, in] while its float release is
+  // [E, in, out]. WeightBinder's element remaps index the logical shape and account for it.
+  bool stored_transposed = false;
 };
 
 class WeightSource {
@@ -51,11 +56,20 @@ class WeightSource {
   // The tensor, repacked where needed. Throws tachyon::Error naming the tensor when its parts do
   // not fit together (a missing scale, a group size that does not divide the columns, ...).
   virtual HostTensor load(const std::string& name) const = 0;
+  // The format `--quantize` asks for (kernels/quantize.h): WeightBinder quantizes each dense float
+  // weight it binds for matmuls (after fusing) before uploading it.
+  virtual kernels::QuantizeMode matmul_quantization() const { return kernels::QuantizeMode::None; }
+  // Called by WeightBinder with each weight it hands to the backend (host form, after fusing,
+  // remapping and quantizing): `tachyon info` tallies bytes per format through it.
+  virtual void bound(const std::string& name, const Weight& host) const {}
 };
 
 // Opens the tensors of a model directory (or single file) for `config`: plain safetensors, or
 // the quantized layout its config.json names. Throws for a layout that is not supported,
 // naming it and the supported ones.
 std::shared_ptr<WeightSource> open_weight_source(const std::string& path, const io::ModelConfig& config);
+// The quantization method config.json names ("mlx", "fp8", "awq", "gptq", "compressed-tensors",
+// "mxfp4", or another that open_weight_source refuses), or "" for a float checkpoint.
+std::string quantization_method(const io::ModelConfig& config);
 
 }  // namespace tachyon::model

@@ -58,6 +58,13 @@ b="$(printf 'def add(a, b):' | "$tachyon" run "$root/models/tachyon-demo" --prom
 c="$("$tachyon" run "def add(a, b):" -n 6 --show-ids 2> /dev/null)"
 [[ -n "$a" && "$a" == "$b" && "$a" == "$c" ]] || fail "run --prompt: '$a' vs '$b' vs '$c'"
 "$tachyon" info tachyon-demo --json | grep -q '"source": "alias"' || fail "info by alias"
+# --quantize: info shows the weight bytes per format; run generates (the reference backend runs
+# every format); a quantized checkpoint's method and formats are shown
+"$tachyon" info --quantize int4 --device reference --json | grep -q '"Affine 4-bit g64 F16"' || fail "info --quantize int4"
+"$tachyon" run --quantize fp8 --device reference --prompt "def add(a, b):" -n 4 > /dev/null 2>&1 || fail "run --quantize fp8"
+"$tachyon" info "$root/tests/fixtures/quant/mlx_qwen3" --device reference 2> /dev/null |
+  grep -q '^quantization *mlx' || fail "info: quantization method of an MLX checkpoint"
+"$tachyon" run --quantize int3 --prompt x > /dev/null 2>&1 && fail "run --quantize int3 is refused"
 
 # info prints KV bytes per token per format (demo: 6 layers x 2 KV heads x 64 x K,V) and the longest context
 "$tachyon" info 2> /dev/null > "$tmp/info_kv.txt"
