@@ -32,11 +32,7 @@ GgufVocab byte_level_vocab(std::string pre = "qwen2") {
   v.model = "gpt2";
   v.pre = std::move(pre);
   const auto& alphabet = unicode::byte_level_alphabet();
-  for (int b = 0; b < 256; ++b) {
-    std::string s;
-    unicode::append_utf8(s, alphabet.byte_to_char[static_cast<size_t>(b)]);
-    v.tokens.push_back(s);
-  }
+  for (int b = 0; b < 256; ++b) v.tokens.push_back(alphabet.byte_to_utf8[b]);
   for (const char* merge : {"h e", "l l", "he ll", "hell o", "Ġ w", "o r"}) {
     const std::string m = merge;
     v.merges.push_back(m);
