@@ -17,6 +17,12 @@ if printf '42\n' | "$tachyon" tokenize 2> "$tmp/err"; then fail "tokenize accept
 grep -q "line 1: expected a JSON string" "$tmp/err" || fail "no line number in: $(cat "$tmp/err")"
 special="$(printf '"<|im_end|>"\n' | "$tachyon" tokenize "$root/models/tachyon-demo" --special)"
 [[ "$special" == "[8181]" ]] || fail "special token encoded as $special"
+# a .gguf file's own tokenizer: llama-tokenize's ids for this text (tests/fixtures/gguf/*.tokenize.json)
+gguf="$root/tests/fixtures/gguf/demo-q4_k_m.gguf"
+ids="$(printf '%s\n' '"<|im_start|>system\nYou are helpful.<|im_end|>"' | "$tachyon" tokenize "$gguf")"
+[[ "$ids" == "[8180,82,3426,198,6827,653,3151,2705,13,8181]" ]] || fail "gguf tokenize printed '$ids'"
+text="$(printf '%s\n' "$ids" | "$tachyon" detokenize "$gguf" --skip-special)"
+[[ "$text" == '"system\nYou are helpful."' ]] || fail "gguf detokenize printed '$text'"
 
 # template (exact, no trailing newline) and parse
 printf '%s' '{"messages":[{"role":"user","content":"hi"}],"add_generation_prompt":true,"enable_thinking":false}' > "$tmp/req.json"
