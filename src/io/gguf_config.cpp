@@ -75,7 +75,7 @@ Json llama3_rope_from_factors(const GgufFile& file, const GgufTensor& t, double 
   constexpr double kPi = 3.14159265358979323846;
   for (const double low : {1.0}) {
     for (const double high : {4.0}) {
-      for (int64_t orig = 1024; orig <= (int64_t{1} << 20); orig *= 2) {
+      for (int64_t orig = 1; orig <= (int64_t{1} << 24); orig *= 2) {
         double worst = 0;
         for (size_t i = 0; i < ff.size(); ++i) {
           const double inv = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rot_dims));
