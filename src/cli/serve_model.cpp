@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "base/error.h"
@@ -15,6 +16,8 @@
 #include "cli/model_text.h"
 #include "engine/engine.h"
 #include "io/config.h"
+#include "io/gguf.h"
+#include "io/gguf_config.h"
 #include "io/safetensors.h"
 #include "kernels/backend.h"
 #include "model/model.h"
@@ -99,6 +102,19 @@ server::ModelDetails model_details(const std::string& dir, const io::ModelConfig
   d.num_heads = config.num_attention_heads;
   d.num_kv_heads = config.num_key_value_heads;
   d.on_device = device == "cuda";
+  if (const auto gguf = io::gguf_model_file(dir)) {  // dtype: the ggml type holding the most bytes
+    const auto file = io::GgufFile::open(*gguf);
+    std::map<std::string, int64_t> bytes_by_type;
+    for (const io::GgufTensor& t : file->tensors()) {
+      d.num_parameters += t.num_elements();
+      d.size_bytes += static_cast<int64_t>(t.num_bytes);
+      bytes_by_type[io::ggml_type_name(t.type)] += static_cast<int64_t>(t.num_bytes);
+    }
+    int64_t most = -1;
+    for (const auto& [type, bytes] : bytes_by_type)
+      if (bytes > most) most = bytes, d.dtype = type;
+    return d;
+  }
   const io::Checkpoint checkpoint = io::Checkpoint::open(dir);
   for (const auto& [name, t] : checkpoint.tensors()) {
     d.num_parameters += t.num_elements();
@@ -190,6 +206,7 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
 int64_t served_model_footprint(const std::string& dir, const ServeModelOptions& options) {
   int64_t bytes = 0;
   std::error_code ec;
+  if (const auto gguf = io::gguf_model_file(dir)) bytes += static_cast<int64_t>(std::filesystem::file_size(*gguf, ec));
   for (const auto& file : std::filesystem::directory_iterator(dir, ec))
     if (file.path().extension() == ".safetensors") bytes += static_cast<int64_t>(file.file_size(ec));
   if (options.kv_blocks == 0) bytes += static_cast<int64_t>(options.kv_memory_gib * double(int64_t{1} << 30));
