@@ -286,7 +286,7 @@ class GgufParser {
                   path_);
     if (file.version_ != 2 && file.version_ != 3) {
       // A byte-swapped version is how a big-endian file shows up.
-      if ((file.version_ & 0x00ffffff) == 0 && (file.version_ >> 24) <= 3)
+      if ((file.version_ & 0x00ffffff) == 0 && (file.version_ >> 24) >= 1 && (file.version_ >> 24) <= 3)
         throw Error("{}: GGUF file is big-endian (version bytes {:#010x}); only little-endian files are supported",
                     path_, file.version_);
       throw Error("{}: GGUF version {} is not supported (supported: 2, 3)", path_, file.version_);

@@ -106,6 +106,7 @@ TEST(Gguf, RefusesBadMagicAndVersion) {
   expect_refused(GgufBuilder().version(1).bytes(), "version 1");
   expect_refused(GgufBuilder().version(4).bytes(), "version 4");
   expect_refused(GgufBuilder().version(0x03000000).bytes(), "big-endian");
+  expect_refused(GgufBuilder().version(0).bytes(), "GGUF version 0 is not supported (supported: 2, 3)");
   expect_refused({'G', 'G', 'U'}, "not a GGUF file");
 }
 
