@@ -1,19 +1,29 @@
-// `tachyon tokenize TOKENIZER [--special]`: TOKENIZER is a tokenizer.json or a model dir
-// (default: the embedded model). Reads lines from stdin, each a JSON string, and writes for
+// `tachyon tokenize TOKENIZER [--special]`: TOKENIZER is a tokenizer.json, a model dir or a
+// .gguf file (default: the embedded model). Reads lines from stdin, each a JSON string, and writes for
 // each a JSON array of ids on its own line.
 // `tachyon detokenize TOKENIZER [--skip-special]`: lines of JSON id arrays in, JSON strings out.
 // A bad line gets an error on stderr naming its number; the other lines are still answered.
+#include <filesystem>
 #include <iostream>
 
 #include "base/error.h"
 #include "base/json.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/gguf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tachyon::cli {
 
 namespace {
+
+// A .gguf file carries its tokenizer in its metadata; anything else is tokenizer.json or a folder.
+tokenizer::Tokenizer load_tokenizer(const std::string& source) {
+  const io::ResolvedModel model = resolve_model_arg(source);
+  if (model.kind == io::ModelKind::Gguf && !std::filesystem::is_directory(model.path))
+    return *load_gguf_tokenizer(model.path).tokenizer;
+  return tokenizer::Tokenizer::from_path(model.path);
+}
 
 // Runs `answer` on every stdin line; returns 1 if any line was bad.
 int for_each_line(const std::function<std::string(const Json&)>& answer) {
@@ -39,10 +49,10 @@ Command add_tokenize_command(CLI::App& app) {
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("tokenize", "JSON strings on stdin -> JSON arrays of token ids on stdout");
-  cmd->add_option("tokenizer", opt->source, "tokenizer.json, or a model: folder, hub id, alias (default: the embedded model)");
+  cmd->add_option("tokenizer", opt->source, "tokenizer.json, or a model: folder, .gguf, hub id, alias (default: the embedded model)");
   cmd->add_flag("--special", opt->special, "Add the tokenizer's special tokens (BOS, ...)");
   return [opt] {
-    const auto tok = tokenizer::Tokenizer::from_path(resolve_model_arg(opt->source).path);
+    const auto tok = load_tokenizer(opt->source);
     return for_each_line([&](const Json& line) {
       if (!line.is_string()) throw Error("expected a JSON string");
       return Json(tok.encode(line.get<std::string>(), opt->special)).dump();
@@ -57,10 +67,10 @@ Command add_detokenize_command(CLI::App& app) {
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("detokenize", "JSON arrays of token ids on stdin -> JSON strings on stdout");
-  cmd->add_option("tokenizer", opt->source, "tokenizer.json, or a model: folder, hub id, alias (default: the embedded model)");
+  cmd->add_option("tokenizer", opt->source, "tokenizer.json, or a model: folder, .gguf, hub id, alias (default: the embedded model)");
   cmd->add_flag("--skip-special", opt->skip_special, "Leave out special tokens");
   return [opt] {
-    const auto tok = tokenizer::Tokenizer::from_path(resolve_model_arg(opt->source).path);
+    const auto tok = load_tokenizer(opt->source);
     return for_each_line([&](const Json& line) {
       if (!line.is_array()) throw Error("expected a JSON array of token ids");
       std::vector<int32_t> ids;

@@ -5,7 +5,6 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "base/logging.h"
-#include "tokenizer/added_vocabulary.h"
 #include "tokenizer/decoders.h"
 #include "tokenizer/json_fields.h"
 #include "tokenizer/json_scan.h"
@@ -13,26 +12,10 @@
 #include "tokenizer/normalizers.h"
 #include "tokenizer/post_processors.h"
 #include "tokenizer/pre_tokenizers.h"
+#include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/unicode.h"
 
 namespace tachyon::tokenizer {
-
-struct Tokenizer::Impl {
-  std::unique_ptr<Normalizer> normalizer;
-  std::unique_ptr<PreTokenizer> pre_tokenizer;
-  std::unique_ptr<Model> model;
-  std::unique_ptr<PostProcessor> post_processor;
-  std::unique_ptr<Decoder> decoder;
-  AddedVocabulary added;
-  size_t vocab_size_with_added = 0;
-  std::optional<int32_t> bos_id, eos_id;
-  std::optional<bool> add_bos_token;
-
-  const std::string* token_of(int32_t id) const {
-    if (const AddedToken* t = added.find_by_id(id)) return &t->content;
-    return model->id_to_token(id);
-  }
-};
 
 namespace {
 
@@ -130,7 +113,11 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
     text = sanitized;
   }
   Pieces pieces;
-  impl_->added.split_and_normalize(text, impl_->normalizer.get(), pieces);
+  if (impl_->special_splitter) {
+    impl_->special_splitter->split(text, pieces);
+  } else {
+    impl_->added.split_and_normalize(text, impl_->normalizer.get(), pieces);
+  }
   if (impl_->pre_tokenizer) impl_->pre_tokenizer->pre_tokenize(pieces);
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);

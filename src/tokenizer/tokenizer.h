@@ -38,6 +38,8 @@
 
 namespace tachyon::tokenizer {
 
+struct GgufVocab;
+
 class Tokenizer {
  public:
   // Loads a tokenizer.json file.
@@ -50,6 +52,9 @@ class Tokenizer {
   static Tokenizer from_json(std::string_view json_text, const std::string& source = "tokenizer.json");
   // A directory -> from_model_dir, otherwise from_file (for the CLI's TOKENIZER argument).
   static Tokenizer from_path(const std::string& path);
+  // The tokenizer a GGUF file describes, giving llama.cpp's ids (gguf_tokenizer.h);
+  // `source` names the file in error messages.
+  static Tokenizer from_gguf(const GgufVocab& vocab, const std::string& source);
 
   // Text -> ids. Added tokens written in the text are matched whatever add_special_tokens
   // says; add_special_tokens only runs the post-processor's template (BOS and the like).

@@ -1,8 +1,10 @@
-// open_weight_source: which WeightSource reads a model directory, from its config.json.
+// open_weight_source: which WeightSource reads a model: a GGUF file (or a folder holding one), else a
+// directory by its config.json:
 //   "quantization" / "quantization_config" with bits + group_size and no quant_method: MLX affine
 //   "quantization_config.quant_method": fp8, awq, gptq, compressed-tensors, mxfp4
 //   none: plain float safetensors
 #include "base/error.h"
+#include "model/sources/gguf_source.h"
 #include "model/sources/packed_source.h"
 #include "model/sources/safetensors_source.h"
 
@@ -24,6 +26,7 @@ std::string quantization_method(const io::ModelConfig& config) {
 }
 
 std::shared_ptr<WeightSource> open_weight_source(const std::string& path, const io::ModelConfig& config) {
+  if (auto gguf = open_gguf_source(path, config)) return gguf;  // a .gguf file, or a folder holding one
   auto checkpoint = std::make_shared<io::Checkpoint>(io::Checkpoint::open(path));
   const std::string method = quantization_method(config);
   if (method.empty()) return std::make_shared<SafetensorsSource>(std::move(checkpoint));

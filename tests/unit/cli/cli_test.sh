@@ -17,6 +17,25 @@ if printf '42\n' | "$tachyon" tokenize 2> "$tmp/err"; then fail "tokenize accept
 grep -q "line 1: expected a JSON string" "$tmp/err" || fail "no line number in: $(cat "$tmp/err")"
 special="$(printf '"<|im_end|>"\n' | "$tachyon" tokenize "$root/models/tachyon-demo" --special)"
 [[ "$special" == "[8181]" ]] || fail "special token encoded as $special"
+# a .gguf file's own tokenizer: llama-tokenize's ids for this text (tests/fixtures/gguf/*.tokenize.json)
+gguf="$root/tests/fixtures/gguf/demo-q4_k_m.gguf"
+ids="$(printf '%s\n' '"<|im_start|>system\nYou are helpful.<|im_end|>"' | "$tachyon" tokenize "$gguf")"
+[[ "$ids" == "[8180,82,3426,198,6827,653,3151,2705,13,8181]" ]] || fail "gguf tokenize printed '$ids'"
+text="$(printf '%s\n' "$ids" | "$tachyon" detokenize "$gguf" --skip-special)"
+[[ "$text" == '"system\nYou are helpful."' ]] || fail "gguf detokenize printed '$text'"
+
+# a .gguf model (weights, config and tokenizer from the file): logits, greedy run, info's tensor-type
+# mix; a truncated file is refused naming it. The reference backend runs every weight format.
+"$tachyon" logits "$gguf" --ids 8180,82,3426 --device reference --out "$tmp/g.safetensors" 2> /dev/null
+header_len=$(od -An -t u8 -N 8 "$tmp/g.safetensors" | tr -d ' ')
+head -c $((8 + header_len)) "$tmp/g.safetensors" | tail -c "$header_len" | grep -q '"shape":\[3,8192\]' || fail "gguf logits header"
+out="$("$tachyon" run "$gguf" -p "def fibonacci(n):" -n 6 --temperature 0 --device reference 2> /dev/null)"
+[[ -n "$out" ]] || fail "gguf run printed nothing"
+"$tachyon" info "$gguf" --json > "$tmp/ginfo.json" 2> /dev/null
+grep -q '"runs_as": "Affine 4-bit g32 F32"' "$tmp/ginfo.json" || fail "gguf info: $(cat "$tmp/ginfo.json")"
+head -c 5000000 "$gguf" > "$tmp/cut.gguf"
+if "$tachyon" info "$tmp/cut.gguf" 2> "$tmp/err" > /dev/null; then fail "a truncated GGUF file was accepted"; fi
+grep -q "cut.gguf: tensor '.*' .*truncated" "$tmp/err" || fail "truncated GGUF: $(cat "$tmp/err")"
 
 # template (exact, no trailing newline) and parse
 printf '%s' '{"messages":[{"role":"user","content":"hi"}],"add_generation_prompt":true,"enable_thinking":false}' > "$tmp/req.json"

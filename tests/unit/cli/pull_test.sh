@@ -132,7 +132,8 @@ HF_HUB_CACHE="$tmp/cache-resume" "$tachyon" pull tachyon-test/resume > /dev/null
 cmp -s "$rrepo/blobs/$sha" "$src/model.safetensors" || fail "resumed file differs"
 grep -q "\"range\": \"bytes=$((size / 3))-\"" "$tmp/hub.log" || fail "no Range from the .incomplete length"
 
-# --- GGUF only when asked; resolution hands it to the loader, which names it
+# --- GGUF only when asked; resolution hands it to the loader, which validates it (this stand-in
+# file is "GGUF" and 60 zero bytes: version 0) and names it
 HF_HUB_CACHE="$tmp/cache-gguf" "$tachyon" pull "$repo_id" --include '*.gguf' --include 'original/*' \
   --exclude '*.safetensors' > /dev/null 2>&1 || fail "pull --include"
 gsnap="$(ls -d "$tmp/cache-gguf/models--tachyon-test--tiny-qwen3/snapshots/"*)"
@@ -141,9 +142,9 @@ gsnap="$(ls -d "$tmp/cache-gguf/models--tachyon-test--tiny-qwen3/snapshots/"*)"
   "$src/original/params.json" || fail "nested file link: $(readlink "$gsnap/original/params.json")"
 [[ -L "$gsnap/original/empty.txt" && ! -s "$gsnap/original/empty.txt" ]] || fail "an empty file was not pulled"
 if HF_HUB_CACHE="$tmp/cache-gguf" "$tachyon" run "$repo_id" --ids 1 2> "$tmp/err"; then fail "a GGUF snapshot loaded"; fi
-grep -q "tiny-Q4_K_M.gguf: a GGUF file" "$tmp/err" || fail "GGUF snapshot message: $(cat "$tmp/err")"
+grep -q "tiny-Q4_K_M.gguf: GGUF version 0 is not supported" "$tmp/err" || fail "GGUF snapshot message: $(cat "$tmp/err")"
 if "$tachyon" run "$src/tiny-Q4_K_M.gguf" --ids 1 2> "$tmp/err"; then fail "a GGUF file loaded"; fi
-grep -q "tiny-Q4_K_M.gguf: a GGUF file; loading GGUF is not supported yet" "$tmp/err" || fail "GGUF message: $(cat "$tmp/err")"
+grep -q "tiny-Q4_K_M.gguf: GGUF version 0 is not supported (supported: 2, 3)" "$tmp/err" || fail "GGUF message: $(cat "$tmp/err")"
 
 # --- a pull by commit hash writes no ref (as huggingface_hub), and resolves by that hash
 HF_HUB_CACHE="$tmp/cache-commit" "$tachyon" pull "$repo_id@$commit" > /dev/null 2>&1 || fail "pull @commit"
