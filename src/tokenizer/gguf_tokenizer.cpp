@@ -236,7 +236,7 @@ Tokenizer Tokenizer::from_gguf(const GgufVocab& v, const std::string& source) {
       std::vector<float> scores = v.scores;
       scores.resize(r.texts.size(), 0.0f);
       impl->pre_tokenizer = std::make_unique<GgufSpmEscape>(add_space_prefix);
-      impl->model = std::make_unique<GgufSpmModel>(r.texts, std::move(scores));
+      impl->model = std::make_unique<GgufSpmModel>(r.texts, std::move(scores), r.unk.value_or(-1));
       impl->decoder = make_spm_decoder(add_space_prefix);
     } else {
       if (v.pre.empty())
