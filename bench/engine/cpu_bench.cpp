@@ -20,6 +20,8 @@
 
 #include "base/json.h"
 #include "base/thread_pool.h"
+#include "io/gguf.h"
+#include "io/gguf_config.h"
 #include "io/safetensors.h"
 #include "kernels/backend.h"
 #include "model/model.h"
@@ -46,25 +48,52 @@ struct ModelCost {
   int64_t attention_layers = 0;
 };
 
+// The tensors of a checkpoint as stored (bytes as in the file: a GGUF file's quantized blocks),
+// under Hugging Face names for the roles the cost model tells apart (GGUF: token_embd, output and
+// the *_exps expert tensors).
+struct StoredTensor {
+  std::string name;
+  double bytes = 0, elements = 0;
+  bool matrix = false;
+};
+std::vector<StoredTensor> stored_tensors(const std::string& dir) {
+  std::vector<StoredTensor> out;
+  if (const auto gguf = io::gguf_model_file(dir)) {
+    const auto file = io::GgufFile::open(*gguf);
+    for (const io::GgufTensor& t : file->tensors()) {
+      std::string name = t.name;
+      if (name == "token_embd.weight") name = "model.embed_tokens.weight";
+      else if (name == "output.weight") name = "lm_head.weight";
+      else if (name.find("_exps.") != std::string::npos) name = "mlp.experts." + name;
+      out.push_back({name, static_cast<double>(t.num_bytes), static_cast<double>(t.num_elements()), t.dims.size() >= 2});
+    }
+    return out;
+  }
+  const auto ckpt = io::Checkpoint::open(dir);
+  for (const auto& [name, t] : ckpt.tensors())
+    out.push_back({name, static_cast<double>(t.num_bytes), static_cast<double>(t.num_elements()), t.shape.size() >= 2});
+  return out;
+}
+
 // Expert tensors ("mlp.experts.") are streamed for the top_k experts a token is routed to, so
 // an MoE's decode roofline counts top_k / num_experts of them (active parameters).
 ModelCost cost_of(const std::string& dir, const io::ModelConfig& c, const kv::KvLayout& kv) {
   ModelCost cost;
-  const auto ckpt = io::Checkpoint::open(dir);
   double expert_fraction = 1;
   for (const char* key : {"num_experts", "num_local_experts", "n_routed_experts"})
     if (c.raw.contains(key) && c.raw[key].is_number_integer() && c.raw.contains("num_experts_per_tok"))
       expert_fraction = c.raw["num_experts_per_tok"].get<double>() / c.raw[key].get<double>();
-  for (const auto& [name, t] : ckpt.tensors()) {
+  for (const StoredTensor& t : stored_tensors(dir)) {
+    const std::string& name = t.name;
     if (name.rfind("mtp.", 0) == 0) continue;  // unused by plain decode
     const bool embed = name == "model.embed_tokens.weight", head = name == "lm_head.weight";
-    cost.total_weight_bytes += static_cast<double>(t.num_bytes);
+    cost.total_weight_bytes += t.bytes;
     if (embed && !c.tie_word_embeddings) continue;  // only one row is gathered
     const double share = name.find("mlp.experts.") != std::string::npos ? expert_fraction : 1.0;
-    cost.weight_bytes_per_token += share * static_cast<double>(t.num_bytes);
-    if (t.shape.size() >= 2) {
-      if (embed || head) cost.lm_head_params += static_cast<double>(t.num_elements());
-      else cost.matmul_params += share * static_cast<double>(t.num_elements());
+    cost.weight_bytes_per_token += share * t.bytes;
+    if (t.matrix) {
+      if (embed || head) cost.lm_head_params += t.elements;
+      else cost.matmul_params += share * t.elements;
     }
   }
   cost.attention_layers = kv.num_layers;

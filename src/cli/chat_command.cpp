@@ -29,6 +29,7 @@
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "cli/generate.h"
+#include "cli/model_text.h"
 
 namespace tachyon::cli {
 
@@ -166,10 +167,17 @@ struct Style {
   const char* reset() const { return on ? "\x1b[0m" : ""; }
 };
 
+// The model's chat template (a folder's tokenizer_config.json, a GGUF file's metadata).
+chat::ChatTemplate chat_template_of(const std::string& model) {
+  ModelText text = load_model_text(model, /*need_tokenizer=*/false);
+  if (!text.chat_template) throw Error("{}", text.chat_template_error);
+  return *text.chat_template;
+}
+
 class ChatLoop {
  public:
   ChatLoop(const ChatOptions& opt, Generator& gen, const io::ModelConfig& config)
-      : opt_(opt), gen_(gen), template_(chat::ChatTemplate::from_model_dir(opt.model_dir)),
+      : opt_(opt), gen_(gen), template_(chat_template_of(opt.model_dir)),
         parser_(chat::detect_parser(template_.source(), config.model_type)), style_{isatty(STDOUT_FILENO) != 0} {
     // Without tools there are no tool calls to find; reasoning is still split off.
     if (parser_.family != chat::ParserFamily::kHarmony) parser_.family = chat::ParserFamily::kPlain;

@@ -1,8 +1,10 @@
 #include "cli/generate.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "base/error.h"
+#include "cli/model_text.h"
 #include "io/config.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
@@ -14,8 +16,10 @@ Generator::Generator(model::Model& model, const std::string& model_dir, const en
   for (int64_t id : io::load_generation_config(model_dir).eos_token_ids) eos_ids_.push_back(static_cast<int32_t>(id));
   if (eos_ids_.empty())
     for (int64_t id : model.config().eos_token_ids) eos_ids_.push_back(static_cast<int32_t>(id));
-  if (std::filesystem::exists(std::filesystem::path(model_dir) / "tokenizer.json"))
-    tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_model_dir(model_dir));
+  ModelText text = load_model_text(model_dir, /*need_tokenizer=*/false);
+  tokenizer_ = std::move(text.tokenizer);
+  for (int32_t id : text.end_of_generation_ids)  // GGUF: llama.cpp's end-of-generation set
+    if (std::find(eos_ids_.begin(), eos_ids_.end(), id) == eos_ids_.end()) eos_ids_.push_back(id);
 }
 
 Generator::~Generator() = default;

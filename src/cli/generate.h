@@ -47,7 +47,7 @@ class Generator {
  private:
   std::string model_dir_;
   std::unique_ptr<engine::Engine> engine_;
-  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
   std::vector<int32_t> eos_ids_;
 };
 

@@ -13,10 +13,13 @@
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "io/config.h"
+#include "io/gguf.h"
+#include "io/gguf_config.h"
 #include "io/safetensors.h"
 #include "kernels/backend.h"
 #include "model/model.h"
 #include "model/mtp_head.h"
+#include "model/sources/gguf_repack.h"
 #include "spec/draft_model.h"
 
 namespace tachyon::cli {
@@ -88,6 +91,25 @@ Json sampling_defaults_report(const std::string& dir) {
   return out;
 }
 
+// A GGUF file's version and tensor-type mix: count and bytes per ggml type, and the weight format
+// each type is repacked into.
+Json gguf_report(const io::GgufFile& file) {
+  Json types = Json::object();
+  int64_t total = 0;
+  for (const io::GgufTensor& t : file.tensors()) {
+    const std::string type = io::ggml_type_name(t.type);
+    Json& entry = types[type];
+    if (entry.is_null())
+      entry = {{"count", 0}, {"bytes", 0},
+               {"runs_as", model::ggml_type_supported(t.type) ? model::repacked_format_name(t.type) : "unsupported"}};
+    entry["count"] = entry["count"].get<int64_t>() + 1;
+    entry["bytes"] = entry["bytes"].get<int64_t>() + static_cast<int64_t>(t.num_bytes);
+    total += static_cast<int64_t>(t.num_bytes);
+  }
+  return {{"version", file.version()}, {"tensors", file.tensors().size()}, {"tensor_bytes", total},
+          {"tensor_types", types}};
+}
+
 }  // namespace
 
 Command add_info_command(CLI::App& app) {
@@ -97,7 +119,7 @@ Command add_info_command(CLI::App& app) {
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("info", "Load a model (checking every tensor) and describe it");
-  cmd->add_option("model", opt->dir, "Model: a folder, a hub id org/name[@rev] in the HF cache, or an alias "
+  cmd->add_option("model", opt->dir, "Model: a folder, a .gguf file, a hub id org/name[@rev] in the HF cache, or an alias "
                                      "(default: the embedded tachyon-demo)");
   cmd->add_flag("--json", opt->json, "Machine-readable output");
   return [opt] {
@@ -106,15 +128,23 @@ Command add_info_command(CLI::App& app) {
     auto backend = kernels::make_backend("cpu");
     auto model = model::load_model(opt->dir, *backend);
     const auto& c = model->config();
-    const auto ckpt = io::Checkpoint::open(opt->dir);
     int64_t params = 0, mtp_params = 0;
     std::map<std::string, int64_t> dtypes;
-    // MTP tensors: Qwen3-Next's mtp.*, or DeepSeek-V3's extra layer model.layers.{num_hidden_layers}.*
-    const std::string extra_layer = "model.layers." + std::to_string(c.num_hidden_layers) + ".";
-    for (const auto& [name, t] : ckpt.tensors()) {
-      const bool mtp = name.rfind("mtp.", 0) == 0 || name.rfind(extra_layer, 0) == 0;
-      (mtp ? mtp_params : params) += t.num_elements();
-      dtypes[std::string(dtype_name(t.dtype))] += 1;
+    Json gguf;  // a GGUF file: its version and tensor-type mix
+    if (const auto gguf_file = io::gguf_model_file(opt->dir)) {
+      const auto file = io::GgufFile::open(*gguf_file);
+      gguf = gguf_report(*file);
+      for (const io::GgufTensor& t : file->tensors()) params += t.num_elements();
+      for (const auto& [type, mix] : gguf["tensor_types"].items()) dtypes[type] = mix["count"].get<int64_t>();
+    } else {
+      const auto ckpt = io::Checkpoint::open(opt->dir);
+      // MTP tensors: Qwen3-Next's mtp.*, or DeepSeek-V3's extra layer model.layers.{num_hidden_layers}.*
+      const std::string extra_layer = "model.layers." + std::to_string(c.num_hidden_layers) + ".";
+      for (const auto& [name, t] : ckpt.tensors()) {
+        const bool mtp = name.rfind("mtp.", 0) == 0 || name.rfind(extra_layer, 0) == 0;
+        (mtp ? mtp_params : params) += t.num_elements();
+        dtypes[std::string(dtype_name(t.dtype))] += 1;
+      }
     }
     std::string tool_format = "plain", reasoning = "no";
     try {
@@ -156,6 +186,7 @@ Command add_info_command(CLI::App& app) {
                          {"origin", resolved.alias->origin}, {"drafter", resolved.alias->defaults.drafter},
                          {"kv_format", resolved.alias->defaults.kv_format}};
     info["resolved"] = source;
+    if (!gguf.is_null()) info["gguf"] = gguf;
     if (opt->json) {
       std::cout << info.dump(2) << "\n";
       return 0;
@@ -178,6 +209,14 @@ Command add_info_command(CLI::App& app) {
                 static_cast<long long>(c.vocab_size), static_cast<long long>(c.max_position_embeddings),
                 kv_per_1k / (1 << 20), tool_format.c_str(), reasoning.c_str(), sampling.c_str(),
                 backend->name().c_str());
+    if (!gguf.is_null()) {
+      std::printf("gguf             version %d, %lld tensors, %.1f MiB of tensor data\n", gguf["version"].get<int>(),
+                  static_cast<long long>(gguf["tensors"].get<int64_t>()), gguf["tensor_bytes"].get<double>() / (1 << 20));
+      for (const auto& [type, mix] : gguf["tensor_types"].items())
+        std::printf("  %-14s %4lld tensors %10.2f MiB  -> %s\n", type.c_str(),
+                    static_cast<long long>(mix["count"].get<int64_t>()), mix["bytes"].get<double>() / (1 << 20),
+                    mix["runs_as"].get<std::string>().c_str());
+    }
     if (!resolved.repo_id.empty())
       std::printf("hub              %s@%s (commit %s)\n", resolved.repo_id.c_str(), resolved.revision.c_str(),
                   resolved.commit.c_str());

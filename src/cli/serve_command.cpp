@@ -20,6 +20,7 @@
 #include "cli/default_model.h"
 #include "cli/serve_model.h"
 #include "io/config.h"
+#include "io/gguf_config.h"
 #include "io/hub_download.h"
 #include "server/api_error.h"
 #include "server/model_registry.h"
@@ -39,7 +40,7 @@ struct ServeOptions {
 };
 
 // What the server serves: each MODEL argument, then the model folders directly under
-// --models-dir (a folder with config.json; GGUF ones are skipped, said once), by name. A name
+// --models-dir (a folder with config.json, or one holding a single GGUF file), by name. A name
 // served twice is an error: a request could not say which it means.
 std::vector<std::pair<server::ModelEntry, io::ResolvedModel>> served_entries(const ServeOptions& o) {
   std::vector<std::pair<server::ModelEntry, io::ResolvedModel>> out;
@@ -49,7 +50,7 @@ std::vector<std::pair<server::ModelEntry, io::ResolvedModel>> served_entries(con
     throw Error("--served-model-name names one model; with several, each is served under its own name");
   for (const std::string& arg : args) {
     io::ResolvedModel r = resolve_model_arg(arg);
-    io::load_model_config(r.path);  // a GGUF file or a folder without config.json stops here, named
+    io::load_model_config(r.path);  // a folder without config.json (or an unsupported GGUF) stops here, named
     const std::string name = o.served_name.empty() ? r.display_name : o.served_name;
     out.push_back({{name, r.path}, std::move(r)});
   }
@@ -66,17 +67,20 @@ std::vector<std::pair<server::ModelEntry, io::ResolvedModel>> served_entries(con
         out.push_back({{dir.filename().string(), r.path}, std::move(r)});
         continue;
       }
-      for (const auto& f : fs::directory_iterator(dir))
-        if (f.path().extension() == ".gguf") {
-          std::fprintf(stderr, "tachyon serve: skipping %s: GGUF models cannot be loaded yet\n", dir.c_str());
-          break;
+      try {  // a folder holding one GGUF file
+        if (io::gguf_model_file(dir.string())) {
+          io::ResolvedModel r = resolve_model_arg(dir.string());
+          out.push_back({{dir.filename().string(), r.path}, std::move(r)});
         }
+      } catch (const Error& e) {
+        std::fprintf(stderr, "tachyon serve: skipping %s: %s\n", dir.c_str(), e.what());
+      }
     }
   }
   std::map<std::string, int> seen;
   for (const auto& [entry, r] : out)
     if (++seen[entry.name] == 2) throw Error("two models are served as '{}': serve one of them", entry.name);
-  if (out.empty()) throw Error("--models-dir {}: no model folder (one with config.json) in it", o.models_dir);
+  if (out.empty()) throw Error("--models-dir {}: no model folder (one with config.json, or one GGUF file) in it", o.models_dir);
   return out;
 }
 

@@ -7,13 +7,17 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "base/error.h"
 #include "chat/chat_template.h"
 #include "chat/parsers/output_parser.h"
+#include "cli/model_text.h"
 #include "engine/engine.h"
 #include "io/config.h"
+#include "io/gguf.h"
+#include "io/gguf_config.h"
 #include "io/safetensors.h"
 #include "kernels/backend.h"
 #include "model/model.h"
@@ -98,6 +102,19 @@ server::ModelDetails model_details(const std::string& dir, const io::ModelConfig
   d.num_heads = config.num_attention_heads;
   d.num_kv_heads = config.num_key_value_heads;
   d.on_device = device == "cuda";
+  if (const auto gguf = io::gguf_model_file(dir)) {  // dtype: the ggml type holding the most bytes
+    const auto file = io::GgufFile::open(*gguf);
+    std::map<std::string, int64_t> bytes_by_type;
+    for (const io::GgufTensor& t : file->tensors()) {
+      d.num_parameters += t.num_elements();
+      d.size_bytes += static_cast<int64_t>(t.num_bytes);
+      bytes_by_type[io::ggml_type_name(t.type)] += static_cast<int64_t>(t.num_bytes);
+    }
+    int64_t most = -1;
+    for (const auto& [type, bytes] : bytes_by_type)
+      if (bytes > most) most = bytes, d.dtype = type;
+    return d;
+  }
   const io::Checkpoint checkpoint = io::Checkpoint::open(dir);
   for (const auto& [name, t] : checkpoint.tensors()) {
     d.num_parameters += t.num_elements();
@@ -136,24 +153,18 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
                                                               const std::string& served_name,
                                                               const ServeModelOptions& options, bool ticker) {
   const std::string& dir = resolved.path;
-  io::load_model_config(dir);  // a GGUF file or a folder without config.json stops here, named
+  io::load_model_config(dir);  // a folder without config.json (or an unsupported GGUF) stops here, named
   if (resolved.source == io::ModelSource::Path) std::fprintf(stderr, "tachyon serve: loading %s\n", dir.c_str());
   else std::fprintf(stderr, "tachyon serve: loading %s (%s)\n", resolved.name.c_str(), dir.c_str());
   Progress progress(ticker);
   auto served = std::make_shared<server::ServedModel>();
   auto owned = std::make_shared<Owned>();
   served->id = served_name;
-  served->tokenizer = progress.stage("tokenizer", [&] {
-    return std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::from_model_dir(dir));
-  });
-  served->chat_template = progress.stage("chat template", [&]() -> std::shared_ptr<const chat::ChatTemplate> {
-    try {
-      return std::make_shared<const chat::ChatTemplate>(chat::ChatTemplate::from_model_dir(dir));
-    } catch (const Error& e) {
-      std::fprintf(stderr, "  (no chat template: %s; chat endpoints will answer 400)\n", e.what());
-      return nullptr;
-    }
-  });
+  ModelText text = progress.stage("tokenizer and chat template", [&] { return load_model_text(dir); });
+  served->tokenizer = text.tokenizer;
+  served->chat_template = text.chat_template;
+  if (!served->chat_template)
+    std::fprintf(stderr, "  (no chat template: %s; chat endpoints will answer 400)\n", text.chat_template_error.c_str());
   const std::string device = device_of(options);
   owned->backend = kernels::make_backend(device);
   owned->model = progress.stage("weights", [&] { return model::load_model(dir, *owned->backend); });
@@ -161,6 +172,8 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
   const io::GenerationConfig generation = io::load_generation_config(dir);
   for (int64_t id : generation.eos_token_ids.empty() ? config.eos_token_ids : generation.eos_token_ids)
     served->eos_ids.push_back(static_cast<int32_t>(id));
+  for (int32_t id : text.end_of_generation_ids)  // GGUF: llama.cpp's end-of-generation set
+    if (std::find(served->eos_ids.begin(), served->eos_ids.end(), id) == served->eos_ids.end()) served->eos_ids.push_back(id);
   if (auto eos = served->tokenizer->eos_id();
       eos && std::find(served->eos_ids.begin(), served->eos_ids.end(), *eos) == served->eos_ids.end())
     served->eos_ids.push_back(*eos);
@@ -193,6 +206,7 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
 int64_t served_model_footprint(const std::string& dir, const ServeModelOptions& options) {
   int64_t bytes = 0;
   std::error_code ec;
+  if (const auto gguf = io::gguf_model_file(dir)) bytes += static_cast<int64_t>(std::filesystem::file_size(*gguf, ec));
   for (const auto& file : std::filesystem::directory_iterator(dir, ec))
     if (file.path().extension() == ".safetensors") bytes += static_cast<int64_t>(file.file_size(ec));
   if (options.kv_blocks == 0) bytes += static_cast<int64_t>(options.kv_memory_gib * double(int64_t{1} << 30));

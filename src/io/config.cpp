@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "base/error.h"
+#include "io/gguf_config.h"
 
 namespace tachyon::io {
 
@@ -172,22 +173,17 @@ ModelConfig load_model_config(const std::string& model_dir) {
   // Model resolution hands GGUF files and folders through (io/model_resolve.h); the loader is
   // where they stop, with the file named.
   std::error_code ec;
-  if (fs::path(model_dir).extension() == ".gguf")
-    throw Error("{}: a GGUF file; loading GGUF is not supported yet (give a safetensors checkpoint: a folder with "
-                "config.json and *.safetensors)", model_dir);
+  if (const auto gguf = gguf_model_file(model_dir)) return gguf_model_config(*GgufFile::open(*gguf));
   if (!fs::is_directory(model_dir, ec)) throw Error("{}: not a model directory", model_dir);
   const std::string path = (fs::path(model_dir) / "config.json").string();
   if (!fs::exists(path)) {
-    for (const auto& e : fs::directory_iterator(model_dir, ec))
-      if (e.path().extension() == ".gguf")
-        throw Error("{}: a GGUF file, and no config.json beside it; loading GGUF is not supported yet (give a "
-                    "safetensors checkpoint: a folder with config.json and *.safetensors)", e.path().string());
     throw Error("{}: no config.json in the model directory", model_dir);
   }
   return parse_model_config(parse_json(read_file(path), path), path);
 }
 
 GenerationConfig load_generation_config(const std::string& model_dir) {
+  if (const auto gguf = gguf_model_file(model_dir)) return gguf_generation_config(*GgufFile::open(*gguf));
   GenerationConfig g;
   const std::string path = (std::filesystem::path(model_dir) / "generation_config.json").string();
   if (!std::filesystem::exists(path)) return g;

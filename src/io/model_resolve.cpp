@@ -255,6 +255,7 @@ ResolvedModel resolve_model(const std::string& name, const ResolveOptions& optio
     const fs::path folder = fs::is_directory(as_path, ec) ? as_path : as_path.parent_path();
     m.display_name = folder.lexically_normal().filename().string();
     if (m.display_name.empty() || m.display_name == ".") m.display_name = fs::weakly_canonical(folder, ec).filename().string();
+    if (m.kind == ModelKind::Gguf && !fs::is_directory(as_path, ec)) m.display_name = as_path.stem().string();  // x.gguf: "x"
     return m;
   }
   searched.add("path", fmt::format("{} (no such file or folder{})", as_path.string(),

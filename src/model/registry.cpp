@@ -3,6 +3,7 @@
 #include <map>
 
 #include "base/error.h"
+#include "model/sources/gguf_source.h"
 
 namespace tachyon::model {
 
@@ -66,9 +67,11 @@ DecoderSpec decoder_spec_of(const io::ModelConfig& config) {
 }
 
 std::unique_ptr<Model> load_model(const std::string& dir, kernels::Backend& backend) {
-  io::ModelConfig config = io::load_model_config(dir);
+  io::ModelConfig config = io::load_model_config(dir);  // a GGUF file's: from its metadata
   const Entry* found = &entry_of(config);
-  return found->factory(config, open_weight_source(dir, config), backend);
+  std::shared_ptr<WeightSource> source = open_gguf_source(dir, config);
+  if (!source) source = open_weight_source(dir, config);
+  return found->factory(config, std::move(source), backend);
 }
 
 }  // namespace tachyon::model

@@ -25,12 +25,37 @@ ReferenceBackend::~ReferenceBackend() {
 
 Weight ReferenceBackend::upload_weight(const Weight& host) {
   TACHYON_CHECK(host.layout == WeightLayout::RowMajor, "weights arrive row-major");
-  const size_t bytes = static_cast<size_t>(host.rows * host.cols) * dtype_size(host.dtype);
-  void* copy = allocate(bytes);
-  std::memcpy(copy, host.data, bytes);
-  owned_.push_back(copy);
+  auto copy_of = [&](const void* src, size_t bytes) -> const void* {
+    void* copy = allocate(bytes);
+    std::memcpy(copy, src, bytes);
+    owned_.push_back(copy);
+    return copy;
+  };
   Weight w = host;
-  w.data = copy;
+  if (!host.quantized()) {
+    w.data = copy_of(host.data, static_cast<size_t>(host.rows * host.cols) * dtype_size(host.dtype));
+    return w;
+  }
+  // Quantized formats: the codes (4-bit: two per byte) and the scales and biases (kernels/weight.h),
+  // which the host tensor may free after the upload.
+  const QuantParams& q = host.quant;
+  const int64_t elements = host.rows * host.cols;
+  const int64_t code_bytes = host.format == WeightFormat::Fp8Block ? elements : elements * q.bits / 8;
+  int64_t scale_bytes = 0;
+  switch (host.format) {
+    case WeightFormat::Affine:
+    case WeightFormat::Symmetric:
+      scale_bytes = host.rows * (host.cols / q.group) * static_cast<int64_t>(dtype_size(q.scale_dtype));
+      break;
+    case WeightFormat::Fp8Block:
+      scale_bytes = ((host.rows + q.group - 1) / q.group) * ((host.cols + q.group - 1) / q.group) * 4;
+      break;
+    case WeightFormat::Mxfp4: scale_bytes = host.rows * (host.cols / 32); break;
+    case WeightFormat::Dense: break;
+  }
+  w.data = copy_of(host.data, static_cast<size_t>(code_bytes));
+  w.quant.scales = copy_of(q.scales, static_cast<size_t>(scale_bytes));
+  if (q.biases) w.quant.biases = copy_of(q.biases, static_cast<size_t>(scale_bytes));
   return w;
 }
 

@@ -33,7 +33,7 @@ inline float load_weight(const Weight& w, int64_t c) { return load_weight(w, 0, 
 // load_weight(table, id, i) · scale for every i. In the row-major and Panel64 layouts a row's
 // elements are evenly strided (1 and the panel width): one index computation per row.
 inline void embedding_row(const Weight& table, int32_t id, float scale, float* out) {
-  if (table.layout == WeightLayout::MmaFragments) {
+  if (table.layout == WeightLayout::MmaFragments || table.quantized()) {
     for (int64_t i = 0; i < table.cols; ++i) out[i] = load_weight(table, id, i) * scale;
     return;
   }

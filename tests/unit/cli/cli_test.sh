@@ -24,6 +24,19 @@ ids="$(printf '%s\n' '"<|im_start|>system\nYou are helpful.<|im_end|>"' | "$tach
 text="$(printf '%s\n' "$ids" | "$tachyon" detokenize "$gguf" --skip-special)"
 [[ "$text" == '"system\nYou are helpful."' ]] || fail "gguf detokenize printed '$text'"
 
+# a .gguf model (weights, config and tokenizer from the file): logits, greedy run, info's tensor-type
+# mix; a truncated file is refused naming it. The reference backend runs every weight format.
+"$tachyon" logits "$gguf" --ids 8180,82,3426 --device reference --out "$tmp/g.safetensors" 2> /dev/null
+header_len=$(od -An -t u8 -N 8 "$tmp/g.safetensors" | tr -d ' ')
+head -c $((8 + header_len)) "$tmp/g.safetensors" | tail -c "$header_len" | grep -q '"shape":\[3,8192\]' || fail "gguf logits header"
+out="$("$tachyon" run "$gguf" -p "def fibonacci(n):" -n 6 --temperature 0 --device reference 2> /dev/null)"
+[[ -n "$out" ]] || fail "gguf run printed nothing"
+"$tachyon" info "$gguf" --json > "$tmp/ginfo.json" 2> /dev/null
+grep -q '"runs_as": "Affine 4-bit g32 F32"' "$tmp/ginfo.json" || fail "gguf info: $(cat "$tmp/ginfo.json")"
+head -c 5000000 "$gguf" > "$tmp/cut.gguf"
+if "$tachyon" info "$tmp/cut.gguf" 2> "$tmp/err" > /dev/null; then fail "a truncated GGUF file was accepted"; fi
+grep -q "cut.gguf: tensor '.*' .*truncated" "$tmp/err" || fail "truncated GGUF: $(cat "$tmp/err")"
+
 # template (exact, no trailing newline) and parse
 printf '%s' '{"messages":[{"role":"user","content":"hi"}],"add_generation_prompt":true,"enable_thinking":false}' > "$tmp/req.json"
 "$tachyon" template --request "$tmp/req.json" > "$tmp/prompt.txt"

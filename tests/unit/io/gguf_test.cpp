@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "gguf_builder.h"
+#include "io/model_resolve.h"
 
 namespace tachyon::io {
 namespace {
@@ -196,6 +197,13 @@ TEST(Gguf, ReadsLlamaCppFiles) {
     EXPECT_TRUE(f->find_tensor("blk.0.attn_q.weight"));
   }
   EXPECT_FALSE(is_gguf_file(fixture("tiny256-q4_0.reference.safetensors")));
+}
+
+// A .gguf path resolves as a GGUF model named after the file (what `serve` calls it).
+TEST(Gguf, ResolvesAFileAsAGgufModelNamedAfterIt) {
+  const ResolvedModel m = resolve_model(fixture("tiny256-q6_k.gguf"), ResolveOptions{});
+  EXPECT_EQ(m.kind, ModelKind::Gguf);
+  EXPECT_EQ(m.display_name, "tiny256-q6_k");
 }
 
 }  // namespace

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# tachyon vs llama.cpp on the same GGUF files, one run each, same machine (issue #45 item 6):
+# decode (llama-bench tg128 / cpu_bench 32 tokens at batch 1) and prefill 512 tok/s of a random
+# Qwen3-0.6B-shaped checkpoint as BF16, Q8_0 and Q4_0 (and whatever TYPES lists).
+#
+#   LLAMA_CPP=/work/peers/llama.cpp bench/gguf/run_gguf_bench.sh [WORK_DIR]
+#
+# LLAMA_CPP: a llama.cpp source tree with llama-bench and llama-quantize built in build/bin
+# (/work/shared/peers/README.md: how to build it on this VM) and its gguf-py. WORK_DIR (outside
+# the repository; default /work/peers/gguf-bench) holds the checkpoint and the GGUF files; they
+# are made once: bench/make_random_checkpoint.py, then the demo tokenizer beside it (padded to
+# 151936 entries by the converter), /work/shared/tools/hf_to_gguf_qwen3.py to a BF16 GGUF, then
+# llama-quantize. The record goes to bench/results/gguf-cpu-<commit>.md with the CPU named.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+build="${BUILD:-$root/build}"
+llama="${LLAMA_CPP:-/work/peers/llama.cpp}"
+work="${1:-/work/peers/gguf-bench}"
+types="${TYPES:-Q8_0 Q4_0}"
+threads="${THREADS:-$(nproc)}"
+converter="${CONVERTER:-/work/shared/tools/hf_to_gguf_qwen3.py}"
+
+mkdir -p "$work"
+/usr/bin/python3 "$root/bench/make_random_checkpoint.py" "$work/qwen3-0.6b" --shape qwen3-0.6b
+cp -n "$root/models/tachyon-demo/tokenizer.json" "$root/models/tachyon-demo/tokenizer_config.json" "$work/qwen3-0.6b/"
+[ -f "$work/qwen3-0.6b-bf16.gguf" ] ||
+  PYTHONPATH="$llama/gguf-py" /usr/bin/python3 "$converter" "$work/qwen3-0.6b" "$work/qwen3-0.6b-bf16.gguf"
+files=("$work/qwen3-0.6b-bf16.gguf")
+for t in $types; do
+  lower="$(echo "$t" | tr 'A-Z' 'a-z')"
+  f="$work/qwen3-0.6b-$lower.gguf"
+  [ -f "$f" ] || "$llama/build/bin/llama-quantize" "$work/qwen3-0.6b-bf16.gguf" "$f" "$t" > "$work/quantize-$lower.log" 2>&1
+  files+=("$f")
+done
+
+commit="$(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet || echo -dirty)"
+out="$root/bench/results/gguf-cpu-$commit.md"
+{
+  echo "# GGUF on CPU: tachyon vs llama.cpp, commit $commit, $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo
+  echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $threads threads for both engines."
+  echo "llama.cpp: $(git -C "$llama" rev-parse --short HEAD 2>/dev/null || echo "source d32676d7 (snapshot)"), llama-bench -p 512 -n 128 -r 1."
+  echo "tachyon: bench/engine/cpu_bench --runs 1 (decode 32 tokens at batch 1, prefill 512), CPU backend."
+  echo
+  for f in "${files[@]}"; do
+    echo "## $(basename "$f") ($(du -m "$f" | cut -f1) MB)"
+    echo
+    echo '```'
+    "$llama/build/bin/llama-bench" -m "$f" -p 512 -n 128 -t "$threads" -r 1 -o md 2>/dev/null || echo "llama-bench failed"
+    "$build/bench/cpu_bench" --runs 1 --prefill-tokens 512 "$f" 2>/dev/null || echo "tachyon cpu_bench failed"
+    echo '```'
+    echo
+  done
+} | tee "$out"
+echo "wrote $out"
