@@ -30,6 +30,11 @@ ChatTemplate& ChatTemplate::set_special_tokens(const Json& tokens) {
   return *this;
 }
 
+ChatTemplate& ChatTemplate::set_tool_use_template(const std::string& source) {
+  tool_use_ = std::make_shared<const jinja::Template>(source);
+  return *this;
+}
+
 ChatTemplate ChatTemplate::from_model_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   fs::path config_path = fs::is_directory(dir) ? fs::path(dir) / "tokenizer_config.json" : fs::path(dir);
@@ -64,7 +69,7 @@ ChatTemplate ChatTemplate::from_model_dir(const std::string& dir) {
   if (source.empty()) throw Error("{}: no chat template (tokenizer_config.json chat_template or chat_template.jinja)", dir);
 
   ChatTemplate t = from_string(source);
-  if (!tool_use.empty()) t.tool_use_ = std::make_shared<const jinja::Template>(tool_use);
+  if (!tool_use.empty()) t.set_tool_use_template(tool_use);
   Json tokens = Json::object();
   for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token"})
     if (config.contains(key)) tokens[key] = config[key];

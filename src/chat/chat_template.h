@@ -39,6 +39,9 @@ class ChatTemplate {
   static ChatTemplate from_string(std::string source, std::string bos_token = "", std::string eos_token = "");
   // Special tokens passed as template variables (name → string), e.g. {"pad_token": "<pad>"}.
   ChatTemplate& set_special_tokens(const Json& tokens);
+  // The template used when tools are given (tokenizer_config.json's "tool_use" entry, or a GGUF
+  // file's tokenizer.chat_template.tool_use).
+  ChatTemplate& set_tool_use_template(const std::string& source);
 
   // With tachyon::Json (keys sorted) every object renders with sorted keys, which
   // changes what `tojson` prints for tool schemas; parse request bodies as OrderedJson

@@ -81,6 +81,9 @@ GgufTokenizer load_gguf_tokenizer(const io::GgufFile& file) {
       if (auto pad = id_of(vocab.pad_id)) specials["pad_token"] = tok->id_to_token(*pad);
       if (auto unk = id_of(vocab.unk_id)) specials["unk_token"] = tok->id_to_token(*unk);
       chat.set_special_tokens(specials);
+      // convert_hf_to_gguf.py writes a list of named templates as tokenizer.chat_template.<name>.
+      if (const io::GgufValue* tool_use = file.find("tokenizer.chat_template.tool_use"))
+        chat.set_tool_use_template(std::string(tool_use->as_string()));
       out.chat_template = std::make_shared<const chat::ChatTemplate>(std::move(chat));
     } catch (const Error& e) {
       throw Error("{}: tokenizer.chat_template: {}", file.path(), e.what());

@@ -5,9 +5,10 @@
 //   auto text = cli::load_gguf_tokenizer(*io::GgufFile::open("model.gguf"));
 //   auto ids = text.tokenizer->encode(text.chat_template->render(messages, tools, true));
 //
-// The chat template is `tokenizer.chat_template`, rendered with bos_token / eos_token /
-// pad_token / unk_token set to the texts of those tokens, as the Hugging Face directory's
-// tokenizer_config.json would give them.
+// The chat template is `tokenizer.chat_template` (and `tokenizer.chat_template.tool_use`, used
+// when tools are given, as a directory's named "tool_use" template), rendered with bos_token /
+// eos_token / pad_token / unk_token set to the texts of those tokens, as the Hugging Face
+// directory's tokenizer_config.json would give them.
 #pragma once
 
 #include <cstdint>

@@ -3,7 +3,6 @@
 // each a JSON array of ids on its own line.
 // `tachyon detokenize TOKENIZER [--skip-special]`: lines of JSON id arrays in, JSON strings out.
 // A bad line gets an error on stderr naming its number; the other lines are still answered.
-#include <filesystem>
 #include <iostream>
 
 #include "base/error.h"
@@ -11,18 +10,19 @@
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "cli/gguf_tokenizer.h"
+#include "io/gguf_config.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tachyon::cli {
 
 namespace {
 
-// A .gguf file carries its tokenizer in its metadata; anything else is tokenizer.json or a folder.
+// A .gguf file (or a folder holding one) carries its tokenizer in its metadata; anything else
+// is tokenizer.json or a model folder.
 tokenizer::Tokenizer load_tokenizer(const std::string& source) {
-  const io::ResolvedModel model = resolve_model_arg(source);
-  if (model.kind == io::ModelKind::Gguf && !std::filesystem::is_directory(model.path))
-    return *load_gguf_tokenizer(model.path).tokenizer;
-  return tokenizer::Tokenizer::from_path(model.path);
+  const std::string path = resolve_model_arg(source).path;
+  if (const auto gguf = io::gguf_model_file(path)) return *load_gguf_tokenizer(*gguf).tokenizer;
+  return tokenizer::Tokenizer::from_path(path);
 }
 
 // Runs `answer` on every stdin line; returns 1 if any line was bad.

@@ -25,7 +25,8 @@ GgufSpecialSplitter::GgufSpecialSplitter(std::vector<Special> specials) : specia
       node = next;
     }
     // A duplicate content keeps its first (highest-priority) entry.
-    if (nodes_[static_cast<size_t>(node)].special < 0) nodes_[static_cast<size_t>(node)].special = static_cast<int32_t>(i);
+    int32_t& special = nodes_[static_cast<size_t>(node)].special;
+    if (special < 0) special = static_cast<int32_t>(i);
   }
 }
 

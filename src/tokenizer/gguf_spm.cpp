@@ -68,7 +68,7 @@ void GgufSpmEscape::pre_tokenize(Pieces& pieces) const {
   }
 }
 
-GgufSpmModel::GgufSpmModel(std::vector<std::string> tokens, std::vector<float> scores)
+GgufSpmModel::GgufSpmModel(std::vector<std::string> tokens, std::vector<float> scores, int32_t unk_id)
     : tokens_(std::move(tokens)), scores_(std::move(scores)) {
   vocab_.reserve(tokens_.size());
   for (size_t i = 0; i < tokens_.size(); ++i) vocab_.insert(tokens_[i], static_cast<int32_t>(i));
@@ -77,13 +77,18 @@ GgufSpmModel::GgufSpmModel(std::vector<std::string> tokens, std::vector<float> s
     std::snprintf(name, sizeof(name), "<0x%02X>", b);
     int32_t id = vocab_.find(name);
     if (id < 0) id = vocab_.find(std::string(1, static_cast<char>(b)));
+    // llama.cpp stops with an exception here; a sequence that needs such a byte is rare
+    // enough that SentencePiece's own answer, the unknown token, serves better.
+    if (id < 0) id = unk_id;
     byte_ids_[static_cast<size_t>(b)] = id;
   }
 }
 
 int32_t GgufSpmModel::byte_token(unsigned char b) const {
   const int32_t id = byte_ids_[b];
-  if (id < 0) throw Error("SentencePiece vocabulary has no token for byte 0x{:02X} (no <0x{:02X}> piece)", b, b);
+  if (id < 0)
+    throw Error("SentencePiece vocabulary has no token for byte 0x{:02X} (no <0x{:02X}> piece, no unknown token)", b,
+                b);
   return id;
 }
 

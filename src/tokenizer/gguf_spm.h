@@ -6,7 +6,8 @@
 //   before every piece that follows a special token (llama.cpp's is_prev_special rule).
 // - GgufSpmModel: the piece is cut into UTF-8 characters; then, repeatedly, the adjacent
 //   pair whose concatenation is a vocabulary token with the highest score is merged (ties:
-//   leftmost). A character that is no token becomes byte tokens <0xXX> (byte fallback).
+//   leftmost). A character that is no token becomes byte tokens <0xXX> (byte fallback;
+//   the unknown token for a byte without one).
 #pragma once
 
 #include <array>
@@ -31,8 +32,9 @@ class GgufSpmEscape : public PreTokenizer {
 
 class GgufSpmModel : public Model {
  public:
-  // `tokens` are distinct (the caller checks); `scores` has one entry per token.
-  GgufSpmModel(std::vector<std::string> tokens, std::vector<float> scores);
+  // `tokens` are distinct (the caller checks); `scores` has one entry per token. `unk_id`
+  // (or -1) stands for a byte the vocabulary has no token for.
+  GgufSpmModel(std::vector<std::string> tokens, std::vector<float> scores, int32_t unk_id);
 
   void tokenize(std::string_view word, std::vector<int32_t>& out) const override;
   std::optional<int32_t> token_to_id(std::string_view token) const override;
@@ -45,7 +47,7 @@ class GgufSpmModel : public Model {
   std::vector<std::string> tokens_;
   std::vector<float> scores_;
   StringIdMap vocab_;
-  std::array<int32_t, 256> byte_ids_{};  // <0xXX>, else the one-byte token, else -1
+  std::array<int32_t, 256> byte_ids_{};  // <0xXX>, else the one-byte token, else unk, else -1
 };
 
 }  // namespace tachyon::tokenizer

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "base/logging.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/gguf_pre_tokenizers.h"
 #include "tokenizer/gguf_special_split.h"
@@ -117,10 +118,7 @@ Resolved resolve(const GgufVocab& v) {
   if (r.add_eos && !r.eos) throw Error("tokenizer.ggml.add_eos_token is true but there is no eos_token_id");
 
   // Tokens found by their text are forced to control type, as llama.cpp does.
-  auto force_control = [&](int32_t id) {
-    Type& t = r.types[static_cast<size_t>(id)];
-    if (t != Type::kControl) t = Type::kControl;
-  };
+  auto force_control = [&](int32_t id) { r.types[static_cast<size_t>(id)] = Type::kControl; };
   for (size_t i = 0; i < n && !r.eot; ++i)
     if (one_of(r.texts[i], kEotTexts)) r.eot = static_cast<int32_t>(i);
   if (r.eot && !v.eot_id) force_control(*r.eot);
@@ -238,9 +236,13 @@ Tokenizer Tokenizer::from_gguf(const GgufVocab& v, const std::string& source) {
       std::vector<float> scores = v.scores;
       scores.resize(r.texts.size(), 0.0f);
       impl->pre_tokenizer = std::make_unique<GgufSpmEscape>(add_space_prefix);
-      impl->model = std::make_unique<GgufSpmModel>(r.texts, std::move(scores));
+      impl->model = std::make_unique<GgufSpmModel>(r.texts, std::move(scores), r.unk.value_or(-1));
       impl->decoder = make_spm_decoder(add_space_prefix);
     } else {
+      if (v.pre.empty())
+        log::warn("{}: no tokenizer.ggml.pre; splitting words with llama.cpp's 'default' regexes, which may not be "
+                  "those the model was trained with",
+                  source);
       const GgufPreTokenizer pre = gguf_pre_tokenizer(v.pre);
       impl->pre_tokenizer = make_byte_level_splits(pre);
       impl->model = make_bpe(v, r, pre.ignore_merges);

@@ -56,7 +56,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   GgufVocab v;
   const uint8_t flags = in.byte();
   v.model = flags % 8 < 4 ? "gpt2" : flags % 8 < 7 ? "llama" : "bert";
-  static const char* const kPre[] = {"qwen2", "llama-bpe", "gpt-2", "deepseek-v3", "gpt-4o", "default", "", "nope"};
+  static const char* const kPre[] = {"qwen2",  "llama-bpe", "gpt-2", "deepseek-v3",
+                                     "gpt-4o", "default",   "falcon", "nope"};
   v.pre = kPre[(flags >> 3) % 8];
   const size_t n_tokens = in.byte() % 48;
   for (size_t i = 0; i < n_tokens; ++i) v.tokens.push_back(in.text(6));

@@ -212,6 +212,17 @@ TEST(gguf_spm, ByteFallbackSpacePrefixAfterSpecialsAndBos) {
   EXPECT_EQ(bare.decode(bare.encode(" hé", false)), " hé");
 }
 
+TEST(gguf_spm, ByteWithoutTokenBecomesUnknown) {
+  // Without <0xXX> pieces a character that is no piece becomes <unk> (id 0 by default).
+  GgufVocab v;
+  v.model = "llama";
+  v.tokens = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "h", "i", "\xE2\x96\x81h"};
+  v.scores = {0, 0, 0, -1, -5, -5, -2};
+  v.token_types = {2, kControl, kControl, kNormal, kNormal, kNormal, kNormal};
+  const Tokenizer tok = Tokenizer::from_gguf(v, "t.gguf");
+  EXPECT_EQ(tok.encode("hé", false), (std::vector<int32_t>{6, 0, 0}));
+}
+
 TEST(gguf_hostile, MetadataFailsClosedNamingTheKey) {
   auto expect_error = [](const GgufVocab& v, const std::string& needle) {
     const std::string e = error_of(v);
