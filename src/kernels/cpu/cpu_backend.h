@@ -13,6 +13,7 @@ namespace tachyon::kernels {
 class CpuBackend : public ReferenceBackend {
  public:
   std::string name() const override;
+  bool supports_kv_format(KvFormat) const override { return true; }
   // Matrices are repacked into Panel64 (see kernels/weight.h); vectors are copied.
   Weight upload_weight(const Weight& host) override;
   // A drafter's matrices: int8 per row, Panel64 (half the bytes of bf16; the matmul kernels

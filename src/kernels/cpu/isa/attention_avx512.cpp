@@ -130,8 +130,8 @@ void attend_item_avx512(const AttentionItem& it, Scratch& sc) {
   sc.vp.resize(static_cast<size_t>(stride));
   for (int64_t j = 0; j < stride; ++j) {
     const int64_t slot = item_slot(it, it.lo + static_cast<int32_t>(std::min(j, n - 1)));
-    sc.kp[j] = it.kv->k + slot * width + it.kv_head * d;
-    sc.vp[j] = it.kv->v + slot * width + it.kv_head * d;
+    sc.kp[j] = it.kv->k_f32() + slot * width + it.kv_head * d;
+    sc.vp[j] = it.kv->v_f32() + slot * width + it.kv_head * d;
   }
   sc.qq.resize(static_cast<size_t>(pairs * std::max<int64_t>(d8, 1) * 16));
   for (int64_t p = 0; p < pairs; ++p) {
@@ -225,7 +225,10 @@ void attend_item_avx512(const AttentionItem& it, Scratch& sc) {
 
 void attend_items_avx512(const AttentionItem* items, size_t count) {
   thread_local Scratch scratch;
-  for (size_t i = 0; i < count; ++i) attend_item_avx512(items[i], scratch);
+  for (size_t i = 0; i < count; ++i) {
+    if (items[i].kv->format == KvFormat::F32) attend_item_avx512(items[i], scratch);
+    else attend_item(items[i]);
+  }
 }
 
 TopTwo top_two_row_avx512(const float* row, int64_t n) { return top_two_row(row, n); }
