@@ -91,7 +91,7 @@ inline int64_t kv_slot(const PagedKv& kv, const AttentionMeta& meta, int64_t row
 // Encodes one head vector into its record of a K or V tensor (kernels/kv_quant.h).
 inline void write_kv_head(const float* x, const KvTensorLayout& t, void* base, int64_t slot, int64_t head, int64_t d) {
   auto* b = static_cast<uint8_t*>(base);
-  kv_quantize(t.codec, x, d, b + t.code_offset(slot, head), b + t.param_offset(slot, head));
+  kv_quantize(t.codec, x, d, b + t.code_offset(slot, head), t.param_bytes ? b + t.param_offset(slot, head) : nullptr);
 }
 
 // The values attention reads for (slot, head) of a K or V tensor: a pointer into the cache for
@@ -100,7 +100,7 @@ inline const float* read_kv_head(const KvTensorLayout& t, const void* base, int6
                                  float* scratch) {
   const auto* b = static_cast<const uint8_t*>(base);
   if (t.codec == KvCodec::F32) return reinterpret_cast<const float*>(b + t.code_offset(slot, head));
-  kv_dequantize(t.codec, b + t.code_offset(slot, head), b + t.param_offset(slot, head), d, scratch);
+  kv_dequantize(t.codec, b + t.code_offset(slot, head), t.param_bytes ? b + t.param_offset(slot, head) : nullptr, d, scratch);
   return scratch;
 }
 
