@@ -8,6 +8,7 @@
 #include "cli/quantize_option.h"
 #include "cli/model_text.h"
 #include "io/config.h"
+#include "model/kv_format_choice.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
 
@@ -87,6 +88,9 @@ void GenerateOptions::add_to(CLI::App& command) {
                                   .kv_cache_memory = &kv_cache_memory,
                                   .gpu_memory_utilization = &gpu_memory_utilization});
   add_quantize_option(command, quantize);
+  command.add_option("--kv-cache-dtype", kv_cache_dtype,
+                     "KV cache storage: auto (bf16; f16 for f16 models), f32, bf16, f16, fp8, int8, int4, turbo")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "fp8", "int8", "int4", "turbo"}))->capture_default_str();
   spec.add_to(command);
 }
 
@@ -119,6 +123,7 @@ TerminalModel load_terminal_model(const std::string& model_dir, GenerateOptions&
   config.num_blocks = options.kv_blocks;
   config.kv_memory_bytes = options.kv_cache_memory;
   config.gpu_memory_utilization = options.gpu_memory_utilization;
+  config.kv_format = model::parse_kv_cache_dtype(options.kv_cache_dtype);
   loaded.drafter = options.spec.apply(model_dir, *loaded.model, *loaded.backend, config);
   loaded.generator = std::make_unique<Generator>(*loaded.model, model_dir, config);
   return loaded;

@@ -161,6 +161,9 @@ Command add_serve_command(CLI::App& app) {
   add_kv_sizing_options(*cmd, {.kv_blocks = &opt->model.kv_blocks,
                                .kv_cache_memory = &opt->model.kv_cache_memory,
                                .gpu_memory_utilization = &opt->model.gpu_memory_utilization});
+  cmd->add_option("--kv-cache-dtype", opt->model.kv_cache_dtype,
+                  "KV cache storage: auto (bf16; f16 for f16 models), f32, bf16, f16, fp8, int8, int4, turbo")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "fp8", "int8", "int4", "turbo"}))->capture_default_str();
   cmd->add_option("--prefix-cache", opt->model.prefix_cache, "Automatic prefix caching")
       ->check(CLI::IsMember({"on", "off"}))->capture_default_str();
   cmd->add_option("--step-overlap", opt->model.step_overlap,

@@ -14,6 +14,7 @@
 #include "engine/loop_state.h"
 #include "engine/stats_recorder.h"
 #include "engine/step_runner.h"
+#include "model/kv_format_choice.h"
 
 namespace tachyon::engine {
 
@@ -31,8 +32,9 @@ spec::SpecPolicyConfig spec_policy_config(const EngineConfig& c) {
 // A hybrid model's recurrent state is sized by the engine: one working state per request
 // that can run at once, and a rollback ring deep enough for every draft of a verify step
 // to be rejected (k + 1 rows), so speculation never needs a recomputation.
-kv::KvLayout sized_layout(const model::Model& model, int32_t num_blocks, const EngineConfig& config) {
+kv::KvLayout sized_layout(model::Model& model, int32_t num_blocks, const EngineConfig& config) {
   kv::KvLayout layout = model.kv_layout(num_blocks, config.block_size);
+  layout.format = model::resolve_kv_format(config.kv_format, model.config(), model.backend());
   if (layout.num_state_layers > 0) {
     layout.max_sequences = std::max(1, config.max_concurrent);
     layout.state_rollback_rows = config.drafter ? std::max(1, config.num_speculative_tokens) + 1 : 1;
@@ -303,7 +305,8 @@ std::atomic<RequestId> next_request_id{1};
 Engine::Engine(model::Model& model, const EngineConfig& config) : model_(model), config_(config) {
   const int32_t context =
       config.max_context > 0 ? config.max_context : static_cast<int32_t>(model.config().max_position_embeddings);
-  kv_pool_ = size_kv_pool(model, config, context);
+  config_.kv_format = model::resolve_kv_format(config.kv_format, model.config(), model.backend());
+  kv_pool_ = size_kv_pool(model, config_, context);
   log::debug("KV pool: {}", kv_pool_.why);  // `tachyon serve` prints it per model
   max_context_ = context;
   const int64_t pool_tokens = static_cast<int64_t>(kv_pool_.num_blocks) * config.block_size;

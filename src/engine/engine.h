@@ -46,6 +46,9 @@ struct EngineConfig {
   // 0: the model's max_position_embeddings. Either way at most what the KV pool holds (the
   // engine shortens it, with a warning), so one request alone always fits and a request is
   // refused only for a prompt longer than the context.
+  // KV cache storage format (kernels/kv_format.h); nullopt: auto (model/kv_format_choice.h:
+  // bf16, f16 for f16 models). The engine's constructor resolves it.
+  std::optional<kernels::KvFormat> kv_format;
   int32_t max_context = 0;
   bool prefix_cache = true;
   // Overlapped decoding: a plain decode step is issued before the tokens of the step before it
@@ -120,6 +123,7 @@ class Engine {
 
   int32_t max_context() const { return max_context_; }
   const KvPoolSize& kv_pool() const { return kv_pool_; }
+  kernels::KvFormat kv_format() const { return *config_.kv_format; }  // resolved
   const model::Model& model() const { return model_; }
 
  private:

@@ -151,7 +151,10 @@ class Backend {
     add(x, y, rows * dim);
     rms_norm(x, w, rows, dim, eps, weight_offset, out);
   }
-  // Writes k, v [rows, num_kv_heads, head_dim] into each row's slot of the paged cache.
+  // Whether write_kv and the attention ops read and write `format` (kernels/kv_format.h).
+  virtual bool supports_kv_format(KvFormat format) const { return format == KvFormat::F32; }
+  // Writes k, v [rows, num_kv_heads, head_dim] into each row's slot of the paged cache, encoded
+  // in kv.format (kernels/kv_quant.h).
   virtual void write_kv(const float* k, const float* v, int64_t rows, const PagedKv& kv, const AttentionMeta& meta) = 0;
   // The attention layer's steps between its fused q/k/v projection and the attention itself.
   // qkv [rows, (num_heads + 2·KV)·head_dim] holds per row the q heads, then the k heads, then the

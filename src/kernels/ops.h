@@ -5,9 +5,11 @@
 //    f32/bf16/f16; every reduction accumulates in f32.
 //  - A row's result never depends on the other rows of the call or on the thread count:
 //    each op reduces in a fixed order per row (DESIGN.md "Exactness": batch invariance).
-//  - Paged KV: a layer's K (and V) cache is [num_blocks, block_size, num_kv_heads, head_dim]
-//    f32. A sequence's token at position p lives in block block_table[p / block_size],
-//    offset p % block_size.
+//  - Paged KV: a layer's K (and V) cache is an array of blocks of block_size token slots in
+//    one of the storage formats of kernels/kv_format.h (f32: [num_blocks, block_size,
+//    num_kv_heads, head_dim] floats). A sequence's token at position p lives in block
+//    block_table[p / block_size], offset p % block_size. Backends quantize in write_kv and
+//    dequantize while reading (kernels/kv_quant.h); no full-precision copy of the cache exists.
 //
 // Usage (what one attention layer does, see model/blocks/attention.cpp):
 //   ops.rms_norm(x, norm_w, rows, hidden, eps, 0.f, xn);
@@ -20,6 +22,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/kv_format.h"
 #include "kernels/weight.h"
 
 namespace tachyon::kernels {
@@ -53,13 +56,23 @@ struct RopeTable {
   int64_t offset = 0;             // first rotated dim of each head (MLA: the rope part follows the nope part)
 };
 
-// Where a layer's paged KV lives.
+// Where a layer's paged KV lives and how it is stored (kernels/kv_format.h). k and v point at
+// block 0 of each tensor (the same memory for MLA's shared latent cache).
 struct PagedKv {
-  float* k = nullptr;  // [num_blocks, block_size, num_kv_heads, head_dim]
-  float* v = nullptr;
+  void* k = nullptr;
+  void* v = nullptr;
   int32_t block_size = 16;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
+  KvFormat format = KvFormat::F32;
+
+  KvTensorLayout k_layout() const { return kv_tensor_layout(kv_codec(format, false), block_size, num_kv_heads, head_dim); }
+  KvTensorLayout v_layout() const { return kv_tensor_layout(kv_codec(format, true), block_size, num_kv_heads, head_dim); }
+  // Typed views of the unquantized formats: [num_blocks, block_size, num_kv_heads, head_dim].
+  float* k_f32() const { return format == KvFormat::F32 ? static_cast<float*>(k) : nullptr; }
+  float* v_f32() const { return format == KvFormat::F32 ? static_cast<float*>(v) : nullptr; }
+  uint16_t* k_16() const { return format == KvFormat::BF16 || format == KvFormat::F16 ? static_cast<uint16_t*>(k) : nullptr; }
+  uint16_t* v_16() const { return format == KvFormat::BF16 || format == KvFormat::F16 ? static_cast<uint16_t*>(v) : nullptr; }
 };
 
 // Tree verification (speculative decoding): the draft rows of a sequence may form a tree

@@ -1,6 +1,7 @@
 #include "kv/kv_cache.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <vector>
 
 #include "base/error.h"
@@ -11,11 +12,17 @@ namespace tachyon::kv {
 KvCache::KvCache(kernels::Backend& backend, const KvLayout& layout)
     : backend_(backend), layout_(layout), pool_(layout.num_blocks) {
   TACHYON_CHECK(layout.block_size > 0 && layout.num_layers > 0, "invalid KV layout");
-  const size_t layer_bytes =
-      static_cast<size_t>(layout.num_blocks) * layout.block_size * layout.num_kv_heads * layout.head_dim * sizeof(float);
+  const kernels::KvFormat format = layout.storage_format();
+  if (const char* why = kernels::kv_format_unsupported(format, layout.head_dim))
+    throw Error("KV cache format {} cannot store heads of dimension {}: {}", kernels::kv_format_name(format),
+                layout.head_dim, why);
+  if (!backend_.supports_kv_format(format))
+    throw Error("the {} backend does not store the {} KV cache format yet", backend_.name(), kernels::kv_format_name(format));
+  const size_t k_bytes = static_cast<size_t>(layout.num_blocks) * layout.k_layout().block_bytes;
+  const size_t v_bytes = static_cast<size_t>(layout.num_blocks) * layout.v_layout().block_bytes;
   for (int64_t l = 0; l < layout.num_layers; ++l) {
-    k_.push_back(static_cast<float*>(backend_.allocate(layer_bytes)));
-    v_.push_back(layout.shared_kv ? k_.back() : static_cast<float*>(backend_.allocate(layer_bytes)));
+    k_.push_back(backend_.allocate(k_bytes));
+    v_.push_back(layout.shared_kv ? k_.back() : backend_.allocate(v_bytes));
   }
   block_snapshot_.assign(static_cast<size_t>(layout.num_blocks), -1);
   snapshot_valid_.assign(static_cast<size_t>(layout.num_blocks), false);
@@ -30,9 +37,9 @@ KvCache::KvCache(kernels::Backend& backend, const KvLayout& layout)
 }
 
 KvCache::~KvCache() {
-  for (float* p : k_) backend_.deallocate(p);
+  for (void* p : k_) backend_.deallocate(p);
   if (!layout_.shared_kv)
-    for (float* p : v_) backend_.deallocate(p);
+    for (void* p : v_) backend_.deallocate(p);
   for (float* p : states_) backend_.deallocate(p);
 }
 
@@ -284,8 +291,7 @@ void KvCache::commit_state(SeqId seq, int32_t position, int32_t end) {
 void KvCache::copy_positions(SeqId seq, std::span<const std::pair<int32_t, int32_t>> moves) {
   const Sequence& s = sequence(seq);
   const int32_t bs = layout_.block_size;
-  const int64_t width = layout_.num_kv_heads * layout_.head_dim;
-  const size_t bytes = static_cast<size_t>(width) * sizeof(float);
+  const kernels::KvTensorLayout tensors[2] = {layout_.k_layout(), layout_.v_layout()};
   auto& copies = copies_;  // reused: tree steps move a branch every step
   copies.clear();
   for (size_t i = 0; i < moves.size(); ++i) {
@@ -297,16 +303,24 @@ void KvCache::copy_positions(SeqId seq, std::span<const std::pair<int32_t, int32
     if (from == to) continue;
     const int64_t src = static_cast<int64_t>(s.blocks[from / bs]) * bs + from % bs;
     const int64_t dst = static_cast<int64_t>(s.blocks[to / bs]) * bs + to % bs;
+    // A quantized token moves with its scales: its code records and its param records.
+    auto move = [&](void* base, const kernels::KvTensorLayout& t) {
+      auto* b = static_cast<std::byte*>(base);
+      const kernels::KvTokenSpans from_spans = kernels::kv_token_spans(t, src), to_spans = kernels::kv_token_spans(t, dst);
+      copies.push_back({b + to_spans.code_offset, b + from_spans.code_offset, static_cast<size_t>(from_spans.code_bytes)});
+      if (from_spans.param_bytes > 0)
+        copies.push_back({b + to_spans.param_offset, b + from_spans.param_offset, static_cast<size_t>(from_spans.param_bytes)});
+    };
     for (size_t l = 0; l < k_.size(); ++l) {
-      copies.push_back({k_[l] + dst * width, k_[l] + src * width, bytes});
-      if (v_[l] != k_[l]) copies.push_back({v_[l] + dst * width, v_[l] + src * width, bytes});
+      move(k_[l], tensors[0]);
+      if (v_[l] != k_[l]) move(v_[l], tensors[1]);
     }
   }
   if (!copies.empty()) backend_.copy_on_device_many(copies);
 }
 
 kernels::PagedKv KvCache::layer(int64_t index) const {
-  return {k_.at(index), v_.at(index), layout_.block_size, layout_.num_kv_heads, layout_.head_dim};
+  return {k_.at(index), v_.at(index), layout_.block_size, layout_.num_kv_heads, layout_.head_dim, layout_.storage_format()};
 }
 
 }  // namespace tachyon::kv

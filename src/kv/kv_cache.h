@@ -37,6 +37,9 @@ struct KvLayout {
   // compressed latent + rope key of each token serve as key and, through the absorbed
   // up-projection, as value).
   bool shared_kv = false;
+  // How K and V are stored (kernels/kv_format.h). MLA's shared latent cache keeps f32 or bf16
+  // (storage_format); the recurrent state below is always f32.
+  kernels::KvFormat format = kernels::KvFormat::F32;
   // Recurrent state of linear-attention layers (hybrid models): `num_state_layers` layers of
   // `state_floats` floats per live sequence (its working state), plus a pool of snapshots
   // (the state after a block's last token) taken at every `state_snapshot_interval`-th block of
@@ -55,11 +58,23 @@ struct KvLayout {
   int32_t snapshot_slots() const {
     return num_state_snapshots > 0 ? num_state_snapshots : std::max(1, num_blocks / std::max(1, state_snapshot_interval));
   }
-  // K/V of one block plus its amortised share of the snapshot pool.
+  kernels::KvFormat storage_format() const { return kernels::kv_storage_format(format, shared_kv); }
+  kernels::KvTensorLayout k_layout() const {
+    return kernels::kv_tensor_layout(kernels::kv_codec(storage_format(), false), block_size, num_kv_heads, head_dim);
+  }
+  kernels::KvTensorLayout v_layout() const {
+    return kernels::kv_tensor_layout(kernels::kv_codec(storage_format(), true), block_size, num_kv_heads, head_dim);
+  }
+  // Bytes of K and V per token of one layer, in the storage format (params included).
+  double kv_bytes_per_token_layer() const {
+    return static_cast<double>(k_layout().block_bytes + (shared_kv ? 0 : v_layout().block_bytes)) / block_size;
+  }
+  // K/V of one block (every layer, in the storage format, params and padding included) plus its
+  // amortised share of the snapshot pool. The one source of truth for KV bytes.
   size_t bytes_per_block() const {
-    return static_cast<size_t>((shared_kv ? 1 : 2) * num_layers * block_size * num_kv_heads * head_dim +
-                               num_state_layers * state_floats / std::max(1, state_snapshot_interval)) *
-           sizeof(float);
+    const int64_t kv = num_layers * (k_layout().block_bytes + (shared_kv ? 0 : v_layout().block_bytes));
+    return static_cast<size_t>(kv) +
+           static_cast<size_t>(num_state_layers * state_floats / std::max(1, state_snapshot_interval)) * sizeof(float);
   }
 };
 
@@ -160,7 +175,7 @@ class KvCache {
   BlockPool pool_;
   std::vector<Sequence> sequences_;
   std::vector<SeqId> free_ids_;
-  std::vector<float*> k_, v_;  // per layer: [num_blocks, block_size, num_kv_heads, head_dim]
+  std::vector<void*> k_, v_;  // per layer: num_blocks blocks of k_layout() / v_layout()
   std::vector<kernels::Backend::DeviceCopy> copies_;  // copy_positions' scratch
   std::vector<float*> states_;           // per state layer: [first_snapshot_slot() + snapshot_slots, state_floats]
   std::vector<int32_t> block_snapshot_;  // per block: its snapshot index, or -1

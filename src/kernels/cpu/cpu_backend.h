@@ -13,6 +13,7 @@ namespace tachyon::kernels {
 class CpuBackend : public ReferenceBackend {
  public:
   std::string name() const override;
+  bool supports_kv_format(KvFormat) const override { return true; }
   // Matrices are repacked into Panel64 (see kernels/weight.h), quantized ones with their scales
   // (cpu/quant_pack.h); vectors are copied.
   Weight upload_weight(const Weight& host) override;

@@ -178,7 +178,7 @@ void CudaBackend::top_two(const float* x, int64_t rows, int64_t n, TopTwo* out) 
 
 void CudaBackend::write_kv(const float* k, const float* v, int64_t rows, const PagedKv& kv, const AttentionMeta& meta) {
   Scope scope(this, "write_kv");
-  cuda::write_kv(k, v, rows, device_meta(meta, rows), kv.k, kv.v, kv.block_size, kv.num_kv_heads * kv.head_dim,
+  cuda::write_kv(k, v, rows, device_meta(meta, rows), kv.k_f32(), kv.v_f32(), kv.block_size, kv.num_kv_heads * kv.head_dim,
                  stream_);
 }
 
@@ -189,7 +189,7 @@ void CudaBackend::qkv_norm_rope_write_kv(const float* qkv, int64_t rows, const Q
     const cuda::DeviceAttentionMeta dmeta = device_meta(meta, rows);
     cuda::QkPrologue dp;
     if (device_prologue(p, kv, meta, dmeta, rows, dp) &&
-        cuda::qkv_norm_rope_write_kv(qkv, q, rows, dp, dmeta, kv.k, kv.v, kv.block_size, stream_))
+        cuda::qkv_norm_rope_write_kv(qkv, q, rows, dp, dmeta, kv.k_f32(), kv.v_f32(), kv.block_size, stream_))
       return;
   }
   Backend::qkv_norm_rope_write_kv(qkv, rows, p, kv, meta, q, k, v);
@@ -224,7 +224,7 @@ void CudaBackend::attention(const float* q, int64_t rows, const PagedKv& kv, con
                          decode_rows_);
   const cuda::DeviceAttentionMeta dmeta = device_meta(meta, rows);
   if (!tiles.empty())
-    cuda::attention(q, dmeta, staged(tiles.data(), tiles.size()), static_cast<int>(tiles.size()), kv.k, kv.v,
+    cuda::attention(q, dmeta, staged(tiles.data(), tiles.size()), static_cast<int>(tiles.size()), kv.k_f32(), kv.v_f32(),
                     shape, out, stream_);
   if (!decode_rows_.empty()) decode_attention(q, nullptr, kv, meta, shape, dmeta, out);
 }
@@ -373,7 +373,7 @@ void CudaBackend::decode_attention(const float* q, const cuda::QkPrologue* prolo
   grow_workspace(attn_workspace_, attn_workspace_bytes_, need);
   grow_zeroed_counters(attn_counters_, num_attn_counters_, decode_rows_.size() * static_cast<size_t>(shape.num_kv_heads));
   cuda::attention_decode(q, prologue, dmeta, staged(decode_rows_.data(), decode_rows_.size()),
-                         static_cast<int>(decode_rows_.size()), chunks, kv.k, kv.v, shape,
+                         static_cast<int>(decode_rows_.size()), chunks, kv.k_f32(), kv.v_f32(), shape,
                          static_cast<float*>(attn_workspace_), attn_counters_, out, stream_);
 }
 

@@ -94,16 +94,22 @@ void ReferenceBackend::write_kv(const float* k, const float* v, int64_t rows, co
 
 void ReferenceBackend::attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
                                  const AttentionParams& p, float* out) {
-  const int64_t d = kv.head_dim, width = kv.num_kv_heads * d, group = p.num_heads / kv.num_kv_heads;
+  const int64_t d = kv.head_dim, group = p.num_heads / kv.num_kv_heads;
+  const KvTensorLayout kl = kv.k_layout(), vl = kv.v_layout();
+  std::vector<float> kbuf(d), vbuf(d), qrot(d);
   for (int64_t r = 0; r < rows; ++r) {
     const int32_t pos = meta.positions[r];
     const int32_t lo = p.sliding_window > 0 ? std::max<int32_t>(0, pos - static_cast<int32_t>(p.sliding_window) + 1) : 0;
     for (int64_t h = 0; h < p.num_heads; ++h) {
       const float* qh = q + (r * p.num_heads + h) * d;
+      if (kv_format_rotates_keys(kv.format)) {  // keys are stored rotated: q·k = Hq·Hk
+        turbo_rotate(qh, d, qrot.data());
+        qh = qrot.data();
+      }
       const int64_t kvh = h / group;
       std::vector<double> scores;
       for (int32_t j = lo; j <= pos; ++j) {
-        const float* kj = kv.k + rowwise::kv_slot(kv, meta, r, j) * width + kvh * d;
+        const float* kj = rowwise::read_kv_head(kl, kv.k, rowwise::kv_slot(kv, meta, r, j), kvh, d, kbuf.data());
         double s = 0;
         for (int64_t i = 0; i < d; ++i) s += double(qh[i]) * kj[i];
         s *= p.scale;
@@ -114,13 +120,13 @@ void ReferenceBackend::attention(const float* q, int64_t rows, const PagedKv& kv
       for (double s : scores) mx = std::max(mx, s);
       double sum = p.sinks ? std::exp(p.sinks[h] - mx) : 0;
       for (double& s : scores) sum += (s = std::exp(s - mx));
-      float* oh = out + (r * p.num_heads + h) * d;
-      for (int64_t i = 0; i < d; ++i) {
-        double acc = 0;
-        for (int32_t j = lo; j <= pos; ++j)
-          acc += scores[j - lo] * kv.v[rowwise::kv_slot(kv, meta, r, j) * width + kvh * d + i];
-        oh[i] = static_cast<float>(acc / sum);
+      std::vector<double> acc(static_cast<size_t>(d), 0.0);
+      for (int32_t j = lo; j <= pos; ++j) {
+        const float* vj = rowwise::read_kv_head(vl, kv.v, rowwise::kv_slot(kv, meta, r, j), kvh, d, vbuf.data());
+        for (int64_t i = 0; i < d; ++i) acc[i] += scores[j - lo] * vj[i];
       }
+      float* oh = out + (r * p.num_heads + h) * d;
+      for (int64_t i = 0; i < d; ++i) oh[i] = static_cast<float>(acc[i] / sum);
     }
   }
 }

@@ -12,6 +12,7 @@ namespace tachyon::kernels {
 class ReferenceBackend : public Backend {
  public:
   std::string name() const override { return "reference"; }
+  bool supports_kv_format(KvFormat) const override { return true; }
   void* allocate(size_t bytes) override;
   void deallocate(void* ptr) override;
   ~ReferenceBackend() override;

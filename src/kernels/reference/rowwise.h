@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/kv_quant.h"
 #include "kernels/ops.h"
 #include "kernels/weight_dequant.h"
 
@@ -88,11 +89,30 @@ inline int64_t kv_slot(const PagedKv& kv, const AttentionMeta& meta, int64_t row
   return static_cast<int64_t>(table[p / kv.block_size]) * kv.block_size + p % kv.block_size;
 }
 
+// Encodes one head vector into its record of a K or V tensor (kernels/kv_quant.h).
+inline void write_kv_head(const float* x, const KvTensorLayout& t, void* base, int64_t slot, int64_t head, int64_t d) {
+  auto* b = static_cast<uint8_t*>(base);
+  kv_quantize(t.codec, x, d, b + t.code_offset(slot, head), t.param_bytes ? b + t.param_offset(slot, head) : nullptr);
+}
+
+// The values attention reads for (slot, head) of a K or V tensor: a pointer into the cache for
+// f32, else the record decoded into `scratch` [d].
+inline const float* read_kv_head(const KvTensorLayout& t, const void* base, int64_t slot, int64_t head, int64_t d,
+                                 float* scratch) {
+  const auto* b = static_cast<const uint8_t*>(base);
+  if (t.codec == KvCodec::F32) return reinterpret_cast<const float*>(b + t.code_offset(slot, head));
+  kv_dequantize(t.codec, b + t.code_offset(slot, head), t.param_bytes ? b + t.param_offset(slot, head) : nullptr, d, scratch);
+  return scratch;
+}
+
 inline void write_kv_row(const float* k, const float* v, const PagedKv& kv, const AttentionMeta& meta, int64_t row) {
-  const int64_t width = kv.num_kv_heads * kv.head_dim;
+  const int64_t d = kv.head_dim, width = kv.num_kv_heads * d;
   const int64_t slot = kv_slot(kv, meta, row, meta.positions[row]);
-  std::memcpy(kv.k + slot * width, k + row * width, width * sizeof(float));
-  std::memcpy(kv.v + slot * width, v + row * width, width * sizeof(float));
+  const KvTensorLayout kl = kv.k_layout(), vl = kv.v_layout();
+  for (int64_t h = 0; h < kv.num_kv_heads; ++h) {
+    write_kv_head(k + row * width + h * d, kl, kv.k, slot, h, d);
+    write_kv_head(v + row * width + h * d, vl, kv.v, slot, h, d);
+  }
 }
 
 }  // namespace tachyon::kernels::rowwise
