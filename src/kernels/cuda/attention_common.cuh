@@ -14,6 +14,7 @@
 #include "kernels/cuda/attention_chunk.cuh"
 #include "kernels/cuda/attention_tile.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/kv_codec.cuh"
 #include "kernels/cuda/rowwise.cuh"
 
 namespace tachyon::kernels::cuda {
@@ -47,22 +48,89 @@ __device__ __forceinline__ int32_t tree_position(const DeviceAttentionMeta& meta
 // through `chunk_slot_s` behind a CTA barrier: every thread of the CTA calls this.
 // (The decode kernel calls the two halves itself: every slot before its programmatic wait, the
 // rows in two groups around it.)
+// An f32 cache's keys are element offsets (slot · width + the head's offset, as cp.async copies
+// them); a coded cache's are record keys (kv_codec.cuh kv_record_key), whose rows
+// copy_chunk_rows dequantizes in registers.
 __shared__ int64_t chunk_slot_s[kChunkKeys];  // -1: a zero row
 template <typename KeyPosition>
-__device__ __forceinline__ void lookup_chunk_slots(const int32_t* table, int block_size, int64_t width,
-                                                   int64_t head_offset, int c0, int k_begin, int k_end,
-                                                   KeyPosition key_position) {
+__device__ __forceinline__ void lookup_chunk_slots(const KvPair& kv, const int32_t* table, int block_size, int kvh,
+                                                   int D, int c0, int k_begin, int k_end, KeyPosition key_position) {
+  const bool f32 = kv.f32();
+  const int64_t width = static_cast<int64_t>(kv.heads) * D, head_offset = static_cast<int64_t>(kvh) * D;
   for (int jj = threadIdx.x; jj < kChunkKeys; jj += blockDim.x) {
     const int j = c0 + jj;
-    chunk_slot_s[jj] = j < k_begin || j > k_end ? -1 : kv_slot(table, key_position(j), block_size) * width + head_offset;
+    int64_t key = -1;
+    if (j >= k_begin && j <= k_end) {
+      const int64_t slot = kv_slot(table, key_position(j), block_size);
+      key = f32 ? slot * width + head_offset : kv_record_key(slot, block_size, kv.heads, kvh);
+    }
+    chunk_slot_s[jj] = key;
   }
   __syncthreads();
 }
+// Elements [e0, e0 + 8) of a coded record's K and V (record key `key`; -1: zeros), dequantized
+// (kv_codec.cuh dequant8) and rounded to the operand format, to kd and vd (16-byte aligned).
+template <KvCodec KC, KvCodec VC>
+__device__ __forceinline__ void stage_record8(const KvPair& kv, int64_t key, int e0, float* kd, float* vd) {
+  float k[8], v[8];
+  if (key < 0) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) k[e] = v[e] = 0.f;
+  } else {
+    dequant8<KC>(kv.k, key, e0, k);
+    dequant8<VC>(kv.v, key, e0, v);
+  }
+  *reinterpret_cast<float4*>(kd) = make_float4(round_operand(k[0]), round_operand(k[1]), round_operand(k[2]),
+                                               round_operand(k[3]));
+  *reinterpret_cast<float4*>(kd + 4) = make_float4(round_operand(k[4]), round_operand(k[5]), round_operand(k[6]),
+                                                   round_operand(k[7]));
+  *reinterpret_cast<float4*>(vd) = make_float4(round_operand(v[0]), round_operand(v[1]), round_operand(v[2]),
+                                               round_operand(v[3]));
+  *reinterpret_cast<float4*>(vd + 4) = make_float4(round_operand(v[4]), round_operand(v[5]), round_operand(v[6]),
+                                                   round_operand(v[7]));
+}
+// Calls f with the format's (K codec, V codec) as template arguments (coded formats only).
+template <typename F>
+__device__ __forceinline__ void with_codecs(KvFormat format, F f) {
+  using C = KvCodec;
+  switch (format) {
+    case KvFormat::F32: return f(std::integral_constant<C, C::F32>{}, std::integral_constant<C, C::F32>{});
+    case KvFormat::BF16: return f(std::integral_constant<C, C::BF16>{}, std::integral_constant<C, C::BF16>{});
+    case KvFormat::F16: return f(std::integral_constant<C, C::F16>{}, std::integral_constant<C, C::F16>{});
+    case KvFormat::FP8: return f(std::integral_constant<C, C::FP8>{}, std::integral_constant<C, C::FP8>{});
+    case KvFormat::Int8: return f(std::integral_constant<C, C::U8Affine>{}, std::integral_constant<C, C::U8Affine>{});
+    case KvFormat::Int4: return f(std::integral_constant<C, C::U4Affine>{}, std::integral_constant<C, C::U4Affine>{});
+    case KvFormat::Turbo:
+      return f(std::integral_constant<C, C::TurboK8>{}, std::integral_constant<C, C::LloydMaxV4>{});
+  }
+}
+// One record's elements [e0, e0 + 8) as copy_chunk_rows stages them (the decode prologue's new key).
+__device__ __forceinline__ void load_head_record8(const KvPair& kv, int64_t key, int e0, float* kd, float* vd) {
+  with_codecs(kv.format(), [&](auto kc, auto vc) { stage_record8<decltype(kc)::value, decltype(vc)::value>(kv, key, e0, kd, vd); });
+}
+// Rows [jj_begin, jj_end) of a coded cache's chunk, eight elements per thread and step: loads,
+// dequantized in registers, stored as operand values.
+template <KvCodec KC, KvCodec VC>
+__device__ __forceinline__ void copy_coded_rows(const KvPair& kv, int D, int c0, int jj_begin, int jj_end,
+                                                int skip_lo, int skip_hi, float* ks, float* vs) {
+  const int units = D / 8, KS = qk_stride(D), VS = v_stride(D);
+  for (int i = jj_begin * units + threadIdx.x; i < jj_end * units; i += blockDim.x) {
+    const int jj = i / units, e0 = 8 * (i % units);
+    if (c0 + jj >= skip_lo && c0 + jj <= skip_hi) continue;
+    stage_record8<KC, VC>(kv, chunk_slot_s[jj], e0, ks + jj * KS + e0, vs + jj * VS + e0);
+  }
+}
 // Rows [jj_begin, jj_end) of the chunk but the keys in [skip_lo, skip_hi]: copies of the looked-up
-// slots, zeros for the rest; no commit.
-__device__ __forceinline__ void copy_chunk_rows(const float* __restrict__ k_cache, const float* __restrict__ v_cache,
-                                                int D, int c0, int jj_begin, int jj_end, int skip_lo, int skip_hi,
-                                                float* ks, float* vs) {
+// slots, zeros for the rest; no commit. f32: cp.async (the rows land at the next cp_async_wait);
+// the other formats: loads, dequantized in registers, stored.
+__device__ __forceinline__ void copy_chunk_rows(const KvPair& kv, int D, int c0, int jj_begin, int jj_end,
+                                                int skip_lo, int skip_hi, float* ks, float* vs) {
+  if (!kv.f32())
+    return with_codecs(kv.format(), [&](auto kc, auto vc) {
+      copy_coded_rows<decltype(kc)::value, decltype(vc)::value>(kv, D, c0, jj_begin, jj_end, skip_lo, skip_hi, ks, vs);
+    });
+  const float* __restrict__ k_cache = reinterpret_cast<const float*>(kv.k.base);
+  const float* __restrict__ v_cache = reinterpret_cast<const float*>(kv.v.base);
   const int vecs = D / 4, KS = qk_stride(D), VS = v_stride(D);
   for (int i = jj_begin * vecs + threadIdx.x; i < jj_end * vecs; i += blockDim.x) {
     const int jj = i / vecs, c = i % vecs;
@@ -80,12 +148,11 @@ __device__ __forceinline__ void copy_chunk_rows(const float* __restrict__ k_cach
   }
 }
 template <typename KeyPosition>
-__device__ __forceinline__ void stage_chunk(const float* __restrict__ k_cache, const float* __restrict__ v_cache,
-                                            const int32_t* table, int block_size, int64_t width, int64_t head_offset,
-                                            int D, int c0, int k_begin, int k_end, KeyPosition key_position,
-                                            float* ks, float* vs) {
-  lookup_chunk_slots(table, block_size, width, head_offset, c0, k_begin, k_end, key_position);
-  copy_chunk_rows(k_cache, v_cache, D, c0, 0, kChunkKeys, 1, 0, ks, vs);
+__device__ __forceinline__ void stage_chunk(const KvPair& kv, const int32_t* table, int block_size, int kvh, int D,
+                                            int c0, int k_begin, int k_end, KeyPosition key_position, float* ks,
+                                            float* vs) {
+  lookup_chunk_slots(kv, table, block_size, kvh, D, c0, k_begin, k_end, key_position);
+  copy_chunk_rows(kv, D, c0, 0, kChunkKeys, 1, 0, ks, vs);
   cp_async_commit();
 }
 
