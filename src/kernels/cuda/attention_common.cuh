@@ -68,6 +68,13 @@ __device__ __forceinline__ void lookup_chunk_slots(const KvPair& kv, const int32
   }
   __syncthreads();
 }
+// Eight values rounded to the operand format, to dst (16-byte aligned).
+__device__ __forceinline__ void store_operands8(const float (&x)[8], float* dst) {
+  *reinterpret_cast<float4*>(dst) =
+      make_float4(round_operand(x[0]), round_operand(x[1]), round_operand(x[2]), round_operand(x[3]));
+  *reinterpret_cast<float4*>(dst + 4) =
+      make_float4(round_operand(x[4]), round_operand(x[5]), round_operand(x[6]), round_operand(x[7]));
+}
 // Elements [e0, e0 + 8) of a coded record's K and V (record key `key`; -1: zeros), dequantized
 // (kv_codec.cuh dequant8) and rounded to the operand format, to kd and vd (16-byte aligned).
 template <KvCodec KC, KvCodec VC>
@@ -80,21 +87,16 @@ __device__ __forceinline__ void stage_record8(const KvPair& kv, int64_t key, int
     dequant8<KC>(kv.k, key, e0, k);
     dequant8<VC>(kv.v, key, e0, v);
   }
-  *reinterpret_cast<float4*>(kd) = make_float4(round_operand(k[0]), round_operand(k[1]), round_operand(k[2]),
-                                               round_operand(k[3]));
-  *reinterpret_cast<float4*>(kd + 4) = make_float4(round_operand(k[4]), round_operand(k[5]), round_operand(k[6]),
-                                                   round_operand(k[7]));
-  *reinterpret_cast<float4*>(vd) = make_float4(round_operand(v[0]), round_operand(v[1]), round_operand(v[2]),
-                                               round_operand(v[3]));
-  *reinterpret_cast<float4*>(vd + 4) = make_float4(round_operand(v[4]), round_operand(v[5]), round_operand(v[6]),
-                                                   round_operand(v[7]));
+  store_operands8(k, kd);
+  store_operands8(v, vd);
 }
-// Calls f with the format's (K codec, V codec) as template arguments (coded formats only).
+// Calls f with the format's (K codec, V codec) as template arguments; coded formats only (f32
+// is staged by cp.async: no instantiation for it, whose registers would count in every kernel).
 template <typename F>
 __device__ __forceinline__ void with_codecs(KvFormat format, F f) {
   using C = KvCodec;
   switch (format) {
-    case KvFormat::F32: return f(std::integral_constant<C, C::F32>{}, std::integral_constant<C, C::F32>{});
+    case KvFormat::F32: return;
     case KvFormat::BF16: return f(std::integral_constant<C, C::BF16>{}, std::integral_constant<C, C::BF16>{});
     case KvFormat::F16: return f(std::integral_constant<C, C::F16>{}, std::integral_constant<C, C::F16>{});
     case KvFormat::FP8: return f(std::integral_constant<C, C::FP8>{}, std::integral_constant<C, C::FP8>{});
@@ -108,26 +110,56 @@ __device__ __forceinline__ void with_codecs(KvFormat format, F f) {
 __device__ __forceinline__ void load_head_record8(const KvPair& kv, int64_t key, int e0, float* kd, float* vd) {
   with_codecs(kv.format(), [&](auto kc, auto vc) { stage_record8<decltype(kc)::value, decltype(vc)::value>(kv, key, e0, kd, vd); });
 }
-// Rows [jj_begin, jj_end) of a coded cache's chunk, eight elements per thread and step: loads,
-// dequantized in registers, stored as operand values.
-template <KvCodec KC, KvCodec VC>
+// Rows [jj_begin, jj_end) of a coded cache's chunk, eight elements per thread and step, in
+// batches of kStageBatch steps: every load of a batch issued (load_unit) before the first is
+// decoded (a load waited for per step was a chain of memory round trips), then the values
+// dequantized in registers and stored as stage_record8 stores them.
+// The decode kernel stages with every load of its thread in one batch (8: the loads of a 64-key
+// chunk at head_dim 128 over 128 threads); the query-tile kernel, whose accumulators are live
+// while it stages the next chunk, with 2 (8 spilled its head_dim 128 and 256 variants).
+constexpr int kStageBatch = 8, kTileStageBatch = 2;
+template <KvCodec KC, KvCodec VC, int kBatch>
 __device__ __forceinline__ void copy_coded_rows(const KvPair& kv, int D, int c0, int jj_begin, int jj_end,
                                                 int skip_lo, int skip_hi, float* ks, float* vs) {
-  const int units = D / 8, KS = qk_stride(D), VS = v_stride(D);
-  for (int i = jj_begin * units + threadIdx.x; i < jj_end * units; i += blockDim.x) {
-    const int jj = i / units, e0 = 8 * (i % units);
-    if (c0 + jj >= skip_lo && c0 + jj <= skip_hi) continue;
-    stage_record8<KC, VC>(kv, chunk_slot_s[jj], e0, ks + jj * KS + e0, vs + jj * VS + e0);
+  const int units = D / 8, KS = qk_stride(D), VS = v_stride(D), end = jj_end * units;
+  for (int base = jj_begin * units + threadIdx.x; base < end; base += kBatch * blockDim.x) {
+    RawUnit rk[kBatch], rv[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int i = base + b * blockDim.x, jj = i / units, e0 = 8 * (i % units);
+      const int64_t key = i < end ? chunk_slot_s[jj] : -1;
+      if (key >= 0 && !(c0 + jj >= skip_lo && c0 + jj <= skip_hi)) {
+        rk[b] = load_unit<KC>(kv.k, key, e0);
+        rv[b] = load_unit<VC>(kv.v, key, e0);
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int i = base + b * blockDim.x, jj = i / units, e0 = 8 * (i % units);
+      if (i >= end || (c0 + jj >= skip_lo && c0 + jj <= skip_hi)) continue;
+      float k[8], v[8];
+      if (chunk_slot_s[jj] < 0) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) k[e] = v[e] = 0.f;
+      } else {
+        decode_unit<KC>(rk[b], k);
+        decode_unit<VC>(rv[b], v);
+      }
+      store_operands8(k, ks + jj * KS + e0);
+      store_operands8(v, vs + jj * VS + e0);
+    }
   }
 }
 // Rows [jj_begin, jj_end) of the chunk but the keys in [skip_lo, skip_hi]: copies of the looked-up
 // slots, zeros for the rest; no commit. f32: cp.async (the rows land at the next cp_async_wait);
 // the other formats: loads, dequantized in registers, stored.
+template <int kBatch = kStageBatch>
 __device__ __forceinline__ void copy_chunk_rows(const KvPair& kv, int D, int c0, int jj_begin, int jj_end,
                                                 int skip_lo, int skip_hi, float* ks, float* vs) {
   if (!kv.f32())
     return with_codecs(kv.format(), [&](auto kc, auto vc) {
-      copy_coded_rows<decltype(kc)::value, decltype(vc)::value>(kv, D, c0, jj_begin, jj_end, skip_lo, skip_hi, ks, vs);
+      copy_coded_rows<decltype(kc)::value, decltype(vc)::value, kBatch>(kv, D, c0, jj_begin, jj_end, skip_lo,
+                                                                         skip_hi, ks, vs);
     });
   const float* __restrict__ k_cache = reinterpret_cast<const float*>(kv.k.base);
   const float* __restrict__ v_cache = reinterpret_cast<const float*>(kv.v.base);
@@ -152,7 +184,7 @@ __device__ __forceinline__ void stage_chunk(const KvPair& kv, const int32_t* tab
                                             int c0, int k_begin, int k_end, KeyPosition key_position, float* ks,
                                             float* vs) {
   lookup_chunk_slots(kv, table, block_size, kvh, D, c0, k_begin, k_end, key_position);
-  copy_chunk_rows(kv, D, c0, 0, kChunkKeys, 1, 0, ks, vs);
+  copy_chunk_rows<kTileStageBatch>(kv, D, c0, 0, kChunkKeys, 1, 0, ks, vs);
   cp_async_commit();
 }
 

@@ -91,16 +91,50 @@ __constant__ float kLloydMaxThresholds[15] = {
     kLloydMax4Threshold[12], kLloydMax4Threshold[13], kLloydMax4Threshold[14]};
 }  // namespace
 
+// Eight elements of a record in registers as stored: the codes (up to 32 bytes) and the params
+// they need. Loading first and decoding later lets a thread issue the loads of several records
+// before it waits for the first (copy_coded_rows).
+struct RawUnit {
+  uint4 c0, c1;  // codes: f32 32 bytes; bf16/f16 16 (c0); 8-bit 8 (c0.x, c0.y); 4-bit 4 (c0.x)
+  float p0, p1;  // params: fp8/turbo scale (p0); U8 scale, min; U4, LloydMax the f16 pair's bits (p0)
+};
 template <KvCodec C>
-__device__ __forceinline__ void dequant8(const DeviceKvTensor& t, int64_t key, int e0, float (&x)[8]) {
+__device__ __forceinline__ RawUnit load_unit(const DeviceKvTensor& t, int64_t key, int e0) {
   const uint8_t* codes = record_codes(t, key);
+  RawUnit u;
+  u.p0 = u.p1 = 0.f;
+  u.c1 = make_uint4(0u, 0u, 0u, 0u);
   if constexpr (C == KvCodec::F32) {
-    const float4 a = *reinterpret_cast<const float4*>(codes + 4 * e0);
-    const float4 b = *reinterpret_cast<const float4*>(codes + 4 * e0 + 16);
-    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+    u.c0 = *reinterpret_cast<const uint4*>(codes + 4 * e0);
+    u.c1 = *reinterpret_cast<const uint4*>(codes + 4 * e0 + 16);
   } else if constexpr (C == KvCodec::BF16 || C == KvCodec::F16) {
-    const uint4 u = *reinterpret_cast<const uint4*>(codes + 2 * e0);
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+    u.c0 = *reinterpret_cast<const uint4*>(codes + 2 * e0);
+  } else if constexpr (C == KvCodec::FP8 || C == KvCodec::U8Affine || C == KvCodec::TurboK8) {
+    const uint2 w = *reinterpret_cast<const uint2*>(codes + e0);
+    u.c0 = make_uint4(w.x, w.y, 0u, 0u);
+    const float* params = reinterpret_cast<const float*>(record_params(t, key));
+    if constexpr (C == KvCodec::U8Affine) {
+      const float2 sm = *reinterpret_cast<const float2*>(params + 2 * (e0 / kInt8Group));
+      u.p0 = sm.x, u.p1 = sm.y;
+    } else {
+      u.p0 = params[0];
+    }
+  } else {  // U4Affine, LloydMaxV4: element 2i in the low nibble of byte i; groups of 32
+    static_assert(kInt4Group == 32 && kLloydMaxGroup == 32, "one param pair per 32 elements");
+    u.c0 = make_uint4(*reinterpret_cast<const uint32_t*>(codes + e0 / 2), 0u, 0u, 0u);
+    u.p0 = *reinterpret_cast<const float*>(record_params(t, key) + 4 * (e0 / 32));
+  }
+  return u;
+}
+// The values (kv_quant.h kv_dequantize's single operation per element).
+template <KvCodec C>
+__device__ __forceinline__ void decode_unit(const RawUnit& u, float (&x)[8]) {
+  if constexpr (C == KvCodec::F32) {
+    const uint32_t w[8] = {u.c0.x, u.c0.y, u.c0.z, u.c0.w, u.c1.x, u.c1.y, u.c1.z, u.c1.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) x[i] = __uint_as_float(w[i]);
+  } else if constexpr (C == KvCodec::BF16 || C == KvCodec::F16) {
+    const uint32_t w[4] = {u.c0.x, u.c0.y, u.c0.z, u.c0.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       if constexpr (C == KvCodec::BF16) {
@@ -112,41 +146,33 @@ __device__ __forceinline__ void dequant8(const DeviceKvTensor& t, int64_t key, i
       }
     }
   } else if constexpr (C == KvCodec::FP8 || C == KvCodec::U8Affine || C == KvCodec::TurboK8) {
-    const uint2 u = *reinterpret_cast<const uint2*>(codes + e0);
-    const uint32_t w[2] = {u.x, u.y};
-    const float* params = reinterpret_cast<const float*>(record_params(t, key));
-    if constexpr (C == KvCodec::U8Affine) {
-      const float scale = params[2 * (e0 / kInt8Group)], min = params[2 * (e0 / kInt8Group) + 1];
-#pragma unroll
-      for (int i = 0; i < 8; ++i) x[i] = __fmaf_rn(static_cast<float>((w[i / 4] >> (8 * (i % 4))) & 0xffu), scale, min);
-    } else if constexpr (C == KvCodec::FP8) {
-      const float scale = params[0];
-#pragma unroll
-      for (int i = 0; i < 8; ++i) x[i] = __fmul_rn(e4m3_to_f32((w[i / 4] >> (8 * (i % 4))) & 0xffu), scale);
-    } else {  // TurboK8: signed codes times the record's factor
-      const float factor = params[0];
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int c = static_cast<int8_t>((w[i / 4] >> (8 * (i % 4))) & 0xffu);
-        x[i] = __fmul_rn(factor, static_cast<float>(c));
-      }
-    }
-  } else {  // U4Affine, LloydMaxV4: element 2i in the low nibble of byte i
-    const uint32_t w = *reinterpret_cast<const uint32_t*>(codes + e0 / 2);
-    const __half2 p = *reinterpret_cast<const __half2*>(record_params(t, key) + 4 * (e0 / 32));
-    const float a = __low2float(p), b = __high2float(p);  // U4: scale, min; LloydMax: mean, std
+    const uint32_t w[2] = {u.c0.x, u.c0.y};
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const uint32_t c = (w >> (4 * i)) & 0xfu;
+      const uint32_t c = (w[i / 4] >> (8 * (i % 4))) & 0xffu;
+      if constexpr (C == KvCodec::U8Affine) x[i] = __fmaf_rn(static_cast<float>(c), u.p0, u.p1);
+      else if constexpr (C == KvCodec::FP8) x[i] = __fmul_rn(e4m3_to_f32(c), u.p0);
+      else x[i] = __fmul_rn(static_cast<float>(static_cast<int8_t>(c)), u.p0);  // turbo: code · factor
+    }
+  } else {
+    const uint32_t pb = __float_as_uint(u.p0);
+    const float a = f16_bits_to_f32(pb & 0xffffu), b = f16_bits_to_f32(pb >> 16);  // U4: scale, min; LloydMax: mean, std
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t c = (u.c0.x >> (4 * i)) & 0xfu;
       if constexpr (C == KvCodec::U4Affine) x[i] = __fmaf_rn(static_cast<float>(c), a, b);
       else x[i] = __fmaf_rn(b, kLloydMaxLevels[c], a);
     }
   }
 }
+template <KvCodec C>
+__device__ __forceinline__ void dequant8(const DeviceKvTensor& t, int64_t key, int e0, float (&x)[8]) {
+  decode_unit<C>(load_unit<C>(t, key, e0), x);
+}
 
 // ---- writing: one warp encodes one (token, head) vector ----------------------------------
-// x: the vector in shared memory (D floats, every lane's writes to it visible: __syncwarp
-// before); every lane of the warp calls. The scalar work that feeds a param (min and max in
+// x: the vector in shared memory (D <= 256 floats, every lane's writes to it visible: __syncwarp
+// before); every lane of the warp calls, converged. The scalar work that feeds a param (min and max in
 // element order, keeping the first extreme as std::min/std::max do; the double sums in element
 // order) runs on one lane per group, as kv_quant.h does it; the per-element codes on all lanes.
 
@@ -256,46 +282,40 @@ __device__ __forceinline__ void store_head_record(const DeviceKvTensor& t, int64
     case KvCodec::U4Affine: {
       const bool u8 = codec == KvCodec::U8Affine;
       const int G = u8 ? static_cast<int>(kInt8Group) : static_cast<int>(kInt4Group), groups = (D + G - 1) / G;
-      // One lane per group: its min and max in order, its params (U4: rounded to f16 first).
-      __shared__ float group_scale[4][32], group_min[4][32];  // [warp of a 128-thread CTA][group]
-      const int w = threadIdx.x / 32 % 4;
-      for (int g = lane; g < groups; g += 32) {
-        const int g0 = g * G, n = min(G, D - g0);
-        float mn, mx;
+      // Lane g < groups: group g's min and max in order and its params (U4: rounded to f16
+      // first, as read back); the other lanes take them by shuffle (D <= 256: 8 groups at most).
+      float scale = 0.f, mn = 0.f;
+      if (lane < groups) {
+        const int g0 = lane * G, n = min(G, D - g0);
+        float mx;
         minmax_in_order(x + g0, n, mn, mx);
-        float scale = __fdiv_rn(__fsub_rn(mx, mn), u8 ? 255.f : 15.f);
+        scale = __fdiv_rn(__fsub_rn(mx, mn), u8 ? 255.f : 15.f);
         if (u8) {
-          reinterpret_cast<float*>(params)[2 * g] = scale;
-          reinterpret_cast<float*>(params)[2 * g + 1] = mn;
+          reinterpret_cast<float*>(params)[2 * lane] = scale;
+          reinterpret_cast<float*>(params)[2 * lane + 1] = mn;
         } else {
-          const uint32_t sb = f32_to_f16_bits(scale), mb = f32_to_f16_bits(mn);
-          reinterpret_cast<uint32_t*>(params)[g] = sb | mb << 16;
+          reinterpret_cast<uint32_t*>(params)[lane] = f32_to_f16_bits(scale) | f32_to_f16_bits(mn) << 16;
           scale = f16_round(scale);
           mn = f16_round(mn);
         }
-        group_scale[w][g] = scale;
-        group_min[w][g] = mn;
       }
-      __syncwarp();
+      const auto code = [&](int i, float top) {  // every lane calls (shuffles); i < D
+        const float sc = __shfl_sync(0xffffffffu, scale, i / G), m = __shfl_sync(0xffffffffu, mn, i / G);
+        return sc > 0.f ? fminf(fmaxf(rintf(__fdiv_rn(__fsub_rn(x[i], m), sc)), 0.f), top) : 0.f;
+      };
       if (u8) {
-        for (int i = lane; i < D; i += 32) {
-          const float scale = group_scale[w][i / G], mn = group_min[w][i / G];
-          codes[i] = scale > 0.f ? static_cast<uint8_t>(fminf(fmaxf(rintf(__fdiv_rn(__fsub_rn(x[i], mn), scale)), 0.f), 255.f)) : 0;
+        for (int base = 0; base < D; base += 32) {
+          const int i = min(base + lane, D - 1);
+          const float c = code(i, 255.f);
+          if (base + lane < D) codes[i] = static_cast<uint8_t>(c);
         }
       } else {
-        for (int b = lane; b < D / 2; b += 32) {
-          uint32_t byte = 0;
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int i = 2 * b + e;
-            const float scale = group_scale[w][i / G], mn = group_min[w][i / G];
-            const float c = scale > 0.f ? fminf(fmaxf(rintf(__fdiv_rn(__fsub_rn(x[i], mn), scale)), 0.f), 15.f) : 0.f;
-            byte |= static_cast<uint32_t>(c) << (4 * e);
-          }
-          codes[b] = static_cast<uint8_t>(byte);
+        for (int base = 0; base < D / 2; base += 32) {
+          const int b = min(base + lane, D / 2 - 1);
+          const float lo = code(2 * b, 15.f), hi = code(2 * b + 1, 15.f);
+          if (base + lane < D / 2) codes[b] = static_cast<uint8_t>(static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 4);
         }
       }
-      __syncwarp();  // the group params read before another record's writes reuse them
       return;
     }
     case KvCodec::TurboK8: {
@@ -323,42 +343,38 @@ __device__ __forceinline__ void store_head_record(const DeviceKvTensor& t, int64
     }
     case KvCodec::LloydMaxV4: {
       const int G = static_cast<int>(kLloydMaxGroup), groups = (D + G - 1) / G;
-      __shared__ float group_mean[4][32], group_std[4][32];
-      const int w = threadIdx.x / 32 % 4;
-      for (int g = lane; g < groups; g += 32) {
-        const int g0 = g * G, n = min(G, D - g0);
+      // Lane g < groups: group g's double sums in element order and its f16 params (then read
+      // back); the other lanes take them by shuffle.
+      float mean = 0.f, sd = 0.f;
+      if (lane < groups) {
+        const int g0 = lane * G, n = min(G, D - g0);
         double sum = 0.0;
         for (int i = 0; i < n; ++i) sum = __dadd_rn(sum, static_cast<double>(x[g0 + i]));
-        const float mean = __double2float_rn(__ddiv_rn(sum, static_cast<double>(n)));
+        mean = __double2float_rn(__ddiv_rn(sum, static_cast<double>(n)));
         double var = 0.0;
         for (int i = 0; i < n; ++i) {
           const double e = __dsub_rn(static_cast<double>(x[g0 + i]), static_cast<double>(mean));
           var = __dadd_rn(var, __dmul_rn(e, e));
         }
-        const float sd = __double2float_rn(__dsqrt_rn(__ddiv_rn(var, static_cast<double>(n))));
-        reinterpret_cast<uint32_t*>(params)[g] = f32_to_f16_bits(mean) | f32_to_f16_bits(sd) << 16;
-        group_mean[w][g] = f16_round(mean);
-        group_std[w][g] = f16_round(sd);
+        sd = __double2float_rn(__dsqrt_rn(__ddiv_rn(var, static_cast<double>(n))));
+        reinterpret_cast<uint32_t*>(params)[lane] = f32_to_f16_bits(mean) | f32_to_f16_bits(sd) << 16;
+        mean = f16_round(mean);
+        sd = f16_round(sd);
       }
-      __syncwarp();
-      for (int b = lane; b < D / 2; b += 32) {
-        uint32_t byte = 0;
+      const auto code = [&](int i) {  // every lane calls (shuffles); i < D
+        const float m = __shfl_sync(0xffffffffu, mean, i / G), s_ = __shfl_sync(0xffffffffu, sd, i / G);
+        if (!(s_ > 0.f)) return 8u;
+        const float z = __fdiv_rn(__fsub_rn(x[i], m), s_);
+        uint32_t c = 0;
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int i = 2 * b + e;
-          const float m = group_mean[w][i / G], sd = group_std[w][i / G];
-          uint32_t c = 8u;
-          if (sd > 0.f) {
-            const float z = __fdiv_rn(__fsub_rn(x[i], m), sd);
-            c = 0;
-#pragma unroll
-            for (int k = 0; k < 15; ++k) c += z > kLloydMaxThresholds[k] ? 1u : 0u;
-          }
-          byte |= c << (4 * e);
-        }
-        codes[b] = static_cast<uint8_t>(byte);
+        for (int k = 0; k < 15; ++k) c += z > kLloydMaxThresholds[k] ? 1u : 0u;
+        return c;
+      };
+      for (int base = 0; base < D / 2; base += 32) {
+        const int b = min(base + lane, D / 2 - 1);
+        const uint32_t lo = code(2 * b), hi = code(2 * b + 1);
+        if (base + lane < D / 2) codes[b] = static_cast<uint8_t>(lo | hi << 4);
       }
-      __syncwarp();
       return;
     }
   }

@@ -325,7 +325,9 @@ TEST_F(CudaKernels, DecodeKernelPrologueWritesAndReadsEveryKvFormatAsTheSeparate
   for (const KvFormat format : kFormats)
     for (const int64_t d : {64, 128}) {
       SCOPED_TRACE(name(format) + ", head_dim " + std::to_string(d));
-      const int64_t heads = 8, kv_heads = 2, blocks = 64;
+      // 128 blocks, each sequence's its own (7 is prime to 128): no row reads a slot another
+      // row's prologue writes in the same launch.
+      const int64_t heads = 8, kv_heads = 2, blocks = 128;
       const int32_t bs = 16;
       FilledCache cache(*ref, *gpu, format, bs, kv_heads, d, blocks, rng);
       const std::vector<int32_t> positions = {350, 90, 700};
