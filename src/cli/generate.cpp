@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "io/config.h"
+#include "model/kv_format_choice.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
 
@@ -77,6 +78,9 @@ void GenerateOptions::add_to(CLI::App& command) {
   command.add_option("--repetition-penalty", sampling.repetition_penalty, "HF repetition penalty");
   command.add_option("--seed", seed, "RNG seed (same seed, same output)");
   command.add_option("--device", device, "cpu or cuda (default: cuda when a GPU is visible)");
+  command.add_option("--kv-cache-dtype", kv_cache_dtype,
+                     "KV cache storage: auto (bf16; f16 for f16 models), f32, bf16, f16, fp8, int8, int4, turbo")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "fp8", "int8", "int4", "turbo"}))->capture_default_str();
   spec.add_to(command);
 }
 
@@ -106,6 +110,7 @@ TerminalModel load_terminal_model(const std::string& model_dir, GenerateOptions&
   options.sampling.validate(loaded.model->config().vocab_size);
   engine::EngineConfig config;
   config.max_concurrent = 1;
+  config.kv_format = model::parse_kv_cache_dtype(options.kv_cache_dtype);
   loaded.drafter = options.spec.apply(model_dir, *loaded.model, *loaded.backend, config);
   loaded.generator = std::make_unique<Generator>(*loaded.model, model_dir, config);
   return loaded;

@@ -57,6 +57,7 @@ struct GenerateOptions {
   sampling::SamplingParams sampling{.temperature = 0.f};
   uint64_t seed = 0;
   std::string device;
+  std::string kv_cache_dtype = "auto";  // --kv-cache-dtype (model/kv_format_choice.h)
   SpecOptions spec;
   void add_to(CLI::App& command);
 };

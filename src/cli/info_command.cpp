@@ -15,6 +15,7 @@
 #include "io/config.h"
 #include "io/safetensors.h"
 #include "kernels/backend.h"
+#include "model/kv_format_choice.h"
 #include "model/model.h"
 #include "model/mtp_head.h"
 #include "spec/draft_model.h"
@@ -76,6 +77,26 @@ Json draft_tree_report(const model::Model& model) {
                   "any drafter with \"tree_nodes\":N"}};
 }
 
+// Bytes of KV per 1k tokens in every storage format (what the pool holds per token, params
+// included), the format auto picks, and the rules for MLA latents and recurrent state.
+Json kv_formats_report(const model::Model& model, const kernels::Backend& backend) {
+  Json formats = Json::object();
+  for (int i = 0; i <= static_cast<int>(kernels::KvFormat::Turbo); ++i) {
+    const auto f = static_cast<kernels::KvFormat>(i);
+    kv::KvLayout layout = model.kv_layout(1, 16);
+    layout.format = f;
+    const char* why = kernels::kv_format_unsupported(layout.storage_format(), layout.head_dim);
+    formats[std::string(kernels::kv_format_name(f))] = {
+        {"bytes_per_1k_tokens", static_cast<double>(layout.bytes_per_block()) / 16 * 1000},
+        {"stored_as", std::string(kernels::kv_format_name(layout.storage_format()))},
+        {"supported", why == nullptr},
+        {"why", why ? why : ""}};
+  }
+  return {{"default", std::string(kernels::kv_format_name(model::resolve_kv_format(std::nullopt, model.config(), backend)))},
+          {"formats", formats},
+          {"rules", model::kv_format_rules()}};
+}
+
 // generation_config.json's sampling defaults: what a request that leaves a field out gets.
 Json sampling_defaults_report(const std::string& dir) {
   const io::GenerationConfig g = io::load_generation_config(dir);
@@ -124,7 +145,8 @@ Command add_info_command(CLI::App& app) {
     } catch (const std::exception&) {
       tool_format = "no chat template";
     }
-    const auto layout = model->kv_layout(1, 16);
+    kv::KvLayout layout = model->kv_layout(1, 16);
+    layout.format = model::resolve_kv_format(std::nullopt, c, *backend);
     const double kv_per_1k = static_cast<double>(layout.bytes_per_block()) / 16 * 1000;
     Json info = {{"model", opt->dir},
                  {"architecture", c.architectures.empty() ? c.model_type : c.architectures.front()},
@@ -143,6 +165,7 @@ Command add_info_command(CLI::App& app) {
                  {"reasoning_format", reasoning},
                  {"sampling_defaults", sampling_defaults_report(opt->dir)},
                  {"kv_bytes_per_1k_tokens", kv_per_1k},
+                 {"kv_formats", kv_formats_report(*model, *backend)},
                  {"backend", backend->name()},
                  {"speculation", speculation_report(opt->dir, *model, *backend)},
                  {"draft_trees", draft_tree_report(*model)}};
@@ -169,20 +192,28 @@ Command add_info_command(CLI::App& app) {
     for (const auto& [d, n] : dtypes) dtype_list += fmt::format("{}{} x{}", dtype_list.empty() ? "" : ", ", d, n);
     std::printf("model            %s\narchitecture     %s (%s)\nparameters       %.2fM (+%.2fM MTP)\ndtypes           %s\n"
                 "layers           %lld, hidden %lld, heads %lld / kv %lld, head_dim %lld\nvocab            %lld\n"
-                "context          %lld tokens\nKV memory        %.1f MiB per 1k tokens (f32)\ntool calls       %s\n"
+                "context          %lld tokens\nKV memory        %.2f MiB per 1k tokens (%s, the default)\ntool calls       %s\n"
                 "reasoning        %s\nsampling         %s\nbackend          %s\n",
                 opt->dir.c_str(), info["architecture"].get<std::string>().c_str(), c.model_type.c_str(), params / 1e6,
                 mtp_params / 1e6, dtype_list.c_str(), static_cast<long long>(c.num_hidden_layers),
                 static_cast<long long>(c.hidden_size), static_cast<long long>(c.num_attention_heads),
                 static_cast<long long>(c.num_key_value_heads), static_cast<long long>(c.head_dim),
                 static_cast<long long>(c.vocab_size), static_cast<long long>(c.max_position_embeddings),
-                kv_per_1k / (1 << 20), tool_format.c_str(), reasoning.c_str(), sampling.c_str(),
+                kv_per_1k / (1 << 20), info["kv_formats"]["default"].get<std::string>().c_str(), tool_format.c_str(), reasoning.c_str(), sampling.c_str(),
                 backend->name().c_str());
+    std::string per_format;
+    for (const auto& [name, f] : info["kv_formats"]["formats"].items())
+      per_format += f["supported"].get<bool>()
+                        ? fmt::format("{}{} {:.2f}", per_format.empty() ? "" : ", ", name,
+                                      f["bytes_per_1k_tokens"].get<double>() / (1 << 20))
+                        : fmt::format("{}{} -", per_format.empty() ? "" : ", ", name);
+    std::printf("KV formats       MiB per 1k tokens: %s (--kv-cache-dtype)\n                 %s\n", per_format.c_str(),
+                info["kv_formats"]["rules"].get<std::string>().c_str());
     if (!resolved.repo_id.empty())
       std::printf("hub              %s@%s (commit %s)\n", resolved.repo_id.c_str(), resolved.revision.c_str(),
                   resolved.commit.c_str());
     if (resolved.alias)
-      std::printf("alias            %s (%s): drafter %s, KV format %s (recorded; applied once KV formats land)\n",
+      std::printf("alias            %s (%s): drafter %s, KV format %s (serve applies it unless --kv-cache-dtype is given)\n",
                   resolved.alias->name.c_str(), resolved.alias->origin.c_str(),
                   resolved.alias->defaults.drafter.empty() ? "-" : resolved.alias->defaults.drafter.c_str(),
                   resolved.alias->defaults.kv_format.empty() ? "-" : resolved.alias->defaults.kv_format.c_str());

@@ -8,6 +8,7 @@
 #include "cli/default_model.h"
 #include "io/safetensors.h"
 #include "kernels/backend.h"
+#include "model/kv_format_choice.h"
 #include "model/model.h"
 
 namespace tachyon::cli {
@@ -34,7 +35,7 @@ std::vector<int32_t> parse_id_list(const std::string& text) {
 
 Command add_logits_command(CLI::App& app) {
   struct Options {
-    std::string model_dir, ids, out, device = "cpu";
+    std::string model_dir, ids, out, device = "cpu", kv_cache_dtype = "auto";
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("logits", "Write the logits of every position of --ids to a safetensors file");
@@ -43,13 +44,18 @@ Command add_logits_command(CLI::App& app) {
   cmd->add_option("--ids", opt->ids, "Comma-separated token ids")->required();
   cmd->add_option("--out", opt->out, "Output .safetensors file (tensor 'logits' [T, V] float32)")->required();
   cmd->add_option("--device", opt->device, "cpu");
+  cmd->add_option("--kv-cache-dtype", opt->kv_cache_dtype,
+                  "KV cache storage: auto (bf16; f16 for f16 models), f32, bf16, f16, fp8, int8, int4, turbo")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "fp8", "int8", "int4", "turbo"}))->capture_default_str();
   return [opt] {
     const auto ids = parse_id_list(opt->ids);
     const std::string model_dir = resolve_model_arg(opt->model_dir).path;
     auto backend = kernels::make_backend(opt->device);
     auto model = model::load_model(model_dir, *backend);
     const int32_t block_size = 16;
-    kv::KvCache kv(*backend, model->kv_layout(static_cast<int32_t>(ids.size() + block_size - 1) / block_size + 1, block_size));
+    kv::KvLayout layout = model->kv_layout(static_cast<int32_t>(ids.size() + block_size - 1) / block_size + 1, block_size);
+    layout.format = model::resolve_kv_format(model::parse_kv_cache_dtype(opt->kv_cache_dtype), model->config(), *backend);
+    kv::KvCache kv(*backend, layout);
     const auto seq = kv.add_sequence();
     kv.reserve(seq, static_cast<int32_t>(ids.size()));
     model::Batch batch;

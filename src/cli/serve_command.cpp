@@ -138,6 +138,9 @@ Command add_serve_command(CLI::App& app) {
                      ->check(CLI::PositiveNumber);
   cmd->add_option("--kv-memory", opt->model.kv_memory_gib, "KV cache memory in GiB")
       ->check(CLI::PositiveNumber)->excludes(blocks)->capture_default_str();
+  cmd->add_option("--kv-cache-dtype", opt->model.kv_cache_dtype,
+                  "KV cache storage: auto (bf16; f16 for f16 models), f32, bf16, f16, fp8, int8, int4, turbo")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "fp8", "int8", "int4", "turbo"}))->capture_default_str();
   cmd->add_option("--prefix-cache", opt->model.prefix_cache, "Automatic prefix caching")
       ->check(CLI::IsMember({"on", "off"}))->capture_default_str();
   cmd->add_option("--step-overlap", opt->model.step_overlap,

@@ -16,6 +16,7 @@
 #include "io/config.h"
 #include "io/safetensors.h"
 #include "kernels/backend.h"
+#include "model/kv_format_choice.h"
 #include "model/model.h"
 #include "tokenizer/token_bytes.h"
 #include "tokenizer/tokenizer.h"
@@ -113,6 +114,7 @@ engine::EngineConfig engine_config_of(const ServeModelOptions& o) {
   c.num_blocks = o.kv_blocks;
   c.kv_memory_bytes = static_cast<size_t>(o.kv_memory_gib * double(size_t{1} << 30));
   c.max_context = o.ctx_size;
+  c.kv_format = model::parse_kv_cache_dtype(o.kv_cache_dtype);
   c.prefix_cache = o.prefix_cache == "on";
   c.overlap_steps = o.step_overlap == "on"    ? engine::EngineConfig::Overlap::On
                     : o.step_overlap == "off" ? engine::EngineConfig::Overlap::Off
@@ -171,6 +173,9 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
   else if (served->chat_template) served->parser = chat::detect_parser(served->chat_template->source(), config.model_type);
 
   engine::EngineConfig engine_config = engine_config_of(options);
+  // An alias's KV format applies when --kv-cache-dtype is left at auto.
+  if (resolved.alias && !resolved.alias->defaults.kv_format.empty() && options.kv_cache_dtype == "auto")
+    engine_config.kv_format = model::parse_kv_cache_dtype(resolved.alias->defaults.kv_format);
   // Every token's bytes, as a trie, for constrained decoding (json_object, forced tool calls).
   engine_config.vocabulary = progress.stage("token trie", [&] {
     return std::make_shared<const sampling::TokenVocabulary>(tokenizer::token_byte_strings(*served->tokenizer));
@@ -183,8 +188,9 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
   served->max_context = owned->engine->max_context();
   served->created = server::unix_time();
   const auto stats = owned->engine->stats();
-  std::fprintf(stderr, "  %s: context %d tokens, %d KV blocks, up to %d concurrent, prefix cache %s, tool parser %s\n",
-               served->id.c_str(), served->max_context, stats.kv_blocks_total, options.max_concurrent,
+  std::fprintf(stderr, "  %s: context %d tokens, %d KV blocks (%s), up to %d concurrent, prefix cache %s, tool parser %s\n",
+               served->id.c_str(), served->max_context, stats.kv_blocks_total,
+               std::string(kernels::kv_format_name(owned->engine->kv_format())).c_str(), options.max_concurrent,
                options.prefix_cache.c_str(), chat::parser_family_name(served->parser.family));
   served->owner = std::move(owned);
   return served;

@@ -17,7 +17,7 @@
 namespace tachyon::cli {
 
 struct ServeModelOptions {
-  std::string device, prefix_cache = "on", tool_parser, step_overlap = "auto";
+  std::string device, prefix_cache = "on", tool_parser, step_overlap = "auto", kv_cache_dtype = "auto";
   int32_t max_concurrent = 16, ctx_size = 0, kv_blocks = 0, max_tokens_per_step = 512;
   double kv_memory_gib = 1.0;
   SpecOptions spec;

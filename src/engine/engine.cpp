@@ -13,6 +13,7 @@
 #include "engine/loop_state.h"
 #include "engine/stats_recorder.h"
 #include "engine/step_runner.h"
+#include "model/kv_format_choice.h"
 
 namespace tachyon::engine {
 
@@ -61,6 +62,7 @@ class EngineLoop : public KvAllocator {
   // to be rejected (k + 1 rows), so speculation never needs a recomputation.
   static kv::KvLayout sized_layout(model::Model& model, int32_t num_blocks, const EngineConfig& config) {
     kv::KvLayout layout = model.kv_layout(num_blocks, config.block_size);
+    layout.format = model::resolve_kv_format(config.kv_format, model.config(), model.backend());
     if (layout.num_state_layers > 0) {
       layout.max_sequences = std::max(1, config.max_concurrent);
       layout.state_rollback_rows = config.drafter ? std::max(1, config.num_speculative_tokens) + 1 : 1;
@@ -259,9 +261,10 @@ std::atomic<RequestId> next_request_id{1};
 Engine::Engine(model::Model& model, const EngineConfig& config) : model_(model), config_(config) {
   const auto& c = model.config();
   max_context_ = config.max_context > 0 ? config.max_context : static_cast<int32_t>(c.max_position_embeddings);
+  config_.kv_format = model::resolve_kv_format(config.kv_format, model.config(), model.backend());
   int32_t num_blocks = config.num_blocks;
   if (num_blocks <= 0) {
-    const size_t per_block = model.kv_layout(1, config.block_size).bytes_per_block();
+    const size_t per_block = EngineLoop::sized_layout(model, 1, config_).bytes_per_block();
     num_blocks = static_cast<int32_t>(std::max<size_t>(1, config.kv_memory_bytes / per_block));
   }
   if (static_cast<int64_t>(num_blocks) * config.block_size < max_context_)

@@ -37,6 +37,9 @@ struct EngineConfig {
   int32_t block_size = 16;
   int32_t num_blocks = 0;             // 0: derived from kv_memory_bytes
   size_t kv_memory_bytes = size_t{1} << 30;
+  // KV cache storage format (kernels/kv_format.h); nullopt: auto (model/kv_format_choice.h:
+  // bf16, f16 for f16 models). The engine's constructor resolves it.
+  std::optional<kernels::KvFormat> kv_format;
   int32_t max_context = 0;            // 0: the model's max_position_embeddings
   bool prefix_cache = true;
   // Overlapped decoding: a plain decode step is issued before the tokens of the step before it
@@ -108,6 +111,7 @@ class Engine {
   EngineStats stats() const;
 
   int32_t max_context() const { return max_context_; }
+  kernels::KvFormat kv_format() const { return *config_.kv_format; }  // resolved
   const model::Model& model() const { return model_; }
 
  private:

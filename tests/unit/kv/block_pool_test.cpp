@@ -84,15 +84,15 @@ TEST(KvCache, CopyPositionsMovesEveryLayersRowsInOrder) {
   const int64_t width = 8, slots = 6 * 4;
   for (int64_t l = 0; l < 2; ++l)
     for (int64_t i = 0; i < slots * width; ++i) {
-      kv.layer(l).k[i] = static_cast<float>(1000 * l + i);
-      kv.layer(l).v[i] = static_cast<float>(-1000 * l - i);
+      kv.layer(l).k_f32()[i] = static_cast<float>(1000 * l + i);
+      kv.layer(l).v_f32()[i] = static_cast<float>(-1000 * l - i);
     }
   // The expected result: one copy_position at a time, on a snapshot.
   auto snapshot = [&] {
     std::vector<float> all;
     for (int64_t l = 0; l < 2; ++l) {
-      all.insert(all.end(), kv.layer(l).k, kv.layer(l).k + slots * width);
-      all.insert(all.end(), kv.layer(l).v, kv.layer(l).v + slots * width);
+      all.insert(all.end(), kv.layer(l).k_f32(), kv.layer(l).k_f32() + slots * width);
+      all.insert(all.end(), kv.layer(l).v_f32(), kv.layer(l).v_f32() + slots * width);
     }
     return all;
   };
@@ -103,8 +103,8 @@ TEST(KvCache, CopyPositionsMovesEveryLayersRowsInOrder) {
   // Restore and do it in one op.
   size_t at = 0;
   for (int64_t l = 0; l < 2; ++l) {
-    std::copy_n(before.begin() + static_cast<long>(at), slots * width, kv.layer(l).k), at += slots * width;
-    std::copy_n(before.begin() + static_cast<long>(at), slots * width, kv.layer(l).v), at += slots * width;
+    std::copy_n(before.begin() + static_cast<long>(at), slots * width, kv.layer(l).k_f32()), at += slots * width;
+    std::copy_n(before.begin() + static_cast<long>(at), slots * width, kv.layer(l).v_f32()), at += slots * width;
   }
   kv.copy_positions(seq, moves);
   EXPECT_EQ(snapshot(), one_by_one);

@@ -19,6 +19,7 @@
 
 #include "kernels/cpu/attention_rows.h"
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/isa/kv_decode_avx512.h"
 #include "kernels/cpu/isa/matmul.h"
 #include "kernels/cpu/top_two_row.h"
 
@@ -91,16 +92,18 @@ inline __m512 exp16(__m512 x) {
 
 inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1); }
 
-// out[h] = Σ_j s[h][j] · v_j (from +0, in key order, multiply then add), times inv[h], for HB
-// heads and the dimensions [c0, c0 + 64) ∩ [0, d).
+// out[h] = Σ_j s[h][j] · v_j (from +0, or from acc_in[h] when given, in key order, multiply then
+// add), times inv[h] when given, for HB heads and the dimensions [c0, c0 + 64) ∩ [0, d). A sum
+// continued from acc_in over the next keys is the same chain as one pass over all of them.
 template <int HB>
 inline void accumulate_values(const float* s, int64_t stride, const float* const* vp, int64_t n, int64_t c0, int64_t d,
-                              const float* inv, float* out) {
+                              const float* inv, float* out, const float* acc_in = nullptr) {
   __mmask16 mask[4];
   for (int i = 0; i < 4; ++i) mask[i] = c0 + 16 * i < d ? tail_mask(d - c0 - 16 * i) : __mmask16(0);
   __m512 acc[HB][4];
   for (int h = 0; h < HB; ++h)
-    for (int i = 0; i < 4; ++i) acc[h][i] = _mm512_setzero_ps();
+    for (int i = 0; i < 4; ++i)
+      acc[h][i] = acc_in ? _mm512_maskz_loadu_ps(mask[i], acc_in + h * d + c0 + 16 * i) : _mm512_setzero_ps();
   for (int64_t j = 0; j < n; ++j) {
     __m512 v[4];
     for (int i = 0; i < 4; ++i) v[i] = _mm512_maskz_loadu_ps(mask[i], vp[j] + c0 + 16 * i);
@@ -110,33 +113,69 @@ inline void accumulate_values(const float* s, int64_t stride, const float* const
     }
   }
   for (int h = 0; h < HB; ++h) {
-    const __m512 scale = _mm512_set1_ps(inv[h]);
+    const __m512 scale = _mm512_set1_ps(inv ? inv[h] : 1.f);
     for (int i = 0; i < 4; ++i)
-      _mm512_mask_storeu_ps(out + h * d + c0 + 16 * i, mask[i], _mm512_mul_ps(acc[h][i], scale));
+      _mm512_mask_storeu_ps(out + h * d + c0 + 16 * i, mask[i], inv ? _mm512_mul_ps(acc[h][i], scale) : acc[h][i]);
   }
 }
 
+inline void accumulate_heads(int hb, const float* s, int64_t stride, const float* const* vp, int64_t n, int64_t c0,
+                             int64_t d, const float* inv, float* out, const float* acc_in) {
+  if (hb == 4) accumulate_values<4>(s, stride, vp, n, c0, d, inv, out, acc_in);
+  else if (hb == 3) accumulate_values<3>(s, stride, vp, n, c0, d, inv, out, acc_in);
+  else if (hb == 2) accumulate_values<2>(s, stride, vp, n, c0, d, inv, out, acc_in);
+  else accumulate_values<1>(s, stride, vp, n, c0, d, inv, out, acc_in);
+}
+
+constexpr int kValueTile = 32;  // quantized values decoded per pass (32 · head_dim floats of L1)
+
 struct Scratch {
   std::vector<const float*> kp, vp;  // [n rounded up to kKeys] key / value rows (the tail repeats the last)
+  std::vector<int64_t> slots;        // quantized formats: [n rounded up to kKeys] each key's cache slot
+  std::vector<float> kdec, vdec;     // quantized formats: [kKeys, d] keys, [kValueTile, d] values decoded
+  std::vector<float> acc;            // quantized formats: [group, d] value sums between tiles
+  std::vector<float> rotated;        // turbo: [group, d] the rotated query heads
   std::vector<float> qq;             // [pairs, d8, 16] two heads' query dims [8c, 8c + 8) side by side
   std::vector<float> s;              // [group, stride] scores, then probabilities
   std::vector<float> mx, inv;        // [group]
 };
 
+// A quantized record decoded (kv_decode_avx512.h) into `out` [d].
+inline const float* decode_record(const KvTensorLayout& t, const void* base, int64_t slot, int64_t head, int64_t d,
+                                  float* out) {
+  const auto* b = static_cast<const uint8_t*>(base);
+  decode_kv_avx512(t.codec, b + t.code_offset(slot, head), b + t.param_offset(slot, head), d, out);
+  return out;
+}
+
 void attend_item_avx512(const AttentionItem& it, Scratch& sc) {
   const int64_t d = it.kv->head_dim, width = it.kv->num_kv_heads * d, n = it.pos - it.lo + 1, g = it.group;
   const int64_t d8 = d / 8, stride = (n + 15) / 16 * 16, pairs = (g + 1) / 2;
-  sc.kp.resize(static_cast<size_t>(stride));
-  sc.vp.resize(static_cast<size_t>(stride));
+  // f32 caches are read in place; other formats are decoded a tile of keys (or values) at a time.
+  const bool direct = it.kv->format == KvFormat::F32;
+  const KvTensorLayout kl = it.kv->k_layout(), vl = it.kv->v_layout();
+  if (direct) {
+    sc.kp.resize(static_cast<size_t>(stride));
+    sc.vp.resize(static_cast<size_t>(stride));
+  } else {
+    sc.slots.resize(static_cast<size_t>(stride));
+    sc.kdec.resize(static_cast<size_t>(kKeys * d));
+    sc.vdec.resize(static_cast<size_t>(kValueTile * d));
+  }
   for (int64_t j = 0; j < stride; ++j) {
     const int64_t slot = item_slot(it, it.lo + static_cast<int32_t>(std::min(j, n - 1)));
-    sc.kp[j] = it.kv->k_f32() + slot * width + it.kv_head * d;
-    sc.vp[j] = it.kv->v_f32() + slot * width + it.kv_head * d;
+    if (direct) {
+      sc.kp[j] = it.kv->k_f32() + slot * width + it.kv_head * d;
+      sc.vp[j] = it.kv->v_f32() + slot * width + it.kv_head * d;
+    } else {
+      sc.slots[j] = slot;
+    }
   }
+  const float* q0 = item_queries(it, sc.rotated);  // turbo: rotated like the stored keys
   sc.qq.resize(static_cast<size_t>(pairs * std::max<int64_t>(d8, 1) * 16));
   for (int64_t p = 0; p < pairs; ++p) {
-    const float* qa = it.q + 2 * p * d;
-    const float* qb = it.q + std::min(2 * p + 1, g - 1) * d;  // an odd group repeats its last head
+    const float* qa = q0 + 2 * p * d;
+    const float* qb = q0 + std::min(2 * p + 1, g - 1) * d;  // an odd group repeats its last head
     for (int64_t c = 0; c < d8; ++c) {
       std::copy(qa + 8 * c, qa + 8 * c + 8, sc.qq.data() + 16 * (p * d8 + c));
       std::copy(qb + 8 * c, qb + 8 * c + 8, sc.qq.data() + 16 * (p * d8 + c) + 8);
@@ -148,7 +187,12 @@ void attend_item_avx512(const AttentionItem& it, Scratch& sc) {
   // Scores, 8 keys × up to 3 head pairs per pass (24 accumulators).
   const __m512 scale = _mm512_set1_ps(it.scale);
   for (int64_t j0 = 0; j0 < n; j0 += kKeys) {
-    const float* const* kp = sc.kp.data() + j0;
+    const float* decoded[kKeys];
+    if (!direct)
+      for (int j = 0; j < kKeys; ++j)
+        decoded[j] = j0 + j < n ? decode_record(kl, it.kv->k, sc.slots[j0 + j], it.kv_head, d, sc.kdec.data() + j * d)
+                                : decoded[j - 1];  // past the last key: repeat it (as kp does)
+    const float* const* kp = direct ? sc.kp.data() + j0 : decoded;
     for (int64_t p0 = 0; p0 < pairs; p0 += 3) {
       const int np = static_cast<int>(std::min<int64_t>(3, pairs - p0));
       __m512 r[3];
@@ -162,7 +206,7 @@ void attend_item_avx512(const AttentionItem& it, Scratch& sc) {
           alignas(64) float lanes[16];
           _mm512_store_ps(lanes, r[p]);
           for (int m = 0; m < 16; ++m) {
-            const float* q = it.q + (m < 8 ? ha : std::min(hb, g - 1)) * d;
+            const float* q = q0 + (m < 8 ? ha : std::min(hb, g - 1)) * d;
             const float* k = kp[m % 8];
             for (int64_t t = 8 * d8; t < d; ++t) lanes[m] = std::fma(q[t], k[t], lanes[m]);
           }
@@ -207,28 +251,38 @@ void attend_item_avx512(const AttentionItem& it, Scratch& sc) {
   }
 
   // Values: up to 4 heads × 64 dimensions per pass over the keys.
-  for (int64_t h0 = 0; h0 < g; h0 += 4) {
-    const int hb = static_cast<int>(std::min<int64_t>(4, g - h0));
-    const float* sh = s + h0 * stride;
-    float* out = it.out + h0 * d;
-    for (int64_t c0 = 0; c0 < d; c0 += 64) {
-      const float* inv = sc.inv.data() + h0;
-      if (hb == 4) accumulate_values<4>(sh, stride, sc.vp.data(), n, c0, d, inv, out);
-      else if (hb == 3) accumulate_values<3>(sh, stride, sc.vp.data(), n, c0, d, inv, out);
-      else if (hb == 2) accumulate_values<2>(sh, stride, sc.vp.data(), n, c0, d, inv, out);
-      else accumulate_values<1>(sh, stride, sc.vp.data(), n, c0, d, inv, out);
+  if (direct) {
+    for (int64_t h0 = 0; h0 < g; h0 += 4) {
+      const int hb = static_cast<int>(std::min<int64_t>(4, g - h0));
+      for (int64_t c0 = 0; c0 < d; c0 += 64)
+        accumulate_heads(hb, s + h0 * stride, stride, sc.vp.data(), n, c0, d, sc.inv.data() + h0, it.out + h0 * d, nullptr);
+    }
+    return;
+  }
+  // Quantized values: a tile of kValueTile keys decoded once for every head and dimension, the
+  // sums carried between tiles in sc.acc (the same per-lane chains), scaled at the end.
+  sc.acc.assign(static_cast<size_t>(g * d), 0.f);
+  const float* vtile[kValueTile];
+  for (int64_t t0 = 0; t0 < n; t0 += kValueTile) {
+    const int64_t nt = std::min<int64_t>(kValueTile, n - t0);
+    for (int64_t j = 0; j < nt; ++j)
+      vtile[j] = decode_record(vl, it.kv->v, sc.slots[t0 + j], it.kv_head, d, sc.vdec.data() + j * d);
+    for (int64_t h0 = 0; h0 < g; h0 += 4) {
+      const int hb = static_cast<int>(std::min<int64_t>(4, g - h0));
+      float* acc = sc.acc.data() + h0 * d;
+      for (int64_t c0 = 0; c0 < d; c0 += 64)
+        accumulate_heads(hb, s + h0 * stride + t0, stride, vtile, nt, c0, d, nullptr, acc, acc);
     }
   }
+  for (int64_t h = 0; h < g; ++h)
+    for (int64_t i = 0; i < d; ++i) it.out[h * d + i] = sc.acc[h * d + i] * sc.inv[h];
 }
 
 }  // namespace
 
 void attend_items_avx512(const AttentionItem* items, size_t count) {
   thread_local Scratch scratch;
-  for (size_t i = 0; i < count; ++i) {
-    if (items[i].kv->format == KvFormat::F32) attend_item_avx512(items[i], scratch);
-    else attend_item(items[i]);
-  }
+  for (size_t i = 0; i < count; ++i) attend_item_avx512(items[i], scratch);
 }
 
 TopTwo top_two_row_avx512(const float* row, int64_t n) { return top_two_row(row, n); }
