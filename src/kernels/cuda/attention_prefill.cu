@@ -1,6 +1,6 @@
 // The query-tile attention kernel on mma.sync (prefill and chunked prefill; every device), and the
 // plan that sends short runs of rows to the decode kernel; on sm_90a the wgmma kernel
-// (attention_wgmma.cu) takes head_dim 64 and 128 of f32 caches with the same bits.
+// (attention_wgmma.cu) takes head_dim 64 and 128 of f32, bf16 and f16 caches with the same bits.
 #include "kernels/cuda/attention_prefill.cuh"
 
 #include "kernels/cuda/attention_common.cuh"
@@ -157,11 +157,10 @@ void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile*
   const int D = shape.head_dim;
   check_head_dim(D);
   const int group = shape.num_heads / shape.num_kv_heads, hpc = heads_per_chunk(group, D);
-  // The wgmma kernel's producer copies f32 rows as they are; the coded formats take the
-  // mma.sync kernel, which dequantizes as it stages (the same bits either way for f32).
-  if (kv.f32() && attention_wgmma_supported(D))
-    return attention_wgmma(q, meta, tiles, num_tiles, reinterpret_cast<const float*>(kv.k.base),
-                           reinterpret_cast<const float*>(kv.v.base), shape, hpc, out, stream);
+  // The wgmma kernel reads f32, bf16 and f16 caches; the other formats take the mma.sync kernel,
+  // which dequantizes as it stages (the same bits either way).
+  if (attention_wgmma_reads(kv.format()) && attention_wgmma_supported(D))
+    return attention_wgmma(q, meta, tiles, num_tiles, kv, shape, hpc, out, stream);
   const int chunks = (group + hpc - 1) / hpc;
   const int stages = tile_stages(D);
   const size_t smem = tile_smem_bytes(D, stages);

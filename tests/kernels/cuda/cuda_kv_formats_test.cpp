@@ -2,7 +2,8 @@
 // prologues) write the bytes the scalar definition (kernels/kv_quant.h, through the reference
 // backend) writes, bit for bit; every attention path (query tiles, split-KV decode rows, short
 // runs, tree rows, sliding window, softcap, sinks, the decode kernel's own prologue) reads the
-// stored format and matches the reference over the same cache within the f32 cache's bound
+// stored format (the wgmma query tiles read f32, bf16 and f16 with the mma.sync kernel's bits)
+// and matches the reference over the same cache within the f32 cache's bound
 // (tf32 operands: the dequantized values are rounded to the operand format as f32 ones are),
 // with a row's bits independent of its batch. Skips when no GPU is visible.
 #include <gtest/gtest.h>
@@ -12,11 +13,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/tf32_chunk_attention.h"
+#include "kernels/cuda/attention_wgmma.cuh"
 #include "kernels/kv_format.h"
 #include "cuda_test_fixture.h"
 
@@ -253,6 +256,13 @@ TEST_F(CudaKernels, AttentionReadsEveryKvFormatLikeTheReference) {
         float* out = poisoned(q.size());
         gpu->attention(dq, rows, cache.device, meta, p, out);
         const auto got = download(out, q.size());
+        // The wgmma query tiles (f32, bf16, f16 on sm_90) give the mma.sync kernel's bits.
+        cuda::set_attention_wgmma(false);
+        float* mma_out = poisoned(q.size());
+        gpu->attention(dq, rows, cache.device, meta, p, mma_out);
+        cuda::set_attention_wgmma(true);
+        EXPECT_EQ(0, std::memcmp(download(mma_out, q.size()).data(), got.data(), got.size() * sizeof(float)))
+            << "mma.sync query tiles vs the default kernel";
         AttentionParams host_p = p;
         if (variant == 3) host_p.sinks = sinks.data();
         std::vector<float> expect(q.size());
