@@ -188,15 +188,18 @@ inline void kv_dequantize(KvCodec codec, const uint8_t* codes, const uint8_t* pa
       return;
     }
     case KvCodec::U8Affine:
-      for (int64_t i = 0; i < d; ++i) {
-        const uint8_t* p = params + 8 * (i / kInt8Group);
-        out[i] = std::fma(static_cast<float>(codes[i]), kv_load_f32(p), kv_load_f32(p + 4));
+      for (int64_t g0 = 0; g0 < d; g0 += kInt8Group) {
+        const uint8_t* p = params + 8 * (g0 / kInt8Group);
+        const float scale = kv_load_f32(p), mn = kv_load_f32(p + 4);
+        for (int64_t i = g0; i < std::min(d, g0 + kInt8Group); ++i) out[i] = std::fma(static_cast<float>(codes[i]), scale, mn);
       }
       return;
     case KvCodec::U4Affine:
-      for (int64_t i = 0; i < d; ++i) {
-        const uint8_t* p = params + 4 * (i / kInt4Group);
-        out[i] = std::fma(static_cast<float>(kv_detail::nibble(codes, i)), kv_load_f16(p), kv_load_f16(p + 2));
+      for (int64_t g0 = 0; g0 < d; g0 += kInt4Group) {
+        const uint8_t* p = params + 4 * (g0 / kInt4Group);
+        const float scale = kv_load_f16(p), mn = kv_load_f16(p + 2);
+        for (int64_t i = g0; i < std::min(d, g0 + kInt4Group); ++i)
+          out[i] = std::fma(static_cast<float>(kv_detail::nibble(codes, i)), scale, mn);
       }
       return;
     case KvCodec::TurboK8: {
@@ -205,9 +208,11 @@ inline void kv_dequantize(KvCodec codec, const uint8_t* codes, const uint8_t* pa
       return;
     }
     case KvCodec::LloydMaxV4:
-      for (int64_t i = 0; i < d; ++i) {
-        const uint8_t* p = params + 4 * (i / kLloydMaxGroup);
-        out[i] = std::fma(kv_load_f16(p + 2), kLloydMax4[kv_detail::nibble(codes, i)], kv_load_f16(p));
+      for (int64_t g0 = 0; g0 < d; g0 += kLloydMaxGroup) {
+        const uint8_t* p = params + 4 * (g0 / kLloydMaxGroup);
+        const float mean = kv_load_f16(p), std_dev = kv_load_f16(p + 2);
+        for (int64_t i = g0; i < std::min(d, g0 + kLloydMaxGroup); ++i)
+          out[i] = std::fma(std_dev, kLloydMax4[kv_detail::nibble(codes, i)], mean);
       }
       return;
   }

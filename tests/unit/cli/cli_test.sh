@@ -42,6 +42,22 @@ b="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --speculative-config '{"metho
 # --drafter takes a model name too (here the alias of the embedded model)
 b="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --speculative-config '{"method":"draft"}' --drafter tachyon-demo 2> /dev/null)"
 [[ "$a" == "$b" ]] || fail "run --drafter ALIAS: '$a' vs '$b'"
+# --kv-cache-dtype: every format runs (f32 and the default bf16 agree on this short greedy run),
+# speculation stays lossless on a quantized cache, and an unknown name is refused
+for f in f32 bf16 f16 fp8 int8 int4 turbo; do
+  k="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --no-pld --no-drafter --no-mtp --kv-cache-dtype $f 2> /dev/null)" ||
+    fail "run --kv-cache-dtype $f"
+  [[ -n "$k" ]] || fail "run --kv-cache-dtype $f: no output"
+done
+[[ "$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --no-pld --no-drafter --no-mtp --kv-cache-dtype f32 2> /dev/null)" == "$a" ]] ||
+  fail "run: f32 KV differs from the default on a 12-token greedy run"
+a8="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --no-pld --no-drafter --no-mtp --kv-cache-dtype int8 2> /dev/null)"
+b8="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --speculative-config '{"method":"mtp"}' --kv-cache-dtype int8 2> /dev/null)"
+[[ "$a8" == "$b8" ]] || fail "run int8 KV with mtp: '$a8' vs '$b8'"
+if "$tachyon" run --ids 1,2 -n 2 --kv-cache-dtype q5 > /dev/null 2>&1; then fail "--kv-cache-dtype q5 accepted"; fi
+"$tachyon" logits "$root/tests/fixtures/hf/qwen2" --ids 1,2,3 --kv-cache-dtype int4 --out "$tmp/l4.safetensors" 2> /dev/null ||
+  fail "logits --kv-cache-dtype int4"
+"$tachyon" info --json | grep -q '"kv_formats"' || fail "info --json: kv_formats"
 
 # run's positionals: a lone model-shaped name that does not resolve is an error (never the demo's
 # prompt); plain text is the demo's prompt; an alias or path with --prompt is the model.

@@ -129,9 +129,15 @@ inline void accumulate_heads(int hb, const float* s, int64_t stride, const float
 
 constexpr int kValueTile = 32;  // quantized values decoded per pass (32 · head_dim floats of L1)
 
+// Where one key's K and V records sit (codes, params), found once per key: the kernel then
+// decodes without recomputing block offsets.
+struct KeyRecords {
+  const uint8_t *k_codes, *k_params, *v_codes, *v_params;
+};
+
 struct Scratch {
   std::vector<const float*> kp, vp;  // [n rounded up to kKeys] key / value rows (the tail repeats the last)
-  std::vector<int64_t> slots;        // quantized formats: [n rounded up to kKeys] each key's cache slot
+  std::vector<KeyRecords> records;   // other formats: [n] each key's K and V records
   std::vector<float> kdec, vdec;     // quantized formats: [kKeys, d] keys, [kValueTile, d] values decoded
   std::vector<float> acc;            // quantized formats: [group, d] value sums between tiles
   std::vector<float> rotated;        // turbo: [group, d] the rotated query heads
@@ -140,12 +146,13 @@ struct Scratch {
   std::vector<float> mx, inv;        // [group]
 };
 
-// A quantized record decoded (kv_decode_avx512.h) into `out` [d].
-inline const float* decode_record(const KvTensorLayout& t, const void* base, int64_t slot, int64_t head, int64_t d,
-                                  float* out) {
-  const auto* b = static_cast<const uint8_t*>(base);
-  decode_kv_avx512(t.codec, b + t.code_offset(slot, head), b + t.param_offset(slot, head), d, out);
-  return out;
+// The K and V records of (slot, head): block slot / block_size, record slot % block_size · heads + head.
+inline KeyRecords key_records(const AttentionItem& it, const KvTensorLayout& kl, const KvTensorLayout& vl, int64_t slot) {
+  const int64_t block = slot / kl.block_size, rec = slot % kl.block_size * kl.heads + it.kv_head;
+  const auto* k = static_cast<const uint8_t*>(it.kv->k) + block * kl.block_bytes;
+  const auto* v = static_cast<const uint8_t*>(it.kv->v) + block * vl.block_bytes;
+  return {k + rec * kl.code_bytes, k + kl.params_offset + rec * kl.param_bytes, v + rec * vl.code_bytes,
+          v + vl.params_offset + rec * vl.param_bytes};
 }
 
 void attend_item_avx512(const AttentionItem& it, Scratch& sc) {
@@ -158,17 +165,17 @@ void attend_item_avx512(const AttentionItem& it, Scratch& sc) {
     sc.kp.resize(static_cast<size_t>(stride));
     sc.vp.resize(static_cast<size_t>(stride));
   } else {
-    sc.slots.resize(static_cast<size_t>(stride));
+    sc.records.resize(static_cast<size_t>(n));
     sc.kdec.resize(static_cast<size_t>(kKeys * d));
     sc.vdec.resize(static_cast<size_t>(kValueTile * d));
   }
-  for (int64_t j = 0; j < stride; ++j) {
+  for (int64_t j = 0; j < (direct ? stride : n); ++j) {
     const int64_t slot = item_slot(it, it.lo + static_cast<int32_t>(std::min(j, n - 1)));
     if (direct) {
       sc.kp[j] = it.kv->k_f32() + slot * width + it.kv_head * d;
       sc.vp[j] = it.kv->v_f32() + slot * width + it.kv_head * d;
     } else {
-      sc.slots[j] = slot;
+      sc.records[j] = key_records(it, kl, vl, slot);
     }
   }
   const float* q0 = item_queries(it, sc.rotated);  // turbo: rotated like the stored keys
@@ -188,10 +195,17 @@ void attend_item_avx512(const AttentionItem& it, Scratch& sc) {
   const __m512 scale = _mm512_set1_ps(it.scale);
   for (int64_t j0 = 0; j0 < n; j0 += kKeys) {
     const float* decoded[kKeys];
-    if (!direct)
-      for (int j = 0; j < kKeys; ++j)
-        decoded[j] = j0 + j < n ? decode_record(kl, it.kv->k, sc.slots[j0 + j], it.kv_head, d, sc.kdec.data() + j * d)
-                                : decoded[j - 1];  // past the last key: repeat it (as kp does)
+    if (!direct) {
+      for (int j = 0; j < kKeys; ++j) {
+        if (j0 + j < n) {
+          const KeyRecords& r = sc.records[j0 + j];
+          decode_kv_avx512(kl.codec, r.k_codes, r.k_params, d, sc.kdec.data() + j * d);
+          decoded[j] = sc.kdec.data() + j * d;
+        } else {
+          decoded[j] = decoded[j - 1];  // past the last key: repeat it (as kp does)
+        }
+      }
+    }
     const float* const* kp = direct ? sc.kp.data() + j0 : decoded;
     for (int64_t p0 = 0; p0 < pairs; p0 += 3) {
       const int np = static_cast<int>(std::min<int64_t>(3, pairs - p0));
@@ -266,7 +280,11 @@ void attend_item_avx512(const AttentionItem& it, Scratch& sc) {
   for (int64_t t0 = 0; t0 < n; t0 += kValueTile) {
     const int64_t nt = std::min<int64_t>(kValueTile, n - t0);
     for (int64_t j = 0; j < nt; ++j)
-      vtile[j] = decode_record(vl, it.kv->v, sc.slots[t0 + j], it.kv_head, d, sc.vdec.data() + j * d);
+    {
+      const KeyRecords& r = sc.records[t0 + j];
+      decode_kv_avx512(vl.codec, r.v_codes, r.v_params, d, sc.vdec.data() + j * d);
+      vtile[j] = sc.vdec.data() + j * d;
+    }
     for (int64_t h0 = 0; h0 < g; h0 += 4) {
       const int hb = static_cast<int>(std::min<int64_t>(4, g - h0));
       float* acc = sc.acc.data() + h0 * d;
