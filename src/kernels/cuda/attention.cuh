@@ -1,4 +1,5 @@
-// Paged attention and KV writes over the f32 paged cache of kernels/ops.h.
+// Paged attention and KV writes over the paged cache of kernels/ops.h, in any stored format of
+// kernels/kv_format.h (f32 rows copied as they are, the others dequantized in registers as staged).
 //
 // attention: one CTA per (query tile, KV head, head chunk). A query tile is up to 64 (row, head)
 // pairs of consecutive rows of one sequence (built on the host by make_query_tiles); the CTA
@@ -21,7 +22,20 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cuda/kv_codec.cuh"
+
 namespace tachyon::kernels::cuda {
+
+// One layer's paged K and V caches in their stored format (kernels/kv_format.h): what the
+// attention kernels read and the KV writes fill. Kernel argument by value, no implicit padding.
+struct KvPair {
+  DeviceKvTensor k, v;
+  int32_t heads = 0;  // KV heads
+  int32_t format_id = 0;  // KvFormat
+  __host__ __device__ KvFormat format() const { return static_cast<KvFormat>(format_id); }
+  __host__ __device__ bool f32() const { return format_id == static_cast<int32_t>(KvFormat::F32); }
+};
+static_assert(sizeof(KvPair) == 2 * sizeof(DeviceKvTensor) + 8, "KvPair must have no padding");
 
 struct QueryTile {
   int32_t row0;

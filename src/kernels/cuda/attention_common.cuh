@@ -14,6 +14,7 @@
 #include "kernels/cuda/attention_chunk.cuh"
 #include "kernels/cuda/attention_tile.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/kv_codec.cuh"
 #include "kernels/cuda/rowwise.cuh"
 
 namespace tachyon::kernels::cuda {
@@ -47,22 +48,121 @@ __device__ __forceinline__ int32_t tree_position(const DeviceAttentionMeta& meta
 // through `chunk_slot_s` behind a CTA barrier: every thread of the CTA calls this.
 // (The decode kernel calls the two halves itself: every slot before its programmatic wait, the
 // rows in two groups around it.)
+// An f32 cache's keys are element offsets (slot · width + the head's offset, as cp.async copies
+// them); a coded cache's are record keys (kv_codec.cuh kv_record_key), whose rows
+// copy_chunk_rows dequantizes in registers.
 __shared__ int64_t chunk_slot_s[kChunkKeys];  // -1: a zero row
 template <typename KeyPosition>
-__device__ __forceinline__ void lookup_chunk_slots(const int32_t* table, int block_size, int64_t width,
-                                                   int64_t head_offset, int c0, int k_begin, int k_end,
-                                                   KeyPosition key_position) {
+__device__ __forceinline__ void lookup_chunk_slots(const KvPair& kv, const int32_t* table, int block_size, int kvh,
+                                                   int D, int c0, int k_begin, int k_end, KeyPosition key_position) {
+  const bool f32 = kv.f32();
+  const int64_t width = static_cast<int64_t>(kv.heads) * D, head_offset = static_cast<int64_t>(kvh) * D;
   for (int jj = threadIdx.x; jj < kChunkKeys; jj += blockDim.x) {
     const int j = c0 + jj;
-    chunk_slot_s[jj] = j < k_begin || j > k_end ? -1 : kv_slot(table, key_position(j), block_size) * width + head_offset;
+    int64_t key = -1;
+    if (j >= k_begin && j <= k_end) {
+      const int64_t slot = kv_slot(table, key_position(j), block_size);
+      key = f32 ? slot * width + head_offset : kv_record_key(slot, block_size, kv.heads, kvh);
+    }
+    chunk_slot_s[jj] = key;
   }
   __syncthreads();
 }
+// Eight values rounded to the operand format, to dst (16-byte aligned).
+__device__ __forceinline__ void store_operands8(const float (&x)[8], float* dst) {
+  *reinterpret_cast<float4*>(dst) =
+      make_float4(round_operand(x[0]), round_operand(x[1]), round_operand(x[2]), round_operand(x[3]));
+  *reinterpret_cast<float4*>(dst + 4) =
+      make_float4(round_operand(x[4]), round_operand(x[5]), round_operand(x[6]), round_operand(x[7]));
+}
+// Elements [e0, e0 + 8) of a coded record's K and V (record key `key`; -1: zeros), dequantized
+// (kv_codec.cuh dequant8) and rounded to the operand format, to kd and vd (16-byte aligned).
+template <KvCodec KC, KvCodec VC>
+__device__ __forceinline__ void stage_record8(const KvPair& kv, int64_t key, int e0, float* kd, float* vd) {
+  float k[8], v[8];
+  if (key < 0) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) k[e] = v[e] = 0.f;
+  } else {
+    dequant8<KC>(kv.k, key, e0, k);
+    dequant8<VC>(kv.v, key, e0, v);
+  }
+  store_operands8(k, kd);
+  store_operands8(v, vd);
+}
+// Calls f with the format's (K codec, V codec) as template arguments; coded formats only (f32
+// is staged by cp.async: no instantiation for it, whose registers would count in every kernel).
+template <typename F>
+__device__ __forceinline__ void with_codecs(KvFormat format, F f) {
+  using C = KvCodec;
+  switch (format) {
+    case KvFormat::F32: return;
+    case KvFormat::BF16: return f(std::integral_constant<C, C::BF16>{}, std::integral_constant<C, C::BF16>{});
+    case KvFormat::F16: return f(std::integral_constant<C, C::F16>{}, std::integral_constant<C, C::F16>{});
+    case KvFormat::FP8: return f(std::integral_constant<C, C::FP8>{}, std::integral_constant<C, C::FP8>{});
+    case KvFormat::Int8: return f(std::integral_constant<C, C::U8Affine>{}, std::integral_constant<C, C::U8Affine>{});
+    case KvFormat::Int4: return f(std::integral_constant<C, C::U4Affine>{}, std::integral_constant<C, C::U4Affine>{});
+    case KvFormat::Turbo:
+      return f(std::integral_constant<C, C::TurboK8>{}, std::integral_constant<C, C::LloydMaxV4>{});
+  }
+}
+// One record's elements [e0, e0 + 8) as copy_chunk_rows stages them (the decode prologue's new key).
+__device__ __forceinline__ void load_head_record8(const KvPair& kv, int64_t key, int e0, float* kd, float* vd) {
+  with_codecs(kv.format(), [&](auto kc, auto vc) { stage_record8<decltype(kc)::value, decltype(vc)::value>(kv, key, e0, kd, vd); });
+}
+// Rows [jj_begin, jj_end) of a coded cache's chunk, eight elements per thread and step, in
+// batches of kStageBatch steps: every load of a batch issued (load_unit) before the first is
+// decoded (a load waited for per step was a chain of memory round trips), then the values
+// dequantized in registers and stored as stage_record8 stores them.
+// The decode kernel stages with every load of its thread in one batch (8: the loads of a 64-key
+// chunk at head_dim 128 over 128 threads); the query-tile kernel, whose accumulators are live
+// while it stages the next chunk, with 2 (8 spilled its head_dim 128 and 256 variants).
+constexpr int kStageBatch = 8, kTileStageBatch = 2;
+template <KvCodec KC, KvCodec VC, int kBatch>
+__device__ __forceinline__ void copy_coded_rows(const KvPair& kv, int D, int c0, int jj_begin, int jj_end,
+                                                int skip_lo, int skip_hi, float* ks, float* vs) {
+  const int units = D / 8, KS = qk_stride(D), VS = v_stride(D), end = jj_end * units;
+  for (int base = jj_begin * units + threadIdx.x; base < end; base += kBatch * blockDim.x) {
+    RawUnit rk[kBatch], rv[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int i = base + b * blockDim.x, jj = i / units, e0 = 8 * (i % units);
+      const int64_t key = i < end ? chunk_slot_s[jj] : -1;
+      if (key >= 0 && !(c0 + jj >= skip_lo && c0 + jj <= skip_hi)) {
+        rk[b] = load_unit<KC>(kv.k, key, e0);
+        rv[b] = load_unit<VC>(kv.v, key, e0);
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int i = base + b * blockDim.x, jj = i / units, e0 = 8 * (i % units);
+      if (i >= end || (c0 + jj >= skip_lo && c0 + jj <= skip_hi)) continue;
+      float k[8], v[8];
+      if (chunk_slot_s[jj] < 0) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) k[e] = v[e] = 0.f;
+      } else {
+        decode_unit<KC>(rk[b], k);
+        decode_unit<VC>(rv[b], v);
+      }
+      store_operands8(k, ks + jj * KS + e0);
+      store_operands8(v, vs + jj * VS + e0);
+    }
+  }
+}
 // Rows [jj_begin, jj_end) of the chunk but the keys in [skip_lo, skip_hi]: copies of the looked-up
-// slots, zeros for the rest; no commit.
-__device__ __forceinline__ void copy_chunk_rows(const float* __restrict__ k_cache, const float* __restrict__ v_cache,
-                                                int D, int c0, int jj_begin, int jj_end, int skip_lo, int skip_hi,
-                                                float* ks, float* vs) {
+// slots, zeros for the rest; no commit. f32: cp.async (the rows land at the next cp_async_wait);
+// the other formats: loads, dequantized in registers, stored.
+template <int kBatch = kStageBatch>
+__device__ __forceinline__ void copy_chunk_rows(const KvPair& kv, int D, int c0, int jj_begin, int jj_end,
+                                                int skip_lo, int skip_hi, float* ks, float* vs) {
+  if (!kv.f32())
+    return with_codecs(kv.format(), [&](auto kc, auto vc) {
+      copy_coded_rows<decltype(kc)::value, decltype(vc)::value, kBatch>(kv, D, c0, jj_begin, jj_end, skip_lo,
+                                                                         skip_hi, ks, vs);
+    });
+  const float* __restrict__ k_cache = reinterpret_cast<const float*>(kv.k.base);
+  const float* __restrict__ v_cache = reinterpret_cast<const float*>(kv.v.base);
   const int vecs = D / 4, KS = qk_stride(D), VS = v_stride(D);
   for (int i = jj_begin * vecs + threadIdx.x; i < jj_end * vecs; i += blockDim.x) {
     const int jj = i / vecs, c = i % vecs;
@@ -80,12 +180,11 @@ __device__ __forceinline__ void copy_chunk_rows(const float* __restrict__ k_cach
   }
 }
 template <typename KeyPosition>
-__device__ __forceinline__ void stage_chunk(const float* __restrict__ k_cache, const float* __restrict__ v_cache,
-                                            const int32_t* table, int block_size, int64_t width, int64_t head_offset,
-                                            int D, int c0, int k_begin, int k_end, KeyPosition key_position,
-                                            float* ks, float* vs) {
-  lookup_chunk_slots(table, block_size, width, head_offset, c0, k_begin, k_end, key_position);
-  copy_chunk_rows(k_cache, v_cache, D, c0, 0, kChunkKeys, 1, 0, ks, vs);
+__device__ __forceinline__ void stage_chunk(const KvPair& kv, const int32_t* table, int block_size, int kvh, int D,
+                                            int c0, int k_begin, int k_end, KeyPosition key_position, float* ks,
+                                            float* vs) {
+  lookup_chunk_slots(kv, table, block_size, kvh, D, c0, k_begin, k_end, key_position);
+  copy_chunk_rows<kTileStageBatch>(kv, D, c0, 0, kChunkKeys, 1, 0, ks, vs);
   cp_async_commit();
 }
 

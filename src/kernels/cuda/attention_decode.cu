@@ -45,15 +45,15 @@ size_t decode_smem_bytes(int D, int group, bool cluster) {
 // The decode attention's own prologue (Backend::attention_from_qkv): from row r of the fused
 // projection (x), the group's q heads into qs in the operand format (each head's row of qs is
 // its warp's scratch) and, in the CTA of the row's newest chunk (has_key), the row's key and
-// value into its cache slot (element offset key_slot) and into their rows of the chunk (k_row,
-// v_row) as copy_chunk_rows would stage them from the cache. One warp per task (the q heads,
+// value into its cache slot (key_slot: chunk_slot_s's key) and into their rows of the chunk (k_row,
+// v_row) as copy_chunk_rows would stage them from the cache (a coded cache: quantized, stored,
+// then read back through the staging's own dequantization). One warp per task (the q heads,
 // then the key), each warp issuing its next task's loads before this one's arithmetic.
 template <int PL>
 __device__ __forceinline__ void decode_prologue(const float* __restrict__ x, const QkPrologue& p,
                                                 const HeadConstants<PL>& cq, const HeadConstants<PL>& ck, int kvh,
                                                 int group, int32_t position, bool has_key, int64_t key_slot,
-                                                float* __restrict__ k_cache, float* __restrict__ v_cache,
-                                                uint32_t* qs, float* k_row, float* v_row) {
+                                                const KvPair& kv, uint32_t* qs, float* k_row, float* v_row) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, D = p.head_dim, S = qk_stride(D);
   const int tasks = group + (has_key ? 1 : 0);
   float cur[PL], next[PL], v_vals[PL];
@@ -73,15 +73,28 @@ __device__ __forceinline__ void decode_prologue(const float* __restrict__ x, con
         if (lane + 32 * j < D) qs[t * S + lane + 32 * j] = to_operand(head[lane + 32 * j]);
     } else {
       norm_rope_head(cur, p.k_norm != nullptr, ck, p, position, k_row);
+      if (kv.f32()) {
+        float* __restrict__ k_cache = reinterpret_cast<float*>(kv.k.base);
+        float* __restrict__ v_cache = reinterpret_cast<float*>(kv.v.base);
 #pragma unroll
-      for (int j = 0; j < PL; ++j) {
-        const int i = lane + 32 * j;
-        if (i >= D) break;
-        const float k = round_operand(k_row[i]), v = round_operand(v_vals[j]);
-        k_row[i] = k;
-        v_row[i] = v;
-        k_cache[key_slot + i] = k;
-        v_cache[key_slot + i] = v;
+        for (int j = 0; j < PL; ++j) {
+          const int i = lane + 32 * j;
+          if (i >= D) break;
+          const float k = round_operand(k_row[i]), v = round_operand(v_vals[j]);
+          k_row[i] = k;
+          v_row[i] = v;
+          k_cache[key_slot + i] = k;
+          v_cache[key_slot + i] = v;
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < PL; ++j)
+          if (lane + 32 * j < D) v_row[lane + 32 * j] = v_vals[j];
+        __syncwarp();
+        store_head_record(kv.k, key_slot, k_row, D);
+        store_head_record(kv.v, key_slot, v_row, D);
+        __syncwarp();  // the warp's stores, visible to its own loads below
+        for (int e0 = 8 * lane; e0 < D; e0 += 8 * 32) load_head_record8(kv, key_slot, e0, k_row + e0, v_row + e0);
       }
     }
     if (t + kDecodeWarps < tasks)
@@ -104,8 +117,8 @@ template <int DK>
 constexpr int kPrologueLanes = DK > 0 ? (8 * DK + 31) / 32 : 8;  // decode_prologue's PL
 template <int DK>
 __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const QkPrologue& pro, bool fused,
-                                             const DeviceAttentionMeta& meta, int r, float* __restrict__ k_cache,
-                                             float* __restrict__ v_cache, const AttentionShape& s,
+                                             const DeviceAttentionMeta& meta, int r, const KvPair& kv,
+                                             const AttentionShape& s,
                                              float* __restrict__ states, int64_t head_stride, float4* smem4,
                                              int kvh, int c0, int k_begin, int k_end, int first_new) {
   const int D = DK > 0 ? 8 * DK : s.head_dim, group = s.num_heads / s.num_kv_heads, pair_tiles = (group + 15) / 16;
@@ -113,13 +126,12 @@ __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const 
   float* ks = reinterpret_cast<float*>(qs + group * qk_stride(D));
   float* vs = ks + decode_k_words(D, group);
   const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[r]];
-  const int64_t width = static_cast<int64_t>(s.num_kv_heads) * D, head_offset = static_cast<int64_t>(kvh) * D;
   const auto key_position = [&](int j) { return tree_position(meta, r, j); };
   // Every slot, this step's keys' too (the block tables are the step's staged metadata), then
   // the older keys' rows and the zero rows; after the wait only q and the new keys' copies.
   const int new_lo = max(k_begin, first_new);
-  lookup_chunk_slots(table, s.block_size, width, head_offset, c0, k_begin, k_end, key_position);
-  copy_chunk_rows(k_cache, v_cache, D, c0, 0, kChunkKeys, new_lo, k_end, ks, vs);
+  lookup_chunk_slots(kv, table, s.block_size, kvh, D, c0, k_begin, k_end, key_position);
+  copy_chunk_rows(kv, D, c0, 0, kChunkKeys, new_lo, k_end, ks, vs);
   cp_async_commit();
   constexpr int PL = kPrologueLanes<DK>;
   HeadConstants<PL> cq, ck;
@@ -134,15 +146,14 @@ __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const 
   if (fused) {
     const int64_t row_stride = static_cast<int64_t>(s.num_heads + 2 * s.num_kv_heads) * D;
     decode_prologue(q + r * row_stride, pro, cq, ck, kvh, group, pro.positions[r], has_key,
-                    has_key ? chunk_slot_s[pos - c0] : 0, k_cache, v_cache, qs, ks + (pos - c0) * qk_stride(D),
+                    has_key ? chunk_slot_s[pos - c0] : 0, kv, qs, ks + (pos - c0) * qk_stride(D),
                     vs + (pos - c0) * v_stride(D));
   } else {
     stage_q([&](int p) { return q + (static_cast<int64_t>(r) * s.num_heads + kvh * group + p) * D; }, group, group,
             D, qs);
   }
   if (new_lo <= k_end)
-    copy_chunk_rows(k_cache, v_cache, D, c0, new_lo - c0, k_end - c0 + 1, has_key ? pos : 1, has_key ? pos : 0, ks,
-                    vs);
+    copy_chunk_rows(kv, D, c0, new_lo - c0, k_end - c0 + 1, has_key ? pos : 1, has_key ? pos : 0, ks, vs);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
@@ -282,7 +293,7 @@ __device__ __forceinline__ void merge_chunks(const DeviceAttentionMeta& meta, in
 template <int DK, bool kCluster>  // DK: head_dim / 8 when fixed at compile time, else 0
 __global__ void __launch_bounds__(128) attention_decode_kernel(
     const float* __restrict__ q, const __grid_constant__ QkPrologue prologue, bool fused, DeviceAttentionMeta meta,
-    const int32_t* __restrict__ rows, float* __restrict__ k_cache, float* __restrict__ v_cache, AttentionShape s,
+    const int32_t* __restrict__ rows, const __grid_constant__ KvPair kv, AttentionShape s,
     int max_chunks, float* __restrict__ partial, unsigned* __restrict__ counters, float* __restrict__ out) {
   // Before pdl_wait this kernel reads only what earlier steps and stream-ordered copies wrote:
   // the row lists, positions and block tables, and the cache slots of keys older than this
@@ -317,8 +328,8 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(
     head_stride = static_cast<int64_t>(max_chunks) * (D + 2);
   }
   if (k_begin <= k_end) {
-    decode_chunk<DK>(q, prologue, fused, meta, r, k_cache, v_cache, s, states, head_stride, smem4, kvh,
-                     c0, k_begin, k_end, first_new);
+    decode_chunk<DK>(q, prologue, fused, meta, r, kv, s, states, head_stride, smem4, kvh, c0, k_begin, k_end,
+                     first_new);
     cta_timeline_mark(kTimelineComputed);  // thread 0's share of the chunk state
   } else {
     pdl_wait();
@@ -366,10 +377,12 @@ size_t decode_workspace_bytes(int64_t rows, int num_heads, int head_dim, int max
 }
 
 void attention_decode(const float* q, const QkPrologue* prologue, const DeviceAttentionMeta& meta,
-                      const int32_t* rows, int num_rows, int max_chunks, float* k_cache, float* v_cache,
+                      const int32_t* rows, int num_rows, int max_chunks, const KvPair& kv,
                       const AttentionShape& shape, float* workspace, unsigned* counters, float* out,
                       cudaStream_t stream) {
   if (num_rows == 0) return;
+  if (prologue && kv_format_rotates_keys(kv.format()))
+    fail_unsupported("decode attention prologue over keys stored rotated (format)", kv.format_id);
   if (prologue && !prologue_supported(*prologue)) fail_unsupported("decode attention prologue head_dim", prologue->head_dim);
   const int D = shape.head_dim, group = shape.num_heads / shape.num_kv_heads;
   check_head_dim(D);
@@ -389,7 +402,7 @@ void attention_decode(const float* q, const QkPrologue* prologue, const DeviceAt
     if (smem > 48 * 1024)
       TACHYON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     launch_clustered(kernel, grid, 128, smem, stream, cluster_x, q, prologue ? *prologue : QkPrologue{},
-                     prologue != nullptr, meta, rows, k_cache, v_cache, shape, max_chunks, workspace, counters, out);
+                     prologue != nullptr, meta, rows, kv, shape, max_chunks, workspace, counters, out);
   };
   auto pick = [&](auto dk) {
     constexpr int DK = decltype(dk)::value;

@@ -18,11 +18,12 @@ namespace tachyon::kernels::cuda {
 // num_rows * num_kv_heads zeroed unsigned (left zeroed). With `prologue` (prologue_supported),
 // q is the fused projection's output [rows, (H + 2·KV)·D] and the kernel runs the prologue of
 // qkv_norm_rope_write_kv for its rows (the same bits; q is not written); then every row must be
-// the only row of its sequence in the step, and no tree row.
+// the only row of its sequence in the step, and no tree row. kv: any stored format; a format that
+// rotates its keys (turbo) takes q already rotated (rotate_queries) and no prologue.
 int decode_chunks(int32_t max_position);
 size_t decode_workspace_bytes(int64_t rows, int num_heads, int head_dim, int max_chunks);
 void attention_decode(const float* q, const QkPrologue* prologue, const DeviceAttentionMeta& meta,
-                      const int32_t* rows, int num_rows, int max_chunks, float* k_cache, float* v_cache,
+                      const int32_t* rows, int num_rows, int max_chunks, const KvPair& kv,
                       const AttentionShape& shape, float* workspace, unsigned* counters, float* out,
                       cudaStream_t stream);
 

@@ -1,5 +1,7 @@
-// Writes of new keys and values into the paged cache: write_kv, and the fused attention prologue
-// (per-head RMSNorm of q and k, RoPE, k and v to the cache) of Backend::qkv_norm_rope_write_kv.
+// Writes of new keys and values into the paged cache, in its stored format: write_kv, and the
+// fused attention prologue (per-head RMSNorm of q and k, RoPE, k and v to the cache) of
+// Backend::qkv_norm_rope_write_kv. f32 caches hold the operand values the attention reads; the
+// other formats hold kv_quant.h's codes (kv_codec.cuh).
 #include "kernels/cuda/attention_kv_write.cuh"
 
 #include "kernels/cuda/attention_common.cuh"
@@ -21,6 +23,45 @@ __global__ void write_kv_kernel(const float* __restrict__ k, const float* __rest
   }
 }
 
+// A coded cache (every format but f32): one warp per (row, KV head) encodes the head's k and v
+// (kv_codec.cuh store_head_record: kv_quant.h's bytes), kWriteWarps heads per CTA.
+constexpr int kWriteWarps = 4;
+__global__ void __launch_bounds__(32 * kWriteWarps) write_kv_coded_kernel(const float* __restrict__ k,
+                                                                          const float* __restrict__ v,
+                                                                          DeviceAttentionMeta meta, KvPair kv,
+                                                                          int block_size, int D) {
+  pdl_enter();
+  __shared__ float vecs[kWriteWarps][2][256];
+  const int r = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32, h = blockIdx.y * kWriteWarps + warp;
+  if (h >= kv.heads) return;  // a whole warp: store_head_record's barriers are the warp's own
+  const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[r]];
+  const int64_t slot = kv_slot(table, tree_position(meta, r, meta.positions[r]), block_size);
+  const int64_t key = kv_record_key(slot, block_size, kv.heads, h);
+  float* xk = vecs[warp][0];
+  float* xv = vecs[warp][1];
+  const int64_t offset = (static_cast<int64_t>(r) * kv.heads + h) * D;
+  for (int i = lane; i < D; i += 32) xk[i] = k[offset + i], xv[i] = v[offset + i];
+  __syncwarp();
+  store_head_record(kv.k, key, xk, D);
+  store_head_record(kv.v, key, xv, D);
+}
+
+// Turbo keys are stored rotated (kv_quant.h turbo_rotate): the queries take the same rotation, so
+// q·k is computed in the rotated space. One warp per (row, head), the keys' function.
+__global__ void __launch_bounds__(32 * kWriteWarps) rotate_queries_kernel(const float* __restrict__ q, int heads,
+                                                                          int D, float* __restrict__ out) {
+  pdl_enter();
+  __shared__ float vecs[kWriteWarps][256];
+  const int r = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32, h = blockIdx.y * kWriteWarps + warp;
+  if (h >= heads) return;
+  float* x = vecs[warp];
+  const int64_t offset = (static_cast<int64_t>(r) * heads + h) * D;
+  for (int i = lane; i < D; i += 32) x[i] = q[offset + i];
+  __syncwarp();
+  turbo_rotate_warp(x, D);
+  for (int i = lane; i < D; i += 32) out[offset + i] = x[i];
+}
+
 // The attention prologue fused (Backend::qkv_norm_rope_write_kv): one warp per (row, head) of
 // q (heads [0, num_heads)) and of k (the rest), read from the fused projection's row; q heads go
 // to q and k heads, with v's head, to the row's cache slot. kPrologueWarps heads per CTA
@@ -29,9 +70,10 @@ __global__ void write_kv_kernel(const float* __restrict__ k, const float* __rest
 constexpr int kPrologueWarps = 4;
 template <int PL>  // elements per lane: head_dim <= 32 * PL
 __global__ void __launch_bounds__(32 * kPrologueWarps) qkv_norm_rope_write_kv_kernel(
-    const float* __restrict__ qkv, float* __restrict__ q, QkPrologue p, DeviceAttentionMeta meta,
-    float* __restrict__ k_cache, float* __restrict__ v_cache, int block_size) {
+    const float* __restrict__ qkv, float* __restrict__ q, QkPrologue p, DeviceAttentionMeta meta, KvPair kv,
+    int block_size) {
   __shared__ float heads[kPrologueWarps][32 * PL];
+  __shared__ float v_heads[kPrologueWarps][32 * PL];  // a coded cache's v, encoded from shared memory
   const int r = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int qk_head = blockIdx.y * kPrologueWarps + warp;  // q heads, then k heads
   // The decode attention after this kernel is scheduled at once, so its CTAs stage the older
@@ -65,6 +107,19 @@ __global__ void __launch_bounds__(32 * kPrologueWarps) qkv_norm_rope_write_kv_ke
   load_head(x + static_cast<int64_t>(p.kv_heads) * head_dim, is_k ? head_dim : 0, v_vals);  // k heads: its v
   norm_rope_head(vals, w != nullptr, c, p, position, head);
   const int64_t width = static_cast<int64_t>(p.kv_heads) * head_dim;
+  if (is_k && !kv.f32()) {
+    float* v_head = v_heads[warp];
+#pragma unroll
+    for (int j = 0; j < PL; ++j)
+      if (lane + 32 * j < head_dim) v_head[lane + 32 * j] = v_vals[j];
+    __syncwarp();
+    const int64_t key = kv_record_key(slot, block_size, p.kv_heads, h);
+    store_head_record(kv.k, key, head, head_dim);
+    store_head_record(kv.v, key, v_head, head_dim);
+    return;
+  }
+  float* __restrict__ k_cache = reinterpret_cast<float*>(kv.k.base);
+  float* __restrict__ v_cache = reinterpret_cast<float*>(kv.v.base);
 #pragma unroll
   for (int j = 0; j < PL; ++j) {
     const int i = lane + 32 * j;
@@ -84,14 +139,13 @@ bool prologue_supported(const QkPrologue& p) {
 }
 
 bool qkv_norm_rope_write_kv(const float* qkv, float* q, int64_t rows, const QkPrologue& p,
-                            const DeviceAttentionMeta& meta, float* k_cache, float* v_cache, int block_size,
-                            cudaStream_t stream) {
+                            const DeviceAttentionMeta& meta, const KvPair& kv, int block_size, cudaStream_t stream) {
   if (!prologue_supported(p)) return false;
   if (rows == 0) return true;
   const dim3 grid(static_cast<unsigned>(rows),
                   static_cast<unsigned>(ceil_div(p.num_heads + p.kv_heads, kPrologueWarps)));
   auto go = [&](auto kernel) {
-    launch(kernel, grid, 32 * kPrologueWarps, 0, stream, qkv, q, p, meta, k_cache, v_cache, block_size);
+    launch(kernel, grid, 32 * kPrologueWarps, 0, stream, qkv, q, p, meta, kv, block_size);
   };
   if (p.head_dim <= 64) go(qkv_norm_rope_write_kv_kernel<2>);
   else if (p.head_dim <= 128) go(qkv_norm_rope_write_kv_kernel<4>);
@@ -99,10 +153,27 @@ bool qkv_norm_rope_write_kv(const float* qkv, float* q, int64_t rows, const QkPr
   return true;
 }
 
-void write_kv(const float* k, const float* v, int64_t rows, const DeviceAttentionMeta& meta, float* k_cache,
-              float* v_cache, int block_size, int64_t width, cudaStream_t stream) {
+void rotate_queries(const float* q, int64_t rows, int heads, int head_dim, float* out, cudaStream_t stream) {
   if (rows == 0) return;
-  launch(write_kv_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(ceil_div(width, 128))), 128, 0, stream, k, v, meta, k_cache, v_cache, block_size, width);
+  if (head_dim > 256 || (head_dim & (head_dim - 1)) != 0)
+    fail_unsupported("turbo KV query rotation head_dim (a power of two, at most 256)", head_dim);
+  launch(rotate_queries_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(ceil_div(heads, kWriteWarps))),
+         32 * kWriteWarps, 0, stream, q, heads, head_dim, out);
+}
+
+void write_kv(const float* k, const float* v, int64_t rows, const DeviceAttentionMeta& meta, const KvPair& kv,
+              int block_size, int head_dim, cudaStream_t stream) {
+  if (rows == 0) return;
+  if (!kv.f32()) {
+    if (head_dim > 256) fail_unsupported("write_kv head_dim of a coded KV cache (at most 256)", head_dim);
+    launch(write_kv_coded_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(ceil_div(kv.heads, kWriteWarps))),
+           32 * kWriteWarps, 0, stream, k, v, meta, kv, block_size, head_dim);
+    return;
+  }
+  const int64_t width = static_cast<int64_t>(kv.heads) * head_dim;
+  launch(write_kv_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(ceil_div(width, 128))), 128, 0,
+         stream, k, v, meta, reinterpret_cast<float*>(kv.k.base), reinterpret_cast<float*>(kv.v.base), block_size,
+         width);
 }
 
 }  // namespace tachyon::kernels::cuda

@@ -1,6 +1,6 @@
 // The query-tile attention kernel on mma.sync (prefill and chunked prefill; every device), and the
 // plan that sends short runs of rows to the decode kernel; on sm_90a the wgmma kernel
-// (attention_wgmma.cu) takes head_dim 64 and 128 with the same bits.
+// (attention_wgmma.cu) takes head_dim 64 and 128 of f32, bf16 and f16 caches with the same bits.
 #include "kernels/cuda/attention_prefill.cuh"
 
 #include "kernels/cuda/attention_common.cuh"
@@ -43,8 +43,7 @@ int tile_stages(int D) {
 template <int DT, int WARPS, int DK>
 __global__ void __launch_bounds__(32 * WARPS, 8 / WARPS) attention_kernel(
     const float* __restrict__ q, DeviceAttentionMeta meta, const QueryTile* __restrict__ tiles,
-    const float* __restrict__ k_cache, const float* __restrict__ v_cache, AttentionShape s, int heads_per_chunk,
-    int stages, float* __restrict__ out) {
+    const __grid_constant__ KvPair kv, AttentionShape s, int heads_per_chunk, int stages, float* __restrict__ out) {
   pdl_enter();
   extern __shared__ float4 smem4[];
   const int D = DK > 0 ? 8 * DK : s.head_dim, parts = d_parts(D), max_pairs = tile_pairs(D, WARPS);
@@ -71,11 +70,10 @@ __global__ void __launch_bounds__(32 * WARPS, 8 / WARPS) attention_kernel(
 #pragma unroll
   for (int i = 0; i < DT; ++i) A[i][0] = A[i][1] = A[i][2] = A[i][3] = 0.f;
 
-  const int64_t width = static_cast<int64_t>(s.num_kv_heads) * D;
   auto stage = [&](int c0, int buffer) {
     float* ks = chunk_buf + buffer * chunk_smem_words(D);
-    stage_chunk(k_cache, v_cache, table, s.block_size, width, static_cast<int64_t>(kvh) * D, D, c0, kmin, kmax,
-                [](int j) { return j; }, ks, ks + kChunkKeys * qk_stride(D));
+    stage_chunk(kv, table, s.block_size, kvh, D, c0, kmin, kmax, [](int j) { return j; }, ks,
+                ks + kChunkKeys * qk_stride(D));
   };
   const int c_first = kmin / kChunkKeys * kChunkKeys;
   stage(c_first, 0);
@@ -154,14 +152,15 @@ void make_query_tiles(const int32_t* row_seq, const int32_t* tree_base, int64_t 
 }
 
 void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
-               const float* k_cache, const float* v_cache, const AttentionShape& shape, float* out,
-               cudaStream_t stream) {
+               const KvPair& kv, const AttentionShape& shape, float* out, cudaStream_t stream) {
   if (num_tiles == 0) return;
   const int D = shape.head_dim;
   check_head_dim(D);
   const int group = shape.num_heads / shape.num_kv_heads, hpc = heads_per_chunk(group, D);
-  if (attention_wgmma_supported(D))
-    return attention_wgmma(q, meta, tiles, num_tiles, k_cache, v_cache, shape, hpc, out, stream);
+  // The wgmma kernel reads f32, bf16 and f16 caches; the other formats take the mma.sync kernel,
+  // which dequantizes as it stages (the same bits either way).
+  if (attention_wgmma_reads(kv.format()) && attention_wgmma_supported(D))
+    return attention_wgmma(q, meta, tiles, num_tiles, kv, shape, hpc, out, stream);
   const int chunks = (group + hpc - 1) / hpc;
   const int stages = tile_stages(D);
   const size_t smem = tile_smem_bytes(D, stages);
@@ -169,7 +168,7 @@ void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile*
   auto go = [&](auto kernel, int warps) {
     if (smem > 48 * 1024)
       TACHYON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    launch(kernel, grid, 32 * warps, smem, stream, q, meta, tiles, k_cache, v_cache, shape, hpc, stages, out);
+    launch(kernel, grid, 32 * warps, smem, stream, q, meta, tiles, kv, shape, hpc, stages, out);
   };
   auto pick = [&](auto warps) {
     constexpr int W = decltype(warps)::value;

@@ -21,8 +21,7 @@ void make_query_tiles(const int32_t* row_seq, const int32_t* tree_base, int64_t 
                       std::vector<QueryTile>& tiles, std::vector<int32_t>& decode_rows);
 
 void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
-               const float* k_cache, const float* v_cache, const AttentionShape& shape, float* out,
-               cudaStream_t stream);
+               const KvPair& kv, const AttentionShape& shape, float* out, cudaStream_t stream);
 
 // Lab switch for cuda_bench: warps per query-tile CTA (4 or 8) and chunk buffers (1, or 2 where
 // they fit); the default is 8 warps, 2 buffers.

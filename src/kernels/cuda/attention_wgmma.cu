@@ -11,6 +11,7 @@
 
 #include <climits>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention_chunk.cuh"
@@ -18,6 +19,7 @@
 #include "kernels/cuda/attention_tile.cuh"
 #include "kernels/cuda/attention_wgmma_layout.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/kv_codec.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
 namespace tachyon::kernels::cuda {
@@ -40,6 +42,25 @@ static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= kLaunchRegs * kRingTh
 // registers leave no room for two chunks' scores); bench/cuda/lab/attention-bf16-one-chunk.patch
 // takes them one at a time, the comparison that build still waits for.
 constexpr bool kRingPairs = TACHYON_ATTENTION_BF16;
+
+enum RingCode : int { kRingF32 = 0, kRingBf16 = 1, kRingF16 = 2 };
+// Four 16-bit cache elements (two words, element 2i in the low half of word i) as operand values.
+template <int kCode>
+__device__ __forceinline__ float4 ring16_to_operands(uint2 w) {
+  float x[4];
+  const uint32_t words[2] = {w.x, w.y};
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    if constexpr (kCode == kRingBf16) {
+      x[2 * i] = bf16_bits_to_f32(words[i] & 0xffffu);
+      x[2 * i + 1] = bf16_bits_to_f32(words[i] >> 16);
+    } else {
+      x[2 * i] = f16_bits_to_f32(words[i] & 0xffffu);
+      x[2 * i + 1] = f16_bits_to_f32(words[i] >> 16);
+    }
+  }
+  return make_float4(round_operand(x[0]), round_operand(x[1]), round_operand(x[2]), round_operand(x[3]));
+}
 
 // CTA (query tile, KV head, head chunk) as the mma.sync query-tile kernel, 128 pairs: consumer warpgroup
 // cw (warpgroup cw + 1) takes pairs [64 cw, 64 cw + 64), its warp i the 16 pairs from 64 cw + 16 i.
@@ -79,11 +100,18 @@ constexpr bool kRingPairs = TACHYON_ATTENTION_BF16;
 //    into a phase (between two arrivals of one warpgroup lies its sync on the other barrier,
 //    which needs the other warpgroup's sync on this one first).
 //  - pdl_enter() first: q, the metadata and the cache are read only after it.
-template <int D, bool kPairs>
+// kCode: how the cache stores its elements (kRingF32, kRingBf16, kRingF16; ring16_to_operands):
+// f32 rows are copied as they are, 16-bit rows loaded and widened by the producer (exact: every
+// bf16 and f16 value is a tf32 one), the same values the mma.sync kernel stages.
+template <int D, bool kPairs, int kCode>
 __global__ void __launch_bounds__(kRingThreads, 1) attention_ring_kernel(
     const float* __restrict__ q, DeviceAttentionMeta meta, const QueryTile* __restrict__ tiles,
-    const float* __restrict__ k_cache, const float* __restrict__ v_cache, AttentionShape s, int heads_per_chunk,
+    const void* __restrict__ k_base, const void* __restrict__ v_base, AttentionShape s, int heads_per_chunk,
     float* __restrict__ out) {
+  const float* __restrict__ k_cache = static_cast<const float*>(k_base);
+  const float* __restrict__ v_cache = static_cast<const float*>(v_base);
+  const uint16_t* __restrict__ k16 = static_cast<const uint16_t*>(k_base);
+  const uint16_t* __restrict__ v16 = static_cast<const uint16_t*>(v_base);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = WgmmaLayout<D>;
   using LB = WgmmaBf16Layout<D>;  // TACHYON_ATTENTION_BF16 builds (attention_ring_bf16.cuh)
@@ -155,6 +183,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) attention_ring_kernel(
     const int l = lane / 2 % 8;
     auto column = [&](int h) { return 4 * (warp + 4 * h) + 2 * (lane / 16) + lane % 2; };
     if constexpr (kBf16) {
+      static_assert(kCode == kRingF32, "a TACHYON_ATTENTION_BF16 build's ring reads f32 caches only");
       for (int c0 = c_first, n = 0; c0 <= kmax; c0 += kChunkKeys, ++n) {
         const int slot = n % kSlots, j = c0 + tid / 2;
         const int64_t key_slot = j < kmin || j > kmax ? -1 : kv_slot(table, j, s.block_size);
@@ -179,14 +208,23 @@ __global__ void __launch_bounds__(kRingThreads, 1) attention_ring_kernel(
         }
         // V into registers (its slot need not be free yet: the loads overlap the wait), every
         // row's 16 bytes of both column rounds in flight together.
+        // A 16-bit cache: K's 8 bytes too (no cp.async widens), both held raw until the stores.
         float4 v[kRounds][8];
+        uint2 kr[kRounds][8], vr[kRounds][8];
 #pragma unroll
         for (int h = 0; h < kRounds; ++h)
 #pragma unroll
-          for (int kb = 0; kb < 8; ++kb)
-            v[h][kb] = key_slot[kb] < 0 ? make_float4(0.f, 0.f, 0.f, 0.f)
-                                        : __ldcg(reinterpret_cast<const float4*>(
-                                              v_cache + key_slot[kb] * width + head_offset + 4 * column(h)));
+          for (int kb = 0; kb < 8; ++kb) {
+            const int64_t e = key_slot[kb] * width + head_offset + 4 * column(h);
+            if constexpr (kCode == kRingF32) {
+              v[h][kb] = key_slot[kb] < 0 ? make_float4(0.f, 0.f, 0.f, 0.f)
+                                          : __ldcg(reinterpret_cast<const float4*>(v_cache + e));
+            } else {
+              const uint2 zero = make_uint2(0u, 0u);
+              vr[h][kb] = key_slot[kb] < 0 ? zero : __ldcg(reinterpret_cast<const uint2*>(v16 + e));
+              kr[h][kb] = key_slot[kb] < 0 ? zero : __ldcg(reinterpret_cast<const uint2*>(k16 + e));
+            }
+          }
         if (n >= kSlots) mbar_wait(&empty[slot], (n / kSlots - 1) & 1);  // chunk n - 2 consumed
         float* kd = ring + slot * L::slot_words;
         float* vd = kd + L::k_words;
@@ -195,7 +233,9 @@ __global__ void __launch_bounds__(kRingThreads, 1) attention_ring_kernel(
 #pragma unroll
           for (int kb = 0; kb < 8; ++kb) {
             float* dst = kd + column(h) * L::kKL + kb * 32 + l * 4;
-            if (key_slot[kb] < 0) *reinterpret_cast<float4*>(dst) = make_float4(0.f, 0.f, 0.f, 0.f);
+            if constexpr (kCode != kRingF32)
+              *reinterpret_cast<float4*>(dst) = ring16_to_operands<kCode>(kr[h][kb]);  // zero rows: zero codes
+            else if (key_slot[kb] < 0) *reinterpret_cast<float4*>(dst) = make_float4(0.f, 0.f, 0.f, 0.f);
             else cp_async16(dst, k_cache + key_slot[kb] * width + head_offset + 4 * column(h));
           }
         cp_async_commit();
@@ -206,7 +246,10 @@ __global__ void __launch_bounds__(kRingThreads, 1) attention_ring_kernel(
           for (int kb = 0; kb < 8; ++kb) {
             const int c = column(h);
             float* dst = vd + (2 * kb + l % 2) * L::kVL + c / 2 * L::kVS + c % 2 * 16 + l / 2;
-            dst[0] = v[h][kb].x, dst[4] = v[h][kb].y, dst[8] = v[h][kb].z, dst[12] = v[h][kb].w;
+            float4 x;  // a 16-bit cache's V widened here: raw, it held half the registers over the wait
+            if constexpr (kCode == kRingF32) x = v[h][kb];
+            else x = ring16_to_operands<kCode>(vr[h][kb]);
+            dst[0] = x.x, dst[4] = x.y, dst[8] = x.z, dst[12] = x.w;
           }
         cp_async_wait<0>();
         fence_proxy_async();  // this thread's K copies and V^T stores, read by wgmma
@@ -326,19 +369,19 @@ constexpr size_t ring_smem_bytes() {
   return TACHYON_ATTENTION_BF16 ? WgmmaBf16Layout<D>::ring_bytes : WgmmaLayout<D>::ring_bytes;
 }
 
-template <int D>
+template <int D, int kCode>
 void launch_ring(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
-                 const float* k_cache, const float* v_cache, const AttentionShape& shape, int heads_per_chunk,
+                 const void* k_cache, const void* v_cache, const AttentionShape& shape, int heads_per_chunk,
                  float* out, cudaStream_t stream) {
   static const bool configured = [] {
-    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(attention_ring_kernel<D, kRingPairs>,
+    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(attention_ring_kernel<D, kRingPairs, kCode>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(ring_smem_bytes<D>())));
     return true;
   }();
   (void)configured;
-  launch(attention_ring_kernel<D, kRingPairs>, query_tile_grid(num_tiles, shape, heads_per_chunk), kRingThreads,
-         ring_smem_bytes<D>(), stream, q, meta, tiles, k_cache, v_cache, shape, heads_per_chunk, out);
+  launch(attention_ring_kernel<D, kRingPairs, kCode>, query_tile_grid(num_tiles, shape, heads_per_chunk),
+         kRingThreads, ring_smem_bytes<D>(), stream, q, meta, tiles, k_cache, v_cache, shape, heads_per_chunk, out);
 }
 
 bool g_wgmma_on = true;  // set_attention_wgmma
@@ -357,15 +400,28 @@ bool attention_wgmma_supported(int head_dim) {
   return g_wgmma_on && device_ok && (head_dim == 64 || head_dim == 128);
 }
 
+bool attention_wgmma_reads(KvFormat format) {
+  return format == KvFormat::F32 || (!TACHYON_ATTENTION_BF16 && (format == KvFormat::BF16 || format == KvFormat::F16));
+}
+
 void attention_wgmma(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
-                     const float* k_cache, const float* v_cache, const AttentionShape& shape, int heads_per_chunk,
-                     float* out, cudaStream_t stream) {
-  if (shape.head_dim == 128)
-    launch_ring<128>(q, meta, tiles, num_tiles, k_cache, v_cache, shape, heads_per_chunk, out, stream);
-  else if (shape.head_dim == 64)
-    launch_ring<64>(q, meta, tiles, num_tiles, k_cache, v_cache, shape, heads_per_chunk, out, stream);
-  else
-    fail_unsupported("wgmma attention head_dim (64 or 128)", shape.head_dim);
+                     const KvPair& kv, const AttentionShape& shape, int heads_per_chunk, float* out,
+                     cudaStream_t stream) {
+  if (!attention_wgmma_reads(kv.format())) fail_unsupported("wgmma attention KV format", kv.format_id);
+  const auto go = [&](auto code) {
+    constexpr int kCode = decltype(code)::value;
+    if (shape.head_dim == 128)
+      launch_ring<128, kCode>(q, meta, tiles, num_tiles, kv.k.base, kv.v.base, shape, heads_per_chunk, out, stream);
+    else if (shape.head_dim == 64)
+      launch_ring<64, kCode>(q, meta, tiles, num_tiles, kv.k.base, kv.v.base, shape, heads_per_chunk, out, stream);
+    else
+      fail_unsupported("wgmma attention head_dim (64 or 128)", shape.head_dim);
+  };
+#if !TACHYON_ATTENTION_BF16
+  if (kv.format() == KvFormat::BF16) return go(std::integral_constant<int, kRingBf16>{});
+  if (kv.format() == KvFormat::F16) return go(std::integral_constant<int, kRingF16>{});
+#endif
+  go(std::integral_constant<int, kRingF32>{});
 }
 
 }  // namespace tachyon::kernels::cuda

@@ -17,9 +17,14 @@ bool attention_wgmma_supported(int head_dim);
 // Tests and the kernel lab: false sends every query tile to the mma.sync kernel (default: on).
 void set_attention_wgmma(bool on);
 
+// Whether the wgmma kernel reads caches of this format: f32 (copied as stored) and, but in a
+// TACHYON_ATTENTION_BF16 build, bf16 and f16 (widened by its producer); the other formats take
+// the mma.sync query-tile kernel, which dequantizes as it stages.
+bool attention_wgmma_reads(KvFormat format);
+
 // attention()'s query tiles (at most 128 pairs each: make_query_tiles with the 8-warp tile).
 void attention_wgmma(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
-                     const float* k_cache, const float* v_cache, const AttentionShape& shape, int heads_per_chunk,
-                     float* out, cudaStream_t stream);
+                     const KvPair& kv, const AttentionShape& shape, int heads_per_chunk, float* out,
+                     cudaStream_t stream);
 
 }  // namespace tachyon::kernels::cuda

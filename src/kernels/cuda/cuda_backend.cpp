@@ -83,6 +83,7 @@ CudaBackend::~CudaBackend() {
   if (norm_arrivals_) cudaFree(norm_arrivals_);
   profile_.reset();
   if (attn_workspace_) cudaFree(attn_workspace_);
+  if (rotated_q_) cudaFree(rotated_q_);
   if (copy_workspace_) cudaFree(copy_workspace_);
   for (void* p : quant_dense_)
     if (p) cudaFree(p);
@@ -178,7 +179,7 @@ void CudaBackend::top_two(const float* x, int64_t rows, int64_t n, TopTwo* out) 
 
 void CudaBackend::write_kv(const float* k, const float* v, int64_t rows, const PagedKv& kv, const AttentionMeta& meta) {
   Scope scope(this, "write_kv");
-  cuda::write_kv(k, v, rows, device_meta(meta, rows), kv.k_f32(), kv.v_f32(), kv.block_size, kv.num_kv_heads * kv.head_dim,
+  cuda::write_kv(k, v, rows, device_meta(meta, rows), device_kv(kv), kv.block_size, static_cast<int>(kv.head_dim),
                  stream_);
 }
 
@@ -189,7 +190,7 @@ void CudaBackend::qkv_norm_rope_write_kv(const float* qkv, int64_t rows, const Q
     const cuda::DeviceAttentionMeta dmeta = device_meta(meta, rows);
     cuda::QkPrologue dp;
     if (device_prologue(p, kv, meta, dmeta, rows, dp) &&
-        cuda::qkv_norm_rope_write_kv(qkv, q, rows, dp, dmeta, kv.k_f32(), kv.v_f32(), kv.block_size, stream_))
+        cuda::qkv_norm_rope_write_kv(qkv, q, rows, dp, dmeta, device_kv(kv), kv.block_size, stream_))
       return;
   }
   Backend::qkv_norm_rope_write_kv(qkv, rows, p, kv, meta, q, k, v);
@@ -198,7 +199,9 @@ void CudaBackend::qkv_norm_rope_write_kv(const float* qkv, int64_t rows, const Q
 void CudaBackend::attention_from_qkv(const float* qkv, int64_t rows, const QkvPrologue& p, const PagedKv& kv,
                                      const AttentionMeta& meta, const AttentionParams& params, float* q, float* k,
                                      float* v, float* out) {
-  if (rows >= 2 && one_row_per_sequence(meta, rows)) {
+  // Turbo keys are stored rotated: the queries are rotated before the attention
+  // (CudaBackend::attention), so the decode kernel's own prologue does not take them.
+  if (rows >= 2 && !kv_format_rotates_keys(kv.format) && one_row_per_sequence(meta, rows)) {
     Scope scope(this, "attention");
     const cuda::DeviceAttentionMeta dmeta = device_meta(meta, rows);
     cuda::QkPrologue dp;
@@ -218,14 +221,20 @@ void CudaBackend::attention(const float* q, int64_t rows, const PagedKv& kv, con
   if (rows == 0) return;
   Scope scope(this, "attention");
   const cuda::AttentionShape shape = attention_shape(kv, p);
+  if (kv_format_rotates_keys(kv.format)) {  // q·k in the rotated space of the stored keys
+    grow_workspace(rotated_q_, rotated_q_bytes_, static_cast<size_t>(rows * p.num_heads * kv.head_dim) * sizeof(float));
+    cuda::rotate_queries(q, rows, static_cast<int>(p.num_heads), static_cast<int>(kv.head_dim),
+                         static_cast<float*>(rotated_q_), stream_);
+    q = static_cast<const float*>(rotated_q_);
+  }
   std::vector<cuda::QueryTile>& tiles = query_tiles_;
   cuda::make_query_tiles(meta.row_seq, meta.tree_base, rows,
                          cuda::query_tile_rows(shape.num_heads / shape.num_kv_heads, shape.head_dim), tiles,
                          decode_rows_);
   const cuda::DeviceAttentionMeta dmeta = device_meta(meta, rows);
   if (!tiles.empty())
-    cuda::attention(q, dmeta, staged(tiles.data(), tiles.size()), static_cast<int>(tiles.size()), kv.k_f32(), kv.v_f32(),
-                    shape, out, stream_);
+    cuda::attention(q, dmeta, staged(tiles.data(), tiles.size()), static_cast<int>(tiles.size()), device_kv(kv), shape,
+                    out, stream_);
   if (!decode_rows_.empty()) decode_attention(q, nullptr, kv, meta, shape, dmeta, out);
 }
 
@@ -339,6 +348,22 @@ bool CudaBackend::device_prologue(const QkvPrologue& p, const PagedKv& kv, const
   return true;
 }
 
+cuda::KvPair CudaBackend::device_kv(const PagedKv& kv) {
+  if (const char* why = kv_format_unsupported(kv.format, kv.head_dim))
+    throw Error("the {} KV cache cannot store heads of dimension {}: {}", kv_format_name(kv.format), kv.head_dim, why);
+  if (kv.format != KvFormat::F32)
+    TACHYON_CHECK(int64_t{kv.block_size} * kv.num_kv_heads <= cuda::kMaxBlockRecords,
+                  "the CUDA {} KV cache takes at most {} (slot, head) records per block, got {} x {}",
+                  kv_format_name(kv.format), cuda::kMaxBlockRecords, kv.block_size, kv.num_kv_heads);
+  const auto tensor = [](void* base, const KvTensorLayout& l) {
+    return cuda::DeviceKvTensor{static_cast<uint8_t*>(base), l.block_bytes, static_cast<int32_t>(l.params_offset),
+                                static_cast<int32_t>(l.code_bytes), static_cast<int32_t>(l.param_bytes),
+                                static_cast<int32_t>(l.codec)};
+  };
+  return {tensor(kv.k, kv.k_layout()), tensor(kv.v, kv.v_layout()), static_cast<int32_t>(kv.num_kv_heads),
+          static_cast<int32_t>(kv.format)};
+}
+
 bool CudaBackend::one_row_per_sequence(const AttentionMeta& meta, int64_t rows) {
   if (meta.tree_base) return false;
   for (int64_t r = 1; r < rows; ++r)
@@ -373,7 +398,7 @@ void CudaBackend::decode_attention(const float* q, const cuda::QkPrologue* prolo
   grow_workspace(attn_workspace_, attn_workspace_bytes_, need);
   grow_zeroed_counters(attn_counters_, num_attn_counters_, decode_rows_.size() * static_cast<size_t>(shape.num_kv_heads));
   cuda::attention_decode(q, prologue, dmeta, staged(decode_rows_.data(), decode_rows_.size()),
-                         static_cast<int>(decode_rows_.size()), chunks, kv.k_f32(), kv.v_f32(), shape,
+                         static_cast<int>(decode_rows_.size()), chunks, device_kv(kv), shape,
                          static_cast<float*>(attn_workspace_), attn_counters_, out, stream_);
 }
 

@@ -107,6 +107,8 @@ class CudaBackend final : public Backend {
   void argmax(const float* x, int64_t rows, int64_t n, int32_t* ids) override;
   void sample_tokens(const float* x, int64_t rows, int64_t n, const TokenSampling* params, int32_t* ids) override;
   void top_two(const float* x, int64_t rows, int64_t n, TopTwo* out) override;
+  // Every format of kernels/kv_format.h: write_kv encodes, the attention kernels decode as they stage.
+  bool supports_kv_format(KvFormat) const override { return true; }
   void write_kv(const float* k, const float* v, int64_t rows, const PagedKv& kv, const AttentionMeta& meta) override;
   void qkv_norm_rope_write_kv(const float* qkv, int64_t rows, const QkvPrologue& p, const PagedKv& kv,
                               const AttentionMeta& meta, float* q, float* k, float* v) override;
@@ -229,6 +231,8 @@ class CudaBackend final : public Backend {
   // Every row the only one of its sequence (rows of a sequence are consecutive), no tree rows.
   static bool one_row_per_sequence(const AttentionMeta& meta, int64_t rows);
   static cuda::AttentionShape attention_shape(const PagedKv& kv, const AttentionParams& p);
+  // A layer's K and V caches as the kernels address them (kernels/kv_format.h's layout).
+  static cuda::KvPair device_kv(const PagedKv& kv);
   // The split-KV decode attention of decode_rows_ (with `prologue`, q is the fused projection's
   // output: cuda::attention_decode).
   void decode_attention(const float* q, const cuda::QkPrologue* prologue, const PagedKv& kv, const AttentionMeta& meta,
@@ -304,6 +308,8 @@ class CudaBackend final : public Backend {
   std::vector<cuda::CopyDesc> copy_descs_;
   void* attn_workspace_ = nullptr;  // split-KV partial results of decode attention
   size_t attn_workspace_bytes_ = 0;
+  void* rotated_q_ = nullptr;  // turbo KV: the queries rotated as the stored keys (attention())
+  size_t rotated_q_bytes_ = 0;
   std::vector<cuda::QueryTile> query_tiles_;  // attention's plan, reused: no allocation per call
   std::vector<int32_t> decode_rows_;
   GraphPolicy graph_policy_;  // see the constructor

@@ -153,11 +153,13 @@ void CudaBackend::copy_to_device(void* dst, const void* src, size_t bytes) {
 }
 
 void CudaBackend::copy_on_device_many(std::span<const DeviceCopy> copies) {
+  // 4-byte aligned copies (a quantized KV token's code and param records, kv_token_spans) in two
+  // launches; others one by one.
   size_t total = 0;
   bool aligned = true;
   for (const DeviceCopy& c : copies) {
-    total += c.bytes;
-    aligned &= (reinterpret_cast<uintptr_t>(c.dst) | reinterpret_cast<uintptr_t>(c.src) | c.bytes) % 16 == 0;
+    total += (c.bytes + 15) / 16 * 16;
+    aligned &= (reinterpret_cast<uintptr_t>(c.dst) | reinterpret_cast<uintptr_t>(c.src) | c.bytes) % 4 == 0;
   }
   if (!aligned || copies.size() > 65535) return Backend::copy_on_device_many(copies);
   if (copies.empty()) return;
@@ -166,12 +168,12 @@ void CudaBackend::copy_on_device_many(std::span<const DeviceCopy> copies) {
   copy_descs_.clear();
   int64_t offset = 0;
   for (const DeviceCopy& c : copies) {
-    const int64_t count = static_cast<int64_t>(c.bytes / 16);
-    copy_descs_.push_back({static_cast<uint4*>(c.dst), static_cast<const uint4*>(c.src), offset, count});
-    offset += count;
+    const int64_t count = static_cast<int64_t>(c.bytes / 4);
+    copy_descs_.push_back({static_cast<uint32_t*>(c.dst), static_cast<const uint32_t*>(c.src), offset, count});
+    offset += (count + 3) / 4 * 4;
   }
   cuda::copy_many(staged(copy_descs_.data(), copy_descs_.size()), static_cast<int64_t>(copy_descs_.size()),
-                  static_cast<uint4*>(copy_workspace_), stream_);
+                  static_cast<uint32_t*>(copy_workspace_), stream_);
 }
 
 void CudaBackend::copy_on_device(void* dst, const void* src, size_t bytes) {

@@ -205,23 +205,35 @@ void gate_multiply(float* x, int64_t rows, int64_t dim, const float* gate, int64
 }
 
 namespace {
-__global__ void gather_copies_kernel(const CopyDesc* __restrict__ copies, uint4* __restrict__ workspace) {
-  pdl_enter();
-  const CopyDesc c = copies[blockIdx.x];
-  for (int64_t i = threadIdx.x; i < c.count; i += blockDim.x) workspace[c.offset + i] = c.src[i];
+// A copy of whole 16-byte units where its ends allow (dst, src, bytes all multiples of 16), else of
+// 4-byte words (a quantized token's param records: heads · 4 bytes). Workspace offsets are
+// multiples of 16 bytes (CopyDesc).
+__device__ __forceinline__ void copy_words(uint32_t* __restrict__ dst, const uint32_t* __restrict__ src, int64_t words) {
+  if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) % 16 == 0) && words % 4 == 0) {
+    uint4* d = reinterpret_cast<uint4*>(dst);
+    const uint4* s = reinterpret_cast<const uint4*>(src);
+    for (int64_t i = threadIdx.x; i < words / 4; i += blockDim.x) d[i] = s[i];
+    return;
+  }
+  for (int64_t i = threadIdx.x; i < words; i += blockDim.x) dst[i] = src[i];
 }
-__global__ void scatter_copies_kernel(const CopyDesc* __restrict__ copies, const uint4* __restrict__ workspace) {
+__global__ void gather_copies_kernel(const CopyDesc* __restrict__ copies, uint32_t* __restrict__ workspace) {
   pdl_enter();
   const CopyDesc c = copies[blockIdx.x];
-  for (int64_t i = threadIdx.x; i < c.count; i += blockDim.x) c.dst[i] = workspace[c.offset + i];
+  copy_words(workspace + c.offset, c.src, c.count);
+}
+__global__ void scatter_copies_kernel(const CopyDesc* __restrict__ copies, const uint32_t* __restrict__ workspace) {
+  pdl_enter();
+  const CopyDesc c = copies[blockIdx.x];
+  copy_words(c.dst, workspace + c.offset, c.count);
 }
 }  // namespace
 
-void copy_many(const CopyDesc* copies, int64_t num_copies, uint4* workspace, cudaStream_t stream) {
+void copy_many(const CopyDesc* copies, int64_t num_copies, uint32_t* workspace, cudaStream_t stream) {
   if (num_copies == 0) return;
   launch(gather_copies_kernel, static_cast<unsigned>(num_copies), 128, 0, stream, copies, workspace);
   launch(scatter_copies_kernel, static_cast<unsigned>(num_copies), 128, 0, stream, copies,
-         static_cast<const uint4*>(workspace));
+         static_cast<const uint32_t*>(workspace));
 }
 
 }  // namespace tachyon::kernels::cuda

@@ -29,14 +29,15 @@ void gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t width
 // dst[r, 0:width] = src[r, 0:width] with row strides
 void copy_strided(const float* src, int64_t src_stride, int64_t rows, int64_t width, float* dst, int64_t dst_stride,
                   cudaStream_t stream);
-// Backend::copy_on_device_many, 16-byte aligned: every source gathered into `workspace` (at
-// `offset`, in uint4 units), then scattered to the destinations (two launches in all).
+// Backend::copy_on_device_many, 4-byte aligned: every source gathered into `workspace` (at
+// `offset`, in words: a multiple of 4, so 16-byte copies stay 16-byte ones), then scattered to
+// the destinations (two launches in all).
 struct CopyDesc {
-  uint4* dst;
-  const uint4* src;
-  int64_t offset, count;  // uint4 units
+  uint32_t* dst;
+  const uint32_t* src;
+  int64_t offset, count;  // 4-byte words
 };
-void copy_many(const CopyDesc* copies, int64_t num_copies, uint4* workspace, cudaStream_t stream);
+void copy_many(const CopyDesc* copies, int64_t num_copies, uint32_t* workspace, cudaStream_t stream);
 // x[r, i] *= fn(gate[r * gate_stride + i / group])
 void gate_multiply(float* x, int64_t rows, int64_t dim, const float* gate, int64_t gate_stride, int64_t group,
                    GateFn fn, cudaStream_t stream);
