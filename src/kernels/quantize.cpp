@@ -180,7 +180,7 @@ QuantizedWeight quantize_fp8(const Weight& w, int32_t block) {
 }
 
 namespace {
-constexpr int32_t kInt4Group = 64;
+constexpr int32_t kWeightInt4Group = 64;
 }  // namespace
 
 std::optional<QuantizeMode> parse_quantize_mode(std::string_view name) {
@@ -205,7 +205,7 @@ bool can_quantize(const Weight& w, QuantizeMode mode) {
   const bool dense_float = !w.quantized() && w.layout == WeightLayout::RowMajor && w.scales == nullptr &&
                            (w.dtype == DType::F32 || w.dtype == DType::BF16 || w.dtype == DType::F16);
   if (mode == QuantizeMode::None || !dense_float || w.rows <= 1) return false;
-  return mode != QuantizeMode::Int4 || w.cols % kInt4Group == 0;
+  return mode != QuantizeMode::Int4 || w.cols % kWeightInt4Group == 0;
 }
 
 QuantizedWeight quantize_weight(const Weight& w, QuantizeMode mode) {
@@ -213,7 +213,7 @@ QuantizedWeight quantize_weight(const Weight& w, QuantizeMode mode) {
                 dtype_name(w.dtype), quantize_mode_name(mode));
   switch (mode) {
     case QuantizeMode::Int8: return quantize_int8(w);
-    case QuantizeMode::Int4: return quantize_int4(w, kInt4Group);
+    case QuantizeMode::Int4: return quantize_int4(w, kWeightInt4Group);
     case QuantizeMode::Fp8: return quantize_fp8(w, 128);
     case QuantizeMode::None: break;
   }

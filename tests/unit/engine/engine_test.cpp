@@ -295,7 +295,9 @@ TEST(Engine, RequestsToTheEndOfTheContextAllCompleteInATinyPoolWithTheirOwnToken
 TEST(Engine, PoolIsSizedFromTheHostAndTheContextFitsIt) {
   auto& f = fixture();
   Engine engine(*f.model, {.max_concurrent = 2});
-  const int64_t per_block = static_cast<int64_t>(f.model->kv_layout(1, 16).bytes_per_block());
+  kv::KvLayout one = f.model->kv_layout(1, 16);
+  one.format = engine.kv_format();  // the format the engine resolved (bf16 by default)
+  const int64_t per_block = static_cast<int64_t>(one.bytes_per_block());
   const int64_t full_use = 2 * f.model->config().max_position_embeddings / 16;
   if (host_share_blocks(host_available_bytes(), per_block) >= full_use) {
     EXPECT_EQ(engine.kv_pool().num_blocks, full_use) << engine.kv_pool().why;

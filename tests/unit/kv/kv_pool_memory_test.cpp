@@ -32,7 +32,7 @@ TEST(KvPoolMemory, ALargePoolIsNotResidentUntilWritten) {
   // Writing one block of one layer makes (about) that much resident, not the pool.
   const kernels::PagedKv layer = kv.layer(0);
   const size_t block_floats = static_cast<size_t>(16 * 2 * 64);
-  for (size_t i = 0; i < block_floats; ++i) layer.k[i] = 1.f;
+  for (size_t i = 0; i < block_floats; ++i) static_cast<float*>(layer.k)[i] = 1.f;  // the layout is f32
   EXPECT_LT(resident_bytes() - before, int64_t{16} << 20);
 }
 
