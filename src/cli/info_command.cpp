@@ -270,14 +270,7 @@ Command add_info_command(CLI::App& app) {
                     static_cast<long long>(mix["count"].get<int64_t>()), mix["bytes"].get<double>() / (1 << 20),
                     mix["runs_as"].get<std::string>().c_str());
     }
-    std::string per_format;
-    for (const auto& [name, f] : info["kv_formats"]["formats"].items())
-      per_format += f["supported"].get<bool>()
-                        ? fmt::format("{}{} {:.2f}", per_format.empty() ? "" : ", ", name,
-                                      f["bytes_per_1k_tokens"].get<double>() / (1 << 20))
-                        : fmt::format("{}{} -", per_format.empty() ? "" : ", ", name);
-    std::printf("KV formats       MiB per 1k tokens: %s (--kv-cache-dtype)\n                 %s\n", per_format.c_str(),
-                info["kv_formats"]["rules"].get<std::string>().c_str());
+    std::printf("KV formats       --kv-cache-dtype; %s\n", info["kv_formats"]["rules"].get<std::string>().c_str());
     if (!resolved.repo_id.empty())
       std::printf("hub              %s@%s (commit %s)\n", resolved.repo_id.c_str(), resolved.revision.c_str(),
                   resolved.commit.c_str());

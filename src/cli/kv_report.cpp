@@ -6,41 +6,29 @@
 
 #include "base/byte_size.h"
 #include "engine/kv_sizing.h"
+#include "kernels/kv_format.h"
 
 namespace tachyon::cli {
 
 namespace {
 
-// The storage formats and the bytes of one stored K/V element. Today the cache stores f32;
-// bf16 is the format the KV-formats work makes the default. When kv::KvLayout carries the
-// format, this list becomes that enum and bytes_per_block() answers for each.
-struct Format {
-  const char* name;
-  int64_t element_bytes;
-  const char* note;
-};
-constexpr Format kFormats[] = {{"f32", 4, "today's storage"}, {"bf16", 2, "half of f32"}};
-
-// Bytes of one block when its K/V elements take `element_bytes` each; recurrent state (hybrid
-// models) stays f32 in every format.
-int64_t bytes_per_block(const kv::KvLayout& layout, int64_t element_bytes) {
-  kv::KvLayout kv_only = layout;
-  kv_only.num_state_layers = 0;
-  const int64_t kv_f32 = static_cast<int64_t>(kv_only.bytes_per_block());
-  const int64_t state = static_cast<int64_t>(layout.bytes_per_block()) - kv_f32;
-  return kv_f32 / 4 * element_bytes + state;
-}
+// Every KV storage format (kernels/kv_format.h), in the order `--kv-cache-dtype` lists them.
+constexpr kernels::KvFormat kFormats[] = {kernels::KvFormat::BF16, kernels::KvFormat::F16,  kernels::KvFormat::F32,
+                                          kernels::KvFormat::FP8,  kernels::KvFormat::Int8, kernels::KvFormat::Int4,
+                                          kernels::KvFormat::Turbo};
 
 }  // namespace
 
 Json kv_memory_report(const kv::KvLayout& layout, int64_t context, int64_t available) {
   Json formats = Json::object();
-  for (const Format& f : kFormats) {
-    const int64_t block_bytes = bytes_per_block(layout, f.element_bytes);
+  for (const kernels::KvFormat f : kFormats) {
+    kv::KvLayout in_format = layout;  // bytes_per_block() is the one source of KV bytes
+    in_format.format = f;
+    const int64_t block_bytes = static_cast<int64_t>(in_format.bytes_per_block());
     const int64_t pool_tokens = engine::host_share_blocks(available, block_bytes) * layout.block_size;
-    formats[f.name] = {{"bytes_per_token", static_cast<double>(block_bytes) / layout.block_size},
-                       {"longest_context", std::min(context, pool_tokens)},
-                       {"note", f.note}};
+    formats[std::string(kernels::kv_format_name(f))] = {
+        {"bytes_per_token", static_cast<double>(block_bytes) / layout.block_size},
+        {"longest_context", std::min(context, pool_tokens)}};
   }
   return {{"block_size", layout.block_size},
           {"available_bytes", available},

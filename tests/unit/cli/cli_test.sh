@@ -103,8 +103,8 @@ c="$("$tachyon" run "def add(a, b):" -n 6 --show-ids 2> /dev/null)"
 
 # info prints KV bytes per token per format (demo: 6 layers x 2 KV heads x 64 x K,V) and the longest context
 "$tachyon" info 2> /dev/null > "$tmp/info_kv.txt"
-grep -q '^KV per token *bf16 3072 B, f32 6144 B$' "$tmp/info_kv.txt" || fail "info KV: $(grep KV "$tmp/info_kv.txt")"
-grep -q '^longest context  bf16 [0-9]*, f32 [0-9]* tokens (CPU default pool' "$tmp/info_kv.txt" ||
+grep -q '^KV per token *bf16 3072 B, f16 3072 B, f32 6144 B, fp8 1632 B, int4 960 B, int8 1728 B, turbo 1296 B$' "$tmp/info_kv.txt" || fail "info KV: $(grep KV "$tmp/info_kv.txt")"
+grep -q '^longest context  bf16 [0-9]*, f16 [0-9]*, f32 [0-9]*, fp8 [0-9]*, int4 [0-9]*, int8 [0-9]*, turbo [0-9]* tokens (CPU default pool' "$tmp/info_kv.txt" ||
   fail "info longest context: $(grep longest "$tmp/info_kv.txt")"
 # the KV sizing flags: byte suffixes, the older --kv-memory GiB, and clear errors
 "$tachyon" run --ids 1,2,3 -n 3 --kv-cache-memory 8M > /dev/null 2>&1 || fail "run --kv-cache-memory 8M"
