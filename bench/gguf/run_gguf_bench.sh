@@ -17,9 +17,8 @@ build="${BUILD:-$root/build}"
 llama="${LLAMA_CPP:-/work/peers/llama.cpp}"
 work="${1:-/work/peers/gguf-bench}"
 types="${TYPES:-Q8_0 Q4_0}"
-# tachyon runs the types its CPU backend packs: BF16 today; add Q8_0 Q4_0 ... once the CPU backend
-# runs the quantized weight formats (the quant-cpu work), e.g. TACHYON_TYPES="BF16 Q8_0 Q4_0".
-tachyon_types="${TACHYON_TYPES:-BF16}"
+# tachyon runs every type (its CPU backend packs the quantized weight formats they repack into).
+tachyon_types="${TACHYON_TYPES:-BF16 $types}"
 threads="${THREADS:-$(nproc)}"
 converter="${CONVERTER:-/work/shared/tools/hf_to_gguf_qwen3.py}"
 

@@ -106,6 +106,7 @@ server::ModelDetails model_details(const std::string& dir, const io::ModelConfig
   d.on_device = device == "cuda";
   if (const auto gguf = io::gguf_model_file(dir)) {  // dtype: the ggml type holding the most bytes
     const auto file = io::GgufFile::open(*gguf);
+    d.format = "gguf";
     std::map<std::string, int64_t> bytes_by_type;
     for (const io::GgufTensor& t : file->tensors()) {
       d.num_parameters += t.num_elements();

@@ -31,7 +31,8 @@ namespace tachyon::server {
 // The checkpoint as Ollama's model listings describe it.
 struct ModelDetails {
   std::string family;              // config.json model_type ("qwen3")
-  std::string dtype;               // weights' dtype ("bfloat16")
+  std::string dtype;               // weights' dtype ("bfloat16"; GGUF: the type holding the most bytes, "Q4_K")
+  std::string format = "safetensors";  // the weights' file format: safetensors | gguf
   std::string chat_template;       // the Jinja source, empty without one
   int64_t num_parameters = 0;
   int64_t size_bytes = 0;          // the weight files on disk

@@ -71,7 +71,7 @@ std::string digest(const ServedModel& model) {
 Json details_json(const ServedModel& model) {
   const ModelDetails& d = model.details;
   return {{"parent_model", ""},
-          {"format", "safetensors"},
+          {"format", d.format},
           {"family", d.family},
           {"families", Json::array({d.family})},
           {"parameter_size", parameter_size(d.num_parameters)},
