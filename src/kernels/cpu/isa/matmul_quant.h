@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/isa/matmul.h"
+#include "kernels/weight_dequant.h"
 
 namespace tachyon::kernels::cpu {
 
@@ -46,6 +47,24 @@ void with_quant_kind(const Weight& w, Fn&& fn) {
   }
   std::abort();
 }
+
+// Where the panel holding output n0 (a multiple of 64) keeps its codes and scales (cpu/quant_pack.h).
+// Internal linkage, as in cpu/dot.h: each ISA file compiles it with its own flags.
+namespace {
+struct PanelRef {
+  const uint8_t* codes;  // the panel's first k step
+  const void* scales;
+  const void* biases;
+  int64_t scale_index;   // the panel's first (group 0) entry
+  int64_t k, group, step_bytes;
+};
+inline PanelRef panel_ref(const Weight& w, int64_t n0) {
+  const int64_t group = quant_group(w), panel = n0 / Weight::kPanel, step = Weight::kPanel * w.quant.bits / 8;
+  const int64_t groups = (w.cols + group - 1) / group;
+  return PanelRef{static_cast<const uint8_t*>(w.data) + panel * w.cols * step, w.quant.scales, w.quant.biases,
+                  panel * groups * Weight::kPanel, w.cols, group, step};
+}
+}  // namespace
 
 // The f32 value of every 4-bit code (before its scale), as the scalar definition computes it.
 template <Codes C>

@@ -100,21 +100,6 @@ inline void weights(const uint8_t* p, const __m256 s[][4], const __m256 b[][4], 
   }
 }
 
-struct PanelRef {
-  const uint8_t* codes;  // the panel's first k step
-  const void* scales;
-  const void* biases;
-  int64_t scale_index;   // the panel's first (group 0) entry
-  int64_t k, group, step_bytes;
-};
-
-PanelRef panel_ref(const Weight& w, int64_t n0) {
-  const int64_t group = w.format == WeightFormat::Mxfp4 ? 32 : w.quant.group;
-  const int64_t groups = (w.cols + group - 1) / group, p = n0 / kPanel, step = kPanel * w.quant.bits / 8;
-  return PanelRef{static_cast<const uint8_t*>(w.data) + p * w.cols * step, w.quant.scales, w.quant.biases,
-                  p * groups * kPanel, w.cols, group, step};
-}
-
 void store_outputs(const __m256 acc, float* out, int c, int valid) {
   if (c + 8 <= valid) {
     _mm256_storeu_ps(out + c, acc);

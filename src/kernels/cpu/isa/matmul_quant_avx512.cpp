@@ -105,21 +105,6 @@ inline void weights64(const uint8_t* p, __m512 table, const __m512 s[4], const _
   for (int j = 0; j < 4; ++j) w[j] = has_bias(C) ? _mm512_fmadd_ps(w[j], s[j], b[j]) : _mm512_mul_ps(w[j], s[j]);
 }
 
-struct PanelRef {
-  const uint8_t* codes;  // the panel's first k step
-  const void* scales;
-  const void* biases;
-  int64_t scale_index;   // the panel's first (group 0) entry
-  int64_t k, group, step_bytes;
-};
-
-PanelRef panel_ref(const Weight& w, int64_t n0) {
-  const int64_t group = w.format == WeightFormat::Mxfp4 ? 32 : w.quant.group;
-  const int64_t groups = (w.cols + group - 1) / group, p = n0 / kPanel, step = kPanel * w.quant.bits / 8;
-  return PanelRef{static_cast<const uint8_t*>(w.data) + p * w.cols * step, w.quant.scales, w.quant.biases,
-                  p * groups * kPanel, w.cols, group, step};
-}
-
 // MR rows of x against the panel, weights dequantized in registers.
 template <Codes C, DType S, int MR>
 void tile(const float* x, const PanelRef& pr, float* out, int64_t ldo, int valid) {
