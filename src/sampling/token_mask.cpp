@@ -171,4 +171,9 @@ bool TokenConstraint::accept(int32_t token) {
   return true;
 }
 
+void TokenConstraint::restore(const Snapshot& snapshot) {
+  matcher_.set_state(snapshot);
+  current_ = nullptr;
+}
+
 }  // namespace tachyon::sampling

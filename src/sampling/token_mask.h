@@ -91,6 +91,13 @@ class TokenConstraint {
   bool is_complete() const { return matcher_.is_complete(); }
   bool is_terminal() const { return matcher_.is_terminal(); }
 
+  // Speculation walks a draft through accept() and must step back past rejected tokens: a
+  // Snapshot is the whole grammar state after some prefix of the output, cheap to copy.
+  //   auto before = c.snapshot(); for (t : draft) if (!c.accept(t)) break; ... c.restore(before);
+  using Snapshot = MatcherState;
+  Snapshot snapshot() const { return matcher_.state(); }
+  void restore(const Snapshot& snapshot);
+
   // Cost accounting (for benchmarks and tests).
   struct Stats {
     uint64_t masks = 0, cache_hits = 0, nodes_visited = 0;

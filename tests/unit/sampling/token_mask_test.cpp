@@ -117,6 +117,27 @@ TEST(TokenMaskTest, ConstraintMasksLogitsAndAllowsEndOnlyWhenComplete) {
   EXPECT_TRUE(c.accept(5));
 }
 
+TEST(TokenMaskTest, SnapshotRestoresTheStateAndItsMask) {
+  // ids as above: 0 "{", 1 "}", 2 "\"a\"", 3 ":", 4 "1", 5 "" (EOS), 6 " ", 7 "x"
+  auto vocab = std::make_shared<const TokenVocabulary>(
+      std::vector<std::string>{"{", "}", "\"a\"", ":", "1", "", " ", "x"});
+  auto grammar = std::make_shared<const Grammar>(Grammar::json_object());
+  TokenConstraint c(grammar, vocab, {5});
+  ASSERT_TRUE(c.accept(0));
+  const TokenConstraint::Snapshot after_brace = c.snapshot();
+  std::vector<float> before(8, 0.f);
+  const size_t allowed_after_brace = c.mask_logits(before);
+  for (int id : {2, 3, 4, 1}) ASSERT_TRUE(c.accept(id));  // a draft walked to the end
+  EXPECT_TRUE(c.is_terminal());
+  c.restore(after_brace);  // the draft was rejected after "{"
+  EXPECT_FALSE(c.is_complete());
+  EXPECT_FALSE(c.is_allowed(4));  // a number cannot be a key
+  EXPECT_TRUE(c.is_allowed(2));
+  std::vector<float> again(8, 0.f);
+  EXPECT_EQ(c.mask_logits(again), allowed_after_brace);  // the mask follows the restored state
+  EXPECT_EQ(again, before);
+}
+
 TEST(TokenMaskTest, MasksAreCachedPerState) {
   std::vector<std::string> tokens = {"{", "\"", "a", "b", "\":", "1", "}"};
   auto vocab = std::make_shared<const TokenVocabulary>(tokens);
