@@ -116,7 +116,15 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
   publish(&chunk_fn, static_cast<uint32_t>(chunks), /*pinned=*/false);
 }
 
+namespace {
+thread_local ThreadPool* current_override = nullptr;
+}  // namespace
+
+ThreadPool::Use::Use(ThreadPool& pool) : previous_(current_override) { current_override = &pool; }
+ThreadPool::Use::~Use() { current_override = previous_; }
+
 ThreadPool& ThreadPool::global() {
+  if (current_override) return *current_override;
   // TACHYON_THREADS overrides the core count (e.g. to leave cores to other processes).
   static ThreadPool pool([] {
     const char* env = std::getenv("TACHYON_THREADS");

@@ -42,8 +42,20 @@ class ThreadPool {
   // on its own thread: for benchmarks that must load every core.
   void run_on_all(const std::function<void(size_t)>& fn);
 
-  // The process-wide pool used by kernels.
+  // The pool kernels use: the process-wide one, or the pool a Use scope installed on this thread.
   static ThreadPool& global();
+  // Makes `pool` this thread's global() for one scope: tensor-parallel ranks on the CPU run in
+  // threads of their own, each with its own workers (a pool has one caller at a time).
+  class Use {
+   public:
+    explicit Use(ThreadPool& pool);
+    ~Use();
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
+
+   private:
+    ThreadPool* previous_;
+  };
 
  private:
   void worker_loop();

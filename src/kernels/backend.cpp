@@ -22,6 +22,19 @@ void Backend::copy_on_device(void* dst, const void* src, size_t bytes) {
   copy_to_host(host.data(), src, bytes);
   copy_to_device(dst, host.data(), bytes);
 }
+void Backend::join_group(std::shared_ptr<HostCollective> group, int rank) {
+  if (!group || rank < 0 || rank >= group->world())
+    throw Error("join_group: rank {} is outside a group of {}", rank, group ? group->world() : 0);
+  group_ = std::move(group);
+  group_rank_ = rank;
+}
+void Backend::all_reduce_sum(float* x, int64_t n) {
+  if (!group_ || group_->world() == 1) return;
+  std::vector<float> host(static_cast<size_t>(n));
+  copy_to_host(host.data(), x, host.size() * sizeof(float));
+  group_->all_reduce_sum(group_rank_, host.data(), n);
+  copy_to_device(x, host.data(), host.size() * sizeof(float));
+}
 void Backend::argmax(const float* x, int64_t rows, int64_t n, int32_t* ids) {
   const std::vector<TokenSampling> greedy(static_cast<size_t>(rows));  // temperature 0: argmax_token
   sample_tokens(x, rows, n, greedy.data(), ids);

@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 
+#include "kernels/collective.h"
 #include "kernels/ops.h"
 
 namespace tachyon::kernels {
@@ -210,6 +211,17 @@ class Backend {
   // the ids to the host first.
   virtual void embedding_device_ids(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out);
 
+  // Tensor parallelism (model/shard_plan.h): this backend is rank `rank` of a group whose ranks
+  // each hold a shard of one model. Until it joins one, a backend is a group of one.
+  void join_group(std::shared_ptr<HostCollective> group, int rank);
+  int group_rank() const { return group_rank_; }
+  int group_size() const { return group_ ? group_->world() : 1; }
+  // x [n] (device memory) = the sum of every rank's x, the same bits on every rank (rank order);
+  // a row-parallel projection's partial sums become the full output. Called by every rank of the
+  // group in the same order. A group of one: nothing to do. The default goes through the host
+  // (HostCollective); a GPU backend may use its own collectives.
+  virtual void all_reduce_sum(float* x, int64_t n);
+
   // ---- Ops added for MoE / MLA / linear-attention architectures. The defaults throw, so a
   // backend that lacks one still compiles and fails loudly at run time.
 
@@ -251,6 +263,8 @@ class Backend {
 
  private:
   bool loading_draft_weights_ = false;
+  std::shared_ptr<HostCollective> group_;
+  int group_rank_ = 0;
 };
 
 // The TopTwo of one host row of n values (Backend::top_two's definition; softmax sum in double).

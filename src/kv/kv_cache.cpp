@@ -10,37 +10,62 @@
 namespace tachyon::kv {
 
 KvCache::KvCache(kernels::Backend& backend, const KvLayout& layout)
-    : backend_(backend), layout_(layout), pool_(layout.num_blocks) {
+    : layout_(layout), pool_(layout.num_blocks) {
   TACHYON_CHECK(layout.block_size > 0 && layout.num_layers > 0, "invalid KV layout");
   const kernels::KvFormat format = layout.storage_format();
   if (const char* why = kernels::kv_format_unsupported(format, layout.head_dim))
     throw Error("KV cache format {} cannot store heads of dimension {}: {}", kernels::kv_format_name(format),
                 layout.head_dim, why);
-  if (!backend_.supports_kv_format(format))
-    throw Error("the {} backend does not store the {} KV cache format yet", backend_.name(), kernels::kv_format_name(format));
-  const size_t k_bytes = static_cast<size_t>(layout.num_blocks) * layout.k_layout().block_bytes;
-  const size_t v_bytes = static_cast<size_t>(layout.num_blocks) * layout.v_layout().block_bytes;
-  for (int64_t l = 0; l < layout.num_layers; ++l) {
-    k_.push_back(backend_.allocate(k_bytes));
-    v_.push_back(layout.shared_kv ? k_.back() : backend_.allocate(v_bytes));
-  }
+  if (!backend.supports_kv_format(format))
+    throw Error("the {} backend does not store the {} KV cache format yet", backend.name(), kernels::kv_format_name(format));
   block_snapshot_.assign(static_cast<size_t>(layout.num_blocks), -1);
   snapshot_valid_.assign(static_cast<size_t>(layout.num_blocks), false);
   if (has_state()) {
-    const size_t state_bytes =
-        static_cast<size_t>(first_snapshot_slot() + layout.snapshot_slots()) * layout.state_floats * sizeof(float);
-    for (int64_t l = 0; l < layout.num_state_layers; ++l)
-      states_.push_back(static_cast<float*>(backend_.allocate(state_bytes)));
     snapshot_owner_.assign(static_cast<size_t>(layout.snapshot_slots()), -1);
     snapshot_claimed_.assign(static_cast<size_t>(layout.snapshot_slots()), false);
   }
+  storages_.push_back(allocate_storage(backend));
+}
+
+KvCache::Storage KvCache::allocate_storage(kernels::Backend& backend) const {
+  Storage st{&backend, {}, {}, {}};
+  const size_t k_bytes = static_cast<size_t>(layout_.num_blocks) * layout_.k_layout().block_bytes;
+  const size_t v_bytes = static_cast<size_t>(layout_.num_blocks) * layout_.v_layout().block_bytes;
+  for (int64_t l = 0; l < layout_.num_layers; ++l) {
+    st.k.push_back(backend.allocate(k_bytes));
+    st.v.push_back(layout_.shared_kv ? st.k.back() : backend.allocate(v_bytes));
+  }
+  if (has_state()) {
+    const size_t state_bytes =
+        static_cast<size_t>(first_snapshot_slot() + layout_.snapshot_slots()) * layout_.state_floats * sizeof(float);
+    for (int64_t l = 0; l < layout_.num_state_layers; ++l)
+      st.states.push_back(static_cast<float*>(backend.allocate(state_bytes)));
+  }
+  return st;
+}
+
+void KvCache::add_replica(kernels::Backend& backend) {
+  if (!backend.supports_kv_format(layout_.storage_format()))
+    throw Error("the {} backend does not store the {} KV cache format yet", backend.name(),
+                kernels::kv_format_name(layout_.storage_format()));
+  for (const Storage& st : storages_)
+    if (st.backend == &backend) throw Error("this KV cache already has storage on that backend");
+  storages_.push_back(allocate_storage(backend));
+}
+
+const KvCache::Storage& KvCache::storage_on(const kernels::Backend& backend) const {
+  for (const Storage& st : storages_)
+    if (st.backend == &backend) return st;
+  throw Error("this KV cache has no storage on the {} backend passed to the forward", backend.name());
 }
 
 KvCache::~KvCache() {
-  for (void* p : k_) backend_.deallocate(p);
-  if (!layout_.shared_kv)
-    for (void* p : v_) backend_.deallocate(p);
-  for (float* p : states_) backend_.deallocate(p);
+  for (Storage& st : storages_) {
+    for (void* p : st.k) st.backend->deallocate(p);
+    if (!layout_.shared_kv)
+      for (void* p : st.v) st.backend->deallocate(p);
+    for (float* p : st.states) st.backend->deallocate(p);
+  }
 }
 
 SeqId KvCache::add_sequence() {
@@ -223,7 +248,8 @@ int32_t KvCache::resume_position(SeqId seq, int32_t position) const {
 
 void KvCache::copy_state_slot(int32_t from, int32_t to) {
   const int64_t n = layout_.state_floats;
-  for (float* st : states_) backend_.copy_strided(st + from * n, n, 1, n, st + to * n, n);
+  for (const Storage& storage : storages_)
+    for (float* st : storage.states) storage.backend->copy_strided(st + from * n, n, 1, n, st + to * n, n);
 }
 
 void KvCache::prepare_state(SeqId seq, int32_t position, int32_t end) {
@@ -240,9 +266,10 @@ void KvCache::prepare_state(SeqId seq, int32_t position, int32_t end) {
   } else if (position != s.state_position) {
     if (position == 0) {
       const std::vector<float> zeros(static_cast<size_t>(layout_.state_floats), 0.f);
-      for (float* st : states_)
-        backend_.copy_to_device(st + static_cast<int64_t>(state_slot(seq)) * layout_.state_floats, zeros.data(),
-                                zeros.size() * sizeof(float));
+      for (const Storage& storage : storages_)
+        for (float* st : storage.states)
+          storage.backend->copy_to_device(st + static_cast<int64_t>(state_slot(seq)) * layout_.state_floats,
+                                          zeros.data(), zeros.size() * sizeof(float));
     } else {
       copy_state_slot(snapshot_slot(s.blocks[position / layout_.block_size - 1]), state_slot(seq));
     }
@@ -292,35 +319,41 @@ void KvCache::copy_positions(SeqId seq, std::span<const std::pair<int32_t, int32
   const Sequence& s = sequence(seq);
   const int32_t bs = layout_.block_size;
   const kernels::KvTensorLayout tensors[2] = {layout_.k_layout(), layout_.v_layout()};
-  auto& copies = copies_;  // reused: tree steps move a branch every step
-  copies.clear();
   for (size_t i = 0; i < moves.size(); ++i) {
     const auto [from, to] = moves[i];
     TACHYON_CHECK(from >= 0 && to >= 0 && from < s.num_tokens && to < s.num_tokens,
                   "copy_position {} -> {} outside a sequence of {} tokens", from, to, s.num_tokens);
     for (size_t j = 0; j < i; ++j)
       TACHYON_CHECK(moves[j].second != from, "copy_positions: {} is read after it was written", from);
-    if (from == to) continue;
-    const int64_t src = static_cast<int64_t>(s.blocks[from / bs]) * bs + from % bs;
-    const int64_t dst = static_cast<int64_t>(s.blocks[to / bs]) * bs + to % bs;
-    // A quantized token moves with its scales: its code records and its param records.
-    auto move = [&](void* base, const kernels::KvTensorLayout& t) {
-      auto* b = static_cast<std::byte*>(base);
-      const kernels::KvTokenSpans from_spans = kernels::kv_token_spans(t, src), to_spans = kernels::kv_token_spans(t, dst);
-      copies.push_back({b + to_spans.code_offset, b + from_spans.code_offset, static_cast<size_t>(from_spans.code_bytes)});
-      if (from_spans.param_bytes > 0)
-        copies.push_back({b + to_spans.param_offset, b + from_spans.param_offset, static_cast<size_t>(from_spans.param_bytes)});
-    };
-    for (size_t l = 0; l < k_.size(); ++l) {
-      move(k_[l], tensors[0]);
-      if (v_[l] != k_[l]) move(v_[l], tensors[1]);
-    }
   }
-  if (!copies.empty()) backend_.copy_on_device_many(copies);
+  auto& copies = copies_;  // reused: tree steps move a branch every step
+  for (const Storage& storage : storages_) {  // every tensor-parallel rank's heads move alike
+    copies.clear();
+    for (const auto& [from, to] : moves) {
+      if (from == to) continue;
+      const int64_t src = static_cast<int64_t>(s.blocks[from / bs]) * bs + from % bs;
+      const int64_t dst = static_cast<int64_t>(s.blocks[to / bs]) * bs + to % bs;
+      // A quantized token moves with its scales: its code records and its param records.
+      auto move = [&](void* base, const kernels::KvTensorLayout& t) {
+        auto* b = static_cast<std::byte*>(base);
+        const kernels::KvTokenSpans from_spans = kernels::kv_token_spans(t, src), to_spans = kernels::kv_token_spans(t, dst);
+        copies.push_back({b + to_spans.code_offset, b + from_spans.code_offset, static_cast<size_t>(from_spans.code_bytes)});
+        if (from_spans.param_bytes > 0)
+          copies.push_back({b + to_spans.param_offset, b + from_spans.param_offset, static_cast<size_t>(from_spans.param_bytes)});
+      };
+      for (size_t l = 0; l < storage.k.size(); ++l) {
+        move(storage.k[l], tensors[0]);
+        if (storage.v[l] != storage.k[l]) move(storage.v[l], tensors[1]);
+      }
+    }
+    if (!copies.empty()) storage.backend->copy_on_device_many(copies);
+  }
 }
 
-kernels::PagedKv KvCache::layer(int64_t index) const {
-  return {k_.at(index), v_.at(index), layout_.block_size, layout_.num_kv_heads, layout_.head_dim, layout_.storage_format()};
+kernels::PagedKv KvCache::layer(int64_t index, const kernels::Backend* backend) const {
+  const Storage& st = backend ? storage_on(*backend) : storages_.front();
+  return {st.k.at(index), st.v.at(index), layout_.block_size, layout_.num_kv_heads, layout_.head_dim,
+          layout_.storage_format()};
 }
 
 }  // namespace tachyon::kv

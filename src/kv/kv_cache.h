@@ -118,14 +118,26 @@ class KvCache {
   const std::vector<BlockId>& block_table(SeqId seq) const;
   int32_t blocks_needed(int32_t num_tokens) const { return (num_tokens + layout_.block_size - 1) / layout_.block_size; }
 
-  kernels::PagedKv layer(int64_t index) const;
+  // Layer `index`'s K/V storage on `backend` (null: the backend the cache was made on).
+  kernels::PagedKv layer(int64_t index, const kernels::Backend* backend = nullptr) const;
+
+  // Tensor parallelism: the same blocks and tables, with K/V (and recurrent state) storage on
+  // another backend too: each rank keeps its own KV heads, while the sequences, block tables and
+  // prefix cache stay one (here). Every storage op (copy_positions, state copies) applies to
+  // all storages; forwards read theirs through layer(i, &backend) / state(i, &backend).
+  void add_replica(kernels::Backend& backend);
+  bool has_storage_on(const kernels::Backend& backend) const {
+    return std::any_of(storages_.begin(), storages_.end(), [&](const Storage& s) { return s.backend == &backend; });
+  }
 
   // ---- Recurrent state (layout().num_state_layers > 0).
   bool has_state() const { return layout_.num_state_layers > 0; }
   // A state layer's slots [max_sequences · (1 + state_rollback_rows) + snapshot_slots(),
   // state_floats]: the working slot of sequence s is s, then the sequences' rollback rings,
   // then the block snapshots.
-  float* state(int64_t state_layer) const { return states_.at(state_layer); }
+  float* state(int64_t state_layer, const kernels::Backend* backend = nullptr) const {
+    return (backend ? storage_on(*backend) : storages_.front()).states.at(state_layer);
+  }
   int32_t state_slot(SeqId seq) const;
   // The slot holding (or about to hold, during a forward) the snapshot of `block`, or -1.
   int32_t snapshot_slot(BlockId block) const {
@@ -146,6 +158,14 @@ class KvCache {
   void commit_state(SeqId seq, int32_t position, int32_t end);
 
  private:
+  struct Storage {
+    kernels::Backend* backend;
+    std::vector<void*> k, v;       // per layer: num_blocks blocks of k_layout() / v_layout()
+    std::vector<float*> states;    // per state layer: [first_snapshot_slot() + snapshot_slots, state_floats]
+  };
+  Storage allocate_storage(kernels::Backend& backend) const;
+  const Storage& storage_on(const kernels::Backend& backend) const;
+
   struct Sequence {
     bool live = false;
     int32_t num_tokens = 0;
@@ -170,14 +190,12 @@ class KvCache {
   Sequence& sequence(SeqId seq);
   const Sequence& sequence(SeqId seq) const;
 
-  kernels::Backend& backend_;
   KvLayout layout_;
   BlockPool pool_;
   std::vector<Sequence> sequences_;
   std::vector<SeqId> free_ids_;
-  std::vector<void*> k_, v_;  // per layer: num_blocks blocks of k_layout() / v_layout()
+  std::vector<Storage> storages_;  // [0]: on the backend the cache was made on; then replicas
   std::vector<kernels::Backend::DeviceCopy> copies_;  // copy_positions' scratch
-  std::vector<float*> states_;           // per state layer: [first_snapshot_slot() + snapshot_slots, state_floats]
   std::vector<int32_t> block_snapshot_;  // per block: its snapshot index, or -1
   std::vector<bool> snapshot_valid_;     // per block: the snapshot is complete
   std::vector<BlockId> snapshot_owner_;  // per snapshot index: the block, or -1

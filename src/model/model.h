@@ -20,6 +20,7 @@
 #include "kernels/quantize.h"
 #include "kv/kv_cache.h"
 #include "model/batch.h"
+#include "model/shard_plan.h"
 
 namespace tachyon::model {
 
@@ -50,6 +51,10 @@ struct LoadOptions {
   kernels::QuantizeMode quantize = kernels::QuantizeMode::None;
   // Called with each weight handed to the backend, in its host form (`tachyon info`).
   std::function<void(const std::string& name, const kernels::Weight& host)> on_weight;
+  // Tensor parallelism: load rank `rank`'s shard under this plan (the backend joins the plan's
+  // group itself); null: the whole model.
+  const ShardPlan* shard = nullptr;
+  int rank = 0;
 };
 std::unique_ptr<Model> load_model(const std::string& dir, kernels::Backend& backend, const LoadOptions& options);
 

@@ -1,4 +1,5 @@
 #include "model/registry.h"
+#include "model/sources/sharded_source.h"
 
 #include <map>
 
@@ -74,6 +75,10 @@ std::unique_ptr<Model> load_model(const std::string& dir, kernels::Backend& back
   io::ModelConfig config = io::load_model_config(dir);
   const Entry* found = &entry_of(config);
   std::shared_ptr<WeightSource> source = open_weight_source(dir, config);
+  if (options.shard) {
+    source = std::make_shared<ShardedSource>(std::move(source), *options.shard, options.rank);
+    config = options.shard->rank_config;
+  }
   if (options.quantize != kernels::QuantizeMode::None || options.on_weight)
     source = std::make_shared<LoadOptionsSource>(std::move(source), options.quantize, options.on_weight);
   return found->factory(config, std::move(source), backend);
