@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "base/error.h"
+#include "cli/device_model.h"
 #include "cli/kv_options.h"
 #include "cli/quantize_option.h"
 #include "cli/model_text.h"
@@ -88,6 +89,7 @@ void GenerateOptions::add_to(CLI::App& command) {
                                   .kv_cache_memory = &kv_cache_memory,
                                   .gpu_memory_utilization = &gpu_memory_utilization});
   add_quantize_option(command, quantize);
+  add_tensor_parallel_option(command, tensor_parallel);
   command.add_option("--kv-cache-dtype", kv_cache_dtype,
                      "KV cache storage: auto (bf16; f16 for f16 models), f32, bf16, f16, fp8, int8, int4, turbo")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "fp8", "int8", "int4", "turbo"}))->capture_default_str();
@@ -115,8 +117,10 @@ TerminalModel load_terminal_model(const std::string& model_dir, GenerateOptions&
   if (command.count("--seed")) options.sampling.seed = options.seed;
   apply_model_sampling_defaults(model_dir, command, options.sampling);
   TerminalModel loaded;
-  loaded.backend = kernels::make_backend(options.device.empty() ? kernels::default_device() : options.device);
-  loaded.model = model::load_model(model_dir, *loaded.backend, load_options_for(options.quantize));
+  DeviceModel device = load_device_model(model_dir, options.device.empty() ? kernels::default_device() : options.device,
+                                         options.tensor_parallel, load_options_for(options.quantize));
+  loaded.backend = std::move(device.backend);
+  loaded.model = std::move(device.model);
   options.sampling.validate(loaded.model->config().vocab_size);
   engine::EngineConfig config;
   config.max_concurrent = 1;
@@ -124,7 +128,7 @@ TerminalModel load_terminal_model(const std::string& model_dir, GenerateOptions&
   config.kv_memory_bytes = options.kv_cache_memory;
   config.gpu_memory_utilization = options.gpu_memory_utilization;
   config.kv_format = model::parse_kv_cache_dtype(options.kv_cache_dtype);
-  loaded.drafter = options.spec.apply(model_dir, *loaded.model, *loaded.backend, config);
+  loaded.drafter = options.spec.apply(model_dir, *loaded.model, loaded.model->backend(), config);
   loaded.generator = std::make_unique<Generator>(*loaded.model, model_dir, config);
   return loaded;
 }

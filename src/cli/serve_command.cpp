@@ -19,6 +19,7 @@
 #include "base/host_memory.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/device_model.h"
 #include "cli/kv_options.h"
 #include "cli/quantize_option.h"
 #include "cli/serve_model.h"
@@ -182,6 +183,7 @@ Command add_serve_command(CLI::App& app) {
                                                      "(default: detected from the chat template)");
   cmd->add_option("--device", opt->model.device, "cpu or cuda (default: cuda when a GPU is visible)");
   add_quantize_option(*cmd, opt->model.quantize);
+  add_tensor_parallel_option(*cmd, opt->model.tensor_parallel);
   opt->model.spec.add_to(*cmd);
   return [opt] {
     if (!opt->api_key.empty()) opt->server.api_keys.push_back(opt->api_key);

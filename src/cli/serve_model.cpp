@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "cli/device_model.h"
 #include "cli/quantize_option.h"
 #include "chat/chat_template.h"
 #include "chat/parsers/output_parser.h"
@@ -171,8 +172,11 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
   if (!served->chat_template)
     std::fprintf(stderr, "  (no chat template: %s; chat endpoints will answer 400)\n", text.chat_template_error.c_str());
   const std::string device = device_of(options);
-  owned->backend = kernels::make_backend(device);
-  owned->model = progress.stage("weights", [&] { return model::load_model(dir, *owned->backend, load_options_for(options.quantize)); });
+  owned->model = progress.stage("weights", [&] {
+    DeviceModel loaded = load_device_model(dir, device, options.tensor_parallel, load_options_for(options.quantize));
+    owned->backend = std::move(loaded.backend);
+    return std::move(loaded.model);
+  });
   const io::ModelConfig& config = owned->model->config();
   const io::GenerationConfig generation = io::load_generation_config(dir);
   for (int64_t id : generation.eos_token_ids.empty() ? config.eos_token_ids : generation.eos_token_ids)
@@ -198,7 +202,7 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
   });
   SpecOptions spec = options.spec;
   if (resolved.alias) spec.alias_method = resolved.alias->defaults.drafter;
-  owned->drafter = spec.apply(dir, *owned->model, *owned->backend, engine_config);
+  owned->drafter = spec.apply(dir, *owned->model, owned->model->backend(), engine_config);
   owned->engine = progress.stage("engine", [&] { return std::make_unique<engine::Engine>(*owned->model, engine_config); });
   served->engine = owned->engine.get();
   served->max_context = owned->engine->max_context();

@@ -115,6 +115,14 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "reference") return std::make_unique<ReferenceBackend>();
 #ifdef TACHYON_HAS_CUDA
   if (name == "cuda") return make_cuda_backend();
+  if (name.rfind("cuda:", 0) == 0) {
+    CudaOptions options = CudaOptions::from_environment();
+    const std::string index = name.substr(5);
+    if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos || index.size() > 4)
+      throw Error("unknown device '{}' (cuda:N names GPU N)", name);
+    options.device = std::stoi(index);
+    return make_cuda_backend(options);
+  }
   throw Error("unknown device '{}' (this build supports: cpu, cpu-bf16, cuda, reference)", name);
 #else
   throw Error("unknown device '{}' (this build supports: cpu, cpu-bf16, reference; cuda needs -DTACHYON_CUDA=ON)", name);

@@ -95,6 +95,9 @@ class Backend {
   // prefill chunks and draft trees, whose shapes vary (a capture costs more than the replays
   // it would get). RepeatingStepHint sets it for one scope.
   virtual void set_repeating_step(bool repeating) { (void)repeating; }
+  // Makes this backend's device the calling thread's current one (CUDA: cudaSetDevice). A thread
+  // that issues ops on a backend it did not create (a tensor-parallel rank's worker) calls it first.
+  virtual void bind_thread() {}
 
   // out[r, :] = table[ids[r], :] * scale
   virtual void embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) = 0;
@@ -302,7 +305,7 @@ class DraftWeights {
 };
 
 // "cpu" (AVX2/FMA/F16C when the CPU has them, else portable), "cuda" (builds with
-// TACHYON_CUDA; device 0), "reference" (the scalar oracle every other backend is tested
+// TACHYON_CUDA; device 0; "cuda:N" device N), "reference" (the scalar oracle every other backend is tested
 // against) or "cpu-bf16" (the CPU backend rounding matmul operands to bf16 where the CUDA
 // backend does: a CPU oracle for the GPU's numerics, kernels/cpu/cpu_bf16_backend.h).
 std::unique_ptr<Backend> make_backend(const std::string& name);

@@ -91,16 +91,22 @@ class TensorParallelModel : public Model {
       rank_options.shard = &plan_;
       rank_options.rank = r;
       ThreadPool::Use use(*pools_.back());
+      backends_[static_cast<size_t>(r)]->bind_thread();  // uploads go to rank r's device
       ranks_.push_back(load_model(dir, *backends_[static_cast<size_t>(r)], rank_options));
     }
+    backends_[0]->bind_thread();
     for (int r = 1; r < world; ++r) workers_.push_back(std::make_unique<RankWorker>(*pools_[static_cast<size_t>(r)]));
     last_device_ids_.assign(static_cast<size_t>(world), nullptr);
   }
 
   StepOutput forward(const Batch& batch, kv::KvCache& kv) override {
     const size_t world = ranks_.size();
-    for (size_t r = 1; r < world; ++r)
-      if (!kv.has_storage_on(*backends_[r])) kv.add_replica(*backends_[r]);
+    for (size_t r = 1; r < world; ++r) {
+      if (kv.has_storage_on(*backends_[r])) continue;
+      backends_[r]->bind_thread();
+      kv.add_replica(*backends_[r]);
+      backends_[0]->bind_thread();
+    }
     // Each rank reads the ids its own previous step left on its device; ids from elsewhere are
     // handed over through the host.
     std::vector<Batch> rank_batches(world);
@@ -115,6 +121,7 @@ class TensorParallelModel : public Model {
       if (!host_ids.empty()) b.tokens = host_ids, b.device_tokens = nullptr;
       else if (batch.device_tokens) b.device_tokens = last_device_ids_[r];
       workers_[r - 1]->start([&, r] {
+        backends_[r]->bind_thread();
         outputs[r] = ranks_[r]->forward(rank_batches[r], kv);
         // Only rank 0's tokens reach the host; the others' reads are collected here.
         if (outputs[r].tokens_pending) backends_[r]->wait_host_read(outputs[r].pending_read);
@@ -123,6 +130,7 @@ class TensorParallelModel : public Model {
     std::exception_ptr error;
     try {
       ThreadPool::Use use(*pools_[0]);
+      backends_[0]->bind_thread();
       outputs[0] = ranks_[0]->forward(batch, kv);
     } catch (...) {
       error = std::current_exception();

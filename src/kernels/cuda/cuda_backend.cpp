@@ -43,9 +43,12 @@ CudaBackend::CudaBackend(const CudaOptions& options)
     : fused_norm_rows_(std::clamp(options.fused_norm_rows, 0, cuda::kStreamMaxRows)),
       gated_mlp_fusion_(options.gated_mlp_fusion),
       prefill_norm_fusion_(options.prefill_norm_fusion),
-      graph_policy_(options.graphs) {
-  TACHYON_CHECK(cuda_device_count() > 0, "no CUDA device is visible");
-  TACHYON_CUDA_CHECK(cudaSetDevice(0));
+      graph_policy_(options.graphs),
+      device_(options.device) {
+  const int visible = cuda_device_count();
+  TACHYON_CHECK(visible > 0, "no CUDA device is visible");
+  if (device_ < 0 || device_ >= visible) throw Error("CUDA device {} does not exist ({} visible)", device_, visible);
+  TACHYON_CUDA_CHECK(cudaSetDevice(device_));
   TACHYON_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   mirror_ = std::make_unique<DeviceMirror>(stream_);
   graphs_ = std::make_unique<cuda::StepGraphs>(stream_, options.graph_trace);
@@ -59,7 +62,7 @@ CudaBackend::CudaBackend(const CudaOptions& options)
   moe_ = std::make_unique<cuda::MoeRunner>(stream_);
   profile_ = std::make_unique<OpProfile>();
   cudaDeviceProp prop{};
-  TACHYON_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  TACHYON_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   device_name_ = prop.name;
   // Prefill matmuls on wgmma (sm_90a: compute capability 9.0 exactly) need each matrix also in
   // core-matrix order (cuda::pack_core_weight); CudaOptions::wgmma false keeps the mma.sync kernel.

@@ -73,6 +73,7 @@ class CudaBackend final : public Backend {
   uint64_t warmup_events() const override;
   std::optional<DeviceMemory> device_memory() override;
   void set_repeating_step(bool repeating) override;
+  void bind_thread() override;
   using GraphPolicy = CudaOptions::Graphs;
   double host_read_flush_seconds() const { return host_read_flush_seconds_; }
   double host_read_wait_seconds() const { return host_read_wait_seconds_; }
@@ -313,6 +314,7 @@ class CudaBackend final : public Backend {
   std::vector<cuda::QueryTile> query_tiles_;  // attention's plan, reused: no allocation per call
   std::vector<int32_t> decode_rows_;
   GraphPolicy graph_policy_;  // see the constructor
+  int device_ = 0;            // the GPU this backend's memory and stream live on
   double host_read_flush_seconds_ = 0, host_read_wait_seconds_ = 0;  // copy_to_host: issuing, then waiting
 };
 

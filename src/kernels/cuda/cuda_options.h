@@ -35,6 +35,7 @@ struct CudaOptions {
   Graphs graphs = Graphs::RepeatingSteps;  // TACHYON_CUDA_GRAPHS
   bool wgmma = true;                       // TACHYON_WGMMA
   bool graph_trace = false;                // TACHYON_GRAPH_TRACE
+  int device = 0;                          // which GPU ("cuda:N"; tensor-parallel ranks)
 
   // The fusions (TACHYON_CUDA_FUSION=0 turns all three off). Each gives the bits of the unfused ops.
   // The most rows of an add_rms_norm deferred into the streaming decode matmul that reads its output

@@ -199,9 +199,14 @@ uint64_t CudaBackend::warmup_events() const {
 
 void CudaBackend::set_repeating_step(bool repeating) {
   if (graph_policy_ != GraphPolicy::RepeatingSteps) return;
+  // A tensor-parallel rank adds its partial sums through the host (Backend::all_reduce_sum),
+  // which a graph cannot record: its steps are issued directly.
+  if (group_size() > 1) repeating = false;
   flush();  // what was recorded under the old setting goes first
   graphs_->enabled = repeating;
 }
+
+void CudaBackend::bind_thread() { TACHYON_CUDA_CHECK(cudaSetDevice(device_)); }
 
 void CudaBackend::set_graph_policy(GraphPolicy policy) {
   synchronize();

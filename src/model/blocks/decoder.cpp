@@ -92,6 +92,7 @@ class DecoderModel final : public Model {
       }
     }
     StepContext ctx(backend_, batch, kv);
+    ctx.all_reduce = checkpoint_->tensor_parallel_ranks() > 1;
     const int64_t rows = ctx.rows, hidden = spec_.hidden_size, num_layers = static_cast<int64_t>(layers_.size());
     float* x = ws_.get(Workspace::kResidual, rows * hidden);  // [rows, hidden] f32 residual stream
     float* h = ws_.get(Workspace::kNormed, rows * hidden);    // [rows, hidden] f32 normed input of a sub-block

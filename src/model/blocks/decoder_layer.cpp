@@ -59,14 +59,14 @@ void DecoderLayer::forward(StepContext& ctx, Workspace& ws, kv::KvCache& kv, flo
                             kv.state(cache_index_, &be), h, y);
   // Tensor parallelism (shard_plan.h): each rank's o_proj / down_proj saw only its heads' or its
   // intermediate slice's inputs, so y holds a partial sum until the ranks add theirs.
-  if (be.group_size() > 1) be.all_reduce_sum(y, rows * hidden_);
+  if (ctx.all_reduce) be.all_reduce_sum(y, rows * hidden_);
   if (const auto& n = spec_.post_mixer_norm)
     be.rms_norm(y, post_mixer_norm_, rows, hidden_, n->eps, n->weight_offset, y);
   const RmsNormSpec& ffn_norm = spec_.ffn_norm;
   be.add_rms_norm(x, y, ffn_norm_, rows, hidden_, ffn_norm.eps, ffn_norm.weight_offset, h);  // x += y; h = ffn_norm(x)
   if (const auto* m = std::get_if<GatedMlpOptions>(&spec_.ffn)) gated_mlp_forward(ctx, ws, mlp_, m->activation, h, y);
   else moe_forward(ctx, ws, moe_, std::get<MoeOptions>(spec_.ffn), h, y);
-  if (be.group_size() > 1) be.all_reduce_sum(y, rows * hidden_);
+  if (ctx.all_reduce) be.all_reduce_sum(y, rows * hidden_);
   if (const auto& n = spec_.post_ffn_norm)
     be.rms_norm(y, post_ffn_norm_, rows, hidden_, n->eps, n->weight_offset, y);
 }

@@ -50,6 +50,10 @@ struct StepContext {
   // snapshot or a rollback row, as kv::KvCache::row_state_slot decides).
   kernels::RecurrentMeta recurrent;
   std::vector<int32_t> seq_state_slot, row_snapshot_slot, seq_first_position;
+  // This model is one tensor-parallel rank (shard_plan.h): layers add their row-parallel partial
+  // sums across the ranks (Backend::all_reduce_sum). Other models on the same backend (an MTP
+  // head, a drafter) are whole and leave it false.
+  bool all_reduce = false;
 };
 
 }  // namespace tachyon::model

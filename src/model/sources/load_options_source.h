@@ -24,6 +24,7 @@ class LoadOptionsSource : public WeightSource {
   void bound(const std::string& name, const Weight& host) const override {
     if (on_bound_) on_bound_(name, host);
   }
+  int tensor_parallel_ranks() const override { return inner_->tensor_parallel_ranks(); }
 
  private:
   std::shared_ptr<WeightSource> inner_;

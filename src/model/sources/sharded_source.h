@@ -22,6 +22,7 @@ class ShardedSource : public WeightSource {
   HostTensor load(const std::string& name) const override;
   kernels::QuantizeMode matmul_quantization() const override { return inner_->matmul_quantization(); }
   void bound(const std::string& name, const Weight& host) const override { inner_->bound(name, host); }
+  int tensor_parallel_ranks() const override { return plan_.world; }
 
  private:
   std::shared_ptr<WeightSource> inner_;

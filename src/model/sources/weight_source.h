@@ -62,6 +62,9 @@ class WeightSource {
   // Called by WeightBinder with each weight it hands to the backend (host form, after fusing,
   // remapping and quantizing): `tachyon info` tallies bytes per format through it.
   virtual void bound(const std::string& name, const Weight& host) const {}
+  // Tensor parallelism (sharded_source.h): how many ranks share the model these tensors are one
+  // rank's slice of; a model built from them adds its row-parallel partial sums across them.
+  virtual int tensor_parallel_ranks() const { return 1; }
 };
 
 // Opens the tensors of a model directory (or single file) for `config`: plain safetensors, or

@@ -62,6 +62,15 @@ b="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --speculative-config '{"metho
 b="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --speculative-config '{"method":"draft"}' --drafter tachyon-demo 2> /dev/null)"
 [[ "$a" == "$b" ]] || fail "run --drafter ALIAS: '$a' vs '$b'"
 # --kv-cache-dtype: every format runs (f32 and the default bf16 agree on this short greedy run),
+# --tensor-parallel 2 on the CPU (two ranks of the demo model, KV heads split) gives the same greedy
+# ids, with and without speculation; a split that does not divide is refused naming the field
+tp="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --no-pld --no-drafter --no-mtp --device cpu --tensor-parallel 2 2> /dev/null)"
+[[ "$tp" == "$a" ]] || fail "run --tensor-parallel 2: '$tp' vs '$a'"
+tp="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --speculative-config '{"method":"mtp"}' --device cpu --tensor-parallel 2 2> /dev/null)"
+[[ "$tp" == "$a" ]] || fail "run --tensor-parallel 2 with mtp: '$tp' vs '$a'"
+if "$tachyon" run --ids 1,2 -n 2 --device cpu --tensor-parallel 4 > /dev/null 2> "$tmp/tp_err"; then fail "--tensor-parallel 4 accepted"; fi
+grep -q "num_attention_heads (6) divisible by 4" "$tmp/tp_err" || fail "--tensor-parallel 4: $(cat "$tmp/tp_err")"
+
 # speculation stays lossless on a quantized cache, and an unknown name is refused
 for f in f32 bf16 f16 fp8 int8 int4 turbo; do
   k="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --no-pld --no-drafter --no-mtp --kv-cache-dtype $f 2> /dev/null)" ||
