@@ -147,6 +147,39 @@ QuantizedWeight quantize_int4(const Weight& w, int32_t group) {
   return out;
 }
 
+QuantizedWeight quantize_int8_grouped(const Weight& w, int32_t group) {
+  check_float_source(w, "quantize int8 (grouped)");
+  if (group <= 0 || w.cols % group != 0)
+    throw Error("quantize int8: group {} does not divide the {} columns of weight [{}, {}]", group, w.cols, w.rows, w.cols);
+  QuantizedWeight out;
+  out.codes.resize(static_cast<size_t>(w.rows * w.cols));
+  const int64_t groups = w.cols / group;
+  out.scales.reserve(static_cast<size_t>(w.rows * groups * 2));
+  for (int64_t r = 0; r < w.rows; ++r)
+    for (int64_t g = 0; g < groups; ++g) {
+      float peak = 0.f;
+      for (int64_t c = g * group; c < (g + 1) * group; ++c) {
+        const float v = rowwise::load_weight(w, r, c);
+        if (!std::isfinite(v)) not_finite("quantize int8", w, r, c);
+        peak = std::max(peak, std::fabs(v));
+      }
+      // The codes are chosen against the f16-rounded scale the kernels will use.
+      const float scale = f16_to_f32(f32_to_f16(peak / 127.f));
+      if (!std::isfinite(scale))
+        throw Error("quantize int8: weight [{}, {}] row {} group {} reaches {}, outside the f16 range", w.rows, w.cols,
+                    r, g, peak);
+      append_f16(out.scales, scale);
+      for (int64_t c = g * group; c < (g + 1) * group; ++c) {
+        const long q = scale > 0.f ? std::clamp(std::lrint(rowwise::load_weight(w, r, c) / scale), -127L, 127L) : 0L;
+        out.codes[static_cast<size_t>(r * w.cols + c)] = static_cast<uint8_t>(static_cast<int8_t>(q));
+      }
+    }
+  out.weight = Weight{out.codes.data(), DType::U8, w.rows, w.cols};
+  out.weight.format = WeightFormat::Symmetric;
+  out.weight.quant = QuantParams{8, group, DType::F16, out.scales.data(), nullptr};
+  return out;
+}
+
 QuantizedWeight quantize_fp8(const Weight& w, int32_t block) {
   check_float_source(w, "quantize fp8");
   if (block <= 0) throw Error("quantize fp8: block edge {} must be positive", block);

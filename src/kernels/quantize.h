@@ -40,6 +40,11 @@ QuantizedWeight quantize_int8(const Weight& w);
 // int4 Affine, `group` columns per F16 scale and bias (cols must be a multiple of group): per
 // group bias = f16(min), scale = f16((max − min) / 15), q = clamp(round((w − bias) / scale), 0, 15).
 QuantizedWeight quantize_int4(const Weight& w, int32_t group = 64);
+// int8 Symmetric (like GGUF Q8_0), `group` columns per F16 scale (cols a multiple of group): scale =
+// f16(max|w| / 127), q = round(w / scale). For weights the per-row I8 form does not serve: MoE
+// experts (the grouped expert kernels read the group formats) and an embedding table that is
+// also the LM head.
+QuantizedWeight quantize_int8_grouped(const Weight& w, int32_t group = 64);
 // FP8 Fp8Block, `block` x `block` blocks (edges may be partial): scale = max|w| / 448 (f32),
 // q = e4m3(w / scale) rounded to nearest even (an all-zero block: scale 0, codes 0).
 QuantizedWeight quantize_fp8(const Weight& w, int32_t block = 128);

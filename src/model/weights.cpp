@@ -20,8 +20,9 @@ void WeightBinder::bind(Weight* target, const std::string& name, std::vector<int
   bindings_.push_back({target, {name}, {std::move(shape)}, false, nullptr, use});
 }
 
-void WeightBinder::bind_remapped(Weight* target, const std::string& name, std::vector<int64_t> shape, Remap remap) {
-  bindings_.push_back({target, {name}, {std::move(shape)}, false, std::make_shared<Remap>(std::move(remap))});
+void WeightBinder::bind_remapped(Weight* target, const std::string& name, std::vector<int64_t> shape, Remap remap,
+                                 Use use) {
+  bindings_.push_back({target, {name}, {std::move(shape)}, false, std::make_shared<Remap>(std::move(remap)), use});
 }
 
 void WeightBinder::bind_optional(Weight* target, const std::string& name, std::vector<int64_t> shape) {
@@ -41,6 +42,21 @@ Weight WeightBinder::upload(const Binding& b, const Weight& host) {
     const kernels::QuantizedWeight q = kernels::quantize_weight(host, mode);
     source_.bound(b.names[0], q.weight);
     return backend_.upload_weight(q.weight);
+  }
+  // (can_quantize under Int8: a dense float matrix; the group is chosen here, not int4's fixed 64.)
+  const bool head = b.use == Use::TiedHead && (mode == kernels::QuantizeMode::Int8 || mode == kernels::QuantizeMode::Int4);
+  if ((b.use == Use::Expert || head) && mode != kernels::QuantizeMode::None &&
+      kernels::can_quantize(host, kernels::QuantizeMode::Int8)) {
+    const int32_t group = host.cols % 64 == 0 ? 64 : 32;  // small experts' down projections: 32
+    const bool fp8 = mode == kernels::QuantizeMode::Fp8 && b.use == Use::Expert;
+    const bool int4 = mode == kernels::QuantizeMode::Int4 && b.use == Use::Expert;
+    if (fp8 || host.cols % group == 0) {
+      const kernels::QuantizedWeight q = fp8    ? kernels::quantize_fp8(host)
+                                         : int4 ? kernels::quantize_int4(host, group)
+                                                : kernels::quantize_int8_grouped(host, group);
+      source_.bound(b.names[0], q.weight);
+      return backend_.upload_weight(q.weight);
+    }
   }
   source_.bound(b.names[0], host);
   return backend_.upload_weight(host);
@@ -133,8 +149,12 @@ void WeightBinder::load() {
             std::memcpy(host.data() + to * elem, static_cast<const uint8_t*>(src.data) + (sr * src.cols + sc) * elem, elem);
         }
       const Weight remapped{host.data(), dtype, m.rows, m.cols};
-      source_.bound(b.names[0], remapped);
-      *b.target = backend_.upload_weight(remapped);
+      if (src.quantized()) {  // already as the checkpoint quantized it: not quantized again
+        source_.bound(b.names[0], remapped);
+        *b.target = backend_.upload_weight(remapped);
+      } else {
+        *b.target = upload(b, remapped);
+      }
       continue;
     }
     if (b.names.size() == 1) {

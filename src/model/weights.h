@@ -36,7 +36,14 @@ class WeightBinder {
 
   // How the model reads a weight. Matmul: only through Backend::matmul (linear layers, LM
   // heads); a drafter's such weights go through Backend::upload_draft_weight (kernels::DraftWeights).
-  enum class Use { Any, Matmul };
+  // Expert: a MoE expert's matrix (most of a MoE model's bytes): `--quantize` quantizes it into a
+  // group format the grouped expert kernels read (int8: Symmetric g64, int4: Affine g64, g32 where 64 does not divide the columns; fp8:
+  // blocks); a drafter's stay as stored. TiedHead: the embedding table that is also the LM head:
+  // `--quantize int8|int4` store it as int8 Symmetric g64 (4 bits there would cost accuracy:
+  // llama.cpp's Q4_K_M likewise keeps its output matrix at 6 bits); fp8 leaves it as stored (on
+  // the demo model an int8 or e4m3 head on top of fp8 layers took the code prompt's greedy match
+  // with bf16 from 24 to 9 of 24 tokens).
+  enum class Use { Any, Matmul, Expert, TiedHead };
   void bind(Weight* target, const std::string& name, std::vector<int64_t> shape, Use use = Use::Any);
   void bind_optional(Weight* target, const std::string& name, std::vector<int64_t> shape);
   // Concatenates the tensors along dim 0 into one weight (e.g. q/k/v into qkv). All parts
@@ -53,7 +60,8 @@ class WeightBinder {
     std::function<int64_t(int64_t r, int64_t c)> source;
     bool to_f32 = false;
   };
-  void bind_remapped(Weight* target, const std::string& name, std::vector<int64_t> shape, Remap remap);
+  void bind_remapped(Weight* target, const std::string& name, std::vector<int64_t> shape, Remap remap,
+                     Use use = Use::Any);
 
   // Validates every binding, then loads. Throws tachyon::Error listing every problem.
   void load();

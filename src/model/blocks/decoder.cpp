@@ -24,7 +24,8 @@ class DecoderModel final : public Model {
       : config_(config), checkpoint_(std::move(checkpoint)), backend_(backend), spec_(std::move(spec)), ws_(backend) {
     const int64_t hidden = spec_.hidden_size;
     WeightBinder b(*checkpoint_, backend_);
-    b.bind(&embed_, "model.embed_tokens.weight", {spec_.vocab_size, hidden});
+    b.bind(&embed_, "model.embed_tokens.weight", {spec_.vocab_size, hidden},
+           spec_.tie_word_embeddings ? WeightBinder::Use::TiedHead : WeightBinder::Use::Any);
     layers_.resize(spec_.layers.size());  // never again: the binder holds pointers into them
     for (size_t l = 0; l < layers_.size(); ++l) {
       const LayerSpec& layer = spec_.layers[l];

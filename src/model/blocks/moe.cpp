@@ -14,8 +14,9 @@ void bind_moe(WeightBinder& b, MoeWeights& w, const std::string& p, const MoeOpt
   if (o.layout == MoeOptions::Layout::PerExpert) {
     for (int64_t e = 0; e < E; ++e) {
       const std::string q = p + "experts." + std::to_string(e) + ".";
-      b.bind_fused(&w.gate_up[e], {q + "gate_proj.weight", q + "up_proj.weight"}, {{I, H}, {I, H}});
-      b.bind(&w.down[e], q + "down_proj.weight", {H, I});
+      b.bind_fused(&w.gate_up[e], {q + "gate_proj.weight", q + "up_proj.weight"}, {{I, H}, {I, H}},
+                   WeightBinder::Use::Expert);
+      b.bind(&w.down[e], q + "down_proj.weight", {H, I}, WeightBinder::Use::Expert);
     }
   } else {
     // Hub gpt-oss layout: x·W with W [hidden, 2I], gate/up interleaved along 2I. Our
@@ -25,11 +26,12 @@ void bind_moe(WeightBinder& b, MoeWeights& w, const std::string& p, const MoeOpt
     auto unzip = [I](int64_t r) { return r < I ? 2 * r : 2 * (r - I) + 1; };
     for (int64_t e = 0; e < E; ++e) {
       b.bind_remapped(&w.gate_up[e], p + "experts.gate_up_proj", {E, H, 2 * I},
-                      {2 * I, H, [=](int64_t r, int64_t c) { return (e * H + c) * 2 * I + unzip(r); }});
+                      {2 * I, H, [=](int64_t r, int64_t c) { return (e * H + c) * 2 * I + unzip(r); }},
+                      WeightBinder::Use::Expert);
       b.bind_remapped(&w.gate_up_bias[e], p + "experts.gate_up_proj_bias", {E, 2 * I},
                       {1, 2 * I, [=](int64_t, int64_t c) { return e * 2 * I + unzip(c); }});
       b.bind_remapped(&w.down[e], p + "experts.down_proj", {E, I, H},
-                      {H, I, [=](int64_t r, int64_t c) { return (e * I + c) * H + r; }});
+                      {H, I, [=](int64_t r, int64_t c) { return (e * I + c) * H + r; }}, WeightBinder::Use::Expert);
       b.bind_remapped(&w.down_bias[e], p + "experts.down_proj_bias", {E, H},
                       {1, H, [=](int64_t, int64_t c) { return e * H + c; }});
     }
