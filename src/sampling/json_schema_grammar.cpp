@@ -60,6 +60,35 @@ const std::vector<BaseRule>& base_rules() {
   return rules;
 }
 
+// Python literal syntax: the JSON rules that differ.
+const std::vector<BaseRule>& python_rules() {
+  static const std::vector<BaseRule> rules = {
+      {"json-value", R"(json-object | json-array | json-string | json-number | "True" | "False" | "None")",
+       {"json-object", "json-array", "json-string", "json-number"}},
+      {"json-char", R"([^"\\\x00-\x1F] | "\\" ["\\nrt])", {}},
+      {"json-boolean", R"("True" | "False")", {}},
+      {"json-null", R"("None")", {}},
+  };
+  return rules;
+}
+
+std::string python_dump(const Json& v) {
+  if (v.is_null()) return "None";
+  if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
+  if (v.is_array()) {
+    std::string out = "[";
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + python_dump(v[i]);
+    return out + "]";
+  }
+  if (v.is_object()) {
+    std::string out = "{";
+    bool first = true;
+    for (const auto& [k, x] : v.items()) out += (first ? "" : ", ") + Json(k).dump() + ": " + python_dump(x), first = false;
+    return out + "}";
+  }
+  return v.dump();
+}
+
 [[noreturn]] void refuse(std::string_view keyword, const std::string& path, std::string_view why = "is not supported") {
   throw Error("JSON Schema keyword '{}' at {} {}", keyword, path, why);
 }
@@ -82,7 +111,6 @@ bool is_supported(const std::string& key) {
 
 std::string child(const std::string& path, std::string_view key) { return path + "/" + std::string(key); }
 
-std::string literal(const Json& value) { return gbnf_literal(value.dump()); }
 
 // --- integer ranges ---------------------------------------------------------------------------
 
@@ -167,8 +195,20 @@ void JsonGrammarBuilder::add_rule(const std::string& name, const std::string& bo
   rules_.emplace_back(name, body);
 }
 
+std::string JsonGrammarBuilder::literal(const Json& value) const {
+  return gbnf_literal(python_ ? python_dump(value) : value.dump());
+}
+
 std::string JsonGrammarBuilder::base(const std::string& name) {
   if (names_.contains(name)) return name;
+  if (python_) {
+    for (const BaseRule& r : python_rules()) {
+      if (name != r.name) continue;
+      add_rule(name, r.body);
+      for (const char* use : r.uses) base(use);
+      return name;
+    }
+  }
   for (const BaseRule& r : base_rules()) {
     if (name != r.name) continue;
     add_rule(name, r.body);
@@ -192,6 +232,20 @@ std::string JsonGrammarBuilder::add_schema(const Json& schema, std::string_view 
   const std::string rule = unique_name(name);
   const std::string body = visit(schema, "#", rule);
   add_rule(rule, body);
+  root_ = nullptr;
+  return rule;
+}
+
+std::string JsonGrammarBuilder::add_kwargs(const Json& schema, std::string_view name) {
+  if (!schema.is_object()) throw Error("tool parameters must be a JSON Schema object");
+  root_ = &schema;
+  refs_.clear();
+  depth_ = 0;
+  for (const auto& [key, value] : schema.items())
+    if (!is_annotation(key) && key != "type" && key != "properties" && key != "required" && key != "additionalProperties")
+      refuse(key, "#", "on Python-call tool parameters is not supported");
+  if (schema.contains("type") && schema["type"] != "object") refuse("type", "#", "of tool parameters must be 'object'");
+  const std::string rule = object_rule(schema, "#", std::string(name), true);
   root_ = nullptr;
   return rule;
 }
@@ -321,7 +375,8 @@ std::string JsonGrammarBuilder::visit_typed(const Json& s, const std::string& ty
   refuse("type", path, fmt::format("'{}' is not a JSON Schema type", type));
 }
 
-std::string JsonGrammarBuilder::object_rule(const Json& s, const std::string& path, const std::string& hint) {
+std::string JsonGrammarBuilder::object_rule(const Json& s, const std::string& path, const std::string& hint,
+                                            bool kwargs) {
   const std::string ws = base("ws");
   std::vector<std::pair<std::string, const Json*>> props;
   static const Json kAny = Json::object();
@@ -348,7 +403,19 @@ std::string JsonGrammarBuilder::object_rule(const Json& s, const std::string& pa
     props.emplace_back(name, additional && additional->is_object() ? additional : &kAny);
   }
   const std::string name = unique_name(hint);
-  if (props.empty()) {
+  if (kwargs) {  // keyword arguments: declared properties only, named as identifiers
+    for (const auto& [key, schema] : props) {
+      const bool identifier = !key.empty() && !std::isdigit(static_cast<unsigned char>(key[0])) &&
+                              std::all_of(key.begin(), key.end(), [](char c) {
+                                return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                              });
+      if (!identifier) refuse("properties", path, fmt::format("name '{}', which is not a Python identifier", key));
+    }
+    if (props.empty()) {
+      add_rule(name, "\"\"");
+      return name;
+    }
+  } else if (props.empty()) {
     if (additional && additional->is_boolean() && !additional->get<bool>()) return "\"{\" " + ws + " \"}\"";
     if (!additional || additional->is_boolean()) return base("json-object");
     const std::string value = visit(*additional, child(path, "additionalProperties"), name + "-value");
@@ -358,7 +425,8 @@ std::string JsonGrammarBuilder::object_rule(const Json& s, const std::string& pa
   std::vector<std::string> kvs;
   for (const auto& [key, schema] : props) {
     const std::string value = visit(*schema, child(child(path, "properties"), key), name + "-" + key);
-    kvs.push_back(fmt::format("{} {} \":\" {} {} {}", literal(Json(key)), ws, ws, value, ws));
+    if (kwargs) kvs.push_back(fmt::format("{} \"=\" {}", gbnf_literal(key), value));
+    else kvs.push_back(fmt::format("{} {} \":\" {} {} {}", literal(Json(key)), ws, ws, value, ws));
   }
   // S_i: properties i.. with none written yet; T_i: the same after one was written (each
   // one then starts with a comma). Required ones must appear, optional ones may.
@@ -374,7 +442,8 @@ std::string JsonGrammarBuilder::object_rule(const Json& s, const std::string& pa
     t_next = t_name;
     s_next = s_name;
   }
-  add_rule(name, fmt::format("\"{{\" {} {} \"}}\"", ws, s_next));
+  if (kwargs) add_rule(name, s_next);
+  else add_rule(name, fmt::format("\"{{\" {} {} \"}}\"", ws, s_next));
   return name;
 }
 

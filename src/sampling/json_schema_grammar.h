@@ -38,6 +38,13 @@ namespace tachyon::sampling {
 
 class JsonGrammarBuilder {
  public:
+  // Values in Python literal syntax instead (True / False / None; strings with only the
+  // escapes \n \r \t \\ \"), for models that write tool calls as Python calls (Gemma).
+  // Call before adding anything.
+  void use_python_literals() { python_ = true; }
+  // The rule for a Python call's keyword arguments `k=v, k2=v2` whose object would
+  // validate against `schema` (an object schema; property names must be identifiers).
+  std::string add_kwargs(const nlohmann::ordered_json& schema, std::string_view name);
   // Adds the rules for `schema` (its $refs resolve within it); returns the name of its rule,
   // derived from `name`.
   std::string add_schema(const nlohmann::ordered_json& schema, std::string_view name);
@@ -56,7 +63,9 @@ class JsonGrammarBuilder {
   std::string visit(const nlohmann::ordered_json& s, const std::string& path, const std::string& hint);
   std::string visit_typed(const nlohmann::ordered_json& s, const std::string& type, const std::string& path,
                           const std::string& hint);
-  std::string object_rule(const nlohmann::ordered_json& s, const std::string& path, const std::string& hint);
+  std::string object_rule(const nlohmann::ordered_json& s, const std::string& path, const std::string& hint,
+                          bool kwargs = false);
+  std::string literal(const nlohmann::ordered_json& value) const;
   std::string array_rule(const nlohmann::ordered_json& s, const std::string& path, const std::string& hint);
   std::string string_expr(const nlohmann::ordered_json& s, const std::string& path);
   std::string number_expr(const nlohmann::ordered_json& s, bool integer, const std::string& path);
@@ -67,6 +76,7 @@ class JsonGrammarBuilder {
   const nlohmann::ordered_json* root_ = nullptr;
   std::map<std::string, std::string> refs_;  // per add_schema: "#/$defs/x" -> rule
   int depth_ = 0;
+  bool python_ = false;
 };
 
 // The whole grammar for one schema (root rule "root"); throws Error as above.

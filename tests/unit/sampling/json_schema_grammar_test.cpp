@@ -3,6 +3,8 @@
 // ranges against brute force.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "base/error.h"
 #include "sampling/cfg.h"
 #include "sampling/cfg_runtime.h"
@@ -150,6 +152,26 @@ TEST(JsonSchemaGrammarTest, UnsupportedKeywordsAreRefusedByName) {
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(keyword), std::string::npos) << schema << ": " << e.what();
     }
+  }
+}
+
+}  // namespace
+}  // namespace tachyon::sampling
+
+namespace tachyon::sampling {
+namespace {
+
+// Every schema of the end-to-end corpus compiles to a grammar the parser takes.
+TEST(JsonSchemaGrammarTest, EndToEndCorpusCompiles) {
+  std::ifstream in(std::string(TACHYON_SOURCE_DIR) + "/tests/e2e/fixtures/json_schemas.json");
+  ASSERT_TRUE(in) << "tests/e2e/fixtures/json_schemas.json";
+  const Json corpus = Json::parse(in);
+  ASSERT_GE(corpus.size(), 50u);
+  for (const Json& entry : corpus) {
+    SCOPED_TRACE(entry["name"].get<std::string>());
+    std::string gbnf;
+    ASSERT_NO_THROW(gbnf = json_schema_to_gbnf(entry["schema"]));
+    ASSERT_NO_THROW(Cfg::parse_gbnf(gbnf)) << gbnf;
   }
 }
 
