@@ -35,7 +35,7 @@ class CfgRuntime {
   static constexpr uint32_t kMaxStackDepth = 1024;
   static constexpr size_t kMaxStacks = size_t{1} << 22;
   static constexpr size_t kMaxConfigs = size_t{1} << 21;
-  static constexpr size_t kMaxLeaves = 4096;  // stacks alive at once (ambiguity bound)
+  static constexpr size_t kMaxLeaves = 65536;  // stacks alive at once (ambiguity bound)
 
   explicit CfgRuntime(std::shared_ptr<const Cfg> cfg);
 

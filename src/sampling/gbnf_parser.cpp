@@ -16,6 +16,7 @@ namespace {
 constexpr size_t kMaxText = size_t{1} << 20;
 constexpr size_t kMaxElements = 1'000'000;
 constexpr uint32_t kMaxRepeat = 10'000;
+constexpr int kMaxNesting = 512;
 
 using Seq = std::vector<CfgElement>;
 using CodePointRanges = std::vector<std::pair<uint32_t, uint32_t>>;
@@ -157,9 +158,11 @@ class Parser {
       return class_elements(rule, {{0, 0x10FFFF}});
     }
     if (c == '(') {
+      if (++nesting_ > kMaxNesting) fail(fmt::format("groups nested deeper than {}", kMaxNesting));
       ++pos_;
       skip_space(true);
       std::vector<Seq> alts = parse_alternatives(rule, true);
+      --nesting_;
       skip_space(true);
       if (peek() != ')') fail("expected ')'");
       ++pos_;
@@ -391,20 +394,26 @@ class Parser {
   // forever: refused, naming the rule.
   void check_left_recursion() const {
     const size_t n = rules_.size();
+    // Nullable rules by a worklist: an alternative is nullable once every element in it is a
+    // nullable rule (linear in the grammar's size, whatever the order of the rules).
     std::vector<bool> nullable(n, false);
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t r = 0; r < n; ++r) {
-        if (nullable[r]) continue;
-        for (const Seq& alt : rules_[r]) {
-          const bool all = std::all_of(alt.begin(), alt.end(), [&](const CfgElement& e) {
-            return e.kind == CfgElement::Kind::Rule && nullable[e.arg];
-          });
-          if (all) {
-            nullable[r] = changed = true;
-            break;
-          }
-        }
+    std::vector<std::pair<uint32_t, size_t>> alts;           // (rule, elements not yet known nullable)
+    std::vector<std::vector<size_t>> uses(n);                // rule -> alternatives it appears in, per use
+    std::vector<uint32_t> queue;
+    for (size_t r = 0; r < n; ++r)
+      for (const Seq& alt : rules_[r]) {
+        const size_t id = alts.size();
+        alts.emplace_back(static_cast<uint32_t>(r), alt.size());
+        for (const CfgElement& e : alt)
+          if (e.kind == CfgElement::Kind::Rule) uses[e.arg].push_back(id);
+        if (alt.empty() && !nullable[r]) nullable[r] = true, queue.push_back(static_cast<uint32_t>(r));
+      }
+    while (!queue.empty()) {
+      const uint32_t r = queue.back();
+      queue.pop_back();
+      for (size_t id : uses[r]) {
+        auto& [owner, left] = alts[id];
+        if (--left == 0 && !nullable[owner]) nullable[owner] = true, queue.push_back(owner);
       }
     }
     std::vector<std::vector<uint32_t>> first(n);  // rules reachable before any byte
@@ -447,6 +456,7 @@ class Parser {
   std::map<CodePointRanges, uint32_t> class_rules_;
   uint32_t helpers_ = 0;
   size_t elements_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace

@@ -269,7 +269,7 @@ std::string JsonGrammarBuilder::ref_rule(const std::string& ref, const std::stri
     }
     if (target->is_object() && target->contains(key)) {
       target = &(*target)[key];
-    } else if (target->is_array() && !key.empty() && std::all_of(key.begin(), key.end(), ::isdigit) &&
+    } else if (target->is_array() && !key.empty() && key.size() < 10 && std::all_of(key.begin(), key.end(), ::isdigit) &&
                std::stoull(key) < target->size()) {
       target = &(*target)[std::stoull(key)];
     } else {
@@ -315,7 +315,8 @@ std::string JsonGrammarBuilder::visit(const Json& s, const std::string& path, co
     if (!s["$ref"].is_string()) refuse("$ref", path, "must be a string");
     return ref_rule(s["$ref"].get<std::string>(), path);
   }
-  const bool nullable = s.value("nullable", false);
+  if (s.contains("nullable") && !s["nullable"].is_boolean()) refuse("nullable", path, "must be a boolean");
+  const bool nullable = s.contains("nullable") && s["nullable"].get<bool>();
   auto with_null = [&](std::string e) { return nullable ? "( " + e + " | \"null\" )" : e; };
   if (s.contains("const")) {
     only("const", {"type", "nullable"});

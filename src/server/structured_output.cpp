@@ -19,6 +19,8 @@ std::shared_ptr<const engine::Cfg> compile(const std::string& key, const std::st
     return engine::GrammarCache::shared().get(key, gbnf);
   } catch (const Error& e) {
     throw ApiError::invalid(fmt::format("'{}': {}", field, e.what()), field);
+  } catch (const nlohmann::json::exception& e) {  // a schema value of an unexpected type the compiler missed
+    throw ApiError::invalid(fmt::format("'{}': the schema has a value of the wrong type ({})", field, e.what()), field);
   }
 }
 
@@ -195,6 +197,10 @@ void read_structured_output(const OrderedJson& body, ParsedRequest& out) {
       set_constraint(out, "structured_outputs.grammar",
                      compile_gbnf(string_value(*g, "structured_outputs.grammar"), "structured_outputs.grammar"));
   }
+}
+
+void constrain_to_schema(const OrderedJson& schema, const std::string& field, ParsedRequest& out) {
+  set_constraint(out, field, compile_schema(schema, field));
 }
 
 void read_text_format(const OrderedJson& format, ParsedRequest& out) {

@@ -39,6 +39,8 @@ struct OutputConstraint {
 void read_structured_output(const OrderedJson& body, ParsedRequest& out);
 // Responses: text.format.
 void read_text_format(const OrderedJson& format, ParsedRequest& out);
+// A JSON Schema from `field` (Ollama's `format`) as the answer's constraint.
+void constrain_to_schema(const OrderedJson& schema, const std::string& field, ParsedRequest& out);
 
 struct ConstrainedOutput {
   std::shared_ptr<const engine::Grammar> grammar;  // null: the request constrains nothing

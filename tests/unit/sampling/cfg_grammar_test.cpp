@@ -134,6 +134,11 @@ TEST(CfgGrammarTest, ErrorsNameWhatIsWrong) {
   EXPECT_NE(error_of("root ::= \"x\"\nroot ::= \"y\"").find("defined twice"), std::string::npos);
   EXPECT_NE(error_of("root ::= (\"x\"").find("expected ')'"), std::string::npos);
   EXPECT_NE(error_of("root ::= \"x\"{99999}").find("repetition count"), std::string::npos);
+  EXPECT_NE(error_of("root ::= " + std::string(5000, '(') + "\"x\"" + std::string(5000, ')')).find("nested deeper"),
+            std::string::npos);
+  // Left recursion through rules that match the empty string, defined in any order.
+  EXPECT_NE(error_of("root ::= a \"x\"\na ::= b b\nb ::= c\nc ::= \"\" | root").find("left-recursive"),
+            std::string::npos);
 }
 
 TEST(CfgGrammarTest, RegexRefusalsNameTheConstruct) {
