@@ -17,6 +17,39 @@ CfgRuntime::CfgRuntime(std::shared_ptr<const Cfg> cfg) : cfg_(std::move(cfg)) {
   initial_ = intern_config(leaves, complete);
 }
 
+std::shared_ptr<CfgRuntime> CfgRuntime::for_this_thread(const std::shared_ptr<const Cfg>& cfg) {
+  // Most recently used first; a grammar's runtime is shared while it is here or in use.
+  thread_local std::vector<std::pair<std::shared_ptr<const Cfg>, std::shared_ptr<CfgRuntime>>> recent;
+  for (size_t i = 0; i < recent.size(); ++i) {
+    if (recent[i].first != cfg) continue;
+    auto entry = std::move(recent[i]);
+    recent.erase(recent.begin() + static_cast<ptrdiff_t>(i));
+    if (entry.second->overflowed() || entry.second->num_configs() > kRetireConfigs) break;  // start afresh
+    recent.insert(recent.begin(), entry);
+    return entry.second;
+  }
+  auto runtime = std::make_shared<CfgRuntime>(cfg);
+  recent.insert(recent.begin(), {cfg, runtime});
+  if (recent.size() > 32) recent.pop_back();
+  return runtime;
+}
+
+CfgRuntime::Mask CfgRuntime::cached_mask(uint32_t config, const void* vocabulary) const {
+  if (vocabulary != mask_vocabulary_) return nullptr;
+  auto it = masks_.find(config);
+  return it == masks_.end() ? nullptr : it->second;
+}
+
+CfgRuntime::Mask CfgRuntime::store_mask(uint32_t config, const void* vocabulary, std::vector<uint64_t> mask) {
+  if (vocabulary != mask_vocabulary_ || masks_.size() >= kMaxMasks) {
+    masks_.clear();
+    mask_vocabulary_ = vocabulary;
+  }
+  auto shared = std::make_shared<const std::vector<uint64_t>>(std::move(mask));
+  masks_.insert_or_assign(config, shared);
+  return shared;
+}
+
 uint32_t CfgRuntime::intern_stack(uint32_t pos, uint32_t parent) {
   const uint64_t key = (uint64_t{pos} << 32) | parent;
   auto it = stack_ids_.find(key);
@@ -101,9 +134,19 @@ uint32_t CfgRuntime::intern_config(std::vector<uint32_t>& leaves, bool complete)
 
 uint32_t CfgRuntime::step(uint32_t config, uint8_t byte) {
   if (config == kDead) return kDead;
+  if (dense_of_.size() <= config) dense_of_.resize(configs_.size(), kUnknown);
+  uint32_t dense = dense_of_[config];
+  if (dense != kUnknown) {
+    if (const uint32_t next = dense_[dense][byte]; next != kUnknown) return next;
+  } else if (dense_.size() < kMaxDenseTables) {
+    dense = dense_of_[config] = static_cast<uint32_t>(dense_.size());
+    dense_.emplace_back().fill(kUnknown);
+  }
   const uint64_t key = (uint64_t{config} << 8) | byte;
-  auto it = transitions_.find(key);
-  if (it != transitions_.end()) return it->second;
+  if (dense == kUnknown) {
+    auto it = transitions_.find(key);
+    if (it != transitions_.end()) return it->second;
+  }
   std::vector<uint32_t> next;
   bool complete = false;
   ++visit_mark_;
@@ -117,7 +160,9 @@ uint32_t CfgRuntime::step(uint32_t config, uint8_t byte) {
     expand(cont, next, complete);
   }
   const uint32_t result = intern_config(next, complete);
-  if (!overflowed_) transitions_.emplace(key, result);
+  if (overflowed_) return result;  // not remembered: a later step may find room
+  if (dense != kUnknown) dense_[dense][byte] = result;
+  else transitions_.emplace(key, result);
   return result;
 }
 

@@ -14,11 +14,16 @@
 //   for (uint8_t b : text) if (!(s = rt.step(s, b))) break;   // 0: rejected
 //   rt.is_complete(s);
 //
-// Not thread-safe (the tables grow under const-looking calls); one per request. Memory is
-// bounded: past kMaxConfigs configurations or kMaxStacks stacks, steps that would need a new
-// one fail (overflowed() says so) rather than grow further.
+// Not thread-safe (the tables grow under const-looking calls). for_this_thread() shares one
+// runtime per grammar among the matchers a thread creates (the engine's loop thread: every
+// request with the same schema), so its tables and token masks are built once, not per
+// request; use such matchers on the thread that created them. Memory is bounded: past
+// kMaxConfigs configurations or kMaxStacks stacks, steps that would need a new one fail
+// (overflowed() says so) rather than grow further, and for_this_thread() starts a fresh
+// runtime once one has grown past kRetireConfigs.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -36,8 +41,23 @@ class CfgRuntime {
   static constexpr size_t kMaxStacks = size_t{1} << 22;
   static constexpr size_t kMaxConfigs = size_t{1} << 21;
   static constexpr size_t kMaxLeaves = 65536;  // stacks alive at once (ambiguity bound)
+  // Configurations whose transitions are a dense 256-entry table (1 KiB each; a mask's trie
+  // walk looks one up per node); later ones use a hash map.
+  static constexpr size_t kMaxDenseTables = 4096;
+
+  static constexpr size_t kRetireConfigs = 200'000;
 
   explicit CfgRuntime(std::shared_ptr<const Cfg> cfg);
+  // The runtime this thread shares for `cfg` (kept for the 32 grammars it used last).
+  static std::shared_ptr<CfgRuntime> for_this_thread(const std::shared_ptr<const Cfg>& cfg);
+
+  // Token masks by configuration, for one vocabulary (token_mask.h): null when not cached.
+  // At most kMaxMasks; cleared when full.
+  static constexpr size_t kMaxMasks = 512;
+  // Shared pointers: a mask stays valid for whoever holds it when the cache is cleared.
+  using Mask = std::shared_ptr<const std::vector<uint64_t>>;
+  Mask cached_mask(uint32_t config, const void* vocabulary) const;
+  Mask store_mask(uint32_t config, const void* vocabulary, std::vector<uint64_t> mask);
 
   uint32_t initial() const { return initial_; }
   uint32_t step(uint32_t config, uint8_t byte);
@@ -73,11 +93,16 @@ class CfgRuntime {
   std::vector<Config> configs_;
   std::vector<uint32_t> leaves_;
   std::unordered_map<std::string, uint32_t> config_ids_;
-  std::unordered_map<uint64_t, uint32_t> transitions_;  // config << 8 | byte -> config
+  std::unordered_map<uint64_t, uint32_t> transitions_;  // config << 8 | byte -> config (no dense table)
+  static constexpr uint32_t kUnknown = UINT32_MAX;
+  std::vector<uint32_t> dense_of_;                      // per config: index into dense_, or kUnknown
+  std::vector<std::array<uint32_t, 256>> dense_;        // config's transitions; kUnknown: not computed
   uint32_t visit_mark_ = 0;               // stacks expanded in the current step carry this stamp
   std::vector<uint32_t> visit_stamp_;
   uint32_t initial_ = kDead;
   bool overflowed_ = false;
+  const void* mask_vocabulary_ = nullptr;
+  std::unordered_map<uint32_t, Mask> masks_;
 };
 
 }  // namespace tachyon::sampling

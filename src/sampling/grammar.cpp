@@ -258,7 +258,7 @@ GrammarMatcher::GrammarMatcher(const Grammar& grammar) : grammar_(&grammar) {
     if (s.kind == GrammarSegment::Kind::Rules) {
       if (!s.rules) throw Error("a grammar Rules segment needs compiled rules");
       if (i + 1 != grammar.segments.size()) throw Error("a grammar Rules segment must be the last segment");
-      runtimes_[i] = std::make_shared<CfgRuntime>(s.rules);
+      runtimes_[i] = CfgRuntime::for_this_thread(s.rules);
     }
   }
   state_ = initial_state();

@@ -90,9 +90,8 @@ struct MatcherStateHash {
 
 class GrammarMatcher {
  public:
-  // `grammar` must outlive the matcher. Each matcher runs its own automata for Rules
-  // segments (tables that grow as it meets new configurations): one per request; copies
-  // share them.
+  // `grammar` must outlive the matcher. Rules segments run on the automaton this thread
+  // shares for their grammar (CfgRuntime::for_this_thread): use the matcher on this thread.
   explicit GrammarMatcher(const Grammar& grammar);
   explicit GrammarMatcher(const Grammar&& grammar) = delete;  // it would dangle
 
@@ -105,6 +104,11 @@ class GrammarMatcher {
   bool in_string_content(const MatcherState& state) const;
   // A Rules segment ran out of its memory bound (the grammar is too ambiguous or deep).
   bool overflowed() const;
+  // The automaton running `state`'s segment when it is a Rules one (its masks are shared by
+  // the matchers of this thread), else null.
+  CfgRuntime* rules_runtime(const MatcherState& state) const {
+    return state.segment < runtimes_.size() ? runtimes_[state.segment].get() : nullptr;
+  }
 
   // The matcher's own state, for feeding text incrementally.
   const MatcherState& state() const { return state_; }
