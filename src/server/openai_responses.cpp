@@ -42,7 +42,7 @@ Json response_object(const ResponseShell& shell, const char* status, Json output
                    {"top_p", r.sampling.top_p},
                    {"tool_choice", r.tool_choice == ToolChoice::None ? "none" : "auto"},
                    {"tools", std::move(tools)},
-                   {"text", {{"format", {{"type", r.json_object ? "json_object" : "text"}}}}},
+                   {"text", {{"format", {{"type", r.output_constraint ? "json_schema" : r.json_object ? "json_object" : "text"}}}}},
                    {"store", false},
                    {"metadata", Json::object()},
                    {"usage", nullptr}};

@@ -6,6 +6,7 @@
 
 #include "server/ollama_request.h"
 #include "server/request_fields.h"
+#include "server/structured_output.h"
 
 namespace tachyon::server {
 
@@ -126,11 +127,7 @@ void read_format(const OrderedJson& body, ParsedRequest& out) {
     else if (!f.empty())
       throw ApiError::invalid(fmt::format("'format' must be \"json\" or a JSON schema, got \"{}\"", f), "format");
   } else if (format->is_object()) {
-    const OrderedJson* type = find_field(*format, "type");
-    if (!type || *type != "object")
-      throw ApiError::invalid("'format': only a JSON schema of an object (\"type\": \"object\") is supported",
-                              "format");
-    out.json_object = true;
+    constrain_to_schema(*format, "format", out);  // the whole schema is enforced (structured_output.h)
   } else {
     throw ApiError::invalid("'format' must be \"json\" or a JSON schema", "format");
   }

@@ -3,6 +3,7 @@
 
 #include "server/request.h"
 #include "server/request_fields.h"
+#include "server/structured_output.h"
 
 namespace tachyon::server {
 
@@ -141,7 +142,8 @@ ParsedRequest parse_chat_request(std::string_view text) {
                                "tool_choice", "parallel_tool_calls", "user", "metadata", "store", "service_tier",
                                "reasoning_effort", "top_k", "min_p", "repetition_penalty", "chat_template_kwargs",
                                "continue_final_message", "add_generation_prompt", "prompt_cache_key",
-                               "safety_identifier", "speculative"});
+                               "safety_identifier", "speculative", "grammar", "json_schema", "guided_json",
+                               "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"});
   ParsedRequest out;
   out.endpoint = Endpoint::ChatCompletions;
   require_model(body, out);
@@ -163,13 +165,7 @@ ParsedRequest parse_chat_request(std::string_view text) {
   const auto top = read_int(body, "top_logprobs", 0, kMaxTopLogprobs);
   if (top && !logprobs) throw ApiError::invalid("'top_logprobs' requires 'logprobs' to be true", "top_logprobs");
   if (logprobs) out.logprobs = static_cast<int32_t>(top.value_or(0));
-  if (const OrderedJson* format = read_object(body, "response_format")) {
-    const std::string type = require_string(*format, "type", "response_format");
-    if (type == "json_object") out.json_object = true;
-    else if (type != "text")
-      throw ApiError::invalid(fmt::format("response_format type '{}' is not supported (use text or json_object)", type),
-                              "response_format");
-  }
+  read_structured_output(body, out);
   out.continue_final_message = read_bool(body, "continue_final_message").value_or(false);
   if (read_bool(body, "add_generation_prompt").value_or(true) == false) out.continue_final_message = true;
   if (out.continue_final_message && out.messages.back()["role"] != "assistant")
@@ -186,7 +182,8 @@ ParsedRequest parse_completion_request(std::string_view text) {
   reject_unknown_fields(body, {"model", "prompt", "best_of", "echo", "frequency_penalty", "logit_bias", "logprobs",
                                "max_tokens", "n", "presence_penalty", "seed", "stop", "stream", "stream_options",
                                "suffix", "temperature", "top_p", "user", "top_k", "min_p", "repetition_penalty",
-                               "speculative"});
+                               "speculative", "response_format", "grammar", "json_schema", "guided_json",
+                               "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"});
   ParsedRequest out;
   out.endpoint = Endpoint::Completions;
   require_model(body, out);
@@ -226,6 +223,7 @@ ParsedRequest parse_completion_request(std::string_view text) {
   out.max_tokens = static_cast<int32_t>(read_int(body, "max_tokens", 1, INT32_MAX).value_or(16));
   if (auto lp = read_int(body, "logprobs", 0, kMaxTopLogprobs)) out.logprobs = static_cast<int32_t>(*lp);
   out.echo = read_bool(body, "echo").value_or(false);
+  read_structured_output(body, out);
   read_string(body, "user");
   return out;
 }
@@ -326,13 +324,7 @@ ParsedRequest parse_responses_request(std::string_view text) {
   if (auto m = read_int(body, "max_output_tokens", 1, INT32_MAX)) out.max_tokens = static_cast<int32_t>(*m);
   if (auto top = read_int(body, "top_logprobs", 0, kMaxTopLogprobs)) out.logprobs = static_cast<int32_t>(*top);
   if (const OrderedJson* textcfg = read_object(body, "text")) {
-    if (const OrderedJson* format = read_object(*textcfg, "format", "text")) {
-      const std::string type = require_string(*format, "type", "text.format");
-      if (type == "json_object") out.json_object = true;
-      else if (type != "text")
-        throw ApiError::invalid(fmt::format("text.format type '{}' is not supported (use text or json_object)", type),
-                                "text.format");
-    }
+    if (const OrderedJson* format = read_object(*textcfg, "format", "text")) read_text_format(*format, out);
   }
   if (const OrderedJson* reasoning = read_object(body, "reasoning")) {
     if (auto effort = read_string(*reasoning, "effort", "reasoning"))

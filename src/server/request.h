@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,6 +28,8 @@
 namespace tachyon::server {
 
 using OrderedJson = nlohmann::ordered_json;
+
+struct OutputConstraint;  // structured_output.h
 
 enum class Endpoint { ChatCompletions, Completions, Responses, Messages, OllamaChat, OllamaGenerate };
 
@@ -65,6 +68,9 @@ struct ParsedRequest {
   int32_t logprobs = -1;               // -1 none; 0 the chosen token; k top alternatives too
   bool echo = false;                   // completions: prepend the prompt
   bool json_object = false;            // response_format {"type": "json_object"}: enforced by a grammar
+  // response_format json_schema, llama-server's grammar / json_schema, vLLM's guided_*:
+  // the compiled grammar of the answer (structured_output.h); null: none.
+  std::shared_ptr<const OutputConstraint> output_constraint;
   std::string instructions;            // responses: echoed back in the response object
   // tachyon extension, chat and completions: "speculative": {"enabled": bool,
   // "num_speculative_tokens": 1..16} overrides the server's speculative decoding for this request.

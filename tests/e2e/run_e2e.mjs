@@ -16,7 +16,7 @@ const nodeModules = path.resolve(args['node-modules']);
 const modelDir = path.resolve(args.model ?? path.join(here, '../../models/tachyon-demo'));
 const only = args.only;  // a single test file name, for debugging
 
-for (const dep of ['openai', '@anthropic-ai/sdk', 'ollama', 'tokenizers'])
+for (const dep of ['openai', '@anthropic-ai/sdk', 'ollama', 'tokenizers', 'ajv', 'ajv-formats', 'zod'])
   if (!existsSync(path.join(nodeModules, dep))) {
     console.error(`e2e: ${dep} is missing from ${nodeModules}; run scripts/fetch_test_assets.sh`);
     process.exit(1);

@@ -7,6 +7,8 @@
 #include "base/error.h"
 #include "engine/engine.h"
 #include "io/safetensors.h"
+#include "sampling/cfg.h"
+#include "sampling/json_schema_grammar.h"
 #include "kernels/backend.h"
 #include "model/model.h"
 #include "spec/ngram.h"
@@ -108,6 +110,45 @@ TEST(ConstrainedEngine, OutputsStayInTheGrammarGreedySampledAndBatched) {
   }
   EXPECT_GT(completed, 0);
   // Greedy and batched equals greedy alone.
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(run(engine, {requests[i]})[0].tokens, results[i].tokens) << i;
+}
+
+// JSON Schema grammars (the pushdown automaton, shared by the requests of the engine's thread):
+// a batch of requests with two schemas, greedy and sampled, stays inside each one, those that
+// finish are complete, and greedy batched equals greedy alone.
+TEST(ConstrainedEngine, SchemaGrammarsInABatch) {
+  auto schema_grammar = [](const char* schema) {
+    auto g = std::make_shared<Grammar>();
+    g->then_rules(sampling::Cfg::parse_gbnf(sampling::json_schema_to_gbnf(nlohmann::ordered_json::parse(schema))));
+    return std::shared_ptr<const Grammar>(g);
+  };
+  const auto person = schema_grammar(R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+      "age": {"type": "integer", "minimum": 0, "maximum": 120}, "tags": {"type": "array", "items": {"enum": ["a", "b"]},
+      "maxItems": 2}}, "required": ["name", "age", "tags"], "additionalProperties": false})");
+  const auto choice = schema_grammar(R"({"anyOf": [{"type": "boolean"}, {"enum": ["x\"y", 3]}]})");
+  EngineConfig config;
+  config.num_blocks = 512;
+  config.vocabulary = demo().vocab;
+  Engine engine(*demo().model, config);
+  std::vector<GenerationRequest> requests;
+  for (size_t i = 0; i < 10; ++i) {
+    GenerationRequest r;
+    r.prompt = demo().tok.encode(i % 2 ? "config = " : "def f():\n    return {\"a\": 1}", false);
+    r.max_tokens = 64;
+    r.stop_token_ids = demo().eos;
+    r.sampling.temperature = i < 4 ? 0.f : 1.f;
+    r.sampling.seed = i;
+    r.grammar = i % 5 == 4 ? choice : person;
+    requests.push_back(r);
+  }
+  const auto results = run(engine, requests);
+  int completed = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    SCOPED_TRACE(i);
+    expect_in_grammar(*requests[i].grammar, results[i]);
+    completed += results[i].finish == FinishReason::Stop;
+  }
+  EXPECT_GT(completed, 0);
   for (size_t i = 0; i < 4; ++i) EXPECT_EQ(run(engine, {requests[i]})[0].tokens, results[i].tokens) << i;
 }
 

@@ -12,6 +12,8 @@
 #include <limits>
 #include <random>
 
+#include "sampling/cfg.h"
+#include "sampling/json_schema_grammar.h"
 #include "tokenizer/token_bytes.h"
 #include "tokenizer/tokenizer.h"
 
@@ -234,6 +236,39 @@ void check_real_vocabulary(const std::string& path, bool report) {
       std::printf("[mask cost]   uncached mask after '%s': %.0f us, %zu nodes visited\n", prefix, us, nodes);
     }
   }
+}
+
+// A JSON Schema grammar (the pushdown automaton) on the demo model's vocabulary: masks equal
+// brute force at every state along a document, the plain-string bitset engages inside
+// unbounded strings (a fraction of the trie is walked) and not where the grammar narrows the
+// characters, and the document's own tokens are allowed in turn until the grammar is terminal.
+TEST(TokenMaskTest, SchemaGrammarMasksMatchBruteForceAndUseThePlainStringPath) {
+  const std::string dir = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo/tokenizer.json";
+  const auto tok = tokenizer::Tokenizer::from_path(dir);
+  auto vocab = std::make_shared<const TokenVocabulary>(tokenizer::token_byte_strings(tok));
+  const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(R"({"type": "object", "properties": {
+      "name": {"type": "string"}, "code": {"type": "string", "pattern": "^[A-Z]{2}[0-9]+$"},
+      "tags": {"type": "array", "items": {"enum": ["a\"b", "c"]}, "maxItems": 3},
+      "n": {"type": "integer", "minimum": -5, "maximum": 300}}, "required": ["name", "code", "n"],
+      "additionalProperties": false})");
+  auto grammar = std::make_shared<Grammar>();
+  grammar->then_rules(Cfg::parse_gbnf(json_schema_to_gbnf(schema)));
+  const GrammarMatcher m(*grammar);
+  const std::string doc = R"({"name": "héllo wörld \"quoted\" text", "code": "AB123", "tags": ["a\"b", "c"], "n": 250})";
+  size_t plain_states = 0;
+  for (const MatcherState& s : states_along(m, doc)) {
+    std::vector<uint64_t> bits((static_cast<size_t>(vocab->size()) + 63) / 64, 0);
+    const size_t visited = vocab->fill_mask(m, s, bits);
+    ASSERT_EQ(bits, brute_force_mask(m, s, *vocab));
+    if (m.in_string_content(s)) {
+      ++plain_states;
+      EXPECT_LT(visited, vocab->num_nodes() / 2);
+    }
+  }
+  EXPECT_GE(plain_states, 10u);  // inside "name"'s value; never inside the pattern-bound "code"
+  TokenConstraint c(grammar, vocab, {0});
+  for (int32_t id : tok.encode(doc, false)) ASSERT_TRUE(c.accept(id)) << vocab->bytes(id);
+  EXPECT_TRUE(c.is_terminal());
 }
 
 TEST(TokenMaskTest, DemoModelVocabulary) {

@@ -95,7 +95,7 @@ TEST(OllamaChat, ThinkFormatAndLogprobs) {
   EXPECT_EQ(high.think, true);
   EXPECT_EQ(high.request.template_kwargs["enable_thinking"], true);
   EXPECT_EQ(high.request.template_kwargs["reasoning_effort"], "high");
-  EXPECT_TRUE(high.request.json_object);
+  EXPECT_TRUE(high.request.output_constraint);  // the schema itself is enforced
 
   const OllamaRequest unset = parse_ollama_chat_request(R"({"model": "m", "messages": [{"role": "user", "content": "x"}]})");
   EXPECT_FALSE(unset.think.has_value());
@@ -134,7 +134,7 @@ TEST(OllamaChat, RefusesWhatItCannotHonour) {
   EXPECT_EQ(chat_error(base(R"(, "options": {"num_ctx": 0})")).param, "options.num_ctx");
   EXPECT_EQ(chat_error(base(R"(, "options": {"frobnicate": 1})")).param, "options.frobnicate");
   EXPECT_EQ(chat_error(base(R"(, "format": "yaml")")).param, "format");
-  EXPECT_EQ(chat_error(base(R"(, "format": {"type": "array"})")).param, "format");
+  EXPECT_EQ(chat_error(base(R"(, "format": {"type": "integer", "multipleOf": 2})")).param, "format");
   EXPECT_EQ(chat_error(base(R"(, "think": "very")")).param, "think");
   EXPECT_EQ(chat_error(base(R"(, "keep_alive": true)")).param, "keep_alive");
   EXPECT_EQ(chat_error(base(R"(, "colour": 1)")).param, "colour");
