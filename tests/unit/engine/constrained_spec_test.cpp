@@ -260,5 +260,45 @@ TEST(ConstrainedSpeculationSampling, DistributionIsUnchangedByDrafting) {
   EXPECT_GT(p, 0.01);
 }
 
+// A grammar that gets stuck (a key with no ':' in the vocabulary to follow it) ends the request
+// with an error at the same token with speculation as without, whether a verify step or a plain
+// step meets the dead end.
+TEST(ConstrainedSpeculation, AStuckGrammarEndsAtTheSameTokenAsWithoutSpeculation) {
+  const std::string tiny = std::string(TACHYON_SOURCE_DIR) + "/tests/fixtures/hf/qwen3";
+  auto backend = kernels::make_backend("cpu");
+  auto model = model::load_model(tiny, *backend);
+  auto drafter = spec::make_draft_model_drafter(tiny, tiny, *model, *backend);
+  const std::vector<std::string> pieces = {"{", "\"", "a", " ", "{\"", "a\""};
+  std::vector<std::string> token_bytes(static_cast<size_t>(model->config().vocab_size));
+  for (size_t id = 0; id < token_bytes.size(); ++id) token_bytes[id] = pieces[id % pieces.size()];
+  std::vector<Result> outs[2];
+  for (int with_spec = 0; with_spec < 2; ++with_spec) {
+    EngineConfig config{.max_concurrent = 4, .num_blocks = 256};
+    config.vocabulary = std::make_shared<const TokenVocabulary>(token_bytes);
+    if (with_spec) config.drafter = drafter.get();
+    config.gates = false;
+    Engine engine(*model, config);
+    std::vector<GenerationRequest> requests;
+    for (int32_t first : {17, 101, 233, 42}) {
+      GenerationRequest r;
+      r.prompt = {first, 5, 9};
+      r.sampling.temperature = 0;
+      r.max_tokens = 64;
+      r.grammar = json_object();
+      requests.push_back(r);
+    }
+    outs[with_spec] = run(engine, requests, false);
+  }
+  int32_t accepted = 0;
+  for (size_t i = 0; i < outs[0].size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(outs[0][i].finish, FinishReason::Error);
+    EXPECT_EQ(outs[1][i].finish, FinishReason::Error);
+    EXPECT_EQ(outs[1][i].tokens, outs[0][i].tokens);
+    accepted += outs[1][i].spec.num_accepted;
+  }
+  EXPECT_GT(accepted, 0);
+}
+
 }  // namespace
 }  // namespace tachyon::engine
