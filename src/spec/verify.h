@@ -47,7 +47,7 @@ using AcceptRule = std::function<bool(const std::vector<sampling::Candidate>& p,
 bool exact_accept(const std::vector<sampling::Candidate>& p, int32_t draft, double u);
 
 // `grammar` (null: none) is the request's constraint in its state after `generated`; it is
-// walked along the accepted drafts and left in that state.
+// walked along the accepted drafts and restored to that state before returning.
 VerifyResult verify_chain(std::span<const int32_t> drafts, const LogitsRow& row, sampling::Sampler& sampler,
                           std::span<const int32_t> prompt, std::span<const int32_t> generated,
                           const AcceptRule& accept = exact_accept, sampling::TokenConstraint* grammar = nullptr);
