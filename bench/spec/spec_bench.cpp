@@ -10,15 +10,22 @@
 // otherwise learn the answer). Engine defaults otherwise (k = 4, auto-k, gates on). Plain method names
 // draft chains; a "-tree" suffix (ngram-tree, ...) drafts trees of --tree-nodes nodes
 // (default -1: the engine's automatic choice, the default of tachyon run/serve).
+// --grammar json_object | tool_call=NAME,NAME...: every request (plain ones too) is constrained
+// as the server constrains response_format json_object or a forced tool call (Hermes syntax, the
+// name one of NAMEs); the table then also counts the drafts the grammar cut before verification.
+// A PROMPT.txt is tokenized with the model's tokenizer (special tokens as written).
 // Usage: spec_bench [--device cpu|cuda] [--tokens 384] [--runs 5] [--tree-nodes 16] [--k 4] [--fixed-k]
 //                   [--no-gates] [--draft-vocabulary N] [--exact-draft-weights] [--paired]
-//                   [--methods none,ngram,ngram-tree,...] MODEL_DIR PROMPT.ids...
+//                   [--grammar json_object|tool_call=a,b] [--methods none,ngram,ngram-tree,...]
+//                   MODEL_DIR PROMPT.ids|PROMPT.txt...
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +40,8 @@
 #include "spec/mtp.h"
 #include "spec/ngram.h"
 #include "spec/suffix.h"
+#include "tokenizer/token_bytes.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace tachyon;
 using Clock = std::chrono::steady_clock;
@@ -68,7 +77,30 @@ struct SpecOptions {
   // step drifted 0.84-1.76 ms within one invocation) ratios of medians taken minutes apart
   // measure the host as much as the method.
   bool paired = false;
+  // --grammar: the requests' constraint, and what the engine needs for it.
+  std::shared_ptr<const sampling::Grammar> grammar;
+  std::shared_ptr<const sampling::TokenVocabulary> vocabulary;
+  std::vector<int32_t> stop_token_ids;
 };
+
+// --grammar's value: json_object, or tool_call=NAME,NAME... (a forced call in Hermes syntax,
+// as src/server/generation.cpp builds it).
+sampling::Grammar parse_grammar(const std::string& spec) {
+  sampling::Grammar g;
+  if (spec == "json_object") return g.then_json_object();
+  if (spec.starts_with("tool_call=")) {
+    std::vector<std::string> alternatives;
+    const std::string names = spec.substr(10);
+    for (size_t a = 0, b; a < names.size(); a = b + 1) {
+      b = names.find(',', a);
+      if (b == std::string::npos) b = names.size();
+      alternatives.push_back(names.substr(a, b - a) + "\", \"arguments\": ");
+    }
+    g.then_literal("<tool_call>\n{\"name\": \"").then_choice(std::move(alternatives));
+    return g.then_json_object().then_literal("}\n</tool_call>");
+  }
+  throw std::runtime_error("--grammar: expected json_object or tool_call=NAME,..., got '" + spec + "'");
+}
 
 engine::EngineConfig engine_config(spec::Drafter* drafter, bool model_free, int32_t tree_nodes,
                                    const SpecOptions& options) {
@@ -81,16 +113,20 @@ engine::EngineConfig engine_config(spec::Drafter* drafter, bool model_free, int3
   config.gates = options.gates;
   config.max_tree_nodes = tree_nodes;
   config.model_free_drafter = model_free;
+  config.vocabulary = options.vocabulary;
   return config;
 }
 
 // One request through `engine`; the step statistics are this request's (the engine's grow).
-RunResult generate(engine::Engine& engine, const std::vector<int32_t>& prompt, int32_t tokens) {
+RunResult generate(engine::Engine& engine, const std::vector<int32_t>& prompt, int32_t tokens,
+                   const SpecOptions& options) {
   const engine::EngineStats before = engine.stats();
   engine::GenerationRequest request;
   request.prompt = prompt;
   request.sampling.temperature = 0;
   request.max_tokens = tokens;
+  request.grammar = options.grammar;
+  if (options.grammar) request.stop_token_ids = options.stop_token_ids;
   auto stream = engine.submit(request);
   Clock::time_point first{};
   size_t n = 0;
@@ -114,17 +150,22 @@ RunResult generate(engine::Engine& engine, const std::vector<int32_t>& prompt, i
   r.stats.plain_step_seconds -= before.plain_step_seconds;
   r.stats.spec_decode_steps -= before.spec_decode_steps;
   r.stats.plain_decode_steps -= before.plain_decode_steps;
+  r.stats.spec_grammar_pruned_drafts -= before.spec_grammar_pruned_drafts;
   return r;
 }
 
 RunResult generate(model::Model& model, spec::Drafter* drafter, bool model_free, int32_t tree_nodes,
                    const std::vector<int32_t>& prompt, int32_t tokens, const SpecOptions& options = {}) {
   engine::Engine engine(model, engine_config(drafter, model_free, tree_nodes, options));
-  return generate(engine, prompt, tokens);
+  return generate(engine, prompt, tokens, options);
 }
 
-std::vector<int32_t> read_ids(const std::string& path) {
+std::vector<int32_t> read_ids(const std::string& path, const std::optional<tokenizer::Tokenizer>& tok) {
   std::ifstream in(path);
+  if (path.ends_with(".txt")) {
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return tok->encode(text, /*add_special_tokens=*/false);
+  }
   std::vector<int32_t> ids;
   for (int32_t id; in >> id;) ids.push_back(id);
   if (ids.empty()) throw std::runtime_error("no token ids in " + path);
@@ -170,6 +211,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> prompt_files;
   int32_t tree_nodes = -1;  // auto (the engine default)
   SpecOptions options;
+  std::string grammar;
   std::vector<std::string> methods = {"none",  "ngram",      "ngram-tree", "suffix", "suffix-tree",
                                       "draft", "draft-tree", "mtp",        "mtp-tree"};
   for (int i = 1; i < argc; ++i) {
@@ -183,6 +225,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--paired")) options.paired = true;
     else if (!std::strcmp(argv[i], "--exact-draft-weights")) options.exact_draft_weights = true;
     else if (!std::strcmp(argv[i], "--draft-vocabulary") && i + 1 < argc) options.draft_vocabulary = std::atoll(argv[++i]);
+    else if (!std::strcmp(argv[i], "--grammar") && i + 1 < argc) grammar = argv[++i];
     else if (!std::strcmp(argv[i], "--methods") && i + 1 < argc) {
       methods.clear();
       std::string list = argv[++i];
@@ -196,34 +239,46 @@ int main(int argc, char** argv) {
     else prompt_files.push_back(argv[i]);
   }
   if (dir.empty() || prompt_files.empty()) {
-    std::fprintf(stderr, "usage: spec_bench [--device cpu|cuda] [--tokens N] [--runs N] [--tree-nodes N] [--k N] [--fixed-k] [--no-gates] [--draft-vocabulary N] [--exact-draft-weights] [--paired] [--methods a,b] MODEL_DIR PROMPT.ids...\n");
+    std::fprintf(stderr, "usage: spec_bench [--device cpu|cuda] [--tokens N] [--runs N] [--tree-nodes N] [--k N] [--fixed-k] [--no-gates] [--draft-vocabulary N] [--exact-draft-weights] [--paired] [--grammar json_object|tool_call=a,b] [--methods a,b] MODEL_DIR PROMPT.ids|PROMPT.txt...\n");
     return 2;
   }
   auto backend = kernels::make_backend(device);
   auto model = model::load_model(dir, *backend);
+  std::optional<tokenizer::Tokenizer> tok;  // for --grammar and .txt prompts
+  if (!grammar.empty() || std::any_of(prompt_files.begin(), prompt_files.end(),
+                                      [](const std::string& f) { return f.ends_with(".txt"); }))
+    tok = tokenizer::Tokenizer::from_model_dir(dir);
+  if (!grammar.empty()) {
+    options.grammar = std::make_shared<const sampling::Grammar>(parse_grammar(grammar));
+    options.vocabulary = std::make_shared<const sampling::TokenVocabulary>(tokenizer::token_byte_strings(*tok));
+    for (const char* end : {"<|endoftext|>", "<|im_end|>"})
+      if (const auto id = tok->token_to_id(end)) options.stop_token_ids.push_back(*id);
+  }
   bool mismatches = false;
   const bool has_drafter = std::filesystem::exists(dir + "/drafter/config.json");
-  std::printf("Speculative decoding through the engine, %s, %s, %d new tokens, median of %d after a warm-up%s\n\n",
+  std::printf("Speculative decoding through the engine, %s, %s, %d new tokens, median of %d after a warm-up%s%s\n\n",
               backend->name().c_str(), dir.c_str(), tokens, runs,
-              options.paired ? "; ratio: median of each run's ratio to a plain run just before it" : "");
+              options.paired ? "; ratio: median of each run's ratio to a plain run just before it" : "",
+              grammar.empty() ? "" : ("; constrained: " + grammar).c_str());
   std::printf(
       "| workload | method | decode tok/s | ratio | tokens per verify step | drafts per verify step | gate | ms per spec step "
-      "| of which drafting | ms per plain step | = plain |\n|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|\n");
+      "| of which drafting | ms per plain step | = plain |%s\n|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|%s\n",
+      grammar.empty() ? "" : " tokens generated | drafts cut by the grammar |", grammar.empty() ? "" : "---:|---:|");
   // Process warm-up before anything is timed: the first method measured otherwise runs on a
   // cold device (clocks, lazily loaded kernels, allocator), which on the H200 made the first
   // workload's baseline up to 20% slower than the others' and inflated its ratios.
   {
-    const auto prompt = read_ids(prompt_files.front());
+    const auto prompt = read_ids(prompt_files.front(), tok);
     const auto t0 = Clock::now();
     while (std::chrono::duration<double>(Clock::now() - t0).count() < 2.0)
-      generate(*model, nullptr, false, 0, prompt, tokens);
+      generate(*model, nullptr, false, 0, prompt, tokens, options);
   }
   for (const auto& file : prompt_files) {
-    const auto prompt = read_ids(file);
+    const auto prompt = read_ids(file, tok);
     const std::string workload = std::filesystem::path(file).stem().string();
     double base = 0;
     engine::Engine plain_engine(*model, engine_config(nullptr, false, 0, options));  // --paired's plain runs
-    std::vector<int32_t> plain_tokens = generate(plain_engine, prompt, tokens).tokens;
+    std::vector<int32_t> plain_tokens = generate(plain_engine, prompt, tokens, options).tokens;
     for (const std::string& method : methods) {
       if (method.starts_with("draft") && !has_drafter) continue;
       std::vector<RunResult> results;
@@ -261,10 +316,10 @@ int main(int argc, char** argv) {
         const auto before = captures_and_direct(*backend);
         if (std::getenv("TACHYON_GRAPH_TRACE")) std::fprintf(stderr, "graph-trace: %s run %d\n", method.c_str(), r);
         const bool pair = options.paired && method != "none" && r > 0;
-        const double plain_tok_s = pair ? generate(plain_engine, prompt, tokens).decode_tok_s : 0;
+        const double plain_tok_s = pair ? generate(plain_engine, prompt, tokens, options).decode_tok_s : 0;
         RunResult result;
         if (shared) {
-          result = generate(*shared, prompt, tokens);
+          result = generate(*shared, prompt, tokens, options);
         } else {
           auto fresh = spec::make_suffix_drafter({});
           result = generate(*model, fresh.get(), true, nodes, prompt, tokens, options);
@@ -294,7 +349,7 @@ int main(int argc, char** argv) {
         ratio = ratios[ratios.size() / 2];
       }
       const engine::EngineStats& st = median.stats;
-      std::printf("| %s | %s | %.1f | %.2f | %s | %s | %s | %s | %s | %s | %s |\n", workload.c_str(), method.c_str(),
+      std::printf("| %s | %s | %.1f | %.2f | %s | %s | %s | %s | %s | %s | %s |", workload.c_str(), method.c_str(),
                   median.decode_tok_s, ratio,
                   median.spec.num_steps ? std::to_string(median.spec.mean_accepted_length()).substr(0, 4).c_str() : "-",
                   median.spec.num_steps
@@ -304,6 +359,10 @@ int main(int argc, char** argv) {
                   per_step_ms(st.spec_draft_seconds, st.spec_decode_steps).c_str(),
                   per_step_ms(st.plain_step_seconds, st.plain_decode_steps).c_str(),
                   differs < 0 ? "yes" : ("NO: from token " + std::to_string(differs)).c_str());
+      if (options.grammar)
+        std::printf(" %zu | %llu |", median.tokens.size(),
+                    static_cast<unsigned long long>(median.stats.spec_grammar_pruned_drafts));
+      std::printf("\n");
       if (const std::string after = graph_counters(*backend); after != graphs_before)
         std::fprintf(stderr, "%s %s: CUDA graphs (cumulative) %s; per run captures+direct:%s\n", workload.c_str(),
                      method.c_str(), after.c_str(), per_run.c_str());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/error.h"
 #include "engine/stats_recorder.h"
 #include "spec/draft_tree.h"
 
@@ -63,8 +64,7 @@ Commit::Totals Commit::commit_step(const StepPlan& plan, const model::Batch& bat
       const auto logits = out.logits_row(logit_row + rows_used - 1);
       row_.assign(logits.begin(), logits.end());
       if (a.constraint && a.constraint->mask_logits(row_) == 0) {  // constrained decoding
-        a.pending.finish = FinishReason::Error;
-        a.pending.error = "constrained decoding: no token of the vocabulary continues the grammar";
+        fail_stuck_grammar(a);
       } else {
         const int32_t token = a.sampler->sample(row_, {std::span<const int32_t>(a.tokens.data(), a.num_prompt),
                                                        std::span<const int32_t>(a.tokens.data() + a.num_prompt,
@@ -92,11 +92,13 @@ uint64_t Commit::verify_drafts(const ScheduledChunk& c, ActiveRequest& a, const 
   const auto prompt = std::span<const int32_t>(a.tokens.data(), a.num_prompt);
   const auto generated = std::span<const int32_t>(a.tokens.data() + a.num_prompt, committed - a.num_prompt);
   const bool tree = !a.spec.tree_parents.empty();
+  // A constrained request's rows are masked with its grammar (step_runner asks for its logits).
+  TACHYON_CHECK(!a.constraint || out.argmax.empty(), "a constrained request's drafts came back as argmax ids");
+  const auto row = [&](size_t i) { return out.logits_row(logit_row + i); };
   const auto result =
       tree ? verify_tree(a, drafts, out, logit_row, prompt, generated)
       : out.argmax.empty()
-          ? spec::verify_chain(
-                drafts, [&](size_t i) { return out.logits_row(logit_row + i); }, *a.sampler, prompt, generated)
+          ? spec::verify_chain(drafts, row, *a.sampler, prompt, generated, spec::exact_accept, a.constraint.get())
           : spec::verify_chain_greedy(drafts, std::span<const int32_t>(out.argmax).subspan(logit_row, num_drafted + 1));
   // Tree: the accepted branch's K/V move to consecutive positions after the root (one op).
   tree_moves_.clear();
@@ -136,6 +138,7 @@ uint64_t Commit::verify_drafts(const ScheduledChunk& c, ActiveRequest& a, const 
     if (static_cast<int32_t>(a.tokens.size()) - 1 < num_computed) scheduler.on_computed(c.id, 1);  // an accepted draft
     ++emitted;
   }
+  if (result.grammar_stuck && a.pending.finish == FinishReason::None) fail_stuck_grammar(a);
   if (state_.config.prefix_cache) kv.register_blocks(a.seq, a.tokens, std::min<int32_t>(num_computed, a.tokens.size()));
   const char* gate = state_.policy.record_verification(a.spec, static_cast<int32_t>(num_drafted), result.num_accepted,
                                                        static_cast<int32_t>(emitted));
@@ -153,17 +156,14 @@ spec::VerifyResult Commit::verify_tree(ActiveRequest& a, std::span<const int32_t
   if (!out.argmax.empty())
     return spec::verify_tree_greedy(tree,
                                     [&](int32_t node) { return out.argmax[logit_row + static_cast<size_t>(node)]; });
-  // Logits processors (penalties, logit bias) see the branch so far as generated history; the
-  // walk descends one accepted node at a time, so that branch is the nodes it was called with.
-  std::vector<int32_t> history(generated.begin(), generated.end());
-  std::vector<float> logits;
-  return spec::verify_tree_greedy(tree, [&](int32_t node) {
-    if (node > 0) history.push_back(tree.tokens[static_cast<size_t>(node) - 1]);
-    const auto raw = out.logits_row(logit_row + static_cast<size_t>(node));
-    logits.assign(raw.begin(), raw.end());
-    sampling::apply_processors(a.request.sampling, {prompt, history}, logits);
-    return sampling::argmax(logits);
-  });
+  return spec::verify_tree(
+      tree, [&](size_t node) { return out.logits_row(logit_row + node); }, a.request.sampling, prompt, generated,
+      a.constraint.get());
+}
+
+void Commit::fail_stuck_grammar(ActiveRequest& a) {
+  a.pending.finish = FinishReason::Error;
+  a.pending.error = "constrained decoding: no token of the vocabulary continues the grammar";
 }
 
 // Appends a sampled token; decides whether the request is finished.

@@ -1,6 +1,7 @@
 // The commit stage of a step: a forward's outputs become its requests' tokens. Prompt rows add
 // prompt logprobs; a completing row's token is sampled (or taken as the backend picked it);
-// drafts are verified (spec/verify.h, spec/draft_tree.h), the accepted ones and the bonus token
+// drafts are verified (spec/verify.h, spec/draft_tree.h; a constrained request's rows masked
+// with its grammar), the accepted ones and the bonus token
 // appended and the rest rolled back in the scheduler and the KV cache (a tree's accepted branch
 // first moved into place). Every appended token is checked against the request's stop
 // conditions. The speculation policy hears of each verification and may switch a request's
@@ -38,6 +39,8 @@ class Commit {
   spec::VerifyResult verify_tree(ActiveRequest& a, std::span<const int32_t> drafts, const model::StepOutput& out,
                                  size_t logit_row, std::span<const int32_t> prompt, std::span<const int32_t> generated);
   void emit(RequestId id, ActiveRequest& a, int32_t token);
+  // The request's grammar allows no token of the vocabulary: it ends with an error.
+  static void fail_stuck_grammar(ActiveRequest& a);
 
   LoopState& state_;
   std::vector<float> row_;                               // scratch: a logits row to sample from

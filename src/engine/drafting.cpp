@@ -5,6 +5,7 @@
 
 #include "engine/stats_recorder.h"
 #include "kernels/ops.h"
+#include "spec/grammar_drafts.h"
 
 namespace tachyon::engine {
 
@@ -33,17 +34,21 @@ double propose_drafts(LoopState& state) {
     if (plan.k <= 0) continue;
     const auto t0 = Clock::now();
     const uint64_t warmups = state.model.backend().warmup_events();
-    std::vector<int32_t> drafts;
+    spec::DraftTree tree;
     if (plan.num_tree_nodes > plan.k) {
       const int32_t max_depth = std::min(plan.k, kernels::kMaxTreeDepth - 1);
-      auto tree = drafter->propose_tree(id, a.tokens, max_depth, plan.num_tree_nodes);
-      a.spec.draft_depth = tree.depth();
-      if (!tree.is_chain()) a.spec.tree_parents = std::move(tree.parents);
-      drafts = std::move(tree.tokens);
+      tree = drafter->propose_tree(id, a.tokens, max_depth, plan.num_tree_nodes);
     } else {
-      drafts = drafter->propose(id, a.tokens, plan.k);
-      a.spec.draft_depth = static_cast<int32_t>(drafts.size());
+      tree = spec::DraftTree::chain(drafter->propose(id, a.tokens, plan.k));
     }
+    if (a.constraint) {  // drafts the grammar forbids could never be accepted: not verified
+      const size_t proposed = tree.size();
+      tree = spec::prune_to_grammar(std::move(tree), *a.constraint);
+      state.stats.record_grammar_pruned_drafts(proposed - tree.size());
+    }
+    a.spec.draft_depth = tree.depth();
+    if (!tree.is_chain()) a.spec.tree_parents = std::move(tree.parents);
+    std::vector<int32_t> drafts = std::move(tree.tokens);
     state.policy.record_proposal(a.spec, num_tokens, seconds_between(t0, Clock::now()),
                                  state.model.backend().warmup_events() != warmups);
     if (drafts.empty()) continue;

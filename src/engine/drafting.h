@@ -1,6 +1,7 @@
 // The draft stage of a step: the drafter proposes for every running request whose only
 // pending token is its last sampled one, as many drafts and in the shape (chain or tree) that
-// the speculation policy (spec/spec_policy.h) chooses. The drafts are appended to the request's
+// the speculation policy (spec/spec_policy.h) chooses; a constrained request's drafts are cut
+// where its grammar forbids them (spec/grammar_drafts.h). The drafts are appended to the request's
 // tokens, so the scheduler schedules them like any other tokens; Commit verifies them.
 #pragma once
 

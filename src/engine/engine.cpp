@@ -271,8 +271,8 @@ class EngineLoop : public KvAllocator {
     a.submitted = in.submitted;
     a.request = std::move(in.request);
     const auto& r = a.request;
-    if (const char* gate = policy_.admit(a.spec, a.tokens, r.speculate.value_or(true), a.constraint != nullptr,
-                                         r.sampling.greedy(), r.logprobs, r.num_speculative_tokens)) {
+    if (const char* gate = policy_.admit(a.spec, a.tokens, r.speculate.value_or(true), r.sampling.greedy(),
+                                         r.logprobs, r.num_speculative_tokens)) {
       a.pending.spec = a.spec.usage;
       stats_.record_gate(gate);
     }

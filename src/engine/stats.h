@@ -33,6 +33,7 @@ struct EngineStats {
   uint64_t spec_gated_requests = 0;  // speculation switched off by a gate
   std::array<uint64_t, kSpecGates.size()> spec_gated_by{};  // ... by each of kSpecGates
   uint64_t spec_tree_steps = 0;      // verify steps whose drafts formed a tree
+  uint64_t spec_grammar_pruned_drafts = 0;  // drafted tokens of constrained requests cut as their grammar forbids
   // Wall time of decode steps (no prompt rows), host work included: steps that verify drafts
   // (their drafting included, and counted apart) and plain ones. What speculation costs per step.
   double spec_step_seconds = 0, spec_draft_seconds = 0, plain_step_seconds = 0;

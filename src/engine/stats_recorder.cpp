@@ -73,6 +73,12 @@ void StatsRecorder::record_verification(int32_t num_drafted, int32_t num_accepte
   stats_.spec_tree_steps += tree;
 }
 
+void StatsRecorder::record_grammar_pruned_drafts(size_t num_drafts) {
+  if (num_drafts == 0) return;
+  std::lock_guard lock(mutex_);
+  stats_.spec_grammar_pruned_drafts += num_drafts;
+}
+
 void StatsRecorder::record_overlapped_step() {
   std::lock_guard lock(mutex_);
   ++stats_.overlapped_steps;

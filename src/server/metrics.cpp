@@ -74,6 +74,9 @@ std::string render_metrics(const std::string& model, const engine::EngineStats& 
                        s.spec_gated_by[g]);
   counter(out, "tachyon_spec_tree_steps_total", "Verification steps whose drafts formed a tree.", m,
           s.spec_tree_steps);
+  counter(out, "tachyon_spec_grammar_pruned_drafts_total",
+          "Draft tokens of constrained requests cut before verification because their grammar forbids them.", m,
+          s.spec_grammar_pruned_drafts);
   counter(out, "tachyon_engine_steps_total", "Engine steps (forward passes).", m, s.steps);
   counter(out, "tachyon_decode_steps_total", "Decode steps without drafts (no prompt rows).", m, s.plain_decode_steps);
   counter(out, "tachyon_overlapped_steps_total",

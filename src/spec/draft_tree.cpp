@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "kernels/backend.h"
 
@@ -81,6 +82,36 @@ VerifyResult verify_tree_greedy(const DraftTree& tree, const std::function<int32
     ++result.num_accepted;
     node = next;
   }
+}
+
+VerifyResult verify_tree(const DraftTree& tree, const LogitsRow& row, const sampling::SamplingParams& params,
+                         std::span<const int32_t> prompt, std::span<const int32_t> generated,
+                         sampling::TokenConstraint* grammar) {
+  VerifyResult result;
+  std::optional<sampling::TokenConstraint::Snapshot> grammar_before;
+  if (grammar) grammar_before = grammar->snapshot();
+  std::vector<int32_t> history(generated.begin(), generated.end());
+  std::vector<float> logits;
+  for (int32_t node = 0;;) {
+    const auto raw = row(static_cast<size_t>(node));
+    logits.assign(raw.begin(), raw.end());
+    if (grammar && grammar->mask_logits(logits) == 0) {
+      result.grammar_stuck = true;
+      break;
+    }
+    sampling::apply_processors(params, {prompt, history}, logits);
+    const int32_t token = sampling::argmax(logits);
+    result.tokens.push_back(token);
+    const int32_t next = tree.child(node, token);
+    if (next < 0) break;
+    result.nodes.push_back(next);
+    ++result.num_accepted;
+    history.push_back(token);
+    if (grammar) grammar->accept(token);  // allowed: the masked row chose it
+    node = next;
+  }
+  if (grammar) grammar->restore(*grammar_before);
+  return result;
 }
 
 }  // namespace tachyon::spec

@@ -55,4 +55,13 @@ DraftTree chain_with_runner_ups(const std::vector<LevelChoice>& levels, int32_t 
 // accepted nodes in depth order.
 VerifyResult verify_tree_greedy(const DraftTree& tree, const std::function<int32_t(int32_t node)>& best);
 
+// Greedy verification as above from each node's logits (`row(node)`, node 0 the root; trees
+// serve greedy requests only, spec_policy.h): the request's logits
+// processors see the branch so far as generated history, and under a grammar (null: none; in
+// its state after `generated`) each node's row is masked with the grammar's state after the
+// node's branch, as verify_chain does (spec/verify.h). The grammar is left as it was given.
+VerifyResult verify_tree(const DraftTree& tree, const LogitsRow& row, const sampling::SamplingParams& params,
+                         std::span<const int32_t> prompt, std::span<const int32_t> generated,
+                         sampling::TokenConstraint* grammar = nullptr);
+
 }  // namespace tachyon::spec

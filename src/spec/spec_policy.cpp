@@ -23,8 +23,8 @@ constexpr int32_t kPromptGateMinTokens = 64;  // the prompt gate judges prompts 
 SpecPolicy::SpecPolicy(Drafter* drafter, const SpecPolicyConfig& config, bool has_recurrent_state)
     : drafter_(drafter), config_(config), has_recurrent_state_(has_recurrent_state) {}
 
-const char* SpecPolicy::admit(SpecState& s, std::span<const int32_t> prompt, bool speculate, bool constrained,
-                              bool greedy, int32_t logprobs, std::optional<int32_t> num_speculative_tokens) {
+const char* SpecPolicy::admit(SpecState& s, std::span<const int32_t> prompt, bool speculate, bool greedy,
+                              int32_t logprobs, std::optional<int32_t> num_speculative_tokens) {
   s.greedy = greedy;
   s.logprobs = logprobs >= 0;
   s.num_speculative_tokens = num_speculative_tokens;
@@ -39,9 +39,6 @@ const char* SpecPolicy::admit(SpecState& s, std::span<const int32_t> prompt, boo
     s.off = true;
     s.usage.stopped_by = gate = "prompt_gate";
   }
-  // Constrained requests decode without speculation: verification would need the grammar's
-  // mask on every draft row (and the drafts replayed through the matcher).
-  if (constrained) s.off = true;
   return gate;
 }
 

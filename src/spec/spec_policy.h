@@ -6,7 +6,7 @@
 // Per request the policy keeps a SpecState; the engine's one call per point of the step:
 //
 //   SpecPolicy policy(drafter, config, has_recurrent_state);
-//   policy.admit(state, prompt, speculate, constrained, greedy, logprobs, k);  // at admission
+//   policy.admit(state, prompt, speculate, greedy, logprobs, k);  // at admission
 //   auto d = policy.plan_drafts(state, room);     // before the step: k and tree nodes, or a gate
 //   policy.record_proposal(state, tokens, seconds, warmup);
 //   policy.record_step_cost(seconds, num_requests, num_drafts);             // after the forward
@@ -46,7 +46,7 @@ struct SpecState {
   bool logprobs = false;                        // per-token logprobs: chains only
   std::optional<int32_t> num_speculative_tokens;  // per-request k (no auto-k)
 
-  bool off = true;                    // no drafts (no drafter, not asked, constrained, or gated)
+  bool off = true;                    // no drafts (no drafter, not asked, or gated)
   SpecUsage usage;                    // totals reported to the client
   int32_t num_drafts = 0;             // unverified draft tokens at the end of the request's tokens
   std::vector<int32_t> tree_parents;  // the drafts' parents when they form a tree (DraftTree); empty: a chain
@@ -85,9 +85,10 @@ class SpecPolicy {
   SpecPolicy(Drafter* drafter, const SpecPolicyConfig& config, bool has_recurrent_state);
 
   // At admission: the prompt gate (model-free drafters, text that does not repeat itself).
-  // Returns the gate that switched it off, or null.
-  const char* admit(SpecState& s, std::span<const int32_t> prompt, bool speculate, bool constrained, bool greedy,
-                    int32_t logprobs, std::optional<int32_t> num_speculative_tokens);
+  // Returns the gate that switched it off, or null. Constrained requests speculate like any
+  // other (their drafts are checked against the grammar: spec/grammar_drafts.h, spec/verify.h).
+  const char* admit(SpecState& s, std::span<const int32_t> prompt, bool speculate, bool greedy, int32_t logprobs,
+                    std::optional<int32_t> num_speculative_tokens);
 
   // The next step's drafts for a request whose only pending token is its last sampled one.
   // room.max_k: drafts it may still take (max_tokens, context, a recurrent state's ring);

@@ -8,6 +8,14 @@
 // one-hot proposal q = δ(d): accept d with probability p(d); on rejection sample from the
 // residual max(p − q, 0) ∝ p without d. The emitted tokens have exactly the target
 // distribution.
+// Under a grammar (constrained requests, sampling/token_mask.h): row i is masked with the
+// grammar's state after the tokens committed so far and d1..di, before anything else, exactly
+// as constrained decoding without speculation masks each step's row. Greedy then picks the
+// masked argmax, and sampling draws from the masked, renormalised target distribution; a
+// drafter's proposal is one-hot on a token, which the mask leaves alone where the grammar
+// allows it and which the grammar's p(d) = 0 rejects where it does not (grammar_drafts.h cuts
+// such drafts before they are verified). So the output is constrained decoding's, token for
+// token at temperature 0 and in distribution above.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +24,7 @@
 #include <vector>
 
 #include "sampling/sampler.h"
+#include "sampling/token_mask.h"
 
 namespace tachyon::spec {
 
@@ -23,6 +32,9 @@ struct VerifyResult {
   std::vector<int32_t> tokens;  // accepted drafts then the bonus/correction token (1..m+1 tokens)
   int32_t num_accepted = 0;     // drafts accepted
   std::vector<int32_t> nodes;   // draft trees: the accepted nodes (spec/draft_tree.h), in depth order
+  // Under a grammar: the grammar allows no token at all after `tokens` (then no bonus token
+  // follows the accepted drafts; constrained decoding without speculation fails there too).
+  bool grammar_stuck = false;
 };
 
 // `row(i)` returns the raw logits of row i (i = 0..drafts.size()); rows are copied before the
@@ -34,9 +46,11 @@ using LogitsRow = std::function<std::span<const float>(size_t)>;
 using AcceptRule = std::function<bool(const std::vector<sampling::Candidate>& p, int32_t draft, double u)>;
 bool exact_accept(const std::vector<sampling::Candidate>& p, int32_t draft, double u);
 
+// `grammar` (null: none) is the request's constraint in its state after `generated`; it is
+// walked along the accepted drafts and restored to that state before returning.
 VerifyResult verify_chain(std::span<const int32_t> drafts, const LogitsRow& row, sampling::Sampler& sampler,
                           std::span<const int32_t> prompt, std::span<const int32_t> generated,
-                          const AcceptRule& accept = exact_accept);
+                          const AcceptRule& accept = exact_accept, sampling::TokenConstraint* grammar = nullptr);
 
 // The same for plain greedy requests (SamplingParams::plain_greedy) when the step returned
 // only each row's argmax (model::StepOutputs::argmax): `argmax` holds drafts.size() + 1 ids.
