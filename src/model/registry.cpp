@@ -3,6 +3,7 @@
 #include <map>
 
 #include "base/error.h"
+#include "model/sources/bare_model_source.h"
 #include "model/sources/load_options_source.h"
 
 namespace tachyon::model {
@@ -73,7 +74,7 @@ std::unique_ptr<Model> load_model(const std::string& dir, kernels::Backend& back
 std::unique_ptr<Model> load_model(const std::string& dir, kernels::Backend& backend, const LoadOptions& options) {
   io::ModelConfig config = io::load_model_config(dir);
   const Entry* found = &entry_of(config);
-  std::shared_ptr<WeightSource> source = open_weight_source(dir, config);
+  std::shared_ptr<WeightSource> source = wrap_bare_model(open_weight_source(dir, config));
   if (options.quantize != kernels::QuantizeMode::None || options.on_weight)
     source = std::make_shared<LoadOptionsSource>(std::move(source), options.quantize, options.on_weight);
   return found->factory(config, std::move(source), backend);

@@ -87,6 +87,7 @@ struct HttpServer::Impl {
   CorsPolicy cors;
   Admission admission;
   HttpCounters counters;
+  ResponseStore responses;  // the Responses API's previous_response_id
   ListeningServer http;
   int port = 0;
 
@@ -189,7 +190,7 @@ struct HttpServer::Impl {
     auto generation = [this](void (*fn)(HandlerContext, const std::string&, httplib::Response&)) {
       return [this, fn](const httplib::Request& req, httplib::Response& res) {
         ModelRegistry::Lease model = models->acquire(models->size() > 1 ? requested_model(req.body) : "");
-        HandlerContext c{*model, admission, nullptr, models.get()};
+        HandlerContext c{*model, admission, nullptr, models.get(), &responses};
         c.client_gone = [watch = std::make_shared<ConnectionWatch>(req)] { return watch->closed(); };
         fn(c, req.body, res);
         hold_until_sent(res, std::move(model));
@@ -200,6 +201,9 @@ struct HttpServer::Impl {
     http.Post("/v1/responses", wrap(HttpCounters::kResponses, generation(handle_responses)));
     http.Post("/v1/messages", wrap(HttpCounters::kMessages, generation(handle_messages)));
     http.Post("/v1/messages/count_tokens", wrap(HttpCounters::kMessages, generation(handle_count_tokens)));
+    http.Post("/v1/embeddings", wrap(HttpCounters::kOther, generation(handle_embeddings)));
+    http.Post("/tokenize", wrap(HttpCounters::kOther, generation(handle_tokenize)));
+    http.Post("/detokenize", wrap(HttpCounters::kOther, generation(handle_detokenize)));
     http.Get("/v1/models", wrap(HttpCounters::kModels, [this](const httplib::Request&, httplib::Response& res) {
                Json data = Json::array();
                for (const ModelEntry& e : models->entries()) data.push_back(model_json(e));
