@@ -23,8 +23,9 @@ test('a generation model refuses /v1/embeddings with a 400 naming the model', as
     (e) => e instanceof OpenAI.BadRequestError && e.param === 'model' && /embedding/.test(e.message));
 });
 
-test('embeddings: token-id inputs match transformers; strings, lists, base64 and dimensions', async () => {
-  const { port } = await startOwnServer(['--ctx-size', '256', '--kv-blocks', '64'], fixture);
+test('embeddings: token-id inputs match transformers; strings, lists, base64 and dimensions', async (t) => {
+  const { server, port } = await startOwnServer(['--ctx-size', '256', '--kv-blocks', '64'], fixture);
+  t.after(() => server.kill('SIGTERM'));
   const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'none', maxRetries: 0, timeout: 60000 });
   const name = path.basename(fixture);
 
