@@ -3,7 +3,9 @@
 // last token and by the mean, L2-normalized (golden.json).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "base/error.h"
 #include "base/json.h"
@@ -53,16 +55,21 @@ TEST_F(EmbedderTest, LastTokenAndMeanPoolingMatchTransformers) {
   Embedder mean(*model_, {io::Pooling::Mean, true}, 512);
   const Json& inputs = golden_["inputs"];
   ASSERT_GE(inputs.size(), 3u);
+  double worst = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::vector<int32_t> ids = inputs[i].get<std::vector<int32_t>>();
     const std::vector<float> a = last.embed(ids), b = mean.embed(ids);
     ASSERT_EQ(a.size(), 64u);
-    EXPECT_LT(relative_error(a, golden_["last_token"][i]), 1e-2) << "input " << i;
-    EXPECT_LT(relative_error(b, golden_["mean"][i]), 1e-2) << "input " << i;
+    const double err_last = relative_error(a, golden_["last_token"][i]), err_mean = relative_error(b, golden_["mean"][i]);
+    worst = std::max({worst, err_last, err_mean});
+    // The same bf16 weights on both sides, activations in f32: measured 5e-7 (2-core Sapphire Rapids).
+    EXPECT_LT(err_last, 1e-4) << "input " << i;
+    EXPECT_LT(err_mean, 1e-4) << "input " << i;
     double norm = 0;
     for (float x : a) norm += static_cast<double>(x) * x;
     EXPECT_NEAR(norm, 1.0, 1e-5);
   }
+  std::printf("largest relative error against transformers: %.2e\n", worst);
 }
 
 TEST_F(EmbedderTest, ChunkedInputsGiveTheSameVector) {
