@@ -19,6 +19,14 @@ std::vector<GenerationOutcome> Choices::run(const Sink& sink, const Done& done,
                                             const std::function<bool()>& client_gone) {
   std::vector<GenerationOutcome> outcomes(generations_.size());
   std::mutex output_lock;
+  // The connection watch is not thread-safe (it finds its socket on the first call).
+  std::mutex gone_lock;
+  std::function<bool()> gone;
+  if (client_gone)
+    gone = [&] {
+      std::lock_guard lock(gone_lock);
+      return client_gone();
+    };
   auto run_choice = [&](size_t i) {
     TextSink choice_sink;
     if (sink)
@@ -27,7 +35,7 @@ std::vector<GenerationOutcome> Choices::run(const Sink& sink, const Done& done,
         return sink(i, text, lps);
       };
     try {
-      outcomes[i] = generations_[i]->run(choice_sink, client_gone);
+      outcomes[i] = generations_[i]->run(choice_sink, gone);
     } catch (const std::exception& e) {  // a fork the engine refused
       outcomes[i].finish = engine::FinishReason::Error;
       outcomes[i].error = e.what();
