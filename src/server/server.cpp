@@ -151,8 +151,8 @@ struct HttpServer::Impl {
     http.Get("/api/ps", wrap(kOllama, [this](Req, Res res) { handle_ollama_ps(*models, res); }));
     http.Post("/api/show", wrap(kOllama, [this](Req req, Res res) { handle_ollama_show(*models, req.body, res); }));
     http.Post("/api/pull", wrap(kOllama, [this](Req req, Res res) { handle_ollama_pull(*models, options.pull, req.body, res); }));
-    for (const char* path : {"/api/embed", "/api/embeddings"})
-      http.Post(path, wrap(kOllama, [this](Req req, Res res) { handle_ollama_embed(*models, req.body, res); }));
+    http.Post("/api/embed", wrap(kOllama, generation(handle_ollama_embed)));
+    http.Post("/api/embeddings", wrap(kOllama, generation(handle_ollama_embeddings)));
     // Clients probe the version as a liveness check, so it stays open like /health.
     http.Get("/api/version", [this](Req, Res res) {
       handle_ollama_version(res);

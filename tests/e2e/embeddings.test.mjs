@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { openai, OpenAI, model, startOwnServer } from './helpers.mjs';
+import { openai, OpenAI, Ollama, ollama, model, startOwnServer } from './helpers.mjs';
 
 const fixture = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/embedding/qwen3_embedding');
 const golden = JSON.parse(readFileSync(path.join(fixture, 'golden.json'), 'utf8'));
@@ -18,9 +18,10 @@ function relativeError(a, b) {
 }
 const norm = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
 
-test('a generation model refuses /v1/embeddings with a 400 naming the model', async () => {
+test('a generation model refuses /v1/embeddings with a 400 naming the model (Ollama: 501)', async () => {
   await assert.rejects(openai.embeddings.create({ model, input: 'hello' }),
     (e) => e instanceof OpenAI.BadRequestError && e.param === 'model' && /embedding/.test(e.message));
+  await assert.rejects(ollama.embed({ model, input: 'hello' }), (e) => e.status_code === 501);
 });
 
 test('embeddings: token-id inputs match transformers; strings, lists, base64 and dimensions', async (t) => {
@@ -64,6 +65,16 @@ test('embeddings: token-id inputs match transformers; strings, lists, base64 and
   for (const bad of [{ input: '' }, { input: 'x', encoding_format: 'int8' }, { input: 'x', dimensions: 65 },
     { input: [[1, 99999]] }])
     await assert.rejects(client.embeddings.create({ model: name, ...bad }), OpenAI.BadRequestError, JSON.stringify(bad));
+  // Ollama's /api/embed and /api/embeddings give the same vectors.
+  const ol = new Ollama({ host: `http://127.0.0.1:${port}` });
+  const viaOllama = await ol.embed({ model: name, input: ['The quick brown fox', 'jumps over'] });
+  assert.equal(viaOllama.embeddings.length, 2);
+  assert.ok(relativeError(viaOllama.embeddings[0], one.data[0].embedding) < 1e-6);
+  assert.ok(viaOllama.prompt_eval_count > 0);
+  const legacy = await ol.embeddings({ model: name, prompt: 'jumps over' });
+  assert.ok(relativeError(legacy.embedding, many.data[1].embedding) < 1e-6);
+  assert.deepEqual((await ol.show({ model: name })).capabilities, ['embedding']);
+
   // Generation on an embedding model is refused.
   await assert.rejects(client.completions.create({ model: name, prompt: 'x', max_tokens: 2 }),
     (e) => e instanceof OpenAI.BadRequestError && /embedding model/.test(e.message));
