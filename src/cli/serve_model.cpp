@@ -16,8 +16,10 @@
 #include "chat/chat_template.h"
 #include "chat/parsers/output_parser.h"
 #include "cli/model_text.h"
+#include "engine/embedder.h"
 #include "engine/engine.h"
 #include "io/config.h"
+#include "io/embedding_config.h"
 #include "io/gguf.h"
 #include "io/gguf_config.h"
 #include "io/safetensors.h"
@@ -149,6 +151,7 @@ struct Owned {
   std::unique_ptr<model::Model> model;
   std::unique_ptr<spec::Drafter> drafter;
   std::unique_ptr<engine::Engine> engine;
+  std::unique_ptr<engine::Embedder> embedder;  // embedding models only
 };
 
 std::string device_of(const ServeModelOptions& o) { return o.device.empty() ? kernels::default_device() : o.device; }
@@ -206,6 +209,14 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
   owned->engine = progress.stage("engine", [&] { return std::make_unique<engine::Engine>(*owned->model, engine_config); });
   served->engine = owned->engine.get();
   served->max_context = owned->engine->max_context();
+  if (const std::optional<io::EmbeddingConfig> embedding = io::load_embedding_config(dir)) {
+    owned->embedder = std::make_unique<engine::Embedder>(*owned->model, *embedding, served->max_context,
+                                                         options.max_tokens_per_step);
+    served->embedder = owned->embedder.get();
+    std::fprintf(stderr, "  %s: embedding model (%s pooling%s, %lld dimensions); generation is refused\n",
+                 served->id.c_str(), io::pooling_name(embedding->pooling), embedding->normalize ? ", normalized" : "",
+                 static_cast<long long>(owned->embedder->dimensions()));
+  }
   served->created = server::unix_time();
   const auto stats = owned->engine->stats();
   std::fprintf(stderr, "  %s: KV pool %s\n", served->id.c_str(), owned->engine->kv_pool().why.c_str());

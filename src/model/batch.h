@@ -64,6 +64,8 @@ struct Batch {
   std::vector<kv::SeqId> seqs;       // [num_seqs] the KV sequence of each entry
   std::vector<int32_t> logit_rows;   // rows whose logits are returned, in this order
   std::vector<int32_t> hidden_rows;  // rows whose final hidden state (before the final norm) is returned
+  // The hidden rows after the final norm instead (transformers' last_hidden_state: embeddings).
+  bool hidden_after_final_norm = false;
   // The rows' token ids are read from this device int32 array [num_rows] (a previous forward's
   // StepOutput::device_ids or TopTwo::best) instead of `tokens`, which then hold placeholders:
   // a drafter's chain or overlapped decode steps without a wait for the host.

@@ -1,10 +1,11 @@
 #include "model/registry.h"
-#include "model/sources/sharded_source.h"
 
 #include <map>
 
 #include "base/error.h"
+#include "model/sources/bare_model_source.h"
 #include "model/sources/load_options_source.h"
+#include "model/sources/sharded_source.h"
 
 namespace tachyon::model {
 
@@ -74,7 +75,7 @@ std::unique_ptr<Model> load_model(const std::string& dir, kernels::Backend& back
 std::unique_ptr<Model> load_model(const std::string& dir, kernels::Backend& backend, const LoadOptions& options) {
   io::ModelConfig config = io::load_model_config(dir);
   const Entry* found = &entry_of(config);
-  std::shared_ptr<WeightSource> source = open_weight_source(dir, config);
+  std::shared_ptr<WeightSource> source = wrap_bare_model(open_weight_source(dir, config));
   if (options.shard) {
     source = std::make_shared<ShardedSource>(std::move(source), *options.shard, options.rank);
     config = options.shard->rank_config;

@@ -4,9 +4,12 @@
 #include <chrono>
 #include <fmt/format.h>
 #include <random>
+#include <utility>
 
 #include "base/error.h"
 #include "server/api_error.h"
+#include "server/fill_in_middle.h"
+#include "server/reasoning_effort.h"
 #include "server/structured_output.h"
 #include "tokenizer/streaming_decoder.h"
 
@@ -35,8 +38,10 @@ std::string render_chat(const ServedModel& model, const ParsedRequest& request) 
   const OrderedJson& last = request.messages.back();
   const std::string last_content = last.value("content", std::string());
   const bool prefill = request.continue_final_message && !last_content.empty();
+  OrderedJson kwargs = request.template_kwargs;
+  if (request.reasoning_effort) apply_reasoning_effort(model.chat_template->source(), *request.reasoning_effort, kwargs);
   try {
-    std::string text = model.chat_template->render(request.messages, request.tools, !prefill, request.template_kwargs);
+    std::string text = model.chat_template->render(request.messages, request.tools, !prefill, kwargs);
     if (prefill) {
       const size_t pos = text.rfind(last_content);
       if (pos == std::string::npos)
@@ -57,6 +62,8 @@ Prompt build_prompt(const ServedModel& model, const ParsedRequest& request) {
   if (!request.messages.is_null()) {
     prompt.text = render_chat(model, request);
     prompt.ids = model.tokenizer->encode(prompt.text, /*add_special_tokens=*/false);
+  } else if (request.suffix) {
+    prompt = fill_in_middle_prompt(*model.tokenizer, request, model.id, model.vocab_size);
   } else if (request.prompt_ids) {
     prompt.ids = *request.prompt_ids;
     for (int32_t id : prompt.ids)
@@ -72,8 +79,10 @@ Prompt build_prompt(const ServedModel& model, const ParsedRequest& request) {
   return prompt;
 }
 
-Generation::Generation(const ServedModel& model, const ParsedRequest& request, Admission& admission)
+Generation::Generation(const ServedModel& model, const ParsedRequest& request, Admission& admission, bool submit_now)
     : model_(model), admission_(admission), stop_(request.stop) {
+  if (model.embedder)
+    throw ApiError::invalid(fmt::format("model '{}' is an embedding model; use /v1/embeddings", model.id), "model");
   Prompt prompt = build_prompt(model, request);
   prompt_text_ = std::move(prompt.text);
   prompt_ids_ = std::move(prompt.ids);
@@ -125,23 +134,30 @@ Generation::Generation(const ServedModel& model, const ParsedRequest& request, A
   }
   if (!admission_.try_enter())
     throw ApiError(ErrorKind::RateLimit, "the server is at capacity; retry shortly", "", "rate_limit_exceeded");
+  admitted_ = true;
+  pending_ = std::move(req);
+  if (submit_now) submit();
+}
+
+void Generation::submit() {
+  if (!pending_) return;
+  engine::GenerationRequest req = std::move(*pending_);
+  pending_.reset();
   try {
-    stream_ = model.engine->submit(std::move(req));
+    stream_ = model_.engine->submit(std::move(req));
     submitted_ = std::chrono::steady_clock::now();
   } catch (const Error& e) {
-    admission_.leave();
     throw ApiError::invalid(e.what());
   }
 }
 
 Generation::~Generation() {
-  if (stream_) {
-    stream_->cancel();
-    admission_.leave();
-  }
+  if (stream_) stream_->cancel();
+  if (admitted_) admission_.leave();
 }
 
 GenerationOutcome Generation::run(const TextSink& sink, const std::function<bool()>& client_gone) {
+  submit();
   GenerationOutcome outcome;
   outcome.prompt_tokens = static_cast<int32_t>(prompt_ids_.size());
   tokenizer::StreamingDecoder decoder(*model_.tokenizer, /*skip_special_tokens=*/true);
@@ -177,6 +193,7 @@ GenerationOutcome Generation::run(const TextSink& sink, const std::function<bool
       }
     }
     if (!out) continue;
+    if (on_prefilled_) std::exchange(on_prefilled_, nullptr)();
     if (outcome.completion_tokens == 0 && !out->tokens.empty())
       outcome.time_to_first_token = std::chrono::steady_clock::now() - submitted_;
     outcome.completion_tokens += static_cast<int32_t>(out->tokens.size());

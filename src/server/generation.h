@@ -20,6 +20,7 @@
 
 #include "chat/chat_template.h"
 #include "chat/parsers/output_parser.h"
+#include "engine/embedder.h"
 #include "engine/engine.h"
 #include "server/request.h"
 #include "server/sampling_defaults.h"
@@ -44,6 +45,9 @@ struct ModelDetails {
 struct ServedModel {
   std::string id;                                  // the name clients pass as "model"
   engine::Engine* engine = nullptr;
+  // An embedding model (sentence-transformers pooling config): /v1/embeddings computes with it,
+  // and generation is refused. Null for generation models.
+  engine::Embedder* embedder = nullptr;
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
   std::shared_ptr<const chat::ChatTemplate> chat_template;  // null: no chat endpoints
   chat::ParserOptions parser;                      // tool-call / reasoning syntax of the family
@@ -121,8 +125,9 @@ using TextSink = std::function<bool(std::string_view text, std::span<const engin
 class Generation {
  public:
   // Renders the chat template (or takes the completion prompt), tokenizes, validates
-  // max_tokens against the context and submits. Throws ApiError.
-  Generation(const ServedModel& model, const ParsedRequest& request, Admission& admission);
+  // max_tokens against the context, takes an admission slot and submits (with `submit_now`
+  // false: later, by submit()). Throws ApiError.
+  Generation(const ServedModel& model, const ParsedRequest& request, Admission& admission, bool submit_now = true);
   ~Generation();
   Generation(const Generation&) = delete;
   Generation& operator=(const Generation&) = delete;
@@ -132,6 +137,12 @@ class Generation {
   // Options for chat::make_output_parser: the model's family, reasoning opened by the prompt,
   // tool calls only when the request offered tools and did not say tool_choice "none".
   const chat::ParserOptions& parser_options() const { return parser_options_; }
+
+  // Hands the request to the engine (once; the constructor did unless told not to). Throws ApiError.
+  void submit();
+  // Called once, on the thread of run(), when the engine's first output arrives: the prompt is
+  // prefilled and its full KV blocks are in the prefix cache (server/choices.h forks then).
+  void on_prefilled(std::function<void()> callback) { on_prefilled_ = std::move(callback); }
 
   // Pulls the engine's output to the end. Call once. `client_gone` (polled every 50 ms while
   // waiting) says the client disconnected: the request is cancelled and the outcome is Abort.
@@ -145,6 +156,9 @@ class Generation {
   chat::ParserOptions parser_options_;
   std::vector<std::string> stop_;
   std::string answer_prefix_;  // written by the server as the answer's start (forced tool calls)
+  std::optional<engine::GenerationRequest> pending_;  // until submit()
+  bool admitted_ = false;
+  std::function<void()> on_prefilled_;
   std::shared_ptr<engine::RequestStream> stream_;
   std::chrono::steady_clock::time_point submitted_;
 };

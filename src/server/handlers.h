@@ -11,6 +11,7 @@
 
 #include "server/generation.h"
 #include "server/model_registry.h"
+#include "server/response_store.h"
 
 namespace tachyon::server {
 
@@ -20,6 +21,7 @@ struct HandlerContext {
   // Non-streaming handlers pass it to Generation::run: true once the client disconnected.
   std::function<bool()> client_gone;
   const ModelRegistry* models = nullptr;  // every served model; null: `model` alone
+  ResponseStore* responses = nullptr;     // the Responses API's stored responses; null: none kept
 };
 
 void handle_chat_completions(HandlerContext ctx, const std::string& body, httplib::Response& res);
@@ -28,6 +30,12 @@ void handle_responses(HandlerContext ctx, const std::string& body, httplib::Resp
 void handle_messages(HandlerContext ctx, const std::string& body, httplib::Response& res);
 // Anthropic POST /v1/messages/count_tokens: the prompt's token count, nothing generated.
 void handle_count_tokens(HandlerContext ctx, const std::string& body, httplib::Response& res);
+
+// POST /v1/embeddings (embedding models; server/embeddings.cpp).
+void handle_embeddings(HandlerContext ctx, const std::string& body, httplib::Response& res);
+// POST /tokenize and /detokenize (llama-server and vLLM shapes; server/tokenize_endpoints.cpp).
+void handle_tokenize(HandlerContext ctx, const std::string& body, httplib::Response& res);
+void handle_detokenize(HandlerContext ctx, const std::string& body, httplib::Response& res);
 
 // Checks that the request's "model" names ctx.model: its name, or an alias of it the registry
 // resolves (404 with the served names otherwise).

@@ -19,7 +19,9 @@ void handle_ollama_generate(HandlerContext ctx, const std::string& body, httplib
 // `models` names what is served; a model not loaded is listed by /api/tags from its files
 // (dated `started`, the server's start) and loaded by /api/show; /api/ps lists the loaded.
 void handle_ollama_show(ModelRegistry& models, const std::string& body, httplib::Response& res);
-void handle_ollama_embed(const ModelRegistry& models, const std::string& body, httplib::Response& res);
+// POST /api/embed and the older /api/embeddings (server/ollama_embed.cpp): embedding models only.
+void handle_ollama_embed(HandlerContext ctx, const std::string& body, httplib::Response& res);
+void handle_ollama_embeddings(HandlerContext ctx, const std::string& body, httplib::Response& res);
 // /api/pull: a served name succeeds at once; another is downloaded by `puller` (NDJSON progress
 // unless "stream": false) and then served; with no puller, 501.
 void handle_ollama_pull(ModelRegistry& models, const ModelPuller& puller, const std::string& body,

@@ -164,7 +164,7 @@ void handle_ollama_show(ModelRegistry& models, const std::string& body, httplib:
                {arch + ".attention.head_count", d.num_heads},
                {arch + ".attention.head_count_kv", d.num_kv_heads},
                {arch + ".vocab_size", model.vocab_size}};
-  Json capabilities = Json::array({"completion"});
+  Json capabilities = Json::array({model.embedder ? "embedding" : "completion"});
   if (model.chat_template && model.parser.family != chat::ParserFamily::kPlain) capabilities.push_back("tools");
   if (model.chat_template && ollama_can_think(model)) capabilities.push_back("thinking");
   const Json out = {{"modelfile", modelfile},
@@ -175,15 +175,6 @@ void handle_ollama_show(ModelRegistry& models, const std::string& body, httplib:
                     {"capabilities", std::move(capabilities)},
                     {"modified_at", modified_at(model)}};
   res.set_content(dump_json(out), "application/json");
-}
-
-void handle_ollama_embed(const ModelRegistry& models, const std::string& body, httplib::Response&) {
-  const OrderedJson request = parse_body(body);
-  const ModelEntry model = models.find(read_ollama_model_name(request));
-  throw ApiError(ErrorKind::NotImplemented,
-                 fmt::format("model '{}' does not support embeddings: this server generates text only and has no "
-                             "embedding endpoint",
-                             model.name));
 }
 
 namespace {

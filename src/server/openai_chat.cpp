@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "server/api_error.h"
+#include "server/choices.h"
 #include "server/handlers.h"
 #include "server/sse.h"
 
@@ -73,79 +74,94 @@ Json chat_logprobs(const tokenizer::Tokenizer& tokenizer, std::span<const engine
 void handle_chat_completions(HandlerContext ctx, const std::string& body, httplib::Response& res) {
   const ParsedRequest request = parse_chat_request(body);
   check_model(ctx, request.model);
-  auto gen = std::make_shared<Generation>(ctx.model, request, ctx.admission);
+  auto choices = std::make_shared<Choices>(ctx.model, request, ctx.admission);
   const std::string id = random_id("chatcmpl-");
   const int64_t created = unix_time();
   const bool want_logprobs = request.logprobs >= 0;
 
   if (!request.stream) {
-    const GenerationOutcome outcome = gen->run(nullptr, ctx.client_gone);
-    throw_if_failed(outcome);
-    const chat::ParsedMessage parsed = chat::parse_output(gen->parser_options(), outcome.text);
-    Json message = {{"role", "assistant"}, {"content", parsed.content.empty() && !parsed.tool_calls.empty()
-                                                           ? Json() : Json(parsed.content)}};
-    if (!parsed.reasoning_content.empty()) message["reasoning_content"] = parsed.reasoning_content;
-    if (!parsed.tool_calls.empty()) {
-      Json calls = Json::array();
-      for (const chat::ToolCall& call : parsed.tool_calls) calls.push_back(call.to_json());
-      message["tool_calls"] = std::move(calls);
+    const std::vector<GenerationOutcome> outcomes = choices->run(nullptr, nullptr, ctx.client_gone);
+    Json choice_list = Json::array();
+    for (size_t i = 0; i < outcomes.size(); ++i) {
+      const GenerationOutcome& outcome = outcomes[i];
+      throw_if_failed(outcome);
+      const chat::ParsedMessage parsed = chat::parse_output((*choices)[i].parser_options(), outcome.text);
+      Json message = {{"role", "assistant"}, {"content", parsed.content.empty() && !parsed.tool_calls.empty()
+                                                             ? Json() : Json(parsed.content)}};
+      if (!parsed.reasoning_content.empty()) message["reasoning_content"] = parsed.reasoning_content;
+      if (!parsed.tool_calls.empty()) {
+        Json calls = Json::array();
+        for (const chat::ToolCall& call : parsed.tool_calls) calls.push_back(call.to_json());
+        message["tool_calls"] = std::move(calls);
+      }
+      choice_list.push_back(
+          {{"index", i},
+           {"message", std::move(message)},
+           {"logprobs", want_logprobs ? Json{{"content", chat_logprobs(*ctx.model.tokenizer, outcome.logprobs)}}
+                                      : Json()},
+           {"finish_reason", openai_finish_reason(outcome, !parsed.tool_calls.empty())}});
     }
-    Json choice = {{"index", 0},
-                   {"message", std::move(message)},
-                   {"logprobs", want_logprobs ? Json{{"content", chat_logprobs(*ctx.model.tokenizer, outcome.logprobs)}}
-                                              : Json()},
-                   {"finish_reason", openai_finish_reason(outcome, !parsed.tool_calls.empty())}};
     const Json response = {{"id", id},
                            {"object", "chat.completion"},
                            {"created", created},
                            {"model", ctx.model.id},
-                           {"choices", Json::array({std::move(choice)})},
-                           {"usage", openai_usage(outcome)}};
+                           {"choices", std::move(choice_list)},
+                           {"usage", openai_usage(combined_usage(outcomes))}};
     res.set_content(dump_json(response), "application/json");
     return;
   }
 
   const bool include_usage = request.include_usage;
   const HandlerContext c = ctx;
-  res.set_chunked_content_provider("text/event-stream", [gen, c, id, created, include_usage, want_logprobs](
+  res.set_chunked_content_provider("text/event-stream", [choices, c, id, created, include_usage, want_logprobs](
                                                             size_t, httplib::DataSink& sink) {
     SseWriter sse(sink);
-    auto chunk = [&](Json delta, Json finish, Json logprobs) {
-      Json choice = {{"index", 0}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)},
+    auto chunk = [&](size_t index, Json delta, Json finish, Json logprobs) {
+      Json choice = {{"index", index}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)},
                      {"finish_reason", std::move(finish)}};
       Json out = {{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", c.model.id},
                   {"choices", Json::array({std::move(choice)})}};
       if (include_usage) out["usage"] = nullptr;
       return sse.data(out);
     };
-    auto parser = chat::make_output_parser(gen->parser_options());
-    int num_tool_calls = 0;
-    auto send_delta = [&](chat::ParseDelta d, Json logprobs) {
-      if (!d.reasoning_content.empty()) chunk({{"reasoning_content", d.reasoning_content}}, nullptr, nullptr);
-      if (!d.content.empty() || !logprobs.is_null()) chunk({{"content", d.content}}, nullptr, std::move(logprobs));
+    // Each choice has its own output parser and tool-call count.
+    std::vector<std::unique_ptr<chat::OutputParser>> parsers;
+    std::vector<int> num_tool_calls(choices->size(), 0);
+    for (size_t i = 0; i < choices->size(); ++i) parsers.push_back(chat::make_output_parser((*choices)[i].parser_options()));
+    auto send_delta = [&](size_t index, chat::ParseDelta d, Json logprobs) {
+      if (!d.reasoning_content.empty()) chunk(index, {{"reasoning_content", d.reasoning_content}}, nullptr, nullptr);
+      if (!d.content.empty() || !logprobs.is_null()) chunk(index, {{"content", d.content}}, nullptr, std::move(logprobs));
       for (const chat::ToolCall& call : d.tool_calls) {
-        Json tc = {{"index", num_tool_calls++}, {"id", call.id}, {"type", "function"},
+        Json tc = {{"index", num_tool_calls[index]++}, {"id", call.id}, {"type", "function"},
                    {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
-        chunk({{"tool_calls", Json::array({std::move(tc)})}}, nullptr, nullptr);
+        chunk(index, {{"tool_calls", Json::array({std::move(tc)})}}, nullptr, nullptr);
       }
       return sse.ok();
     };
+    bool failed = false, aborted = false;
     try {
-      chunk({{"role", "assistant"}, {"content", ""}}, nullptr, nullptr);
-      const GenerationOutcome outcome = gen->run([&](std::string_view text, std::span<const engine::TokenLogprob> lps) {
-        Json logprobs = want_logprobs && !lps.empty() ? Json{{"content", chat_logprobs(*c.model.tokenizer, lps)}}
-                                                      : Json();
-        return send_delta(parser->feed(text), std::move(logprobs));
-      });
-      if (outcome.finish == engine::FinishReason::Error) {
-        sse.data(error_body(ApiError(ErrorKind::Internal, "generation failed: " + outcome.error), ApiFlavor::OpenAI));
-      } else if (outcome.finish != engine::FinishReason::Abort) {
-        send_delta(parser->finish(), nullptr);
-        chunk(Json::object(), openai_finish_reason(outcome, num_tool_calls > 0), nullptr);
-        if (include_usage)
-          sse.data({{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", c.model.id},
-                    {"choices", Json::array()}, {"usage", openai_usage(outcome)}});
-      }
+      for (size_t i = 0; i < choices->size(); ++i) chunk(i, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr);
+      const std::vector<GenerationOutcome> outcomes = choices->run(
+          [&](size_t i, std::string_view text, std::span<const engine::TokenLogprob> lps) {
+            Json logprobs = want_logprobs && !lps.empty() ? Json{{"content", chat_logprobs(*c.model.tokenizer, lps)}}
+                                                          : Json();
+            return send_delta(i, parsers[i]->feed(text), std::move(logprobs));
+          },
+          [&](size_t i, const GenerationOutcome& outcome) {
+            if (outcome.finish == engine::FinishReason::Error) {
+              if (!failed)
+                sse.data(error_body(ApiError(ErrorKind::Internal, "generation failed: " + outcome.error), ApiFlavor::OpenAI));
+              failed = true;
+            } else if (outcome.finish == engine::FinishReason::Abort) {
+              aborted = true;
+            } else if (!failed) {
+              send_delta(i, parsers[i]->finish(), nullptr);
+              chunk(i, Json::object(), openai_finish_reason(outcome, num_tool_calls[i] > 0), nullptr);
+            }
+          });
+      if (!failed && !aborted && include_usage)
+        sse.data({{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", c.model.id},
+                  {"choices", Json::array()}, {"usage", openai_usage(combined_usage(outcomes))}});
     } catch (const std::exception& e) {
       sse.data(error_body(ApiError(ErrorKind::Internal, e.what()), ApiFlavor::OpenAI));
     }

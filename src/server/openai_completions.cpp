@@ -1,5 +1,6 @@
 // POST /v1/completions: raw prompt (text or token ids) in, text out; echo and legacy logprobs.
 #include "server/api_error.h"
+#include "server/choices.h"
 #include "server/handlers.h"
 #include "server/sse.h"
 
@@ -39,72 +40,87 @@ Json empty_legacy_logprobs() {
 void handle_completions(HandlerContext ctx, const std::string& body, httplib::Response& res) {
   const ParsedRequest request = parse_completion_request(body);
   check_model(ctx, request.model);
-  auto gen = std::make_shared<Generation>(ctx.model, request, ctx.admission);
+  auto choices = std::make_shared<Choices>(ctx.model, request, ctx.admission);
   const std::string id = random_id("cmpl-");
   const int64_t created = unix_time();
   const bool want_logprobs = request.logprobs >= 0;
   const bool echo = request.echo;
 
   if (!request.stream) {
-    const GenerationOutcome outcome = gen->run(nullptr, ctx.client_gone);
-    throw_if_failed(outcome);
-    Json logprobs;
-    std::string text = outcome.text;
-    if (echo) text = gen->prompt_text() + text;
-    if (want_logprobs) {
-      logprobs = empty_legacy_logprobs();
-      size_t offset = 0;
-      if (echo) {
-        // The prompt's first token has no logprob; the engine reports tokens 1..n-1.
-        std::vector<engine::TokenLogprob> prompt_lps;
-        prompt_lps.push_back({gen->prompt_ids().front(), 0.f, {}});
-        for (const auto& lp : outcome.prompt_logprobs) prompt_lps.push_back(lp);
-        append_legacy_logprobs(*ctx.model.tokenizer, prompt_lps, true, offset, logprobs);
+    const std::vector<GenerationOutcome> outcomes = choices->run(nullptr, nullptr, ctx.client_gone);
+    const Generation& gen = choices->front();
+    Json choice_list = Json::array();
+    for (size_t i = 0; i < outcomes.size(); ++i) {
+      const GenerationOutcome& outcome = outcomes[i];
+      throw_if_failed(outcome);
+      Json logprobs;
+      std::string text = outcome.text;
+      if (echo) text = gen.prompt_text() + text;
+      if (want_logprobs) {
+        logprobs = empty_legacy_logprobs();
+        size_t offset = 0;
+        if (echo) {
+          // The prompt's first token has no logprob; the engine reports tokens 1..n-1.
+          std::vector<engine::TokenLogprob> prompt_lps;
+          prompt_lps.push_back({gen.prompt_ids().front(), 0.f, {}});
+          for (const auto& lp : outcome.prompt_logprobs) prompt_lps.push_back(lp);
+          append_legacy_logprobs(*ctx.model.tokenizer, prompt_lps, true, offset, logprobs);
+        }
+        append_legacy_logprobs(*ctx.model.tokenizer, outcome.logprobs, false, offset, logprobs);
       }
-      append_legacy_logprobs(*ctx.model.tokenizer, outcome.logprobs, false, offset, logprobs);
+      choice_list.push_back({{"index", i}, {"text", text}, {"logprobs", std::move(logprobs)},
+                             {"finish_reason", openai_finish_reason(outcome, false)}});
     }
-    Json choice = {{"index", 0}, {"text", text}, {"logprobs", std::move(logprobs)},
-                   {"finish_reason", openai_finish_reason(outcome, false)}};
     const Json response = {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", ctx.model.id},
-                           {"choices", Json::array({std::move(choice)})}, {"usage", openai_usage(outcome)}};
+                           {"choices", std::move(choice_list)}, {"usage", openai_usage(combined_usage(outcomes))}};
     res.set_content(dump_json(response), "application/json");
     return;
   }
 
   const bool include_usage = request.include_usage;
   const HandlerContext c = ctx;
-  res.set_chunked_content_provider("text/event-stream", [gen, c, id, created, include_usage, want_logprobs, echo](
+  res.set_chunked_content_provider("text/event-stream", [choices, c, id, created, include_usage, want_logprobs, echo](
                                                             size_t, httplib::DataSink& sink) {
     SseWriter sse(sink);
-    size_t offset = 0;
-    auto chunk = [&](const std::string& text, Json logprobs, Json finish) {
-      Json choice = {{"index", 0}, {"text", text}, {"logprobs", std::move(logprobs)}, {"finish_reason", std::move(finish)}};
+    std::vector<size_t> offsets(choices->size(), 0);  // where each choice's next token text starts
+    auto chunk = [&](size_t index, const std::string& text, Json logprobs, Json finish) {
+      Json choice = {{"index", index}, {"text", text}, {"logprobs", std::move(logprobs)},
+                     {"finish_reason", std::move(finish)}};
       Json out = {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", c.model.id},
                   {"choices", Json::array({std::move(choice)})}};
       if (include_usage) out["usage"] = nullptr;
       return sse.data(out);
     };
+    bool failed = false, aborted = false;
     try {
-      if (echo) {
-        offset += gen->prompt_text().size();
-        chunk(gen->prompt_text(), nullptr, nullptr);
-      }
-      const GenerationOutcome outcome = gen->run([&](std::string_view text, std::span<const engine::TokenLogprob> lps) {
-        Json logprobs;
-        if (want_logprobs) {
-          logprobs = empty_legacy_logprobs();
-          append_legacy_logprobs(*c.model.tokenizer, lps, false, offset, logprobs);
+      if (echo)
+        for (size_t i = 0; i < choices->size(); ++i) {
+          offsets[i] += choices->front().prompt_text().size();
+          chunk(i, choices->front().prompt_text(), nullptr, nullptr);
         }
-        return chunk(std::string(text), std::move(logprobs), nullptr);
-      });
-      if (outcome.finish == engine::FinishReason::Error) {
-        sse.data(error_body(ApiError(ErrorKind::Internal, "generation failed: " + outcome.error), ApiFlavor::OpenAI));
-      } else if (outcome.finish != engine::FinishReason::Abort) {
-        chunk("", nullptr, openai_finish_reason(outcome, false));
-        if (include_usage)
-          sse.data({{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", c.model.id},
-                    {"choices", Json::array()}, {"usage", openai_usage(outcome)}});
-      }
+      const std::vector<GenerationOutcome> outcomes = choices->run(
+          [&](size_t i, std::string_view text, std::span<const engine::TokenLogprob> lps) {
+            Json logprobs;
+            if (want_logprobs) {
+              logprobs = empty_legacy_logprobs();
+              append_legacy_logprobs(*c.model.tokenizer, lps, false, offsets[i], logprobs);
+            }
+            return chunk(i, std::string(text), std::move(logprobs), nullptr);
+          },
+          [&](size_t i, const GenerationOutcome& outcome) {
+            if (outcome.finish == engine::FinishReason::Error) {
+              if (!failed)
+                sse.data(error_body(ApiError(ErrorKind::Internal, "generation failed: " + outcome.error), ApiFlavor::OpenAI));
+              failed = true;
+            } else if (outcome.finish == engine::FinishReason::Abort) {
+              aborted = true;
+            } else if (!failed) {
+              chunk(i, "", nullptr, openai_finish_reason(outcome, false));
+            }
+          });
+      if (!failed && !aborted && include_usage)
+        sse.data({{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", c.model.id},
+                  {"choices", Json::array()}, {"usage", openai_usage(combined_usage(outcomes))}});
     } catch (const std::exception& e) {
       sse.data(error_body(ApiError(ErrorKind::Internal, e.what()), ApiFlavor::OpenAI));
     }

@@ -1,6 +1,7 @@
 // Parsing of the OpenAI endpoints' bodies: /v1/chat/completions, /v1/completions, /v1/responses.
 #include <fmt/format.h>
 
+#include "server/reasoning_effort.h"
 #include "server/request.h"
 #include "server/request_fields.h"
 #include "server/structured_output.h"
@@ -116,9 +117,8 @@ void read_template_kwargs(const OrderedJson& body, ParsedRequest& out) {
 
 void require_model(const OrderedJson& body, ParsedRequest& out) { out.model = require_string(body, "model"); }
 
-void read_n(const OrderedJson& body) {
-  if (auto n = read_int(body, "n", 1, 128); n && *n != 1)
-    throw ApiError::invalid("only n=1 is supported", "n");
+void read_n(const OrderedJson& body, ParsedRequest& out) {
+  out.n = static_cast<int32_t>(read_int(body, "n", 1, kMaxChoices).value_or(1));
 }
 
 void read_stream(const OrderedJson& body, ParsedRequest& out) {
@@ -156,7 +156,7 @@ ParsedRequest parse_chat_request(std::string_view text) {
   read_template_kwargs(body, out);
   read_openai_sampling(body, out);
   read_speculative(body, out);
-  read_n(body);
+  read_n(body, out);
   read_stream(body, out);
   out.stop = read_stop(body, "stop");
   if (auto m = read_int(body, "max_completion_tokens", 1, INT32_MAX)) out.max_tokens = static_cast<int32_t>(*m);
@@ -166,6 +166,8 @@ ParsedRequest parse_chat_request(std::string_view text) {
   if (top && !logprobs) throw ApiError::invalid("'top_logprobs' requires 'logprobs' to be true", "top_logprobs");
   if (logprobs) out.logprobs = static_cast<int32_t>(top.value_or(0));
   read_structured_output(body, out);
+  if (auto effort = read_string(body, "reasoning_effort"))
+    out.reasoning_effort = validate_reasoning_effort(*effort, "reasoning_effort");
   out.continue_final_message = read_bool(body, "continue_final_message").value_or(false);
   if (read_bool(body, "add_generation_prompt").value_or(true) == false) out.continue_final_message = true;
   if (out.continue_final_message && out.messages.back()["role"] != "assistant")
@@ -187,11 +189,7 @@ ParsedRequest parse_completion_request(std::string_view text) {
   ParsedRequest out;
   out.endpoint = Endpoint::Completions;
   require_model(body, out);
-  if (auto suffix = read_string(body, "suffix"); suffix && !suffix->empty())
-    throw ApiError::invalid("'suffix' is not supported: this server does not do fill-in-the-middle completions",
-                            "suffix");
-  if (auto best_of = read_int(body, "best_of", 1, 128); best_of && *best_of != 1)
-    throw ApiError::invalid("only best_of=1 is supported", "best_of");
+  out.suffix = read_string(body, "suffix");
   const OrderedJson* prompt = find_field(body, "prompt");
   if (!prompt) throw ApiError::invalid("'prompt' is required", "prompt");
   // A string, a list of token ids, or a batch of one of either.
@@ -217,13 +215,22 @@ ParsedRequest parse_completion_request(std::string_view text) {
   }
   read_openai_sampling(body, out);
   read_speculative(body, out);
-  read_n(body);
+  read_n(body, out);
+  // best_of = n returns every candidate, which is what n does; ranking more candidates than are
+  // returned is not done.
+  if (auto best_of = read_int(body, "best_of", 1, kMaxChoices); best_of && *best_of != out.n)
+    throw ApiError::invalid(fmt::format("'best_of' is not supported (got {} with n={}): candidates are not ranked; "
+                                        "use 'n' for several completions",
+                                        *best_of, out.n),
+                            "best_of");
   read_stream(body, out);
   out.stop = read_stop(body, "stop");
   out.max_tokens = static_cast<int32_t>(read_int(body, "max_tokens", 1, INT32_MAX).value_or(16));
   if (auto lp = read_int(body, "logprobs", 0, kMaxTopLogprobs)) out.logprobs = static_cast<int32_t>(*lp);
   out.echo = read_bool(body, "echo").value_or(false);
   read_structured_output(body, out);
+  if (out.echo && out.suffix)
+    throw ApiError::invalid("'echo' cannot be combined with 'suffix'", "echo");
   read_string(body, "user");
   return out;
 }
@@ -267,6 +274,28 @@ void read_response_item(const OrderedJson& item, const std::string& path, Ordere
   }
 }
 
+// `include` (what to add to the output; message.output_text.logprobs is the one a text model
+// has) and `top_logprobs`: either asks for the output text's logprobs.
+void read_responses_logprobs(const OrderedJson& body, ParsedRequest& out) {
+  bool logprobs = false;
+  if (const OrderedJson* include = find_field(body, "include")) {
+    if (!include->is_array()) throw ApiError::invalid("'include' must be an array of strings", "include");
+    for (size_t i = 0; i < include->size(); ++i) {
+      const std::string path = index_path("include", i);
+      if (!(*include)[i].is_string()) throw ApiError::invalid(fmt::format("'{}' must be a string", path), path);
+      const std::string item = (*include)[i].get<std::string>();
+      if (item == "message.output_text.logprobs") logprobs = true;
+      else if (item != "reasoning.encrypted_content" && item != "message.input_image.image_url" &&
+               item != "computer_call_output.output.image_url" && item != "file_search_call.results" &&
+               item != "code_interpreter_call.outputs" && item != "web_search_call.action.sources" &&
+               item != "web_search_call.results")
+        throw ApiError::invalid(fmt::format("'{}': unknown include value '{}'", path, item), path);
+    }
+  }
+  const auto top = read_int(body, "top_logprobs", 0, kMaxTopLogprobs);
+  if (logprobs || top) out.logprobs = static_cast<int32_t>(top.value_or(0));
+}
+
 }  // namespace
 
 ParsedRequest parse_responses_request(std::string_view text) {
@@ -280,10 +309,8 @@ ParsedRequest parse_responses_request(std::string_view text) {
   out.endpoint = Endpoint::Responses;
   require_model(body, out);
   read_speculative(body, out);
-  if (read_string(body, "previous_response_id"))
-    throw ApiError::invalid("'previous_response_id' is not supported: this server stores no responses; send the "
-                            "whole conversation as input",
-                            "previous_response_id");
+  out.previous_response_id = read_string(body, "previous_response_id");
+  out.store = read_bool(body, "store").value_or(true);
   if (read_bool(body, "background").value_or(false))
     throw ApiError::invalid("background responses are not supported", "background");
   out.messages = OrderedJson::array();
@@ -322,13 +349,14 @@ ParsedRequest parse_responses_request(std::string_view text) {
   read_openai_sampling(body, out);
   out.stream = read_bool(body, "stream").value_or(false);
   if (auto m = read_int(body, "max_output_tokens", 1, INT32_MAX)) out.max_tokens = static_cast<int32_t>(*m);
-  if (auto top = read_int(body, "top_logprobs", 0, kMaxTopLogprobs)) out.logprobs = static_cast<int32_t>(*top);
+  read_responses_logprobs(body, out);
   if (const OrderedJson* textcfg = read_object(body, "text")) {
     if (const OrderedJson* format = read_object(*textcfg, "format", "text")) read_text_format(*format, out);
   }
   if (const OrderedJson* reasoning = read_object(body, "reasoning")) {
+    reject_unknown_fields(*reasoning, {"effort", "summary", "generate_summary"}, "reasoning");
     if (auto effort = read_string(*reasoning, "effort", "reasoning"))
-      out.template_kwargs["enable_thinking"] = *effort != "none" && *effort != "minimal";
+      out.reasoning_effort = validate_reasoning_effort(*effort, "reasoning.effort");
   }
   return out;
 }

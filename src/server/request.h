@@ -56,6 +56,9 @@ struct ParsedRequest {
   std::string tool_name;               // ToolChoice::Named: a function declared in `tools`
   std::optional<std::string> prompt_text;
   std::optional<std::vector<int32_t>> prompt_ids;
+  // completions: fill-in-the-middle, the prompt is the text before the gap and this the text
+  // after it (server/fill_in_middle.h).
+  std::optional<std::string> suffix;
   bool continue_final_message = false;  // render without a generation prompt
 
   engine::SamplingParams sampling;
@@ -63,6 +66,7 @@ struct ParsedRequest {
   std::optional<int32_t> max_tokens;   // absent: up to the context length
   std::optional<int32_t> max_context;  // prompt + output at most this (Ollama num_ctx); absent: the model's
   std::vector<std::string> stop;       // stop strings, never empty strings
+  int32_t n = 1;                       // independent choices of one prompt (server/choices.h)
   bool stream = false;
   bool include_usage = false;          // OpenAI stream_options.include_usage
   int32_t logprobs = -1;               // -1 none; 0 the chosen token; k top alternatives too
@@ -72,6 +76,12 @@ struct ParsedRequest {
   // the compiled grammar of the answer (structured_output.h); null: none.
   std::shared_ptr<const OutputConstraint> output_constraint;
   std::string instructions;            // responses: echoed back in the response object
+  // none | minimal | low | medium | high, mapped onto the template's switch (server/reasoning_effort.h).
+  std::optional<std::string> reasoning_effort;
+  // responses: the stored response this one continues (server/response_store.h), and whether
+  // this one is stored (`store`, default true).
+  std::optional<std::string> previous_response_id;
+  bool store = true;
   // tachyon extension, chat and completions: "speculative": {"enabled": bool,
   // "num_speculative_tokens": 1..16} overrides the server's speculative decoding for this request.
   std::optional<bool> speculate;
@@ -82,6 +92,7 @@ struct ParsedRequest {
 inline constexpr size_t kMaxStopStrings = 16;
 inline constexpr size_t kMaxStopBytes = 512;
 inline constexpr int32_t kMaxTopLogprobs = 20;
+inline constexpr int32_t kMaxChoices = 128;  // `n` at most, as OpenAI
 
 ParsedRequest parse_chat_request(std::string_view body);         // POST /v1/chat/completions
 ParsedRequest parse_completion_request(std::string_view body);   // POST /v1/completions

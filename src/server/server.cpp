@@ -87,6 +87,7 @@ struct HttpServer::Impl {
   CorsPolicy cors;
   Admission admission;
   HttpCounters counters;
+  ResponseStore responses;  // the Responses API's previous_response_id
   ListeningServer http;
   int port = 0;
 
@@ -150,8 +151,8 @@ struct HttpServer::Impl {
     http.Get("/api/ps", wrap(kOllama, [this](Req, Res res) { handle_ollama_ps(*models, res); }));
     http.Post("/api/show", wrap(kOllama, [this](Req req, Res res) { handle_ollama_show(*models, req.body, res); }));
     http.Post("/api/pull", wrap(kOllama, [this](Req req, Res res) { handle_ollama_pull(*models, options.pull, req.body, res); }));
-    for (const char* path : {"/api/embed", "/api/embeddings"})
-      http.Post(path, wrap(kOllama, [this](Req req, Res res) { handle_ollama_embed(*models, req.body, res); }));
+    http.Post("/api/embed", wrap(kOllama, generation(handle_ollama_embed)));
+    http.Post("/api/embeddings", wrap(kOllama, generation(handle_ollama_embeddings)));
     // Clients probe the version as a liveness check, so it stays open like /health.
     http.Get("/api/version", [this](Req, Res res) {
       handle_ollama_version(res);
@@ -189,7 +190,7 @@ struct HttpServer::Impl {
     auto generation = [this](void (*fn)(HandlerContext, const std::string&, httplib::Response&)) {
       return [this, fn](const httplib::Request& req, httplib::Response& res) {
         ModelRegistry::Lease model = models->acquire(models->size() > 1 ? requested_model(req.body) : "");
-        HandlerContext c{*model, admission, nullptr, models.get()};
+        HandlerContext c{*model, admission, nullptr, models.get(), &responses};
         c.client_gone = [watch = std::make_shared<ConnectionWatch>(req)] { return watch->closed(); };
         fn(c, req.body, res);
         hold_until_sent(res, std::move(model));
@@ -200,6 +201,9 @@ struct HttpServer::Impl {
     http.Post("/v1/responses", wrap(HttpCounters::kResponses, generation(handle_responses)));
     http.Post("/v1/messages", wrap(HttpCounters::kMessages, generation(handle_messages)));
     http.Post("/v1/messages/count_tokens", wrap(HttpCounters::kMessages, generation(handle_count_tokens)));
+    http.Post("/v1/embeddings", wrap(HttpCounters::kOther, generation(handle_embeddings)));
+    http.Post("/tokenize", wrap(HttpCounters::kOther, generation(handle_tokenize)));
+    http.Post("/detokenize", wrap(HttpCounters::kOther, generation(handle_detokenize)));
     http.Get("/v1/models", wrap(HttpCounters::kModels, [this](const httplib::Request&, httplib::Response& res) {
                Json data = Json::array();
                for (const ModelEntry& e : models->entries()) data.push_back(model_json(e));

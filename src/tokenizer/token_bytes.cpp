@@ -35,31 +35,31 @@ int hex_value(char c) {
 
 }  // namespace
 
+std::string token_byte_string(const Tokenizer& tokenizer, int32_t id) {
+  if (tokenizer.is_special(id)) return {};
+  std::string piece;
+  try {
+    piece = tokenizer.id_to_token(id);
+  } catch (const Error&) {
+    return {};
+  }
+  const std::string text = tokenizer.decode(std::span<const int32_t>(&id, 1), false);
+  if (text.find(kReplacement) == std::string::npos) {
+    // Metaspace strips the space of a sequence's first token only.
+    return piece.starts_with(kMetaspace) && !text.starts_with(' ') ? " " + text : text;
+  }
+  // Part of a character: byte-level pieces map back to their bytes, <0xNN> to its byte.
+  std::string bytes;
+  if (byte_level_bytes(piece, bytes)) return bytes;
+  if (piece.size() == 6 && piece.starts_with("<0x") && piece[5] == '>' && hex_value(piece[3]) >= 0 &&
+      hex_value(piece[4]) >= 0)
+    return std::string(1, static_cast<char>(hex_value(piece[3]) * 16 + hex_value(piece[4])));
+  return text;  // a real U+FFFD in the token's text
+}
+
 std::vector<std::string> token_byte_strings(const Tokenizer& tokenizer) {
   std::vector<std::string> out(tokenizer.vocab_size());
-  for (size_t i = 0; i < out.size(); ++i) {
-    const auto id = static_cast<int32_t>(i);
-    if (tokenizer.is_special(id)) continue;
-    std::string piece;
-    try {
-      piece = tokenizer.id_to_token(id);
-    } catch (const Error&) {
-      continue;
-    }
-    const std::string text = tokenizer.decode(std::span<const int32_t>(&id, 1), false);
-    if (text.find(kReplacement) == std::string::npos) {
-      // Metaspace strips the space of a sequence's first token only.
-      out[i] = piece.starts_with(kMetaspace) && !text.starts_with(' ') ? " " + text : text;
-      continue;
-    }
-    // Part of a character: byte-level pieces map back to their bytes, <0xNN> to its byte.
-    std::string bytes;
-    if (byte_level_bytes(piece, bytes)) out[i] = std::move(bytes);
-    else if (piece.size() == 6 && piece.starts_with("<0x") && piece[5] == '>' && hex_value(piece[3]) >= 0 &&
-             hex_value(piece[4]) >= 0)
-      out[i] = std::string(1, static_cast<char>(hex_value(piece[3]) * 16 + hex_value(piece[4])));
-    else out[i] = text;  // a real U+FFFD in the token's text
-  }
+  for (size_t i = 0; i < out.size(); ++i) out[i] = token_byte_string(tokenizer, static_cast<int32_t>(i));
   return out;
 }
 

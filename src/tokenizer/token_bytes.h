@@ -16,5 +16,7 @@ namespace tachyon::tokenizer {
 
 // One entry per id in [0, vocab_size()); empty for special tokens and ids that are no token.
 std::vector<std::string> token_byte_strings(const Tokenizer& tokenizer);
+// The same for one id.
+std::string token_byte_string(const Tokenizer& tokenizer, int32_t id);
 
 }  // namespace tachyon::tokenizer

@@ -47,8 +47,8 @@ test('JSON nested deeper than the server accepts is 400, not a crash', async () 
 test('unknown fields, empty messages and unsupported options are rejected clearly', async () => {
   assertOpenAIError(await post('/v1/chat/completions', chat({ frobnicate: true })), 400, 'frobnicate');
   assertOpenAIError(await post('/v1/chat/completions', chat({ messages: [] })), 400, 'messages');
-  assertOpenAIError(await post('/v1/completions', { model, prompt: 'x', suffix: 'y' }), 400, 'suffix');
-  assertOpenAIError(await post('/v1/chat/completions', chat({ n: 2 })), 400, 'n');
+  assertOpenAIError(await post('/v1/completions', { model, prompt: 'x', best_of: 3 }), 400, 'best_of');
+  assertOpenAIError(await post('/v1/chat/completions', chat({ n: 0 })), 400, 'n');
   assertAnthropicError(await post('/v1/messages', { model, max_tokens: 4, messages: [] }), 400, 'invalid_request_error');
   assertAnthropicError(await post('/v1/messages', { model, messages: [{ role: 'user', content: 'x' }] }),
     400, 'invalid_request_error');

@@ -12,6 +12,10 @@ DecoderSpec decoder_spec(const io::ModelConfig& c) {
   s.hidden_size = c.hidden_size;
   s.final_norm = {"norm", static_cast<float>(c.rms_norm_eps)};
   s.tie_word_embeddings = c.tie_word_embeddings;
+  // A base model saved without its LM head (Qwen3Model, LlamaModel: embedding checkpoints) has
+  // no lm_head; the embedding table stands in for it, and only hidden states are read.
+  for (const std::string& a : c.architectures)
+    if (a.ends_with("Model") && a.find("For") == std::string::npos) s.tie_word_embeddings = true;
   return s;
 }
 
@@ -143,6 +147,8 @@ class DecoderModel final : public Model {
       const int64_t n = static_cast<int64_t>(batch.hidden_rows.size());
       hid = ws_.get(Workspace::kHidden, n * hidden);
       backend_.gather_rows(x, batch.hidden_rows.data(), n, hidden, hid);
+      if (batch.hidden_after_final_norm)
+        backend_.rms_norm(hid, final_norm_, n, hidden, spec_.final_norm.eps, spec_.final_norm.weight_offset, hid);
       out.hidden.resize(static_cast<size_t>(n * hidden));
     }
     auto copy_hidden = [&] {

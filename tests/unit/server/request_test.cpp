@@ -66,7 +66,9 @@ TEST(ChatRequest, RejectsBadInputNamingTheField) {
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 2.5})", "temperature"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", "max_tokens"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1.5})", "max_tokens"},
-      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 3})", "n"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 0})", "n"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 129})", "n"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "reasoning_effort": "max"})", "reasoning_effort"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "stream_options": {"include_usage": true}})",
        "stream_options"},
@@ -96,7 +98,9 @@ TEST(CompletionRequest, PromptForms) {
   EXPECT_EQ(ids.logprobs, 2);
   EXPECT_EQ(ids.max_tokens, 16);  // OpenAI's default for completions
   EXPECT_EQ(parse_completion_request(R"({"model": "m", "prompt": [[4, 5]]})").prompt_ids, (std::vector<int32_t>{4, 5}));
-  EXPECT_EQ(error_of(parse_completion_request, R"({"model": "m", "prompt": "a", "suffix": "b"})").param, "suffix");
+  EXPECT_EQ(parse_completion_request(R"({"model": "m", "prompt": "a", "suffix": "b"})").suffix, "b");
+  EXPECT_EQ(error_of(parse_completion_request, R"({"model": "m", "prompt": "a", "suffix": "b", "echo": true})").param,
+            "echo");
   EXPECT_EQ(error_of(parse_completion_request, R"({"model": "m", "prompt": ["a", "b"]})").param, "prompt");
   EXPECT_EQ(error_of(parse_completion_request, R"({"model": "m", "prompt": [-1]})").param, "prompt");
   EXPECT_EQ(error_of(parse_completion_request, R"({"model": "m", "prompt": ""})").param, "prompt");
@@ -118,10 +122,40 @@ TEST(ResponsesRequest, InputItemsBecomeMessages) {
   EXPECT_EQ(r.tools[0]["function"]["name"], "get_weather");
   EXPECT_EQ(r.max_tokens, 9);
   EXPECT_EQ(parse_responses_request(R"({"model": "m", "input": "hi"})").messages[0]["content"], "hi");
-  EXPECT_EQ(error_of(parse_responses_request, R"({"model": "m", "input": "x", "previous_response_id": "r"})").param,
-            "previous_response_id");
+  EXPECT_EQ(parse_responses_request(R"({"model": "m", "input": "x", "previous_response_id": "r"})").previous_response_id,
+            "r");
   EXPECT_EQ(error_of(parse_responses_request, R"({"model": "m", "input": "x", "tools": [{"type": "web_search"}]})").param,
             "tools[0]");
+}
+
+TEST(ChoicesRequest, NAndBestOf) {
+  EXPECT_EQ(parse_chat_request(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 4})").n, 4);
+  EXPECT_EQ(parse_chat_request(R"({"model": "m", "messages": [{"role": "user", "content": "x"}]})").n, 1);
+  EXPECT_EQ(parse_completion_request(R"({"model": "m", "prompt": "a", "n": 3, "best_of": 3})").n, 3);
+  const ApiError best_of = error_of(parse_completion_request, R"({"model": "m", "prompt": "a", "best_of": 2})");
+  EXPECT_EQ(best_of.param, "best_of");
+  EXPECT_NE(std::string(best_of.what()).find("best_of"), std::string::npos);
+}
+
+TEST(ResponsesRequest, LogprobsStoreAndReasoningEffort) {
+  const ParsedRequest r = parse_responses_request(R"({"model": "m", "input": "x", "store": false,
+    "include": ["message.output_text.logprobs"], "top_logprobs": 3, "reasoning": {"effort": "minimal"}})");
+  EXPECT_EQ(r.logprobs, 3);
+  EXPECT_FALSE(r.store);
+  EXPECT_EQ(r.reasoning_effort, "minimal");
+  EXPECT_EQ(parse_responses_request(R"({"model": "m", "input": "x", "include": ["message.output_text.logprobs"]})")
+                .logprobs,
+            0);
+  const ParsedRequest plain = parse_responses_request(R"({"model": "m", "input": "x"})");
+  EXPECT_EQ(plain.logprobs, -1);
+  EXPECT_TRUE(plain.store);
+  EXPECT_EQ(error_of(parse_responses_request, R"({"model": "m", "input": "x", "include": ["frob"]})").param,
+            "include[0]");
+  EXPECT_EQ(error_of(parse_responses_request, R"({"model": "m", "input": "x", "reasoning": {"effort": "huge"}})").param,
+            "reasoning.effort");
+  EXPECT_EQ(parse_chat_request(R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                                   "reasoning_effort": "low"})").reasoning_effort,
+            "low");
 }
 
 TEST(MessagesRequest, AnthropicBlocksBecomeTemplateMessages) {
