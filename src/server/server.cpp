@@ -168,9 +168,11 @@ struct HttpServer::Impl {
   std::string metrics_text() const {
     const std::vector<std::string> loaded = models->loaded_names();
     std::shared_ptr<const ServedModel> model = loaded.empty() ? nullptr : models->loaded(loaded.front());
+    const std::optional<ResponseCacheStats> response_cache =
+        model && model->response_cache ? std::optional(model->response_cache->stats()) : std::nullopt;
     std::string out = render_metrics(model ? model->id : models->find("").name,
                                      model ? model->engine->stats() : engine::EngineStats{}, counters,
-                                     admission.in_flight());
+                                     admission.in_flight(), response_cache ? &*response_cache : nullptr);
     const ModelRegistry::Counts c = models->counts();
     auto metric = [&out](const char* name, const char* type, const char* help, int64_t value) {
       out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
