@@ -414,8 +414,8 @@ bool KvCache::restore_block(BlockId block, std::span<const std::byte> payload) {
 }
 
 std::optional<BlockId> KvCache::load_from_disk(BlockHash hash) {
-  if (!disk_->contains(hash) || pool_.num_free() == 0) return std::nullopt;
-  std::optional<std::vector<std::byte>> payload = disk_->get(hash);
+  if (pool_.num_free() == 0) return std::nullopt;
+  std::optional<std::vector<std::byte>> payload = disk_->get(hash);  // a miss is counted there
   if (!payload) return std::nullopt;
   const BlockId block = *pool_.allocate();  // may evict (and spill) another cached block
   release_snapshot(block);
