@@ -216,7 +216,8 @@ GenerationOutcome Generation::run(const TextSink& sink, const std::function<bool
       break;
     }
     std::optional<engine::RequestOutput> out = next_output(std::chrono::milliseconds(50));
-    if (client_gone && std::chrono::steady_clock::now() >= next_check) {
+    // A replay holds nothing to free (and finding the connection costs a /proc scan).
+    if (client_gone && !cached_ && std::chrono::steady_clock::now() >= next_check) {
       next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
       if (client_gone()) {  // nobody will read the answer: free the engine's slot and KV blocks
         cancel();

@@ -264,6 +264,10 @@ struct HttpServer::Impl {
         static_cast<size_t>(std::max({options.http_threads, 4, options.max_in_flight + 16}));
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http.set_keep_alive_timeout(5);
+    // A response goes out in several writes (headers, body, SSE chunks): without TCP_NODELAY
+    // Nagle holds each small write until the client's delayed ACK (40 ms on Linux), which
+    // dominated a cached answer and every streamed chunk after the first.
+    http.set_tcp_nodelay(true);
     http.set_read_timeout(30);
     http.set_write_timeout(30);
   }
