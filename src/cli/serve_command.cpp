@@ -15,6 +15,7 @@
 #include <map>
 #include <thread>
 
+#include "base/byte_size.h"
 #include "base/error.h"
 #include "base/host_memory.h"
 #include "cli/commands.h"
@@ -167,6 +168,30 @@ Command add_serve_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "fp8", "int8", "int4", "turbo"}))->capture_default_str();
   cmd->add_option("--prefix-cache", opt->model.prefix_cache, "Automatic prefix caching")
       ->check(CLI::IsMember({"on", "off"}))->capture_default_str();
+  auto byte_option = [&](const char* name, int64_t* target, const char* help) {
+    return cmd->add_option_function<std::string>(name, [target](const std::string& text) { *target = parse_byte_size(text); },
+                                                 help)
+        ->type_name("BYTES")
+        ->check(CLI::Validator(
+            [name](std::string& text) -> std::string {
+              try {
+                if (parse_byte_size(text) < 0) return fmt::format("{} must not be negative", name);
+                return {};
+              } catch (const Error& e) {
+                return e.what();
+              }
+            },
+            ""));
+  };
+  cmd->add_option("--prefix-cache-dir", opt->model.prefix_cache_dir,
+                  "Keep the prefix cache on disk too: KV blocks evicted from memory (and every cached block at "
+                  "shutdown) are written under DIR, per model fingerprint, and read back by later requests and later "
+                  "servers (default: memory only)");
+  byte_option("--prefix-cache-disk-bytes", &opt->model.prefix_cache_disk_bytes,
+              "Bytes the disk prefix cache may hold per model, least recently used files removed first (default 16G)");
+  byte_option("--response-cache", &opt->model.response_cache_bytes,
+              "Answer exact repeats of deterministic requests (temperature 0, or a fixed seed) from a cache of this "
+              "many bytes, LRU (e.g. 256M; default 0: off)");
   cmd->add_option("--step-overlap", opt->model.step_overlap,
                   "Issue each plain decode step before the last one's tokens are read (auto: on a GPU)")
       ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();

@@ -10,7 +10,9 @@
 #include <map>
 #include <thread>
 
+#include "base/byte_size.h"
 #include "base/error.h"
+#include "base/hash64.h"
 #include "cli/device_model.h"
 #include "cli/quantize_option.h"
 #include "chat/chat_template.h"
@@ -23,6 +25,7 @@
 #include "io/gguf.h"
 #include "io/gguf_config.h"
 #include "io/safetensors.h"
+#include "io/weights_fingerprint.h"
 #include "kernels/backend.h"
 #include "model/kv_format_choice.h"
 #include "model/model.h"
@@ -139,6 +142,8 @@ engine::EngineConfig engine_config_of(const ServeModelOptions& o) {
   c.max_context = o.ctx_size;
   c.kv_format = model::parse_kv_cache_dtype(o.kv_cache_dtype);
   c.prefix_cache = o.prefix_cache == "on";
+  c.prefix_cache_dir = o.prefix_cache_dir;
+  c.prefix_cache_disk_bytes = o.prefix_cache_disk_bytes;
   c.overlap_steps = o.step_overlap == "on"    ? engine::EngineConfig::Overlap::On
                     : o.step_overlap == "off" ? engine::EngineConfig::Overlap::Off
                                               : engine::EngineConfig::Overlap::Auto;
@@ -205,9 +210,19 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
   });
   SpecOptions spec = options.spec;
   if (resolved.alias) spec.alias_method = resolved.alias->defaults.drafter;
+  // The weights as loaded (a --quantize changes them); the engine adds the KV layout and backend.
+  if (!options.prefix_cache_dir.empty() || options.response_cache_bytes > 0)
+    engine_config.model_fingerprint = hash64_combine(io::weights_fingerprint(dir), hash64(options.quantize));
   owned->drafter = spec.apply(dir, *owned->model, owned->model->backend(), engine_config);
   owned->engine = progress.stage("engine", [&] { return std::make_unique<engine::Engine>(*owned->model, engine_config); });
   served->engine = owned->engine.get();
+  if (options.response_cache_bytes > 0) {
+    // Outputs also depend on the KV format (lossy ones) and the backend's arithmetic.
+    served->fingerprint =
+        hash64_combine(hash64_combine(engine_config.model_fingerprint, hash64(kernels::kv_format_name(owned->engine->kv_format()))),
+                       hash64(owned->backend->name()));
+    served->response_cache = std::make_shared<server::ResponseCache>(options.response_cache_bytes);
+  }
   served->max_context = owned->engine->max_context();
   if (const std::optional<io::EmbeddingConfig> embedding = io::load_embedding_config(dir)) {
     owned->embedder = std::make_unique<engine::Embedder>(*owned->model, *embedding, served->max_context,
@@ -224,6 +239,8 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
                served->id.c_str(), served->max_context, stats.kv_blocks_total,
                std::string(kernels::kv_format_name(owned->engine->kv_format())).c_str(), options.max_concurrent,
                options.prefix_cache.c_str(), chat::parser_family_name(served->parser.family));
+  if (served->response_cache)
+    std::fprintf(stderr, "  %s: response cache %s\n", served->id.c_str(), format_byte_size(options.response_cache_bytes).c_str());
   served->owner = std::move(owned);
   return served;
 }

@@ -25,6 +25,11 @@ struct ServeModelOptions {
   // machine (a GPU: --gpu-memory-utilization; the CPU: a share of the available memory).
   int64_t kv_cache_memory = 0;
   double gpu_memory_utilization = 0.90;
+  // The prefix cache's disk tier (--prefix-cache-dir, --prefix-cache-disk-bytes) and the
+  // response cache (--response-cache BYTES; 0: off).
+  std::string prefix_cache_dir;
+  int64_t prefix_cache_disk_bytes = int64_t{16} << 30;
+  int64_t response_cache_bytes = 0;
   SpecOptions spec;
 };
 

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "base/error.h"
+#include "base/hash64.h"
 #include "base/host_memory.h"
 #include "base/logging.h"
 #include "engine/commit.h"
@@ -14,6 +15,7 @@
 #include "engine/loop_state.h"
 #include "engine/stats_recorder.h"
 #include "engine/step_runner.h"
+#include "kv/disk_prefix_store.h"
 #include "model/kv_format_choice.h"
 
 namespace tachyon::engine {
@@ -100,19 +102,40 @@ class EngineLoop : public KvAllocator {
         state_{config_, engine.max_context(), model_, kv_, scheduler_, active_, policy_, stats_},
         runner_(state_),
         commit_(state_) {
+    if (config.prefix_cache && !config.prefix_cache_dir.empty()) attach_disk_tier();
     thread_ = std::thread([this] { run(); });
   }
 
   ~EngineLoop() override {
     inbox_.close();
     thread_.join();
+    if (kv_.disk_tier()) {  // the next server on this model starts with this one's cache
+      const int64_t n = kv_.spill_to_disk();
+      log::info("disk prefix cache: wrote {} cached blocks to {}", n, kv_.disk_tier()->folder());
+    }
   }
 
   void submit(RequestId id, GenerationRequest request, std::weak_ptr<RequestStream> stream) {
     inbox_.post_submission(id, std::move(request), std::move(stream));
   }
   void cancel(RequestId id) { inbox_.post_cancellation(id); }
-  EngineStats stats() const { return stats_.snapshot(); }
+  EngineStats stats() const {
+    EngineStats s = stats_.snapshot();
+    if (const kv::DiskPrefixStore* disk = kv_.disk_tier()) {
+      const kv::DiskPrefixStats d = disk->stats();
+      s.disk_prefix_enabled = true;
+      s.disk_prefix_hit_blocks = d.hits;
+      s.disk_prefix_miss_blocks = d.misses;
+      s.disk_prefix_writes = d.writes;
+      s.disk_prefix_bytes_written = d.bytes_written;
+      s.disk_prefix_evictions = d.evictions;
+      s.disk_prefix_rejected = d.rejected;
+      s.disk_prefix_dropped = d.dropped;
+      s.disk_prefix_bytes = d.bytes_on_disk;
+      s.disk_prefix_files = d.files;
+    }
+    return s;
+  }
 
   // KvAllocator
   int32_t begin_sequence(RequestId id) override {
@@ -129,6 +152,19 @@ class EngineLoop : public KvAllocator {
   }
 
  private:
+  // The store's folder is named by everything that decides a block's bytes: the weights (the
+  // caller's fingerprint), the KV layout and storage format, and the backend's arithmetic.
+  void attach_disk_tier() {
+    if (config_.model_fingerprint == 0)
+      throw Error("the disk prefix cache needs the model's fingerprint (EngineConfig::model_fingerprint)");
+    uint64_t fingerprint = hash64_combine(config_.model_fingerprint, kv_.layout_fingerprint());
+    fingerprint = hash64_combine(fingerprint, hash64(model_.backend().name()));
+    kv_.attach_disk_tier(std::make_shared<kv::DiskPrefixStore>(kv::DiskPrefixStore::Options{
+        .dir = config_.prefix_cache_dir, .max_bytes = config_.prefix_cache_disk_bytes, .fingerprint = fingerprint}));
+    const kv::DiskPrefixStats d = kv_.disk_tier()->stats();
+    log::info("disk prefix cache: {} ({} blocks, {} bytes found)", kv_.disk_tier()->folder(), d.files, d.bytes_on_disk);
+  }
+
   // drain → draft → schedule → execute → commit → deliver. Drafting comes before scheduling:
   // the drafts are tokens the scheduler schedules like any other.
   void run() {

@@ -51,6 +51,14 @@ struct EngineConfig {
   std::optional<kernels::KvFormat> kv_format;
   int32_t max_context = 0;
   bool prefix_cache = true;
+  // The prefix cache's disk tier (kv/disk_prefix_store.h): blocks evicted from memory (and, at
+  // shutdown, every cached block) are written under this folder, in a subfolder named by the
+  // fingerprint of the weights (`model_fingerprint`, io/weights_fingerprint.h, required with a
+  // folder), the KV layout and format, and the backend; a prefix that misses in memory is read
+  // back from it, also by the next server started on the same model. Empty: memory only.
+  std::string prefix_cache_dir;
+  int64_t prefix_cache_disk_bytes = int64_t{16} << 30;
+  uint64_t model_fingerprint = 0;
   // Overlapped decoding: a plain decode step is issued before the tokens of the step before it
   // are read (its rows read them on the device), so the device does not idle while the host
   // reads, decides and records. Outputs are the same either way. Auto: on where the backend

@@ -42,6 +42,12 @@ struct EngineStats {
   int32_t queue_depth = 0, running = 0;
   int32_t kv_blocks_total = 0, kv_blocks_free = 0, kv_blocks_cached = 0;
   Histogram ttft, inter_token;
+  // The prefix cache's disk tier (EngineConfig::prefix_cache_dir; all zero without one).
+  bool disk_prefix_enabled = false;
+  uint64_t disk_prefix_hit_blocks = 0, disk_prefix_miss_blocks = 0, disk_prefix_writes = 0,
+           disk_prefix_bytes_written = 0, disk_prefix_evictions = 0, disk_prefix_rejected = 0,
+           disk_prefix_dropped = 0;
+  int64_t disk_prefix_bytes = 0, disk_prefix_files = 0;
 };
 
 }  // namespace tachyon::engine

@@ -1,5 +1,7 @@
 #include "kv/block_pool.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 
 namespace tachyon::kv {
@@ -13,6 +15,7 @@ std::optional<BlockId> BlockPool::allocate() {
   if (free_list_.empty()) return std::nullopt;
   const BlockId id = free_list_.front();
   free_list_.pop_front();
+  if (on_evict_ && blocks_[id].hash) on_evict_(id, *blocks_[id].hash);
   drop_hash(id);
   blocks_[id].refcount = 1;
   return id;
@@ -57,6 +60,16 @@ void BlockPool::clear_cache() {
       ++it;
     }
   }
+}
+
+std::vector<BlockId> BlockPool::hashed_blocks_by_recency() const {
+  std::vector<BlockId> out;
+  for (const auto& [hash, id] : by_hash_)
+    if (blocks_[id].refcount > 0) out.push_back(id);
+  std::sort(out.begin(), out.end());  // by_hash_'s order is arbitrary; keep the result reproducible
+  for (auto it = free_list_.rbegin(); it != free_list_.rend(); ++it)
+    if (blocks_[*it].hash) out.push_back(*it);
+  return out;
 }
 
 void BlockPool::drop_hash(BlockId id) {

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <optional>
 #include <unordered_map>
@@ -48,6 +49,12 @@ class BlockPool {
   std::optional<BlockId> find_cached(BlockHash hash);
   // Drops every cached hash (e.g. after weights change); in-use blocks keep theirs.
   void clear_cache();
+  // Called by `allocate` with a cached block and its hash just before the hash is dropped
+  // (its content is still intact): the disk tier saves it there.
+  void set_eviction_listener(std::function<void(BlockId, BlockHash)> listener) { on_evict_ = std::move(listener); }
+  // Every block that holds a hash, most recently used first: in-use blocks, then cached ones
+  // from the most recently released.
+  std::vector<BlockId> hashed_blocks_by_recency() const;
 
  private:
   struct Block {
@@ -60,6 +67,7 @@ class BlockPool {
   std::vector<Block> blocks_;
   std::list<BlockId> free_list_;  // front: least recently released
   std::unordered_map<BlockHash, BlockId> by_hash_;
+  std::function<void(BlockId, BlockHash)> on_evict_;
 };
 
 }  // namespace tachyon::kv

@@ -4,7 +4,11 @@
 #include <cstddef>
 #include <vector>
 
+#include <cstring>
+
 #include "base/error.h"
+#include "base/hash64.h"
+#include "kv/disk_prefix_store.h"
 #include "kv/prefix_hash.h"
 
 namespace tachyon::kv {
@@ -161,7 +165,8 @@ int32_t KvCache::match_prefix(SeqId seq, std::span<const int32_t> tokens) {
   BlockHash parent = kRootHash;
   for (size_t b = 0; b < max_blocks; ++b) {
     const BlockHash h = hash_block(parent, tokens.subspan(b * bs, static_cast<size_t>(bs)));
-    const auto hit = pool_.find_cached(h);
+    auto hit = pool_.find_cached(h);
+    if (!hit && disk_) hit = load_from_disk(h);
     if (!hit) break;
     s.blocks.push_back(*hit);
     s.hashes.push_back(h);
@@ -348,6 +353,142 @@ void KvCache::copy_positions(SeqId seq, std::span<const std::pair<int32_t, int32
     }
     if (!copies.empty()) storage.backend->copy_on_device_many(copies);
   }
+}
+
+// ---- Disk tier ------------------------------------------------------------------------------
+
+namespace {
+constexpr uint32_t kPayloadVersion = 1;
+struct PayloadHeader {
+  uint32_t has_snapshot;
+  uint32_t version;
+};
+}  // namespace
+
+void KvCache::attach_disk_tier(std::shared_ptr<DiskPrefixStore> disk) {
+  disk_ = std::move(disk);
+  if (disk_) pool_.set_eviction_listener([this](BlockId block, BlockHash hash) { spill_block(block, hash); });
+  else pool_.set_eviction_listener(nullptr);
+}
+
+uint64_t KvCache::layout_fingerprint() const {
+  uint64_t h = hash64_combine(0x6b7662756c6b7631ull, kPayloadVersion);
+  for (int64_t v : {int64_t(layout_.storage_format()), layout_.num_layers, layout_.num_kv_heads, layout_.head_dim,
+                    int64_t(layout_.block_size), int64_t(layout_.shared_kv), layout_.num_state_layers,
+                    layout_.state_floats, layout_.k_layout().block_bytes, layout_.v_layout().block_bytes})
+    h = hash64_combine(h, static_cast<uint64_t>(v));
+  return h;
+}
+
+size_t KvCache::kv_payload_bytes() const {  // every storage's (tensor-parallel ranks: each its heads)
+  return storages_.size() * static_cast<size_t>(layout_.num_layers) *
+         static_cast<size_t>(layout_.k_layout().block_bytes + (layout_.shared_kv ? 0 : layout_.v_layout().block_bytes));
+}
+
+std::vector<std::byte> KvCache::block_payload(BlockId block) const {
+  const bool snapshot = has_state() && has_snapshot(block);
+  const size_t state_bytes =
+      snapshot ? storages_.size() * static_cast<size_t>(layout_.num_state_layers * layout_.state_floats) * sizeof(float)
+               : 0;
+  std::vector<std::byte> out(sizeof(PayloadHeader) + kv_payload_bytes() + state_bytes);
+  const PayloadHeader header{snapshot ? 1u : 0u, kPayloadVersion};
+  std::memcpy(out.data(), &header, sizeof header);
+  std::byte* p = out.data() + sizeof header;
+  const auto k_bytes = static_cast<size_t>(layout_.k_layout().block_bytes);
+  const auto v_bytes = static_cast<size_t>(layout_.v_layout().block_bytes);
+  for (const Storage& storage : storages_) {
+    for (size_t l = 0; l < storage.k.size(); ++l) {
+      storage.backend->copy_to_host(p, static_cast<const std::byte*>(storage.k[l]) + block * k_bytes, k_bytes);
+      p += k_bytes;
+      if (layout_.shared_kv) continue;
+      storage.backend->copy_to_host(p, static_cast<const std::byte*>(storage.v[l]) + block * v_bytes, v_bytes);
+      p += v_bytes;
+    }
+    if (snapshot) {
+      const size_t n = static_cast<size_t>(layout_.state_floats);
+      for (float* st : storage.states) {
+        storage.backend->copy_to_host(p, st + static_cast<size_t>(snapshot_slot(block)) * n, n * sizeof(float));
+        p += n * sizeof(float);
+      }
+    }
+  }
+  return out;
+}
+
+bool KvCache::restore_block(BlockId block, std::span<const std::byte> payload) {
+  PayloadHeader header;
+  if (payload.size() < sizeof header) return false;
+  std::memcpy(&header, payload.data(), sizeof header);
+  const bool snapshot = header.has_snapshot != 0;
+  const size_t state_bytes =
+      storages_.size() * static_cast<size_t>(layout_.num_state_layers * layout_.state_floats) * sizeof(float);
+  if (header.version != kPayloadVersion || (snapshot && !has_state()) ||
+      payload.size() != sizeof header + kv_payload_bytes() + (snapshot ? state_bytes : 0))
+    return false;
+  const std::byte* p = payload.data() + sizeof header;
+  const auto k_bytes = static_cast<size_t>(layout_.k_layout().block_bytes);
+  const auto v_bytes = static_cast<size_t>(layout_.v_layout().block_bytes);
+  // A snapshot goes into a slot of its own, valid at once (no forward will write it); without a
+  // free slot the block is loaded without one, as if its snapshot had been recycled.
+  const bool with_snapshot = snapshot && claim_snapshot(block);
+  const size_t n = static_cast<size_t>(layout_.state_floats);
+  for (const Storage& storage : storages_) {
+    for (size_t l = 0; l < storage.k.size(); ++l) {
+      storage.backend->copy_to_device(static_cast<std::byte*>(storage.k[l]) + block * k_bytes, p, k_bytes);
+      p += k_bytes;
+      if (layout_.shared_kv) continue;
+      storage.backend->copy_to_device(static_cast<std::byte*>(storage.v[l]) + block * v_bytes, p, v_bytes);
+      p += v_bytes;
+    }
+    if (!snapshot) continue;
+    for (float* st : storage.states) {
+      if (with_snapshot)
+        storage.backend->copy_to_device(st + static_cast<size_t>(snapshot_slot(block)) * n, p, n * sizeof(float));
+      p += n * sizeof(float);
+    }
+  }
+  if (with_snapshot) {
+    snapshot_valid_[block] = true;
+    snapshot_claimed_[block_snapshot_[block]] = false;
+  }
+  return true;
+}
+
+std::optional<BlockId> KvCache::load_from_disk(BlockHash hash) {
+  if (pool_.num_free() == 0) return std::nullopt;
+  std::optional<std::vector<std::byte>> payload = disk_->get(hash);  // a miss is counted there
+  if (!payload) return std::nullopt;
+  const BlockId block = *pool_.allocate();  // may evict (and spill) another cached block
+  release_snapshot(block);
+  if (!restore_block(block, *payload)) {
+    pool_.release(block);
+    return std::nullopt;
+  }
+  pool_.set_hash(block, hash);
+  ++num_disk_loaded_;
+  return block;
+}
+
+void KvCache::spill_block(BlockId block, BlockHash hash) {
+  if (!disk_->contains(hash)) disk_->put(hash, block_payload(block));
+}
+
+int64_t KvCache::spill_to_disk() {
+  if (!disk_) return 0;
+  // The most recent blocks that fit the budget, queued oldest first so that they are also the
+  // most recent files on disk.
+  std::vector<BlockId> blocks;
+  int64_t budget = disk_->max_bytes();
+  for (BlockId b : pool_.hashed_blocks_by_recency()) {
+    if (disk_->contains(*pool_.hash_of(b))) continue;
+    budget -= static_cast<int64_t>(kv_payload_bytes());
+    if (budget < 0) break;
+    blocks.push_back(b);
+  }
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it)
+    disk_->put(*pool_.hash_of(*it), block_payload(*it), /*wait_for_room=*/true);
+  disk_->flush();
+  return static_cast<int64_t>(blocks.size());
 }
 
 kernels::PagedKv KvCache::layer(int64_t index, const kernels::Backend* backend) const {

@@ -15,8 +15,10 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -26,6 +28,7 @@
 namespace tachyon::kv {
 
 using SeqId = int32_t;
+class DiskPrefixStore;
 
 struct KvLayout {
   int64_t num_layers = 0;
@@ -111,8 +114,31 @@ class KvCache {
   // to produce logits); returns the number of tokens it now has KV for.
   // `register_blocks` records the hash chain of every full block among the first
   // `num_computed` tokens of the sequence so later requests can share them.
+  // With a disk tier attached, a block that misses in memory is looked up on disk and loaded.
   int32_t match_prefix(SeqId seq, std::span<const int32_t> tokens);
   void register_blocks(SeqId seq, std::span<const int32_t> tokens, int32_t num_computed);
+
+  // ---- The disk tier of the prefix cache (disk_prefix_store.h).
+  // Once attached, every cached block the pool evicts is queued for the disk, and match_prefix
+  // reads blocks back from it. The store must have been opened with a fingerprint that covers
+  // layout_fingerprint().
+  void attach_disk_tier(std::shared_ptr<DiskPrefixStore> disk);
+  DiskPrefixStore* disk_tier() const { return disk_.get(); }
+  // Queues every block that holds a prefix-cache hash and is not on disk yet, most recently
+  // used first, within the tier's byte budget, and waits until they are written (a server
+  // shutting down keeps its cache for the next start). Returns the number of blocks queued.
+  int64_t spill_to_disk();
+  int64_t num_disk_loaded_blocks() const { return num_disk_loaded_; }
+  // What decides the bytes of a block's payload: storage format, shapes, block size, state sizes.
+  uint64_t layout_fingerprint() const;
+  // A block's bytes as the disk tier stores them: a header word saying whether a recurrent-state
+  // snapshot follows, then per storage (one per tensor-parallel rank) each layer's K block then V
+  // block in the storage format (params included), then the snapshot of every state layer when the
+  // block has a valid one.
+  std::vector<std::byte> block_payload(BlockId block) const;
+  // Writes a payload of block_payload's shape into `block` (a fresh block of the caller);
+  // false when its size does not fit this layout (nothing is then claimed).
+  bool restore_block(BlockId block, std::span<const std::byte> payload);
 
   int32_t num_tokens(SeqId seq) const;
   const std::vector<BlockId>& block_table(SeqId seq) const;
@@ -189,6 +215,9 @@ class KvCache {
   void copy_state_slot(int32_t from, int32_t to);
   Sequence& sequence(SeqId seq);
   const Sequence& sequence(SeqId seq) const;
+  std::optional<BlockId> load_from_disk(BlockHash hash);
+  void spill_block(BlockId block, BlockHash hash);
+  size_t kv_payload_bytes() const;
 
   KvLayout layout_;
   BlockPool pool_;
@@ -201,6 +230,8 @@ class KvCache {
   std::vector<BlockId> snapshot_owner_;  // per snapshot index: the block, or -1
   std::vector<bool> snapshot_claimed_;   // per snapshot index: claimed by a forward in flight
   int32_t next_snapshot_ = 0;            // oldest-first recycling
+  std::shared_ptr<DiskPrefixStore> disk_;
+  int64_t num_disk_loaded_ = 0;
 };
 
 }  // namespace tachyon::kv

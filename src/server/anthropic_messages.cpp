@@ -21,10 +21,12 @@ std::string tool_use_id(const chat::ToolCall& call) {
 }
 
 Json usage(const GenerationOutcome& outcome, bool final) {
-  return {{"input_tokens", outcome.prompt_tokens - outcome.cached_tokens},
-          {"output_tokens", final ? outcome.completion_tokens : 0},
-          {"cache_read_input_tokens", outcome.cached_tokens},
-          {"cache_creation_input_tokens", 0}};
+  Json u = {{"input_tokens", outcome.prompt_tokens - outcome.cached_tokens},
+            {"output_tokens", final ? outcome.completion_tokens : 0},
+            {"cache_read_input_tokens", outcome.cached_tokens},
+            {"cache_creation_input_tokens", 0}};
+  if (outcome.cached_response) u["cached_response"] = true;  // tachyon extension: the response cache answered
+  return u;
 }
 
 }  // namespace

@@ -132,6 +132,14 @@ Generation::Generation(const ServedModel& model, const ParsedRequest& request, A
   } catch (const Error& e) {
     throw ApiError::invalid(e.what());
   }
+  if (model.response_cache && model.fingerprint != 0) {
+    cache_key_ = ResponseCache::key_of(model.fingerprint, req, stop_);
+    if (cache_key_) cached_ = model.response_cache->find(*cache_key_);
+    if (cached_) {  // nothing for the engine to do, so nothing to admit
+      submitted_ = std::chrono::steady_clock::now();
+      return;
+    }
+  }
   if (!admission_.try_enter())
     throw ApiError(ErrorKind::RateLimit, "the server is at capacity; retry shortly", "", "rate_limit_exceeded");
   admitted_ = true;
@@ -156,6 +164,18 @@ Generation::~Generation() {
   if (admitted_) admission_.leave();
 }
 
+std::optional<engine::RequestOutput> Generation::next_output(std::chrono::milliseconds timeout) {
+  if (!cached_) return stream_->next(timeout);
+  if (replayed_ < cached_->deliveries.size()) return cached_->deliveries[replayed_++];
+  engine::RequestOutput end;  // never reached: a kept answer ends with its finish reason
+  end.finish = engine::FinishReason::Stop;
+  return end;
+}
+
+void Generation::cancel() {
+  if (stream_) stream_->cancel();
+}
+
 GenerationOutcome Generation::run(const TextSink& sink, const std::function<bool()>& client_gone) {
   submit();
   GenerationOutcome outcome;
@@ -171,11 +191,13 @@ GenerationOutcome Generation::run(const TextSink& sink, const std::function<bool
     outcome.text += answer_prefix_;
     if (sink) sink(answer_prefix_, {});
   }
+  std::optional<CachedResponse> recording;  // a live answer the response cache may keep
+  if (cache_key_ && !cached_) recording.emplace();
   while (outcome.finish == engine::FinishReason::None) {
     if (std::chrono::steady_clock::now() >= admission_.deadline(submitted_)) {
       // Out of time: the engine frees the request's slot and blocks; the client gets what was
       // generated, with the text the detokenizer and stop matcher still held.
-      stream_->cancel();
+      cancel();
       outcome.finish = engine::FinishReason::Timeout;
       std::string rest = stop.push(decoder.flush());
       rest += stop.flush();
@@ -183,17 +205,19 @@ GenerationOutcome Generation::run(const TextSink& sink, const std::function<bool
       if (sink && !rest.empty()) sink(rest, {});
       break;
     }
-    std::optional<engine::RequestOutput> out = stream_->next(std::chrono::milliseconds(50));
-    if (client_gone && std::chrono::steady_clock::now() >= next_check) {
+    std::optional<engine::RequestOutput> out = next_output(std::chrono::milliseconds(50));
+    // A replay holds nothing to free (and finding the connection costs a /proc scan).
+    if (client_gone && !cached_ && std::chrono::steady_clock::now() >= next_check) {
       next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
       if (client_gone()) {  // nobody will read the answer: free the engine's slot and KV blocks
-        stream_->cancel();
+        cancel();
         outcome.finish = engine::FinishReason::Abort;
         break;
       }
     }
     if (!out) continue;
     if (on_prefilled_) std::exchange(on_prefilled_, nullptr)();
+    if (recording) recording->deliveries.push_back(*out);
     if (outcome.completion_tokens == 0 && !out->tokens.empty())
       outcome.time_to_first_token = std::chrono::steady_clock::now() - submitted_;
     outcome.completion_tokens += static_cast<int32_t>(out->tokens.size());
@@ -208,7 +232,7 @@ GenerationOutcome Generation::run(const TextSink& sink, const std::function<bool
       if (i < out->logprobs.size()) pending_logprobs.push_back(std::move(out->logprobs[i]));
     }
     if (stop.matched()) {
-      if (out->finish == engine::FinishReason::None) stream_->cancel();
+      if (out->finish == engine::FinishReason::None) cancel();
       outcome.finish = engine::FinishReason::Stop;
       outcome.stop_sequence = stop.matched();
     } else if (out->finish != engine::FinishReason::None) {
@@ -221,13 +245,23 @@ GenerationOutcome Generation::run(const TextSink& sink, const std::function<bool
     if (released.empty() && pending_logprobs.empty()) continue;
     outcome.text += released;
     if (sink && !sink(released, pending_logprobs)) {
-      stream_->cancel();
+      cancel();
       outcome.finish = engine::FinishReason::Abort;
     }
     for (auto& lp : pending_logprobs) outcome.logprobs.push_back(std::move(lp));
     pending_logprobs.clear();
   }
   outcome.total_time = std::chrono::steady_clock::now() - submitted_;
+  if (cached_) {
+    outcome.cached_response = true;
+    outcome.cached_tokens = outcome.prompt_tokens;
+    outcome.spec = {};  // no speculation ran for this answer
+  } else if (recording && !recording->deliveries.empty() && ResponseCache::keeps(outcome.finish)) {
+    // A stop string cancels the engine mid-answer; the deliveries up to it replay to the same
+    // match, with the same stop strings (they are in the key).
+    recording->deliveries.back().finish = outcome.finish;
+    model_.response_cache->insert(*cache_key_, std::move(*recording));
+  }
   return outcome;
 }
 

@@ -23,6 +23,7 @@
 #include "engine/embedder.h"
 #include "engine/engine.h"
 #include "server/request.h"
+#include "server/response_cache.h"
 #include "server/sampling_defaults.h"
 #include "server/stop_matcher.h"
 #include "tokenizer/tokenizer.h"
@@ -56,6 +57,10 @@ struct ServedModel {
   int64_t vocab_size = 0;
   int64_t created = 0;                             // unix time the server started
   SamplingDefaults sampling_defaults;              // generation_config.json's, for fields a request omits
+  // What the model's outputs depend on besides the request (weights, quantization, KV format,
+  // backend): the response cache's first key field. 0: unknown (then nothing is cached).
+  uint64_t fingerprint = 0;
+  std::shared_ptr<ResponseCache> response_cache;   // --response-cache; null: off
   ModelDetails details;                            // what Ollama's /api/tags, /api/show and /api/ps describe
   // What `engine` runs on (backend, weights, drafter, the engine itself), freed with the model
   // when the registry unloads it; null when the caller owns them.
@@ -100,7 +105,8 @@ struct GenerationOutcome {
   std::optional<std::string> stop_sequence; // the stop string that ended it
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;            // tokens the engine generated (EOS included)
-  int32_t cached_tokens = 0;                // prompt tokens served from the prefix cache
+  int32_t cached_tokens = 0;                // prompt tokens served from the prefix cache (all, for a cached response)
+  bool cached_response = false;             // answered from the response cache, not the engine
   engine::SpecUsage spec;                   // speculative decoding stats of the request
   std::vector<engine::TokenLogprob> logprobs;
   std::vector<engine::TokenLogprob> prompt_logprobs;
@@ -134,6 +140,8 @@ class Generation {
 
   const std::string& prompt_text() const { return prompt_text_; }
   const std::vector<int32_t>& prompt_ids() const { return prompt_ids_; }
+  // Answered from the response cache: run() replays it, the engine never sees the request.
+  bool cached_response() const { return cached_ != nullptr; }
   // Options for chat::make_output_parser: the model's family, reasoning opened by the prompt,
   // tool calls only when the request offered tools and did not say tool_choice "none".
   const chat::ParserOptions& parser_options() const { return parser_options_; }
@@ -161,6 +169,14 @@ class Generation {
   std::function<void()> on_prefilled_;
   std::shared_ptr<engine::RequestStream> stream_;
   std::chrono::steady_clock::time_point submitted_;
+  // The response cache: the request's key (absent when its output is not reproducible or the
+  // cache is off), the answer a hit replays, and where run() records a live answer.
+  std::optional<std::string> cache_key_;
+  std::shared_ptr<const CachedResponse> cached_;
+  size_t replayed_ = 0;
+
+  std::optional<engine::RequestOutput> next_output(std::chrono::milliseconds timeout);
+  void cancel();
 };
 
 // "chatcmpl-" + 24 random alphanumerics, and the like.

@@ -49,7 +49,7 @@ void histogram(std::string& out, const char* name, const char* help, const std::
 }  // namespace
 
 std::string render_metrics(const std::string& model, const engine::EngineStats& s, const HttpCounters& http,
-                           int32_t in_flight) {
+                           int32_t in_flight, const ResponseCacheStats* response_cache) {
   const std::string m = fmt::format("model=\"{}\"", model);
   std::string out;
   counter(out, "tachyon_requests_started_total", "Requests admitted by the engine.", m, s.requests_started);
@@ -98,6 +98,35 @@ std::string render_metrics(const std::string& model, const engine::EngineStats& 
   gauge(out, "tachyon_kv_blocks_used", "KV cache blocks in use.", m, s.kv_blocks_total - s.kv_blocks_free);
   gauge(out, "tachyon_kv_blocks_cached", "Free KV blocks still holding reusable prefix-cache content.", m,
         s.kv_blocks_cached);
+  if (s.disk_prefix_enabled) {
+    counter(out, "tachyon_prefix_cache_disk_hit_blocks_total", "KV blocks read back from the prefix cache's disk tier.",
+            m, s.disk_prefix_hit_blocks);
+    counter(out, "tachyon_prefix_cache_disk_miss_blocks_total", "Disk-tier lookups of blocks it did not have.", m,
+            s.disk_prefix_miss_blocks);
+    counter(out, "tachyon_prefix_cache_disk_writes_total", "KV blocks written to the disk tier.", m,
+            s.disk_prefix_writes);
+    counter(out, "tachyon_prefix_cache_disk_written_bytes_total", "Bytes written to the disk tier.", m,
+            s.disk_prefix_bytes_written);
+    counter(out, "tachyon_prefix_cache_disk_evictions_total", "Disk-tier files removed to stay within its bytes.", m,
+            s.disk_prefix_evictions);
+    counter(out, "tachyon_prefix_cache_disk_rejected_total",
+            "Disk-tier files removed as corrupt, truncated or of another model.", m, s.disk_prefix_rejected);
+    counter(out, "tachyon_prefix_cache_disk_dropped_total", "Evicted blocks not written (the write queue was full).",
+            m, s.disk_prefix_dropped);
+    gauge(out, "tachyon_prefix_cache_disk_bytes", "Bytes of the disk tier's files.", m, s.disk_prefix_bytes);
+    gauge(out, "tachyon_prefix_cache_disk_blocks", "KV blocks in the disk tier.", m, s.disk_prefix_files);
+  }
+  if (response_cache) {
+    const ResponseCacheStats& r = *response_cache;
+    counter(out, "tachyon_response_cache_hits_total", "Requests answered from the response cache.", m, r.hits);
+    counter(out, "tachyon_response_cache_misses_total", "Cacheable requests the response cache did not have.", m,
+            r.misses);
+    counter(out, "tachyon_response_cache_insertions_total", "Answers kept by the response cache.", m, r.insertions);
+    counter(out, "tachyon_response_cache_evictions_total", "Answers evicted to stay within its bytes.", m,
+            r.evictions);
+    gauge(out, "tachyon_response_cache_bytes", "Bytes held by the response cache.", m, r.bytes);
+    gauge(out, "tachyon_response_cache_entries", "Answers held by the response cache.", m, r.entries);
+  }
   histogram(out, "tachyon_time_to_first_token_seconds", "Time from arrival to the first generated token.", m, s.ttft);
   histogram(out, "tachyon_inter_token_latency_seconds", "Time between consecutive generated tokens.", m,
             s.inter_token);

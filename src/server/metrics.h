@@ -1,6 +1,6 @@
 // GET /metrics: Prometheus text exposition of the server's HTTP counters and the engine's
 // statistics (requests, tokens, TTFT and inter-token latency histograms, queue depth, KV
-// blocks, prefix-cache hits).
+// blocks, prefix-cache hits in memory and on disk, the response cache).
 #pragma once
 
 #include <array>
@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/stats.h"
+#include "server/response_cache.h"
 
 namespace tachyon::server {
 
@@ -26,7 +27,8 @@ class HttpCounters {
   std::array<std::array<std::atomic<uint64_t>, 4>, kNumRoutes> counts_{};
 };
 
+// `response_cache`: the model's response cache, null when it has none (no series then).
 std::string render_metrics(const std::string& model, const engine::EngineStats& stats, const HttpCounters& http,
-                           int32_t in_flight);
+                           int32_t in_flight, const ResponseCacheStats* response_cache = nullptr);
 
 }  // namespace tachyon::server

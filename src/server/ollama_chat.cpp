@@ -62,6 +62,8 @@ void finish(Json& out, const GenerationOutcome& outcome, Clock::time_point start
   out["prompt_eval_duration"] = ns(outcome.time_to_first_token);
   out["eval_count"] = outcome.completion_tokens;
   out["eval_duration"] = ns(outcome.total_time - outcome.time_to_first_token);
+  if (outcome.cached_tokens > 0) out["prompt_cached_count"] = outcome.cached_tokens;  // tachyon extensions
+  if (outcome.cached_response) out["cached_response"] = true;
 }
 
 // Ollama answers `think: true` for a model that cannot think with a 400.

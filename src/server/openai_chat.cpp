@@ -40,6 +40,7 @@ Json openai_usage(const GenerationOutcome& outcome) {
                 {"completion_tokens", outcome.completion_tokens},
                 {"total_tokens", outcome.prompt_tokens + outcome.completion_tokens},
                 {"prompt_tokens_details", {{"cached_tokens", outcome.cached_tokens}}}};
+  if (outcome.cached_response) usage["cached_response"] = true;  // tachyon extension: the response cache answered
   if (!outcome.spec.method.empty())  // tachyon extension: the request's speculation
     usage["speculation"] = {{"method", outcome.spec.method},
                             {"drafted_tokens", outcome.spec.num_drafted},

@@ -59,6 +59,7 @@ Json response_object(const ResponseShell& shell, const char* status, Json output
                          {"output_tokens", outcome->completion_tokens},
                          {"output_tokens_details", {{"reasoning_tokens", 0}}},
                          {"total_tokens", outcome->prompt_tokens + outcome->completion_tokens}};
+    if (outcome->cached_response) response["usage"]["cached_response"] = true;  // tachyon extension
   }
   return response;
 }

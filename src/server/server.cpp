@@ -169,9 +169,11 @@ struct HttpServer::Impl {
   std::string metrics_text() const {
     const std::vector<std::string> loaded = models->loaded_names();
     std::shared_ptr<const ServedModel> model = loaded.empty() ? nullptr : models->loaded(loaded.front());
+    const std::optional<ResponseCacheStats> response_cache =
+        model && model->response_cache ? std::optional(model->response_cache->stats()) : std::nullopt;
     std::string out = render_metrics(model ? model->id : models->find("").name,
                                      model ? model->engine->stats() : engine::EngineStats{}, counters,
-                                     admission.in_flight());
+                                     admission.in_flight(), response_cache ? &*response_cache : nullptr);
     const ModelRegistry::Counts c = models->counts();
     auto metric = [&out](const char* name, const char* type, const char* help, int64_t value) {
       out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
@@ -266,6 +268,10 @@ struct HttpServer::Impl {
         static_cast<size_t>(std::max({options.http_threads, 4, options.max_in_flight + 16}));
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http.set_keep_alive_timeout(5);
+    // A response goes out in several writes (headers, body, SSE chunks): without TCP_NODELAY
+    // Nagle holds each small write until the client's delayed ACK (40 ms on Linux), which
+    // dominated a cached answer and every streamed chunk after the first.
+    http.set_tcp_nodelay(true);
     http.set_read_timeout(30);
     http.set_write_timeout(30);
   }

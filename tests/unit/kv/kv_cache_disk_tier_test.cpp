@@ -1,0 +1,192 @@
+// KvCache with the disk tier attached: a cached block the pool evicts is written with its bytes
+// in the stored format; a prefix that misses in memory is loaded back from disk, also by a new
+// cache (a restarted server), with the same bytes; a hybrid model's state snapshot travels
+// with its block.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "kv/disk_prefix_store.h"
+#include "kv/kv_cache.h"
+
+namespace tachyon::kv {
+namespace {
+
+namespace fs = std::filesystem;
+using kernels::KvFormat;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("tachyon_kv_disk_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+std::shared_ptr<DiskPrefixStore> open_store(const TempDir& dir, const KvCache& kv) {
+  return std::make_shared<DiskPrefixStore>(
+      DiskPrefixStore::Options{.dir = dir.path.string(), .max_bytes = 64 << 20, .fingerprint = kv.layout_fingerprint()});
+}
+
+// Fills every layer's K and V bytes of `block` with a pattern of `seed`.
+void fill_block(kernels::Backend& backend, const KvCache& kv, BlockId block, int seed) {
+  const auto k_bytes = static_cast<size_t>(kv.layout().k_layout().block_bytes);
+  const auto v_bytes = static_cast<size_t>(kv.layout().v_layout().block_bytes);
+  for (int64_t l = 0; l < kv.layout().num_layers; ++l) {
+    std::vector<unsigned char> k(k_bytes), v(v_bytes);
+    for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<unsigned char>(i * 13 + seed * 101 + l);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<unsigned char>(i * 7 + seed * 59 + l * 3);
+    const kernels::PagedKv layer = kv.layer(l);
+    backend.copy_to_device(static_cast<std::byte*>(layer.k) + block * k_bytes, k.data(), k.size());
+    backend.copy_to_device(static_cast<std::byte*>(layer.v) + block * v_bytes, v.data(), v.size());
+  }
+}
+
+std::vector<int32_t> prompt(int32_t n) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  std::iota(t.begin(), t.end(), 100);
+  return t;
+}
+
+const KvLayout kLayout{.num_layers = 2, .num_kv_heads = 2, .head_dim = 64, .block_size = 4, .num_blocks = 4,
+                       .format = KvFormat::Int8};
+
+// A sequence of 3 full blocks (+ 1 token) with patterned bytes, registered, then removed: its
+// blocks are cached. Returns their payloads.
+std::vector<std::vector<std::byte>> cache_prompt(kernels::Backend& backend, KvCache& kv, const std::vector<int32_t>& t) {
+  const SeqId s = kv.add_sequence();
+  EXPECT_TRUE(kv.reserve(s, static_cast<int32_t>(t.size())));
+  std::vector<std::vector<std::byte>> payloads;
+  for (int b = 0; b < 3; ++b) {
+    fill_block(backend, kv, kv.block_table(s)[b], b + 1);
+    payloads.push_back(kv.block_payload(kv.block_table(s)[b]));
+  }
+  kv.register_blocks(s, t, static_cast<int32_t>(t.size()));
+  kv.remove_sequence(s);
+  return payloads;
+}
+
+TEST(KvCacheDiskTier, EvictedBlocksAreWrittenAndLoadedBackWithTheirBytes) {
+  TempDir dir;
+  auto backend = kernels::make_backend("cpu");
+  KvCache kv(*backend, kLayout);
+  kv.attach_disk_tier(open_store(dir, kv));
+  const std::vector<int32_t> t = prompt(13);
+  const auto payloads = cache_prompt(*backend, kv, t);
+  EXPECT_EQ(kv.pool().num_cached(), 3);
+  // Another sequence takes every block: the three cached ones are evicted, so written.
+  const SeqId other = kv.add_sequence();
+  ASSERT_TRUE(kv.reserve(other, 16));
+  kv.disk_tier()->flush();
+  EXPECT_EQ(kv.pool().num_cached(), 0);
+  EXPECT_EQ(kv.disk_tier()->stats().writes, 3u);
+  kv.remove_sequence(other);
+  // Nothing in memory: the prefix comes from disk, byte for byte.
+  const SeqId s = kv.add_sequence();
+  EXPECT_EQ(kv.match_prefix(s, t), 12);
+  EXPECT_EQ(kv.num_disk_loaded_blocks(), 3);
+  for (int b = 0; b < 3; ++b) EXPECT_EQ(kv.block_payload(kv.block_table(s)[b]), payloads[b]) << "block " << b;
+  // Another prompt sharing only the first block gets that one.
+  std::vector<int32_t> u = t;
+  u[5] = 7;
+  kv.remove_sequence(s);
+  const SeqId s2 = kv.add_sequence();
+  EXPECT_EQ(kv.match_prefix(s2, u), 4);
+}
+
+TEST(KvCacheDiskTier, ANewCacheOnTheSameFolderReusesTheBlocksSpilledAtShutdown) {
+  TempDir dir;
+  auto backend = kernels::make_backend("cpu");
+  const std::vector<int32_t> t = prompt(13);
+  std::vector<std::vector<std::byte>> payloads;
+  {
+    KvCache kv(*backend, kLayout);
+    kv.attach_disk_tier(open_store(dir, kv));
+    payloads = cache_prompt(*backend, kv, t);
+    EXPECT_EQ(kv.disk_tier()->stats().writes, 0u);  // nothing evicted yet
+    EXPECT_EQ(kv.spill_to_disk(), 3);
+    EXPECT_EQ(kv.disk_tier()->stats().writes, 3u);
+    EXPECT_EQ(kv.spill_to_disk(), 0);  // already there
+  }
+  KvCache restarted(*backend, kLayout);
+  restarted.attach_disk_tier(open_store(dir, restarted));
+  const SeqId s = restarted.add_sequence();
+  EXPECT_EQ(restarted.match_prefix(s, t), 12);
+  EXPECT_EQ(restarted.num_disk_loaded_blocks(), 3);
+  for (int b = 0; b < 3; ++b) EXPECT_EQ(restarted.block_payload(restarted.block_table(s)[b]), payloads[b]);
+  // Without the tier the same cache has nothing for it.
+  KvCache memory_only(*backend, kLayout);
+  const SeqId m = memory_only.add_sequence();
+  EXPECT_EQ(memory_only.match_prefix(m, t), 0);
+}
+
+TEST(KvCacheDiskTier, ALayoutWithOtherBytesHasAnotherFingerprint) {
+  auto backend = kernels::make_backend("cpu");
+  KvCache a(*backend, kLayout);
+  KvLayout other = kLayout;
+  other.format = KvFormat::BF16;
+  KvCache b(*backend, other);
+  KvLayout more_blocks = kLayout;
+  more_blocks.num_blocks = 8;  // the pool's size does not change a block's bytes
+  KvCache c(*backend, more_blocks);
+  EXPECT_NE(a.layout_fingerprint(), b.layout_fingerprint());
+  EXPECT_EQ(a.layout_fingerprint(), c.layout_fingerprint());
+  // A payload of another layout is refused, not half-loaded.
+  const std::vector<std::byte> wrong(b.block_payload(0).size() + 8);
+  EXPECT_FALSE(a.restore_block(0, wrong));
+}
+
+TEST(KvCacheDiskTier, AHybridModelsSnapshotTravelsWithItsBlock) {
+  TempDir dir;
+  auto backend = kernels::make_backend("cpu");
+  KvLayout layout{.num_layers = 1, .num_kv_heads = 1, .head_dim = 64, .block_size = 4, .num_blocks = 4,
+                  .format = KvFormat::BF16, .num_state_layers = 2, .state_floats = 8, .max_sequences = 2,
+                  .state_snapshot_interval = 1, .state_rollback_rows = 1};
+  const std::vector<int32_t> t = prompt(9);
+  std::vector<float> expected;
+  {
+    KvCache kv(*backend, layout);
+    kv.attach_disk_tier(open_store(dir, kv));
+    const SeqId s = kv.add_sequence();
+    ASSERT_TRUE(kv.reserve(s, 8));
+    kv.prepare_state(s, 0, 8);  // what a forward over [0, 8) claims; its rows would write the snapshots
+    for (int64_t l = 0; l < 2; ++l)
+      for (int b = 0; b < 2; ++b) {
+        std::vector<float> st(8);
+        for (int i = 0; i < 8; ++i) st[static_cast<size_t>(i)] = static_cast<float>(l * 100 + b * 10 + i);
+        const int32_t slot = kv.row_state_slot(s, b * 4 + 3);  // where the row ending the block puts its state
+        ASSERT_GE(slot, 0);
+        backend->copy_to_device(kv.state(l) + slot * 8, st.data(), st.size() * sizeof(float));
+        if (b == 1) expected.insert(expected.end(), st.begin(), st.end());
+      }
+    kv.commit_state(s, 0, 8);
+    kv.register_blocks(s, t, 8);
+    kv.remove_sequence(s);
+    EXPECT_EQ(kv.spill_to_disk(), 2);
+  }
+  KvCache restarted(*backend, layout);
+  restarted.attach_disk_tier(open_store(dir, restarted));
+  const SeqId s = restarted.add_sequence();
+  EXPECT_EQ(restarted.match_prefix(s, t), 8);  // a hybrid prefix needs the snapshot of its last block
+  EXPECT_EQ(restarted.resume_position(s, 8), 8);
+  const int32_t slot = restarted.snapshot_slot(restarted.block_table(s)[1]);
+  ASSERT_GE(slot, 0);
+  std::vector<float> got;
+  for (int64_t l = 0; l < 2; ++l) {
+    std::vector<float> st(8);
+    backend->copy_to_host(st.data(), restarted.state(l) + slot * 8, st.size() * sizeof(float));
+    got.insert(got.end(), st.begin(), st.end());
+  }
+  EXPECT_EQ(got, expected);
+}
+
+}  // namespace
+}  // namespace tachyon::kv
