@@ -85,6 +85,12 @@ void StepRunner::execute(IssuedStep& step) {
                  all_rows ? model::LogitRows::All : (c.completes ? model::LogitRows::Last : model::LogitRows::None),
                  want_hidden);
     }
+    if (!a.kept_positions.empty()) {  // PFlash: kept prompt tokens keep the sent prompt's positions
+      const size_t first_row = batch_.positions.size() - static_cast<size_t>(c.count);
+      if (batch_.rope_positions.empty()) batch_.rope_positions = batch_.positions;
+      for (size_t r = first_row; r < batch_.positions.size(); ++r)
+        batch_.rope_positions[r] = a.rope_position(batch_.positions[r]);
+    }
     if (draw_on_backend) {  // sampled rows (one: the completing one) draw from the request's generator
       for (size_t r = logit_rows_before; r < batch_.logit_rows.size(); ++r)
         batch_.outputs.sampling.push_back(next_draw(a));
