@@ -147,6 +147,7 @@ struct Owned {
   std::unique_ptr<kernels::Backend> backend;
   std::unique_ptr<model::Model> model;
   std::unique_ptr<spec::Drafter> drafter;
+  std::unique_ptr<engine::PromptScorer> pflash_scorer;
   std::unique_ptr<engine::Engine> engine;
 };
 
@@ -199,6 +200,10 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
   SpecOptions spec = options.spec;
   if (resolved.alias) spec.alias_method = resolved.alias->defaults.drafter;
   owned->drafter = spec.apply(dir, *owned->model, *owned->backend, engine_config);
+  owned->pflash_scorer = progress.stage("PFlash scorer", [&] {
+    const std::string drafter_dir = spec.drafter_dir.empty() ? "" : resolve_model_arg(spec.drafter_dir).path;
+    return options.pflash.apply(dir, drafter_dir, *owned->model, *owned->backend, engine_config);
+  });
   owned->engine = progress.stage("engine", [&] { return std::make_unique<engine::Engine>(*owned->model, engine_config); });
   served->engine = owned->engine.get();
   served->max_context = owned->engine->max_context();

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "cli/pflash_options.h"
 #include "cli/spec_options.h"
 #include "io/model_resolve.h"
 #include "server/generation.h"
@@ -25,6 +26,7 @@ struct ServeModelOptions {
   int64_t kv_cache_memory = 0;
   double gpu_memory_utilization = 0.90;
   SpecOptions spec;
+  PflashOptions pflash;
 };
 
 // The model ready to serve; it owns its backend, weights, drafter and engine (ServedModel::owner).

@@ -141,7 +141,7 @@ ParsedRequest parse_chat_request(std::string_view text) {
                                "tool_choice", "parallel_tool_calls", "user", "metadata", "store", "service_tier",
                                "reasoning_effort", "top_k", "min_p", "repetition_penalty", "chat_template_kwargs",
                                "continue_final_message", "add_generation_prompt", "prompt_cache_key",
-                               "safety_identifier", "speculative"});
+                               "safety_identifier", "speculative", "pflash"});
   ParsedRequest out;
   out.endpoint = Endpoint::ChatCompletions;
   require_model(body, out);
@@ -154,6 +154,7 @@ ParsedRequest parse_chat_request(std::string_view text) {
   read_template_kwargs(body, out);
   read_openai_sampling(body, out);
   read_speculative(body, out);
+  read_pflash(body, out);
   read_n(body);
   read_stream(body, out);
   out.stop = read_stop(body, "stop");
@@ -186,7 +187,7 @@ ParsedRequest parse_completion_request(std::string_view text) {
   reject_unknown_fields(body, {"model", "prompt", "best_of", "echo", "frequency_penalty", "logit_bias", "logprobs",
                                "max_tokens", "n", "presence_penalty", "seed", "stop", "stream", "stream_options",
                                "suffix", "temperature", "top_p", "user", "top_k", "min_p", "repetition_penalty",
-                               "speculative"});
+                               "speculative", "pflash"});
   ParsedRequest out;
   out.endpoint = Endpoint::Completions;
   require_model(body, out);
@@ -220,6 +221,7 @@ ParsedRequest parse_completion_request(std::string_view text) {
   }
   read_openai_sampling(body, out);
   read_speculative(body, out);
+  read_pflash(body, out);
   read_n(body);
   read_stream(body, out);
   out.stop = read_stop(body, "stop");
@@ -277,11 +279,12 @@ ParsedRequest parse_responses_request(std::string_view text) {
                                "temperature", "top_p", "stream", "store", "metadata", "user", "previous_response_id",
                                "reasoning", "text", "parallel_tool_calls", "truncation", "include", "service_tier",
                                "background", "top_logprobs", "prompt_cache_key", "safety_identifier", "seed",
-                               "top_k", "min_p", "speculative"});
+                               "top_k", "min_p", "speculative", "pflash"});
   ParsedRequest out;
   out.endpoint = Endpoint::Responses;
   require_model(body, out);
   read_speculative(body, out);
+  read_pflash(body, out);
   if (read_string(body, "previous_response_id"))
     throw ApiError::invalid("'previous_response_id' is not supported: this server stores no responses; send the "
                             "whole conversation as input",

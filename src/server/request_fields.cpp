@@ -168,6 +168,17 @@ void read_speculative(const OrderedJson& body, ParsedRequest& out) {
     out.num_speculative_tokens = static_cast<int32_t>(*k);
 }
 
+void read_pflash(const OrderedJson& body, ParsedRequest& out) {
+  auto it = body.find("pflash");
+  if (it == body.end() || it->is_null()) return;
+  if (!it->is_string()) throw ApiError::invalid("'pflash' must be \"off\", \"auto\" or \"always\"", "pflash");
+  try {
+    out.pflash = engine::parse_pflash_mode(it->get<std::string>(), "'pflash'");
+  } catch (const Error& e) {
+    throw ApiError::invalid(e.what(), "pflash");
+  }
+}
+
 void read_openai_sampling(const OrderedJson& body, ParsedRequest& request, const std::string& path) {
   engine::SamplingParams& out = request.sampling;
   SamplingGiven& given = request.sampling_given;
