@@ -6,6 +6,7 @@
 //
 //   build/bench/pflash_bench [--model DIR] [--scorer DIR] [--tokenizer DIR] [--device cpu|cuda]
 //       [--filler 3300] [--keep 0.2] [--reps 3] [--max-tokens 12] [--scorer-chunk 512] [--machine TEXT] [--out FILE]
+//       [--sink N --tail N --block N] (the attention rows; 0: the scorer's) [--recall-only 1] (needle recall only)
 //
 // Recall, two ways: needle kept (every needle token survived compression; the scorer's plan)
 // and answered (the greedy answer holds the code). The ratio is uncompressed TTFT over
@@ -41,7 +42,8 @@ using Clock = std::chrono::steady_clock;
 struct Args {
   std::string model = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo", scorer, tokenizer, device = "cpu";
   std::string machine = "unnamed machine", out;
-  int32_t filler = 3300, reps = 3, max_tokens = 12, scorer_chunk = 512;
+  int32_t filler = 3300, reps = 3, max_tokens = 12, scorer_chunk = 512, sink = 0, tail = 0, block = 0;
+  bool recall_only = false;  // only the scorers' needle recall, no engine runs
   double keep = 0.2;
 };
 
@@ -61,6 +63,10 @@ Args parse(int argc, char** argv) {
     else if (k == "--max-tokens") a.max_tokens = std::stoi(v);
     else if (k == "--scorer-chunk") a.scorer_chunk = std::stoi(v);
     else if (k == "--machine") a.machine = v;
+    else if (k == "--sink") a.sink = std::stoi(v);
+    else if (k == "--tail") a.tail = std::stoi(v);
+    else if (k == "--block") a.block = std::stoi(v);
+    else if (k == "--recall-only") a.recall_only = v == "1";
     else if (k == "--out") a.out = v;
     else throw Error("unknown option {}", k);
   }
@@ -155,7 +161,19 @@ int run(int argc, char** argv) {
   engine::LexicalScorer lexical;
   const std::vector<Item> items = make_items(tok, args.filler);
 
-  const engine::PflashConfig attention_cfg{.mode = engine::PflashMode::Always, .keep_ratio = args.keep};
+  const engine::PflashConfig attention_cfg{.mode = engine::PflashMode::Always, .keep_ratio = args.keep,
+                                           .sink = args.sink, .tail = args.tail, .block = args.block};
+  if (args.recall_only) {
+    for (const Item& item : items) {
+      const engine::PflashPlan plan = engine::plan_compression(item.tokens, attention_cfg, attention);
+      bool kept = true;
+      for (int32_t i = item.needle_begin; i < item.needle_end && kept; ++i)
+        kept = std::binary_search(plan.kept.begin(), plan.kept.end(), i);
+      std::printf("%-12s %-10s depth %.2f needle [%d, %d): %s\n", item.kind.c_str(), item.name.c_str(), item.depth,
+                  item.needle_begin, item.needle_end, kept ? "kept" : "DROPPED");
+    }
+    return 0;
+  }
   engine::PflashConfig compacted_cfg = attention_cfg;
   compacted_cfg.positions = engine::PflashPositions::Compacted;
   // Rapid-MLX's sizes (tail 2048) leave no middle at these lengths: the lexical row uses the

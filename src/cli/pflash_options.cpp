@@ -18,7 +18,7 @@ void PflashOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--pflash-keep", keep, "Share of the prompt's tokens kept, sink and tail included (default 0.2)");
   cmd.add_option("--pflash-sink", sink, "First tokens always kept (0: the scorer's, lexical 256, attention 64)");
   cmd.add_option("--pflash-tail", tail, "Last tokens always kept (0: the scorer's, lexical 2048, attention 128)");
-  cmd.add_option("--pflash-block", block, "Tokens per scored block (0: the scorer's, lexical 128, attention 64)");
+  cmd.add_option("--pflash-block", block, "Tokens per scored block (0: the scorer's, lexical 128, attention 32)");
   cmd.add_option("--pflash-scorer", scorer,
                  "auto (attention where a draft model exists, else lexical), lexical or attention");
   cmd.add_option("--pflash-scorer-model", scorer_model,

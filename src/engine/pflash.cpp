@@ -59,9 +59,9 @@ PflashPlan plan_compression(std::span<const int32_t> prompt, const PflashConfig&
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return scores[a] != scores[b] ? scores[a] > scores[b] : a > b;
   });
-  // A kept block's last sentence usually runs on into the next block: the first `run_on`
-  // tokens of a dropped block after a kept one are kept too, and count against the budget.
-  const int32_t run_on = s.block / 4;
+  // A kept block's last sentence usually runs on into the next block: the first half of a
+  // dropped block after a kept one is kept too, and counts against the budget.
+  const int32_t run_on = s.block / 2;
   std::vector<int32_t> take(blocks.size(), 0);  // tokens kept from the front of each block
   int32_t used = 0;
   auto size_of = [&](size_t i) { return blocks[i].second - blocks[i].first; };

@@ -6,7 +6,7 @@
 // is dominated by position), weighted by its rarity in the prompt; a block by the mean of its
 // kTopTokens best tokens, plus half its better neighbour's score (a sentence that crosses the
 // boundary is wanted whole). Attention follows meaning rather than spelling, so a needle that
-// paraphrases the question is found too. Sink 64, tail 128, 64-token blocks by default.
+// paraphrases the question is found too. Sink 64, tail 128, 32-token blocks by default.
 //
 // A small model attends sensibly only over the distances it was trained on: with `chunk` > 0
 // it reads the middle in pieces of whole blocks, each as [the prompt's first kChunkSink
@@ -24,7 +24,7 @@ namespace tachyon::engine {
 
 class AttentionScorer final : public PromptScorer {
  public:
-  static constexpr int32_t kDefaultQueryWindow = 64, kDefaultChunk = 512, kChunkSink = 4, kTopTokens = 8;
+  static constexpr int32_t kDefaultQueryWindow = 64, kDefaultChunk = 512, kChunkSink = 4, kTopTokens = 4;
 
   // `scorer` runs on its own KV (sized per prompt); any model with the target's vocabulary.
   // Throws tachyon::Error when the chunk cannot hold the sink, the window and a token.
@@ -32,7 +32,7 @@ class AttentionScorer final : public PromptScorer {
                            int32_t chunk = kDefaultChunk);
 
   std::string name() const override { return "attention"; }
-  PflashShape default_shape() const override { return {64, 128, 64}; }
+  PflashShape default_shape() const override { return {64, 128, 32}; }
   std::vector<double> score_blocks(std::span<const int32_t> prompt,
                                    std::span<const std::pair<int32_t, int32_t>> blocks) override;
 
