@@ -99,6 +99,23 @@ TEST(PflashEngine, Kept_tokens_keep_their_original_positions) {
   EXPECT_EQ(st.prompt_tokens, f.prompt.size());
 }
 
+// Overlapped decoding issues each decode step from the last one's device tokens (a separate
+// batch): it must rotate by the same positions.
+TEST(PflashEngine, Original_positions_hold_with_overlapped_decoding) {
+  Fixture& f = fixture();
+  LexicalScorer scorer;
+  const PflashConfig config = small_shape(PflashMode::Always);
+  const PflashPlan plan = plan_compression(f.prompt, config, scorer);
+  ASSERT_TRUE(plan.compressed());
+  std::vector<int32_t> kept;
+  for (int32_t i : plan.kept) kept.push_back(f.prompt[static_cast<size_t>(i)]);
+  EngineConfig ec = engine_config(config);
+  ec.overlap_steps = EngineConfig::Overlap::On;
+  Engine engine(*f.model, ec);
+  EXPECT_EQ(collect(*engine.submit(request(f.prompt, 12))), direct_greedy(*f.model, kept, plan.kept, 12));
+  EXPECT_GT(idle_stats(engine).overlapped_steps, 0u);  // the overlapped path ran
+}
+
 TEST(PflashEngine, Compacted_positions_run_the_kept_tokens_as_a_plain_prompt) {
   Fixture& f = fixture();
   LexicalScorer scorer;
