@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "cli/default_model.h"
 #include "cli/quantize_option.h"
 #include "chat/chat_template.h"
 #include "chat/parsers/output_parser.h"
