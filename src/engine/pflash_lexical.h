@@ -1,6 +1,7 @@
 // PFlash's model-free scorer (Rapid-MLX's, as the seeds describe it): a middle block scores by
 // how much of the prompt's end (its last 512 tokens, where the question usually is) it shares,
-// each shared token weighted by its rarity in the prompt, plus small bonuses for recency and
+// each shared token weighted by its rarity (inverse block frequency: a token in every block
+// weighs nothing), plus small bonuses for recency and
 // for every fourth block (so that what is kept stays spread over the prompt). Sink 256 and
 // tail 2048 by default, 128-token blocks. It finds needles that repeat the question's words;
 // a paraphrase needs the attention scorer.
