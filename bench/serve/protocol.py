@@ -24,7 +24,7 @@ FIGURES = ['ttft_ms', 'prefill_tps', 'decode_tps', 'e2e_tps', 'output_tps', 'pro
            'cached_tokens', 'recall']
 # Columns of the compact per-request rows kept in the results file.
 REQUEST_FIELDS = ['item', 'prompt_tokens', 'completion_tokens', 'cached_tokens', 'ttft_ms', 'decode_tps', 'e2e_s',
-                  'num_output_chunks', 'finish_reason', 'correct']
+                  'num_output_chunks', 'finish_reason', 'correct', 'dropped_tokens']
 
 
 def median(values):
@@ -126,6 +126,8 @@ def request_figures(rec, item, max_tokens):
         correct = item['answer'].lower() in rec['text'].lower()
     row = {'item': item.get('id'), 'prompt_tokens': prompt, 'completion_tokens': completion,
            'cached_tokens': (usage.get('prompt_tokens_details') or {}).get('cached_tokens'),
+           # tachyon's PFlash: prompt tokens compression dropped (None from servers that do not say)
+           'dropped_tokens': (usage.get('prompt_tokens_details') or {}).get('dropped_tokens'),
            'ttft_ms': None if ttft is None else ttft * 1e3, 'decode_tps': decode, 'e2e_s': rec['e2e_s'],
            'num_output_chunks': rec['num_output_chunks'], 'finish_reason': rec['finish_reason'], 'correct': correct}
     return row, check_usage(rec, max_tokens)

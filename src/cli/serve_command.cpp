@@ -210,6 +210,7 @@ Command add_serve_command(CLI::App& app) {
   add_quantize_option(*cmd, opt->model.quantize);
   add_tensor_parallel_option(*cmd, opt->model.tensor_parallel);
   opt->model.spec.add_to(*cmd);
+  opt->model.pflash.add_to(*cmd);
   return [opt] {
     if (!opt->api_key.empty()) opt->server.api_keys.push_back(opt->api_key);
     opt->server.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(opt->request_timeout_s * 1000));

@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/hash64.h"
 #include "cli/device_model.h"
+#include "cli/default_model.h"
 #include "cli/quantize_option.h"
 #include "chat/chat_template.h"
 #include "chat/parsers/output_parser.h"
@@ -155,6 +156,7 @@ struct Owned {
   std::unique_ptr<kernels::Backend> backend;
   std::unique_ptr<model::Model> model;
   std::unique_ptr<spec::Drafter> drafter;
+  std::unique_ptr<engine::PromptScorer> pflash_scorer;
   std::unique_ptr<engine::Engine> engine;
   std::unique_ptr<engine::Embedder> embedder;  // embedding models only
 };
@@ -214,6 +216,10 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
   if (!options.prefix_cache_dir.empty() || options.response_cache_bytes > 0)
     engine_config.model_fingerprint = hash64_combine(io::weights_fingerprint(dir), hash64(options.quantize));
   owned->drafter = spec.apply(dir, *owned->model, owned->model->backend(), engine_config);
+  owned->pflash_scorer = progress.stage("PFlash scorer", [&] {
+    const std::string drafter_dir = spec.drafter_dir.empty() ? "" : resolve_model_arg(spec.drafter_dir).path;
+    return options.pflash.apply(dir, drafter_dir, *owned->model, owned->model->backend(), engine_config);
+  });
   owned->engine = progress.stage("engine", [&] { return std::make_unique<engine::Engine>(*owned->model, engine_config); });
   served->engine = owned->engine.get();
   if (options.response_cache_bytes > 0) {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "cli/pflash_options.h"
 #include "cli/spec_options.h"
 #include "io/model_resolve.h"
 #include "server/generation.h"
@@ -31,6 +32,7 @@ struct ServeModelOptions {
   int64_t prefix_cache_disk_bytes = int64_t{16} << 30;
   int64_t response_cache_bytes = 0;
   SpecOptions spec;
+  PflashOptions pflash;
 };
 
 // The model ready to serve; it owns its backend, weights, drafter and engine (ServedModel::owner).

@@ -55,7 +55,7 @@ Commit::Totals Commit::commit_step(const StepPlan& plan, const model::Batch& bat
       }
     }
     state_.scheduler.on_computed(c.id, c.count);
-    if (state_.config.prefix_cache) state_.kv.register_blocks(a.seq, a.tokens, c.begin + c.count);
+    if (state_.config.prefix_cache && a.prefix_cacheable()) state_.kv.register_blocks(a.seq, a.tokens, c.begin + c.count);
     const size_t rows_used = all_rows ? static_cast<size_t>(c.count) : (c.completes ? 1 : 0);
     if (c.completes && !out.argmax.empty()) {
       emit(c.id, a, out.argmax[logit_row + rows_used - 1]);
@@ -139,7 +139,7 @@ uint64_t Commit::verify_drafts(const ScheduledChunk& c, ActiveRequest& a, const 
     ++emitted;
   }
   if (result.grammar_stuck && a.pending.finish == FinishReason::None) fail_stuck_grammar(a);
-  if (state_.config.prefix_cache) kv.register_blocks(a.seq, a.tokens, std::min<int32_t>(num_computed, a.tokens.size()));
+  if (state_.config.prefix_cache && a.prefix_cacheable()) kv.register_blocks(a.seq, a.tokens, std::min<int32_t>(num_computed, a.tokens.size()));
   const char* gate = state_.policy.record_verification(a.spec, static_cast<int32_t>(num_drafted), result.num_accepted,
                                                        static_cast<int32_t>(emitted));
   a.pending.spec = a.spec.usage;

@@ -48,6 +48,7 @@ void RequestStream::push(RequestOutput out) {
       p.error = std::move(out.error);
       p.num_prompt_tokens = out.num_prompt_tokens;
       p.num_cached_prompt_tokens = out.num_cached_prompt_tokens;
+      p.num_dropped_prompt_tokens = out.num_dropped_prompt_tokens;
       p.num_generated_tokens = out.num_generated_tokens;
     }
   }
@@ -58,7 +59,8 @@ bool deliver(ActiveRequest& a) {
   if (a.pending.tokens.empty() && a.pending.finish == FinishReason::None && a.prompt_logprobs.empty()) return false;
   RequestOutput out = std::move(a.pending);
   a.pending = RequestOutput{};
-  out.num_prompt_tokens = a.num_prompt;
+  out.num_prompt_tokens = a.num_logical_prompt;
+  out.num_dropped_prompt_tokens = a.num_logical_prompt - a.num_prompt;
   out.num_cached_prompt_tokens = std::max(0, a.num_cached_prompt);
   out.num_generated_tokens = a.num_generated() - a.spec.num_drafts;
   out.spec = a.spec.usage;

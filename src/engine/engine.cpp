@@ -13,6 +13,7 @@
 #include "engine/drafting.h"
 #include "engine/inbox.h"
 #include "engine/loop_state.h"
+#include "engine/pflash_lexical.h"
 #include "engine/stats_recorder.h"
 #include "engine/step_runner.h"
 #include "kv/disk_prefix_store.h"
@@ -141,7 +142,7 @@ class EngineLoop : public KvAllocator {
   int32_t begin_sequence(RequestId id) override {
     ActiveRequest& a = active_.at(id);
     a.seq = kv_.add_sequence();
-    if (!config_.prefix_cache || a.request.prompt_logprobs) return 0;
+    if (!config_.prefix_cache || a.request.prompt_logprobs || !a.prefix_cacheable()) return 0;
     return kv_.match_prefix(a.seq, a.tokens);
   }
   bool reserve(RequestId id, int32_t num_tokens) override { return kv_.reserve(active_.at(id).seq, num_tokens); }
@@ -299,6 +300,7 @@ class EngineLoop : public KvAllocator {
     ActiveRequest a;
     a.tokens = in.request.prompt;
     a.num_prompt = static_cast<int32_t>(in.request.prompt.size());
+    a.num_logical_prompt = a.num_prompt;
     a.sampler = std::make_unique<sampling::Sampler>(in.request.sampling);
     if (in.request.grammar)
       a.constraint = std::make_unique<sampling::TokenConstraint>(in.request.grammar, config_.vocabulary,
@@ -306,6 +308,7 @@ class EngineLoop : public KvAllocator {
     a.stream = std::move(in.stream);
     a.submitted = in.submitted;
     a.request = std::move(in.request);
+    compress_prompt(a);
     const auto& r = a.request;
     if (const char* gate = policy_.admit(a.spec, a.tokens, r.speculate.value_or(true), r.sampling.greedy(),
                                          r.logprobs, r.num_speculative_tokens)) {
@@ -315,10 +318,43 @@ class EngineLoop : public KvAllocator {
     const int32_t num_prompt = a.num_prompt;
     active_.emplace(in.id, std::move(a));
     scheduler_.add(in.id, num_prompt);
-    stats_.record_admitted(num_prompt);
+    stats_.record_admitted(active_.at(in.id).num_logical_prompt);
+  }
+
+  // PFlash (engine/pflash.h): replaces the prompt in `a.tokens` by the tokens the scorer keeps.
+  void compress_prompt(ActiveRequest& a) {
+    const PflashMode mode = a.request.pflash.value_or(config_.pflash.mode);
+    if (mode == PflashMode::Off) return;
+    using Outcome = StatsRecorder::PflashOutcome;
+    if (a.request.prompt_intact || a.constraint || a.request.prompt_logprobs)
+      return stats_.record_pflash(Outcome::BypassedIntact, 0, 0);
+    if (mode == PflashMode::Auto && a.num_prompt <= config_.pflash.threshold)
+      return stats_.record_pflash(Outcome::BypassedShort, 0, 0);
+    PromptScorer& scorer = config_.pflash_scorer ? *config_.pflash_scorer : lexical_;
+    const auto t0 = Clock::now();
+    PflashPlan plan;
+    try {
+      plan = plan_compression(a.tokens, config_.pflash, scorer);
+    } catch (const std::exception& e) {  // the prompt is served whole rather than failed
+      log::warn("PFlash: {} scorer failed, prompt left whole: {}", scorer.name(), e.what());
+      plan.refused = e.what();
+    }
+    const double seconds = seconds_between(t0, Clock::now());
+    if (!plan.compressed()) {
+      log::debug("PFlash: prompt of {} tokens left whole: {}", a.num_prompt, plan.refused);
+      return stats_.record_pflash(Outcome::Refused, 0, seconds);
+    }
+    std::vector<int32_t> kept_tokens;
+    kept_tokens.reserve(plan.kept.size());
+    for (int32_t i : plan.kept) kept_tokens.push_back(a.tokens[static_cast<size_t>(i)]);
+    a.tokens = std::move(kept_tokens);
+    a.num_prompt = static_cast<int32_t>(a.tokens.size());
+    if (config_.pflash.positions == PflashPositions::Original) a.kept_positions = std::move(plan.kept);
+    stats_.record_pflash(Outcome::Compressed, a.num_logical_prompt - a.num_prompt, seconds);
   }
 
   const EngineConfig config_;
+  LexicalScorer lexical_;  // PFlash's scorer when the config names none
   model::Model& model_;
   kv::KvCache kv_;
   Scheduler scheduler_;

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "engine/kv_sizing.h"
+#include "engine/pflash.h"
 #include "engine/request.h"
 #include "engine/stats.h"
 #include "model/model.h"
@@ -83,6 +84,12 @@ struct EngineConfig {
   bool gates = true;                   // prompt, acceptance and throughput gates may turn speculation off
   bool model_free_drafter = false;     // apply the prompt-time repetition gate
   double min_prompt_repetition = 0.02; // gate: 3-gram repetition below this turns a model-free drafter off
+
+  // PFlash prompt compression (engine/pflash.h), run at admission on the engine thread.
+  // `pflash_scorer` (owned by the caller, outliving the engine) ranks the blocks; null: the
+  // lexical scorer. A request may turn it on or off (GenerationRequest::pflash).
+  PflashConfig pflash;
+  PromptScorer* pflash_scorer = nullptr;
 };
 
 class Engine;

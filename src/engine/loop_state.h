@@ -31,7 +31,11 @@ struct ActiveRequest {
   GenerationRequest request;
   std::weak_ptr<RequestStream> stream;
   std::vector<int32_t> tokens;  // prompt + generated, then spec.num_drafts unverified drafts
-  int32_t num_prompt = 0;
+  int32_t num_prompt = 0;          // prompt tokens in `tokens` (PFlash: the kept ones)
+  int32_t num_logical_prompt = 0;  // the prompt as sent
+  // PFlash with original positions: the sent prompt's position of each kept token; tokens after
+  // the prompt follow the sent prompt's end. Empty: positions are indices into `tokens`.
+  std::vector<int32_t> kept_positions;
   int32_t num_cached_prompt = -1;  // known at the first scheduled chunk
   std::unique_ptr<sampling::Sampler> sampler;
   std::unique_ptr<sampling::TokenConstraint> constraint;  // request.grammar's state; null: none
@@ -44,6 +48,13 @@ struct ActiveRequest {
 
   bool speculating() const { return !spec.off; }
   int32_t num_generated() const { return static_cast<int32_t>(tokens.size()) - num_prompt; }
+  // The position RoPE sees for the token at index p of `tokens`.
+  int32_t rope_position(int32_t p) const {
+    return p < num_prompt ? kept_positions[static_cast<size_t>(p)] : p + (num_logical_prompt - num_prompt);
+  }
+  // Blocks of a prompt whose tokens sit at other positions than their indices hold K/V that no
+  // plain prompt has: they are never shared through the prefix cache.
+  bool prefix_cacheable() const { return kept_positions.empty(); }
 };
 
 using ActiveRequests = std::unordered_map<RequestId, ActiveRequest>;

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/pflash.h"
 #include "sampling/sampler.h"
 #include "sampling/token_mask.h"
 #include "spec/spec_usage.h"
@@ -35,6 +36,12 @@ struct GenerationRequest {
   // ids are allowed only once it is complete, and the request finishes ("stop") as soon as
   // nothing may follow. Needs EngineConfig::vocabulary. Speculation is off for the request.
   std::shared_ptr<const Grammar> grammar;
+  // PFlash prompt compression (engine/pflash.h): per-request override of EngineConfig::pflash's
+  // mode. Never applied to a request that needs its whole prompt: prompt_intact (the server
+  // sets it for response_format, and for tools unless the request asked for compression), a
+  // grammar, or prompt logprobs.
+  std::optional<PflashMode> pflash;
+  bool prompt_intact = false;
 };
 
 // Speculation statistics of one request (reported in `usage`).
@@ -59,8 +66,9 @@ struct RequestOutput {
   std::vector<TokenLogprob> prompt_logprobs;  // once, with the first delivery, when requested
   FinishReason finish = FinishReason::None;
   std::string error;                          // when finish == Error
-  int32_t num_prompt_tokens = 0;
+  int32_t num_prompt_tokens = 0;              // the prompt as sent (logical)
   int32_t num_cached_prompt_tokens = 0;       // prompt tokens served from the prefix cache
+  int32_t num_dropped_prompt_tokens = 0;      // prompt tokens PFlash dropped (they have no KV)
   int32_t num_generated_tokens = 0;           // total so far
   SpecUsage spec;                             // totals so far
 };

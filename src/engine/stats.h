@@ -38,6 +38,12 @@ struct EngineStats {
   // (their drafting included, and counted apart) and plain ones. What speculation costs per step.
   double spec_step_seconds = 0, spec_draft_seconds = 0, plain_step_seconds = 0;
   uint64_t spec_decode_steps = 0, plain_decode_steps = 0;
+  // PFlash: prompts compressed, and prompts it was asked to compress but left whole because
+  // they needed it intact (constrained, tools, prompt logprobs), were too short for auto, or
+  // left no middle in the budget; prompt tokens dropped; seconds spent scoring.
+  uint64_t pflash_compressed = 0, pflash_bypassed_intact = 0, pflash_bypassed_short = 0, pflash_refused = 0;
+  uint64_t pflash_dropped_tokens = 0;
+  double pflash_scoring_seconds = 0;
   uint64_t overlapped_steps = 0;  // decode steps issued before the last step's tokens were read (overlap_steps)
   int32_t queue_depth = 0, running = 0;
   int32_t kv_blocks_total = 0, kv_blocks_free = 0, kv_blocks_cached = 0;

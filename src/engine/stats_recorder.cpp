@@ -44,6 +44,18 @@ void StatsRecorder::refresh_gauges(const Gauges& gauges) {
   set_gauges(gauges);
 }
 
+void StatsRecorder::record_pflash(PflashOutcome outcome, int32_t dropped_tokens, double scoring_seconds) {
+  std::lock_guard lock(mutex_);
+  switch (outcome) {
+    case PflashOutcome::Compressed: ++stats_.pflash_compressed; break;
+    case PflashOutcome::BypassedIntact: ++stats_.pflash_bypassed_intact; break;
+    case PflashOutcome::BypassedShort: ++stats_.pflash_bypassed_short; break;
+    case PflashOutcome::Refused: ++stats_.pflash_refused; break;
+  }
+  stats_.pflash_dropped_tokens += static_cast<uint64_t>(dropped_tokens);
+  stats_.pflash_scoring_seconds += scoring_seconds;
+}
+
 void StatsRecorder::record_cached_prompt(int32_t num_tokens) {
   std::lock_guard lock(mutex_);
   stats_.prefix_cache_hit_tokens += static_cast<uint64_t>(num_tokens);

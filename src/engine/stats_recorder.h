@@ -32,6 +32,8 @@ class StatsRecorder {
   void record_verification(int32_t num_drafted, int32_t num_accepted, bool tree);
   void record_grammar_pruned_drafts(size_t num_drafts);  // cut before verification (spec/grammar_drafts.h)
   void record_overlapped_step();
+  enum class PflashOutcome { Compressed, BypassedIntact, BypassedShort, Refused };
+  void record_pflash(PflashOutcome outcome, int32_t dropped_tokens, double scoring_seconds);
 
   // One step's totals. Decode steps (no prompt rows) that did no one-time work are timed:
   // speculative ones (drafts verified) and plain ones apart.

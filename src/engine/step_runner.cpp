@@ -18,6 +18,15 @@ kernels::TokenSampling next_draw(ActiveRequest& a) {
   return s.greedy() ? kernels::TokenSampling{} : s.token_sampling(a.sampler->uniform());
 }
 
+// PFlash with original positions: the request's last `count` rows of `batch` are rotated by the
+// uncompressed prompt's positions (ActiveRequest::rope_position).
+void add_rope_positions(model::Batch& batch, const ActiveRequest& a, int32_t count) {
+  if (a.kept_positions.empty()) return;
+  const size_t first_row = batch.positions.size() - static_cast<size_t>(count);
+  if (batch.rope_positions.empty()) batch.rope_positions = batch.positions;
+  for (size_t r = first_row; r < batch.positions.size(); ++r) batch.rope_positions[r] = a.rope_position(batch.positions[r]);
+}
+
 }  // namespace
 
 StepRunner::StepRunner(LoopState& state)
@@ -85,6 +94,7 @@ void StepRunner::execute(IssuedStep& step) {
                  all_rows ? model::LogitRows::All : (c.completes ? model::LogitRows::Last : model::LogitRows::None),
                  want_hidden);
     }
+    add_rope_positions(batch_, a, c.count);
     if (draw_on_backend) {  // sampled rows (one: the completing one) draw from the request's generator
       for (size_t r = logit_rows_before; r < batch_.logit_rows.size(); ++r)
         batch_.outputs.sampling.push_back(next_draw(a));
@@ -169,6 +179,7 @@ void StepRunner::issue_ahead(const StepPlan& plan, const model::StepOutput& out)
   for (const auto& c : plan.chunks) {
     ActiveRequest& a = state_.active.at(c.id);
     ahead_batch_.add(a.seq, std::span<const int32_t>(&kOnDevice, 1), c.begin + 1, model::LogitRows::Last);
+    add_rope_positions(ahead_batch_, a, 1);
     if (any_sampled) ahead_batch_.outputs.sampling.push_back(next_draw(a));  // drawn in the order without the overlap
     next.plan.chunks.push_back({c.id, c.begin + 1, 1, true});
   }

@@ -16,6 +16,7 @@ void Batch::add(kv::SeqId seq, std::span<const int32_t> ids, int32_t first_posit
     const int32_t row = static_cast<int32_t>(tokens.size());
     tokens.push_back(ids[i]);
     positions.push_back(first_position + static_cast<int32_t>(i));
+    if (!rope_positions.empty()) rope_positions.push_back(positions.back());
     row_seq.push_back(seq_index);
     if (!tree_base.empty()) {
       tree_base.push_back(-1);
@@ -52,6 +53,7 @@ void Batch::add_tree(kv::SeqId seq, std::span<const int32_t> ids, std::span<cons
     const int32_t row = static_cast<int32_t>(tokens.size());
     tokens.push_back(ids[i]);
     positions.push_back(first_position + depth);
+    if (!rope_positions.empty()) rope_positions.push_back(positions.back());
     row_seq.push_back(seq_index);
     tree_base.push_back(first_position);
     tree_path.insert(tree_path.end(), path.begin(), path.end());
@@ -81,7 +83,9 @@ void Batch::clear() {
   tree_path.clear();
   tokens.clear();
   positions.clear();
+  rope_positions.clear();
   row_seq.clear();
+  attention_probe = nullptr;
   seqs.clear();
   logit_rows.clear();
   hidden_rows.clear();

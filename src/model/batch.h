@@ -57,9 +57,26 @@ struct StepOutputs {
   void check(int64_t num_logit_rows) const;
 };
 
+// SpecPrefill-style prompt scoring (engine/pflash): the attention mass that the batch's last
+// `query_rows` rows put on every row, summed over every attention layer, query head and query
+// row (each row's softmax over the keys it sees sums to 1). The batch must be one sequence's
+// rows starting at position 0, so that its keys are the batch's rows.
+struct AttentionProbe {
+  int32_t query_rows = 0;
+  std::vector<float> key_mass;  // [num_rows]: zeroed by the caller, added to by every attention layer
+  // [num_rows] or empty: the largest probability any query row and head of any layer gives the
+  // row (a head that looks one token up puts nearly all of it there). Zeroed by the caller.
+  std::vector<float> key_peak;
+};
+
 struct Batch {
   std::vector<int32_t> tokens;       // [num_rows] token ids
-  std::vector<int32_t> positions;    // [num_rows] absolute positions
+  std::vector<int32_t> positions;    // [num_rows] absolute positions (KV slots, causal order)
+  // [num_rows] the positions RoPE rotates by, where they differ from `positions`; empty: the
+  // same. A PFlash-compressed prompt's kept tokens keep the positions of the uncompressed
+  // prompt while their K/V sit in consecutive slots (the order is the same, so the causal
+  // limit is too). Set after the rows are added (add() extends it while it is non-empty).
+  std::vector<int32_t> rope_positions;
   std::vector<int32_t> row_seq;      // [num_rows] index into `seqs`
   std::vector<kv::SeqId> seqs;       // [num_seqs] the KV sequence of each entry
   std::vector<int32_t> logit_rows;   // rows whose logits are returned, in this order
@@ -76,6 +93,10 @@ struct Batch {
   // ancestor at each depth. Both empty while the batch holds no tree.
   std::vector<int32_t> tree_base;
   std::vector<int32_t> tree_path;  // [num_rows, kernels::kMaxTreeDepth]
+  AttentionProbe* attention_probe = nullptr;  // host; null: none
+
+  // What RoPE rotates row r by.
+  const int32_t* rope_position_data() const { return rope_positions.empty() ? positions.data() : rope_positions.data(); }
 
   int64_t num_rows() const { return static_cast<int64_t>(tokens.size()); }
   // Every row is a logit row, in row order (decode and verification steps, drafting levels).

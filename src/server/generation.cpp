@@ -127,6 +127,10 @@ Generation::Generation(const ServedModel& model, const ParsedRequest& request, A
     if (req.max_tokens < 1)
       throw ApiError::invalid("the prompt leaves no room for a forced tool call", "max_tokens", "context_length_exceeded");
   }
+  req.pflash = request.pflash;
+  // Tool definitions are compressed only when the request asks; a constrained output never
+  // (the engine leaves a request with a grammar whole).
+  req.prompt_intact = req.grammar != nullptr || (!request.tools.is_null() && !request.pflash);
   try {
     req.sampling.validate(model.vocab_size);
   } catch (const Error& e) {
@@ -222,6 +226,7 @@ GenerationOutcome Generation::run(const TextSink& sink, const std::function<bool
       outcome.time_to_first_token = std::chrono::steady_clock::now() - submitted_;
     outcome.completion_tokens += static_cast<int32_t>(out->tokens.size());
     outcome.cached_tokens = std::max(outcome.cached_tokens, out->num_cached_prompt_tokens);
+    outcome.dropped_tokens = std::max(outcome.dropped_tokens, out->num_dropped_prompt_tokens);
     outcome.spec = out->spec;
     if (!out->prompt_logprobs.empty()) outcome.prompt_logprobs = std::move(out->prompt_logprobs);
     std::string released;

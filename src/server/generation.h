@@ -107,6 +107,7 @@ struct GenerationOutcome {
   int32_t completion_tokens = 0;            // tokens the engine generated (EOS included)
   int32_t cached_tokens = 0;                // prompt tokens served from the prefix cache (all, for a cached response)
   bool cached_response = false;             // answered from the response cache, not the engine
+  int32_t dropped_tokens = 0;               // prompt tokens PFlash dropped (no KV, never computed)
   engine::SpecUsage spec;                   // speculative decoding stats of the request
   std::vector<engine::TokenLogprob> logprobs;
   std::vector<engine::TokenLogprob> prompt_logprobs;

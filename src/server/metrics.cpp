@@ -77,6 +77,17 @@ std::string render_metrics(const std::string& model, const engine::EngineStats& 
   counter(out, "tachyon_spec_grammar_pruned_drafts_total",
           "Draft tokens of constrained requests cut before verification because their grammar forbids them.", m,
           s.spec_grammar_pruned_drafts);
+  counter(out, "tachyon_pflash_compressed_total", "Prompts PFlash compressed.", m, s.pflash_compressed);
+  out += "# HELP tachyon_pflash_bypassed_total Prompts PFlash was asked to compress but left whole, by reason.\n"
+         "# TYPE tachyon_pflash_bypassed_total counter\n";
+  for (const auto& [reason, n] : {std::pair{"intact", s.pflash_bypassed_intact}, std::pair{"short", s.pflash_bypassed_short},
+                                  std::pair{"refused", s.pflash_refused}})
+    out += fmt::format("tachyon_pflash_bypassed_total{{{},reason=\"{}\"}} {}\n", m, reason, n);
+  counter(out, "tachyon_pflash_dropped_tokens_total", "Prompt tokens PFlash dropped (they got no KV).", m,
+          s.pflash_dropped_tokens);
+  out += fmt::format("# HELP tachyon_pflash_scoring_seconds_total Time PFlash spent scoring prompts.\n"
+                     "# TYPE tachyon_pflash_scoring_seconds_total counter\ntachyon_pflash_scoring_seconds_total{{{}}} {}\n",
+                     m, s.pflash_scoring_seconds);
   counter(out, "tachyon_engine_steps_total", "Engine steps (forward passes).", m, s.steps);
   counter(out, "tachyon_decode_steps_total", "Decode steps without drafts (no prompt rows).", m, s.plain_decode_steps);
   counter(out, "tachyon_overlapped_steps_total",

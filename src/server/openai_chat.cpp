@@ -35,11 +35,19 @@ Json token_entry(const tokenizer::Tokenizer& tokenizer, int32_t token, float log
 
 }  // namespace
 
+// prompt_tokens is the prompt as sent (logical); tachyon adds how much of it the model computed
+// (neither served by the prefix cache nor dropped by PFlash) and what PFlash dropped.
+Json prompt_tokens_details(const GenerationOutcome& outcome) {
+  return {{"cached_tokens", outcome.cached_tokens},
+          {"computed_tokens", outcome.prompt_tokens - outcome.cached_tokens - outcome.dropped_tokens},
+          {"dropped_tokens", outcome.dropped_tokens}};
+}
+
 Json openai_usage(const GenerationOutcome& outcome) {
   Json usage = {{"prompt_tokens", outcome.prompt_tokens},
                 {"completion_tokens", outcome.completion_tokens},
                 {"total_tokens", outcome.prompt_tokens + outcome.completion_tokens},
-                {"prompt_tokens_details", {{"cached_tokens", outcome.cached_tokens}}}};
+                {"prompt_tokens_details", prompt_tokens_details(outcome)}};
   if (outcome.cached_response) usage["cached_response"] = true;  // tachyon extension: the response cache answered
   if (!outcome.spec.method.empty())  // tachyon extension: the request's speculation
     usage["speculation"] = {{"method", outcome.spec.method},

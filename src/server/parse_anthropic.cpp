@@ -149,12 +149,13 @@ ParsedRequest parse_anthropic(std::string_view text, bool count_tokens) {
   else
     reject_unknown_fields(body, {"model", "messages", "max_tokens", "system", "stop_sequences", "stream", "temperature",
                                  "top_p", "top_k", "tools", "tool_choice", "metadata", "thinking", "service_tier",
-                                 "speculative"});
+                                 "speculative", "pflash"});
   ParsedRequest out;
   out.endpoint = Endpoint::Messages;
   out.model = require_string(body, "model");
   if (!count_tokens) {
-    read_speculative(body, out);  // tachyon extension, as in the OpenAI bodies
+    read_speculative(body, out);
+  read_pflash(body, out);  // tachyon extension, as in the OpenAI bodies
     const auto max_tokens = read_int(body, "max_tokens", 1, INT32_MAX);
     if (!max_tokens) throw ApiError::invalid("'max_tokens' is required", "max_tokens");
     out.max_tokens = static_cast<int32_t>(*max_tokens);

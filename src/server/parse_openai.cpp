@@ -143,7 +143,7 @@ ParsedRequest parse_chat_request(std::string_view text) {
                                "reasoning_effort", "top_k", "min_p", "repetition_penalty", "chat_template_kwargs",
                                "continue_final_message", "add_generation_prompt", "prompt_cache_key",
                                "safety_identifier", "speculative", "grammar", "json_schema", "guided_json",
-                               "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"});
+                               "guided_regex", "guided_choice", "guided_grammar", "structured_outputs", "pflash"});
   ParsedRequest out;
   out.endpoint = Endpoint::ChatCompletions;
   require_model(body, out);
@@ -156,6 +156,7 @@ ParsedRequest parse_chat_request(std::string_view text) {
   read_template_kwargs(body, out);
   read_openai_sampling(body, out);
   read_speculative(body, out);
+  read_pflash(body, out);
   read_n(body, out);
   read_stream(body, out);
   out.stop = read_stop(body, "stop");
@@ -185,7 +186,7 @@ ParsedRequest parse_completion_request(std::string_view text) {
                                "max_tokens", "n", "presence_penalty", "seed", "stop", "stream", "stream_options",
                                "suffix", "temperature", "top_p", "user", "top_k", "min_p", "repetition_penalty",
                                "speculative", "response_format", "grammar", "json_schema", "guided_json",
-                               "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"});
+                               "guided_regex", "guided_choice", "guided_grammar", "structured_outputs", "pflash"});
   ParsedRequest out;
   out.endpoint = Endpoint::Completions;
   require_model(body, out);
@@ -215,6 +216,7 @@ ParsedRequest parse_completion_request(std::string_view text) {
   }
   read_openai_sampling(body, out);
   read_speculative(body, out);
+  read_pflash(body, out);
   read_n(body, out);
   // best_of = n returns every candidate, which is what n does; ranking more candidates than are
   // returned is not done.
@@ -304,13 +306,14 @@ ParsedRequest parse_responses_request(std::string_view text) {
                                "temperature", "top_p", "stream", "store", "metadata", "user", "previous_response_id",
                                "reasoning", "text", "parallel_tool_calls", "truncation", "include", "service_tier",
                                "background", "top_logprobs", "prompt_cache_key", "safety_identifier", "seed",
-                               "top_k", "min_p", "speculative"});
+                               "top_k", "min_p", "speculative", "pflash"});
   ParsedRequest out;
   out.endpoint = Endpoint::Responses;
   require_model(body, out);
   read_speculative(body, out);
   out.previous_response_id = read_string(body, "previous_response_id");
   out.store = read_bool(body, "store").value_or(true);
+  read_pflash(body, out);
   if (read_bool(body, "background").value_or(false))
     throw ApiError::invalid("background responses are not supported", "background");
   out.messages = OrderedJson::array();

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "chat/chat_template.h"
+#include "engine/pflash.h"
 #include "engine/request.h"
 
 namespace tachyon::server {
@@ -86,6 +87,10 @@ struct ParsedRequest {
   // "num_speculative_tokens": 1..16} overrides the server's speculative decoding for this request.
   std::optional<bool> speculate;
   std::optional<int32_t> num_speculative_tokens;
+  // tachyon extension, every API: "pflash": "off" | "auto" | "always" overrides the server's
+  // --pflash prompt compression for this request. A request with tools is compressed only when
+  // it asks ("auto" or "always"); one with response_format json_object never.
+  std::optional<engine::PflashMode> pflash;
 };
 
 // Body limits that do not depend on the model.

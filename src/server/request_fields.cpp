@@ -168,6 +168,19 @@ void read_speculative(const OrderedJson& body, ParsedRequest& out) {
     out.num_speculative_tokens = static_cast<int32_t>(*k);
 }
 
+void read_pflash(const OrderedJson& body, ParsedRequest& out) {
+  auto it = body.find("pflash");
+  if (it == body.end() || it->is_null()) return;
+  // (Parsed here: this library links no engine code.)
+  const std::string mode = it->is_string() ? it->get<std::string>() : "";
+  if (mode == "off") out.pflash = engine::PflashMode::Off;
+  else if (mode == "auto") out.pflash = engine::PflashMode::Auto;
+  else if (mode == "always") out.pflash = engine::PflashMode::Always;
+  else
+    throw ApiError::invalid(fmt::format("'pflash' must be \"off\", \"auto\" or \"always\", got {}", it->dump()),
+                            "pflash");
+}
+
 void read_openai_sampling(const OrderedJson& body, ParsedRequest& request, const std::string& path) {
   engine::SamplingParams& out = request.sampling;
   SamplingGiven& given = request.sampling_given;

@@ -52,6 +52,8 @@ void read_openai_sampling(const OrderedJson& body, ParsedRequest& out, const std
 // write `arguments | tojson`, as vLLM and transformers pass them), else the text itself.
 OrderedJson template_arguments(const std::string& arguments);
 // The "speculative" extension object (see ParsedRequest).
+// tachyon extension: "pflash": "off" | "auto" | "always" (ParsedRequest::pflash).
+void read_pflash(const OrderedJson& body, ParsedRequest& out);
 void read_speculative(const OrderedJson& body, ParsedRequest& out);
 // "stop" / "stop_sequences": a string or a list of non-empty strings.
 std::vector<std::string> read_stop(const OrderedJson& body, std::string_view key);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "model/blocks/attention_probe.h"
 #include "model/rope.h"
 
 namespace tachyon::model {
@@ -69,20 +70,21 @@ namespace {
 
 void apply_rope(StepContext& ctx, const AttentionOptions& o, float* x, int64_t heads) {
   if (!rope_depends_on_length(o.rope_params)) {
-    ctx.backend.rope(x, ctx.rows, heads, o.head_dim, o.rope, ctx.batch.positions.data());
+    ctx.backend.rope(x, ctx.rows, heads, o.head_dim, o.rope, ctx.batch.rope_position_data());
     return;
   }
   // Dynamic NTK: the base depends on the sequence's length in this forward (transformers
   // recomputes it from the largest position of the call); done per sequence so a row's
   // result does not depend on its batch-mates.
+  const int32_t* positions = ctx.batch.rope_position_data();
   for (size_t s = 0; s + 1 < ctx.seq_row_begin.size(); ++s) {
     const int32_t begin = ctx.seq_row_begin[s], end = ctx.seq_row_begin[s + 1];
     if (begin == end) continue;
-    const int32_t max_pos = *std::max_element(ctx.batch.positions.begin() + begin, ctx.batch.positions.begin() + end);
+    const int32_t max_pos = *std::max_element(positions + begin, positions + end);
     kernels::RopeTable table = make_rope_table(o.rope_params, o.head_dim, o.max_position_embeddings, max_pos + 1);
     table.interleaved = o.rope.interleaved;
     ctx.backend.rope(x + static_cast<int64_t>(begin) * heads * o.head_dim, end - begin, heads, o.head_dim, table,
-                     ctx.batch.positions.data() + begin);
+                     positions + begin);
   }
 }
 
@@ -112,7 +114,9 @@ void attention_forward(StepContext& ctx, Workspace& ws, const AttentionWeights& 
   params.sliding_window = o.sliding_window;
   params.softcap = o.softcap;
   params.sinks = w.sinks.empty() ? nullptr : static_cast<const float*>(w.sinks.data);
-  if (fused && !rope_depends_on_length(o.rope_params)) {  // one op (see Backend)
+  // A probe reads the rotated q and k, which only the unfused steps leave in q and k.
+  const bool probe = ctx.batch.attention_probe != nullptr;
+  if (fused && !probe && !rope_depends_on_length(o.rope_params)) {  // one op (see Backend)
     kernels::QkvPrologue prologue;
     prologue.num_heads = o.num_heads;
     prologue.q_norm = qk_norm ? &w.q_norm : nullptr;
@@ -120,7 +124,7 @@ void attention_forward(StepContext& ctx, Workspace& ws, const AttentionWeights& 
     prologue.eps = o.norm_eps;
     prologue.weight_offset = o.norm_weight_offset;
     prologue.rope = &o.rope;
-    prologue.positions = ctx.batch.positions.data();
+    prologue.positions = ctx.batch.rope_position_data();
     be.attention_from_qkv(qkv, rows, prologue, kv, ctx.meta, params, q, k, v, attn);
   } else {
     if (fused) {
@@ -136,6 +140,7 @@ void attention_forward(StepContext& ctx, Workspace& ws, const AttentionWeights& 
     apply_rope(ctx, o, k, o.num_kv_heads);
     be.write_kv(k, v, rows, kv, ctx.meta);
     be.attention(q, rows, kv, ctx.meta, params, attn);
+    if (probe) add_attention_mass(be, q, k, rows, o, *ctx.batch.attention_probe);
   }
   if (!w.gate.empty()) {
     float* gate = ws.get(Workspace::kScratch5, rows * q_dim);  // [rows, H·D] f32

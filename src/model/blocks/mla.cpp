@@ -50,12 +50,12 @@ void mla_forward(StepContext& ctx, Workspace& ws, const MlaWeights& w, const Mla
   be.copy_strided(latent, r, rows, r, ckv, cd);
   kernels::RopeTable rope_k = o.rope;
   rope_k.offset = r;
-  be.rope(ckv, rows, 1, cd, rope_k, ctx.batch.positions.data());
+  be.rope(ckv, rows, 1, cd, rope_k, ctx.batch.rope_position_data());
   be.write_kv(ckv, ckv, rows, kv, ctx.meta);
   // Query side: [W_ukᵀ q_nope, RoPE(q_rope)] per head.
   kernels::RopeTable rope_q = o.rope;
   rope_q.offset = nope;
-  be.rope(q, rows, H, qk, rope_q, ctx.batch.positions.data());
+  be.rope(q, rows, H, qk, rope_q, ctx.batch.rope_position_data());
   be.copy_strided(q + nope, qk, rows * H, rope, q_abs + r, cd);
   be.head_matmul(q, rows, H, H * qk, qk, w.uk_t, q_abs, H * cd, cd);
   kernels::AttentionParams params;

@@ -23,6 +23,16 @@ StepContext::StepContext(kernels::Backend& b, const Batch& batch_, const kv::KvC
     : backend(b), batch(batch_), rows(batch_.num_rows()) {
   TACHYON_CHECK(batch.positions.size() == batch.tokens.size() && batch.row_seq.size() == batch.tokens.size(),
                 "batch arrays disagree in length");
+  TACHYON_CHECK(batch.rope_positions.empty() || batch.rope_positions.size() == batch.tokens.size(),
+                "batch rope_positions has {} entries for {} rows", batch.rope_positions.size(), batch.tokens.size());
+  if (batch.attention_probe) {
+    const AttentionProbe& probe = *batch.attention_probe;
+    TACHYON_CHECK(batch.seqs.size() == 1 && rows > 0 && batch.positions[0] == 0,
+                  "an attention probe needs one sequence's rows from position 0");
+    TACHYON_CHECK(probe.query_rows > 0 && probe.query_rows <= rows, "attention probe: {} query rows of {}",
+                  probe.query_rows, rows);
+    TACHYON_CHECK(batch.tree_base.empty(), "an attention probe cannot read a draft tree");
+  }
   block_table_offsets.push_back(0);
   for (kv::SeqId seq : batch.seqs) {
     const auto& table = kv.block_table(seq);

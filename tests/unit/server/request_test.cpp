@@ -236,6 +236,26 @@ TEST(RequestBody, NestingDepthIsBoundedBeforeParsing) {
 namespace tachyon::server {
 namespace {
 
+TEST(ChatRequest, PflashOverrideIsReadAndValidated) {
+  const auto r = parse_chat_request(R"({"model":"m","messages":[{"role":"user","content":"hi"}],"pflash":"always"})");
+  EXPECT_EQ(r.pflash, engine::PflashMode::Always);
+  EXPECT_FALSE(parse_chat_request(R"({"model":"m","messages":[{"role":"user","content":"hi"}]})").pflash.has_value());
+  EXPECT_EQ(parse_completion_request(R"({"model":"m","prompt":"x","pflash":"off"})").pflash, engine::PflashMode::Off);
+  EXPECT_EQ(parse_responses_request(R"({"model":"m","input":"hi","pflash":"auto"})").pflash, engine::PflashMode::Auto);
+  EXPECT_EQ(parse_messages_request(
+                R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"pflash":"always"})")
+                .pflash,
+            engine::PflashMode::Always);
+  const ApiError bad =
+      error_of(parse_chat_request, R"({"model":"m","messages":[{"role":"user","content":"hi"}],"pflash":"maybe"})");
+  EXPECT_EQ(bad.status(), 400);
+  EXPECT_EQ(bad.param, "pflash");
+  EXPECT_NE(std::string(bad.what()).find("maybe"), std::string::npos) << bad.what();
+  EXPECT_EQ(error_of(parse_chat_request, R"({"model":"m","messages":[{"role":"user","content":"hi"}],"pflash":true})")
+                .status(),
+            400);
+}
+
 TEST(ChatRequest, SpeculativeOverrideIsReadAndValidated) {
   const auto r = parse_chat_request(
       R"({"model":"m","messages":[{"role":"user","content":"hi"}],"speculative":{"enabled":false,"num_speculative_tokens":3}})");

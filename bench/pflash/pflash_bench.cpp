@@ -1,0 +1,292 @@
+// PFlash: time to first token and retrieval with prompt compression against the same prompts
+// uncompressed, through the engine. Needle prompts (bench/workloads/haystack.txt filler, one
+// needle sentence at a depth, then its question): half repeat the question's words, half
+// paraphrase them. Each configuration has its own engine (prefix cache off); the items run
+// interleaved over the configurations, so a busy machine slows them alike.
+//
+//   build/bench/pflash_bench [--model DIR] [--scorer DIR] [--tokenizer DIR] [--device cpu|cuda]
+//       [--filler 3300] [--keep 0.2] [--reps 3] [--max-tokens 12] [--scorer-chunk 512] [--machine TEXT] [--out FILE]
+//       [--sink N --tail N --block N] (the attention rows; 0: the scorer's) [--recall-only 1] (needle recall only)
+//
+// Recall, two ways: needle kept (every needle token survived compression; the scorer's plan)
+// and answered (the greedy answer holds the code). The ratio is uncompressed TTFT over
+// compressed TTFT (medians). For a long-context target (the H200 32k run: a random checkpoint
+// of the Qwen3-8B shape, --filler 32000 --scorer-chunk 0 with a scorer trained that long)
+// only the TTFT columns mean anything.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "base/json.h"  // read_file
+#include "engine/engine.h"
+#include "engine/pflash_attention.h"
+#include "engine/pflash_lexical.h"
+#include "kernels/backend.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tachyon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::string model = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo", scorer, tokenizer, device = "cpu";
+  std::string machine = "unnamed machine", out;
+  int32_t filler = 3300, reps = 3, max_tokens = 12, scorer_chunk = 512, sink = 0, tail = 0, block = 0;
+  bool recall_only = false;  // only the scorers' needle recall, no engine runs
+  double keep = 0.2;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    if (i + 1 >= argc) throw Error("{} needs a value", k);
+    const std::string v = argv[++i];
+    if (k == "--model") a.model = v;
+    else if (k == "--scorer") a.scorer = v;
+    else if (k == "--tokenizer") a.tokenizer = v;
+    else if (k == "--device") a.device = v;
+    else if (k == "--filler") a.filler = std::stoi(v);
+    else if (k == "--keep") a.keep = std::stod(v);
+    else if (k == "--reps") a.reps = std::stoi(v);
+    else if (k == "--max-tokens") a.max_tokens = std::stoi(v);
+    else if (k == "--scorer-chunk") a.scorer_chunk = std::stoi(v);
+    else if (k == "--machine") a.machine = v;
+    else if (k == "--sink") a.sink = std::stoi(v);
+    else if (k == "--tail") a.tail = std::stoi(v);
+    else if (k == "--block") a.block = std::stoi(v);
+    else if (k == "--recall-only") a.recall_only = v == "1";
+    else if (k == "--out") a.out = v;
+    else throw Error("unknown option {}", k);
+  }
+  if (a.scorer.empty()) a.scorer = a.model + "/drafter";
+  if (a.tokenizer.empty()) a.tokenizer = a.model;
+  return a;
+}
+
+struct Item {
+  std::string name, kind, answer;
+  double depth = 0;
+  std::vector<int32_t> tokens;
+  int32_t needle_begin = 0, needle_end = 0;
+};
+
+std::vector<Item> make_items(const tokenizer::Tokenizer& tok, int32_t filler) {
+  const std::string text = read_file(std::string(TACHYON_SOURCE_DIR) + "/bench/workloads/haystack.txt");
+  std::vector<std::vector<int32_t>> sentences;
+  size_t begin = 0;
+  for (size_t i = 0; i < text.size(); ++i)
+    if (text[i] == '.') {
+      sentences.push_back(tok.encode(text.substr(begin, i + 1 - begin), false));
+      begin = i + 1;
+    }
+  const char* names[] = {"Zephyr", "Obsidian", "Marigold", "Cobalt", "Juniper"};
+  const char* codes[] = {"4158-GLACIER", "3891-MARKET", "8248-LANTERN", "5560-LIBRARY", "6639-PRINTER"};
+  const double depths[] = {0.05, 0.25, 0.5, 0.75, 0.95};
+  std::vector<Item> items;
+  for (int kind = 0; kind < 2; ++kind)
+    for (int i = 0; i < 5; ++i) {
+      const std::string name = names[(i + kind * 2) % 5], code = codes[(i + kind * 2) % 5];
+      Item it{name, kind == 0 ? "lexical" : "paraphrased", code, depths[i], {}, 0, 0};
+      const std::string needle = kind == 0 ? "The access code for the " + name + " vault is " + code + "."
+                                           : "To open the " + name + " strongroom, type the combination " + code + ".";
+      const int32_t at = static_cast<int32_t>(depths[i] * filler);
+      for (size_t s = 0; static_cast<int32_t>(it.tokens.size()) < filler; ++s) {
+        if (it.needle_end == 0 && static_cast<int32_t>(it.tokens.size()) >= at) {
+          const auto n = tok.encode(" " + needle, false);
+          it.needle_begin = static_cast<int32_t>(it.tokens.size());
+          it.tokens.insert(it.tokens.end(), n.begin(), n.end());
+          it.needle_end = static_cast<int32_t>(it.tokens.size());
+        }
+        const auto& sentence = sentences[s % sentences.size()];  // long prompts cycle the filler
+        it.tokens.insert(it.tokens.end(), sentence.begin(), sentence.end());
+      }
+      const auto q = tok.encode("\n\nQuestion: What is the access code for the " + name +
+                                    " vault? Answer with the code only.\nAnswer:",
+                                false);
+      it.tokens.insert(it.tokens.end(), q.begin(), q.end());
+      items.push_back(std::move(it));
+    }
+  return items;
+}
+
+struct Config {
+  std::string name;
+  engine::PflashConfig pflash;
+  engine::PromptScorer* scorer = nullptr;
+  std::unique_ptr<engine::Engine> engine;
+  std::vector<double> ttft;
+  int32_t kept = 0, answered = 0, runs = 0, dropped = 0, prompt = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::string git_commit() {
+  std::string out;
+  if (FILE* p = popen("git -C " TACHYON_SOURCE_DIR " rev-parse --short HEAD 2>/dev/null", "r")) {
+    char buf[64];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    pclose(p);
+  }
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out.empty() ? "unknown" : out;
+}
+
+int run(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  auto backend = kernels::make_backend(args.device);
+  auto model = model::load_model(args.model, *backend);
+  const auto tok = tokenizer::Tokenizer::from_model_dir(args.tokenizer);
+  std::unique_ptr<model::Model> scorer_model;
+  {
+    const kernels::DraftWeights scope(*backend);  // as `tachyon serve` loads it
+    scorer_model = model::load_model(args.scorer, *backend);
+  }
+  engine::AttentionScorer attention(std::move(scorer_model), engine::AttentionScorer::kDefaultQueryWindow,
+                                    args.scorer_chunk);
+  engine::LexicalScorer lexical;
+  const std::vector<Item> items = make_items(tok, args.filler);
+
+  const engine::PflashConfig attention_cfg{.mode = engine::PflashMode::Always, .keep_ratio = args.keep,
+                                           .sink = args.sink, .tail = args.tail, .block = args.block};
+  if (args.recall_only) {
+    for (const Item& item : items) {
+      const engine::PflashPlan plan = engine::plan_compression(item.tokens, attention_cfg, attention);
+      bool kept = true;
+      for (int32_t i = item.needle_begin; i < item.needle_end && kept; ++i)
+        kept = std::binary_search(plan.kept.begin(), plan.kept.end(), i);
+      std::printf("%-12s %-10s depth %.2f needle [%d, %d): %s\n", item.kind.c_str(), item.name.c_str(), item.depth,
+                  item.needle_begin, item.needle_end, kept ? "kept" : "DROPPED");
+    }
+    return 0;
+  }
+  engine::PflashConfig compacted_cfg = attention_cfg;
+  compacted_cfg.positions = engine::PflashPositions::Compacted;
+  // Rapid-MLX's sizes (tail 2048) leave no middle at these lengths: the lexical row uses the
+  // attention scorer's sink and tail so that it compresses the same share.
+  const engine::PflashConfig lexical_cfg{.mode = engine::PflashMode::Always, .keep_ratio = args.keep, .sink = 64,
+                                         .tail = 128};
+  std::vector<Config> configs;
+  configs.push_back({"uncompressed", {}, nullptr});
+  configs.push_back({"attention, original positions", attention_cfg, &attention});
+  configs.push_back({"attention, compacted positions", compacted_cfg, &attention});
+  configs.push_back({"lexical (sink 64, tail 128), original positions", lexical_cfg, &lexical});
+  const int32_t longest = static_cast<int32_t>(
+      std::max_element(items.begin(), items.end(), [](auto& a, auto& b) { return a.tokens.size() < b.tokens.size(); })
+          ->tokens.size());
+  for (Config& c : configs) {
+    engine::EngineConfig ec;
+    ec.max_concurrent = 1;
+    ec.prefix_cache = false;
+    ec.num_blocks = (longest + args.max_tokens) / 16 + 8;
+    ec.max_context = longest + args.max_tokens + 16;
+    ec.pflash = c.pflash;
+    ec.pflash_scorer = c.scorer;
+    c.engine = std::make_unique<engine::Engine>(*model, ec);
+  }
+  auto generate = [&](Config& c, const Item& item, bool measured) {
+    engine::GenerationRequest r;
+    r.prompt = item.tokens;
+    r.max_tokens = args.max_tokens;
+    r.sampling.temperature = 0.f;
+    r.speculate = false;
+    const auto t0 = Clock::now();
+    auto stream = c.engine->submit(r);
+    std::vector<int32_t> out;
+    double ttft = -1;
+    int32_t dropped = 0;
+    for (;;) {
+      auto o = stream->next(std::chrono::seconds(600));
+      if (!o) throw Error("{}: timed out", c.name);
+      if (ttft < 0 && !o->tokens.empty()) ttft = std::chrono::duration<double>(Clock::now() - t0).count();
+      out.insert(out.end(), o->tokens.begin(), o->tokens.end());
+      dropped = std::max(dropped, o->num_dropped_prompt_tokens);
+      if (o->finish != engine::FinishReason::None) break;
+    }
+    if (!measured) return;
+    c.ttft.push_back(ttft);
+    ++c.runs;
+    c.prompt += static_cast<int32_t>(item.tokens.size());
+    c.dropped += dropped;
+    if (tok.decode(out).find(item.answer) != std::string::npos) ++c.answered;
+  };
+  for (Config& c : configs) generate(c, items[0], false);  // warm-up
+  for (int32_t rep = 0; rep < args.reps; ++rep)
+    for (const Item& item : items)
+      for (Config& c : configs) generate(c, item, true);
+  // Needle kept: the plan the engine ran (deterministic), once per item.
+  for (Config& c : configs) {
+    for (const Item& item : items) {
+      if (!c.scorer) {
+        ++c.kept;
+        continue;
+      }
+      const engine::PflashPlan plan = engine::plan_compression(item.tokens, c.pflash, *c.scorer);
+      bool kept = true;
+      for (int32_t i = item.needle_begin; i < item.needle_end && kept; ++i)
+        kept = std::binary_search(plan.kept.begin(), plan.kept.end(), i);
+      c.kept += kept;
+    }
+  }
+  const double base = median(configs[0].ttft);
+  std::string md = fmt::format("# PFlash: TTFT and retrieval, {} ({} commit {})\n\n", args.model, args.device,
+                               git_commit());
+  md += fmt::format("Machine: {}. {} needle prompts of about {} tokens ({} repeat the question's words, {} "
+                    "paraphrase it; depths 0.05 to 0.95), keep {}, greedy answers of {} tokens, {} runs of each, "
+                    "configurations interleaved; scorer {} (chunk {}).\n\n",
+                    args.machine, items.size(), args.filler + 25, items.size() / 2, items.size() / 2, args.keep,
+                    args.max_tokens, args.reps, args.scorer, args.scorer_chunk);
+  md += "| configuration | prompt tok | computed tok | TTFT ms (median) | TTFT ratio | needle kept | answered |\n"
+        "|---|---:|---:|---:|---:|---:|---:|\n";
+  for (const Config& c : configs) {
+    const double t = median(c.ttft);
+    md += fmt::format("| {} | {} | {} | {:.1f} | {:.2f}x | {}/{} | {}/{} |\n", c.name, c.prompt / c.runs,
+                      (c.prompt - c.dropped) / c.runs, t * 1e3, base / t, c.kept, items.size(), c.answered, c.runs);
+  }
+  std::map<std::string, std::pair<int, int>> by_kind;  // attention scorer, needle kept, per kind
+  for (const Item& item : items) {
+    const engine::PflashPlan plan = engine::plan_compression(item.tokens, attention_cfg, attention);
+    bool kept = true;
+    for (int32_t i = item.needle_begin; i < item.needle_end && kept; ++i)
+      kept = std::binary_search(plan.kept.begin(), plan.kept.end(), i);
+    by_kind[item.kind].first += kept;
+    ++by_kind[item.kind].second;
+  }
+  md += "\nAttention scorer, needle kept by kind:";
+  for (const auto& [kind, n] : by_kind) md += fmt::format(" {} {}/{};", kind, n.first, n.second);
+  md += "\n";
+  std::fputs(md.c_str(), stdout);
+  if (!args.out.empty()) {
+    FILE* f = std::fopen(args.out.c_str(), "w");
+    if (!f) throw Error("cannot write {}", args.out);
+    std::fputs(md.c_str(), f);
+    std::fclose(f);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tachyon
+
+int main(int argc, char** argv) {
+  try {
+    return tachyon::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pflash_bench: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,110 @@
+#include "engine/pflash_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+#include <functional>
+
+#include "base/error.h"
+#include "kv/kv_cache.h"
+#include "model/batch.h"
+
+namespace tachyon::engine {
+
+AttentionScorer::AttentionScorer(std::unique_ptr<model::Model> scorer, int32_t query_window, int32_t chunk)
+    : model_(std::move(scorer)), query_window_(query_window), chunk_(chunk) {
+  TACHYON_CHECK(model_ != nullptr, "AttentionScorer needs a model");
+  if (query_window_ < 1) throw Error("PFlash attention query window must be at least 1, got {}", query_window_);
+  if (chunk_ < 0 || (chunk_ > 0 && chunk_ <= kChunkSink + query_window_))
+    throw Error("PFlash scorer chunk of {} tokens cannot hold the {} sink tokens, the {}-token query window and a "
+                "block (0: the whole prompt at once)",
+                chunk_, kChunkSink, query_window_);
+}
+
+void AttentionScorer::probe(std::span<const int32_t> tokens, std::span<const int32_t> where) {
+  const int32_t n = static_cast<int32_t>(tokens.size());
+  if (n > model_->config().max_position_embeddings)
+    throw Error("PFlash attention scorer: {} tokens in one forward, more than the scorer model's {} positions", n,
+                model_->config().max_position_embeddings);
+  constexpr int32_t kBlockSize = 16;
+  // A cache for this forward alone: the scorer holds no memory between prompts.
+  kv::KvCache kv(model_->backend(), model_->kv_layout((n + kBlockSize - 1) / kBlockSize, kBlockSize));
+  const kv::SeqId seq = kv.add_sequence();
+  TACHYON_CHECK(kv.reserve(seq, n), "the PFlash scorer's KV cache is too small");
+  model::AttentionProbe probe;
+  probe.query_rows = std::min(query_window_, n);
+  probe.key_mass.assign(static_cast<size_t>(n), 0.f);
+  probe.key_peak.assign(static_cast<size_t>(n), 0.f);
+  model::Batch batch;
+  batch.add(seq, tokens, 0, model::LogitRows::None);
+  batch.attention_probe = &probe;
+  model_->forward(batch, kv);
+  model_->backend().synchronize();
+  for (int32_t i = 0; i < n; ++i)
+    if (where[static_cast<size_t>(i)] >= 0) {
+      mass_[static_cast<size_t>(where[static_cast<size_t>(i)])] += probe.key_mass[static_cast<size_t>(i)];
+      peak_[static_cast<size_t>(where[static_cast<size_t>(i)])] = probe.key_peak[static_cast<size_t>(i)];
+    }
+}
+
+std::vector<double> AttentionScorer::score_blocks(std::span<const int32_t> prompt,
+                                                  std::span<const std::pair<int32_t, int32_t>> blocks) {
+  const int32_t n = static_cast<int32_t>(prompt.size());
+  mass_.assign(static_cast<size_t>(n), 0.f);
+  peak_.assign(static_cast<size_t>(n), 0.f);
+  std::vector<int32_t> where;
+  if (chunk_ == 0 || blocks.empty()) {
+    where.resize(static_cast<size_t>(n));
+    for (int32_t i = 0; i < n; ++i) where[static_cast<size_t>(i)] = i;
+    probe(prompt, where);
+  } else {
+    const int32_t window = std::min(query_window_, n), sink = std::min(kChunkSink, n - window);
+    const int32_t room = chunk_ - sink - window;
+    std::vector<int32_t> tokens;
+    size_t b = 0;
+    while (b < blocks.size()) {
+      tokens.assign(prompt.begin(), prompt.begin() + sink);
+      where.assign(static_cast<size_t>(sink), -1);
+      // Whole blocks while they fit (a block longer than the room alone is cut to it).
+      const int32_t first = blocks[b].first;
+      int32_t last = std::min(blocks[b].second, first + room);
+      for (++b; b < blocks.size() && blocks[b].second - first <= room; ++b) last = blocks[b].second;
+      for (int32_t i = first; i < last; ++i) {
+        tokens.push_back(prompt[static_cast<size_t>(i)]);
+        where.push_back(i);
+      }
+      tokens.insert(tokens.end(), prompt.end() - window, prompt.end());
+      where.resize(tokens.size(), -1);
+      probe(tokens, where);
+    }
+  }
+  // Attention on a token that recurs all over the prompt says little about where it is: each
+  // token's peak is weighted by its rarity in the prompt.
+  std::unordered_map<int32_t, int32_t> count;
+  for (int32_t t : prompt) ++count[t];
+  for (int32_t i = 0; i < n; ++i) {
+    const double rarity = std::log(1.0 + static_cast<double>(n) / count[prompt[static_cast<size_t>(i)]]);
+    peak_[static_cast<size_t>(i)] *= static_cast<float>(rarity);
+  }
+  std::vector<double> scores;
+  scores.reserve(blocks.size());
+  std::vector<float> top;
+  for (const auto& [begin, end] : blocks) {
+    top.assign(peak_.begin() + begin, peak_.begin() + end);
+    const size_t k = std::min(top.size(), static_cast<size_t>(kTopTokens));
+    std::partial_sort(top.begin(), top.begin() + static_cast<long>(k), top.end(), std::greater<float>());
+    double sum = 0;
+    for (size_t i = 0; i < k; ++i) sum += top[i];
+    scores.push_back(sum / static_cast<double>(std::max<size_t>(1, k)));
+  }
+  // A sentence that crosses a block boundary is wanted whole: a block next to a strong one
+  // gains half of its neighbour's score.
+  std::vector<double> smoothed(scores);
+  for (size_t b = 0; b < scores.size(); ++b) {
+    const double left = b > 0 ? scores[b - 1] : 0.0, right = b + 1 < scores.size() ? scores[b + 1] : 0.0;
+    smoothed[b] += 0.5 * std::max(left, right);
+  }
+  return smoothed;
+}
+
+}  // namespace tachyon::engine

@@ -1,0 +1,55 @@
+// PFlash's attention scorer (SpecPrefill, arXiv 2502.02789): a small model with the target's
+// tokenizer (the draft model) reads the prompt once, and the blocks of its middle are ranked by
+// the attention that the prompt's last `query_window` tokens (the question) put on them
+// (model::AttentionProbe). A token scores by the largest probability any query row and head of
+// any layer gives it (the heads that look a fact up put nearly all of theirs on it; summed mass
+// is dominated by position), weighted by its rarity in the prompt; a block by the mean of its
+// kTopTokens best tokens, plus half its better neighbour's score (a sentence that crosses the
+// boundary is wanted whole). Attention follows meaning rather than spelling, so a needle that
+// paraphrases the question is found too. Sink 64, tail 128, 32-token blocks by default.
+//
+// A small model attends sensibly only over the distances it was trained on: with `chunk` > 0
+// it reads the middle in pieces of whole blocks, each as [the prompt's first kChunkSink
+// tokens (they take the attention-sink mass), the piece, the query window], at most `chunk`
+// tokens from position 0; every piece is then scored by the same question from the same
+// distance. 0: the whole prompt in one forward (a scorer trained on long contexts).
+#pragma once
+
+#include <memory>
+
+#include "engine/pflash.h"
+#include "model/model.h"
+
+namespace tachyon::engine {
+
+class AttentionScorer final : public PromptScorer {
+ public:
+  static constexpr int32_t kDefaultQueryWindow = 64, kDefaultChunk = 512, kChunkSink = 4, kTopTokens = 4;
+
+  // `scorer` runs on its own KV (sized per prompt); any model with the target's vocabulary.
+  // Throws tachyon::Error when the chunk cannot hold the sink, the window and a token.
+  explicit AttentionScorer(std::unique_ptr<model::Model> scorer, int32_t query_window = kDefaultQueryWindow,
+                           int32_t chunk = kDefaultChunk);
+
+  std::string name() const override { return "attention"; }
+  PflashShape default_shape() const override { return {64, 128, 32}; }
+  std::vector<double> score_blocks(std::span<const int32_t> prompt,
+                                   std::span<const std::pair<int32_t, int32_t>> blocks) override;
+
+  // Per token of the last scored prompt: the probe's summed mass, and the rarity-weighted peak
+  // that the blocks are scored by (tests and the bench).
+  const std::vector<float>& last_token_mass() const { return mass_; }
+  const std::vector<float>& last_token_peak() const { return peak_; }
+  const model::Model& model() const { return *model_; }
+
+ private:
+  // Adds the probe's mass of one forward over `tokens` (from position 0) to mass_[where[i]]
+  // for each row i with where[i] >= 0.
+  void probe(std::span<const int32_t> tokens, std::span<const int32_t> where);
+
+  std::unique_ptr<model::Model> model_;
+  int32_t query_window_, chunk_;
+  std::vector<float> mass_, peak_;
+};
+
+}  // namespace tachyon::engine

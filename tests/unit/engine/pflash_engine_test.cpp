@@ -1,0 +1,210 @@
+// PFlash through the engine on the demo model: a compressed request's kept tokens get KV and
+// nothing else, at the positions of the uncompressed prompt (its tokens equal those of a
+// direct forward with those RoPE positions) or compacted ones; usage and stats say what was
+// dropped; requests that need their prompt intact, short prompts under auto, and per-request
+// overrides go the way they say; original-position blocks never enter the prefix cache.
+#include <gtest/gtest.h>
+
+#include "engine/engine.h"
+#include "engine/pflash_lexical.h"
+#include "engine_test_helpers.h"
+#include "kernels/backend.h"
+#include "model/model.h"
+#include "pflash_needles.h"
+
+namespace tachyon::engine {
+namespace {
+
+using test_helpers::collect;
+using test_helpers::idle_stats;
+
+const std::string kDemo = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo";
+
+struct Fixture {
+  std::unique_ptr<kernels::Backend> backend = kernels::make_backend("cpu");
+  std::unique_ptr<model::Model> model = model::load_model(kDemo, *backend);
+  tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_model_dir(kDemo);
+  std::vector<int32_t> prompt =
+      pflash_test::needle_prompt(tok, 1500, "The access code for the Zephyr vault is 4158-GLACIER.", 0.5,
+                                 "What is the access code for the Zephyr vault?")
+          .tokens;
+};
+Fixture& fixture() {
+  static Fixture f;
+  return f;
+}
+
+PflashConfig small_shape(PflashMode mode, PflashPositions positions = PflashPositions::Original) {
+  return {.mode = mode, .threshold = 1000, .keep_ratio = 0.3, .sink = 32, .tail = 64, .block = 64,
+          .positions = positions};
+}
+
+EngineConfig engine_config(const PflashConfig& pflash) {
+  return {.max_concurrent = 2, .num_blocks = 512, .kv_format = kernels::KvFormat::F32, .pflash = pflash};
+}
+
+GenerationRequest request(const std::vector<int32_t>& prompt, int32_t max_tokens = 6) {
+  GenerationRequest r;
+  r.prompt = prompt;
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0.f;  // greedy: comparable with direct_greedy
+  return r;
+}
+
+// Greedy tokens of a direct forward over `tokens` with RoPE positions `rope` and decode steps
+// after them at rope.back() + 1, ...
+std::vector<int32_t> direct_greedy(model::Model& model, const std::vector<int32_t>& tokens,
+                                   const std::vector<int32_t>& rope, int32_t steps) {
+  kv::KvCache kv(model.backend(), model.kv_layout(256));
+  const kv::SeqId seq = kv.add_sequence();
+  std::vector<int32_t> out;
+  int32_t position = 0, rope_position = rope.back() + 1;
+  std::vector<int32_t> feed = tokens;
+  for (int32_t s = 0; s < steps; ++s) {
+    EXPECT_TRUE(kv.reserve(seq, position + static_cast<int32_t>(feed.size())));
+    model::Batch batch;
+    batch.add(seq, feed, position, model::LogitRows::Last);
+    batch.rope_positions = s == 0 ? rope : std::vector<int32_t>{rope_position++};
+    batch.outputs = model::StepOutputs::argmax();
+    const model::StepOutput o = model.forward(batch, kv);
+    position += static_cast<int32_t>(feed.size());
+    out.push_back(o.argmax.at(0));
+    feed = {out.back()};
+  }
+  return out;
+}
+
+TEST(PflashEngine, Kept_tokens_keep_their_original_positions) {
+  Fixture& f = fixture();
+  LexicalScorer scorer;
+  const PflashConfig config = small_shape(PflashMode::Always);
+  const PflashPlan plan = plan_compression(f.prompt, config, scorer);
+  ASSERT_TRUE(plan.compressed()) << plan.refused;
+  std::vector<int32_t> kept;
+  for (int32_t i : plan.kept) kept.push_back(f.prompt[static_cast<size_t>(i)]);
+
+  Engine engine(*f.model, engine_config(config));
+  RequestOutput last;
+  const std::vector<int32_t> tokens = collect(*engine.submit(request(f.prompt)), &last);
+  EXPECT_EQ(tokens, direct_greedy(*f.model, kept, plan.kept, 6));
+  std::vector<int32_t> consecutive(kept.size());
+  for (size_t i = 0; i < kept.size(); ++i) consecutive[i] = static_cast<int32_t>(i);
+  EXPECT_NE(tokens, direct_greedy(*f.model, kept, consecutive, 6));  // the positions did matter
+  EXPECT_EQ(last.num_prompt_tokens, static_cast<int32_t>(f.prompt.size()));
+  EXPECT_EQ(last.num_dropped_prompt_tokens, static_cast<int32_t>(f.prompt.size() - kept.size()));
+  const EngineStats st = idle_stats(engine);
+  EXPECT_EQ(st.pflash_compressed, 1u);
+  EXPECT_EQ(st.pflash_dropped_tokens, f.prompt.size() - kept.size());
+  EXPECT_EQ(st.computed_prompt_tokens, kept.size());  // dropped tokens got no KV
+  EXPECT_EQ(st.prompt_tokens, f.prompt.size());
+}
+
+// Overlapped decoding issues each decode step from the last one's device tokens (a separate
+// batch): it must rotate by the same positions.
+TEST(PflashEngine, Original_positions_hold_with_overlapped_decoding) {
+  Fixture& f = fixture();
+  LexicalScorer scorer;
+  const PflashConfig config = small_shape(PflashMode::Always);
+  const PflashPlan plan = plan_compression(f.prompt, config, scorer);
+  ASSERT_TRUE(plan.compressed());
+  std::vector<int32_t> kept;
+  for (int32_t i : plan.kept) kept.push_back(f.prompt[static_cast<size_t>(i)]);
+  EngineConfig ec = engine_config(config);
+  ec.overlap_steps = EngineConfig::Overlap::On;
+  Engine engine(*f.model, ec);
+  EXPECT_EQ(collect(*engine.submit(request(f.prompt, 12))), direct_greedy(*f.model, kept, plan.kept, 12));
+  EXPECT_GT(idle_stats(engine).overlapped_steps, 0u);  // the overlapped path ran
+}
+
+TEST(PflashEngine, Compacted_positions_run_the_kept_tokens_as_a_plain_prompt) {
+  Fixture& f = fixture();
+  LexicalScorer scorer;
+  const PflashConfig config = small_shape(PflashMode::Always, PflashPositions::Compacted);
+  const PflashPlan plan = plan_compression(f.prompt, config, scorer);
+  ASSERT_TRUE(plan.compressed());
+  std::vector<int32_t> kept, consecutive;
+  for (int32_t i : plan.kept) {
+    consecutive.push_back(static_cast<int32_t>(kept.size()));
+    kept.push_back(f.prompt[static_cast<size_t>(i)]);
+  }
+  Engine engine(*f.model, engine_config(config));
+  EXPECT_EQ(collect(*engine.submit(request(f.prompt))), direct_greedy(*f.model, kept, consecutive, 6));
+  // The kept prompt is a plain prompt: a repeat is served from the prefix cache.
+  RequestOutput last;
+  collect(*engine.submit(request(f.prompt)), &last);
+  EXPECT_GT(last.num_cached_prompt_tokens, 0);
+}
+
+TEST(PflashEngine, Original_position_blocks_stay_out_of_the_prefix_cache) {
+  Fixture& f = fixture();
+  Engine engine(*f.model, engine_config(small_shape(PflashMode::Always)));
+  collect(*engine.submit(request(f.prompt)));
+  RequestOutput last;
+  collect(*engine.submit(request(f.prompt)), &last);
+  EXPECT_EQ(last.num_cached_prompt_tokens, 0);
+  EXPECT_GT(last.num_dropped_prompt_tokens, 0);  // compressed both times
+}
+
+TEST(PflashEngine, Rope_positions_change_what_the_model_computes) {
+  Fixture& f = fixture();
+  const std::vector<int32_t> tokens(f.prompt.begin(), f.prompt.begin() + 64);
+  std::vector<int32_t> consecutive(64), spread(64);
+  for (int32_t i = 0; i < 64; ++i) consecutive[i] = i, spread[i] = i < 32 ? i : i + 500;
+  auto logits = [&](const std::vector<int32_t>& rope) {
+    kv::KvCache kv(f.model->backend(), f.model->kv_layout(16));
+    const kv::SeqId seq = kv.add_sequence();
+    EXPECT_TRUE(kv.reserve(seq, 64));
+    model::Batch batch;
+    batch.add(seq, tokens, 0, model::LogitRows::Last);
+    batch.rope_positions = rope;
+    return f.model->forward(batch, kv).logits;
+  };
+  EXPECT_EQ(logits(consecutive), logits({}));  // the same positions: the same bits
+  EXPECT_NE(logits(consecutive), logits(spread));
+}
+
+TEST(PflashEngine, Bypasses_and_overrides) {
+  Fixture& f = fixture();
+  Engine engine(*f.model, engine_config(small_shape(PflashMode::Auto)));
+  RequestOutput last;
+  GenerationRequest intact = request(f.prompt);
+  intact.prompt_intact = true;  // response_format, or tools not asked to compress
+  collect(*engine.submit(intact), &last);
+  EXPECT_EQ(last.num_dropped_prompt_tokens, 0);
+  const std::vector<int32_t> short_prompt(f.prompt.begin(), f.prompt.begin() + 900);  // under the threshold
+  collect(*engine.submit(request(short_prompt)), &last);
+  EXPECT_EQ(last.num_dropped_prompt_tokens, 0);
+  GenerationRequest forced = request(short_prompt);
+  forced.pflash = PflashMode::Always;  // the request asks: the threshold does not apply
+  collect(*engine.submit(forced), &last);
+  EXPECT_GT(last.num_dropped_prompt_tokens, 0);
+  GenerationRequest off = request(f.prompt);
+  off.pflash = PflashMode::Off;
+  collect(*engine.submit(off), &last);
+  EXPECT_EQ(last.num_dropped_prompt_tokens, 0);
+  collect(*engine.submit(request(f.prompt)), &last);  // auto, over the threshold
+  EXPECT_GT(last.num_dropped_prompt_tokens, 0);
+  GenerationRequest logprobs = request(f.prompt);
+  logprobs.prompt_logprobs = true;
+  collect(*engine.submit(logprobs), &last);
+  EXPECT_EQ(last.num_dropped_prompt_tokens, 0);
+  const EngineStats st = idle_stats(engine);
+  EXPECT_EQ(st.pflash_compressed, 2u);
+  EXPECT_EQ(st.pflash_bypassed_intact, 2u);
+  EXPECT_EQ(st.pflash_bypassed_short, 1u);
+  EXPECT_EQ(st.pflash_refused, 0u);
+}
+
+TEST(PflashEngine, A_budget_without_a_middle_is_refused_and_counted) {
+  Fixture& f = fixture();
+  PflashConfig config = small_shape(PflashMode::Always);
+  config.tail = 2048;  // longer than the prompt
+  Engine engine(*f.model, engine_config(config));
+  RequestOutput last;
+  collect(*engine.submit(request(f.prompt)), &last);
+  EXPECT_EQ(last.num_dropped_prompt_tokens, 0);
+  EXPECT_EQ(idle_stats(engine).pflash_refused, 1u);
+}
+
+}  // namespace
+}  // namespace tachyon::engine
