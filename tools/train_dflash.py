@@ -351,13 +351,14 @@ eval_rows = np.arange(0, n_eval)
 bs = 4 if args.smoke else 64
 budget = 20 if args.smoke else args.seconds
 warm = 20 if args.smoke else 200
-step, t_train = 0, time.time()
+step, t_train, t20 = 0, time.time(), 0.0
 est_steps = None
 use_amp = dev == "cuda"
 while True:
     el = time.time() - t_train
     if el > budget: break
-    if step == 25: est_steps = int(budget / (el / 25))  # cosine length from the measured speed
+    if step == 20: t20 = el
+    if step == 100: est_steps = 100 + int((budget - el) / ((el - t20) / 80))  # cosine length from the measured speed
     total = est_steps or 10**9
     lr = args.lr * min(1.0, (step + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, step / total))))
     for g in opt.param_groups: g["lr"] = lr
