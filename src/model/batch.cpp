@@ -85,6 +85,7 @@ void Batch::clear() {
   seqs.clear();
   logit_rows.clear();
   hidden_rows.clear();
+  hidden_layers.clear();
   device_tokens = nullptr;
   outputs.tokens = StepOutputs::Tokens::Logits;
   outputs.sampling.clear();
