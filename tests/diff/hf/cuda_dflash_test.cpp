@@ -23,12 +23,12 @@ std::vector<int32_t> golden_ids(const io::Checkpoint& golden, const std::string&
   return std::vector<int32_t>(p, p + t.num_elements());
 }
 
-struct Run {
+struct Outputs {
   std::vector<std::vector<int32_t>> tokens;
   engine::EngineStats stats;
 };
 
-Run run(model::Model& model, const std::vector<std::vector<int32_t>>& prompts, spec::Drafter* drafter,
+Outputs run_engine(model::Model& model, const std::vector<std::vector<int32_t>>& prompts, spec::Drafter* drafter,
         int32_t max_concurrent, int32_t tree_nodes) {
   engine::EngineConfig config{.max_concurrent = max_concurrent, .num_blocks = 512};
   config.drafter = drafter;
@@ -42,7 +42,7 @@ Run run(model::Model& model, const std::vector<std::vector<int32_t>>& prompts, s
     r.max_tokens = 64;
     streams.push_back(engine.submit(r));
   }
-  Run out;
+  Outputs out;
   for (auto& s : streams) {
     std::vector<int32_t> tokens;
     for (;;) {
@@ -74,12 +74,14 @@ TEST(CudaDFlash, GreedyOutputEqualsPlainDecodingAndDraftsAreAccepted) {
     p.resize(p.size() - static_cast<size_t>(i % 3));
     prompts.push_back(p);
   }
-  const Run plain = run(*model, prompts, nullptr, 8, 0);
+  const Outputs plain = run_engine(*model, prompts, nullptr, 8, 0);
   for (const auto& [concurrent, nodes] : std::vector<std::pair<int32_t, int32_t>>{{1, 0}, {8, 0}, {8, 12}}) {
-    const Run spec = run(*model, prompts, drafter.get(), concurrent, nodes);
+    const Outputs spec = run_engine(*model, prompts, drafter.get(), concurrent, nodes);
     EXPECT_EQ(spec.tokens, plain.tokens) << "concurrency " << concurrent << ", tree nodes " << nodes;
     EXPECT_GT(spec.stats.spec_accepted_tokens, 0u);
-    if (nodes > 0) EXPECT_GT(spec.stats.spec_tree_steps, 0u);
+    if (nodes > 0) {
+      EXPECT_GT(spec.stats.spec_tree_steps, 0u);
+    }
     std::printf("CUDA DFlash, concurrency %d, tree nodes %d: %llu drafted, %llu accepted over %llu steps\n", concurrent,
                 nodes, static_cast<unsigned long long>(spec.stats.spec_drafted_tokens),
                 static_cast<unsigned long long>(spec.stats.spec_accepted_tokens),

@@ -160,5 +160,22 @@ TEST(DFlashDrafter, AContextFedInPiecesDraftsWhatItDraftsFedAtOnce) {
   EXPECT_THROW(pieces->observe_hidden(2, 0, {f.data(), width / 2}, 1), Error);
 }
 
+// The engine's DFlash forward against the training script's torch code (tools/train_dflash.py,
+// drafter_forward_pos, float32 on a CPU): the code-completion prompt of bench/spec plus the
+// target's first greedy token as the anchor; the script's drafts over the first 4096 ids (the
+// smallest top-2 logit gap among them is 0.88, far above rounding). Weights as stored.
+TEST(DFlashDrafter, DraftsWhatTheTrainingScriptDrafts) {
+  auto backend = kernels::make_backend("cpu");
+  auto target = model::load_model(kDemo, *backend);
+  auto drafter = make_dflash_drafter(model::DFlashHead::load(kDemo + "/dflash", kDemo, target->config(), *backend),
+                                     *backend, {.draft_vocabulary = 4096});
+  const std::vector<int32_t> tokens = {964, 508, 198, 964, 508, 2003, 484, 1081, 684, 630, 622, 43, 47, 2924, 1664, 342,
+                                       258, 393, 771, 701, 829, 286, 11, 293, 1367, 11, 925, 11, 549, 1367, 342, 259};
+  const std::vector<float> f = features(*target, *backend, tokens);
+  const int32_t n = static_cast<int32_t>(tokens.size()) - 1;
+  drafter->observe_hidden(1, 0, {f.data(), f.size() / tokens.size() * n}, n);
+  EXPECT_EQ(drafter->propose(1, tokens, 7), (std::vector<int32_t>{1223, 1477, 701, 2728, 317, 317, 317}));
+}
+
 }  // namespace
 }  // namespace tachyon::spec
