@@ -24,8 +24,11 @@ namespace fs = std::filesystem;
 const std::string kDemo = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo";
 const std::vector<int32_t> kPrompt = {785, 4213, 29, 1018, 11, 3051, 9, 264, 30, 77, 1203, 5, 900, 42, 6, 318, 12};
 
-// A published DFlash drafter's files (tests/fixtures/dflash: a Qwen3-32B drafter's config and
-// weight index): the loader requires exactly the names the index lists.
+// A Qwen3-32B-class DFlash drafter (tests/fixtures/dflash): the config is the one SpecForge
+// publishes (configs/qwen3-32b-dflash.json); the weight index was written from the names z-lab's
+// DFlashDraftModel saves (fc, hidden_norm, norm, layers.N.*; no embedding, no LM head), as the
+// reference code and loaders for those checkpoints spell them: no stored copy of a real index
+// file was found. The loader requires exactly these names.
 TEST(DFlashLayout, PublishedIndexHoldsExactlyTheTensorsTheLoaderBinds) {
   const std::string dir = std::string(TACHYON_SOURCE_DIR) + "/tests/fixtures/dflash/";
   const Json config = parse_json(read_file(dir + "qwen3-32b-dflash.config.json"), "config");
