@@ -2,10 +2,14 @@
 
 #include <filesystem>
 
+#include <fmt/ranges.h>
+
 #include "base/error.h"
 #include "base/json.h"
 #include "base/logging.h"
 #include "cli/default_model.h"
+#include "model/dflash_head.h"
+#include "spec/dflash.h"
 #include "spec/draft_model.h"
 #include "spec/mtp.h"
 #include "model/mtp_head.h"
@@ -16,7 +20,7 @@ namespace tachyon::cli {
 
 void SpecOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--speculative-config", speculative_config,
-                 R"(JSON: {"method":"ngram|draft|mtp|suffix","num_speculative_tokens":k,"disable_auto_k":false,)"
+                 R"(JSON: {"method":"ngram|draft|mtp|suffix|dflash","num_speculative_tokens":k,"disable_auto_k":false,)"
                  R"("disable_gates":false,"tree_nodes":n})");
   cmd.add_option("--drafter", drafter_dir, "Draft model: folder, hub id or alias (default: MODEL/drafter when present)");
   cmd.add_flag("--no-pld", no_pld, "Disable prompt-lookup (ngram) speculation");
@@ -28,6 +32,7 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
                                                   kernels::Backend& backend, engine::EngineConfig& config) const {
   namespace fs = std::filesystem;
   std::string method;
+  bool k_given = false;
   if (!speculative_config.empty()) {
     const Json j = parse_json(speculative_config, "--speculative-config");
     if (!j.is_object()) throw Error("--speculative-config must be a JSON object");
@@ -44,6 +49,7 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
           j["num_speculative_tokens"].get<int>() > 16)
         throw Error("--speculative-config: 'num_speculative_tokens' must be an integer in [1, 16]");
       config.num_speculative_tokens = j["num_speculative_tokens"].get<int32_t>();
+      k_given = true;
     }
     if (j.contains("tree_nodes")) {
       if (!j["tree_nodes"].is_number_integer() || j["tree_nodes"].get<int>() < -1 || j["tree_nodes"].get<int>() > 64)
@@ -103,11 +109,26 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
     if (!mtp_head) throw Error("method 'mtp': {} declares no MTP heads (mtp_num_hidden_layers)", model_dir);
     log::info("MTP heads: 1, all {} tensors verified", mtp_head->num_tensors());
     drafter = spec::make_mtp_drafter(std::move(mtp_head), backend);
+  } else if (method == "dflash") {
+    // The block drafter: --drafter DIR, else MODEL/dflash.
+    const std::string dir = drafter_dir.empty() ? (fs::path(model_dir) / "dflash").string() : companion;
+    if (!fs::exists(fs::path(dir) / "config.json"))
+      throw Error("method 'dflash': no DFlash drafter at {} (give --drafter DIR)", dir);
+    std::unique_ptr<model::DFlashHead> head;
+    {
+      const kernels::DraftWeights scope(backend);  // it only drafts: its matrices in draft precision
+      head = model::DFlashHead::load(dir, model_dir, model.config(), backend);
+    }
+    log::info("DFlash drafter: block {}, target layers {}, all {} tensors verified", head->block_size(),
+              fmt::join(head->target_layer_ids(), ","), head->num_tensors());
+    // One forward drafts the whole block: k up to its size - 1 unless told.
+    if (!k_given) config.num_speculative_tokens = head->block_size() - 1;
+    drafter = spec::make_dflash_drafter(std::move(head), backend);
   } else if (method == "suffix") {
     drafter = spec::make_suffix_drafter({});
     config.model_free_drafter = true;
   } else if (!method.empty()) {
-    throw Error("--speculative-config: unknown method '{}' (ngram, draft, mtp, suffix)", method);
+    throw Error("--speculative-config: unknown method '{}' (ngram, draft, mtp, suffix, dflash)", method);
   }
   config.drafter = drafter.get();
   if (drafter)

@@ -66,6 +66,8 @@ void StepRunner::execute(IssuedStep& step) {
   if (tokens_only) batch_.outputs.tokens = any_sampled ? model::StepOutputs::Tokens::Sampled
                                                        : model::StepOutputs::Tokens::Argmax;
   bool any_tree = false;  // a draft tree's shape changes from step to step
+  // A block drafter reads named layers' outputs, not the last layer's (Batch::hidden_layers).
+  if (state_.config.drafter) batch_.hidden_layers = state_.config.drafter->hidden_layers();
   for (auto& c : plan.chunks) {
     ActiveRequest& a = state_.active.at(c.id);
     if (a.num_cached_prompt < 0) {

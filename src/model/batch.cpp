@@ -90,6 +90,7 @@ void Batch::clear() {
   logit_rows.clear();
   hidden_rows.clear();
   hidden_after_final_norm = false;
+  hidden_layers.clear();
   device_tokens = nullptr;
   outputs.tokens = StepOutputs::Tokens::Logits;
   outputs.sampling.clear();

@@ -83,6 +83,10 @@ struct Batch {
   std::vector<int32_t> hidden_rows;  // rows whose final hidden state (before the final norm) is returned
   // The hidden rows after the final norm instead (transformers' last_hidden_state: embeddings).
   bool hidden_after_final_norm = false;
+  // Which layers' outputs hidden_rows return: empty, the last layer's (as above); else, per row,
+  // the residual stream after each named decoder layer, concatenated in this order
+  // (StepOutput::hidden_size = size() · hidden). A block drafter's context (spec/dflash.h).
+  std::vector<int32_t> hidden_layers;
   // The rows' token ids are read from this device int32 array [num_rows] (a previous forward's
   // StepOutput::device_ids or TopTwo::best) instead of `tokens`, which then hold placeholders:
   // a drafter's chain or overlapped decode steps without a wait for the host.

@@ -48,6 +48,10 @@ class Drafter {
   // the last layer's output (before the final norm) of every committed position it computes:
   // `hidden` is [count, hidden_size] for positions [first_position, first_position + count).
   virtual bool wants_hidden() const { return false; }
+  // Drafters that read other layers (DFlash) name them: `hidden` then holds, per position, the
+  // outputs of these target layers (the residual stream after each, before any final norm)
+  // concatenated in this order, [count, size() · hidden_size]. Empty: the last layer's output.
+  virtual std::vector<int32_t> hidden_layers() const { return {}; }
   virtual void observe_hidden(RequestKey request, int32_t first_position, std::span<const float> hidden,
                               int32_t count) {}
 };

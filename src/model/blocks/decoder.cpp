@@ -113,6 +113,20 @@ class DecoderModel final : public Model {
       backend_.rms_norm(x, layers_[0].input_norm(), rows, hidden, n.eps, n.weight_offset, h);
     }
     const RmsNormSpec& f = spec_.final_norm;
+    // Named layers' outputs of the hidden rows (Batch::hidden_layers): [layer i][row][hidden].
+    const int64_t num_hidden = static_cast<int64_t>(batch.hidden_rows.size());
+    float* layer_hidden = nullptr;
+    if (!batch.hidden_layers.empty() && num_hidden > 0) {
+      for (int32_t l : batch.hidden_layers)
+        TACHYON_CHECK(l >= 0 && l < num_layers, "hidden state of layer {} asked of a model with {} layers", l, num_layers);
+      layer_hidden = ws_.get(Workspace::kLayerHidden, static_cast<int64_t>(batch.hidden_layers.size()) * num_hidden * hidden);
+    }
+    auto keep_layer_output = [&](int64_t l) {  // x holds layer l's output
+      for (size_t i = 0; layer_hidden && i < batch.hidden_layers.size(); ++i)
+        if (batch.hidden_layers[i] == l)
+          backend_.gather_rows(x, batch.hidden_rows.data(), num_hidden, hidden,
+                               layer_hidden + static_cast<int64_t>(i) * num_hidden * hidden);
+    };
     for (int64_t l = 0; l < num_layers; ++l) {
       layers_[l].forward(ctx, ws_, kv, x, h, y);  // h = input_norm(x) on entry
       if (l + 1 < num_layers) {  // x += y; h = the next layer's input_norm(x)
@@ -123,17 +137,19 @@ class DecoderModel final : public Model {
       } else {
         backend_.add(x, y, rows * hidden);
       }
+      keep_layer_output(l);
     }
     for (size_t s = 0; s < batch.seqs.size(); ++s) {
       const int32_t begin = ctx.seq_row_begin[s], end = ctx.seq_row_begin[s + 1];
       if (begin < end) kv.commit_state(batch.seqs[s], batch.positions[begin], batch.positions[end - 1] + 1);
     }
-    return finish(batch, x, normed);
+    return finish(batch, x, normed, layer_hidden);
   }
 
  private:
   // normed: final_norm(x) of every row when the last layer computed it (all rows are logit rows).
-  StepOutput finish(const Batch& batch, const float* x, const float* normed) {
+  // layer_hidden: the named layers' outputs of the hidden rows (Batch::hidden_layers), or null.
+  StepOutput finish(const Batch& batch, const float* x, const float* normed, const float* layer_hidden) {
     const Weight& head = draft_head_.empty() ? lm_head_ : draft_head_;
     const int64_t vocab = head.rows;
     StepOutput out;
@@ -142,17 +158,37 @@ class DecoderModel final : public Model {
     const int64_t hidden = spec_.hidden_size;
     // Every op is issued before the first copy to the host (which waits for the device), so a
     // step that also returns hidden states waits once, not once more in the middle.
-    float* hid = nullptr;
+    const float* hid = nullptr;
+    const int64_t num_layers_out = layer_hidden ? static_cast<int64_t>(batch.hidden_layers.size()) : 1;
     if (!batch.hidden_rows.empty()) {
       const int64_t n = static_cast<int64_t>(batch.hidden_rows.size());
-      hid = ws_.get(Workspace::kHidden, n * hidden);
-      backend_.gather_rows(x, batch.hidden_rows.data(), n, hidden, hid);
-      if (batch.hidden_after_final_norm)
-        backend_.rms_norm(hid, final_norm_, n, hidden, spec_.final_norm.eps, spec_.final_norm.weight_offset, hid);
-      out.hidden.resize(static_cast<size_t>(n * hidden));
+      if (layer_hidden) {
+        hid = layer_hidden;
+      } else {
+        float* gathered = ws_.get(Workspace::kHidden, n * hidden);
+        backend_.gather_rows(x, batch.hidden_rows.data(), n, hidden, gathered);
+        if (batch.hidden_after_final_norm)
+          backend_.rms_norm(gathered, final_norm_, n, hidden, spec_.final_norm.eps, spec_.final_norm.weight_offset,
+                            gathered);
+        hid = gathered;
+      }
+      out.hidden.resize(static_cast<size_t>(n * hidden * num_layers_out));
+      out.hidden_size = hidden * num_layers_out;
     }
     auto copy_hidden = [&] {
-      if (hid) backend_.copy_to_host(out.hidden.data(), hid, out.hidden.size() * sizeof(float));
+      if (!hid) return;
+      if (num_layers_out == 1) {
+        backend_.copy_to_host(out.hidden.data(), hid, out.hidden.size() * sizeof(float));
+        return;
+      }
+      // [layer][row][hidden] on the device → [row][layer · hidden] (one copy, then a host shuffle)
+      layer_rows_.resize(out.hidden.size());
+      backend_.copy_to_host(layer_rows_.data(), hid, layer_rows_.size() * sizeof(float));
+      const int64_t n = static_cast<int64_t>(batch.hidden_rows.size());
+      for (int64_t i = 0; i < num_layers_out; ++i)
+        for (int64_t r = 0; r < n; ++r)
+          std::copy_n(layer_rows_.data() + (i * n + r) * hidden, hidden,
+                      out.hidden.data() + (r * num_layers_out + i) * hidden);
     };
     if (batch.logit_rows.empty()) {
       copy_hidden();
@@ -205,6 +241,7 @@ class DecoderModel final : public Model {
   Workspace ws_;
   Weight embed_, final_norm_, lm_head_;  // [vocab, hidden], [hidden], [vocab, hidden] stored
   Weight draft_head_;                    // [n, hidden] stored: set_draft_vocabulary's first n rows, or empty
+  std::vector<float> layer_rows_;        // host staging of Batch::hidden_layers' outputs
   const bool draft_weights_ = backend_.loading_draft_weights();  // loaded as a drafter (kernels::DraftWeights)
   std::vector<DecoderLayer> layers_;
   int64_t num_kv_layers_ = 0, num_state_layers_ = 0;

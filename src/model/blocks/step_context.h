@@ -21,6 +21,7 @@ class Workspace {
     kTokenIds,  // the step's sampled ids: the next forward may read them (Batch::device_tokens)
     kRouterLogits, kExpertIds, kExpertWeights, kShared, kSharedGate,          // MoE
     kScratch0, kScratch1, kScratch2, kScratch3, kScratch4, kScratch5,         // MLA, linear attention
+    kLayerHidden,  // Batch::hidden_layers: named layers' outputs, kept while later layers run
     kNumSlots
   };
   explicit Workspace(kernels::Backend& backend) : backend_(backend) {}

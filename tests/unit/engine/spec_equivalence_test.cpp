@@ -15,7 +15,9 @@
 #include <string>
 
 #include "demo_runs.h"
+#include "model/dflash_head.h"
 #include "model/mtp_head.h"
+#include "spec/dflash.h"
 #include "spec/draft_model.h"
 #include "spec/mtp.h"
 #include "spec/ngram.h"
@@ -54,6 +56,9 @@ std::unique_ptr<spec::Drafter> make_drafter(const std::string& name) {
   if (name == "ngram") return spec::make_ngram_drafter({});
   if (name == "suffix") return spec::make_suffix_drafter({});
   if (name == "draft") return spec::make_draft_model_drafter(kDemo + "/drafter", kDemo, *demo().model, *demo().backend);
+  if (name == "dflash")
+    return spec::make_dflash_drafter(
+        model::DFlashHead::load(kDemo + "/dflash", kDemo, demo().model->config(), *demo().backend), *demo().backend);
   return spec::make_mtp_drafter(model::MtpHead::load(kDemo, demo().model->config(), *demo().backend), *demo().backend);
 }
 
@@ -73,6 +78,7 @@ TEST_P(SpeculativeEquivalence, GreedyOutputEqualsPlainDecoding) {
   EngineConfig config{.max_concurrent = c.max_concurrent, .num_blocks = 1024};
   config.drafter = drafter.get();
   config.max_tree_nodes = c.max_tree_nodes;
+  if (std::string(c.drafter) == "dflash") config.num_speculative_tokens = 7;  // its block of 8
   SpecUsage usage;
   EngineStats stats;
   const auto outs = run_all(ps, config, kGreedyTokens, &usage, &stats);
@@ -91,7 +97,7 @@ TEST_P(SpeculativeEquivalence, GreedyOutputEqualsPlainDecoding) {
 std::string case_name(const ::testing::TestParamInfo<DrafterCase>& info) {
   const DrafterCase& c = info.param;
   return std::string(c.drafter) + (c.max_concurrent == 1 ? "_alone" : "_batched") +
-         (c.max_tree_nodes > 0 ? "_trees" : "_default");
+         (c.max_tree_nodes > 0 ? "_trees" : c.max_tree_nodes == 0 ? "_chains" : "_default");
 }
 
 // Model drafters' trees run batched only: the batched run covers their branching (and keeps
@@ -103,7 +109,9 @@ INSTANTIATE_TEST_SUITE_P(EveryDrafter, SpeculativeEquivalence,
                                            DrafterCase{"mtp", 1, -1}, DrafterCase{"mtp", 16, -1},
                                            DrafterCase{"ngram", 1, 12}, DrafterCase{"ngram", 16, 12},
                                            DrafterCase{"suffix", 1, 12}, DrafterCase{"suffix", 16, 12},
-                                           DrafterCase{"draft", 16, 12}, DrafterCase{"mtp", 16, 12}),
+                                           DrafterCase{"draft", 16, 12}, DrafterCase{"mtp", 16, 12},
+                                           DrafterCase{"dflash", 1, 0}, DrafterCase{"dflash", 16, 0},
+                                           DrafterCase{"dflash", 16, 12}),
                          case_name);
 
 // Greedy with a logits processor: tree verification applies it with each branch as history.
