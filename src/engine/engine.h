@@ -23,6 +23,7 @@
 #include <optional>
 #include <thread>
 
+#include "engine/fault_injection.h"
 #include "engine/kv_sizing.h"
 #include "engine/request.h"
 #include "engine/stats.h"
@@ -75,6 +76,9 @@ struct EngineConfig {
   bool gates = true;                   // prompt, acceptance and throughput gates may turn speculation off
   bool model_free_drafter = false;     // apply the prompt-time repetition gate
   double min_prompt_repetition = 0.02; // gate: 3-gram repetition below this turns a model-free drafter off
+
+  // Tests and debug builds (engine/fault_injection.h): makes chosen requests' forwards fail.
+  FaultInjector fault_injector;
 };
 
 class Engine;

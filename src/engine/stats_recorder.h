@@ -31,6 +31,8 @@ class StatsRecorder {
   void record_gate(const char* gate);             // a gate (kSpecGates) switched a request's speculation off
   void record_verification(int32_t num_drafted, int32_t num_accepted, bool tree);
   void record_overlapped_step();
+  void record_failed_step();
+  void record_failed_request();
 
   // One step's totals. Decode steps (no prompt rows) that did no one-time work are timed:
   // speculative ones (drafts verified) and plain ones apart.

@@ -4,6 +4,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -261,9 +262,12 @@ struct HttpServer::Impl {
     const size_t threads =
         static_cast<size_t>(std::max({options.http_threads, 4, options.max_in_flight + 16}));
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    http.set_keep_alive_timeout(5);
-    http.set_read_timeout(30);
-    http.set_write_timeout(30);
+    const auto client_s = std::chrono::duration_cast<std::chrono::seconds>(options.client_timeout);
+    const auto client_us = std::chrono::duration_cast<std::chrono::microseconds>(options.client_timeout - client_s);
+    http.set_read_timeout(client_s.count(), client_us.count());
+    http.set_write_timeout(client_s.count(), client_us.count());
+    // An idle keep-alive connection holds its thread too: no longer than a hung client may.
+    http.set_keep_alive_timeout(std::clamp<time_t>(client_s.count(), 1, 5));
   }
 };
 
