@@ -54,6 +54,18 @@ void raise_listen_backlog(int fd) {
   if (::listen(fd, SOMAXCONN) != 0) throw Error("cannot set the listen backlog: {}", std::strerror(errno));
 }
 
+// Back-pressure from a client that reads slowly or not at all. Linux grows a socket's send
+// buffer with the traffic, up to net.ipv4.tcp_wmem's 4 MiB: a stream to a client that stopped
+// reading kept generating (tokens, KV, a thread) until megabytes piled up in the kernel, so its
+// writes never waited long enough for --client-timeout to end it. A fixed send buffer (the
+// kernel doubles the value; accepted connections inherit it from the listening socket) holds a
+// few hundred tokens of SSE, far more than any reader keeping up needs on the way.
+constexpr int kSendBufferBytes = 64 << 10;
+void bound_send_buffer(int fd) {
+  if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &kSendBufferBytes, sizeof kSendBufferBytes) != 0)
+    throw Error("cannot set the send buffer size: {}", std::strerror(errno));
+}
+
 // The "model" (Ollama: or "name") of a JSON body; "" when absent or the body is not JSON (the
 // handler's own parse then says what is wrong).
 std::string requested_model(const std::string& body) {
@@ -285,6 +297,7 @@ int HttpServer::bind() {
   if (impl_->port <= 0)
     throw Error("cannot listen on {}:{} (in use, or not a local address)", impl_->options.host, impl_->options.port);
   raise_listen_backlog(impl_->http.listening_socket());
+  bound_send_buffer(impl_->http.listening_socket());
   return impl_->port;
 }
 
