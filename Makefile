@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 PORT ?= 8000
 CMAKE_FLAGS ?=
 
-.PHONY: all build run test test-fast bench bench-serve bootstrap clean
+.PHONY: all build run test test-fast test-asan test-tsan fuzz bench bench-serve bootstrap clean
 
 all: build
 
@@ -32,6 +32,30 @@ test: bootstrap $(BUILD)/build.ninja
 
 test-fast: TEST_LABELS = fast
 test-fast: test
+
+# Sanitizer runs, each in its own build folder (every object instrumented; clang, as CI's job):
+# test-asan: AddressSanitizer + UndefinedBehaviorSanitizer over the `fast` tests;
+# test-tsan: ThreadSanitizer over the engine's and the server's tests (the engine thread, the
+# HTTP threads, the model registry's concurrent loads). A report fails the test that made it.
+SAN_CMAKE = CC=clang CXX=clang++ cmake -S . -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTACHYON_BENCH=OFF \
+	-DTACHYON_CUDA=OFF $(CMAKE_FLAGS)
+TSAN_TESTS = engine_tests engine_model_tests engine_fault_tests server_tests server_model_registry_tests
+test-asan: bootstrap
+	$(SAN_CMAKE) -B build-asan -DTACHYON_SANITIZE=address,undefined
+	cmake --build build-asan -j $(JOBS) --target tachyon_tests
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		ctest --output-on-failure -j $(JOBS) --timeout 1800 -L fast
+
+test-tsan: bootstrap
+	$(SAN_CMAKE) -B build-tsan -DTACHYON_SANITIZE=thread
+	cmake --build build-tsan -j $(JOBS) --target $(TSAN_TESTS)
+	set -e; for t in $(TSAN_TESTS); do \
+		TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $$(find build-tsan/tests -name $$t -type f -perm -u+x); done
+
+# libFuzzer + ASan + UBSan over every parser (tests/fuzz/run_fuzzers.sh); FUZZ_SECONDS per target.
+FUZZ_SECONDS ?= 300
+fuzz:
+	tests/fuzz/run_fuzzers.sh --seconds $(FUZZ_SECONDS)
 
 bench: build
 	./bench/run_cpu_bench.sh

@@ -11,6 +11,25 @@ endif()
 if(TACHYON_WERROR)
   list(APPEND TACHYON_WARNING_FLAGS -Werror)
 endif()
+# Sanitizer builds (make test-asan, make test-tsan, tests/fuzz/run_fuzzers.sh): every object of the build is
+# instrumented, so a report points into our code and not only at the test that called it.
+set(TACHYON_SANITIZE "" CACHE STRING "Build with -fsanitize=<list> (e.g. address,undefined or thread)")
+if(TACHYON_SANITIZE)
+  add_compile_options(-fsanitize=${TACHYON_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${TACHYON_SANITIZE})
+endif()
+# The fault-injection switch (TACHYON_FAULTS, engine/fault_injection.h) exists only in builds that
+# ask for it: Debug builds by default, never a release.
+if(CMAKE_BUILD_TYPE STREQUAL "Debug")
+  set(tachyon_fault_injection_default ON)
+else()
+  set(tachyon_fault_injection_default OFF)
+endif()
+option(TACHYON_FAULT_INJECTION "Let TACHYON_FAULTS make chosen requests' forwards fail (debug builds)"
+       ${tachyon_fault_injection_default})
+if(TACHYON_FAULT_INJECTION)
+  add_compile_definitions(TACHYON_FAULT_INJECTION=1)
+endif()
 add_library(tachyon_warnings INTERFACE)
 target_compile_options(tachyon_warnings INTERFACE ${TACHYON_WARNING_FLAGS})
 
@@ -51,6 +70,10 @@ endfunction()
 # random mutations of it, as a ctest (label fast). Configure with
 # -DTACHYON_LIBFUZZER=ON and CXX=clang++ to get real coverage-guided libFuzzer binaries.
 option(TACHYON_LIBFUZZER "Build fuzz targets with clang's libFuzzer instead of the replay driver" OFF)
+if(TACHYON_LIBFUZZER)
+  # Coverage feedback must reach the parsers in the libraries, not only the target's own file.
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()
 function(tachyon_add_fuzz name)
   cmake_parse_arguments(ARG "" "CORPUS;RUNS" "SOURCES;DEPS" ${ARGN})
   if(NOT ARG_RUNS)
@@ -58,8 +81,7 @@ function(tachyon_add_fuzz name)
   endif()
   if(TACHYON_LIBFUZZER)
     add_executable(${name} ${ARG_SOURCES})
-    target_compile_options(${name} PRIVATE -fsanitize=fuzzer,address)
-    target_link_options(${name} PRIVATE -fsanitize=fuzzer,address)
+    target_link_options(${name} PRIVATE -fsanitize=fuzzer)
   else()
     add_executable(${name} ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/fuzz/driver.cpp)
   endif()

@@ -5,10 +5,13 @@
 // idle one unloaded when another would not fit the budget. SIGINT/SIGTERM stop it cleanly.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -36,6 +39,16 @@ namespace tachyon::cli {
 
 namespace {
 
+// Every connection is a file descriptor: a burst of a thousand clients must not run into a soft
+// limit of 1024 (then accept fails and clients wait unanswered). Raised to the hard limit.
+void raise_open_file_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0)
+    std::fprintf(stderr, "tachyon serve: warning: cannot raise the open-file limit: %s\n", std::strerror(errno));
+}
+
 struct ServeOptions {
   std::vector<std::string> models;
   std::string models_dir, served_name;
@@ -44,7 +57,7 @@ struct ServeOptions {
   server::ServerOptions server;
   ServeModelOptions model;
   std::string api_key, api_key_file;
-  double request_timeout_s = 0, shutdown_timeout_s = 30;
+  double request_timeout_s = 0, shutdown_timeout_s = 30, client_timeout_s = 30;
 };
 
 // What the server serves: each MODEL argument, then the model folders directly under
@@ -153,6 +166,10 @@ Command add_serve_command(CLI::App& app) {
                   "On SIGTERM/SIGINT, seconds requests in flight may take to finish before they are ended with their "
                   "output so far")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--client-timeout", opt->client_timeout_s,
+                  "Seconds a connection may wait on its client (a request or body not sent, a response not read); "
+                  "then it is closed and its generation cancelled")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_flag("--metrics-auth", opt->server.metrics_auth, "/metrics needs an API key too");
   cmd->add_option("--cors-origins", opt->server.cors_origins,
                   "Origins browsers may call the API from: *, none, or a comma-separated list of scheme://host[:port]")
@@ -214,6 +231,8 @@ Command add_serve_command(CLI::App& app) {
   return [opt] {
     if (!opt->api_key.empty()) opt->server.api_keys.push_back(opt->api_key);
     opt->server.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(opt->request_timeout_s * 1000));
+    opt->server.client_timeout =
+        std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(opt->client_timeout_s * 1000)));
     if (!opt->api_key_file.empty())
       for (auto& key : server::read_api_key_file(opt->api_key_file)) opt->server.api_keys.push_back(std::move(key));
     server::CorsPolicy::parse(opt->server.cors_origins);  // a bad origin stops the start, before any load
@@ -264,6 +283,7 @@ Command add_serve_command(CLI::App& app) {
       std::fprintf(stderr, "tachyon serve: warning: listening on %s without --api-key: anyone who can reach it can use it\n",
                    host.c_str());
     const std::string model_id = entries.front().first.name;
+    raise_open_file_limit();
     server::HttpServer http(models, opt->server);
     const int port = http.bind();
     std::atomic<bool> signalled{false};

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <thread>
@@ -148,6 +149,14 @@ engine::EngineConfig engine_config_of(const ServeModelOptions& o) {
   c.overlap_steps = o.step_overlap == "on"    ? engine::EngineConfig::Overlap::On
                     : o.step_overlap == "off" ? engine::EngineConfig::Overlap::Off
                                               : engine::EngineConfig::Overlap::Auto;
+#ifdef TACHYON_FAULT_INJECTION
+  // Debug builds only: TACHYON_FAULTS=device:every=5,after=2 fails chosen requests' forwards
+  // (engine/fault_injection.h), for fault tests and soak runs against a live server.
+  if (const char* faults = std::getenv("TACHYON_FAULTS"); faults && *faults) {
+    c.fault_injector = engine::parse_fault_spec(faults);
+    std::fprintf(stderr, "tachyon serve: injecting faults: %s\n", faults);
+  }
+#endif
   return c;
 }
 

@@ -182,10 +182,11 @@ class EngineLoop : public KvAllocator {
         runner_.execute(*step);
       }
       if (!runner_.collect_outputs(*step)) {
-        log::error("forward failed: {}", step->failure);
-        for (const auto& c : step->plan.chunks) finish(c.id, FinishReason::Error, step->failure);
+        on_failed_step(*step);
         continue;
       }
+      if (!isolate_.empty() && step->plan.chunks.size() == 1 && step->plan.chunks[0].id == isolate_.front())
+        isolate_.pop_front();  // its step alone succeeded: the fault was not its
       if (step->plan.chunks.empty()) continue;
       commit_and_time(*step, iteration_start);
       for (const auto& c : step->plan.chunks) deliver_to(c.id);
@@ -199,6 +200,7 @@ class EngineLoop : public KvAllocator {
       log::debug("request {} preempted (KV full)", id);
       drop_drafts(id);
     }
+    if (!isolate_.empty()) run_alone(plan);
     if (!plan.chunks.empty()) return true;
     // Nothing fits now and nothing runs: the waiting request can never be served.
     fail_head_of_line();
@@ -230,6 +232,45 @@ class EngineLoop : public KvAllocator {
                         .drafting_seconds = step.drafting_seconds});
   }
 
+  // A failed forward (a device error, an allocation failure) does not say which of its rows
+  // caused it. Nothing of the step was committed (KV rows past num_computed are rewritten, no
+  // block was registered for prefix sharing), so no request lost anything: alone in its step,
+  // the request fails; in a step with others, each of them runs its chunk again in a step of its
+  // own, and only those whose own step fails get the error. The others go on. A model with
+  // recurrent state is the exception: a failed forward may have moved its requests' states
+  // part of the way, so all of them fail.
+  void on_failed_step(const IssuedStep& step) {
+    stats_.record_failed_step();
+    if (step.plan.chunks.size() == 1 || kv_.has_state()) {
+      log::error("forward of {} request(s) failed: {}", step.plan.chunks.size(), step.failure);
+      for (const auto& c : step.plan.chunks) {
+        if (!isolate_.empty() && isolate_.front() == c.id) isolate_.pop_front();
+        finish(c.id, FinishReason::Error, step.failure);
+      }
+      return;
+    }
+    log::error("forward of a step of {} requests failed ({}): running each alone to find those it touched",
+               step.plan.chunks.size(), step.failure);
+    for (const auto& c : step.plan.chunks)
+      if (std::find(isolate_.begin(), isolate_.end(), c.id) == isolate_.end()) isolate_.push_back(c.id);
+  }
+
+  // While requests of a failed step are being isolated: the step runs only the next of them
+  // (the others keep their KV and run again afterwards). One that is not in the plan (it was
+  // preempted, or finished) leaves the list: the plan runs as it is.
+  void run_alone(StepPlan& plan) {
+    while (!isolate_.empty() && !active_.count(isolate_.front())) isolate_.pop_front();
+    if (isolate_.empty()) return;
+    const auto it = std::find_if(plan.chunks.begin(), plan.chunks.end(),
+                                 [&](const ScheduledChunk& c) { return c.id == isolate_.front(); });
+    if (it == plan.chunks.end()) {
+      isolate_.pop_front();
+      return;
+    }
+    const ScheduledChunk alone = *it;
+    plan.chunks.assign(1, alone);
+  }
+
   void drop_drafts(RequestId id) {
     auto it = active_.find(id);
     if (it != active_.end() && it->second.spec.num_drafts > 0)
@@ -247,6 +288,7 @@ class EngineLoop : public KvAllocator {
     if (it == active_.end()) return;
     it->second.pending.finish = reason;
     it->second.pending.error = error;
+    if (reason == FinishReason::Error) stats_.record_failed_request();
     deliver_to(id);
   }
 
@@ -365,6 +407,7 @@ class EngineLoop : public KvAllocator {
   StepRunner runner_;
   Commit commit_;
   Inbox inbox_;
+  std::deque<RequestId> isolate_;  // requests of a failed step, to run alone (on_failed_step)
   std::thread thread_;
 };
 

@@ -23,6 +23,7 @@
 #include <optional>
 #include <thread>
 
+#include "engine/fault_injection.h"
 #include "engine/kv_sizing.h"
 #include "engine/pflash.h"
 #include "engine/request.h"
@@ -90,6 +91,8 @@ struct EngineConfig {
   // lexical scorer. A request may turn it on or off (GenerationRequest::pflash).
   PflashConfig pflash;
   PromptScorer* pflash_scorer = nullptr;
+  // Tests and debug builds (engine/fault_injection.h): makes chosen requests' forwards fail.
+  FaultInjector fault_injector;
 };
 
 class Engine;

@@ -24,6 +24,8 @@ using spec::kSpecGates;
 
 struct EngineStats {
   uint64_t requests_started = 0, requests_finished = 0, requests_cancelled = 0;
+  uint64_t requests_failed = 0;  // finished with an error (a failed forward); counted in requests_finished too
+  uint64_t failed_steps = 0;     // forwards that failed (device error, allocation failure)
   uint64_t prompt_tokens = 0, generated_tokens = 0;
   uint64_t prefix_cache_hit_tokens = 0;  // prompt tokens whose KV came from the cache
   uint64_t computed_prompt_tokens = 0;   // prompt tokens actually run through the model

@@ -113,4 +113,14 @@ void StatsRecorder::record_step(const StepTotals& step) {
   ++stats_.steps;
 }
 
+void StatsRecorder::record_failed_step() {
+  std::lock_guard lock(mutex_);
+  ++stats_.failed_steps;
+}
+
+void StatsRecorder::record_failed_request() {
+  std::lock_guard lock(mutex_);
+  ++stats_.requests_failed;
+}
+
 }  // namespace tachyon::engine

@@ -34,6 +34,8 @@ class StatsRecorder {
   void record_overlapped_step();
   enum class PflashOutcome { Compressed, BypassedIntact, BypassedShort, Refused };
   void record_pflash(PflashOutcome outcome, int32_t dropped_tokens, double scoring_seconds);
+  void record_failed_step();
+  void record_failed_request();
 
   // One step's totals. Decode steps (no prompt rows) that did no one-time work are timed:
   // speculative ones (drafts verified) and plain ones apart.

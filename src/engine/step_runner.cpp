@@ -1,6 +1,7 @@
 #include "engine/step_runner.h"
 
 #include <algorithm>
+#include <new>
 
 #include "base/error.h"
 #include "engine/commit.h"
@@ -115,7 +116,16 @@ void StepRunner::execute(IssuedStep& step) {
     // compares like with like (a replayed plain step against a directly issued verify
     // step made every draft row look expensive to auto-k).
     const kernels::RepeatingStepHint hint(backend, step.decode_only && !any_tree);
+    if (state_.config.fault_injector) {
+      for (const auto& c : plan.chunks) {
+        const ActiveRequest& a = state_.active.at(c.id);
+        const FaultKind fault = state_.config.fault_injector(c.id, a.request, a.num_generated() - a.spec.num_drafts);
+        if (fault != FaultKind::kNone) throw_injected_fault(fault, c.id);
+      }
+    }
     step.out = state_.model.forward(batch_, state_.kv);
+  } catch (const std::bad_alloc&) {
+    step.failure = "out of memory in the forward";
   } catch (const std::exception& e) {
     step.failure = e.what();
   }

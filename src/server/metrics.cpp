@@ -56,6 +56,10 @@ std::string render_metrics(const std::string& model, const engine::EngineStats& 
   counter(out, "tachyon_requests_finished_total", "Requests that ran to completion.", m, s.requests_finished);
   counter(out, "tachyon_requests_cancelled_total", "Requests cancelled (client gone or stop string).", m,
           s.requests_cancelled);
+  counter(out, "tachyon_requests_failed_total",
+          "Requests ended by an error in their forward (also counted as finished).", m, s.requests_failed);
+  counter(out, "tachyon_failed_steps_total", "Forwards that failed (device error, allocation failure).", m,
+          s.failed_steps);
   counter(out, "tachyon_prompt_tokens_total", "Prompt tokens of admitted requests.", m, s.prompt_tokens);
   counter(out, "tachyon_generation_tokens_total", "Generated tokens.", m, s.generated_tokens);
   counter(out, "tachyon_prefix_cache_hit_tokens_total", "Prompt tokens whose KV came from the prefix cache.", m,

@@ -38,6 +38,18 @@ std::string_view without_latest(std::string_view name) {
   return name;
 }
 
+// Names from requests pick among the configured models: a served name, an alias or a hub id,
+// never a file system path. A name that could walk the file system (absolute, home-relative,
+// dot-led, a ".." step, a backslash, a control byte such as NUL, or %-escapes that some layer
+// might decode) is refused before anything resolves it.
+bool path_shaped(std::string_view name) {
+  if (name.front() == '/' || name.front() == '.' || name.front() == '~') return true;
+  if (name.find("..") != std::string_view::npos) return true;
+  for (char c : name)
+    if (c == '\\' || c == '%' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return true;
+  return false;
+}
+
 }  // namespace
 
 ModelRegistry::ModelRegistry(std::vector<ModelEntry> entries, ModelLoader loader, ModelBudget budget)
@@ -80,7 +92,7 @@ ModelRegistry::Slot& ModelRegistry::slot_of(const std::string& requested) const 
   }
   // An alias or hub id: resolved outside the lock (it reads the file system).
   std::string dir;
-  if (loader_.resolve && !requested.empty()) {
+  if (loader_.resolve && !requested.empty() && !path_shaped(requested)) {
     try {
       dir = canonical(loader_.resolve(std::string(without_latest(requested))));
     } catch (const std::exception&) {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include <vector>
+
 namespace tachyon::server {
 
 namespace {
@@ -48,11 +50,52 @@ size_t json_nesting_depth(std::string_view text) {
   return deepest;
 }
 
+size_t json_longest_array(std::string_view text) {
+  struct Open {
+    bool array;
+    size_t items;
+  };
+  std::vector<Open> open;
+  size_t longest = 0;
+  bool in_string = false, escaped = false;
+  auto value_starts = [&] {
+    // The first value of an array counts one item; each comma after it one more.
+    if (!open.empty() && open.back().array && open.back().items == 0) {
+      open.back().items = 1;
+      longest = std::max<size_t>(longest, 1);
+    }
+  };
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      value_starts();
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      value_starts();
+      open.push_back({c == '[', 0});
+    } else if (c == ']' || c == '}') {
+      if (!open.empty()) open.pop_back();
+    } else if (c == ',') {
+      if (!open.empty() && open.back().array) longest = std::max(longest, ++open.back().items);
+    } else if (c != ' ' && c != '\n' && c != '\r' && c != '\t' && c != ':') {
+      value_starts();
+    }
+  }
+  return longest;
+}
+
 OrderedJson parse_body(std::string_view body) {
   // Everything downstream (templates, tojson, dumps) recurses over the structure; bound it
   // before anything else sees it.
   if (json_nesting_depth(body) > kMaxJsonDepth)
     throw ApiError::invalid(fmt::format("the request body nests JSON deeper than {} levels", kMaxJsonDepth));
+  // Parsed JSON takes several times the bytes of its text per array item; bound the item count
+  // before the parser allocates them.
+  if (json_longest_array(body) > kMaxJsonArrayItems)
+    throw ApiError::invalid(fmt::format("a JSON array in the request body has more than {} items", kMaxJsonArrayItems));
   OrderedJson json = OrderedJson::parse(body, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) throw ApiError::invalid("the request body is not valid JSON");
   if (!json.is_object()) throw ApiError::invalid("the request body must be a JSON object");

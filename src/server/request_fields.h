@@ -14,12 +14,16 @@
 
 namespace tachyon::server {
 
-// Parses the body; malformed JSON, a non-object top level or nesting deeper than
-// kMaxJsonDepth is a 400.
+// Parses the body; malformed JSON, a non-object top level, nesting deeper than kMaxJsonDepth
+// or an array of more than kMaxJsonArrayItems items (room for a 256k-token prompt given as
+// token ids) is a 400 naming the limit. The body's size is bounded before this (413, --max-body-bytes).
 inline constexpr size_t kMaxJsonDepth = 64;
+inline constexpr size_t kMaxJsonArrayItems = size_t{1} << 18;
 OrderedJson parse_body(std::string_view body);
 // Deepest [ / { nesting of JSON text (strings skipped); works on malformed text too.
 size_t json_nesting_depth(std::string_view text);
+// Item count of the longest array in JSON text (strings skipped); works on malformed text too.
+size_t json_longest_array(std::string_view text);
 
 // nullptr when `key` is absent or null.
 const OrderedJson* find_field(const OrderedJson& obj, std::string_view key);

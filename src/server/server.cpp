@@ -4,6 +4,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -51,6 +52,18 @@ class ListeningServer : public httplib::Server {
 
 void raise_listen_backlog(int fd) {
   if (::listen(fd, SOMAXCONN) != 0) throw Error("cannot set the listen backlog: {}", std::strerror(errno));
+}
+
+// Back-pressure from a client that reads slowly or not at all. Linux grows a socket's send
+// buffer with the traffic, up to net.ipv4.tcp_wmem's 4 MiB: a stream to a client that stopped
+// reading kept generating (tokens, KV, a thread) until megabytes piled up in the kernel, so its
+// writes never waited long enough for --client-timeout to end it. A fixed send buffer (the
+// kernel doubles the value; accepted connections inherit it from the listening socket) holds a
+// few hundred tokens of SSE, far more than any reader keeping up needs on the way.
+constexpr int kSendBufferBytes = 64 << 10;
+void bound_send_buffer(int fd) {
+  if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &kSendBufferBytes, sizeof kSendBufferBytes) != 0)
+    throw Error("cannot set the send buffer size: {}", std::strerror(errno));
 }
 
 // The "model" (Ollama: or "name") of a JSON body; "" when absent or the body is not JSON (the
@@ -267,13 +280,16 @@ struct HttpServer::Impl {
     const size_t threads =
         static_cast<size_t>(std::max({options.http_threads, 4, options.max_in_flight + 16}));
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    http.set_keep_alive_timeout(5);
+    const auto client_s = std::chrono::duration_cast<std::chrono::seconds>(options.client_timeout);
+    const auto client_us = std::chrono::duration_cast<std::chrono::microseconds>(options.client_timeout - client_s);
+    http.set_read_timeout(client_s.count(), client_us.count());
+    http.set_write_timeout(client_s.count(), client_us.count());
+    // An idle keep-alive connection holds its thread too: no longer than a hung client may.
+    http.set_keep_alive_timeout(std::clamp<time_t>(client_s.count(), 1, 5));
     // A response goes out in several writes (headers, body, SSE chunks): without TCP_NODELAY
     // Nagle holds each small write until the client's delayed ACK (40 ms on Linux), which
     // dominated a cached answer and every streamed chunk after the first.
     http.set_tcp_nodelay(true);
-    http.set_read_timeout(30);
-    http.set_write_timeout(30);
   }
 };
 
@@ -291,6 +307,7 @@ int HttpServer::bind() {
   if (impl_->port <= 0)
     throw Error("cannot listen on {}:{} (in use, or not a local address)", impl_->options.host, impl_->options.port);
   raise_listen_backlog(impl_->http.listening_socket());
+  bound_send_buffer(impl_->http.listening_socket());
   return impl_->port;
 }
 

@@ -27,6 +27,10 @@ struct ServerOptions {
   int http_threads = 128;               // concurrent connections served (at least max_in_flight + 16)
   int32_t max_in_flight = 256;          // generation requests queued or running; beyond: 429
   std::chrono::milliseconds request_timeout{0};  // a generation ends with finish reason "timeout" after it; 0: none
+  // A connection whose client sends nothing (request line, headers, body) or reads nothing (its
+  // socket buffers full) for this long is closed, freeing its thread; a generation it held is
+  // cancelled.
+  std::chrono::milliseconds client_timeout{30000};
   ModelPuller pull;                     // Ollama's /api/pull; null: 501 for models not served
 };
 

@@ -16,12 +16,19 @@
 
 namespace tachyon::tokenizer::unicode {
 
-// Decodes the code point starting at s[i]; `s` must be valid UTF-8. Sets *len to its length.
+// Decodes the code point starting at s[i] of valid UTF-8 and sets *len to its length. Token
+// texts can hold raw bytes (byte-fallback pieces, GGUF vocabularies): a sequence cut off by the
+// end of `s` is never read past it but decodes as U+FFFD of length 1 (found by the
+// tokenizer_gguf_vocab_fuzz target: StripDecoder over a token ending in a lead byte).
 inline char32_t decode_at(std::string_view s, size_t i, size_t* len) {
   const auto b0 = static_cast<unsigned char>(s[i]);
   if (b0 < 0x80) {
     *len = 1;
     return b0;
+  }
+  if (i + (b0 < 0xE0 ? 2 : b0 < 0xF0 ? 3 : 4) > s.size()) {
+    *len = 1;
+    return 0xFFFD;
   }
   if (b0 < 0xE0) {
     *len = 2;

@@ -112,9 +112,10 @@ export function banEos() {
 // { server, port }.
 export async function startOwnServer(flags, modelDir = process.env.TACHYON_MODEL_DIR) {
   const server = spawn(process.env.TACHYON_BIN, ['serve', modelDir, '--host', '127.0.0.1',
-    '--port', '0', ...flags], { stdio: ['ignore', 'ignore', 'pipe'] });
+    '--port', '0', ...flags], { stdio: ['ignore', 'pipe', 'pipe'] });
   process.on('exit', () => server.kill('SIGKILL'));
   let log = '';
+  server.stdout.on('data', (chunk) => { log += chunk; });  // the log a test reads is both streams
   const port = await new Promise((resolve, reject) => {
     server.stderr.on('data', (chunk) => {
       log += chunk;

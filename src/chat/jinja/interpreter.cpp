@@ -44,6 +44,8 @@ std::string Interpreter::render(const Body& body) {
   std::string out;
   out_ = &out;
   iterations_ = 0;
+  deadline_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(limits_.max_render_ms);
+  time_checks_ = 0;
   auto scope = std::make_shared<Scope>();
   scope->parent = globals_;
   Flow flow = exec_body(body, scope);
@@ -64,7 +66,14 @@ void Interpreter::check_stack() const {
     throw TemplateError(ErrorKind::kLimit, "template recursion too deep for the native stack");
 }
 
+void Interpreter::check_time() {
+  if ((++time_checks_ & 63u) != 0) return;
+  if (std::chrono::steady_clock::now() > deadline_)
+    throw TemplateError(ErrorKind::kLimit, fmt::format("render took longer than {} ms", limits_.max_render_ms));
+}
+
 void Interpreter::count_iterations(int64_t n) {
+  check_time();
   iterations_ += n;
   if (iterations_ > limits_.max_loop_iterations)
     throw TemplateError(ErrorKind::kLimit,
@@ -72,6 +81,7 @@ void Interpreter::count_iterations(int64_t n) {
 }
 
 void Interpreter::write(const std::string& text) {
+  check_time();
   check_size(out_->size() + text.size());
   out_->append(text);
 }
@@ -254,6 +264,7 @@ Value Interpreter::make_macro(const Stmt& s, const std::shared_ptr<Scope>& scope
     if (!parent) throw TemplateError(ErrorKind::kRuntime, "macro called after its template finished");
     if (call_depth_ >= limits_.max_call_depth)
       throw TemplateError(ErrorKind::kLimit, fmt::format("macro calls nested deeper than {}", limits_.max_call_depth));
+    check_time();
     auto frame = std::make_shared<Scope>();
     frame->parent = parent;
     const auto& params = stmt->params;

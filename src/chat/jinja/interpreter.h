@@ -13,6 +13,7 @@
 //   std::string out = interp.render(body);
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,6 +30,7 @@ struct Limits {
   int64_t max_loop_iterations = 1 << 20;   // summed over all loops of a render (and range() sizes)
   size_t max_output_bytes = 32u << 20;     // rendered text, and any string or list built on the way
   size_t max_stack_bytes = 2u << 20;       // native stack a render may use (deep macro recursion)
+  int64_t max_render_ms = 5000;            // wall time of one render (real chat templates take milliseconds)
 };
 
 struct Scope {
@@ -57,6 +59,9 @@ class Interpreter {
   void count_iterations(int64_t n);
   // Throws kLimit when the render has used more than max_stack_bytes of native stack.
   void check_stack() const;
+  // Throws kLimit once the render has run longer than max_render_ms (reads the clock on
+  // every 64th call: loops, macro calls and string building call it).
+  void check_time();
   // Namespaces are the only values a template can make refer to themselves
   // (`{% set ns.me = ns %}`); the interpreter empties them when it is destroyed so such
   // cycles do not leak.
@@ -86,6 +91,8 @@ class Interpreter {
   int call_depth_ = 0;
   int loop_depth_ = 0;
   int64_t iterations_ = 0;
+  std::chrono::steady_clock::time_point deadline_{};
+  uint32_t time_checks_ = 0;
   const char* stack_base_ = nullptr;
   std::vector<std::weak_ptr<DictData>> namespaces_;
 };

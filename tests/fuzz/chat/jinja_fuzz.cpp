@@ -28,6 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.max_loop_iterations = 20000;
   limits.max_output_bytes = 1 << 20;
   limits.max_call_depth = 32;
+  limits.max_render_ms = 1000;  // slow inputs end as errors, not as libFuzzer timeouts
   try {
     Template tpl(std::string(reinterpret_cast<const char*>(data), size), limits);
     std::string out = tpl.render(context());

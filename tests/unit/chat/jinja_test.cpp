@@ -174,6 +174,32 @@ TEST(chat_jinja_limits, ClearErrorsInsteadOfHangsOrCrashes) {
   EXPECT_EQ(error_of("{{ x }}", ("{\"x\": " + nested + std::string(2000, ']') + "}").c_str()).kind(), ErrorKind::kLimit);
 }
 
+// Work the other limits allow (1e8 loop iterations, deep but legal macro recursion, a long
+// string built piece by piece) still stops at the render's time limit, with a clear error.
+TEST(chat_jinja_limits, RenderTimeIsBounded) {
+  Limits slow_ok;
+  slow_ok.max_loop_iterations = int64_t{1} << 40;
+  slow_ok.max_render_ms = 50;
+  TemplateError loops =
+      error_of("{% for i in range(10000) %}{% for j in range(10000) %}{% endfor %}{% endfor %}", "{}", slow_ok);
+  EXPECT_EQ(loops.kind(), ErrorKind::kLimit);
+  EXPECT_NE(loops.message().find("render took longer than 50 ms"), std::string::npos) << loops.message();
+  slow_ok.max_call_depth = 40;
+  // Two calls per level: 2^30 macro calls if nothing stopped it.
+  EXPECT_EQ(error_of("{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(29) }}",
+                     "{}", slow_ok)
+                .kind(),
+            ErrorKind::kLimit);
+  EXPECT_EQ(error_of("{% set ns = namespace(s='') %}{% for i in range(10000) %}{% for j in range(10000) %}"
+                     "{% set ns.s = ns.s ~ 'x' %}{% if ns.s|length > 1000 %}{% set ns.s = '' %}{% endif %}"
+                     "{% endfor %}{% endfor %}",
+                     "{}", slow_ok)
+                .kind(),
+            ErrorKind::kLimit);
+  // The limit is per render: a quick template renders fine under the same limits.
+  EXPECT_EQ(render("{% for i in range(3) %}{{ i }}{% endfor %}", "{}", slow_ok), "012");
+}
+
 TEST(chat_jinja_globals, StrftimeNowAndRange) {
   std::string year = render("{{ strftime_now('%Y') }}");
   ASSERT_EQ(year.size(), 4u);

@@ -63,7 +63,7 @@ class GgufBuilder {
     put(&infos_, uint32_t(type));
     put(&infos_, off);
     if (data_.size() < off + bytes.size()) data_.resize(off + bytes.size());
-    std::memcpy(data_.data() + off, bytes.data(), bytes.size());
+    if (!bytes.empty()) std::memcpy(data_.data() + off, bytes.data(), bytes.size());  // (memcpy from null is UB)
     ++n_tensors_;
     return *this;
   }

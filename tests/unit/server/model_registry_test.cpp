@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <map>
 #include <thread>
+
+#include <unistd.h>
 
 #include "server/api_error.h"
 #include "server/model_registry.h"
@@ -69,6 +73,58 @@ TEST(ModelRegistry, FindsByNameTagAliasAndDefault) {
     EXPECT_NE(std::string(e.what()).find("'a', 'b', 'c'"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(models.loaded_names().empty());  // finding loads nothing
+}
+
+// Model names in requests never reach outside the configured models: path-shaped names are
+// refused before the resolver sees them, and whatever a name resolves to must be the folder of
+// a configured model (symlinks followed) or it is a 404.
+TEST(ModelRegistry, RequestNamesNeverReachOutsideTheConfiguredModels) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("tachyon_traversal_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "models" / "a");
+  fs::create_directories(root / "outside" / "secret");
+  std::ofstream(root / "outside" / "secret" / "config.json") << "{}";
+  fs::create_directory_symlink(root / "outside" / "secret", root / "models" / "link");
+  fs::create_directory_symlink(root / "models" / "a", root / "models" / "link-to-a");
+
+  std::vector<std::string> resolved;  // every name the resolver was asked about
+  FakeLoader fake;
+  ModelLoader loader = fake.loader();
+  // As serve's resolver does for paths: a name that exists on disk is that path.
+  loader.resolve = [&](const std::string& name) -> std::string {
+    resolved.push_back(name);
+    if (fs::exists(name)) return name;
+    throw std::runtime_error("unknown");
+  };
+  ModelRegistry models({{"a", (root / "models" / "a").string()}}, loader, {});
+  auto expect_404 = [&](const std::string& name) {
+    try {
+      models.acquire(name);
+      ADD_FAILURE() << "no 404 for " << name;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 404) << name;
+    }
+  };
+  const std::string outside = (root / "outside" / "secret").string();
+  for (const std::string& name :
+       {outside, std::string("../outside/secret"), (root / "models" / ".." / "outside" / "secret").string(),
+        std::string("..%2F..%2Foutside%2Fsecret"), std::string("%2e%2e/outside"), std::string("~/outside"),
+        std::string("./models/a"), std::string("a\\..\\..\\outside"), std::string("a\0../outside", 12),
+        std::string("models/a\0", 9)}) {
+    resolved.clear();
+    expect_404(name);
+    EXPECT_TRUE(resolved.empty()) << "the resolver saw a path-shaped name: " << name;
+  }
+  // A name that passes the gate and resolves through a symlink to a folder outside is a 404;
+  // one resolving through a symlink to a configured model's folder picks that model.
+  const fs::path cwd = fs::current_path();
+  fs::current_path(root);
+  expect_404("models/link");
+  EXPECT_EQ(models.find("models/link-to-a").name, "a");
+  fs::current_path(cwd);
+  EXPECT_EQ(fake.loads.size(), 0u);  // nothing outside was ever loaded
+  fs::remove_all(root);
 }
 
 TEST(ModelRegistry, MaxLoadedUnloadsLeastRecentlyUsed) {

@@ -230,6 +230,29 @@ TEST(RequestBody, NestingDepthIsBoundedBeforeParsing) {
   EXPECT_EQ(json_nesting_depth("[[[[\"\\"), 4u);
 }
 
+TEST(RequestBody, ArrayLengthIsBoundedBeforeParsing) {
+  EXPECT_EQ(json_longest_array(R"({"a": [1, 2, [3, 4, 5, {"b": "x,y,z,[1,2]"}]], "c": []})"), 4u);
+  EXPECT_EQ(json_longest_array(R"([ "a" , "b" ])"), 2u);
+  EXPECT_EQ(json_longest_array(R"({"a": [ ]})"), 0u);
+  EXPECT_EQ(json_longest_array("[1,2,3"), 3u);  // truncated input is measured too
+  // A prompt of token ids at the limit is accepted; one more id is a 400 naming the limit.
+  auto prompt_of = [](size_t n) {
+    std::string ids = "1";
+    ids.reserve(2 * n);
+    for (size_t i = 1; i < n; ++i) ids += ",1";
+    return R"({"model": "m", "prompt": [)" + ids + "]}";
+  };
+  EXPECT_EQ(parse_completion_request(prompt_of(kMaxJsonArrayItems)).prompt_ids->size(), kMaxJsonArrayItems);
+  const ApiError e = error_of(parse_completion_request, prompt_of(kMaxJsonArrayItems + 1));
+  EXPECT_EQ(e.status(), 400);
+  EXPECT_NE(std::string(e.what()).find("more than 262144 items"), std::string::npos) << e.what();
+  std::string many_messages = R"({"model": "m", "messages": [)";
+  for (size_t i = 0; i <= kMaxJsonArrayItems; ++i) many_messages += R"({"role":"user","content":"x"},)";
+  many_messages.back() = ']';
+  many_messages += "}";
+  EXPECT_EQ(error_of(parse_chat_request, many_messages).status(), 400);
+}
+
 }  // namespace
 }  // namespace tachyon::server
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "tokenizer/unicode.h"
 
 namespace tachyon::tokenizer {
 namespace {
@@ -30,6 +31,18 @@ TEST(tokenizer_decoders, MetaspaceDropsReplacementsOfTheFirstToken) {
   EXPECT_EQ(run({{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "always"}, {"split", true}},
                 {"\u2581\u2581Hello", "\u2581wor", "ld\u2581"}),
             "Hello world ");
+}
+
+// Token texts may hold raw bytes (GGUF vocabularies): a token that ends inside a UTF-8 sequence
+// is stripped without reading past its end and keeps its bytes (found by fuzzing, under ASan).
+TEST(tokenizer_decoders, StripOverTokensEndingInACutOffSequenceKeepsTheirBytes) {
+  const Json strip = {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 1}};
+  EXPECT_EQ(run(strip, {" ab\xF0\x9F", "\xE4", " \xC3"}), "ab\xF0\x9F\xE4\xC3");
+  size_t len = 0;
+  EXPECT_EQ(unicode::decode_at("a\xF0\x9F\x98", 1, &len), U'\uFFFD');
+  EXPECT_EQ(len, 1u);
+  EXPECT_EQ(unicode::decode_at("a\xF0\x9F\x98\x80", 1, &len), U'\U0001F600');
+  EXPECT_EQ(len, 4u);
 }
 
 TEST(tokenizer_decoders, StripReplaceFuseSequence) {
