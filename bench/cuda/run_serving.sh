@@ -11,7 +11,7 @@
 #          llama.tar.xz, qwen3-tokenizer.tar.xz.
 #   node   unpack node and the SDKs (ASSETS/node.tar.xz, node_modules.tar.xz) into /tmp/node.
 #   e2e    tests/e2e/run_e2e.mjs: the SDK tests against `tachyon serve` of models/tachyon-demo on the
-#          GPU (the tree must hold the demo model).
+#          GPU (the tree must hold the demo model; ASSETS/fixtures gives the GGUF fixture).
 #   bench  bench/serve/serve_bench.py against tachyon, then against llama-server (flash attention on),
 #          same checkpoint, same workloads, LEVELS clients (default 1,8,32,64), then the comparison.
 #
@@ -78,6 +78,10 @@ phase_node() {
 phase_e2e() {
   [ -x "$build/tachyon" ] || { echo "no $build/tachyon: run the build phase first"; return 1; }
   [ -x "$nodedir/bin/node" ] || { echo "no $nodedir/bin/node: run the node phase first"; return 1; }
+  local f
+  for f in "$ASSETS"/fixtures/*; do  # the GGUF fixture gguf.test.mjs serves, left out of the device copy
+    [ -e "$f" ] && [ ! -s "tests/fixtures/gguf/$(basename "$f")" ] && cp "$f" tests/fixtures/gguf/
+  done
   stamp "e2e SDK tests against tachyon serve (demo model, CUDA)"
   PATH="$nodedir/bin:$PATH" timeout 290 "$nodedir/bin/node" tests/e2e/run_e2e.mjs --tachyon "$build/tachyon" \
     --node-modules "$nodedir/node_modules" > "$OUT/e2e-sdk.log" 2>&1

@@ -3,7 +3,7 @@
 # GPU machine lacks to build and run the full `tachyon serve` and its e2e SDK tests, for
 # bench/cuda/run_serving.sh to unpack there (nothing is fetched there: it reaches no network).
 #
-#   bench/cuda/stage_serving_assets.sh DIR [debs|node|llama|tokenizer]...   (default: all four)
+#   bench/cuda/stage_serving_assets.sh DIR [debs|node|node_modules|llama|tokenizer|fixtures]...
 #
 #   DIR/debs/*.deb           `apt-get download` of the C++ build and runtime dependencies (the server's
 #                            cpp-httplib, CLI11, libcurl and OpenSSL with their shared-library closure,
@@ -17,16 +17,18 @@
 #   DIR/llama.tar.xz         llama.cpp's source (the peer, ../shared/peers/README.md) for llama-server
 #                            with CUDA: CMake files, ggml (CPU and CUDA backends), src, common, tools,
 #                            vendor, gguf-py and convert_hf_to_gguf.py
+#   DIR/fixtures/            the GGUF fixture the e2e tests serve (tests/fixtures/gguf/demo-q4_k_m.*), which
+#                            the device copy of the tree leaves out
 #   DIR/qwen3-tokenizer.tar.xz  Qwen3's tokenizer.json and tokenizer_config.json (the random 8B
 #                            checkpoint's tokenizer, from .cache/npm-assets/tokenizers/qwen3)
 # Everything travels within the 64 MiB a device call carries only when split over calls: see
 # run_serving.sh for which call needs which part.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-out="${1:?usage: stage_serving_assets.sh DIR [debs|node|llama|tokenizer]...}"
+out="${1:?usage: stage_serving_assets.sh DIR [PART]...}"
 shift
 parts=("$@")
-((${#parts[@]})) || parts=(debs node llama tokenizer)
+((${#parts[@]})) || parts=(debs node llama tokenizer fixtures)
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 assets="$root/.cache/npm-assets"
@@ -63,11 +65,12 @@ stage_node() {
 stage_node_modules() {
   local nm="$assets/node/node_modules"
   [[ -d "$nm/openai" ]] || { echo "$nm lacks the SDKs: run scripts/fetch_test_assets.sh" >&2; exit 1; }
-  tar -C "$assets/node" -cf - \
+  local tmp="$out/node_modules.tar"
+  tar -C "$assets/node" -cf "$tmp" \
     --exclude='*.d.ts' --exclude='*.d.mts' --exclude='*.d.cts' --exclude='*.map' --exclude='*.md' \
-    --exclude='node_modules/*/src' --exclude='node_modules/@*/*/src' \
-    --exclude='tokenizers.*.node' node_modules \
-    -C "$assets/node" node_modules/tokenizers/tokenizers.linux-x64-gnu.node | xz -T0 -9 > "$out/node_modules.tar.xz"
+    --exclude='node_modules/*/src' --exclude='node_modules/@*/*/src' --exclude='tokenizers.*.node' node_modules
+  tar -C "$assets/node" -rf "$tmp" node_modules/tokenizers/tokenizers.linux-x64-gnu.node
+  xz -T0 -9 -c "$tmp" > "$out/node_modules.tar.xz" && rm "$tmp"
   echo "node_modules: $(du -sh "$out/node_modules.tar.xz" | cut -f1)"
 }
 
@@ -84,6 +87,12 @@ stage_llama() {
   echo "llama.cpp source: $(du -sh "$out/llama.tar.xz" | cut -f1)"
 }
 
+stage_fixtures() {
+  rm -rf "$out/fixtures" && mkdir -p "$out/fixtures"
+  cp "$root"/tests/fixtures/gguf/demo-q4_k_m.gguf "$root"/tests/fixtures/gguf/demo-q4_k_m.reference.safetensors "$out/fixtures/"
+  echo "fixtures: $(du -sh "$out/fixtures" | cut -f1)"
+}
+
 stage_tokenizer() {
   local dir="$assets/tokenizers/qwen3"
   tar -C "$dir" -cf - tokenizer.json tokenizer_config.json | xz -T0 -9 > "$out/qwen3-tokenizer.tar.xz"
@@ -94,8 +103,10 @@ for p in "${parts[@]}"; do
   case "$p" in
     debs) stage_debs ;;
     node) stage_node; stage_node_modules ;;
+    node_modules) stage_node_modules ;;
     llama) stage_llama ;;
     tokenizer) stage_tokenizer ;;
-    *) echo "unknown part $p (debs, node, llama, tokenizer)" >&2; exit 1 ;;
+    fixtures) stage_fixtures ;;
+    *) echo "unknown part $p (debs, node, node_modules, llama, tokenizer, fixtures)" >&2; exit 1 ;;
   esac
 done
