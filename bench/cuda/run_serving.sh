@@ -6,8 +6,10 @@
 #
 #   build  unpack the .debs into /tmp/sdeps; build `tachyon` (server, CUDA, sm_90a) in /tmp/b; build
 #          llama-server (GGML_CUDA, sm_90a) in /tmp/llb; write the random Qwen3-8B-shaped checkpoint
-#          (bench/cuda/make_checkpoint.py) with Qwen3's tokenizer in /dev/shm/ck and its BF16 GGUF with
-#          llama.cpp's convert_hf_to_gguf.py; the three run side by side. Needs ASSETS/debs,
+#          (bench/cuda/make_checkpoint.py) with Qwen3's tokenizer in /dev/shm/ck, its output head limited
+#          to tokens that are text on their own (bench/text_head.py: llama-server fails requests whose
+#          output is not valid UTF-8, and no end-of-turn token cuts a request short), and its BF16 GGUF
+#          with llama.cpp's convert_hf_to_gguf.py; the three run side by side. Needs ASSETS/debs,
 #          llama.tar.xz, qwen3-tokenizer.tar.xz.
 #   node   unpack node and the SDKs (ASSETS/node.tar.xz, node_modules.tar.xz) into /tmp/node.
 #   e2e    tests/e2e/run_e2e.mjs: the SDK tests against `tachyon serve` of models/tachyon-demo on the
@@ -16,9 +18,17 @@
 #          same checkpoint, same workloads, LEVELS clients (default 1,8,32,64), then the comparison.
 #
 #   OUT=/tmp/x bench/cuda/run_serving.sh build node     # logs and results under $OUT
+#
+# Two calls fit the 64 MiB a call carries (the tree is ~57 MB, ~38 of them the demo model): call 1 runs
+# `build node` with models/ and tests/fixtures/ left out of the sent tree (a temporary sparse-checkout
+# exclusion) and carries ASSETS' debs, llama.tar.xz, qwen3-tokenizer.tar.xz, node.tar.xz and
+# node_modules.tar.xz (~46 MB); call 2, sent at once (the machine is given back after 30 s idle), runs
+# `bench e2e` with the demo model in the tree and carries ASSETS/fixtures. Call 1 took 433 s on an H100,
+# `bench` ~110-150 s for one workload at 1/8/32/64 clients on both engines, `e2e` 43 s.
 # Environment: ASSETS, LEVELS, RUNS (measured runs per level, default 2), WORKLOADS (default
 # chat_prose,code_completion), SLOT_CTX (context per client, default 4096), TACHYON_ARGS (extra
-# `tachyon serve` flags), COMMIT (the tree's commit, for the results' names).
+# `tachyon serve` flags), COMMIT (the tree's commit, for the results' names), LLAMA_VERSION (the llama.cpp
+# commit staged; its source carries no git metadata, default d32676d7, ../shared/peers/README.md).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -55,7 +65,8 @@ phase_build() {
   local lb=$!
   (
     python3 bench/cuda/make_checkpoint.py "$ck" --shape qwen3-8b &&
-    xz -dc "$ASSETS/qwen3-tokenizer.tar.xz" | tar -x -C "$ck" &&
+    mkdir -p /tmp/qwen3-tokenizer && xz -dc "$ASSETS/qwen3-tokenizer.tar.xz" | tar -x -C /tmp/qwen3-tokenizer &&
+    python3 bench/text_head.py "$ck" /tmp/qwen3-tokenizer &&
     { [ -s "$gguf" ] || python3 "$llsrc/convert_hf_to_gguf.py" "$ck" --outtype bf16 --outfile "$gguf.part"; } &&
     { [ -s "$gguf" ] || mv "$gguf.part" "$gguf"; } && ls -la "$gguf"
   ) > "$OUT/checkpoint.log" 2>&1 &
@@ -105,14 +116,18 @@ wait_healthy() {  # URL PID LOG
 phase_bench() {
   [ -x "$build/tachyon" ] && [ -x "$llbuild/bin/llama-server" ] && [ -s "$gguf" ] ||
     { echo "run the build phase first"; return 1; }
+  # Results are named by the card (h100, h200): a call for one kind may be served by the other.
+  local gpu card
+  gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+  card="$(sed -E 's/^NVIDIA //; s/ .*//' <<< "$gpu" | tr 'A-Z' 'a-z')"
   local ctx=$(( SLOT_CTX * max_clients )) common=(--levels "$LEVELS" --runs "$RUNS" --workloads "$WORKLOADS" --over-cap
-    --no-plots --out-dir "$OUT" --note "H200 side by side, random Qwen3-8B-shaped bf16 checkpoint, one run")
+    --no-plots --out-dir "$OUT" --note "$gpu, side by side, random Qwen3-8B-shaped bf16 checkpoint, one run")
   nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
   stamp "tachyon serve"
   # Both engines: LEVELS' largest client count in the running batch, SLOT_CTX tokens of context each.
   PYTHONUNBUFFERED=1 python3 bench/serve/serve_bench.py run --model "$ck" --tachyon "$build/tachyon" \
     --server-args "--max-concurrent $max_clients --ctx-size $SLOT_CTX ${TACHYON_ARGS:-}" \
-    --engine-commit "$commit" --name "serve-h200-tachyon-$commit" "${common[@]}" 2>&1 | tee "$OUT/bench-tachyon.log"
+    --engine-commit "$commit" --name "serve-$card-tachyon-$commit" "${common[@]}" 2>&1 | tee "$OUT/bench-tachyon.log"
   cp /tmp/serve-bench-*.log "$OUT/tachyon-serve.log" 2> /dev/null
   stamp "llama-server"
   "$llbuild/bin/llama-server" -m "$gguf" --host 127.0.0.1 --port 8089 -ngl 999 -fa on -np "$max_clients" \
@@ -120,13 +135,13 @@ phase_bench() {
   local lp=$!
   if wait_healthy http://127.0.0.1:8089 $lp "$OUT/llama-server.log"; then
     PYTHONUNBUFFERED=1 python3 bench/serve/serve_bench.py run --url http://127.0.0.1:8089 --engine llama.cpp \
-      --engine-version "$("$llbuild/bin/llama-server" --version 2>&1 | grep -m1 version | sed 's/^version: //')" \
-      --name "serve-h200-llamacpp-$commit" "${common[@]}" 2>&1 | tee "$OUT/bench-llama.log"
+      --engine-version "${LLAMA_VERSION:-d32676d7}" \
+      --name "serve-$card-llamacpp-$commit" "${common[@]}" 2>&1 | tee "$OUT/bench-llama.log"
   fi
   kill $lp 2> /dev/null; wait $lp 2> /dev/null
-  [ -s "$OUT/serve-h200-llamacpp-$commit.json" ] && [ -s "$OUT/serve-h200-tachyon-$commit.json" ] &&
-    python3 bench/serve/serve_bench.py compare "$OUT/serve-h200-llamacpp-$commit.json" \
-      "$OUT/serve-h200-tachyon-$commit.json" --out-dir "$OUT" --no-plots --name "serve-h200-compare-$commit"
+  [ -s "$OUT/serve-$card-llamacpp-$commit.json" ] && [ -s "$OUT/serve-$card-tachyon-$commit.json" ] &&
+    python3 bench/serve/serve_bench.py compare "$OUT/serve-$card-llamacpp-$commit.json" \
+      "$OUT/serve-$card-tachyon-$commit.json" --out-dir "$OUT" --no-plots --name "serve-$card-compare-$commit"
   stamp "bench done"
 }
 

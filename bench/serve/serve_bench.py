@@ -144,7 +144,7 @@ def cmd_run(args):
                   'version': args.engine_version or version, 'base_url': url, 'max_model_len': max_len,
                   'server_args': args.server_args,
                   'command': ' '.join(shlex.quote(c) for c in server.command) if server else None,
-                  'commit': git_commit() if server else args.engine_commit}
+                  'commit': args.engine_commit or (git_commit() if server else None)}
         if server and not engine['version']:
             engine['version'] = engine['commit']
         print(f'benchmarking {engine["name"]} ({engine["version"]}) model {model} at {url}; levels {levels}, '
@@ -246,7 +246,7 @@ def main(argv=None):
     run.add_argument('--startup-timeout', type=float, default=120)
     run.add_argument('--engine', help='engine name for the results (default: tachyon, or /v1/models owned_by)')
     run.add_argument('--engine-version', help='engine version (default: what the server reports)')
-    run.add_argument('--engine-commit', help='engine commit, for --url runs')
+    run.add_argument('--engine-commit', help='engine commit (default for --model runs: this tree\'s)')
     run.add_argument('--model-name', help='model name to send (default: the first of /v1/models)')
     run.add_argument('--api-key')
     run.add_argument('--workload-dir', default=os.path.join(ROOT, 'bench', 'workloads'))
