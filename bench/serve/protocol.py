@@ -213,13 +213,16 @@ def token_count_verdict(logprob_tokens, completion_tokens, finish_reason):
             'finish_reason': finish_reason, 'ok': ok}
 
 
-def run_workload(base_url, workload, levels, runs, model, max_tokens=None, api_key=None, send=None, log=print):
-    """Every concurrency level of one workload: warm-up + `runs` measured runs each, figures = medians."""
+def run_workload(base_url, workload, levels, runs, model, max_tokens=None, api_key=None, send=None, log=print,
+                 over_cap=False):
+    """Every concurrency level of one workload: warm-up + `runs` measured runs each, figures = medians.
+    Levels above the workload's max_concurrency are skipped unless `over_cap` (its items then repeat within a
+    run, each request still with a tag of its own, so none is served from another's prefix)."""
     max_tokens = max_tokens or workload['max_tokens']
     out = {'name': workload['name'], 'api': workload['api'], 'description': workload.get('description', ''),
            'max_tokens': max_tokens, 'levels': {}, 'usage_problems': [], 'skipped': None}
     for c in levels:
-        if c > workload.get('max_concurrency', c):
+        if c > workload.get('max_concurrency', c) and not over_cap:
             out['levels'][str(c)] = {'skipped': f'above the workload\'s max_concurrency {workload["max_concurrency"]}'}
             continue
         warm = run_once(base_url, workload, c, 0, model, max_tokens, api_key, send)

@@ -144,7 +144,7 @@ def cmd_run(args):
                   'version': args.engine_version or version, 'base_url': url, 'max_model_len': max_len,
                   'server_args': args.server_args,
                   'command': ' '.join(shlex.quote(c) for c in server.command) if server else None,
-                  'commit': git_commit() if server else args.engine_commit}
+                  'commit': args.engine_commit or (git_commit() if server else None)}
         if server and not engine['version']:
             engine['version'] = engine['commit']
         print(f'benchmarking {engine["name"]} ({engine["version"]}) model {model} at {url}; levels {levels}, '
@@ -153,7 +153,7 @@ def cmd_run(args):
         for w in workloads:
             print(f'{w["name"]} ({len(w["items"])} items, max_tokens {args.max_tokens or w["max_tokens"]})', flush=True)
             results.append(protocol.run_workload(url, w, levels, args.runs, model, args.max_tokens, args.api_key,
-                                                 log=lambda s: print(s, flush=True)))
+                                                 log=lambda s: print(s, flush=True), over_cap=args.over_cap))
     finally:
         if server:
             server.__exit__(None, None, None)
@@ -161,7 +161,7 @@ def cmd_run(args):
     result = {'format': 'tachyon-serve-bench/1', 'engine': engine, 'model': model, 'started': started,
               'machine': machine, 'note': args.note,
               'protocol': {'levels': levels, 'runs': args.runs, 'warmup_runs': 1, 'temperature': 0,
-                           'max_tokens_override': args.max_tokens, 'stream': True, 'include_usage': True},
+                           'over_cap': args.over_cap, 'max_tokens_override': args.max_tokens, 'stream': True, 'include_usage': True},
               'request_fields': protocol.REQUEST_FIELDS, 'workloads': results,
               'usage_ok': not any(w['usage_problems'] for w in results)}
     stem = args.name or f'serve-{engine["name"]}-{model}-{engine.get("commit") or started[:16].replace(":", "")}'
@@ -246,13 +246,15 @@ def main(argv=None):
     run.add_argument('--startup-timeout', type=float, default=120)
     run.add_argument('--engine', help='engine name for the results (default: tachyon, or /v1/models owned_by)')
     run.add_argument('--engine-version', help='engine version (default: what the server reports)')
-    run.add_argument('--engine-commit', help='engine commit, for --url runs')
+    run.add_argument('--engine-commit', help='engine commit (default for --model runs: this tree\'s)')
     run.add_argument('--model-name', help='model name to send (default: the first of /v1/models)')
     run.add_argument('--api-key')
     run.add_argument('--workload-dir', default=os.path.join(ROOT, 'bench', 'workloads'))
     run.add_argument('--workloads', help='comma-separated workload names (default: all)')
     run.add_argument('--levels', default='1,8,32', help='concurrency levels (default 1,8,32)')
     run.add_argument('--runs', type=int, default=3, help='measured runs per level, after one warm-up (default 3)')
+    run.add_argument('--over-cap', action='store_true',
+                     help='run levels above a workload\'s max_concurrency too (its items repeat, tags stay distinct)')
     run.add_argument('--max-tokens', type=int, help='override every workload\'s max_tokens')
     run.add_argument('--out-dir', default=os.path.join(ROOT, 'bench', 'results'))
     run.add_argument('--name', help='file stem of the outputs (default serve-ENGINE-MODEL-COMMIT)')

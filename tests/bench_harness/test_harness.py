@@ -203,6 +203,17 @@ class AgainstFakeServer(unittest.TestCase):
         self.assertIn('figures', out['levels']['1'])
         self.assertIn('skipped', out['levels']['8'])
 
+    def test_over_cap_runs_those_levels_with_a_tag_per_request(self):
+        with FakeServer() as server:
+            out = protocol.run_workload(server.url, CHAT, [8], 1, 'fake-model', log=quiet, over_cap=True)
+            bodies = list(server.bodies)
+        self.assertIn('figures', out['levels']['8'])
+        self.assertEqual(out['levels']['8']['errors'], 0)
+        # 8 clients on 3 items: the items repeat, but every request of a run carries its own tag.
+        measured = [b['messages'][0]['content'] for b in bodies if '[bench request r1c8s' in b['messages'][0]['content']]
+        self.assertEqual(len(measured), 8)
+        self.assertEqual(len(set(measured)), 8)
+
     def test_cli_run_compare_readme(self):
         with tempfile.TemporaryDirectory() as tmp, FakeServer() as server:
             wdir = os.path.join(tmp, 'workloads')
