@@ -81,11 +81,14 @@ GenerationOutcome combined_usage(const std::vector<GenerationOutcome>& outcomes)
   GenerationOutcome total;
   if (outcomes.empty()) return total;
   total.prompt_tokens = outcomes.front().prompt_tokens;
+  total.cached_response = true;  // every choice answered from the response cache
   total.spec.method = outcomes.front().spec.method;
   total.spec.stopped_by = outcomes.front().spec.stopped_by;
   for (const GenerationOutcome& o : outcomes) {
     total.completion_tokens += o.completion_tokens;
     total.cached_tokens = std::max(total.cached_tokens, o.cached_tokens);
+    total.dropped_tokens = std::max(total.dropped_tokens, o.dropped_tokens);  // the prompt's, counted once
+    total.cached_response = total.cached_response && o.cached_response;
     total.spec.num_drafted += o.spec.num_drafted;
     total.spec.num_accepted += o.spec.num_accepted;
     total.spec.num_steps += o.spec.num_steps;

@@ -89,6 +89,11 @@ ModelRegistry::Slot& ModelRegistry::slot_of(const std::string& requested) const 
     const std::string_view name = without_latest(requested);
     for (const auto& s : slots_)
       if (s->entry.name == requested || s->entry.name == name) return *s;
+    // A served model's own folder, spelled as it was configured or as its canonical path: matched
+    // as text, so a request never makes the server look anywhere on the file system.
+    if (!requested.empty() && requested.front() == '/')
+      for (const auto& s : slots_)
+        if (requested == s->canonical_dir || requested == s->entry.dir) return *s;
   }
   // An alias or hub id: resolved outside the lock (it reads the file system).
   std::string dir;
