@@ -224,18 +224,23 @@ GenerationOutcome Generation::run(const TextSink& sink, const std::function<bool
     if (recording) recording->deliveries.push_back(*out);
     if (outcome.completion_tokens == 0 && !out->tokens.empty())
       outcome.time_to_first_token = std::chrono::steady_clock::now() - submitted_;
-    outcome.completion_tokens += static_cast<int32_t>(out->tokens.size());
     outcome.cached_tokens = std::max(outcome.cached_tokens, out->num_cached_prompt_tokens);
     outcome.dropped_tokens = std::max(outcome.dropped_tokens, out->num_dropped_prompt_tokens);
     outcome.spec = out->spec;
     if (!out->prompt_logprobs.empty()) outcome.prompt_logprobs = std::move(out->prompt_logprobs);
     std::string released;
+    // Tokens count up to the one that completes a stop string: those the engine delivered after it
+    // (a speculative run, an overlapped step) are not part of the answer, and how many there are
+    // depends on timing.
+    size_t consumed = 0;
     for (size_t i = 0; i < out->tokens.size() && !stop.matched(); ++i) {
       const int32_t token = out->tokens[i];
+      ++consumed;
       if (out->finish == engine::FinishReason::Stop && i + 1 == out->tokens.size() && is_eos(token)) break;
       released += stop.push(decoder.push(token));
       if (i < out->logprobs.size()) pending_logprobs.push_back(std::move(out->logprobs[i]));
     }
+    outcome.completion_tokens += static_cast<int32_t>(consumed);
     if (stop.matched()) {
       if (out->finish == engine::FinishReason::None) cancel();
       outcome.finish = engine::FinishReason::Stop;

@@ -178,8 +178,8 @@ std::optional<int64_t> read_int(const OrderedJson& obj, std::string_view key, in
   return x;
 }
 
-const OrderedJson& require_array(const OrderedJson& obj, std::string_view key, const std::string& path) {
-  const std::string name = field_path(path, key);
+const OrderedJson& require_array(const OrderedJson& obj, std::string_view key, std::string_view path) {
+  const std::string name = field_path(std::string(path), key);
   const OrderedJson* v = find_field(obj, key);
   if (!v) throw ApiError::invalid(fmt::format("'{}' is required", name), name);
   if (!v->is_array()) wrong_type(name, "an array", *v);

@@ -40,7 +40,9 @@ std::optional<double> read_number(const OrderedJson& obj, std::string_view key, 
                                   const std::string& path = "");
 std::optional<int64_t> read_int(const OrderedJson& obj, std::string_view key, int64_t lo, int64_t hi,
                                 const std::string& path = "");
-const OrderedJson& require_array(const OrderedJson& obj, std::string_view key, const std::string& path = "");
+// (path is a string_view: a reference returned from a call with a temporary std::string argument
+// reads as dangling to GCC 13's -Wdangling-reference.)
+const OrderedJson& require_array(const OrderedJson& obj, std::string_view key, std::string_view path = "");
 const OrderedJson* read_object(const OrderedJson& obj, std::string_view key, const std::string& path = "");
 
 // "a" + "b" -> "a.b"; "" + "b" -> "b".
