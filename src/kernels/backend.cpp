@@ -30,10 +30,10 @@ void Backend::join_group(std::shared_ptr<HostCollective> group, int rank) {
 }
 void Backend::all_reduce_sum(float* x, int64_t n) {
   if (!group_ || group_->world() == 1) return;
-  std::vector<float> host(static_cast<size_t>(n));
-  copy_to_host(host.data(), x, host.size() * sizeof(float));
-  group_->all_reduce_sum(group_rank_, host.data(), n);
-  copy_to_device(x, host.data(), host.size() * sizeof(float));
+  group_scratch_.resize(static_cast<size_t>(n));
+  copy_to_host(group_scratch_.data(), x, group_scratch_.size() * sizeof(float));
+  group_->all_reduce_sum(group_rank_, group_scratch_.data(), n);
+  copy_to_device(x, group_scratch_.data(), group_scratch_.size() * sizeof(float));
 }
 void Backend::argmax(const float* x, int64_t rows, int64_t n, int32_t* ids) {
   const std::vector<TokenSampling> greedy(static_cast<size_t>(rows));  // temperature 0: argmax_token

@@ -16,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "kernels/collective.h"
 #include "kernels/ops.h"
@@ -268,6 +269,7 @@ class Backend {
   bool loading_draft_weights_ = false;
   std::shared_ptr<HostCollective> group_;
   int group_rank_ = 0;
+  std::vector<float> group_scratch_;  // all_reduce_sum's host copy, reused from step to step
 };
 
 // The TopTwo of one host row of n values (Backend::top_two's definition; softmax sum in double).

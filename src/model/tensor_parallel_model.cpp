@@ -109,7 +109,8 @@ class TensorParallelModel : public Model {
     }
     // Each rank reads the ids its own previous step left on its device; ids from elsewhere are
     // handed over through the host.
-    std::vector<Batch> rank_batches(world);
+    std::vector<Batch>& rank_batches = rank_batches_;  // reused: assignment keeps their capacity
+    rank_batches.resize(world);
     std::vector<int32_t> host_ids;
     if (batch.device_tokens && batch.device_tokens != last_device_ids_[0]) {
       host_ids.resize(batch.tokens.size());
@@ -166,6 +167,7 @@ class TensorParallelModel : public Model {
   std::vector<std::unique_ptr<Model>> ranks_;
   std::vector<std::unique_ptr<RankWorker>> workers_;  // ranks 1..N-1
   std::vector<const int32_t*> last_device_ids_;
+  std::vector<Batch> rank_batches_;  // forward's per-rank copies of the batch (index 0 unused)
 };
 
 }  // namespace

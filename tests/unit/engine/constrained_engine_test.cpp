@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "demo_engine_fixture.h"
 #include "engine/engine.h"
 #include "io/safetensors.h"
 #include "sampling/cfg.h"
@@ -18,26 +19,9 @@
 namespace tachyon::engine {
 namespace {
 
-const std::string kDemo = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo";
-
-struct Demo {
-  std::unique_ptr<kernels::Backend> backend = kernels::make_backend("cpu");
-  std::unique_ptr<model::Model> model = model::load_model(kDemo, *backend);
-  tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_model_dir(kDemo);
-  std::shared_ptr<const TokenVocabulary> vocab =
-      std::make_shared<const TokenVocabulary>(tokenizer::token_byte_strings(tok));
-  std::vector<int32_t> eos = {*tok.token_to_id("<|endoftext|>"), *tok.token_to_id("<|im_end|>")};
-};
-Demo& demo() {
-  static Demo d;
-  return d;
-}
-
-struct Result {
-  std::vector<int32_t> tokens;
-  FinishReason finish = FinishReason::None;
-  SpecUsage spec;
-};
+using demo_fixture::demo;
+using demo_fixture::kDemo;
+using demo_fixture::Result;
 
 std::vector<Result> run(Engine& engine, const std::vector<GenerationRequest>& requests) {
   std::vector<std::shared_ptr<RequestStream>> streams;

@@ -13,6 +13,7 @@
 
 #include "../spec/chi_square.h"
 #include "base/error.h"
+#include "demo_engine_fixture.h"
 #include "engine/engine.h"
 #include "kernels/backend.h"
 #include "model/model.h"
@@ -27,26 +28,9 @@
 namespace tachyon::engine {
 namespace {
 
-const std::string kDemo = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo";
-
-struct Demo {
-  std::unique_ptr<kernels::Backend> backend = kernels::make_backend("cpu");
-  std::unique_ptr<model::Model> model = model::load_model(kDemo, *backend);
-  tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_model_dir(kDemo);
-  std::shared_ptr<const TokenVocabulary> vocab =
-      std::make_shared<const TokenVocabulary>(tokenizer::token_byte_strings(tok));
-  std::vector<int32_t> eos = {*tok.token_to_id("<|endoftext|>"), *tok.token_to_id("<|im_end|>")};
-};
-Demo& demo() {
-  static Demo d;
-  return d;
-}
-
-struct Result {
-  std::vector<int32_t> tokens;
-  FinishReason finish = FinishReason::None;
-  SpecUsage spec;
-};
+using demo_fixture::demo;
+using demo_fixture::kDemo;
+using demo_fixture::Result;
 
 std::vector<Result> run(Engine& engine, const std::vector<GenerationRequest>& requests, bool one_at_a_time) {
   std::vector<Result> out(requests.size());
