@@ -15,6 +15,7 @@
 #include "model/dflash_head.h"
 #include "model/model.h"
 #include "spec/dflash.h"
+#include "spec/drafter.h"
 #include "spec/draft_model.h"
 #include "spec/mtp.h"
 #include "spec/ngram.h"
@@ -103,6 +104,65 @@ void expect_lossless(model::Model& model, spec::Drafter& drafter, const std::str
                 static_cast<unsigned long long>(spec.stats.spec_accepted_tokens),
                 static_cast<unsigned long long>(spec.stats.spec_steps));
   }
+}
+
+// Drafters that isolate one part of speculation: hidden-state capture without drafts, and
+// drafts (wrong ones, or the plain output's own next tokens) without hidden states.
+class HiddenOnlyDrafter final : public spec::Drafter {
+ public:
+  explicit HiddenOnlyDrafter(std::vector<int32_t> layers) : layers_(std::move(layers)) {}
+  std::string name() const override { return "hidden-only"; }
+  std::vector<int32_t> propose(spec::RequestKey, std::span<const int32_t>, int32_t) override { return {}; }
+  bool wants_hidden() const override { return true; }
+  std::vector<int32_t> hidden_layers() const override { return layers_; }
+  void observe_hidden(spec::RequestKey, int32_t, std::span<const float>, int32_t) override {}
+
+ private:
+  std::vector<int32_t> layers_;
+};
+
+class FixedDrafter final : public spec::Drafter {
+ public:
+  explicit FixedDrafter(std::vector<std::vector<int32_t>> continuations) : continuations_(std::move(continuations)) {}
+  std::string name() const override { return "fixed"; }
+  // The plain output's next tokens when `tokens` is a plain run's prefix, else token 7s.
+  std::vector<int32_t> propose(spec::RequestKey, std::span<const int32_t> tokens, int32_t k) override {
+    for (const auto& c : continuations_)
+      if (c.size() > tokens.size() && std::equal(tokens.begin(), tokens.end(), c.begin())) {
+        const size_t n = std::min(static_cast<size_t>(k), c.size() - tokens.size());
+        return std::vector<int32_t>(c.begin() + static_cast<long>(tokens.size()),
+                                    c.begin() + static_cast<long>(tokens.size() + n));
+      }
+    return std::vector<int32_t>(static_cast<size_t>(k), 7);
+  }
+
+ private:
+  std::vector<std::vector<int32_t>> continuations_;
+};
+
+TEST(CudaSpeculation, PartsOfSpeculationKeepPlainOutput) {
+  if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  auto backend = kernels::make_backend("cuda");
+  auto model = model::load_model(kDemo, *backend);
+  const auto prompts = demo_prompts();
+  const Outputs plain = run_engine(*model, prompts, nullptr, 8, 0);
+  const Outputs plain1 = run_engine(*model, prompts, nullptr, 1, 0);
+  EXPECT_EQ(plain1.tokens, plain.tokens) << "plain decoding, concurrency 1 vs 8";
+  for (const std::vector<int32_t>& layers : {std::vector<int32_t>{}, std::vector<int32_t>{1, 3}}) {
+    HiddenOnlyDrafter hidden(layers);
+    const Outputs h = run_engine(*model, prompts, &hidden, 1, 0, 3);
+    EXPECT_EQ(h.tokens, plain.tokens) << "hidden capture of " << layers.size() << " named layers, no drafts";
+  }
+  std::vector<std::vector<int32_t>> continuations;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    continuations.push_back(prompts[i]);
+    continuations.back().insert(continuations.back().end(), plain.tokens[i].begin(), plain.tokens[i].end());
+  }
+  FixedDrafter fixed(continuations);
+  expect_lossless(*model, fixed, "right drafts", {{1, 0}, {8, 0}}, 3);
+  FixedDrafter wrong({});
+  const Outputs w = run_engine(*model, prompts, &wrong, 1, 0, 3);
+  EXPECT_EQ(w.tokens, plain.tokens) << "wrong drafts";
 }
 
 TEST(CudaSpeculation, GreedyOutputEqualsPlainDecodingForEachDrafter) {
