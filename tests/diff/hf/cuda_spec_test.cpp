@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,7 @@
 #include "spec/draft_model.h"
 #include "spec/mtp.h"
 #include "spec/ngram.h"
+#include "model_runner.h"
 
 namespace tachyon::testing {
 namespace {
@@ -139,6 +142,46 @@ class FixedDrafter final : public spec::Drafter {
  private:
   std::vector<std::vector<int32_t>> continuations_;
 };
+
+// Row-level batch invariance of the demo model on CUDA: a prompt's rows alone, batched with
+// another prompt, and decoded one at a time give the same logits.
+TEST(CudaBatchInvariance, DemoRowsAloneBatchedAndDecodedGiveTheSameLogits) {
+  if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  ModelRunner r(kDemo, "cuda");
+  const auto prompts = demo_prompts();
+  const auto& a = prompts[0];
+  const auto& b = prompts[1];
+  const size_t v = static_cast<size_t>(r.vocab());
+  auto report = [&](const char* what, const std::vector<float>& x, const std::vector<float>& y, size_t rows) {
+    size_t first = rows;
+    double worst = 0;
+    for (size_t i = 0; i < rows; ++i) {
+      const bool same = std::memcmp(x.data() + i * v, y.data() + i * v, v * sizeof(float)) == 0;
+      if (!same && first == rows) first = i;
+      for (size_t j = 0; j < v; ++j) worst = std::max(worst, static_cast<double>(std::fabs(x[i * v + j] - y[i * v + j])));
+    }
+    std::printf("%s: first differing row %zu of %zu, max|d| %.3g\n", what, first, rows, worst);
+    EXPECT_EQ(first, rows) << what;
+  };
+  const std::vector<float> alone = r.full_logits(a);
+  {  // A and B in one forward
+    auto sa = r.kv->add_sequence(), sb = r.kv->add_sequence();
+    r.kv->reserve(sa, static_cast<int32_t>(a.size()));
+    r.kv->reserve(sb, static_cast<int32_t>(b.size()));
+    model::Batch batch;
+    batch.add(sa, a, 0, model::LogitRows::All);
+    batch.add(sb, b, 0, model::LogitRows::All);
+    auto out = r.model->forward(batch, *r.kv);
+    r.kv->remove_sequence(sa);
+    r.kv->remove_sequence(sb);
+    report("prompt alone vs batched with another", alone, out.logits, a.size());
+  }
+  std::vector<int> fours(a.size() / 4, 4);
+  if (a.size() % 4) fours.push_back(static_cast<int>(a.size() % 4));
+  report("prompt in one forward vs in chunks of 4", alone, r.chunked_logits(a, fours), a.size());
+  std::vector<int> ones(a.size(), 1);
+  report("prompt in one forward vs row by row", alone, r.chunked_logits(a, ones), a.size());
+}
 
 TEST(CudaSpeculation, PartsOfSpeculationKeepPlainOutput) {
   if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
