@@ -183,6 +183,27 @@ TEST(CudaBatchInvariance, DemoRowsAloneBatchedAndDecodedGiveTheSameLogits) {
   report("prompt in one forward vs row by row", alone, r.chunked_logits(a, ones), a.size());
 }
 
+// Plain decoding through the engine repeats itself: the same prompts twice at each concurrency,
+// and concurrency 1 against 8 (rows are batch-invariant: CudaBatchInvariance).
+TEST(CudaEngine, PlainDecodingRepeatsAtEveryConcurrency) {
+  if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  auto backend = kernels::make_backend("cuda");
+  auto model = model::load_model(kDemo, *backend);
+  const auto prompts = demo_prompts();
+  const Outputs runs[] = {run_engine(*model, prompts, nullptr, 8, 0), run_engine(*model, prompts, nullptr, 8, 0),
+                          run_engine(*model, prompts, nullptr, 1, 0), run_engine(*model, prompts, nullptr, 1, 0)};
+  const char* names[] = {"c8 first", "c8 second", "c1 first", "c1 second"};
+  for (int x = 0; x < 4; ++x)
+    for (int y = x + 1; y < 4; ++y)
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        const auto& a = runs[x].tokens[i];
+        const auto& b = runs[y].tokens[i];
+        if (a == b) continue;
+        const auto at = std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin();
+        ADD_FAILURE() << names[x] << " vs " << names[y] << ": request " << i << " differs at token " << at;
+      }
+}
+
 TEST(CudaSpeculation, PartsOfSpeculationKeepPlainOutput) {
   if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
   auto backend = kernels::make_backend("cuda");
