@@ -204,6 +204,16 @@ TEST(CudaEngine, PlainDecodingRepeatsAtEveryConcurrency) {
       }
 }
 
+TEST(CudaEngine, OneRequestRepeats) {
+  if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  auto backend = kernels::make_backend("cuda");
+  auto model = model::load_model(kDemo, *backend);
+  const std::vector<std::vector<int32_t>> prompts = {demo_prompts()[0]};
+  const Outputs a = run_engine(*model, prompts, nullptr, 1, 0);
+  const Outputs b = run_engine(*model, prompts, nullptr, 1, 0);
+  EXPECT_EQ(a.tokens, b.tokens);
+}
+
 TEST(CudaSpeculation, PartsOfSpeculationKeepPlainOutput) {
   if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
   auto backend = kernels::make_backend("cuda");
