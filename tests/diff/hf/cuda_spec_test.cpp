@@ -38,8 +38,10 @@ struct Outputs {
 };
 
 Outputs run_engine(model::Model& model, const std::vector<std::vector<int32_t>>& prompts, spec::Drafter* drafter,
-        int32_t max_concurrent, int32_t tree_nodes, int32_t k = 7) {
+        int32_t max_concurrent, int32_t tree_nodes, int32_t k = 7,
+        engine::EngineConfig::Overlap overlap = engine::EngineConfig::Overlap::Auto) {
   engine::EngineConfig config{.max_concurrent = max_concurrent, .num_blocks = 512};
+  config.overlap_steps = overlap;
   config.drafter = drafter;
   config.num_speculative_tokens = k;
   config.max_tree_nodes = tree_nodes;
@@ -212,6 +214,20 @@ TEST(CudaEngine, OneRequestRepeats) {
   const Outputs a = run_engine(*model, prompts, nullptr, 1, 0);
   const Outputs b = run_engine(*model, prompts, nullptr, 1, 0);
   EXPECT_EQ(a.tokens, b.tokens);
+}
+
+TEST(CudaEngine, OneRequestRepeatsWithoutOverlappedSteps) {
+  if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  auto backend = kernels::make_backend("cuda");
+  auto model = model::load_model(kDemo, *backend);
+  const std::vector<std::vector<int32_t>> prompts = {demo_prompts()[0]};
+  const auto off = engine::EngineConfig::Overlap::Off;
+  const Outputs a = run_engine(*model, prompts, nullptr, 1, 0, 7, off);
+  const Outputs b = run_engine(*model, prompts, nullptr, 1, 0, 7, off);
+  EXPECT_EQ(a.tokens, b.tokens);
+  const Outputs c = run_engine(*model, demo_prompts(), nullptr, 8, 0, 7, off);
+  const Outputs d = run_engine(*model, demo_prompts(), nullptr, 1, 0, 7, off);
+  EXPECT_EQ(c.tokens, d.tokens) << "concurrency 8 vs 1, no overlap";
 }
 
 TEST(CudaSpeculation, PartsOfSpeculationKeepPlainOutput) {
