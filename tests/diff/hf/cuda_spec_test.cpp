@@ -51,6 +51,7 @@ Outputs run_engine(model::Model& model, const std::vector<std::vector<int32_t>>&
     engine::GenerationRequest r;
     r.prompt = p;
     r.max_tokens = 64;
+    r.sampling.temperature = 0.f;  // greedy (the default draws at temperature 1)
     streams.push_back(engine.submit(r));
   }
   Outputs out;
