@@ -9,6 +9,7 @@
 #include <map>
 
 #include "../../diff/hf/model_runner.h"
+#include "base/error.h"
 #include "kernels/backend.h"
 #include "model/model.h"
 #include "model/sources/packed_source.h"
