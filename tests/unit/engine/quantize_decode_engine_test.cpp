@@ -1,7 +1,7 @@
 // `--quantize-decode int4` through the engine (demo model, CPU): the engine marks every generated
 // token's row a decode row, so its greedy output is the bf16 prefill followed by --quantize's
-// decode (checked against the two models run by hand); batching, speculation (with accepted
-// drafts) and the prefix cache leave the output unchanged; the prefix cache shares only the
+// decode (checked against the two models run by hand); batching, overlapped steps, speculation
+// (with accepted drafts) and the prefix cache leave the output unchanged; the prefix cache shares only the
 // prompt blocks, whose KV bf16 wrote.
 #include <gtest/gtest.h>
 
@@ -112,11 +112,17 @@ TEST(QuantizeDecodeEngine, GreedyOutputIsBf16PrefillThenInt4Decode) {
   EXPECT_GT(differs_from_bf16, 0) << "int4 decode rows gave bf16's tokens: the test cannot tell them apart";
 }
 
-TEST(QuantizeDecodeEngine, BatchingAndSpeculationKeepTheOutput) {
+TEST(QuantizeDecodeEngine, BatchingOverlapAndSpeculationKeepTheOutput) {
   const auto ps = some_prompts();
   const auto alone = run(*loaded().decode, ps, EngineConfig{.max_concurrent = 1, .num_blocks = 512});
   // All at once: prefill chunks and decode rows of other requests share forwards.
   EXPECT_EQ(run(*loaded().decode, ps, EngineConfig{.max_concurrent = 8, .num_blocks = 512}), alone);
+  // Overlapped decode steps (issued before the last step's tokens are read) mark their rows too.
+  EngineConfig overlapped{.max_concurrent = 8, .num_blocks = 512};
+  overlapped.overlap_steps = EngineConfig::Overlap::On;
+  EngineStats overlap_stats;
+  EXPECT_EQ(run(*loaded().decode, ps, overlapped, nullptr, &overlap_stats), alone);
+  EXPECT_GT(overlap_stats.overlapped_steps, 0u);
   // Prompt lookup: verify rows read the decode copies as plain decode rows do.
   auto ngram = spec::make_ngram_drafter({});
   EngineConfig config{.max_concurrent = 4, .num_blocks = 512};
