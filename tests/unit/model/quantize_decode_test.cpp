@@ -48,6 +48,13 @@ int32_t argmax(const float* row, int64_t n) {
 
 bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 
+// The prompt, then every generated token but the last (each one's row is fed the token before).
+std::vector<int32_t> all_tokens_of(const std::vector<int32_t>& prompt, const std::vector<int32_t>& generated) {
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), generated.begin(), generated.end() - 1);
+  return all;
+}
+
 // Three models on one CPU backend (so they can share a KV cache): bf16 as stored, --quantize
 // MODE and --quantize-decode MODE.
 struct Models {
@@ -126,11 +133,16 @@ TEST_P(QuantizeDecode, PromptRowsReadBf16AndDecodeRowsReadTheQuantizedCopy) {
   }
   EXPECT_FALSE(same_bits(decode_logits.data(), bf16_logits.data(), bf16_logits.size()));
 
+  // Without the flag, marking rows changes nothing: the plain model's rows read bf16 either way.
+  const auto plain_cache = m.cache();
+  const kv::SeqId marked = plain_cache->add_sequence(), unmarked = plain_cache->add_sequence();
+  const auto with_marks = forward(*m.plain, *plain_cache, marked, all_tokens_of(ids, tokens), 0, P);
+  const auto without = forward(*m.plain, *plain_cache, unmarked, all_tokens_of(ids, tokens), 0, 1 << 30);
+  EXPECT_TRUE(same_bits(with_marks.data(), without.data(), without.size()));
+
   // A preempted request recomputes prompt and output in one chunk: the same bits per row.
   const kv::SeqId again = kv.add_sequence();
-  std::vector<int32_t> all = ids;
-  all.insert(all.end(), tokens.begin(), tokens.end() - 1);
-  const std::vector<float> recomputed = forward(*m.decode, kv, again, all, 0, P);
+  const std::vector<float> recomputed = forward(*m.decode, kv, again, all_tokens_of(ids, tokens), 0, P);
   EXPECT_TRUE(same_bits(recomputed.data(), prompt_logits.data(), prompt_logits.size()));
   EXPECT_TRUE(same_bits(recomputed.data() + prompt_logits.size(), decode_logits.data(), decode_logits.size()));
 }
@@ -139,7 +151,6 @@ TEST_P(QuantizeDecode, PromptRowsReadBf16AndDecodeRowsReadTheQuantizedCopy) {
 // forward give each row the bits it gets alone.
 TEST_P(QuantizeDecode, RowBitsDependOnTheRowKindNotOnBatchMates) {
   Models& m = models(GetParam());
-  const int64_t V = m.vocab();
   const std::vector<int32_t> a = prompt("code"), c = prompt("chat");
   const std::vector<int32_t> b(c.begin(), c.begin() + static_cast<long>(c.size() / 2));
   const auto Pa = static_cast<int32_t>(a.size()), Pc = static_cast<int32_t>(c.size());
@@ -178,7 +189,6 @@ TEST_P(QuantizeDecode, RowBitsDependOnTheRowKindNotOnBatchMates) {
   EXPECT_TRUE(same_bits(together.data(), la.data(), la.size()));
   EXPECT_TRUE(same_bits(together.data() + la.size(), lb.data(), lb.size()));
   EXPECT_TRUE(same_bits(together.data() + la.size() + lb.size(), lc.data(), lc.size()));
-  (void)V;
 }
 
 // Each matmul weight keeps its stored bf16 form and gets --quantize's form as its decode copy:
