@@ -58,6 +58,7 @@ struct GenerateOptions {
   uint64_t seed = 0;
   std::string device;
   std::string quantize;  // --quantize
+  std::string quantize_decode;  // --quantize-decode
   int tensor_parallel = 1;  // --tensor-parallel
   std::string kv_cache_dtype = "auto";  // --kv-cache-dtype (model/kv_format_choice.h)
   SpecOptions spec;

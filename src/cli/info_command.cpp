@@ -141,7 +141,7 @@ Json gguf_report(const io::GgufFile& file) {
 
 Command add_info_command(CLI::App& app) {
   struct Options {
-    std::string dir, quantize, device = "cpu";
+    std::string dir, quantize, quantize_decode, device = "cpu";
     bool json = false;
   };
   auto opt = std::make_shared<Options>();
@@ -150,20 +150,28 @@ Command add_info_command(CLI::App& app) {
                                      "(default: the embedded tachyon-demo)");
   cmd->add_flag("--json", opt->json, "Machine-readable output");
   add_quantize_option(*cmd, opt->quantize);
+  add_quantize_decode_option(*cmd, opt->quantize_decode);
   cmd->add_option("--device", opt->device, "Backend that loads the weights (cpu, reference, cuda)")->capture_default_str();
   return [opt] {
     const io::ResolvedModel resolved = resolve_model_arg(opt->dir);
     opt->dir = resolved.path;
     auto backend = kernels::make_backend(opt->device);
     // Bytes of the weights handed to the backend, per storage format (kernels/weight.h), as the
-    // loaders repacked them and --quantize quantized them.
-    std::map<std::string, std::pair<int64_t, int64_t>> weight_bytes;  // format -> bytes, tensors
-    model::LoadOptions load_options = load_options_for(opt->quantize);
-    load_options.on_weight = [&](const std::string&, const kernels::Weight& w) {
-      auto& [bytes, count] = weight_bytes[model::format_name(w)];
-      bytes += kernels::weight_bytes(w);
-      count += 1;
+    // loaders repacked them and --quantize quantized them; and of the decode copies that
+    // --quantize-decode adds beside them.
+    using BytesPerFormat = std::map<std::string, std::pair<int64_t, int64_t>>;  // format -> bytes, tensors
+    BytesPerFormat weight_bytes, decode_bytes;
+    auto tally = [](BytesPerFormat& to) {
+      return [&to](const std::string&, const kernels::Weight& w) {
+        auto& [bytes, count] = to[model::format_name(w)];
+        bytes += kernels::weight_bytes(w);
+        count += 1;
+      };
     };
+    model::LoadOptions load_options = load_options_for(opt->quantize, opt->quantize_decode);
+    load_options.on_weight = tally(weight_bytes);
+    load_options.on_decode_weight = tally(decode_bytes);
+    const bool decode_copies = load_options.quantize_decode != kernels::QuantizeMode::None;
     auto model = model::load_model(opt->dir, *backend, load_options);
     const std::string method = model::quantization_method(model->config());
     const auto& c = model->config();
@@ -224,10 +232,21 @@ Command add_info_command(CLI::App& app) {
                  {"speculation", speculation_report(opt->dir, *model, *backend)},
                  {"draft_trees", draft_tree_report(*model)},
                  {"quantization", method.empty() ? "none" : method},
-                 {"quantize_at_load", opt->quantize.empty() ? "none" : opt->quantize}};
-    Json bytes_json = Json::object();
-    for (const auto& [format, bc] : weight_bytes) bytes_json[format] = {{"bytes", bc.first}, {"tensors", bc.second}};
-    info["weight_bytes"] = bytes_json;
+                 {"quantize_at_load", opt->quantize.empty() ? "none" : opt->quantize},
+                 {"quantize_decode", decode_copies ? opt->quantize_decode : "none"}};
+    auto bytes_report = [](const BytesPerFormat& per_format, int64_t& total) {
+      Json out = Json::object();
+      for (const auto& [format, bc] : per_format) {
+        out[format] = {{"bytes", bc.first}, {"tensors", bc.second}};
+        total += bc.first;
+      }
+      return out;
+    };
+    // The footprint: the weights as loaded (prefill rows read these) plus the decode copies.
+    int64_t total_bytes = 0, decode_total = 0;
+    info["weight_bytes"] = bytes_report(weight_bytes, total_bytes);
+    info["decode_copy_bytes"] = bytes_report(decode_bytes, decode_total);
+    info["weight_footprint_bytes"] = total_bytes + decode_total;
     // Where the name led: the path, the hub snapshot, or the alias and the defaults it brings.
     Json source = {{"name", resolved.display_name}, {"source", io::model_source_name(resolved.source)},
                    {"path", resolved.path}};
@@ -279,15 +298,23 @@ Command add_info_command(CLI::App& app) {
                   resolved.alias->name.c_str(), resolved.alias->origin.c_str(),
                   resolved.alias->defaults.drafter.empty() ? "-" : resolved.alias->defaults.drafter.c_str(),
                   resolved.alias->defaults.kv_format.empty() ? "-" : resolved.alias->defaults.kv_format.c_str());
-    int64_t total_bytes = 0;
-    for (const auto& [format, bc] : weight_bytes) total_bytes += bc.first;
     const std::string quantization = (method.empty() ? std::string("none (float checkpoint)") : method) +
-                                     (opt->quantize.empty() ? "" : ", --quantize " + opt->quantize);
-    std::printf("quantization     %s\nweights          %.2f MiB\n", quantization.c_str(),
-                static_cast<double>(total_bytes) / (1 << 20));
-    for (const auto& [format, bc] : weight_bytes)
-      std::printf("  %-24s %9.2f MiB in %lld tensors\n", format.c_str(), static_cast<double>(bc.first) / (1 << 20),
-                  static_cast<long long>(bc.second));
+                                     (opt->quantize.empty() ? "" : ", --quantize " + opt->quantize) +
+                                     (decode_copies ? ", --quantize-decode " + opt->quantize_decode : "");
+    const auto print_formats = [](const BytesPerFormat& per_format) {
+      for (const auto& [format, bc] : per_format)
+        std::printf("  %-24s %9.2f MiB in %lld tensors\n", format.c_str(), static_cast<double>(bc.first) / (1 << 20),
+                    static_cast<long long>(bc.second));
+    };
+    std::printf("quantization     %s\nweights          %.2f MiB%s\n", quantization.c_str(),
+                static_cast<double>(total_bytes) / (1 << 20), decode_copies ? " (prefill rows read these)" : "");
+    print_formats(weight_bytes);
+    if (decode_copies) {
+      std::printf("decode copies    %.2f MiB (decode and verify rows read these; footprint %.2f MiB)\n",
+                  static_cast<double>(decode_total) / (1 << 20),
+                  static_cast<double>(total_bytes + decode_total) / (1 << 20));
+      print_formats(decode_bytes);
+    }
     std::printf("speculation\n");
     for (const auto& [name, m] : info["speculation"].items())
       std::printf("  %-7s %-13s %s\n", name.c_str(),

@@ -12,11 +12,23 @@ void add_quantize_option(CLI::App& command, std::string& value) {
       ->check(CLI::IsMember({"int8", "int4", "fp8", "none"}));
 }
 
-model::LoadOptions load_options_for(const std::string& quantize) {
+void add_quantize_decode_option(CLI::App& command, std::string& value) {
+  command
+      .add_option("--quantize-decode", value,
+                  "Keep a float checkpoint's linear layers for prefill and add an int8 or int4 copy (as --quantize "
+                  "makes) that decode and speculative verify rows read: half or a quarter of the bytes per token")
+      ->check(CLI::IsMember({"int8", "int4", "none"}));
+}
+
+model::LoadOptions load_options_for(const std::string& quantize, const std::string& quantize_decode) {
   model::LoadOptions options;
   const auto mode = kernels::parse_quantize_mode(quantize);
   if (!mode) throw Error("--quantize {}: expected int8, int4 or fp8", quantize);
   options.quantize = *mode;
+  const auto decode = kernels::parse_quantize_mode(quantize_decode);
+  if (!decode || *decode == kernels::QuantizeMode::Fp8)
+    throw Error("--quantize-decode {}: expected int8 or int4", quantize_decode);
+  options.quantize_decode = *decode;
   return options;
 }
 

@@ -1,5 +1,7 @@
 // `--quantize int8|int4|fp8` of serve, run, chat, logits and info: quantize the model's matmul
-// weights at load (kernels/quantize.h says what each format is).
+// weights at load (kernels/quantize.h says what each format is). `--quantize-decode int8|int4` of
+// serve, run, chat and info: keep them as stored for prefill rows and add the form --quantize
+// would give them as a decode copy that decode and verification rows read (model::LoadOptions).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -10,7 +12,9 @@
 namespace tachyon::cli {
 
 void add_quantize_option(CLI::App& command, std::string& value);
-// The load options for a --quantize value ("" = none).
-model::LoadOptions load_options_for(const std::string& quantize);
+void add_quantize_decode_option(CLI::App& command, std::string& value);
+// The load options for a --quantize value and a --quantize-decode value ("" = none); a value
+// outside the choices throws an Error naming its flag.
+model::LoadOptions load_options_for(const std::string& quantize, const std::string& quantize_decode = "");
 
 }  // namespace tachyon::cli

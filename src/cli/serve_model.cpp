@@ -192,7 +192,8 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
     std::fprintf(stderr, "  (no chat template: %s; chat endpoints will answer 400)\n", text.chat_template_error.c_str());
   const std::string device = device_of(options);
   owned->model = progress.stage("weights", [&] {
-    DeviceModel loaded = load_device_model(dir, device, options.tensor_parallel, load_options_for(options.quantize));
+    DeviceModel loaded = load_device_model(dir, device, options.tensor_parallel,
+                                           load_options_for(options.quantize, options.quantize_decode));
     owned->backend = std::move(loaded.backend);
     return std::move(loaded.model);
   });
@@ -221,9 +222,14 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
   });
   SpecOptions spec = options.spec;
   if (resolved.alias) spec.alias_method = resolved.alias->defaults.drafter;
-  // The weights as loaded (a --quantize changes them); the engine adds the KV layout and backend.
-  if (!options.prefix_cache_dir.empty() || options.response_cache_bytes > 0)
+  // The weights as loaded (a --quantize or --quantize-decode changes them); the engine adds the KV
+  // layout and backend.
+  if (!options.prefix_cache_dir.empty() || options.response_cache_bytes > 0) {
     engine_config.model_fingerprint = hash64_combine(io::weights_fingerprint(dir), hash64(options.quantize));
+    if (!options.quantize_decode.empty() && options.quantize_decode != "none")
+      engine_config.model_fingerprint =
+          hash64_combine(engine_config.model_fingerprint, hash64("decode:" + options.quantize_decode));
+  }
   owned->drafter = spec.apply(dir, *owned->model, owned->model->backend(), engine_config);
   owned->pflash_scorer = progress.stage("PFlash scorer", [&] {
     const std::string drafter_dir = spec.drafter_dir.empty() ? "" : resolve_model_arg(spec.drafter_dir).path;

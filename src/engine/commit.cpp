@@ -55,7 +55,8 @@ Commit::Totals Commit::commit_step(const StepPlan& plan, const model::Batch& bat
       }
     }
     state_.scheduler.on_computed(c.id, c.count);
-    if (state_.config.prefix_cache && a.prefix_cacheable()) state_.kv.register_blocks(a.seq, a.tokens, c.begin + c.count);
+    if (state_.config.prefix_cache && a.prefix_cacheable())
+      state_.kv.register_blocks(a.seq, a.tokens, cacheable_tokens(a, c.begin + c.count));
     const size_t rows_used = all_rows ? static_cast<size_t>(c.count) : (c.completes ? 1 : 0);
     if (c.completes && !out.argmax.empty()) {
       emit(c.id, a, out.argmax[logit_row + rows_used - 1]);
@@ -139,7 +140,8 @@ uint64_t Commit::verify_drafts(const ScheduledChunk& c, ActiveRequest& a, const 
     ++emitted;
   }
   if (result.grammar_stuck && a.pending.finish == FinishReason::None) fail_stuck_grammar(a);
-  if (state_.config.prefix_cache && a.prefix_cacheable()) kv.register_blocks(a.seq, a.tokens, std::min<int32_t>(num_computed, a.tokens.size()));
+  if (state_.config.prefix_cache && a.prefix_cacheable())
+    kv.register_blocks(a.seq, a.tokens, cacheable_tokens(a, std::min<int32_t>(num_computed, a.tokens.size())));
   const char* gate = state_.policy.record_verification(a.spec, static_cast<int32_t>(num_drafted), result.num_accepted,
                                                        static_cast<int32_t>(emitted));
   a.pending.spec = a.spec.usage;
@@ -159,6 +161,10 @@ spec::VerifyResult Commit::verify_tree(ActiveRequest& a, std::span<const int32_t
   return spec::verify_tree(
       tree, [&](size_t node) { return out.logits_row(logit_row + node); }, a.request.sampling, prompt, generated,
       a.constraint.get());
+}
+
+int32_t Commit::cacheable_tokens(const ActiveRequest& a, int32_t computed) const {
+  return state_.model.has_decode_weights() ? std::min(computed, a.num_prompt) : computed;
 }
 
 void Commit::fail_stuck_grammar(ActiveRequest& a) {

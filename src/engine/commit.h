@@ -41,6 +41,11 @@ class Commit {
   void emit(RequestId id, ActiveRequest& a, int32_t token);
   // The request's grammar allows no token of the vocabulary: it ends with an error.
   static void fail_stuck_grammar(ActiveRequest& a);
+  // Of a's first `computed` tokens, how many the prefix cache may share. A model with decode
+  // weights (--quantize-decode) shares its prompt's blocks only: KV written by decode rows came
+  // from the decode copies, and a later prompt reading it would not get the bits of its own
+  // prefill (so a hit never changes a request's output).
+  int32_t cacheable_tokens(const ActiveRequest& a, int32_t computed) const;
 
   LoopState& state_;
   std::vector<float> row_;                               // scratch: a logits row to sample from

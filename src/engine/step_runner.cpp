@@ -97,6 +97,8 @@ void StepRunner::execute(IssuedStep& step) {
                  all_rows ? model::LogitRows::All : (c.completes ? model::LogitRows::Last : model::LogitRows::None),
                  want_hidden);
     }
+    // A generated token's row is a decode row wherever it is computed (model::Batch::decode_rows).
+    batch_.mark_decode_rows(a.num_prompt);
     add_rope_positions(batch_, a, c.count);
     if (draw_on_backend) {  // sampled rows (one: the completing one) draw from the request's generator
       for (size_t r = logit_rows_before; r < batch_.logit_rows.size(); ++r)
@@ -191,6 +193,7 @@ void StepRunner::issue_ahead(const StepPlan& plan, const model::StepOutput& out)
   for (const auto& c : plan.chunks) {
     ActiveRequest& a = state_.active.at(c.id);
     ahead_batch_.add(a.seq, std::span<const int32_t>(&kOnDevice, 1), c.begin + 1, model::LogitRows::Last);
+    ahead_batch_.mark_decode_rows(a.num_prompt);
     add_rope_positions(ahead_batch_, a, 1);
     if (any_sampled) ahead_batch_.outputs.sampling.push_back(next_draw(a));  // drawn in the order without the overlap
     next.plan.chunks.push_back({c.id, c.begin + 1, 1, true});

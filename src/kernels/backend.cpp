@@ -1,5 +1,6 @@
 #include "kernels/backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -22,6 +23,44 @@ void Backend::copy_on_device(void* dst, const void* src, size_t bytes) {
   copy_to_host(host.data(), src, bytes);
   copy_to_device(dst, host.data(), bytes);
 }
+Weight Backend::with_decode_copy(const Weight& prefill, const Weight& decode) {
+  TACHYON_CHECK(prefill.rows == decode.rows && prefill.cols == decode.cols && !decode.decode,
+                "a decode copy [{}, {}] of a weight [{}, {}]", decode.rows, decode.cols, prefill.rows, prefill.cols);
+  decode_copies_.push_back(decode);
+  Weight w = prefill;
+  w.decode = &decode_copies_.back();
+  return w;
+}
+
+bool Backend::for_each_row_kind(int64_t rows, const Weight& w,
+                                const std::function<void(int64_t, int64_t, bool)>& run) const {
+  if (!w.decode || decode_rows_.empty()) return false;
+  TACHYON_CHECK(static_cast<int64_t>(decode_rows_.size()) == rows,
+                "an op over {} rows of a weight with a decode copy, while {} rows are marked (set_decode_rows)", rows,
+                decode_rows_.size());
+  if (std::none_of(decode_rows_.begin(), decode_rows_.end(), [](uint8_t d) { return d != 0; })) return false;
+  for (int64_t first = 0; first < rows;) {
+    const bool decode = decode_rows_[first] != 0;
+    int64_t end = first + 1;
+    while (end < rows && (decode_rows_[end] != 0) == decode) ++end;
+    run(first, end - first, decode);
+    first = end;
+  }
+  return true;
+}
+
+MoeExperts Backend::experts_of_kind(const MoeExperts& experts, bool decode, std::vector<Weight>& storage) {
+  const auto n = static_cast<size_t>(experts.num_experts);
+  storage.clear();
+  storage.reserve(2 * n);
+  for (size_t e = 0; e < n; ++e) storage.push_back(experts.gate_up[e].of_kind(decode));
+  for (size_t e = 0; e < n; ++e) storage.push_back(experts.down[e].of_kind(decode));
+  MoeExperts out = experts;
+  out.gate_up = storage.data();
+  out.down = storage.data() + n;
+  return out;
+}
+
 void Backend::join_group(std::shared_ptr<HostCollective> group, int rank) {
   if (!group || rank < 0 || rank >= group->world())
     throw Error("join_group: rank {} is outside a group of {}", rank, group ? group->world() : 0);

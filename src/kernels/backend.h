@@ -12,6 +12,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -41,6 +43,17 @@ class Backend {
   // The CPU quantizes it to int8 per row (half the bytes of bf16: a CPU drafter's forward streams
   // its weights from memory, so its cost follows their bytes); the default is upload_weight.
   virtual Weight upload_draft_weight(const Weight& host) { return upload_weight(host); }
+  // `--quantize-decode`: `prefill` (uploaded) carrying `decode` (uploaded: the same matrix in a
+  // quantized format) as its decode copy (Weight::decode), kept by the backend for its lifetime.
+  Weight with_decode_copy(const Weight& prefill, const Weight& decode);
+  // Which rows of the ops that follow are decode rows: [rows] host flags (1: a decode or verify
+  // row) that outlive those ops, or empty (every row a prefill row). A matmul-family op (matmul,
+  // gated_matmul, gated_mlp, moe_experts, embedding) over a weight with a decode copy computes
+  // prefill rows with the weight and decode rows with its copy, each run of rows of one kind as
+  // its own call, so a row's bits depend on its kind and never on the rows beside it; such an op
+  // must then cover exactly the flagged rows. DecodeRows sets them for one scope.
+  void set_decode_rows(std::span<const uint8_t> flags) { decode_rows_ = flags; }
+  std::span<const uint8_t> decode_rows() const { return decode_rows_; }
   // True while a DraftWeights scope lives: the weights being loaded belong to a drafter.
   bool loading_draft_weights() const { return loading_draft_weights_; }
   void set_loading_draft_weights(bool on) { loading_draft_weights_ = on; }
@@ -264,8 +277,17 @@ class Backend {
 
  protected:
   [[noreturn]] void unsupported(const char* op) const;
+  // For a matmul-family op over `rows` rows of `w` (set_decode_rows): when w has a decode copy
+  // and some of the rows are decode rows, calls run(first_row, count, decode) for each run of
+  // consecutive rows of one kind (decode: the run reads w.of_kind(true)) and returns true;
+  // otherwise returns false, calling nothing: every row reads `w` and the op runs as usual.
+  bool for_each_row_kind(int64_t rows, const Weight& w, const std::function<void(int64_t, int64_t, bool)>& run) const;
+  // `experts` with each expert's weights of one kind (Weight::of_kind), in `storage`.
+  static MoeExperts experts_of_kind(const MoeExperts& experts, bool decode, std::vector<Weight>& storage);
 
  private:
+  std::deque<Weight> decode_copies_;      // with_decode_copy's, at stable addresses
+  std::span<const uint8_t> decode_rows_;  // set_decode_rows
   bool loading_draft_weights_ = false;
   std::shared_ptr<HostCollective> group_;
   int group_rank_ = 0;
@@ -287,6 +309,22 @@ class RepeatingStepHint {
 
  private:
   Backend& backend_;
+};
+
+// Backend::set_decode_rows for one scope; the previous flags come back on exit:
+//   kernels::DecodeRows kinds(backend, batch.decode_rows);  // the forward's rows
+class DecodeRows {
+ public:
+  DecodeRows(Backend& backend, std::span<const uint8_t> flags) : backend_(backend), before_(backend.decode_rows()) {
+    backend_.set_decode_rows(flags);
+  }
+  ~DecodeRows() { backend_.set_decode_rows(before_); }
+  DecodeRows(const DecodeRows&) = delete;
+  DecodeRows& operator=(const DecodeRows&) = delete;
+
+ private:
+  Backend& backend_;
+  std::span<const uint8_t> before_;
 };
 
 // Marks the weights loaded in one scope as a drafter's (Backend::upload_draft_weight), unless

@@ -87,8 +87,20 @@ struct Weight {
   // I8 weights (a drafter's, Backend::upload_draft_weight): element (r, c) is data's int8 value
   // times scales[r] (one f32 per row; Panel64: per padded row).
   const float* scales = nullptr;
+  // `--quantize-decode`: the decode copy of this weight (backend memory, owned by the backend,
+  // Backend::with_decode_copy), a quantized form of the same matrix that decode and verify rows
+  // read while prefill rows read this one (Backend::set_decode_rows says which rows are which);
+  // null: every row reads this weight.
+  const Weight* decode = nullptr;
   bool empty() const { return data == nullptr; }
   bool quantized() const { return format != WeightFormat::Dense; }
+  // The weight rows of one kind read: for decode rows the decode copy where there is one, else
+  // this weight; the result carries no decode copy of its own.
+  Weight of_kind(bool decode_rows) const {
+    Weight w = decode_rows && decode ? *decode : *this;
+    w.decode = nullptr;
+    return w;
+  }
 
   static constexpr int64_t kPanel = 64;
   int64_t index_of(int64_t r, int64_t c) const {

@@ -17,6 +17,7 @@ void Batch::add(kv::SeqId seq, std::span<const int32_t> ids, int32_t first_posit
     tokens.push_back(ids[i]);
     positions.push_back(first_position + static_cast<int32_t>(i));
     if (!rope_positions.empty()) rope_positions.push_back(positions.back());
+    if (!decode_rows.empty()) decode_rows.push_back(0);
     row_seq.push_back(seq_index);
     if (!tree_base.empty()) {
       tree_base.push_back(-1);
@@ -54,6 +55,7 @@ void Batch::add_tree(kv::SeqId seq, std::span<const int32_t> ids, std::span<cons
     tokens.push_back(ids[i]);
     positions.push_back(first_position + depth);
     if (!rope_positions.empty()) rope_positions.push_back(positions.back());
+    if (!decode_rows.empty()) decode_rows.push_back(0);
     row_seq.push_back(seq_index);
     tree_base.push_back(first_position);
     tree_path.insert(tree_path.end(), path.begin(), path.end());
@@ -78,7 +80,18 @@ bool Batch::logits_on_every_row() const {
   return true;
 }
 
+void Batch::mark_decode_rows(int32_t first_decode_position) {
+  if (seqs.empty()) return;
+  const int32_t last = static_cast<int32_t>(seqs.size()) - 1;
+  for (size_t r = tokens.size(); r-- > 0 && row_seq[r] == last;) {
+    if (positions[r] < first_decode_position) continue;
+    if (decode_rows.empty()) decode_rows.assign(tokens.size(), 0);
+    decode_rows[r] = 1;
+  }
+}
+
 void Batch::clear() {
+  decode_rows.clear();
   tree_base.clear();
   tree_path.clear();
   tokens.clear();

@@ -98,6 +98,13 @@ struct Batch {
   std::vector<int32_t> tree_base;
   std::vector<int32_t> tree_path;  // [num_rows, kernels::kMaxTreeDepth]
   AttentionProbe* attention_probe = nullptr;  // host; null: none
+  // `--quantize-decode` (Model::has_decode_weights): [num_rows] 1 for a decode row, which reads
+  // the weights' decode copies (kernels::Weight::decode), 0 for a prefill row, which reads the
+  // weights as loaded; or empty: every row a prefill row. The engine marks a request's rows from
+  // its first generated token's position on (decode, verification and tree rows, and a preempted
+  // request's output when recomputed), so a row's bits depend on its kind, never on its
+  // batch-mates. Set by mark_decode_rows; add() extends it while it is non-empty.
+  std::vector<uint8_t> decode_rows;
 
   // What RoPE rotates row r by.
   const int32_t* rope_position_data() const { return rope_positions.empty() ? positions.data() : rope_positions.data(); }
@@ -114,6 +121,9 @@ struct Batch {
   // position first_position + i; its logical position is first_position + its depth.
   void add_tree(kv::SeqId seq, std::span<const int32_t> ids, std::span<const int32_t> parents, int32_t first_position,
                 bool want_hidden = false);
+  // Marks the rows of the sequence added last whose positions are >= first_decode_position as
+  // decode rows (decode_rows).
+  void mark_decode_rows(int32_t first_decode_position);
   void clear();
 };
 

@@ -40,6 +40,9 @@ class Model {
   virtual const io::ModelConfig& config() const = 0;
   virtual kv::KvLayout kv_layout(int32_t num_blocks, int32_t block_size = 16) const = 0;
   virtual kernels::Backend& backend() = 0;
+  // Whether decode rows (Batch::decode_rows) read other weights than prefill rows: loaded with
+  // `--quantize-decode`, its weights carry decode copies (kernels::Weight::decode).
+  virtual bool has_decode_weights() const { return false; }
 };
 
 // Loads config.json + safetensors from `dir`, picks the architecture by `architectures`
@@ -49,8 +52,13 @@ struct LoadOptions {
   // `--quantize`: every matmul weight (linear layers, an untied lm_head) stored as dense floats is
   // quantized at load (kernels/quantize.h); embeddings, norms and biases stay as they are.
   kernels::QuantizeMode quantize = kernels::QuantizeMode::None;
-  // Called with each weight handed to the backend, in its host form (`tachyon info`).
-  std::function<void(const std::string& name, const kernels::Weight& host)> on_weight;
+  // `--quantize-decode` (Int8 or Int4): those weights stay as stored for prefill rows, and each
+  // gets the form `--quantize` would give it as a decode copy that decode and verification rows
+  // read (Batch::decode_rows). A checkpoint with no such weight is refused, as is both options.
+  kernels::QuantizeMode quantize_decode = kernels::QuantizeMode::None;
+  // Called with each weight handed to the backend, in its host form (`tachyon info`); with each
+  // decode copy, on_decode_weight.
+  std::function<void(const std::string& name, const kernels::Weight& host)> on_weight, on_decode_weight;
   // Tensor parallelism: load rank `rank`'s shard under this plan (the backend joins the plan's
   // group itself); null: the whole model.
   const ShardPlan* shard = nullptr;

@@ -80,9 +80,25 @@ std::unique_ptr<Model> load_model(const std::string& dir, kernels::Backend& back
     source = std::make_shared<ShardedSource>(std::move(source), *options.shard, options.rank);
     config = options.shard->rank_config;
   }
-  if (options.quantize != kernels::QuantizeMode::None || options.on_weight)
-    source = std::make_shared<LoadOptionsSource>(std::move(source), options.quantize, options.on_weight);
-  return found->factory(config, std::move(source), backend);
+  const kernels::QuantizeMode decode = options.quantize_decode;
+  if (decode != kernels::QuantizeMode::None) {
+    if (decode != kernels::QuantizeMode::Int8 && decode != kernels::QuantizeMode::Int4)
+      throw Error("--quantize-decode {}: expected int8 or int4", kernels::quantize_mode_name(decode));
+    if (options.quantize != kernels::QuantizeMode::None)
+      throw Error("--quantize {} and --quantize-decode {}: give one of them", kernels::quantize_mode_name(options.quantize),
+                  kernels::quantize_mode_name(decode));
+    if (const std::string method = quantization_method(config); !method.empty())
+      throw Error("--quantize-decode {}: {} is quantized already ({}); it needs a bf16, f16 or f32 checkpoint",
+                  kernels::quantize_mode_name(decode), dir, method);
+  }
+  if (options.quantize != kernels::QuantizeMode::None || decode != kernels::QuantizeMode::None || options.on_weight)
+    source = std::make_shared<LoadOptionsSource>(std::move(source), options.quantize, options.on_weight, decode,
+                                                 options.on_decode_weight);
+  std::unique_ptr<Model> model = found->factory(config, std::move(source), backend);
+  if (decode != kernels::QuantizeMode::None && !model->has_decode_weights())
+    throw Error("--quantize-decode {}: {} has no bf16, f16 or f32 matmul weight to quantize; it needs a float checkpoint",
+                kernels::quantize_mode_name(decode), dir);
+  return model;
 }
 
 }  // namespace tachyon::model

@@ -157,6 +157,7 @@ class TensorParallelModel : public Model {
     return ranks_[0]->kv_layout(num_blocks, block_size);
   }
   kernels::Backend& backend() override { return *backends_[0]; }
+  bool has_decode_weights() const override { return ranks_[0]->has_decode_weights(); }
 
  private:
   io::ModelConfig config_;  // the whole model's

@@ -35,31 +35,37 @@ void WeightBinder::bind_fused(Weight* target, const std::vector<std::string>& na
   bindings_.push_back({target, names, shapes, false, nullptr, use});
 }
 
-Weight WeightBinder::upload(const Binding& b, const Weight& host) {
-  if (b.use == Use::Matmul && backend_.loading_draft_weights()) return backend_.upload_draft_weight(host);
-  const kernels::QuantizeMode mode = source_.matmul_quantization();
-  if (b.use == Use::Matmul && kernels::can_quantize(host, mode)) {
-    const kernels::QuantizedWeight q = kernels::quantize_weight(host, mode);
-    source_.bound(b.names[0], q.weight);
-    return backend_.upload_weight(q.weight);
-  }
+std::optional<kernels::QuantizedWeight> WeightBinder::quantized_form(Use use, const Weight& host,
+                                                                     kernels::QuantizeMode mode) {
+  if (use == Use::Matmul && kernels::can_quantize(host, mode)) return kernels::quantize_weight(host, mode);
   // (can_quantize under Int8: a dense float matrix; the group is chosen here, not int4's fixed 64.)
-  const bool head = b.use == Use::TiedHead && (mode == kernels::QuantizeMode::Int8 || mode == kernels::QuantizeMode::Int4);
-  if ((b.use == Use::Expert || head) && mode != kernels::QuantizeMode::None &&
+  const bool head = use == Use::TiedHead && (mode == kernels::QuantizeMode::Int8 || mode == kernels::QuantizeMode::Int4);
+  if ((use == Use::Expert || head) && mode != kernels::QuantizeMode::None &&
       kernels::can_quantize(host, kernels::QuantizeMode::Int8)) {
     const int32_t group = host.cols % 64 == 0 ? 64 : 32;  // small experts' down projections: 32
-    const bool fp8 = mode == kernels::QuantizeMode::Fp8 && b.use == Use::Expert;
-    const bool int4 = mode == kernels::QuantizeMode::Int4 && b.use == Use::Expert;
-    if (fp8 || host.cols % group == 0) {
-      const kernels::QuantizedWeight q = fp8    ? kernels::quantize_fp8(host)
-                                         : int4 ? kernels::quantize_int4(host, group)
-                                                : kernels::quantize_int8_grouped(host, group);
-      source_.bound(b.names[0], q.weight);
-      return backend_.upload_weight(q.weight);
-    }
+    const bool fp8 = mode == kernels::QuantizeMode::Fp8 && use == Use::Expert;
+    const bool int4 = mode == kernels::QuantizeMode::Int4 && use == Use::Expert;
+    if (fp8 || host.cols % group == 0)
+      return fp8 ? kernels::quantize_fp8(host) : int4 ? kernels::quantize_int4(host, group)
+                                                      : kernels::quantize_int8_grouped(host, group);
+  }
+  return std::nullopt;
+}
+
+Weight WeightBinder::upload(const Binding& b, const Weight& host) {
+  if (b.use == Use::Matmul && backend_.loading_draft_weights()) return backend_.upload_draft_weight(host);
+  if (const auto q = quantized_form(b.use, host, source_.matmul_quantization())) {
+    source_.bound(b.names[0], q->weight);
+    return backend_.upload_weight(q->weight);
   }
   source_.bound(b.names[0], host);
-  return backend_.upload_weight(host);
+  const Weight uploaded = backend_.upload_weight(host);
+  // --quantize-decode: the weight as stored for prefill rows, --quantize's form for decode rows.
+  const auto decode = quantized_form(b.use, host, source_.decode_quantization());
+  if (!decode) return uploaded;
+  source_.bound_decode_copy(b.names[0], decode->weight);
+  ++decode_copies_;
+  return backend_.with_decode_copy(uploaded, backend_.upload_weight(decode->weight));
 }
 
 void WeightBinder::load() {

@@ -14,12 +14,15 @@
 // Weight declarations state the logical shape. A tensor keeps the form its source hands out (a
 // float dtype, or a quantized format of kernels/weight.h; the backend repacks it for its
 // kernels); Remap::to_f32 converts to float32 at load. Element remaps read dense tensors; a
-// quantized one is dequantized first (and stays float32).
+// quantized one is dequantized first (and stays float32). With `--quantize-decode` a weight that
+// `--quantize` would quantize keeps its stored form and gets that quantized form beside it as
+// its decode copy (kernels::Weight::decode), which decode rows read.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +68,8 @@ class WeightBinder {
 
   // Validates every binding, then loads. Throws tachyon::Error listing every problem.
   void load();
+  // How many weights load() gave a decode copy (WeightSource::decode_quantization).
+  int64_t decode_copies() const { return decode_copies_; }
 
  private:
   struct Binding {
@@ -76,7 +81,11 @@ class WeightBinder {
     Use use = Use::Any;
   };
   Weight upload(const Binding& b, const Weight& host);
+  // The form `--quantize` in `mode` gives a weight of this use (kernels/quantize.h), or nothing
+  // when it stays as stored.
+  static std::optional<kernels::QuantizedWeight> quantized_form(Use use, const Weight& host, kernels::QuantizeMode mode);
   std::vector<Binding> bindings_;
+  int64_t decode_copies_ = 0;
   const WeightSource& source_;
   kernels::Backend& backend_;
 };

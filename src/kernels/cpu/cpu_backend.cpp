@@ -55,6 +55,10 @@ void rms_norm_rows(const float* x, const Weight& w, size_t b, size_t e, int64_t 
 std::string CpuBackend::name() const { return std::string("cpu/") + cpu::isa_kernels().name; }
 
 void CpuBackend::embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) {
+  if (for_each_row_kind(rows, table, [&](int64_t first, int64_t n, bool decode) {
+        CpuBackend::embedding(table.of_kind(decode), ids + first, n, scale, out + first * table.cols);
+      }))
+    return;
   pool().parallel_for(rows, [&](size_t b, size_t e) {
     for (size_t r = b; r < e; ++r) rowwise::embedding_row(table, ids[r], scale, out + r * table.cols);
   }, 16);
@@ -117,6 +121,11 @@ Weight CpuBackend::upload_draft_weight(const Weight& host) {
 }
 
 void CpuBackend::matmul(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* out) {
+  // Rows are independent here, so each kind's run gives the bits it gives alone.
+  if (for_each_row_kind(rows, w, [&](int64_t first, int64_t n, bool decode) {
+        CpuBackend::matmul(x + first * w.cols, n, w.of_kind(decode), bias, out + first * w.rows);
+      }))
+    return;
   const auto& isa = cpu::isa_kernels();
   const auto matmul_range = w.layout == WeightLayout::Panel64 ? isa.matmul_range : cpu::matmul_range_portable;
   // Threads split the output features in whole panels; a small matmul stays on one thread,

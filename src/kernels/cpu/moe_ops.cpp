@@ -30,6 +30,12 @@ void CpuBackend::moe_route(const float* logits, int64_t rows, const MoeRoutingPa
 
 void CpuBackend::moe_experts(const float* x, int64_t rows, const int32_t* ids, const float* weights, int64_t top_k,
                              const MoeExperts& e, float* out) {
+  std::vector<Weight> of_kind;
+  if (e.num_experts > 0 && for_each_row_kind(rows, e.gate_up[0], [&](int64_t first, int64_t n, bool decode) {
+        CpuBackend::moe_experts(x + first * e.hidden, n, ids + first * top_k, weights + first * top_k, top_k,
+                                experts_of_kind(e, decode, of_kind), out + first * e.hidden);
+      }))
+    return;
   const int64_t hidden = e.hidden, inter = e.intermediate, slots = rows * top_k;
   // Group the (row, slot) pairs by expert, rows in order.
   std::vector<int32_t>& count = moe_count_;

@@ -96,11 +96,19 @@ CudaBackend::~CudaBackend() {
 }
 
 void CudaBackend::embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) {
+  if (for_each_row_kind(rows, table, [&](int64_t first, int64_t n, bool decode) {
+        embedding(table.of_kind(decode), ids + first, n, scale, out + first * table.cols);
+      }))
+    return;
   Scope scope(this, "embedding");
   embed(table, staged(ids, rows), rows, scale, out);
 }
 
 void CudaBackend::embedding_device_ids(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) {
+  if (for_each_row_kind(rows, table, [&](int64_t first, int64_t n, bool decode) {
+        embedding_device_ids(table.of_kind(decode), ids + first, n, scale, out + first * table.cols);
+      }))
+    return;
   Scope scope(this, "embedding");
   embed(table, ids, rows, scale, out);
 }
@@ -121,6 +129,12 @@ void CudaBackend::rms_norm(const float* x, const Weight& w, int64_t rows, int64_
 }
 
 void CudaBackend::matmul(const float* x, int64_t rows, const Weight& w_in, const Weight* bias, float* out) {
+  // --quantize-decode: one matmul per run of rows of one kind (a pending norm launches first).
+  if (for_each_row_kind(rows, w_in, [&](int64_t first, int64_t n, bool decode) {
+        settle();
+        matmul(x + first * w_in.cols, n, w_in.of_kind(decode), bias, out + first * w_in.rows);
+      }))
+    return;
   const Weight& w = w_in.rows == 1 && w_in.layout == WeightLayout::RowMajor ? packed_row(w_in) : w_in;
   const float* b = bias && !bias->empty() ? static_cast<const float*>(bias->data) : nullptr;
   if (pending_norm_ && matmul_after_pending_norm(x, rows, w, b, out)) return;
@@ -133,6 +147,12 @@ void CudaBackend::matmul(const float* x, int64_t rows, const Weight& w_in, const
 
 void CudaBackend::gated_matmul(const float* gate_up, int64_t rows, int64_t dim, Activation act, const Weight& w,
                                float* act_out, float* out) {
+  if (for_each_row_kind(rows, w, [&](int64_t first, int64_t n, bool decode) {
+        settle();
+        gated_matmul(gate_up + first * 2 * dim, n, dim, act, w.of_kind(decode), act_out + first * dim,
+                     out + first * w.rows);
+      }))
+    return;
   if (w.layout != WeightLayout::MmaFragments || w.cols != dim ||
       !cuda::matmul_gated_fuses(rows, w.rows, w.cols, core_copy(rows, w) != nullptr))
     return Backend::gated_matmul(gate_up, rows, dim, act, w, act_out, out);
@@ -250,6 +270,12 @@ void CudaBackend::moe_route(const float* logits, int64_t rows, const MoeRoutingP
 
 void CudaBackend::moe_experts(const float* x, int64_t rows, const int32_t* ids, const float* weights, int64_t top_k,
                               const MoeExperts& e, float* out) {
+  std::vector<Weight> of_kind;
+  if (e.num_experts > 0 && for_each_row_kind(rows, e.gate_up[0], [&](int64_t first, int64_t n, bool decode) {
+        moe_experts(x + first * e.hidden, n, ids + first * top_k, weights + first * top_k, top_k,
+                    experts_of_kind(e, decode, of_kind), out + first * e.hidden);
+      }))
+    return;
   Scope scope(this, "moe_experts");
   scope.direct();
   for (int64_t i = 0; i < e.num_experts; ++i)

@@ -11,6 +11,13 @@ namespace tachyon::kernels::cuda {
 void CudaBackend::gated_mlp(const float* x, int64_t rows, const Weight& gate_up_w, const Weight& down_w, Activation act,
                             float* gate_up, float* act_out, float* out) {
   const int64_t inter = down_w.cols;
+  // --quantize-decode: one gated MLP per run of rows of one kind (a pending norm launches first).
+  if (for_each_row_kind(rows, gate_up_w, [&](int64_t first, int64_t n, bool decode) {
+        settle();
+        gated_mlp(x + first * gate_up_w.cols, n, gate_up_w.of_kind(decode), down_w.of_kind(decode), act,
+                  gate_up + first * gate_up_w.rows, act_out + first * inter, out + first * down_w.rows);
+      }))
+    return;
   const void* gate_up_core = core_copy(rows, gate_up_w);
   const void* down_core = core_copy(rows, down_w);
   // Quantized weights (not I8: its row scales apply after the reduction) take the fused path on

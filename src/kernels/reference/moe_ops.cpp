@@ -28,6 +28,12 @@ void ReferenceBackend::moe_route(const float* logits, int64_t rows, const MoeRou
 
 void ReferenceBackend::moe_experts(const float* x, int64_t rows, const int32_t* ids, const float* weights,
                                    int64_t top_k, const MoeExperts& e, float* out) {
+  std::vector<Weight> of_kind;
+  if (e.num_experts > 0 && for_each_row_kind(rows, e.gate_up[0], [&](int64_t first, int64_t n, bool decode) {
+        ReferenceBackend::moe_experts(x + first * e.hidden, n, ids + first * top_k, weights + first * top_k, top_k,
+                                      experts_of_kind(e, decode, of_kind), out + first * e.hidden);
+      }))
+    return;
   std::vector<float> gate_up(static_cast<size_t>(2 * e.intermediate)), h(static_cast<size_t>(e.intermediate)),
       y(static_cast<size_t>(e.hidden));
   std::vector<int32_t> order(static_cast<size_t>(top_k));

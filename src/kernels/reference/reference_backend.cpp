@@ -52,6 +52,10 @@ void ReferenceBackend::copy_to_device(void* dst, const void* src, size_t bytes) 
 void ReferenceBackend::copy_on_device(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 
 void ReferenceBackend::embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) {
+  if (for_each_row_kind(rows, table, [&](int64_t first, int64_t n, bool decode) {
+        ReferenceBackend::embedding(table.of_kind(decode), ids + first, n, scale, out + first * table.cols);
+      }))
+    return;
   for (int64_t r = 0; r < rows; ++r) rowwise::embedding_row(table, ids[r], scale, out + r * table.cols);
 }
 
@@ -61,6 +65,10 @@ void ReferenceBackend::rms_norm(const float* x, const Weight& w, int64_t rows, i
 }
 
 void ReferenceBackend::matmul(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* out) {
+  if (for_each_row_kind(rows, w, [&](int64_t first, int64_t n, bool decode) {
+        ReferenceBackend::matmul(x + first * w.cols, n, w.of_kind(decode), bias, out + first * w.rows);
+      }))
+    return;
   for (int64_t m = 0; m < rows; ++m)
     for (int64_t n = 0; n < w.rows; ++n) {
       double acc = 0;  // the oracle reduces in double: a different order than every fast kernel

@@ -46,11 +46,13 @@ class DecoderModel final : public Model {
     b.bind(&final_norm_, "model." + spec_.final_norm.name + ".weight", {hidden});
     if (!spec_.tie_word_embeddings) b.bind(&lm_head_, "lm_head.weight", {spec_.vocab_size, hidden}, WeightBinder::Use::Matmul);
     b.load();
+    has_decode_weights_ = b.decode_copies() > 0;
     if (spec_.tie_word_embeddings) lm_head_ = embed_;
   }
 
   const io::ModelConfig& config() const override { return config_; }
   kernels::Backend& backend() override { return backend_; }
+  bool has_decode_weights() const override { return has_decode_weights_; }
 
   void set_draft_vocabulary(int64_t n) override {
     const bool all = n <= 0 || n >= spec_.vocab_size;
@@ -98,6 +100,8 @@ class DecoderModel final : public Model {
     }
     StepContext ctx(backend_, batch, kv);
     ctx.all_reduce = checkpoint_->tensor_parallel_ranks() > 1;
+    // Decode rows read the weights' decode copies (--quantize-decode), prefill rows the weights.
+    const kernels::DecodeRows kinds(backend_, batch.decode_rows);
     const int64_t rows = ctx.rows, hidden = spec_.hidden_size, num_layers = static_cast<int64_t>(layers_.size());
     float* x = ws_.get(Workspace::kResidual, rows * hidden);  // [rows, hidden] f32 residual stream
     float* h = ws_.get(Workspace::kNormed, rows * hidden);    // [rows, hidden] f32 normed input of a sub-block
@@ -204,6 +208,10 @@ class DecoderModel final : public Model {
         backend_.gather_rows(x, batch.logit_rows.data(), n, hidden, in);
         backend_.rms_norm(in, final_norm_, n, hidden, spec_.final_norm.eps, spec_.final_norm.weight_offset, in);
       }
+      logit_decode_rows_.clear();  // the logit rows' kinds, in their order
+      if (!batch.decode_rows.empty())
+        for (int32_t r : batch.logit_rows) logit_decode_rows_.push_back(batch.decode_rows[static_cast<size_t>(r)]);
+      const kernels::DecodeRows head_kinds(backend_, logit_decode_rows_);
       backend_.matmul(in, n, head, nullptr, logits);
       if (outputs.tokens == StepOutputs::Tokens::TopTwoOnDevice) {  // stays on the device
         backend_.top_two(logits, n, vocab, outputs.top_two);
@@ -242,6 +250,8 @@ class DecoderModel final : public Model {
   Weight embed_, final_norm_, lm_head_;  // [vocab, hidden], [hidden], [vocab, hidden] stored
   Weight draft_head_;                    // [n, hidden] stored: set_draft_vocabulary's first n rows, or empty
   std::vector<float> layer_rows_;        // host staging of Batch::hidden_layers' outputs
+  std::vector<uint8_t> logit_decode_rows_;  // the LM head's rows' Batch::decode_rows
+  bool has_decode_weights_ = false;         // --quantize-decode: weights carry decode copies
   const bool draft_weights_ = backend_.loading_draft_weights();  // loaded as a drafter (kernels::DraftWeights)
   std::vector<DecoderLayer> layers_;
   int64_t num_kv_layers_ = 0, num_state_layers_ = 0;

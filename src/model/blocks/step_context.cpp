@@ -23,6 +23,8 @@ StepContext::StepContext(kernels::Backend& b, const Batch& batch_, const kv::KvC
     : backend(b), batch(batch_), rows(batch_.num_rows()) {
   TACHYON_CHECK(batch.positions.size() == batch.tokens.size() && batch.row_seq.size() == batch.tokens.size(),
                 "batch arrays disagree in length");
+  TACHYON_CHECK(batch.decode_rows.empty() || batch.decode_rows.size() == batch.tokens.size(),
+                "batch decode_rows has {} entries for {} rows", batch.decode_rows.size(), batch.tokens.size());
   TACHYON_CHECK(batch.rope_positions.empty() || batch.rope_positions.size() == batch.tokens.size(),
                 "batch rope_positions has {} entries for {} rows", batch.rope_positions.size(), batch.tokens.size());
   if (batch.attention_probe) {

@@ -59,9 +59,15 @@ class WeightSource {
   // The format `--quantize` asks for (kernels/quantize.h): WeightBinder quantizes each dense float
   // weight it binds for matmuls (after fusing) before uploading it.
   virtual kernels::QuantizeMode matmul_quantization() const { return kernels::QuantizeMode::None; }
+  // The format `--quantize-decode` asks for (Int8 or Int4): WeightBinder keeps each weight that
+  // `--quantize` in this format would quantize as it is, for prefill rows, and uploads the
+  // quantized form beside it as its decode copy (kernels::Weight::decode).
+  virtual kernels::QuantizeMode decode_quantization() const { return kernels::QuantizeMode::None; }
   // Called by WeightBinder with each weight it hands to the backend (host form, after fusing,
   // remapping and quantizing): `tachyon info` tallies bytes per format through it.
   virtual void bound(const std::string& name, const Weight& host) const {}
+  // Likewise with the decode copy bound beside a weight (decode_quantization).
+  virtual void bound_decode_copy(const std::string& name, const Weight& host) const {}
   // Tensor parallelism (sharded_source.h): how many ranks share the model these tensors are one
   // rank's slice of; a model built from them adds its row-parallel partial sums across them.
   virtual int tensor_parallel_ranks() const { return 1; }

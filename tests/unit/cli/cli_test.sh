@@ -109,6 +109,21 @@ c="$("$tachyon" run "def add(a, b):" -n 6 --show-ids 2> /dev/null)"
 "$tachyon" info "$root/tests/fixtures/quant/mlx_qwen3" --device reference 2> /dev/null |
   grep -q '^quantization *mlx' || fail "info: quantization method of an MLX checkpoint"
 "$tachyon" run --quantize int3 --prompt x > /dev/null 2>&1 && fail "run --quantize int3 is refused"
+# --quantize-decode: info shows the decode copies' bytes per format beside the bf16 weights, and the
+# footprint; run generates; fp8, both flags at once and a quantized checkpoint are refused by name
+"$tachyon" info --quantize-decode int4 --json 2> /dev/null > "$tmp/qd.json"
+grep -A1 '"decode_copy_bytes"' "$tmp/qd.json" | grep -q '"Affine 4-bit g64 F16"' || fail "info --quantize-decode: $(cat "$tmp/qd.json")"
+grep -q '"weight_footprint_bytes"' "$tmp/qd.json" || fail "info --quantize-decode: no footprint"
+"$tachyon" info --quantize-decode int8 2> /dev/null | grep -q '^decode copies .* MiB (decode and verify rows read these; footprint' ||
+  fail "info --quantize-decode text"
+"$tachyon" run --quantize-decode int8 --prompt "def add(a, b):" -n 4 > /dev/null 2>&1 || fail "run --quantize-decode int8"
+"$tachyon" run --quantize-decode fp8 --prompt x > /dev/null 2> "$tmp/err" && fail "run --quantize-decode fp8 is refused"
+grep -q -- "--quantize-decode" "$tmp/err" || fail "--quantize-decode fp8: $(cat "$tmp/err")"
+"$tachyon" run --quantize int8 --quantize-decode int4 --prompt x > /dev/null 2> "$tmp/err" && fail "both quantize flags"
+grep -q -- "--quantize int8 and --quantize-decode int4" "$tmp/err" || fail "both flags: $(cat "$tmp/err")"
+"$tachyon" info "$root/tests/fixtures/quant/mlx_qwen3" --quantize-decode int8 > /dev/null 2> "$tmp/err" &&
+  fail "--quantize-decode of an MLX checkpoint"
+grep -q "is quantized already (mlx)" "$tmp/err" || fail "--quantize-decode of MLX: $(cat "$tmp/err")"
 
 # info prints KV bytes per token per format (demo: 6 layers x 2 KV heads x 64 x K,V) and the longest context
 "$tachyon" info 2> /dev/null > "$tmp/info_kv.txt"

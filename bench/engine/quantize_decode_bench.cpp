@@ -1,0 +1,153 @@
+// `--quantize-decode` against bf16 and `--quantize` on the CPU: for each model given and each load
+// mode (bf16, --quantize int8, --quantize int4, --quantize-decode int8, --quantize-decode int4),
+// decode tok/s at batch 1 (decode rows marked, as the engine marks them) and prefill tok/s of one
+// N-token prompt, each as a ratio to the bf16 load measured in the same run, and decode next to
+// the roofline of the weight bytes a decode row reads in that mode (STREAM read bandwidth measured
+// in the same run). The claim it checks: decode reads the quantized copy (the speed of
+// --quantize), prefill keeps bf16's speed.
+// Protocol: one warm-up run discarded, median of --runs. Prints a Markdown table.
+// Usage: quantize_decode_bench [--runs 3] [--decode-tokens 32] [--prefill-tokens 512] MODEL_DIR...
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/backend.h"
+#include "kernels/weight_dequant.h"
+#include "model/model.h"
+#include "roofline.h"
+
+using namespace tachyon;
+using kernels::QuantizeMode;
+
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Mode {
+  const char* name;
+  QuantizeMode quantize, decode;
+};
+
+struct Measured {
+  double decode_tps = 0, prefill_tps = 0;
+  double prefill_bytes = 0, decode_bytes = 0;  // weight bytes prefill rows and decode rows read
+};
+
+Measured measure(const std::string& dir, const Mode& mode, int runs, int decode_tokens, int prefill_tokens) {
+  auto backend = kernels::make_backend("cpu");
+  // Bytes per weight name as loaded, and of the decode copies beside them.
+  std::map<std::string, double> stored, copies;
+  model::LoadOptions options;
+  options.quantize = mode.quantize;
+  options.quantize_decode = mode.decode;
+  options.on_weight = [&](const std::string& name, const kernels::Weight& w) {
+    stored[name] += static_cast<double>(kernels::weight_bytes(w));
+  };
+  options.on_decode_weight = [&](const std::string& name, const kernels::Weight& w) {
+    copies[name] += static_cast<double>(kernels::weight_bytes(w));
+  };
+  auto model = model::load_model(dir, *backend, options);
+  const auto& c = model->config();
+  Measured m;
+  for (const auto& [name, bytes] : stored) {
+    m.prefill_bytes += bytes;
+    m.decode_bytes += copies.count(name) ? copies[name] : bytes;
+  }
+  const int32_t max_ctx = prefill_tokens + decode_tokens + 32;
+  kv::KvCache kv(*backend, model->kv_layout((max_ctx + 15) / 16 + 1));
+  std::mt19937 rng(0);
+  std::vector<int32_t> prompt(static_cast<size_t>(prefill_tokens));
+  for (auto& t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
+  const int32_t decode_prompt = 16;
+  std::vector<double> decode_tps, prefill_tps;
+  for (int r = 0; r <= runs; ++r) {
+    // Decode: a 16-token prompt, then single-token greedy steps, each a decode row.
+    auto seq = kv.add_sequence();
+    kv.reserve(seq, decode_prompt);
+    model::Batch batch;
+    batch.add(seq, std::span<const int32_t>(prompt.data(), decode_prompt), 0);
+    auto out = model->forward(batch, kv);
+    int32_t pos = decode_prompt;
+    const double t0 = now();
+    for (int i = 0; i < decode_tokens; ++i) {
+      const auto next = static_cast<int32_t>(std::max_element(out.logits.begin(), out.logits.end()) - out.logits.begin());
+      kv.reserve(seq, pos + 1);
+      batch.clear();
+      batch.add(seq, std::span<const int32_t>(&next, 1), pos++);
+      batch.mark_decode_rows(decode_prompt);
+      out = model->forward(batch, kv);
+    }
+    const double decode_s = now() - t0;
+    kv.remove_sequence(seq);
+    // Prefill: the whole prompt in one forward (prompt rows).
+    seq = kv.add_sequence();
+    kv.reserve(seq, prefill_tokens);
+    batch.clear();
+    batch.add(seq, prompt, 0);
+    const double t1 = now();
+    model->forward(batch, kv);
+    const double prefill_s = now() - t1;
+    kv.remove_sequence(seq);
+    if (r == 0) continue;  // warm-up
+    decode_tps.push_back(decode_tokens / decode_s);
+    prefill_tps.push_back(prefill_tokens / prefill_s);
+  }
+  m.decode_tps = median(decode_tps);
+  m.prefill_tps = median(prefill_tps);
+  return m;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int runs = 3, decode_tokens = 32, prefill_tokens = 512;
+  std::vector<std::string> models;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--runs" && i + 1 < argc) runs = std::atoi(argv[++i]);
+    else if (a == "--decode-tokens" && i + 1 < argc) decode_tokens = std::atoi(argv[++i]);
+    else if (a == "--prefill-tokens" && i + 1 < argc) prefill_tokens = std::atoi(argv[++i]);
+    else models.push_back(a);
+  }
+  if (models.empty() || runs < 1) {
+    std::fprintf(stderr, "usage: quantize_decode_bench [--runs N] [--decode-tokens N] [--prefill-tokens N] MODEL_DIR...\n");
+    return 2;
+  }
+  std::fprintf(stderr, "measuring machine ceilings (%zu threads)...\n", ThreadPool::global().num_threads());
+  const auto ceil = bench::measure_ceilings();
+  std::printf("\nmachine: %zu threads; STREAM read %.1f GB/s; 1 warm-up discarded, median of %d\n\n",
+              ThreadPool::global().num_threads(), ceil.read_gbps, runs);
+  const Mode modes[] = {{"bf16", QuantizeMode::None, QuantizeMode::None},
+                        {"--quantize int8", QuantizeMode::Int8, QuantizeMode::None},
+                        {"--quantize int4", QuantizeMode::Int4, QuantizeMode::None},
+                        {"--quantize-decode int8", QuantizeMode::None, QuantizeMode::Int8},
+                        {"--quantize-decode int4", QuantizeMode::None, QuantizeMode::Int4}};
+  for (const auto& dir : models) {
+    std::printf("%s\n\n| load | weights read per decode token (MiB) | decode tok/s | vs bf16 | of read roofline | "
+                "prefill-%d tok/s | vs bf16 |\n|---|---|---|---|---|---|---|\n",
+                dir.c_str(), prefill_tokens);
+    std::fflush(stdout);
+    Measured bf16;
+    for (const Mode& mode : modes) {
+      const Measured m = measure(dir, mode, runs, decode_tokens, prefill_tokens);
+      if (mode.quantize == QuantizeMode::None && mode.decode == QuantizeMode::None) bf16 = m;
+      const double roof = ceil.read_gbps * 1e9 / m.decode_bytes;
+      std::printf("| %s | %.1f | %.2f | %.2fx | %.0f%% | %.1f | %.2fx |\n", mode.name, m.decode_bytes / (1 << 20),
+                  m.decode_tps, m.decode_tps / bf16.decode_tps, 100 * m.decode_tps / roof, m.prefill_tps,
+                  m.prefill_tps / bf16.prefill_tps);
+      std::fflush(stdout);
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
