@@ -4,6 +4,7 @@
 #include <atomic>
 #include <optional>
 
+#include "base/byte_size.h"
 #include "base/error.h"
 #include "base/hash64.h"
 #include "base/host_memory.h"
@@ -35,9 +36,16 @@ spec::SpecPolicyConfig spec_policy_config(const EngineConfig& c) {
 // A hybrid model's recurrent state is sized by the engine: one working state per request
 // that can run at once, and a rollback ring deep enough for every draft of a verify step
 // to be rejected (k + 1 rows), so speculation never needs a recomputation.
+// Sliding-window layers get blocks of their own (sliding_pool_blocks: what the running
+// requests' windows and a step's chunks hold, twice, so released blocks stay cached a while for
+// prefix hits), unless a disk tier or recurrent state needs whole-model blocks.
 kv::KvLayout sized_layout(model::Model& model, int32_t num_blocks, const EngineConfig& config) {
   kv::KvLayout layout = model.kv_layout(num_blocks, config.block_size);
   layout.format = model::resolve_kv_format(config.kv_format, model.config(), model.backend());
+  if (config.release_sliding_blocks && config.prefix_cache_dir.empty() && layout.num_state_layers == 0 &&
+      layout.max_window() > 0)
+    layout.num_sliding_blocks = sliding_pool_blocks(layout.max_window(), config.block_size, config.max_concurrent,
+                                                    config.max_tokens_per_step);
   if (layout.num_state_layers > 0) {
     layout.max_sequences = std::max(1, config.max_concurrent);
     layout.state_rollback_rows = config.drafter ? std::max(1, config.num_speculative_tokens) + 1 : 1;
@@ -67,14 +75,16 @@ std::optional<kernels::Backend::DeviceMemory> memory_after_warmup(model::Model& 
 }
 
 // Bytes a KV cache holds whatever its number of blocks: a hybrid model's working states and
-// rollback rings (the snapshot pool is in bytes_per_block).
+// rollback rings (the snapshot pool is in bytes_per_block), the sliding-window layers' own pool.
 int64_t fixed_kv_bytes(const kv::KvLayout& layout) {
   return static_cast<int64_t>(layout.num_state_layers) * layout.state_floats * layout.max_sequences *
-         (1 + layout.state_rollback_rows) * static_cast<int64_t>(sizeof(float));
+             (1 + layout.state_rollback_rows) * static_cast<int64_t>(sizeof(float)) +
+         static_cast<int64_t>(layout.sliding_pool_bytes());
 }
 
-KvPoolSize size_kv_pool(model::Model& model, const EngineConfig& config, int32_t max_context) {
-  const kv::KvLayout one = sized_layout(model, 1, config);
+// The full group's pool (every block of every layer without a split).
+KvPoolSize size_full_kv_pool(model::Model& model, const kv::KvLayout& one, const EngineConfig& config,
+                             int32_t max_context) {
   const KvDemand demand{.bytes_per_block = static_cast<int64_t>(one.bytes_per_block()),
                         .block_size = config.block_size,
                         .max_context = max_context,
@@ -88,6 +98,19 @@ KvPoolSize size_kv_pool(model::Model& model, const EngineConfig& config, int32_t
   return kv_pool_on_host(host_available_bytes() - fixed, demand);
 }
 
+KvPoolSize size_kv_pool(model::Model& model, const EngineConfig& config, int32_t max_context) {
+  const kv::KvLayout one = sized_layout(model, 1, config);
+  KvPoolSize size = size_full_kv_pool(model, one, config, max_context);
+  if (one.splits_sliding()) {
+    size.bytes += static_cast<int64_t>(one.sliding_pool_bytes());
+    size.why += fmt::format("; the {} sliding-window layers: {} blocks of their own ({}), released once out of the "
+                            "{}-token window",
+                            one.num_sliding_layers(), one.num_sliding_blocks,
+                            format_byte_size(static_cast<int64_t>(one.sliding_pool_bytes())), one.max_window());
+  }
+  return size;
+}
+
 }  // namespace
 
 // The engine thread: its state, and the step loop over the stages in their own files.
@@ -99,7 +122,7 @@ class EngineLoop : public KvAllocator {
         kv_(model.backend(), sized_layout(model, num_blocks, config)),
         scheduler_({config.max_concurrent, config.max_tokens_per_step}, *this),
         policy_(config.drafter, spec_policy_config(config), kv_.has_state()),
-        stats_(num_blocks),
+        stats_(num_blocks, kv_.layout().splits_sliding() ? kv_.layout().num_sliding_blocks : 0),
         state_{config_, engine.max_context(), model_, kv_, scheduler_, active_, policy_, stats_},
         runner_(state_),
         commit_(state_) {
@@ -145,7 +168,9 @@ class EngineLoop : public KvAllocator {
     if (!config_.prefix_cache || a.request.prompt_logprobs || !a.prefix_cacheable()) return 0;
     return kv_.match_prefix(a.seq, a.tokens);
   }
-  bool reserve(RequestId id, int32_t num_tokens) override { return kv_.reserve(active_.at(id).seq, num_tokens); }
+  bool reserve(RequestId id, int32_t num_computed, int32_t num_tokens) override {
+    return kv_.reserve(active_.at(id).seq, num_tokens, num_computed);
+  }
   void end_sequence(RequestId id) override {
     ActiveRequest& a = active_.at(id);
     if (a.seq >= 0) kv_.remove_sequence(a.seq);
@@ -196,6 +221,7 @@ class EngineLoop : public KvAllocator {
   // The scheduler's plan for the next step; false when nothing could be scheduled.
   bool schedule_step(StepPlan& plan) {
     plan = scheduler_.schedule();
+    if (kv_.layout().splits_sliding()) stats_.refresh_gauges(gauges());  // the sliding blocks' peak
     for (RequestId id : plan.preempted) {
       log::debug("request {} preempted (KV full)", id);
       drop_drafts(id);
@@ -319,6 +345,7 @@ class EngineLoop : public KvAllocator {
             .running = scheduler_.num_running(),
             .kv_blocks_free = kv_.pool().num_free(),
             .kv_blocks_cached = kv_.pool().num_cached(),
+            .kv_sliding_blocks_in_use = kv_.num_sliding_blocks_in_use(),
             .preemptions = scheduler_.num_preemptions()};
   }
 

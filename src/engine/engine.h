@@ -52,6 +52,11 @@ struct EngineConfig {
   // bf16, f16 for f16 models). The engine's constructor resolves it.
   std::optional<kernels::KvFormat> kv_format;
   int32_t max_context = 0;
+  // Sliding-window layers (Gemma 3, gpt-oss) keep their K/V in blocks of their own
+  // (kv::KvLayout::splits_sliding), released once they left every window: their memory stays
+  // bounded (kv_sizing.h sliding_pool_blocks) however long a sequence grows. False, with a disk
+  // prefix tier (whole-model blocks) or with recurrent state: every layer keeps every block.
+  bool release_sliding_blocks = true;
   bool prefix_cache = true;
   // The prefix cache's disk tier (kv/disk_prefix_store.h): blocks evicted from memory (and, at
   // shutdown, every cached block) are written under this folder, in a subfolder named by the

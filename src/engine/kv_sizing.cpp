@@ -63,6 +63,13 @@ KvPoolSize kv_pool_on_host(int64_t available, const KvDemand& demand) {
                            format_byte_size(available)));
 }
 
+int32_t sliding_pool_blocks(int32_t window, int32_t block_size, int32_t max_concurrent, int32_t max_tokens_per_step) {
+  TACHYON_CHECK(window > 0 && block_size > 0, "sliding pool of a window of {} in blocks of {}", window, block_size);
+  const int64_t per_sequence = (window - 1 + block_size - 1) / block_size + 3;
+  const int64_t chunks = (std::max(1, max_tokens_per_step) + block_size - 1) / block_size;
+  return clamp_blocks(2 * (std::max(1, max_concurrent) * per_sequence + chunks));
+}
+
 KvPoolSize kv_pool_on_device(int64_t free, int64_t total, double utilization, const KvDemand& demand) {
   TACHYON_CHECK(demand.bytes_per_block > 0, "KV blocks have no size");
   if (!(utilization > 0 && utilization <= 1))
