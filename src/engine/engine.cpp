@@ -22,6 +22,16 @@
 
 namespace tachyon::engine {
 
+kv::KvLayout with_sliding_pool(kv::KvLayout layout, const EngineConfig& config, int32_t max_context) {
+  layout.num_sliding_blocks = 0;
+  const int32_t window = layout.max_window();
+  if (config.release_sliding_blocks && config.prefix_cache_dir.empty() && layout.num_state_layers == 0 && window > 0 &&
+      window < max_context)
+    layout.num_sliding_blocks =
+        sliding_pool_blocks(window, layout.block_size, config.max_concurrent, config.max_tokens_per_step);
+  return layout;
+}
+
 namespace {
 
 spec::SpecPolicyConfig spec_policy_config(const EngineConfig& c) {
@@ -36,16 +46,10 @@ spec::SpecPolicyConfig spec_policy_config(const EngineConfig& c) {
 // A hybrid model's recurrent state is sized by the engine: one working state per request
 // that can run at once, and a rollback ring deep enough for every draft of a verify step
 // to be rejected (k + 1 rows), so speculation never needs a recomputation.
-// Sliding-window layers get blocks of their own (sliding_pool_blocks: what the running
-// requests' windows and a step's chunks hold, twice, so released blocks stay cached a while for
-// prefix hits), unless a disk tier or recurrent state needs whole-model blocks.
-kv::KvLayout sized_layout(model::Model& model, int32_t num_blocks, const EngineConfig& config) {
+kv::KvLayout sized_layout(model::Model& model, int32_t num_blocks, const EngineConfig& config, int32_t max_context) {
   kv::KvLayout layout = model.kv_layout(num_blocks, config.block_size);
   layout.format = model::resolve_kv_format(config.kv_format, model.config(), model.backend());
-  if (config.release_sliding_blocks && config.prefix_cache_dir.empty() && layout.num_state_layers == 0 &&
-      layout.max_window() > 0)
-    layout.num_sliding_blocks = sliding_pool_blocks(layout.max_window(), config.block_size, config.max_concurrent,
-                                                    config.max_tokens_per_step);
+  layout = with_sliding_pool(std::move(layout), config, max_context);
   if (layout.num_state_layers > 0) {
     layout.max_sequences = std::max(1, config.max_concurrent);
     layout.state_rollback_rows = config.drafter ? std::max(1, config.num_speculative_tokens) + 1 : 1;
@@ -63,7 +67,8 @@ std::optional<kernels::Backend::DeviceMemory> memory_after_warmup(model::Model& 
   if (!backend.device_memory()) return std::nullopt;
   const int32_t rows = std::max(1, std::min(config.max_tokens_per_step, max_context));
   {
-    kv::KvCache scratch(backend, sized_layout(model, (rows + config.block_size - 1) / config.block_size, config));
+    kv::KvCache scratch(backend,
+                        sized_layout(model, (rows + config.block_size - 1) / config.block_size, config, max_context));
     const kv::SeqId seq = scratch.add_sequence();
     TACHYON_CHECK(scratch.reserve(seq, rows), "the warm-up KV cache is too small");
     model::Batch batch;
@@ -99,7 +104,7 @@ KvPoolSize size_full_kv_pool(model::Model& model, const kv::KvLayout& one, const
 }
 
 KvPoolSize size_kv_pool(model::Model& model, const EngineConfig& config, int32_t max_context) {
-  const kv::KvLayout one = sized_layout(model, 1, config);
+  const kv::KvLayout one = sized_layout(model, 1, config, max_context);
   KvPoolSize size = size_full_kv_pool(model, one, config, max_context);
   if (one.splits_sliding()) {
     size.bytes += static_cast<int64_t>(one.sliding_pool_bytes());
@@ -119,7 +124,7 @@ class EngineLoop : public KvAllocator {
   EngineLoop(Engine& engine, model::Model& model, const EngineConfig& config, int32_t num_blocks)
       : config_(config),
         model_(model),
-        kv_(model.backend(), sized_layout(model, num_blocks, config)),
+        kv_(model.backend(), sized_layout(model, num_blocks, config, engine.max_context())),
         scheduler_({config.max_concurrent, config.max_tokens_per_step}, *this),
         policy_(config.drafter, spec_policy_config(config), kv_.has_state()),
         stats_(num_blocks, kv_.layout().splits_sliding() ? kv_.layout().num_sliding_blocks : 0),

@@ -100,6 +100,12 @@ struct EngineConfig {
   FaultInjector fault_injector;
 };
 
+// `layout` with the sliding-window layers' own pool (kv::KvLayout::num_sliding_blocks, sized by
+// kv_sizing.h sliding_pool_blocks) when `config` releases their blocks, the model has such layers
+// with a window shorter than `max_context`, and neither a disk tier nor recurrent state needs
+// whole-model blocks; else without one (every layer keeps every block).
+kv::KvLayout with_sliding_pool(kv::KvLayout layout, const EngineConfig& config, int32_t max_context);
+
 class Engine;
 struct ActiveRequest;  // engine/loop_state.h
 

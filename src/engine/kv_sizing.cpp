@@ -67,7 +67,8 @@ int32_t sliding_pool_blocks(int32_t window, int32_t block_size, int32_t max_conc
   TACHYON_CHECK(window > 0 && block_size > 0, "sliding pool of a window of {} in blocks of {}", window, block_size);
   const int64_t per_sequence = (window - 1 + block_size - 1) / block_size + 3;
   const int64_t chunks = (std::max(1, max_tokens_per_step) + block_size - 1) / block_size;
-  return clamp_blocks(2 * (std::max(1, max_concurrent) * per_sequence + chunks));
+  const int64_t need = std::max(1, max_concurrent) * per_sequence + chunks;
+  return clamp_blocks(need + need / 4);
 }
 
 KvPoolSize kv_pool_on_device(int64_t free, int64_t total, double utilization, const KvDemand& demand) {

@@ -51,9 +51,9 @@ KvPoolSize kv_pool_on_host(int64_t available, const KvDemand& demand);
 // longest context on a CPU.
 int64_t host_share_blocks(int64_t available, int64_t bytes_per_block);
 // The blocks the sliding-window layers get when they keep their K/V apart (kv::KvLayout::
-// splits_sliding): twice what max_concurrent sequences hold at most in one step of
-// max_tokens_per_step tokens (each the window behind its first row plus a partial block at both
-// ends and one ahead for an overlapped step; the chunks' tokens shared), so blocks that left the
+// splits_sliding): what max_concurrent sequences hold at most in one step of max_tokens_per_step
+// tokens (each the window behind its first row plus a partial block at both ends and one ahead
+// for an overlapped step; the chunks' tokens shared), and a quarter more, so blocks that left the
 // window stay cached a while for prefix hits. A fixed amount: it does not grow with the context.
 int32_t sliding_pool_blocks(int32_t window, int32_t block_size, int32_t max_concurrent, int32_t max_tokens_per_step);
 // `free`/`total`: the device's memory after the weights and a warm-up step's workspaces.
