@@ -28,7 +28,9 @@ kv::KvLayout with_sliding_pool(kv::KvLayout layout, const EngineConfig& config, 
   if (config.release_sliding_blocks && config.prefix_cache_dir.empty() && layout.num_state_layers == 0 && window > 0 &&
       window < max_context)
     layout.num_sliding_blocks =
-        sliding_pool_blocks(window, layout.block_size, config.max_concurrent, config.max_tokens_per_step);
+        config.num_sliding_blocks > 0
+            ? config.num_sliding_blocks
+            : sliding_pool_blocks(window, layout.block_size, config.max_concurrent, config.max_tokens_per_step);
   return layout;
 }
 
@@ -67,8 +69,10 @@ std::optional<kernels::Backend::DeviceMemory> memory_after_warmup(model::Model& 
   if (!backend.device_memory()) return std::nullopt;
   const int32_t rows = std::max(1, std::min(config.max_tokens_per_step, max_context));
   {
+    EngineConfig whole = config;  // the scratch keeps every layer in its few blocks: no sliding pool
+    whole.release_sliding_blocks = false;
     kv::KvCache scratch(backend,
-                        sized_layout(model, (rows + config.block_size - 1) / config.block_size, config, max_context));
+                        sized_layout(model, (rows + config.block_size - 1) / config.block_size, whole, max_context));
     const kv::SeqId seq = scratch.add_sequence();
     TACHYON_CHECK(scratch.reserve(seq, rows), "the warm-up KV cache is too small");
     model::Batch batch;
@@ -103,16 +107,37 @@ KvPoolSize size_full_kv_pool(model::Model& model, const kv::KvLayout& one, const
   return kv_pool_on_host(host_available_bytes() - fixed, demand);
 }
 
+// With sliding-window layers in a pool of their own: explicit blocks are the full layers'; a
+// budget (bytes, device, host share) is what the whole pool would take without the split, shared
+// by split_kv_pool (the sliding pool by its rule, at most half of it).
 KvPoolSize size_kv_pool(model::Model& model, const EngineConfig& config, int32_t max_context) {
   const kv::KvLayout one = sized_layout(model, 1, config, max_context);
-  KvPoolSize size = size_full_kv_pool(model, one, config, max_context);
-  if (one.splits_sliding()) {
+  if (!one.splits_sliding()) return size_full_kv_pool(model, one, config, max_context);
+  const std::string sliding = fmt::format("; the {} sliding-window layers release their blocks once out of the "
+                                          "{}-token window",
+                                          one.num_sliding_layers(), one.max_window());
+  if (config.num_blocks > 0) {
+    KvPoolSize size = size_full_kv_pool(model, one, config, max_context);
+    size.num_sliding_blocks = one.num_sliding_blocks;
     size.bytes += static_cast<int64_t>(one.sliding_pool_bytes());
-    size.why += fmt::format("; the {} sliding-window layers: {} blocks of their own ({}), released once out of the "
-                            "{}-token window",
-                            one.num_sliding_layers(), one.num_sliding_blocks,
-                            format_byte_size(static_cast<int64_t>(one.sliding_pool_bytes())), one.max_window());
+    size.why += fmt::format(" and {} blocks of their own ({}){}", one.num_sliding_blocks,
+                            format_byte_size(static_cast<int64_t>(one.sliding_pool_bytes())), sliding);
+    return size;
   }
+  kv::KvLayout whole = one;
+  whole.num_sliding_blocks = 0;
+  const KvPoolSize unsplit = size_full_kv_pool(model, whole, config, max_context);
+  const KvDemand full{.bytes_per_block = static_cast<int64_t>(one.bytes_per_block()),
+                      .block_size = config.block_size,
+                      .max_context = max_context,
+                      .max_concurrent = config.max_concurrent};
+  const bool host_rule = config.kv_memory_bytes == 0 && !model.backend().device_memory();  // capped at full use
+  KvPoolSize size = split_kv_pool(unsplit, static_cast<int64_t>(whole.bytes_per_block()),
+                                  static_cast<int64_t>(one.bytes_per_block()),
+                                  static_cast<int64_t>(one.sliding_bytes_per_block()), one.num_sliding_blocks,
+                                  one.sliding_blocks_per_sequence(config.max_tokens_per_step) + 1,
+                                  host_rule ? full.blocks_for_full_use() : 0);
+  size.why += sliding;
   return size;
 }
 
@@ -464,6 +489,7 @@ Engine::Engine(model::Model& model, const EngineConfig& config) : model_(model),
               pool_tokens, context, max_context_);
   }
   config_.num_blocks = kv_pool_.num_blocks;
+  config_.num_sliding_blocks = kv_pool_.num_sliding_blocks;
   loop_ = std::make_unique<EngineLoop>(*this, model, config_, kv_pool_.num_blocks);
 }
 

@@ -57,6 +57,9 @@ struct EngineConfig {
   // bounded (kv_sizing.h sliding_pool_blocks) however long a sequence grows. False, with a disk
   // prefix tier (whole-model blocks) or with recurrent state: every layer keeps every block.
   bool release_sliding_blocks = true;
+  // Their pool's blocks; 0: sized by the engine (kv_sizing.h sliding_pool_blocks, at most half
+  // of the KV memory when that is small), which then sets it.
+  int32_t num_sliding_blocks = 0;
   bool prefix_cache = true;
   // The prefix cache's disk tier (kv/disk_prefix_store.h): blocks evicted from memory (and, at
   // shutdown, every cached block) are written under this folder, in a subfolder named by the

@@ -85,5 +85,26 @@ TEST(KvSizing, SlidingPoolFollowsTheWindowNotTheContext) {
   EXPECT_THROW(sliding_pool_blocks(0, 16, 16, 512), Error);
 }
 
+// A budget sized for every layer in every block, split: the sliding pool by its rule while that
+// is at most half of the bytes, else half (never below one request's step); the full layers the rest.
+TEST(KvSizing, SplitGivesTheFullLayersWhatTheSlidingPoolLeaves) {
+  // Gemma-3-27B in bf16: every layer 496 KiB a block; the 10 full layers 80 KiB, the 52 sliding 416 KiB.
+  const int64_t whole = 62 * 8192 * 16, full = 10 * 8192 * 16, sliding = 52 * 8192 * 16;
+  const KvPoolSize big = kv_pool_from_bytes(64 * kGiB, {.bytes_per_block = whole, .block_size = 16});
+  const KvPoolSize split = split_kv_pool(big, whole, full, sliding, 1380, 66, 0);
+  EXPECT_EQ(split.num_sliding_blocks, 1380);
+  EXPECT_EQ(split.num_blocks, (big.num_blocks * whole - 1380 * sliding) / full);
+  EXPECT_GT(split.num_blocks, 5 * big.num_blocks) << "the longest context grows ~5x";
+  EXPECT_LE(split.bytes, 64 * kGiB);
+  const KvPoolSize small = kv_pool_from_bytes(4 * kGiB, {.bytes_per_block = whole, .block_size = 16});
+  const KvPoolSize small_split = split_kv_pool(small, whole, full, sliding, 1380, 66, 0);
+  EXPECT_EQ(small_split.num_sliding_blocks, small.num_blocks * whole / 2 / sliding);  // half of the bytes
+  EXPECT_GE(small_split.num_sliding_blocks, 66);
+  EXPECT_LE(small_split.bytes, 4 * kGiB);
+  EXPECT_EQ(split_kv_pool(small, whole, full, sliding, 1380, 66, 100).num_blocks, 100);  // the host's full-use cap
+  const KvPoolSize tiny = kv_pool_from_bytes(100 * kMiB, {.bytes_per_block = whole, .block_size = 16});
+  EXPECT_EQ(split_kv_pool(tiny, whole, full, sliding, 1380, 66, 0).num_sliding_blocks, 66);  // one step's, at least
+}
+
 }  // namespace
 }  // namespace tachyon::engine
