@@ -6,7 +6,9 @@
 // any machine; bytes are those block counts times the model's own KvLayout bytes per block (bf16,
 // its heads and head_dim), the one source of KV bytes. Counts only: no timing.
 //
-//   build/bench/sliding_kv_memory            prints a Markdown table per model shape
+// Then what a KV budget of 4/16/64 GiB holds, split as the engine splits it (kv_sizing.h).
+//
+//   build/bench/sliding_kv_memory            prints Markdown tables per model shape
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -94,13 +96,27 @@ int main() {
                   format_byte_size(static_cast<int64_t>(b)).c_str(), after[i].full, after[i].sliding,
                   format_byte_size(static_cast<int64_t>(a)).c_str(), a / b);
     }
-    std::printf("\nPer token: %.0f B before, %.0f B after (the %lld full layers) plus at most %d tokens of the sliding "
-                "layers (%.0f B each) per sequence. The engine's sliding pool under the default limits (%d requests, "
-                "%d-token steps): %d blocks, %s, fixed.\n\n",
+    std::printf("\nPer token: %.0f B before, %.0f B after (the %lld full layers), plus the sliding layers' %.0f B a "
+                "token for at most %d tokens per sequence. The engine's sliding pool under the default limits (%d "
+                "requests, %d-token steps): %d blocks, %s, fixed.\n\n",
                 before_block / 16, full_block / 16, static_cast<long long>(s.layers - split_real.num_sliding_layers()),
-                s.window, sliding_block / 16, defaults.max_concurrent, defaults.max_tokens_per_step,
+                sliding_block / 16, s.window, defaults.max_concurrent, defaults.max_tokens_per_step,
                 split_real.num_sliding_blocks,
                 format_byte_size(static_cast<int64_t>(split_real.sliding_pool_bytes())).c_str());
+    // What a KV budget holds (engine::size_kv_pool's split of it): tokens in the pool, before and after.
+    std::printf("| KV budget | tokens before | full-layer tokens after | sliding blocks after | after / before |\n"
+                "|---:|---:|---:|---:|---:|\n");
+    for (const int64_t gib : {4, 16, 64}) {
+      const int64_t whole = static_cast<int64_t>(before_block);
+      const engine::KvPoolSize budget = engine::kv_pool_from_bytes(gib << 30, {.bytes_per_block = whole, .block_size = 16});
+      const engine::KvPoolSize split = engine::split_kv_pool(
+          budget, whole, static_cast<int64_t>(full_block), static_cast<int64_t>(sliding_block),
+          split_real.num_sliding_blocks, split_real.sliding_blocks_per_sequence(defaults.max_tokens_per_step) + 1, 0);
+      std::printf("| %lld GiB | %lld | %lld | %d | %.2f |\n", static_cast<long long>(gib),
+                  static_cast<long long>(budget.num_blocks) * 16, static_cast<long long>(split.num_blocks) * 16,
+                  split.num_sliding_blocks, static_cast<double>(split.num_blocks) / budget.num_blocks);
+    }
+    std::printf("\n");
   }
   return 0;
 }
