@@ -219,6 +219,8 @@ class EngineLoop : public KvAllocator {
         .dir = config_.prefix_cache_dir, .max_bytes = config_.prefix_cache_disk_bytes, .fingerprint = fingerprint}));
     const kv::DiskPrefixStats d = kv_.disk_tier()->stats();
     log::info("disk prefix cache: {} ({} blocks, {} bytes found)", kv_.disk_tier()->folder(), d.files, d.bytes_on_disk);
+    if (kv_.layout().max_window() > 0)
+      log::info("disk prefix cache: the sliding-window layers keep every block (the tier stores whole-model blocks)");
   }
 
   // drain → draft → schedule → execute → commit → deliver. Drafting comes before scheduling:
