@@ -130,6 +130,29 @@ TEST_P(SlidingEngine, PromptLookupRollbacksAndPreemptionInATinyPoolKeepTheTokens
   EXPECT_GT(stats.preemptions, 0u) << "the tiny pool never preempted";
 }
 
+// A KV budget is shared by the full layers and the sliding layers' pool; on the host the full
+// layers are capped at the running requests' full contexts, as every layer was before.
+TEST_P(SlidingEngine, AKvBudgetIsSharedByBothGroups) {
+  const int32_t sliding = sliding_pool_blocks(kWindow, kBlockSize, kConcurrent, kStep);
+  {
+    Engine engine(*model_, {.max_concurrent = kConcurrent, .max_tokens_per_step = kStep, .block_size = kBlockSize,
+                            .kv_memory_bytes = int64_t{1} << 20});
+    const KvPoolSize& pool = engine.kv_pool();
+    EXPECT_EQ(pool.num_sliding_blocks, sliding) << pool.why;
+    EXPECT_LE(pool.bytes, int64_t{1} << 20) << pool.why;
+    EXPECT_NE(pool.why.find("sliding-window layers"), std::string::npos) << pool.why;
+    const kv::KvLayout layout = with_sliding_pool(model_->kv_layout(1, kBlockSize), {}, 1 << 20);
+    kv::KvLayout whole = layout;
+    whole.num_sliding_blocks = 0;
+    // More tokens than the same bytes hold with every layer in every block.
+    EXPECT_GT(pool.num_blocks, (int64_t{1} << 20) / static_cast<int64_t>(whole.bytes_per_block()));
+  }
+  Engine host(*model_, {.max_concurrent = kConcurrent, .max_tokens_per_step = kStep, .block_size = kBlockSize});
+  const int32_t context = static_cast<int32_t>(model_->config().max_position_embeddings);
+  EXPECT_EQ(host.kv_pool().num_blocks, kConcurrent * context / kBlockSize) << host.kv_pool().why;
+  EXPECT_EQ(host.kv_pool().num_sliding_blocks, sliding);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, SlidingEngine, ::testing::Values("gemma3_text", "gpt_oss"));
 
 }  // namespace
