@@ -205,7 +205,7 @@ Command add_info_command(CLI::App& app) {
     } catch (const std::exception&) {
       tool_format = "no chat template";
     }
-    kv::KvLayout layout = model->kv_layout(1, 16);
+    kv::KvLayout layout = engine_kv_layout(model->kv_layout(1, 16), c.max_position_embeddings);  // per token: what grows
     layout.format = model::resolve_kv_format(std::nullopt, c, *backend);
     const double kv_per_1k = static_cast<double>(layout.bytes_per_block()) / 16 * 1000;
     const Json kv_memory = kv_memory_report(layout, c.max_position_embeddings, host_available_bytes());

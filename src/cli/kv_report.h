@@ -1,7 +1,9 @@
 // What `tachyon info` says about KV memory: bytes per token in each storage format, and the
 // longest context that fits with the default sizing of this machine's CPU (engine/kv_sizing.h:
 // kHostKvShare of the memory available now). A GPU's pool depends on its memory and is
-// reported by `tachyon serve` at start-up.
+// reported by `tachyon serve` at start-up. Sliding-window models (Gemma 3, gpt-oss) are counted as
+// the engine keeps them: per token, the full-attention layers only; the sliding layers a fixed
+// pool of their own (engine::with_sliding_pool under the default limits), taken off first.
 #pragma once
 
 #include "base/json.h"
@@ -9,6 +11,9 @@
 
 namespace tachyon::cli {
 
+// The layout an engine with the default limits builds from the model's (sliding-window layers in
+// a pool of their own where it releases their blocks): what its bytes per token are.
+kv::KvLayout engine_kv_layout(const kv::KvLayout& layout, int64_t context);
 // `layout`: the model's KV layout (any block count); `context`: max_position_embeddings;
 // `available`: host bytes available now.
 Json kv_memory_report(const kv::KvLayout& layout, int64_t context, int64_t available);

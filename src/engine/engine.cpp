@@ -4,6 +4,7 @@
 #include <atomic>
 #include <optional>
 
+#include "base/byte_size.h"
 #include "base/error.h"
 #include "base/hash64.h"
 #include "base/host_memory.h"
@@ -21,6 +22,18 @@
 
 namespace tachyon::engine {
 
+kv::KvLayout with_sliding_pool(kv::KvLayout layout, const EngineConfig& config, int32_t max_context) {
+  layout.num_sliding_blocks = 0;
+  const int32_t window = layout.max_window();
+  if (config.release_sliding_blocks && config.prefix_cache_dir.empty() && layout.num_state_layers == 0 && window > 0 &&
+      window < max_context)
+    layout.num_sliding_blocks =
+        config.num_sliding_blocks > 0
+            ? config.num_sliding_blocks
+            : sliding_pool_blocks(window, layout.block_size, config.max_concurrent, config.max_tokens_per_step);
+  return layout;
+}
+
 namespace {
 
 spec::SpecPolicyConfig spec_policy_config(const EngineConfig& c) {
@@ -35,9 +48,10 @@ spec::SpecPolicyConfig spec_policy_config(const EngineConfig& c) {
 // A hybrid model's recurrent state is sized by the engine: one working state per request
 // that can run at once, and a rollback ring deep enough for every draft of a verify step
 // to be rejected (k + 1 rows), so speculation never needs a recomputation.
-kv::KvLayout sized_layout(model::Model& model, int32_t num_blocks, const EngineConfig& config) {
+kv::KvLayout sized_layout(model::Model& model, int32_t num_blocks, const EngineConfig& config, int32_t max_context) {
   kv::KvLayout layout = model.kv_layout(num_blocks, config.block_size);
   layout.format = model::resolve_kv_format(config.kv_format, model.config(), model.backend());
+  layout = with_sliding_pool(std::move(layout), config, max_context);
   if (layout.num_state_layers > 0) {
     layout.max_sequences = std::max(1, config.max_concurrent);
     layout.state_rollback_rows = config.drafter ? std::max(1, config.num_speculative_tokens) + 1 : 1;
@@ -55,7 +69,10 @@ std::optional<kernels::Backend::DeviceMemory> memory_after_warmup(model::Model& 
   if (!backend.device_memory()) return std::nullopt;
   const int32_t rows = std::max(1, std::min(config.max_tokens_per_step, max_context));
   {
-    kv::KvCache scratch(backend, sized_layout(model, (rows + config.block_size - 1) / config.block_size, config));
+    EngineConfig whole = config;  // the scratch keeps every layer in its few blocks: no sliding pool
+    whole.release_sliding_blocks = false;
+    kv::KvCache scratch(backend,
+                        sized_layout(model, (rows + config.block_size - 1) / config.block_size, whole, max_context));
     const kv::SeqId seq = scratch.add_sequence();
     TACHYON_CHECK(scratch.reserve(seq, rows), "the warm-up KV cache is too small");
     model::Batch batch;
@@ -67,14 +84,16 @@ std::optional<kernels::Backend::DeviceMemory> memory_after_warmup(model::Model& 
 }
 
 // Bytes a KV cache holds whatever its number of blocks: a hybrid model's working states and
-// rollback rings (the snapshot pool is in bytes_per_block).
+// rollback rings (the snapshot pool is in bytes_per_block), the sliding-window layers' own pool.
 int64_t fixed_kv_bytes(const kv::KvLayout& layout) {
   return static_cast<int64_t>(layout.num_state_layers) * layout.state_floats * layout.max_sequences *
-         (1 + layout.state_rollback_rows) * static_cast<int64_t>(sizeof(float));
+             (1 + layout.state_rollback_rows) * static_cast<int64_t>(sizeof(float)) +
+         static_cast<int64_t>(layout.sliding_pool_bytes());
 }
 
-KvPoolSize size_kv_pool(model::Model& model, const EngineConfig& config, int32_t max_context) {
-  const kv::KvLayout one = sized_layout(model, 1, config);
+// The full group's pool (every block of every layer without a split).
+KvPoolSize size_full_kv_pool(model::Model& model, const kv::KvLayout& one, const EngineConfig& config,
+                             int32_t max_context) {
   const KvDemand demand{.bytes_per_block = static_cast<int64_t>(one.bytes_per_block()),
                         .block_size = config.block_size,
                         .max_context = max_context,
@@ -88,6 +107,40 @@ KvPoolSize size_kv_pool(model::Model& model, const EngineConfig& config, int32_t
   return kv_pool_on_host(host_available_bytes() - fixed, demand);
 }
 
+// With sliding-window layers in a pool of their own: explicit blocks are the full layers'; a
+// budget (bytes, device, host share) is what the whole pool would take without the split, shared
+// by split_kv_pool (the sliding pool by its rule, at most half of it).
+KvPoolSize size_kv_pool(model::Model& model, const EngineConfig& config, int32_t max_context) {
+  const kv::KvLayout one = sized_layout(model, 1, config, max_context);
+  if (!one.splits_sliding()) return size_full_kv_pool(model, one, config, max_context);
+  const std::string sliding = fmt::format("; the {} sliding-window layers release their blocks once out of the "
+                                          "{}-token window",
+                                          one.num_sliding_layers(), one.max_window());
+  if (config.num_blocks > 0) {
+    KvPoolSize size = size_full_kv_pool(model, one, config, max_context);
+    size.num_sliding_blocks = one.num_sliding_blocks;
+    size.bytes += static_cast<int64_t>(one.sliding_pool_bytes());
+    size.why += fmt::format(" and {} blocks of their own ({}){}", one.num_sliding_blocks,
+                            format_byte_size(static_cast<int64_t>(one.sliding_pool_bytes())), sliding);
+    return size;
+  }
+  kv::KvLayout whole = one;
+  whole.num_sliding_blocks = 0;
+  const KvPoolSize unsplit = size_full_kv_pool(model, whole, config, max_context);
+  const KvDemand full{.bytes_per_block = static_cast<int64_t>(one.bytes_per_block()),
+                      .block_size = config.block_size,
+                      .max_context = max_context,
+                      .max_concurrent = config.max_concurrent};
+  const bool host_rule = config.kv_memory_bytes == 0 && !model.backend().device_memory();  // capped at full use
+  KvPoolSize size = split_kv_pool(unsplit, static_cast<int64_t>(whole.bytes_per_block()),
+                                  static_cast<int64_t>(one.bytes_per_block()),
+                                  static_cast<int64_t>(one.sliding_bytes_per_block()), one.num_sliding_blocks,
+                                  one.sliding_blocks_per_sequence(config.max_tokens_per_step) + 1,
+                                  host_rule ? full.blocks_for_full_use() : 0);
+  size.why += sliding;
+  return size;
+}
+
 }  // namespace
 
 // The engine thread: its state, and the step loop over the stages in their own files.
@@ -96,10 +149,10 @@ class EngineLoop : public KvAllocator {
   EngineLoop(Engine& engine, model::Model& model, const EngineConfig& config, int32_t num_blocks)
       : config_(config),
         model_(model),
-        kv_(model.backend(), sized_layout(model, num_blocks, config)),
+        kv_(model.backend(), sized_layout(model, num_blocks, config, engine.max_context())),
         scheduler_({config.max_concurrent, config.max_tokens_per_step}, *this),
         policy_(config.drafter, spec_policy_config(config), kv_.has_state()),
-        stats_(num_blocks),
+        stats_(num_blocks, kv_.layout().splits_sliding() ? kv_.layout().num_sliding_blocks : 0),
         state_{config_, engine.max_context(), model_, kv_, scheduler_, active_, policy_, stats_},
         runner_(state_),
         commit_(state_) {
@@ -145,7 +198,9 @@ class EngineLoop : public KvAllocator {
     if (!config_.prefix_cache || a.request.prompt_logprobs || !a.prefix_cacheable()) return 0;
     return kv_.match_prefix(a.seq, a.tokens);
   }
-  bool reserve(RequestId id, int32_t num_tokens) override { return kv_.reserve(active_.at(id).seq, num_tokens); }
+  bool reserve(RequestId id, int32_t num_computed, int32_t num_tokens) override {
+    return kv_.reserve(active_.at(id).seq, num_tokens, num_computed);
+  }
   void end_sequence(RequestId id) override {
     ActiveRequest& a = active_.at(id);
     if (a.seq >= 0) kv_.remove_sequence(a.seq);
@@ -164,6 +219,8 @@ class EngineLoop : public KvAllocator {
         .dir = config_.prefix_cache_dir, .max_bytes = config_.prefix_cache_disk_bytes, .fingerprint = fingerprint}));
     const kv::DiskPrefixStats d = kv_.disk_tier()->stats();
     log::info("disk prefix cache: {} ({} blocks, {} bytes found)", kv_.disk_tier()->folder(), d.files, d.bytes_on_disk);
+    if (kv_.layout().max_window() > 0)
+      log::info("disk prefix cache: the sliding-window layers keep every block (the tier stores whole-model blocks)");
   }
 
   // drain → draft → schedule → execute → commit → deliver. Drafting comes before scheduling:
@@ -196,6 +253,7 @@ class EngineLoop : public KvAllocator {
   // The scheduler's plan for the next step; false when nothing could be scheduled.
   bool schedule_step(StepPlan& plan) {
     plan = scheduler_.schedule();
+    if (kv_.layout().splits_sliding()) stats_.refresh_gauges(gauges());  // the sliding blocks' peak
     for (RequestId id : plan.preempted) {
       log::debug("request {} preempted (KV full)", id);
       drop_drafts(id);
@@ -319,6 +377,7 @@ class EngineLoop : public KvAllocator {
             .running = scheduler_.num_running(),
             .kv_blocks_free = kv_.pool().num_free(),
             .kv_blocks_cached = kv_.pool().num_cached(),
+            .kv_sliding_blocks_in_use = kv_.num_sliding_blocks_in_use(),
             .preemptions = scheduler_.num_preemptions()};
   }
 
@@ -432,6 +491,7 @@ Engine::Engine(model::Model& model, const EngineConfig& config) : model_(model),
               pool_tokens, context, max_context_);
   }
   config_.num_blocks = kv_pool_.num_blocks;
+  config_.num_sliding_blocks = kv_pool_.num_sliding_blocks;
   loop_ = std::make_unique<EngineLoop>(*this, model, config_, kv_pool_.num_blocks);
 }
 

@@ -52,6 +52,14 @@ struct EngineConfig {
   // bf16, f16 for f16 models). The engine's constructor resolves it.
   std::optional<kernels::KvFormat> kv_format;
   int32_t max_context = 0;
+  // Sliding-window layers (Gemma 3, gpt-oss) keep their K/V in blocks of their own
+  // (kv::KvLayout::splits_sliding), released once they left every window: their memory stays
+  // bounded (kv_sizing.h sliding_pool_blocks) however long a sequence grows. False, with a disk
+  // prefix tier (whole-model blocks) or with recurrent state: every layer keeps every block.
+  bool release_sliding_blocks = true;
+  // Their pool's blocks; 0: sized by the engine (kv_sizing.h sliding_pool_blocks, at most half
+  // of the KV memory when that is small), which then sets it.
+  int32_t num_sliding_blocks = 0;
   bool prefix_cache = true;
   // The prefix cache's disk tier (kv/disk_prefix_store.h): blocks evicted from memory (and, at
   // shutdown, every cached block) are written under this folder, in a subfolder named by the
@@ -94,6 +102,12 @@ struct EngineConfig {
   // Tests and debug builds (engine/fault_injection.h): makes chosen requests' forwards fail.
   FaultInjector fault_injector;
 };
+
+// `layout` with the sliding-window layers' own pool (kv::KvLayout::num_sliding_blocks, sized by
+// kv_sizing.h sliding_pool_blocks) when `config` releases their blocks, the model has such layers
+// with a window shorter than `max_context`, and neither a disk tier nor recurrent state needs
+// whole-model blocks; else without one (every layer keeps every block).
+kv::KvLayout with_sliding_pool(kv::KvLayout layout, const EngineConfig& config, int32_t max_context);
 
 class Engine;
 struct ActiveRequest;  // engine/loop_state.h

@@ -63,6 +63,32 @@ KvPoolSize kv_pool_on_host(int64_t available, const KvDemand& demand) {
                            format_byte_size(available)));
 }
 
+int32_t sliding_pool_blocks(int32_t window, int32_t block_size, int32_t max_concurrent, int32_t max_tokens_per_step) {
+  TACHYON_CHECK(window > 0 && block_size > 0, "sliding pool of a window of {} in blocks of {}", window, block_size);
+  const int64_t per_sequence = (window - 1 + block_size - 1) / block_size + 3;
+  const int64_t chunks = (std::max(1, max_tokens_per_step) + block_size - 1) / block_size;
+  const int64_t need = std::max(1, max_concurrent) * per_sequence + chunks;
+  return clamp_blocks(need + need / 4);
+}
+
+KvPoolSize split_kv_pool(const KvPoolSize& whole, int64_t whole_block_bytes, int64_t full_block_bytes,
+                         int64_t sliding_block_bytes, int32_t sliding_blocks, int32_t min_sliding_blocks,
+                         int64_t max_full_blocks) {
+  TACHYON_CHECK(full_block_bytes > 0 && sliding_block_bytes > 0, "KV blocks have no size");
+  const int64_t bytes = static_cast<int64_t>(whole.num_blocks) * whole_block_bytes;
+  const int64_t sliding = std::max<int64_t>(min_sliding_blocks, std::min<int64_t>(sliding_blocks, bytes / 2 / sliding_block_bytes));
+  int64_t full = std::max<int64_t>(1, (bytes - sliding * sliding_block_bytes) / full_block_bytes);
+  if (max_full_blocks > 0) full = std::min(full, max_full_blocks);
+  KvPoolSize s;
+  s.num_blocks = clamp_blocks(full);
+  s.num_sliding_blocks = clamp_blocks(sliding);
+  s.bytes = s.num_blocks * full_block_bytes + s.num_sliding_blocks * sliding_block_bytes;
+  s.why = fmt::format("{} blocks of the full-attention layers ({}) and {} of the sliding-window layers ({}) from {}",
+                      s.num_blocks, format_byte_size(s.num_blocks * full_block_bytes), s.num_sliding_blocks,
+                      format_byte_size(s.num_sliding_blocks * sliding_block_bytes), whole.why);
+  return s;
+}
+
 KvPoolSize kv_pool_on_device(int64_t free, int64_t total, double utilization, const KvDemand& demand) {
   TACHYON_CHECK(demand.bytes_per_block > 0, "KV blocks have no size");
   if (!(utilization > 0 && utilization <= 1))

@@ -38,6 +38,7 @@ struct KvDemand {
 
 struct KvPoolSize {
   int32_t num_blocks = 0;
+  int32_t num_sliding_blocks = 0;  // the sliding-window layers' own pool (kv::KvLayout::splits_sliding), if any
   int64_t bytes = 0;
   std::string why;  // one line for the start-up log: the rule and its numbers
 };
@@ -50,6 +51,21 @@ KvPoolSize kv_pool_on_host(int64_t available, const KvDemand& demand);
 // The blocks kHostKvShare of `available` holds (before the full-use cap): what bounds the
 // longest context on a CPU.
 int64_t host_share_blocks(int64_t available, int64_t bytes_per_block);
+// The blocks the sliding-window layers get when they keep their K/V apart (kv::KvLayout::
+// splits_sliding): what max_concurrent sequences hold at most in one step of max_tokens_per_step
+// tokens (each the window behind its first row plus a partial block at both ends and one ahead
+// for an overlapped step; the chunks' tokens shared), and a quarter more, so blocks that left the
+// window stay cached a while for prefix hits. A fixed amount: it does not grow with the context.
+int32_t sliding_pool_blocks(int32_t window, int32_t block_size, int32_t max_concurrent, int32_t max_tokens_per_step);
+// Splits `whole` (a pool sized with every layer in every block, `whole_block_bytes` each) between
+// the full layers' blocks (`full_block_bytes`) and the sliding layers' (`sliding_block_bytes`):
+// the sliding pool gets `sliding_blocks` but at most half of the bytes, never less than
+// `min_sliding_blocks` (one request's biggest step); the full layers the rest, at most
+// `max_full_blocks` (0: no cap). Explicit block counts (kv_pool_from_blocks) are the full
+// layers' and keep `sliding_blocks`.
+KvPoolSize split_kv_pool(const KvPoolSize& whole, int64_t whole_block_bytes, int64_t full_block_bytes,
+                         int64_t sliding_block_bytes, int32_t sliding_blocks, int32_t min_sliding_blocks,
+                         int64_t max_full_blocks);
 // `free`/`total`: the device's memory after the weights and a warm-up step's workspaces.
 // Throws tachyon::Error when `utilization` leaves no room for a block.
 KvPoolSize kv_pool_on_device(int64_t free, int64_t total, double utilization, const KvDemand& demand);

@@ -94,14 +94,14 @@ StepPlan Scheduler::schedule() {
       ++i;
       continue;
     }
-    bool fits = kv_.reserve(e.id, e.num_computed + n);
+    bool fits = kv_.reserve(e.id, e.num_computed, e.num_computed + n);
     // Out of blocks: preempt the newest running request (recompute later) until this fits.
     while (!fits && running_.size() > i + 1) {
       Entry victim = running_.back();
       running_.pop_back();
       preempt(victim, plan);
       waiting_.push_front(victim);
-      fits = kv_.reserve(e.id, e.num_computed + n);
+      fits = kv_.reserve(e.id, e.num_computed, e.num_computed + n);
     }
     if (!fits) {  // even alone it does not fit now: wait for blocks (others will finish)
       Entry self = e;
@@ -122,7 +122,7 @@ StepPlan Scheduler::schedule() {
       e.started = true;
     }
     const int32_t n = std::min(e.num_tokens - e.num_computed, budget);
-    if (!kv_.reserve(e.id, e.num_computed + n)) {
+    if (!kv_.reserve(e.id, e.num_computed, e.num_computed + n)) {
       kv_.end_sequence(e.id);  // keep nothing while waiting; cached blocks stay in the pool
       waiting_.front().started = false;
       break;

@@ -29,8 +29,12 @@ class KvAllocator {
   // Starts the request's sequence; returns how many leading tokens the prefix cache
   // already holds (0 without caching).
   virtual int32_t begin_sequence(RequestId id) = 0;
-  // Makes room for tokens [0, num_tokens); false (nothing changed) when out of blocks.
-  virtual bool reserve(RequestId id, int32_t num_tokens) = 0;
+  // Makes room for tokens [0, num_tokens) of which the first num_computed have KV; false
+  // (nothing allocated) when out of blocks in any of the cache's block groups. Sliding-window
+  // layers may then release blocks that no row from num_computed on sees (kv::KvCache::reserve);
+  // the scheduler never computes a request's tokens before its num_computed again, except
+  // from 0 after it ended the sequence.
+  virtual bool reserve(RequestId id, int32_t num_computed, int32_t num_tokens) = 0;
   // Drops the sequence and its blocks (cached blocks stay reusable).
   virtual void end_sequence(RequestId id) = 0;
 };

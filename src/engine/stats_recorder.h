@@ -13,13 +13,16 @@ struct ActiveRequest;
 
 class StatsRecorder {
  public:
-  explicit StatsRecorder(int32_t kv_blocks_total) { stats_.kv_blocks_total = kv_blocks_total; }
+  explicit StatsRecorder(int32_t kv_blocks_total, int32_t kv_sliding_blocks_total = 0) {
+    stats_.kv_blocks_total = kv_blocks_total;
+    stats_.kv_sliding_blocks_total = kv_sliding_blocks_total;
+  }
 
   EngineStats snapshot() const;
 
   // Gauges of the scheduler and the KV pool, refreshed after admission and retirement.
   struct Gauges {
-    int32_t queue_depth = 0, running = 0, kv_blocks_free = 0, kv_blocks_cached = 0;
+    int32_t queue_depth = 0, running = 0, kv_blocks_free = 0, kv_blocks_cached = 0, kv_sliding_blocks_in_use = 0;
     uint64_t preemptions = 0;
   };
   void record_admitted(int32_t num_prompt_tokens);

@@ -47,6 +47,8 @@ class BlockPool {
   std::optional<BlockHash> hash_of(BlockId id) const;
   // The block holding `hash`, retained (refcount + 1; revived from the free list if cached).
   std::optional<BlockId> find_cached(BlockHash hash);
+  // Whether a block (in use or cached) holds `hash`; nothing is retained.
+  bool holds(BlockHash hash) const { return by_hash_.count(hash) > 0; }
   // Drops every cached hash (e.g. after weights change); in-use blocks keep theirs.
   void clear_cache();
   // Called by `allocate` with a cached block and its hash just before the hash is dropped

@@ -14,8 +14,12 @@
 namespace tachyon::kv {
 
 KvCache::KvCache(kernels::Backend& backend, const KvLayout& layout)
-    : layout_(layout), pool_(layout.num_blocks) {
+    : layout_(layout), pool_(layout.num_blocks), sliding_pool_(layout.splits_sliding() ? layout.num_sliding_blocks : 1) {
   TACHYON_CHECK(layout.block_size > 0 && layout.num_layers > 0, "invalid KV layout");
+  TACHYON_CHECK(layout.layer_window.empty() || static_cast<int64_t>(layout.layer_window.size()) == layout.num_layers,
+                "KV layout: {} layer windows for {} layers", layout.layer_window.size(), layout.num_layers);
+  if (layout.splits_sliding() && layout.num_state_layers > 0)
+    throw Error("a KV cache cannot both release sliding-window blocks and keep recurrent-state snapshots per block");
   const kernels::KvFormat format = layout.storage_format();
   if (const char* why = kernels::kv_format_unsupported(format, layout.head_dim))
     throw Error("KV cache format {} cannot store heads of dimension {}: {}", kernels::kv_format_name(format),
@@ -33,11 +37,10 @@ KvCache::KvCache(kernels::Backend& backend, const KvLayout& layout)
 
 KvCache::Storage KvCache::allocate_storage(kernels::Backend& backend) const {
   Storage st{&backend, {}, {}, {}};
-  const size_t k_bytes = static_cast<size_t>(layout_.num_blocks) * layout_.k_layout().block_bytes;
-  const size_t v_bytes = static_cast<size_t>(layout_.num_blocks) * layout_.v_layout().block_bytes;
-  for (int64_t l = 0; l < layout_.num_layers; ++l) {
-    st.k.push_back(backend.allocate(k_bytes));
-    st.v.push_back(layout_.shared_kv ? st.k.back() : backend.allocate(v_bytes));
+  for (int64_t l = 0; l < layout_.num_layers; ++l) {  // each layer holds its group's blocks
+    const auto blocks = static_cast<size_t>(layout_.in_sliding_group(l) ? layout_.num_sliding_blocks : layout_.num_blocks);
+    st.k.push_back(backend.allocate(blocks * layout_.k_layout().block_bytes));
+    st.v.push_back(layout_.shared_kv ? st.k.back() : backend.allocate(blocks * layout_.v_layout().block_bytes));
   }
   if (has_state()) {
     const size_t state_bytes =
@@ -106,18 +109,24 @@ void KvCache::remove_sequence(SeqId seq) {
   Sequence& s = sequence(seq);
   release_claims(s);
   for (BlockId b : s.blocks) pool_.release(b);
+  for (BlockId b : s.sliding)
+    if (b != kNoBlock) sliding_pool_.release(b);
   s = Sequence{};
   free_ids_.push_back(seq);
 }
 
-bool KvCache::reserve(SeqId seq, int32_t num_tokens) {
+bool KvCache::reserve(SeqId seq, int32_t num_tokens, int32_t first_row) {
   Sequence& s = sequence(seq);
+  const bool split = layout_.splits_sliding();
+  if (split) release_sliding_before(s, std::min(first_row, num_tokens));
   const int32_t need = blocks_needed(num_tokens) - static_cast<int32_t>(s.blocks.size());
   if (need > 0) {
-    if (need > pool_.num_free()) return false;
+    // New blocks start at or after the sequence's end, so each is in the window of a coming row.
+    if (need > pool_.num_free() || (split && need > sliding_pool_.num_free())) return false;
     for (int32_t i = 0; i < need; ++i) {
       s.blocks.push_back(*pool_.allocate());
       release_snapshot(s.blocks.back());  // fresh or evicted: whatever state it held is gone
+      if (split) s.sliding.push_back(*sliding_pool_.allocate());
     }
   }
   if (num_tokens > s.num_tokens) s.num_tokens = num_tokens;
@@ -133,6 +142,11 @@ void KvCache::truncate(SeqId seq, int32_t num_tokens) {
     pool_.release(s.blocks.back());
     s.blocks.pop_back();
   }
+  while (s.sliding.size() > keep) {
+    if (s.sliding.back() != kNoBlock) sliding_pool_.release(s.sliding.back());
+    s.sliding.pop_back();
+  }
+  s.sliding_begin = std::min(s.sliding_begin, static_cast<int32_t>(s.sliding.size()));
   // A block that is no longer full is no longer the block its hash names.
   s.hashes.resize(std::min(s.hashes.size(), static_cast<size_t>(num_tokens / layout_.block_size)));
   s.num_tokens = num_tokens;
@@ -153,6 +167,7 @@ void KvCache::append_block(SeqId seq, BlockId block) {
   Sequence& s = sequence(seq);
   TACHYON_CHECK(s.num_tokens == static_cast<int32_t>(s.blocks.size()) * layout_.block_size,
                 "append_block needs a sequence that ends on a block boundary");
+  TACHYON_CHECK(!layout_.splits_sliding(), "append_block of a KV cache whose sliding layers have blocks of their own");
   s.blocks.push_back(block);
   s.num_tokens += layout_.block_size;
 }
@@ -173,6 +188,21 @@ int32_t KvCache::match_prefix(SeqId seq, std::span<const int32_t> tokens) {
     s.num_tokens += bs;
     parent = h;
   }
+  if (layout_.splits_sliding() && !s.blocks.empty()) {
+    // The hit ends where the sliding group still holds the window before it.
+    const size_t keep = sliding_prefix_blocks(s.hashes);
+    while (s.blocks.size() > keep) {
+      pool_.release(s.blocks.back());
+      s.blocks.pop_back();
+      s.hashes.pop_back();
+      s.num_tokens -= bs;
+    }
+    const int32_t lo = s.num_tokens - layout_.max_window() + 1;  // the next row's first key
+    s.sliding_begin = lo > 0 ? lo / bs : 0;
+    s.sliding.assign(s.blocks.size(), kNoBlock);
+    for (size_t b = static_cast<size_t>(s.sliding_begin); b < s.blocks.size(); ++b)
+      s.sliding[b] = *sliding_pool_.find_cached(s.hashes[b]);
+  }
   // Hybrid models resume their recurrent state from the snapshot of the last matched block.
   while (has_state() && !s.blocks.empty() && !has_snapshot(s.blocks.back())) {
     pool_.release(s.blocks.back());
@@ -191,12 +221,39 @@ void KvCache::register_blocks(SeqId seq, std::span<const int32_t> tokens, int32_
     const BlockHash parent = b == 0 ? kRootHash : s.hashes[b - 1];
     const BlockHash h = hash_block(parent, tokens.subspan(b * bs, static_cast<size_t>(bs)));
     pool_.set_hash(s.blocks[b], h);
+    if (b < s.sliding.size() && s.sliding[b] != kNoBlock) sliding_pool_.set_hash(s.sliding[b], h);
     s.hashes.push_back(h);
+  }
+}
+
+size_t KvCache::sliding_prefix_blocks(std::span<const BlockHash> hashes) const {
+  const int32_t bs = layout_.block_size, window = layout_.max_window();
+  for (size_t n = hashes.size(); n > 0; --n) {
+    const int32_t lo = static_cast<int32_t>(n) * bs - window + 1;  // the first key of the row at n · bs
+    bool held = true;
+    for (size_t b = lo > 0 ? static_cast<size_t>(lo / bs) : 0; b < n && held; ++b) held = sliding_pool_.holds(hashes[b]);
+    if (held) return n;
+  }
+  return 0;
+}
+
+void KvCache::release_sliding_before(Sequence& s, int32_t first_row) {
+  const int32_t lo = first_row - layout_.max_window() + 1;  // the first key any coming row reads
+  const int32_t end = std::min(lo > 0 ? lo / layout_.block_size : 0, static_cast<int32_t>(s.sliding.size()));
+  for (; s.sliding_begin < end; ++s.sliding_begin) {
+    BlockId& b = s.sliding[static_cast<size_t>(s.sliding_begin)];
+    if (b != kNoBlock) sliding_pool_.release(b);  // cached if registered: a later prefix hit may revive it
+    b = kNoBlock;
   }
 }
 
 int32_t KvCache::num_tokens(SeqId seq) const { return sequence(seq).num_tokens; }
 const std::vector<BlockId>& KvCache::block_table(SeqId seq) const { return sequence(seq).blocks; }
+const std::vector<BlockId>& KvCache::sliding_block_table(SeqId seq) const {
+  const Sequence& s = sequence(seq);
+  return layout_.splits_sliding() ? s.sliding : s.blocks;
+}
+int32_t KvCache::first_sliding_position(SeqId seq) const { return sequence(seq).sliding_begin * layout_.block_size; }
 
 int32_t KvCache::state_slot(SeqId seq) const {
   TACHYON_CHECK(has_sequence(seq), "unknown KV sequence {}", seq);
@@ -336,10 +393,13 @@ void KvCache::copy_positions(SeqId seq, std::span<const std::pair<int32_t, int32
     copies.clear();
     for (const auto& [from, to] : moves) {
       if (from == to) continue;
-      const int64_t src = static_cast<int64_t>(s.blocks[from / bs]) * bs + from % bs;
-      const int64_t dst = static_cast<int64_t>(s.blocks[to / bs]) * bs + to % bs;
+      auto slot = [&](const std::vector<BlockId>& table, int32_t p) {
+        const BlockId b = table[static_cast<size_t>(p / bs)];
+        TACHYON_CHECK(b != kNoBlock, "copy_position at {}: its sliding block left the window", p);
+        return static_cast<int64_t>(b) * bs + p % bs;
+      };
       // A quantized token moves with its scales: its code records and its param records.
-      auto move = [&](void* base, const kernels::KvTensorLayout& t) {
+      auto move = [&](void* base, const kernels::KvTensorLayout& t, int64_t src, int64_t dst) {
         auto* b = static_cast<std::byte*>(base);
         const kernels::KvTokenSpans from_spans = kernels::kv_token_spans(t, src), to_spans = kernels::kv_token_spans(t, dst);
         copies.push_back({b + to_spans.code_offset, b + from_spans.code_offset, static_cast<size_t>(from_spans.code_bytes)});
@@ -347,8 +407,10 @@ void KvCache::copy_positions(SeqId seq, std::span<const std::pair<int32_t, int32
           copies.push_back({b + to_spans.param_offset, b + from_spans.param_offset, static_cast<size_t>(from_spans.param_bytes)});
       };
       for (size_t l = 0; l < storage.k.size(); ++l) {
-        move(storage.k[l], tensors[0]);
-        if (storage.v[l] != storage.k[l]) move(storage.v[l], tensors[1]);
+        const std::vector<BlockId>& table = layout_.in_sliding_group(static_cast<int64_t>(l)) ? s.sliding : s.blocks;
+        const int64_t src = slot(table, from), dst = slot(table, to);
+        move(storage.k[l], tensors[0], src, dst);
+        if (storage.v[l] != storage.k[l]) move(storage.v[l], tensors[1], src, dst);
       }
     }
     if (!copies.empty()) storage.backend->copy_on_device_many(copies);
@@ -366,6 +428,9 @@ struct PayloadHeader {
 }  // namespace
 
 void KvCache::attach_disk_tier(std::shared_ptr<DiskPrefixStore> disk) {
+  if (disk && layout_.splits_sliding())
+    throw Error("the disk prefix cache stores blocks of every layer; this KV cache releases its sliding-window "
+                "layers' blocks (build it with num_sliding_blocks = 0 to use a disk tier)");
   disk_ = std::move(disk);
   if (disk_) pool_.set_eviction_listener([this](BlockId block, BlockHash hash) { spill_block(block, hash); });
   else pool_.set_eviction_listener(nullptr);

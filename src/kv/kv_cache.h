@@ -29,6 +29,7 @@ namespace tachyon::kv {
 
 using SeqId = int32_t;
 class DiskPrefixStore;
+inline constexpr BlockId kNoBlock = -1;  // a sliding table's entry whose block was released
 
 struct KvLayout {
   int64_t num_layers = 0;
@@ -61,6 +62,34 @@ struct KvLayout {
   int32_t snapshot_slots() const {
     return num_state_snapshots > 0 ? num_state_snapshots : std::max(1, num_blocks / std::max(1, state_snapshot_interval));
   }
+  // Sliding-window layers (Gemma 3, gpt-oss): layer_window[i] is KV layer i's window W (a key k
+  // is visible to the query at q iff q − W < k ≤ q), 0 for a full-attention layer; empty: every
+  // layer is full. With num_sliding_blocks > 0 and layers of both kinds, the layers split into two
+  // groups, each with its own blocks and block table per sequence: the full group (num_blocks
+  // blocks, every position kept) and the sliding group (num_sliding_blocks blocks), whose blocks
+  // are released once they left every sliding layer's window, so a sequence holds at most
+  // sliding_blocks_per_sequence() of them. 0: one group; every layer keeps every block.
+  std::vector<int32_t> layer_window;
+  int32_t num_sliding_blocks = 0;
+  bool is_sliding_layer(int64_t layer) const {
+    return static_cast<size_t>(layer) < layer_window.size() && layer_window[static_cast<size_t>(layer)] > 0;
+  }
+  int64_t num_sliding_layers() const {
+    return std::count_if(layer_window.begin(), layer_window.end(), [](int32_t w) { return w > 0; });
+  }
+  int32_t max_window() const {
+    return layer_window.empty() ? 0 : *std::max_element(layer_window.begin(), layer_window.end());
+  }
+  bool splits_sliding() const {
+    return num_sliding_blocks > 0 && num_sliding_layers() > 0 && num_sliding_layers() < num_layers;
+  }
+  // Layer `layer`'s K/V live in the sliding group's blocks.
+  bool in_sliding_group(int64_t layer) const { return splits_sliding() && is_sliding_layer(layer); }
+  // The sliding-group blocks one sequence holds at most while a forward computes `chunk` of its
+  // tokens: the window behind the chunk's first row, the chunk, a partial block at each end.
+  int32_t sliding_blocks_per_sequence(int32_t chunk) const {
+    return (max_window() - 1 + chunk + block_size - 1) / block_size + 1;
+  }
   kernels::KvFormat storage_format() const { return kernels::kv_storage_format(format, shared_kv); }
   kernels::KvTensorLayout k_layout() const {
     return kernels::kv_tensor_layout(kernels::kv_codec(storage_format(), false), block_size, num_kv_heads, head_dim);
@@ -72,13 +101,21 @@ struct KvLayout {
   double kv_bytes_per_token_layer() const {
     return static_cast<double>(k_layout().block_bytes + (shared_kv ? 0 : v_layout().block_bytes)) / block_size;
   }
-  // K/V of one block (every layer, in the storage format, params and padding included) plus its
-  // amortised share of the snapshot pool. The one source of truth for KV bytes.
+  // K/V of one block (every layer of the full group, in the storage format, params and padding
+  // included) plus its amortised share of the snapshot pool. With the layers split
+  // (splits_sliding), a sliding-group block costs sliding_bytes_per_block() and the sliding pool
+  // sliding_pool_bytes(), a fixed amount. The one source of truth for KV bytes.
   size_t bytes_per_block() const {
-    const int64_t kv = num_layers * (k_layout().block_bytes + (shared_kv ? 0 : v_layout().block_bytes));
+    const int64_t layers = num_layers - (splits_sliding() ? num_sliding_layers() : 0);
+    const int64_t kv = layers * (k_layout().block_bytes + (shared_kv ? 0 : v_layout().block_bytes));
     return static_cast<size_t>(kv) +
            static_cast<size_t>(num_state_layers * state_floats / std::max(1, state_snapshot_interval)) * sizeof(float);
   }
+  size_t sliding_bytes_per_block() const {
+    if (!splits_sliding()) return 0;
+    return static_cast<size_t>(num_sliding_layers() * (k_layout().block_bytes + (shared_kv ? 0 : v_layout().block_bytes)));
+  }
+  size_t sliding_pool_bytes() const { return static_cast<size_t>(num_sliding_blocks) * sliding_bytes_per_block(); }
 };
 
 class KvCache {
@@ -89,15 +126,24 @@ class KvCache {
   KvCache& operator=(const KvCache&) = delete;
 
   const KvLayout& layout() const { return layout_; }
-  BlockPool& pool() { return pool_; }
+  BlockPool& pool() { return pool_; }  // the full group's (the only one unless layout().splits_sliding())
+  const BlockPool& pool() const { return pool_; }
+  // The sliding group's blocks (layout().splits_sliding(); else a pool of one unused block).
+  const BlockPool& sliding_pool() const { return sliding_pool_; }
+  int32_t num_sliding_blocks_in_use() const {
+    return layout_.splits_sliding() ? sliding_pool_.num_blocks() - sliding_pool_.num_free() : 0;
+  }
 
   SeqId add_sequence();
   void remove_sequence(SeqId seq);  // releases every block of the sequence
   bool has_sequence(SeqId seq) const;
 
-  // Makes room for positions [0, num_tokens). Returns false (and changes nothing) when the
-  // pool cannot supply the blocks.
-  bool reserve(SeqId seq, int32_t num_tokens);
+  // Makes room for positions [0, num_tokens). Returns false (and allocates nothing) when the
+  // pools cannot supply the blocks. `first_row`: the forwards to come compute positions from
+  // there on, so the sliding group first releases its blocks that no such row's window reaches
+  // (even when it then returns false: nothing will read them). A later forward or truncate may
+  // not go back before it (StepContext checks).
+  bool reserve(SeqId seq, int32_t num_tokens, int32_t first_row = 0);
   // Shortens the sequence to num_tokens positions, releasing blocks no longer needed.
   void truncate(SeqId seq, int32_t num_tokens);
   // Copies the K/V of position `from` to position `to` in every layer, for each (from, to) pair
@@ -106,7 +152,8 @@ class KvCache {
   // registered for prefix sharing); no `from` may be the `to` of an earlier pair (a branch
   // moving down to consecutive positions never is).
   void copy_positions(SeqId seq, std::span<const std::pair<int32_t, int32_t>> moves);
-  // Appends an existing block (a prefix-cache hit, already retained by the caller).
+  // Appends an existing block (a prefix-cache hit, already retained by the caller). Layouts of
+  // one group only (a split layout's hit needs a sliding block too: match_prefix).
   void append_block(SeqId seq, BlockId block);
 
   // Prefix caching. `match_prefix` gives an empty sequence the cached blocks that hold a
@@ -115,13 +162,19 @@ class KvCache {
   // `register_blocks` records the hash chain of every full block among the first
   // `num_computed` tokens of the sequence so later requests can share them.
   // With a disk tier attached, a block that misses in memory is looked up on disk and loaded.
+  // Split layouts: a sliding block is registered under the same hash while the sequence still
+  // holds it, and stays cached after its release until the sliding pool reuses it. A prefix hit
+  // ends where the sliding group still has every block of the window before it: a hit of P
+  // tokens needs the sliding blocks covering positions [P − W + 1, P); shorter hits are tried
+  // until one has them.
   int32_t match_prefix(SeqId seq, std::span<const int32_t> tokens);
   void register_blocks(SeqId seq, std::span<const int32_t> tokens, int32_t num_computed);
 
   // ---- The disk tier of the prefix cache (disk_prefix_store.h).
   // Once attached, every cached block the pool evicts is queued for the disk, and match_prefix
   // reads blocks back from it. The store must have been opened with a fingerprint that covers
-  // layout_fingerprint().
+  // layout_fingerprint(). A split layout (splits_sliding) refuses a disk tier: its blocks are
+  // whole-model blocks of one group (the engine keeps every sliding block when it has a tier).
   void attach_disk_tier(std::shared_ptr<DiskPrefixStore> disk);
   DiskPrefixStore* disk_tier() const { return disk_.get(); }
   // Queues every block that holds a prefix-cache hash and is not on disk yet, most recently
@@ -142,6 +195,11 @@ class KvCache {
 
   int32_t num_tokens(SeqId seq) const;
   const std::vector<BlockId>& block_table(SeqId seq) const;
+  // The sliding group's table (layout().splits_sliding(); else block_table): kNoBlock where a
+  // block left every window and was released.
+  const std::vector<BlockId>& sliding_block_table(SeqId seq) const;
+  // The first position whose sliding block the sequence still holds (0 without a split).
+  int32_t first_sliding_position(SeqId seq) const;
   int32_t blocks_needed(int32_t num_tokens) const { return (num_tokens + layout_.block_size - 1) / layout_.block_size; }
 
   // Layer `index`'s K/V storage on `backend` (null: the backend the cache was made on).
@@ -197,6 +255,8 @@ class KvCache {
     int32_t num_tokens = 0;
     std::vector<BlockId> blocks;
     std::vector<BlockHash> hashes;  // chain hashes of the first hashes.size() blocks
+    std::vector<BlockId> sliding;   // split layouts: the sliding group's table, as long as blocks
+    int32_t sliding_begin = 0;      // ... whose entries before this one are kNoBlock (released)
     int32_t state_position = -1;    // tokens absorbed by the recurrent working state; -1: unknown
     int32_t state_in_flight = -1;   // a forward prepared from this position and not yet committed
     int32_t in_flight_end = 0;      // ... up to this position
@@ -218,9 +278,14 @@ class KvCache {
   std::optional<BlockId> load_from_disk(BlockHash hash);
   void spill_block(BlockId block, BlockHash hash);
   size_t kv_payload_bytes() const;
+  void release_sliding_before(Sequence& s, int32_t first_row);
+  // The longest prefix of the matched blocks (their chain `hashes`) whose window the sliding
+  // pool still holds, in blocks.
+  size_t sliding_prefix_blocks(std::span<const BlockHash> hashes) const;
 
   KvLayout layout_;
   BlockPool pool_;
+  BlockPool sliding_pool_;
   std::vector<Sequence> sequences_;
   std::vector<SeqId> free_ids_;
   std::vector<Storage> storages_;  // [0]: on the backend the cache was made on; then replicas

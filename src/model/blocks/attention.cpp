@@ -91,7 +91,7 @@ void apply_rope(StepContext& ctx, const AttentionOptions& o, float* x, int64_t h
 }  // namespace
 
 void attention_forward(StepContext& ctx, Workspace& ws, const AttentionWeights& w, const AttentionOptions& o,
-                       const kernels::PagedKv& kv, const float* x, float* out) {
+                       const kernels::PagedKv& kv, const kernels::AttentionMeta& meta, const float* x, float* out) {
   auto& be = ctx.backend;
   const int64_t rows = ctx.rows, q_dim = o.num_heads * o.head_dim, kv_dim = o.num_kv_heads * o.head_dim;
   float* q = ws.get(Workspace::kQ, rows * q_dim);         // [rows, H, D] f32
@@ -125,7 +125,7 @@ void attention_forward(StepContext& ctx, Workspace& ws, const AttentionWeights& 
     prologue.weight_offset = o.norm_weight_offset;
     prologue.rope = &o.rope;
     prologue.positions = ctx.batch.rope_position_data();
-    be.attention_from_qkv(qkv, rows, prologue, kv, ctx.meta, params, q, k, v, attn);
+    be.attention_from_qkv(qkv, rows, prologue, kv, meta, params, q, k, v, attn);
   } else {
     if (fused) {
       be.copy_strided(qkv, qkv_dim, rows, q_dim, q, q_dim);
@@ -138,8 +138,8 @@ void attention_forward(StepContext& ctx, Workspace& ws, const AttentionWeights& 
     }
     apply_rope(ctx, o, q, o.num_heads);
     apply_rope(ctx, o, k, o.num_kv_heads);
-    be.write_kv(k, v, rows, kv, ctx.meta);
-    be.attention(q, rows, kv, ctx.meta, params, attn);
+    be.write_kv(k, v, rows, kv, meta);
+    be.attention(q, rows, kv, meta, params, attn);
     if (probe) add_attention_mass(be, q, k, rows, o, *ctx.batch.attention_probe);
   }
   if (!w.gate.empty()) {

@@ -59,7 +59,8 @@ AttentionOptions attention_options(const io::ModelConfig& config, int64_t layer,
 void bind_attention(WeightBinder& binder, AttentionWeights& w, const std::string& prefix, const AttentionOptions& opt);
 
 // out [rows, hidden] = Attention(x [rows, hidden]); writes this layer's K/V for every row.
+// `meta`: the block tables of the layer's KV group (StepContext::attention_meta).
 void attention_forward(StepContext& ctx, Workspace& ws, const AttentionWeights& w, const AttentionOptions& opt,
-                       const kernels::PagedKv& kv, const float* x, float* out);
+                       const kernels::PagedKv& kv, const kernels::AttentionMeta& meta, const float* x, float* out);
 
 }  // namespace tachyon::model

@@ -40,6 +40,10 @@ class DecoderModel final : public Model {
         throw Error("{}: layer {} keeps a recurrent state of another size than the layers before it", config_.path, l);
       if (kv) kv_shape_ = *kv;
       else state_floats_ = layer.state_floats();
+      if (kv) {
+        const auto* a = std::get_if<AttentionOptions>(&layer.mixer);
+        layer_windows_.push_back(a ? static_cast<int32_t>(a->sliding_window) : 0);
+      }
       layers_[l].bind(b, "model.layers." + std::to_string(l) + ".", layer, hidden,
                       kv ? num_kv_layers_++ : num_state_layers_++);
     }
@@ -71,6 +75,8 @@ class DecoderModel final : public Model {
   kv::KvLayout kv_layout(int32_t num_blocks, int32_t block_size) const override {
     kv::KvLayout layout{num_kv_layers_, kv_shape_.num_kv_heads, kv_shape_.head_dim, block_size, num_blocks};
     layout.shared_kv = kv_shape_.shared_kv;
+    if (std::any_of(layer_windows_.begin(), layer_windows_.end(), [](int32_t w) { return w > 0; }))
+      layout.layer_window = layer_windows_;  // the engine decides whether the sliding layers get a pool of their own
     layout.num_state_layers = num_state_layers_;
     layout.state_floats = state_floats_;
     if (num_state_layers_ > 0) {  // snapshots may cost as much memory as the K/V they stand beside, no more
@@ -85,6 +91,9 @@ class DecoderModel final : public Model {
   StepOutput forward(const Batch& batch, kv::KvCache& kv) override {
     TACHYON_CHECK(kv.layout().num_layers == num_kv_layers_ && kv.layout().num_state_layers == num_state_layers_,
                   "KV cache layout does not match the model");
+    // Sliding blocks are released by the layout's windows: they must be the model's.
+    TACHYON_CHECK(!kv.layout().splits_sliding() || kv.layout().layer_window == layer_windows_,
+                  "the KV cache releases sliding-window blocks by windows other than this model's layers'");
     if (!batch.device_tokens)
       for (int32_t t : batch.tokens)
         TACHYON_CHECK(t >= 0 && t < spec_.vocab_size, "token id {} outside the vocabulary [0, {})", t, spec_.vocab_size);
@@ -255,6 +264,7 @@ class DecoderModel final : public Model {
   const bool draft_weights_ = backend_.loading_draft_weights();  // loaded as a drafter (kernels::DraftWeights)
   std::vector<DecoderLayer> layers_;
   int64_t num_kv_layers_ = 0, num_state_layers_ = 0;
+  std::vector<int32_t> layer_windows_;  // per KV layer: its sliding window, 0 for full attention
   KvShape kv_shape_{config_.num_key_value_heads, config_.head_dim};  // every K/V layer's
   int64_t state_floats_ = 0;                                         // every state layer's, per slot
 };

@@ -51,7 +51,7 @@ void DecoderLayer::forward(StepContext& ctx, Workspace& ws, kv::KvCache& kv, flo
   auto& be = ctx.backend;
   const int64_t rows = ctx.rows;
   if (const auto* a = std::get_if<AttentionOptions>(&spec_.mixer))
-    attention_forward(ctx, ws, attention_, *a, kv.layer(cache_index_, &be), h, y);
+    attention_forward(ctx, ws, attention_, *a, kv.layer(cache_index_, &be), ctx.attention_meta(kv, cache_index_), h, y);
   else if (const auto* m = std::get_if<MlaOptions>(&spec_.mixer))
     mla_forward(ctx, ws, mla_, *m, kv.layer(cache_index_, &be), h, y);
   else

@@ -1,5 +1,7 @@
 #include "model/blocks/step_context.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 
 namespace tachyon::model {
@@ -78,6 +80,23 @@ StepContext::StepContext(kernels::Backend& b, const Batch& batch_, const kv::KvC
   meta.row_seq = batch.row_seq.data();
   meta.block_tables = block_tables.data();
   meta.block_table_offsets = block_table_offsets.data();
+  if (kv.layout().splits_sliding()) {
+    // Same lengths as the full tables: the offsets are shared.
+    for (kv::SeqId seq : batch.seqs) {
+      const auto& table = kv.sliding_block_table(seq);
+      sliding_block_tables.insert(sliding_block_tables.end(), table.begin(), table.end());
+    }
+    const int32_t window = kv.layout().max_window();
+    for (int64_t r = 0; r < rows; ++r) {  // no row may reach back into a released block
+      const kv::SeqId seq = batch.seqs[batch.row_seq[r]];
+      const int32_t first_key = std::max(0, batch.positions[r] - window + 1);
+      TACHYON_CHECK(first_key >= kv.first_sliding_position(seq),
+                    "row {} at position {} of sequence {} reads sliding-window keys from {}, released up to {}", r,
+                    batch.positions[r], seq, first_key, kv.first_sliding_position(seq));
+    }
+    sliding_meta = meta;
+    sliding_meta.block_tables = sliding_block_tables.data();
+  }
 }
 
 }  // namespace tachyon::model

@@ -46,6 +46,14 @@ struct StepContext {
   kernels::AttentionMeta meta;            // points into the vectors below and into `batch`
   std::vector<int32_t> block_tables;      // every sequence's block table, concatenated
   std::vector<int32_t> block_table_offsets;
+  // A KV cache whose sliding layers have blocks of their own (kv::KvLayout::splits_sliding):
+  // meta with the sliding group's tables (kv::kNoBlock where a block left every window).
+  kernels::AttentionMeta sliding_meta;
+  std::vector<int32_t> sliding_block_tables;
+  // The attention metadata of KV layer `layer`: its group's block tables.
+  const kernels::AttentionMeta& attention_meta(const kv::KvCache& kv, int64_t layer) const {
+    return kv.layout().in_sliding_group(layer) ? sliding_meta : meta;
+  }
   std::vector<int32_t> seq_row_begin;     // [num_seqs + 1] rows of sequence i: [begin[i], begin[i + 1])
   // Hybrid models: each sequence's working state slot and each row's snapshot slot (a block
   // snapshot or a rollback row, as kv::KvCache::row_state_slot decides).

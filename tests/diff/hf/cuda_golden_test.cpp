@@ -403,5 +403,48 @@ TEST(CudaOverlap, HybridModelGivesTheSameTokensOverlapped) {
   for (size_t i = 0; i < on.size(); ++i) EXPECT_EQ(on[i].size(), static_cast<size_t>(10 + 9 * (i % 3))) << i;
 }
 
+// Sliding-window models (tiny Gemma 3 and gpt-oss checkpoints, window 8) on the GPU with their
+// sliding layers' blocks released once out of the window (EngineConfig::release_sliding_blocks):
+// the greedy tokens of the cache that keeps every block, with overlapped steps on and off, two
+// waves of requests sharing a 40-token prefix (the second served from the prefix cache), contexts
+// of 11 to 15 windows; the sliding blocks in use bounded, every block back.
+TEST(CudaSlidingWindow, ReleasedBlocksGiveTheTokensOfTheUnboundedCache) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible";
+  for (const char* fixture : {"gemma3_text", "gpt_oss"}) {
+    ModelRunner runner(std::string(TACHYON_SOURCE_DIR) + "/tests/fixtures/hf/" + fixture, "cuda");
+    std::mt19937 rng(5);
+    std::vector<int32_t> shared(40);
+    for (auto& t : shared) t = static_cast<int32_t>(rng() % 512);
+    auto run = [&](bool release, engine::EngineConfig::Overlap overlap, engine::EngineStats* stats) {
+      engine::Engine engine(*runner.model, {.max_concurrent = 4, .max_tokens_per_step = 24, .block_size = 4,
+                                            .num_blocks = 128, .release_sliding_blocks = release,
+                                            .overlap_steps = overlap});
+      std::vector<std::vector<int32_t>> tokens;
+      for (int wave = 0; wave < 2; ++wave) {
+        std::vector<std::shared_ptr<engine::RequestStream>> streams;
+        for (int i = 3 * wave; i < 3 * wave + 3; ++i) {
+          engine::GenerationRequest r;
+          r.prompt = shared;
+          for (int j = 0; j < 3 + 5 * i; ++j) r.prompt.push_back((31 * j + 7 * i) % 512);
+          r.max_tokens = 48;
+          r.sampling.temperature = 0;
+          streams.push_back(engine.submit(r));
+        }
+        for (auto& s : streams) tokens.push_back(stream_tokens(*s));
+      }
+      expect_every_block_back(engine);
+      if (stats) *stats = engine.stats();
+      return tokens;
+    };
+    engine::EngineStats stats;
+    const auto unbounded = run(false, engine::EngineConfig::Overlap::Off, nullptr);
+    EXPECT_EQ(run(true, engine::EngineConfig::Overlap::On, &stats), unbounded) << fixture << ", overlapped";
+    EXPECT_EQ(run(true, engine::EngineConfig::Overlap::Off, nullptr), unbounded) << fixture;
+    EXPECT_GT(stats.prefix_cache_hit_tokens, 0u) << fixture;
+    EXPECT_GT(stats.kv_sliding_blocks_total, 0) << fixture;
+    EXPECT_LE(stats.kv_sliding_blocks_peak, 4 * (2 + 3) + 6) << fixture;  // 4 windows and a step's 24 tokens
+  }
+}
+
 }  // namespace
 }  // namespace tachyon::testing

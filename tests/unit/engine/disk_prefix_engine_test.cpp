@@ -102,7 +102,9 @@ INSTANTIATE_TEST_SUITE_P(
     Models, DiskPrefixEngine,
     ::testing::Values(Case{"demo_bf16", "models/tachyon-demo", kernels::KvFormat::BF16, 8000},
                       Case{"demo_int8", "models/tachyon-demo", kernels::KvFormat::Int8, 8000},
-                      Case{"qwen3_next_hybrid", "tests/fixtures/hf/qwen3_next", std::nullopt, 512}),
+                      Case{"qwen3_next_hybrid", "tests/fixtures/hf/qwen3_next", std::nullopt, 512},
+                      // Sliding-window layers: released in memory only; under a disk tier every block is kept.
+                      Case{"gemma3_sliding", "tests/fixtures/hf/gemma3_text", std::nullopt, 512}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 }  // namespace

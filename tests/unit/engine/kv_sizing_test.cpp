@@ -72,5 +72,39 @@ TEST(KvSizing, DeviceRefusesAUtilizationBelowWhatIsInUse) {
   EXPECT_THROW(kv_pool_on_device(70 * kGiB, 80 * kGiB, 1.5, qwen3_8b()), Error);
 }
 
+// The sliding-window layers' own pool: a fixed count from the window and the scheduler's limits,
+// whatever the context, enough for one request's biggest step alone.
+TEST(KvSizing, SlidingPoolFollowsTheWindowNotTheContext) {
+  // Gemma 3: window 1024, blocks of 16, 16 requests, 512-token steps: 16 × 67 + 32, and a quarter.
+  EXPECT_EQ(sliding_pool_blocks(1024, 16, 16, 512), 1104 + 1104 / 4);
+  // gpt-oss: window 128.
+  EXPECT_EQ(sliding_pool_blocks(128, 16, 16, 512), 208 + 208 / 4);
+  for (int32_t window : {1, 7, 8, 9, 128, 4096})
+    for (int32_t step : {1, 16, 100, 512})
+      EXPECT_GE(sliding_pool_blocks(window, 16, 1, step), (window - 1 + step + 15) / 16 + 1) << window << " " << step;
+  EXPECT_THROW(sliding_pool_blocks(0, 16, 16, 512), Error);
+}
+
+// A budget sized for every layer in every block, split: the sliding pool by its rule while that
+// is at most half of the bytes, else half (never below one request's step); the full layers the rest.
+TEST(KvSizing, SplitGivesTheFullLayersWhatTheSlidingPoolLeaves) {
+  // Gemma-3-27B in bf16: every layer 496 KiB a block; the 10 full layers 80 KiB, the 52 sliding 416 KiB.
+  const int64_t whole = 62 * 8192 * 16, full = 10 * 8192 * 16, sliding = 52 * 8192 * 16;
+  const KvPoolSize big = kv_pool_from_bytes(64 * kGiB, {.bytes_per_block = whole, .block_size = 16});
+  const KvPoolSize split = split_kv_pool(big, whole, full, sliding, 1380, 66, 0);
+  EXPECT_EQ(split.num_sliding_blocks, 1380);
+  EXPECT_EQ(split.num_blocks, (big.num_blocks * whole - 1380 * sliding) / full);
+  EXPECT_GT(split.num_blocks, 5 * big.num_blocks) << "the longest context grows ~5x";
+  EXPECT_LE(split.bytes, 64 * kGiB);
+  const KvPoolSize small = kv_pool_from_bytes(4 * kGiB, {.bytes_per_block = whole, .block_size = 16});
+  const KvPoolSize small_split = split_kv_pool(small, whole, full, sliding, 1380, 66, 0);
+  EXPECT_EQ(small_split.num_sliding_blocks, small.num_blocks * whole / 2 / sliding);  // half of the bytes
+  EXPECT_GE(small_split.num_sliding_blocks, 66);
+  EXPECT_LE(small_split.bytes, 4 * kGiB);
+  EXPECT_EQ(split_kv_pool(small, whole, full, sliding, 1380, 66, 100).num_blocks, 100);  // the host's full-use cap
+  const KvPoolSize tiny = kv_pool_from_bytes(100 * kMiB, {.bytes_per_block = whole, .block_size = 16});
+  EXPECT_EQ(split_kv_pool(tiny, whole, full, sliding, 1380, 66, 0).num_sliding_blocks, 66);  // one step's, at least
+}
+
 }  // namespace
 }  // namespace tachyon::engine

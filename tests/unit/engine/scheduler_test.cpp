@@ -15,7 +15,7 @@ class FakeKv : public KvAllocator {
     held_[id] = 0;
     return cached_prefix_.count(id) ? cached_prefix_[id] : 0;
   }
-  bool reserve(RequestId id, int32_t n) override {
+  bool reserve(RequestId id, int32_t, int32_t n) override {
     const int32_t need = (n + bs_ - 1) / bs_ - held_[id];
     if (need > free_) return false;
     if (need > 0) {
@@ -140,6 +140,86 @@ TEST(Scheduler, ManyRequestsGeneratingToTheContextEndAllCompleteInATinyPool) {
   EXPECT_EQ(s.num_running() + s.num_waiting(), 0);
   EXPECT_EQ(kv.free_, kContext / kBlockSize + 2);
   EXPECT_TRUE(kv.held_.empty());
+}
+
+// A cache with two block groups (kv::KvLayout::splits_sliding): full-attention layers keep every
+// block, sliding-window layers hold only the blocks their window reaches from the first row to
+// compute on, and a reservation needs room in both.
+class FakeSlidingKv : public KvAllocator {
+ public:
+  FakeSlidingKv(int32_t full, int32_t sliding, int32_t block_size, int32_t window)
+      : full_free_(full), sliding_free_(sliding), bs_(block_size), window_(window) {}
+  struct Held {
+    int32_t full = 0, sliding_begin = 0, sliding_end = 0, computed = 0;  // sliding blocks [begin, end)
+  };
+  int32_t begin_sequence(RequestId id) override {
+    held_[id] = {};
+    return 0;
+  }
+  bool reserve(RequestId id, int32_t num_computed, int32_t n) override {
+    Held& h = held_.at(id);
+    EXPECT_GE(num_computed, h.computed) << "request " << id << " went back behind released sliding blocks";
+    h.computed = num_computed;
+    const int32_t first_key = num_computed - window_ + 1;
+    const int32_t release_to = std::min(first_key > 0 ? first_key / bs_ : 0, h.sliding_end);
+    if (release_to > h.sliding_begin) {
+      sliding_free_ += release_to - h.sliding_begin;
+      h.sliding_begin = release_to;
+    }
+    const int32_t need = (n + bs_ - 1) / bs_ - h.full;
+    if (need > full_free_ || need > sliding_free_) return false;
+    if (need > 0) {
+      full_free_ -= need, sliding_free_ -= need;
+      h.full += need, h.sliding_end += need;
+    }
+    max_sliding_held_ = std::max(max_sliding_held_, h.sliding_end - h.sliding_begin);
+    return true;
+  }
+  void end_sequence(RequestId id) override {
+    const Held& h = held_.at(id);
+    full_free_ += h.full;
+    sliding_free_ += h.sliding_end - h.sliding_begin;
+    held_.erase(id);
+  }
+  int32_t full_free_, sliding_free_, bs_, window_, max_sliding_held_ = 0;
+  std::map<RequestId, Held> held_;
+};
+
+// Long generations through a sliding pool that holds two windows: each request's sliding blocks
+// stay bounded by its window however long it grows, preemption makes room when the sliding
+// group runs out, and every request reaches the end of its context.
+TEST(Scheduler, SlidingBlocksStayBoundedAndEveryRequestCompletes) {
+  constexpr int32_t kBlockSize = 4, kWindow = 8, kContext = 96, kRequests = 5, kStep = 12;
+  // A step's chunk and its window: at most (8 − 1 + 12) / 4 rounded up, plus one partial block.
+  constexpr int32_t kPerSequence = (kWindow - 1 + kStep + kBlockSize - 1) / kBlockSize + 1;
+  constexpr int32_t kFull = kRequests * kContext / kBlockSize, kSliding = 2 * kPerSequence;
+  FakeSlidingKv kv(kFull, kSliding, kBlockSize, kWindow);
+  Scheduler s({.max_concurrent = kRequests, .max_tokens_per_step = kStep}, kv);
+  std::map<RequestId, int32_t> tokens;
+  for (RequestId id = 1; id <= kRequests; ++id) {
+    tokens[id] = 5 + 3 * static_cast<int32_t>(id);
+    s.add(id, tokens[id]);
+  }
+  std::map<RequestId, bool> done;
+  for (int32_t steps = 0; done.size() < kRequests;) {
+    ASSERT_LT(++steps, 10000) << "no progress";
+    StepPlan plan = s.schedule();
+    ASSERT_FALSE(plan.chunks.empty()) << "step " << steps << " schedules nothing with work left";
+    for (const auto& c : plan.chunks) {
+      s.on_computed(c.id, c.count);
+      if (!c.completes) continue;
+      if (++tokens[c.id] == kContext) {
+        s.remove(c.id);
+        done[c.id] = true;
+      } else {
+        s.on_token_appended(c.id);
+      }
+    }
+  }
+  EXPECT_LE(kv.max_sliding_held_, kPerSequence);
+  EXPECT_GT(s.num_preemptions(), 0u) << "the sliding pool never ran out: preemption not exercised";
+  EXPECT_EQ(kv.full_free_, kFull);
+  EXPECT_EQ(kv.sliding_free_, kSliding);
 }
 
 }  // namespace
