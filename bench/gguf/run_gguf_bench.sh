@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # tachyon vs llama.cpp on the same GGUF files, one run each, same machine (issue #45 item 6):
 # decode (llama-bench tg128 / cpu_bench 32 tokens at batch 1) and prefill 512 tok/s of a random
-# Qwen3-0.6B-shaped checkpoint as BF16, Q8_0 and Q4_0 (and whatever TYPES lists).
+# Qwen3-0.6B-shaped checkpoint as BF16 and every type TYPES lists (default: the types of issue #45
+# item 2, Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K, and a Q4_K_M file).
+# llama-quantize's "Q4_K" and "Q5_K" are aliases of the Q4_K_M / Q5_K_M mixes, so those two are
+# written with --pure (every matrix of the type, output and embedding included); the others are
+# written as llama-quantize writes them by default (Q4_0, Q4_1, Q5_0, Q5_1: output matrix Q6_K;
+# Q4_K_M: Q4_K with Q6_K for half the down/value projections and the output).
 #
 #   LLAMA_CPP=/work/peers/llama.cpp bench/gguf/run_gguf_bench.sh [WORK_DIR]
 #
@@ -16,7 +21,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${BUILD:-$root/build}"
 llama="${LLAMA_CPP:-/work/peers/llama.cpp}"
 work="${1:-/work/peers/gguf-bench}"
-types="${TYPES:-Q8_0 Q4_0}"
+types="${TYPES:-Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K Q4_K_M}"
 # tachyon runs every type (its CPU backend packs the quantized weight formats they repack into).
 tachyon_types="${TACHYON_TYPES:-BF16 $types}"
 threads="${THREADS:-$(nproc)}"
@@ -31,7 +36,10 @@ files=("$work/qwen3-0.6b-bf16.gguf")
 for t in $types; do
   lower="$(echo "$t" | tr 'A-Z' 'a-z')"
   f="$work/qwen3-0.6b-$lower.gguf"
-  [ -f "$f" ] || "$llama/build/bin/llama-quantize" "$work/qwen3-0.6b-bf16.gguf" "$f" "$t" > "$work/quantize-$lower.log" 2>&1
+  pure=()
+  [[ "$t" == Q4_K || "$t" == Q5_K ]] && pure=(--pure)
+  [ -f "$f" ] ||
+    "$llama/build/bin/llama-quantize" "${pure[@]}" "$work/qwen3-0.6b-bf16.gguf" "$f" "$t" > "$work/quantize-$lower.log" 2>&1
   files+=("$f")
 done
 
@@ -49,7 +57,7 @@ out="$root/bench/results/gguf-cpu-$commit.md"
     echo
     echo '```'
     "$llama/build/bin/llama-bench" -m "$f" -p 512 -n 128 -t "$threads" -r 1 -o md 2>/dev/null || echo "llama-bench failed"
-    type="$(basename "$f" .gguf | sed 's/.*-//' | tr 'a-z' 'A-Z')"
+    type="$(basename "$f" .gguf | sed 's/^qwen3-0\.6b-//' | tr 'a-z' 'A-Z')"
     if [[ " $tachyon_types " == *" $type "* ]]; then
       "$build/bench/cpu_bench" --runs 1 --prefill-tokens 512 "$f" 2>/dev/null || echo "tachyon cpu_bench failed"
     else
