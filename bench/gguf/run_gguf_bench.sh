@@ -43,6 +43,7 @@ for t in $types; do
   files+=("$f")
 done
 
+load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 commit="$(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet || echo -dirty)"
 out="$root/bench/results/gguf-cpu-$commit.md"
 {
@@ -67,4 +68,10 @@ out="$root/bench/results/gguf-cpu-$commit.md"
     echo
   done
 } | tee "$out"
+{
+  echo
+  echo "## Ratios (load average before / after: $load_before / $(cut -d' ' -f1-3 /proc/loadavg))"
+  echo
+  /usr/bin/python3 "$root/bench/gguf/summarize_gguf_bench.py" "$out"
+} | tee -a "$out"
 echo "wrote $out"
