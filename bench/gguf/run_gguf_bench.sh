@@ -25,6 +25,8 @@ types="${TYPES:-Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K Q4_K_M}"
 # tachyon runs every type (its CPU backend packs the quantized weight formats they repack into).
 tachyon_types="${TACHYON_TYPES:-BF16 $types}"
 threads="${THREADS:-$(nproc)}"
+gen="${GEN:-128}"              # llama-bench tg tokens (cpu_bench decodes 32)
+with_bf16="${WITH_BF16:-1}"    # 0: measure only the quantized files
 converter="${CONVERTER:-/work/shared/tools/hf_to_gguf_qwen3.py}"
 
 mkdir -p "$work"
@@ -32,7 +34,8 @@ mkdir -p "$work"
 cp -n "$root/models/tachyon-demo/tokenizer.json" "$root/models/tachyon-demo/tokenizer_config.json" "$work/qwen3-0.6b/"
 [ -f "$work/qwen3-0.6b-bf16.gguf" ] ||
   PYTHONPATH="$llama/gguf-py" /usr/bin/python3 "$converter" "$work/qwen3-0.6b" "$work/qwen3-0.6b-bf16.gguf"
-files=("$work/qwen3-0.6b-bf16.gguf")
+files=()
+[ "$with_bf16" = 1 ] && files+=("$work/qwen3-0.6b-bf16.gguf")
 for t in $types; do
   lower="$(echo "$t" | tr 'A-Z' 'a-z')"
   f="$work/qwen3-0.6b-$lower.gguf"
@@ -50,14 +53,14 @@ out="$root/bench/results/gguf-cpu-$commit.md"
   echo "# GGUF on CPU: tachyon vs llama.cpp, commit $commit, $(date -u +%Y-%m-%dT%H:%MZ)"
   echo
   echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $threads threads for both engines."
-  echo "llama.cpp: $(git -C "$llama" rev-parse --short HEAD 2>/dev/null || echo "source d32676d7 (snapshot)"), llama-bench -p 512 -n 128 -r 1."
+  echo "llama.cpp: $(git -C "$llama" rev-parse --short HEAD 2>/dev/null || echo "source d32676d7 (snapshot)"), llama-bench -p 512 -n $gen -r 1."
   echo "tachyon: bench/engine/cpu_bench --runs 1 (decode 32 tokens at batch 1, prefill 512), CPU backend."
   echo
   for f in "${files[@]}"; do
-    echo "## $(basename "$f") ($(du -m "$f" | cut -f1) MB)"
+    echo "## $(basename "$f") ($(du -mL "$f" | cut -f1) MB)"
     echo
     echo '```'
-    "$llama/build/bin/llama-bench" -m "$f" -p 512 -n 128 -t "$threads" -r 1 -o md 2>/dev/null || echo "llama-bench failed"
+    "$llama/build/bin/llama-bench" -m "$f" -p 512 -n "$gen" -t "$threads" -r 1 -o md 2>/dev/null || echo "llama-bench failed"
     type="$(basename "$f" .gguf | sed 's/^qwen3-0\.6b-//' | tr 'a-z' 'A-Z')"
     if [[ " $tachyon_types " == *" $type "* ]]; then
       "$build/bench/cpu_bench" --runs 1 --prefill-tokens 512 "$f" 2>/dev/null || echo "tachyon cpu_bench failed"
