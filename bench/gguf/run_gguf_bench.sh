@@ -15,7 +15,11 @@
 # the repository; default /work/peers/gguf-bench) holds the checkpoint and the GGUF files; they
 # are made once: bench/make_random_checkpoint.py, then the demo tokenizer beside it (padded to
 # 151936 entries by the converter), /work/shared/tools/hf_to_gguf_qwen3.py to a BF16 GGUF, then
-# llama-quantize. The record goes to bench/results/gguf-cpu-<commit>.md with the CPU named.
+# llama-quantize. The record goes to bench/results/gguf-cpu-<commit>.md with the CPU named and
+# the load average before and after. Run it on an otherwise idle machine: at a load average of
+# 21-29 on the 2-core VM (other builds running, 2026-12-06 11:00Z) llama-bench's decode fell to
+# 0.13 tok/s on Q8_0 (21.95 idle; its threads wait at barriers by spinning) while tachyon's
+# fell to 3.4 (30.8 idle), so ratios taken under load say nothing about either engine.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${BUILD:-$root/build}"
