@@ -22,6 +22,8 @@ constexpr ArchInfo kArchitectures[] = {
     {"qwen3", "qwen3", "Qwen3ForCausalLM"},
     {"qwen3moe", "qwen3_moe", "Qwen3MoeForCausalLM"},
     {"gemma3", "gemma3_text", "Gemma3ForCausalLM"},
+    {"deepseek2", "deepseek_v3", "DeepseekV3ForCausalLM"},
+    {"gpt-oss", "gpt_oss", "GptOssForCausalLM"},
 };
 
 // Reads `{arch}.*` keys, naming the file and key in every error.
@@ -123,12 +125,79 @@ Json rope_scaling(const GgufFile& file, const Meta& m, const std::string& arch, 
     r["beta_fast"] = m.float_or("rope.scaling.yarn_beta_fast", 32.0);
     r["beta_slow"] = m.float_or("rope.scaling.yarn_beta_slow", 1.0);
     if (const GgufValue* a = m.find("rope.scaling.attn_factor")) r["attention_factor"] = a->as_float();
-    if (m.find("rope.scaling.yarn_log_multiplier"))
-      throw Error("{}: '{}.rope.scaling.yarn_log_multiplier' (deepseek-style yarn) is not supported for '{}'",
-                  file.path(), arch, arch);
+    if (const GgufValue* mul = m.find("rope.scaling.yarn_log_multiplier")) {
+      if (arch != "deepseek2")
+        throw Error("{}: '{}.rope.scaling.yarn_log_multiplier' (deepseek-style yarn) is not supported for '{}'",
+                    file.path(), arch, arch);
+      // The converter stores 0.1·mscale_all_dim. llama.cpp scales the attention by the mscale² of
+      // mscale_all_dim and leaves the rotation unscaled: HF's mscale = mscale_all_dim does both.
+      r["mscale_all_dim"] = mul->as_float() / 0.1;
+      r["mscale"] = mul->as_float() / 0.1;
+    } else if (arch == "gpt-oss") {
+      // ggml's yarn rounds the correction range to whole dimensions (HF's truncate: true).
+      r["truncate"] = true;
+    }
     return r;
   }
   throw Error("{}: rope scaling type '{}' is not supported (supported: none, linear, yarn)", file.path(), type);
+}
+
+// DeepSeek-V2/V3 multi-head latent attention (llama.cpp's deepseek2): the HF MLA dimensions.
+// Files from converters since mid-2025 write the MLA head sizes as key/value_length_mla (and
+// key/value_length as the latent MQA head: kv_lora_rank + rope, kv_lora_rank); older ones write
+// them as key/value_length. Returns the query-key head size.
+int64_t deepseek2_attention(const GgufFile& file, const Meta& m, Json& j) {
+  const int64_t rope = m.uniform_int("rope.dimension_count");
+  const int64_t kv_lora = m.uniform_int("attention.kv_lora_rank");
+  const bool mla_keys = m.find("attention.key_length_mla") != nullptr;
+  const int64_t qk = m.uniform_int(mla_keys ? "attention.key_length_mla" : "attention.key_length");
+  const int64_t v = m.uniform_int(mla_keys ? "attention.value_length_mla" : "attention.value_length");
+  if (rope <= 0 || kv_lora <= 0 || qk <= rope || v <= 0)
+    throw Error("{}: deepseek2 attention sizes do not fit together (rope.dimension_count {}, kv_lora_rank {}, "
+                "query-key head {}, value head {})",
+                file.path(), rope, kv_lora, qk, v);
+  if (const auto q_lora = m.optional_int("attention.q_lora_rank")) j["q_lora_rank"] = *q_lora;
+  else j["q_lora_rank"] = nullptr;
+  j["kv_lora_rank"] = kv_lora;
+  j["qk_rope_head_dim"] = rope;
+  j["qk_nope_head_dim"] = qk - rope;
+  j["v_head_dim"] = v;
+  j["head_dim"] = rope;
+  // llama.cpp rotates adjacent pairs for deepseek2 and the converter keeps the checkpoint's rows
+  // (DeepSeek-V3 stores them for that layout: HF's rope_interleave).
+  j["rope_interleave"] = true;
+  for (const char* key : {"attention.temperature_scale", "attention.temperature_length", "attention.indexer.head_count"})
+    if (m.find(key))
+      throw Error("{}: 'deepseek2.{}' is set (a DeepSeek variant tachyon does not support)", file.path(), key);
+  return qk;
+}
+
+// DeepSeekMoE routing and sizes. tachyon's deepseek_v3 routes with sigmoid scores plus a
+// correction bias (noaux_tc); DeepSeek-V2's softmax gating (expert_gating_func 1, or no key:
+// llama.cpp's default for old V2 files) is refused.
+void deepseek2_moe(const GgufFile& file, const Meta& m, Json& j) {
+  j["intermediate_size"] = m.uniform_int("feed_forward_length");
+  j["moe_intermediate_size"] = m.uniform_int("expert_feed_forward_length");
+  j["n_routed_experts"] = m.uniform_int("expert_count");
+  j["num_experts_per_tok"] = m.uniform_int("expert_used_count");
+  j["n_shared_experts"] = m.optional_int("expert_shared_count").value_or(0);
+  const int64_t dense = m.optional_int("leading_dense_block_count").value_or(0);
+  j["first_k_dense_replace"] = dense;
+  j["routed_scaling_factor"] = m.float_or("expert_weights_scale", 1.0);
+  const GgufValue* norm = m.find("expert_weights_norm");
+  j["norm_topk_prob"] = norm ? norm->as_bool() : false;
+  j["n_group"] = m.optional_int("expert_group_count").value_or(1);
+  j["topk_group"] = m.optional_int("expert_group_used_count").value_or(1);
+  const int64_t gating = m.optional_int("expert_gating_func").value_or(1);
+  if (gating != 2)
+    throw Error("{}: 'deepseek2.expert_gating_func' is {} ({}); tachyon's DeepSeek MoE routes with sigmoid scores "
+                "(2, DeepSeek-V3)",
+                file.path(), gating, m.find("expert_gating_func") ? "softmax" : "absent: softmax, DeepSeek-V2");
+  j["scoring_func"] = "sigmoid";
+  j["topk_method"] = "noaux_tc";
+  const std::string bias = "blk." + std::to_string(dense) + ".exp_probs_b.bias";
+  if (!file.find_tensor(bias))
+    throw Error("{}: sigmoid-routed deepseek2 without tensor '{}' (the routing correction bias)", file.path(), bias);
 }
 
 }  // namespace
@@ -187,16 +256,26 @@ Json gguf_hf_config(const GgufFile& file) {
   j["num_hidden_layers"] = layers;
   j["num_attention_heads"] = heads;
   j["num_key_value_heads"] = m.optional_int("attention.head_count_kv").value_or(heads);
-  const int64_t head_dim = m.optional_int("attention.key_length").value_or(hidden / heads);
-  const int64_t v_dim = m.optional_int("attention.value_length").value_or(head_dim);
-  if (v_dim != head_dim)
-    throw Error("{}: '{}.attention.value_length' {} differs from key_length {}, which '{}' does not support",
-                file.path(), arch, v_dim, head_dim, arch);
-  j["head_dim"] = head_dim;
-  if (const auto rot = m.optional_int("rope.dimension_count"); rot && *rot != head_dim)
-    throw Error("{}: '{}.rope.dimension_count' {} differs from the head size {} (partial rotary is not supported for "
-                "'{}')",
-                file.path(), arch, *rot, head_dim, arch);
+  int64_t head_dim = 0;
+  if (arch == "deepseek2") {
+    // MLA's latent cache is written as one shared KV head (head_count_kv 1); the model's own
+    // heads are the query heads. The block count includes NextN (MTP) layers, which are not loaded.
+    j["num_key_value_heads"] = heads;
+    j["num_hidden_layers"] = layers - m.optional_int("nextn_predict_layers").value_or(0);
+    head_dim = deepseek2_attention(file, m, j);
+  } else {
+    head_dim = m.optional_int("attention.key_length").value_or(hidden / heads);
+    const int64_t v_dim = m.optional_int("attention.value_length").value_or(head_dim);
+    if (v_dim != head_dim)
+      throw Error("{}: '{}.attention.value_length' {} differs from key_length {}, which '{}' does not support",
+                  file.path(), arch, v_dim, head_dim, arch);
+    j["head_dim"] = head_dim;
+    if (const auto rot = m.optional_int("rope.dimension_count"); rot && *rot != head_dim)
+      throw Error(
+          "{}: '{}.rope.dimension_count' {} differs from the head size {} (partial rotary is not supported for "
+          "'{}')",
+          file.path(), arch, *rot, head_dim, arch);
+  }
   j["rms_norm_eps"] = m.get("attention.layer_norm_rms_epsilon").as_float();
   j["max_position_embeddings"] = m.optional_int("context_length").value_or(4096);
   const double theta = m.float_or("rope.freq_base", 10000.0);
@@ -216,7 +295,18 @@ Json gguf_hf_config(const GgufFile& file) {
   j["attention_bias"] = file.find_tensor("blk.0.attn_q.bias") != nullptr;
   j["torch_dtype"] = "bfloat16";
 
-  if (arch == "qwen3moe") {
+  if (arch == "deepseek2") {
+    deepseek2_moe(file, m, j);
+  } else if (arch == "gpt-oss") {
+    j["num_local_experts"] = m.uniform_int("expert_count");
+    j["num_experts_per_tok"] = m.uniform_int("expert_used_count");
+    j["intermediate_size"] = m.uniform_int("expert_feed_forward_length");
+    // llama.cpp's graph hard-codes gpt-oss's clamp (7) and alpha (1.702); a file naming another
+    // limit is a different model.
+    if (const GgufValue* limit = m.find("swiglu_clamp_exp"); limit && limit->as_float() != 7.0)
+      throw Error("{}: 'gpt-oss.swiglu_clamp_exp' {} differs from gpt-oss's 7, which tachyon does not support",
+                  file.path(), limit->as_float());
+  } else if (arch == "qwen3moe") {
     j["num_experts"] = m.uniform_int("expert_count");
     j["num_experts_per_tok"] = m.uniform_int("expert_used_count");
     j["moe_intermediate_size"] = m.uniform_int("expert_feed_forward_length");
@@ -245,6 +335,23 @@ Json gguf_hf_config(const GgufFile& file) {
     }
     if (const GgufValue* cap = m.find("final_logit_softcapping")) j["final_logit_softcapping"] = cap->as_float();
     if (const GgufValue* cap = m.find("attn_logit_softcapping")) j["attn_logit_softcapping"] = cap->as_float();
+  } else if (arch == "gpt-oss") {
+    j["hidden_act"] = "silu";
+    // llama.cpp: every `period`-th layer (the last of each period) is full, the others slide
+    // (default period 2: sliding, full, sliding, ...).
+    const int64_t window = m.uniform_int("attention.sliding_window");
+    const int64_t period = m.optional_int("attention.sliding_window_pattern").value_or(2);
+    if (window <= 0 || period <= 0)
+      throw Error("{}: 'gpt-oss.attention.sliding_window' {} and sliding_window_pattern {} must be positive",
+                  file.path(), window, period);
+    j["sliding_window"] = window;
+    Json types = Json::array();
+    for (int64_t l = 0; l < layers; ++l)
+      types.push_back(l % period < period - 1 ? "sliding_attention" : "full_attention");
+    j["layer_types"] = types;
+    if (m.find("rope.freq_base_swa") && m.float_or("rope.freq_base_swa", theta) != theta)
+      throw Error("{}: 'gpt-oss.rope.freq_base_swa' differs from rope.freq_base, which tachyon does not support",
+                  file.path());
   } else {
     j["hidden_act"] = "silu";
     if (const auto window = m.optional_int("attention.sliding_window"); window && *window > 0)

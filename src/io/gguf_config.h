@@ -8,8 +8,12 @@
 // are refused by name rather than dropped.
 //
 // Mapped architectures (general.architecture → model_type): llama → llama, qwen2 → qwen2,
-// qwen3 → qwen3, qwen3moe → qwen3_moe, gemma3 → gemma3_text. Others are refused, naming the
-// architecture and these.
+// qwen3 → qwen3, qwen3moe → qwen3_moe, gemma3 → gemma3_text, deepseek2 → deepseek_v3 (MLA dims from
+// key/value_length_mla or, in older files, key/value_length; sigmoid routing with the exp_probs_b
+// correction bias only: softmax-gated DeepSeek-V2 files are refused; NextN layers dropped from the
+// block count; yarn with the converter's log multiplier), gpt-oss → gpt_oss (sliding window and its
+// period, yarn with ggml's rounded correction range). Others are refused, naming the architecture
+// and these.
 //
 //   auto file = GgufFile::open("qwen3-0.6b-q8_0.gguf");
 //   ModelConfig c = gguf_model_config(*file);   // c.model_type == "qwen3", c.head_dim == 128
@@ -37,7 +41,7 @@ ModelConfig gguf_model_config(const GgufFile& file);
 // differ, which llama.cpp also stops on), bos and pad.
 GenerationConfig gguf_generation_config(const GgufFile& file);
 
-// The architectures gguf_hf_config maps ("llama, qwen2, qwen3, qwen3moe, gemma3").
+// The architectures gguf_hf_config maps ("llama, qwen2, qwen3, qwen3moe, gemma3, deepseek2, gpt-oss").
 std::string gguf_supported_architectures();
 
 }  // namespace tachyon::io

@@ -15,7 +15,7 @@ namespace {
 
 constexpr GgmlType kSupported[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
                                    GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                                   GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+                                   GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4};
 
 uint16_t load_u16(const uint8_t* p) {
   uint16_t v;
@@ -250,9 +250,34 @@ std::string repacked_format_name(GgmlType type) {
     case GgmlType::Q4_K: return "Affine 4-bit g32 F32";
     case GgmlType::Q5_K: return "Affine 8-bit g32 F32";
     case GgmlType::Q6_K: return "Symmetric 8-bit g16 F32";
+    case GgmlType::MXFP4: return "MXFP4 g32 E8M0";
     default: return "unsupported";
   }
 }
+
+namespace {
+
+// MXFP4 {e, qs[16]} per 32: qs[j] holds element j in its low nibble and j + 16 in its high one;
+// ggml's value table is twice e2m1's and its scale half of 2^(e − 127), so the codes and the e8m0
+// byte carry over unchanged: only the nibbles move to kernels/weight.h's pairwise order.
+HostTensor repack_mxfp4(const uint8_t* data, int64_t rows, int64_t cols, const std::string& name) {
+  Packer p(rows, cols, 4, 32, DType::U8, false, name);
+  std::vector<uint8_t> scales(static_cast<size_t>(rows * (cols / 32)));
+  for_each_block(data, rows, cols, 32, 17, [&](const uint8_t* blk, int64_t b, int64_t first) {
+    if (blk[0] == 255) throw Error("tensor '{}': block {} has the e8m0 scale 255 (not a number)", name, b);
+    scales[static_cast<size_t>(b)] = blk[0];
+    for (int j = 0; j < 16; ++j) {
+      p.code(first + j, blk[1 + j] & 0xfu);
+      p.code(first + j + 16, blk[1 + j] >> 4);
+    }
+  });
+  HostTensor out = p.finish(WeightFormat::Mxfp4);
+  out.owned[1] = std::move(scales);
+  out.weight.quant.scales = out.owned[1].data();
+  return out;
+}
+
+}  // namespace
 
 HostTensor repack_ggml_rows(GgmlType type, const uint8_t* data, int64_t rows, int64_t cols, const std::string& name) {
   auto dense = [&](DType dtype) {
@@ -272,6 +297,7 @@ HostTensor repack_ggml_rows(GgmlType type, const uint8_t* data, int64_t rows, in
     case GgmlType::Q4_K: return repack_k_affine<false>(data, rows, cols, name);
     case GgmlType::Q5_K: return repack_k_affine<true>(data, rows, cols, name);
     case GgmlType::Q6_K: return repack_q6_k(data, rows, cols, name);
+    case GgmlType::MXFP4: return repack_mxfp4(data, rows, cols, name);
     default: break;
   }
   throw Error("tensor '{}' has GGUF type {}, which tachyon does not support (supported: {})", name,
@@ -351,9 +377,10 @@ HostTensor permute_rows(const HostTensor& t, const std::vector<int64_t>& perm) {
     out.weight.data = gather(w.data, static_cast<size_t>(w.cols) * dtype_size(w.dtype));
     return out;
   }
-  TACHYON_CHECK(w.format == WeightFormat::Affine || w.format == WeightFormat::Symmetric,
+  TACHYON_CHECK(w.format == WeightFormat::Affine || w.format == WeightFormat::Symmetric ||
+                    w.format == WeightFormat::Mxfp4,
                 "permute_rows: unexpected format");
-  const size_t groups = static_cast<size_t>(w.cols / w.quant.group);
+  const size_t groups = static_cast<size_t>(w.cols / kernels::quant_group(w));
   out.weight.data = gather(w.data, static_cast<size_t>(w.cols * w.quant.bits / 8));
   out.weight.quant.scales = gather(w.quant.scales, groups * dtype_size(w.quant.scale_dtype));
   if (w.quant.biases) out.weight.quant.biases = gather(w.quant.biases, groups * dtype_size(w.quant.scale_dtype));

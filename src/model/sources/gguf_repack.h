@@ -16,12 +16,14 @@
 //   Q5_K   as Q4_K with a fifth bit per value (qh[32]): Affine 8-bit g32, F32 scale and bias.
 //   Q6_K   {ql[128], qh[64], int8 sc[16], d} per 256: Symmetric 8-bit g16, F32 scale d·sc (exact),
 //          code q − 32.
+//   MXFP4  {e8m0 e, nibbles[16]} per 32 (gpt-oss experts): Mxfp4 with the same codes and e; ggml's
+//          kvalues (2·e2m1) times 2^(e − 128) are e2m1 · 2^(e − 127) exactly. e = 255 is refused.
 // Host sizes per weight (file → repacked): Q8_0 8.5 → 8.5, Q4_0 4.5 → 4.5, Q4_1 5 → 5, Q5_0 5.5 → 8.5,
-// Q5_1 6 → 9, Q4_K 4.5 → 6, Q5_K 5.5 → 10, Q6_K 6.56 → 10 bits: the 5- and 6-bit codes take a byte.
+// Q5_1 6 → 9, Q4_K 4.5 → 6, Q5_K 5.5 → 10, Q6_K 6.56 → 10, MXFP4 4.25 → 4.25 bits: the 5- and 6-bit codes take a byte.
 // Affine values are fma(q, s, b) in f32 (kernels/weight_dequant.h); ggml computes s·q − m with two
 // roundings, so an Affine element may differ from ggml's dequantization by one f32 rounding of
 // the product. Everything else is bit-identical to ggml's dequantize_row_*.
-// Other types (Q2_K, Q3_K, IQ*, TQ*, MXFP4, ...) are refused, naming the tensor, its type and
+// Other types (Q2_K, Q3_K, IQ*, TQ*, NVFP4, ...) are refused, naming the tensor, its type and
 // the supported ones. Every block's f16 scales are checked finite.
 #pragma once
 
@@ -35,7 +37,7 @@
 namespace tachyon::model {
 
 bool ggml_type_supported(io::GgmlType type);
-std::string supported_ggml_types();  // "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K"
+std::string supported_ggml_types();  // "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MXFP4"
 
 // How `type` is held after repacking, for `info` and messages ("Symmetric 4-bit g32 F16").
 std::string repacked_format_name(io::GgmlType type);

@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "io/gguf_config.h"
 #include "model/sources/gguf_repack.h"
+#include "model/weights.h"
 
 namespace tachyon::model {
 
@@ -61,6 +62,8 @@ GgufSource::GgufSource(std::shared_ptr<const io::GgufFile> file, const io::Model
     : file_(std::move(file)) {
   const std::string arch(file_->get("general.architecture").as_string());
   const bool gemma = arch == "gemma3";
+  const bool deepseek = arch == "deepseek2";
+  const bool gpt_oss = arch == "gpt-oss";
   const bool llama_rope = arch == "llama";  // converted with LlamaModel.permute
   static const std::regex layer_re(R"(blk\.(\d+)\.([a-z_0-9]+)\.(weight|bias))");
   std::vector<std::string> unmapped;
@@ -77,6 +80,9 @@ GgufSource::GgufSource(std::shared_ptr<const io::GgufFile> file, const io::Model
     if (!std::regex_match(n, m, layer_re)) { unmapped.push_back(n); continue; }
     const std::string layer = m[1].str(), part = m[2].str(), kind = m[3].str();
     const std::string prefix = "model.layers." + layer + ".";
+    if (deepseek && std::stoll(layer) >= config.num_hidden_layers) continue;  // NextN (MTP) blocks
+    if (deepseek && add_deepseek2(prefix, part, kind, t)) continue;
+    if (gpt_oss && add_gpt_oss(prefix, part, kind, t)) continue;
     bool mapped = false;
     for (const LayerName& ln : kExperts) {
       if (part != ln.gguf || kind != "weight") continue;
@@ -111,6 +117,32 @@ GgufSource::GgufSource(std::shared_ptr<const io::GgufFile> file, const io::Model
     }
     if (!mapped) unmapped.push_back(n);
   }
+  // The tensors rebuilt from two GGUF parts, once both are known.
+  for (const auto& [name, parts] : pairs_) {
+    const auto [a, b] = parts;
+    if (!a || !b)
+      throw Error("{}: tensor '{}' has no partner '{}' to rebuild '{}' from", file_->path(), (a ? a : b)->name,
+                  (a ? a : b)->name.find("k_b") != std::string::npos   ? "attn_v_b"
+                  : (a ? a : b)->name.find("v_b") != std::string::npos ? "attn_k_b"
+                  : (a ? a : b)->name.find("gate") != std::string::npos ? "ffn_up_exps"
+                                                                         : "ffn_gate_exps",
+                  name);
+    const bool bias = name.ends_with("_bias");
+    if (name.ends_with("kv_b_proj.weight")) {
+      // k_b {nope, kv_lora, H}, v_b {kv_lora, v, H}
+      if (a->dims.size() != 3 || b->dims.size() != 3 || a->dims[1] != b->dims[0] || a->dims[2] != b->dims[2])
+        throw Error("{}: tensors '{}' {} and '{}' {} do not fit together as k_b {{nope, kv_lora, heads}} and v_b "
+                    "{{kv_lora, v, heads}}",
+                    file_->path(), a->name, a->dims_string(), b->name, b->dims_string());
+      add_rebuilt(name, *a, b, Fix::MlaKvB, {a->dims[2] * (a->dims[0] + b->dims[1]), a->dims[1]});
+    } else {
+      if (a->dims != b->dims || a->dims.size() != (bias ? 2u : 3u))
+        throw Error("{}: tensors '{}' {} and '{}' {} must have equal dims {}", file_->path(), a->name,
+                    a->dims_string(), b->name, b->dims_string(), bias ? "{I, experts}" : "{hidden, I, experts}");
+      if (bias) add_rebuilt(name, *a, b, Fix::InterleavedBias, {a->dims[1], 2 * a->dims[0]});
+      else add_rebuilt(name, *a, b, Fix::InterleavedExperts, {a->dims[2], a->dims[0], 2 * a->dims[1]});
+    }
+  }
   // Experts' gate/up are fused per expert.
   for (auto& [name, e] : entries_)
     if (e.expert >= 0 && (name.ends_with("gate_proj.weight") || name.ends_with("up_proj.weight")))
@@ -138,6 +170,88 @@ void GgufSource::add(const std::string& hf_name, const GgufTensor& t, int64_t ex
     throw Error("{}: tensor '{}' has {} rows, not a whole number of {} heads of even size", file_->path(), t.name,
                 e.shape[0], rope_heads);
   entries_[hf_name] = std::move(e);
+}
+
+void GgufSource::add_rebuilt(const std::string& hf_name, const GgufTensor& t, const GgufTensor* second, Fix fix,
+                             std::vector<int64_t> shape) {
+  Entry e;
+  e.tensor = &t;
+  e.second = second;
+  e.fix = fix;
+  e.shape = std::move(shape);
+  entries_[hf_name] = std::move(e);
+}
+
+bool GgufSource::add_deepseek2(const std::string& prefix, const std::string& part, const std::string& kind,
+                               const GgufTensor& t) {
+  struct Name {
+    const char* gguf;
+    const char* hf;
+    const char* sibling;
+  };
+  static constexpr Name kNames[] = {
+      {"attn_q_a", "self_attn.q_a_proj", nullptr},
+      {"attn_q_a_norm", "self_attn.q_a_layernorm", nullptr},
+      {"attn_q_b", "self_attn.q_b_proj", nullptr},
+      {"attn_kv_a_mqa", "self_attn.kv_a_proj_with_mqa", nullptr},
+      {"attn_kv_a_norm", "self_attn.kv_a_layernorm", nullptr},
+      {"attn_kv_b", "self_attn.kv_b_proj", nullptr},
+      {"ffn_gate_shexp", "mlp.shared_experts.gate_proj", "shexp_gate_up"},
+      {"ffn_up_shexp", "mlp.shared_experts.up_proj", "shexp_gate_up"},
+      {"ffn_down_shexp", "mlp.shared_experts.down_proj", nullptr},
+  };
+  if (part == "attn_k_b" || part == "attn_v_b") {
+    if (kind != "weight") return false;
+    auto& pair = pairs_[prefix + "self_attn.kv_b_proj.weight"];
+    (part == "attn_k_b" ? pair.first : pair.second) = &t;
+    return true;
+  }
+  if (part == "exp_probs_b" && kind == "bias") {
+    add(prefix + "mlp.gate.e_score_correction_bias", t, -1, Fix::None, 0);
+    return true;
+  }
+  for (const Name& n : kNames) {
+    if (part != n.gguf) continue;
+    const std::string hf = prefix + n.hf + "." + kind;
+    add(hf, t, -1, Fix::None, 0);
+    if (n.sibling) entries_[hf].sibling_group = prefix + n.sibling + "." + kind;
+    return true;
+  }
+  return false;
+}
+
+bool GgufSource::add_gpt_oss(const std::string& prefix, const std::string& part, const std::string& kind,
+                             const GgufTensor& t) {
+  if (part == "post_attention_norm") {
+    add(prefix + "post_attention_layernorm." + kind, t, -1, Fix::None, 0);
+    return true;
+  }
+  if (part == "attn_sinks" && kind == "weight") {
+    add(prefix + "self_attn.sinks", t, -1, Fix::None, 0);
+    return true;
+  }
+  if (part == "ffn_gate_inp") {
+    add(prefix + "mlp.router." + kind, t, -1, Fix::None, 0);
+    return true;
+  }
+  if (part == "ffn_down_exps") {
+    if (kind == "bias") {
+      add(prefix + "mlp.experts.down_proj_bias", t, -1, Fix::None, 0);
+    } else {
+      if (t.dims.size() != 3)
+        throw Error("{}: tensor '{}' has dims {}, expected [I, hidden, experts]", file_->path(), t.name,
+                    t.dims_string());
+      add_rebuilt(prefix + "mlp.experts.down_proj", t, nullptr, Fix::ExpertsTransposed,
+                  {t.dims[2], t.dims[0], t.dims[1]});
+    }
+    return true;
+  }
+  if (part == "ffn_gate_exps" || part == "ffn_up_exps") {
+    auto& pair = pairs_[prefix + (kind == "bias" ? "mlp.experts.gate_up_proj_bias" : "mlp.experts.gate_up_proj")];
+    (part == "ffn_gate_exps" ? pair.first : pair.second) = &t;
+    return true;
+  }
+  return false;
 }
 
 void GgufSource::resolve_groups() {
@@ -170,6 +284,13 @@ WeightSource::Info GgufSource::info(const std::string& name) const {
   out.file = file_->path();
   out.type = io::ggml_type_name(e.tensor->type);
   out.dense = is_float_type(e.tensor->type) && e.fix != Fix::GemmaNormShift;
+  if (e.second) {
+    const GgmlType a = e.tensor->type, b = e.second->type;
+    const bool f32 = e.fix != Fix::InterleavedExperts || a != b;
+    if (a != b) out.type += "+" + io::ggml_type_name(b);
+    if (f32 && !(a == GgmlType::F32 && b == GgmlType::F32)) out.type += " as F32";
+    out.dense = f32 || is_float_type(a);
+  }
   if (!e.sibling_group.empty()) {
     const GroupFormat& g = groups_.at(e.sibling_group);
     if (g.mixed) {
@@ -198,6 +319,7 @@ HostTensor GgufSource::load(const std::string& name) const {
 }
 
 HostTensor GgufSource::load_entry(const std::string& name, const Entry& e) const {
+  if (e.second || e.fix == Fix::ExpertsTransposed) return load_rebuilt(e);
   const GgufTensor& t = *e.tensor;
   const int64_t cols = t.dims[0];
   const int64_t rows = t.dims.size() == 1 ? 1 : t.dims[1];
@@ -245,6 +367,99 @@ HostTensor GgufSource::load_entry(const std::string& name, const Entry& e) const
   }
   (void)name;
   return out;
+}
+
+namespace {
+
+// All rows of a GGUF tensor (3-D: every expert's, one after another) in a kernels/weight.h form.
+HostTensor repack_all(const io::GgufFile& file, const GgufTensor& t) {
+  if (!ggml_type_supported(t.type))
+    throw Error("{}: tensor '{}' has GGUF type {}, which tachyon does not support (supported: {})", file.path(),
+                t.name, io::ggml_type_name(t.type), supported_ggml_types());
+  int64_t rows = 1;
+  for (size_t d = 1; d < t.dims.size(); ++d) rows *= t.dims[d];
+  HostTensor out = repack_ggml_rows(t.type, t.data, rows, t.dims[0], t.name);
+  out.shape = {rows, t.dims[0]};
+  return out;
+}
+
+const float* f32_data(const HostTensor& t) { return static_cast<const float*>(t.weight.data); }
+
+HostTensor f32_tensor(std::vector<float> values, int64_t rows, int64_t cols) {
+  HostTensor out;
+  std::vector<uint8_t> bytes(values.size() * 4);
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  out.owned.push_back(std::move(bytes));
+  out.weight = Weight{out.owned.back().data(), DType::F32, rows, cols};
+  return out;
+}
+
+}  // namespace
+
+HostTensor GgufSource::load_rebuilt(const Entry& e) const {
+  const GgufTensor& a = *e.tensor;
+  switch (e.fix) {
+    case Fix::ExpertsTransposed: {  // {in, out, E}: E matrices [out, in], the transpose of HF's [E, in, out]
+      HostTensor out = repack_all(*file_, a);
+      out.shape = e.shape;
+      out.stored_transposed = true;
+      return out;
+    }
+    case Fix::InterleavedExperts: {
+      // gate and up {H, I, E} → E matrices [2I, H] whose row 2j is gate row j and 2j + 1 up row j
+      // (the Hub's interleaved gate_up_proj, stored transposed).
+      HostTensor gate = repack_all(*file_, a), up = repack_all(*file_, *e.second);
+      if (a.type != e.second->type) {  // one storage for both halves
+        gate = to_dense_f32(gate);
+        up = to_dense_f32(up);
+      }
+      const int64_t I = a.dims[1], E = a.dims[2];
+      HostTensor both = concat_rows({gate, up}, a.name);
+      std::vector<int64_t> perm(static_cast<size_t>(2 * E * I));
+      for (int64_t x = 0; x < E; ++x)
+        for (int64_t j = 0; j < I; ++j) {
+          perm[static_cast<size_t>(x * 2 * I + 2 * j)] = x * I + j;
+          perm[static_cast<size_t>(x * 2 * I + 2 * j + 1)] = E * I + x * I + j;
+        }
+      HostTensor out = permute_rows(both, perm);  // copies every row: nothing points into `both`
+      out.shape = e.shape;
+      out.stored_transposed = true;
+      return out;
+    }
+    case Fix::InterleavedBias: {  // {I, E} x2 → [E, 2I], gate at even columns
+      const HostTensor gate = to_dense_f32(repack_all(*file_, a)), up = to_dense_f32(repack_all(*file_, *e.second));
+      const int64_t I = a.dims[0], E = a.dims[1];
+      std::vector<float> v(static_cast<size_t>(2 * E * I));
+      for (int64_t x = 0; x < E; ++x)
+        for (int64_t j = 0; j < I; ++j) {
+          v[static_cast<size_t>(x * 2 * I + 2 * j)] = f32_data(gate)[x * I + j];
+          v[static_cast<size_t>(x * 2 * I + 2 * j + 1)] = f32_data(up)[x * I + j];
+        }
+      HostTensor out = f32_tensor(std::move(v), E, 2 * I);
+      out.shape = e.shape;
+      return out;
+    }
+    case Fix::MlaKvB: {
+      // k_b {nope, kv_lora, H}: per head W_uk_hᵀ [kv_lora, nope]; v_b {kv_lora, v, H}: W_uv_h [v, kv_lora].
+      // kv_b_proj rows per head: nope rows of W_uk_h, then v rows of W_uv_h.
+      const HostTensor kb = to_dense_f32(repack_all(*file_, a)), vb = to_dense_f32(repack_all(*file_, *e.second));
+      const int64_t nope = a.dims[0], r = a.dims[1], H = a.dims[2], v = e.second->dims[1];
+      std::vector<float> out(static_cast<size_t>(H * (nope + v) * r));
+      for (int64_t h = 0; h < H; ++h) {
+        for (int64_t i = 0; i < nope; ++i)
+          for (int64_t c = 0; c < r; ++c)
+            out[static_cast<size_t>((h * (nope + v) + i) * r + c)] = f32_data(kb)[(h * r + c) * nope + i];
+        for (int64_t j = 0; j < v; ++j)
+          for (int64_t c = 0; c < r; ++c)
+            out[static_cast<size_t>((h * (nope + v) + nope + j) * r + c)] = f32_data(vb)[(h * v + j) * r + c];
+      }
+      HostTensor t = f32_tensor(std::move(out), H * (nope + v), r);
+      t.shape = e.shape;
+      return t;
+    }
+    default: break;
+  }
+  throw Error("{}: tensor '{}' cannot be rebuilt", file_->path(), a.name);
 }
 
 std::shared_ptr<WeightSource> open_gguf_source(const std::string& path, const io::ModelConfig& config) {

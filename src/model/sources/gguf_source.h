@@ -17,12 +17,30 @@
 // (convert_hf_to_gguf.py LlamaModel.permute; qwen2/qwen3/gemma3 were not): the rows are put back
 // in rotate-half order. Gemma3's norm weights were stored as 1 + w: the source gives w back
 // (F32, one rounding of the subtraction).
+// deepseek2 (MLA, DeepSeekMoE):
+//   attn_q_a, attn_q_a_norm, attn_q_b / attn_q  self_attn.q_a_proj, q_a_layernorm, q_b_proj / q_proj
+//   attn_kv_a_mqa, attn_kv_a_norm               self_attn.kv_a_proj_with_mqa, kv_a_layernorm
+//   attn_kv_b, or attn_k_b + attn_v_b           self_attn.kv_b_proj [H·(nope+v), kv_lora]: newer
+//     converters split it per head into k_b (transposed, {nope, kv_lora, H}) and v_b ({kv_lora, v, H});
+//     the source puts the rows back together as F32 (k_b's transpose cuts across quantized blocks)
+//   ffn_{gate,up,down}_shexp                    mlp.shared_experts.{gate,up,down}_proj
+//   exp_probs_b.bias                            mlp.gate.e_score_correction_bias
+//   blk.N with N ≥ the model's layers (NextN/MTP blocks) are not loaded.
+// gpt-oss (fused Hub expert layout, as transformers stores it):
+//   post_attention_norm, attn_sinks             post_attention_layernorm, self_attn.sinks
+//   ffn_gate_inp (.weight, .bias)               mlp.router
+//   ffn_gate_exps + ffn_up_exps {H, I, E}       mlp.experts.gate_up_proj [E, H, 2I], gate/up rows
+//     interleaved again and stored transposed (HostTensor::stored_transposed: E matrices [2I, H],
+//     codes kept, MXFP4 too); their biases → gate_up_proj_bias [E, 2I] interleaved
+//   ffn_down_exps {I, H, E}, its bias {H, E}    mlp.experts.down_proj [E, I, H] (stored transposed),
+//                                               down_proj_bias [E, H]
 // The parts of a fused weight (q/k/v, gate/up) must share a format: when their GGUF types differ
 // (Q4_K_M files mix Q4_K and Q6_K) every part is handed out as Affine 8-bit with F32 scales at
 // the smallest group (exact, see widen_to_affine8), or Dense F32 when a part is a float type.
 #pragma once
 
 #include <map>
+#include <utility>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,9 +65,19 @@ class GgufSource : public WeightSource {
   const io::GgufTensor* gguf_tensor(const std::string& name) const;
 
  private:
-  enum class Fix { None, LlamaRopeRows, GemmaNormShift };
+  // How an entry's values are made from its GGUF tensor(s).
+  enum class Fix {
+    None,
+    LlamaRopeRows,      // rows put back in rotate-half order
+    GemmaNormShift,     // w = stored − 1
+    ExpertsTransposed,  // a whole 3-D expert tensor, each expert's matrix [out, in] (stored_transposed)
+    InterleavedExperts, // gpt-oss gate_up_proj from `tensor` (gate) and `second` (up)
+    InterleavedBias,    // gpt-oss gate_up_proj_bias from `tensor` (gate) and `second` (up), F32
+    MlaKvB,             // deepseek2 kv_b_proj from `tensor` (k_b) and `second` (v_b), F32
+  };
   struct Entry {
     const io::GgufTensor* tensor = nullptr;
+    const io::GgufTensor* second = nullptr;  // the other part of a rebuilt tensor
     int64_t expert = -1;          // slice of a 3-D expert tensor
     std::vector<int64_t> shape;   // HF shape
     Fix fix = Fix::None;
@@ -66,8 +94,18 @@ class GgufSource : public WeightSource {
   std::shared_ptr<const io::GgufFile> file_;
   std::map<std::string, Entry> entries_;
   std::map<std::string, GroupFormat> groups_;
+  // Rebuilt HF tensor → its two GGUF parts (k_b, v_b; gate, up), filled while indexing.
+  std::map<std::string, std::pair<const io::GgufTensor*, const io::GgufTensor*>> pairs_;
 
   void add(const std::string& hf_name, const io::GgufTensor& t, int64_t expert, Fix fix, int64_t rope_heads);
+  // An entry rebuilt from two GGUF tensors (or one whole 3-D one) with the HF shape `shape`.
+  void add_rebuilt(const std::string& hf_name, const io::GgufTensor& t, const io::GgufTensor* second, Fix fix,
+                   std::vector<int64_t> shape);
+  bool add_deepseek2(const std::string& prefix, const std::string& part, const std::string& kind,
+                     const io::GgufTensor& t);
+  bool add_gpt_oss(const std::string& prefix, const std::string& part, const std::string& kind,
+                   const io::GgufTensor& t);
+  HostTensor load_rebuilt(const Entry& e) const;
   void resolve_groups();
   HostTensor load_entry(const std::string& name, const Entry& e) const;
 };

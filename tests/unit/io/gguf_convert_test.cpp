@@ -207,7 +207,8 @@ TEST(GgufConfig, RefusesUnknownArchitectureAndMissingKeysByName) {
     }
   };
   refused(io::testing::GgufBuilder().str("general.architecture", "mamba"),
-          "GGUF architecture 'mamba' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3)");
+          "GGUF architecture 'mamba' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3, deepseek2, "
+          "gpt-oss)");
   refused(io::testing::GgufBuilder().str("general.architecture", "qwen3").u32("qwen3.embedding_length", 64),
           "'qwen3.attention.head_count' is missing");
   refused(io::testing::GgufBuilder()
@@ -220,6 +221,47 @@ TEST(GgufConfig, RefusesUnknownArchitectureAndMissingKeysByName) {
               .f32("llama.rope.scaling.factor", 4.0f)
               .tensor("token_embd.weight", GgmlType::F32, {64, 2}, std::vector<uint8_t>(512)),
           "rope scaling type 'longrope' is not supported");
+}
+
+// deepseek2 files tachyon cannot run the way llama.cpp does are refused naming the key or tensor.
+TEST(GgufConfig, RefusesDeepseek2VariantsByName) {
+  auto deepseek2 = [] {
+    return io::testing::GgufBuilder()
+        .str("general.architecture", "deepseek2")
+        .u32("deepseek2.embedding_length", 64)
+        .u32("deepseek2.attention.head_count", 4)
+        .u32("deepseek2.attention.head_count_kv", 1)
+        .u32("deepseek2.block_count", 2)
+        .f32("deepseek2.attention.layer_norm_rms_epsilon", 1e-6f)
+        .u32("deepseek2.rope.dimension_count", 8)
+        .u32("deepseek2.attention.kv_lora_rank", 32)
+        .u32("deepseek2.attention.key_length", 40)
+        .u32("deepseek2.attention.value_length", 32)
+        .u32("deepseek2.attention.key_length_mla", 24)
+        .u32("deepseek2.attention.value_length_mla", 16)
+        .u32("deepseek2.feed_forward_length", 128)
+        .u32("deepseek2.expert_feed_forward_length", 32)
+        .u32("deepseek2.expert_count", 16)
+        .u32("deepseek2.expert_used_count", 4)
+        .u32("deepseek2.leading_dense_block_count", 1)
+        .tensor("token_embd.weight", GgmlType::F32, {64, 2}, std::vector<uint8_t>(512));
+  };
+  auto refused = [](io::testing::GgufBuilder b, const std::string& needle) {
+    const auto bytes = b.bytes();
+    const auto f = io::GgufFile::parse(bytes.data(), bytes.size(), "x.gguf");
+    try {
+      io::gguf_model_config(*f);
+      FAIL() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  // No gating key: llama.cpp's default for DeepSeek-V2 files is softmax.
+  refused(deepseek2(), "'deepseek2.expert_gating_func' is 1 (absent: softmax, DeepSeek-V2)");
+  refused(deepseek2().u32("deepseek2.expert_gating_func", 1), "'deepseek2.expert_gating_func' is 1 (softmax)");
+  refused(deepseek2().u32("deepseek2.expert_gating_func", 2), "without tensor 'blk.1.exp_probs_b.bias'");
+  refused(deepseek2().u32("deepseek2.expert_gating_func", 2).f32("deepseek2.attention.temperature_scale", 0.1f),
+          "'deepseek2.attention.temperature_scale' is set");
 }
 
 TEST(GgufConfig, ModelFileOfAFolderAndSplitFiles) {

@@ -108,6 +108,37 @@ TEST(GgufRepack, RefusesUnsupportedTypesByName) {
   }
 }
 
+// ggml's MXFP4 block {e, qs[16]}: element j in qs[j]'s low nibble, j + 16 in its high nibble, value
+// kvalues[code] · 2^(e − 128) with ggml's table of doubled e2m1 values. Repacked into Mxfp4 with the
+// codes in pairwise order and the same e8m0 byte: every element equal, over every code and a
+// normal, a tiny and a large exponent.
+TEST(GgufRepack, Mxfp4BlocksKeepEveryValue) {
+  constexpr int kValues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  const uint8_t exponents[] = {128, 1, 200};
+  std::vector<uint8_t> blocks;
+  for (uint8_t e : exponents) {
+    blocks.push_back(e);
+    for (int j = 0; j < 16; ++j) blocks.push_back(static_cast<uint8_t>((j & 15) | ((15 - j) << 4)));
+  }
+  const model::HostTensor t = model::repack_ggml_rows(io::GgmlType::MXFP4, blocks.data(), 3, 32, "experts");
+  EXPECT_EQ(t.weight.format, kernels::WeightFormat::Mxfp4);
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 32; ++c) {
+      const int code = c < 16 ? c : 15 - (c - 16);
+      const float want = static_cast<float>(kValues[code]) * std::ldexp(1.f, exponents[r] - 128);
+      EXPECT_EQ(kernels::dequantize_element(t.weight, r, c), want) << "row " << r << " column " << c;
+    }
+  blocks[0] = 255;  // e8m0 NaN
+  try {
+    model::repack_ggml_rows(io::GgmlType::MXFP4, blocks.data(), 3, 32, "blk.0.ffn_up_exps.weight");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'blk.0.ffn_up_exps.weight': block 0 has the e8m0 scale 255"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(GgufRepack, RefusesNonFiniteScales) {
   std::vector<uint8_t> block(34, 1);
   block[0] = 0x00;
