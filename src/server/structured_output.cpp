@@ -197,7 +197,8 @@ std::string auto_tool_root(chat::ParserFamily family, const std::string& call, c
     case ParserFamily::kHermes:
     case ParserFamily::kGemma: {
       if (!content_rule.empty()) return content_rule + " | " + call;
-      const std::string opener = family == ParserFamily::kHermes ? "<tool_call>\n" : "```tool_code\n";
+      // The output parsers open a call at these markers (hermes.cpp, gemma.cpp), whatever follows.
+      const std::string opener = family == ParserFamily::kHermes ? "<tool_call>" : "```tool_code";
       const std::string text = text_without(opener, "free-text", rules);
       return text + " ( " + call + " " + text + " )*";
     }

@@ -97,6 +97,9 @@ TEST(StructuredOutputTest, AutoToolChoiceHoldsWrittenCallsToTheirSchema) {
   EXPECT_TRUE(complete);
   EXPECT_FALSE(matches(out, "x <tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": \"PST\""));
   EXPECT_FALSE(matches(out, "<tool_call>\n{\"name\": \"other\""));
+  // The parser opens a call at "<tool_call>" whatever follows: text never holds the marker.
+  EXPECT_FALSE(matches(out, "x <tool_call> {\"name\": \"get_time\", \"arguments\": {\"tz\": \"PST\"}}"));
+  EXPECT_FALSE(matches(out, "<tool_call><tool_call>"));
 }
 
 // The grammar's bytes for model output: special tokens as a TokenVocabulary gives them
