@@ -22,6 +22,7 @@
 #include "cli/model_text.h"
 #include "engine/embedder.h"
 #include "engine/engine.h"
+#include "engine/grammar_vocabulary.h"
 #include "io/config.h"
 #include "io/embedding_config.h"
 #include "io/gguf.h"
@@ -31,7 +32,6 @@
 #include "kernels/backend.h"
 #include "model/kv_format_choice.h"
 #include "model/model.h"
-#include "tokenizer/token_bytes.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tachyon::cli {
@@ -218,7 +218,7 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
     engine_config.kv_format = model::parse_kv_cache_dtype(resolved.alias->defaults.kv_format);
   // Every token's bytes, as a trie, for constrained decoding (json_object, forced tool calls).
   engine_config.vocabulary = progress.stage("token trie", [&] {
-    return std::make_shared<const sampling::TokenVocabulary>(tokenizer::token_byte_strings(*served->tokenizer));
+    return engine::grammar_vocabulary(*served->tokenizer);
   });
   SpecOptions spec = options.spec;
   if (resolved.alias) spec.alias_method = resolved.alias->defaults.drafter;

@@ -35,6 +35,7 @@ double propose_drafts(LoopState& state) {
     const auto t0 = Clock::now();
     const uint64_t warmups = state.model.backend().warmup_events();
     spec::DraftTree tree;
+    const spec::DraftingUnderGrammar under_grammar(*drafter, a.constraint.get());
     if (plan.num_tree_nodes > plan.k) {
       const int32_t max_depth = std::min(plan.k, kernels::kMaxTreeDepth - 1);
       tree = drafter->propose_tree(id, a.tokens, max_depth, plan.num_tree_nodes);

@@ -9,6 +9,10 @@
 //   ws    ::= [ \t\n]*                           # [^...] negates; . is any character
 // Literals and classes are Unicode text (UTF-8); escapes \n \r \t \\ \" \] \- \xHH \uHHHH
 // \UHHHHHHHH. A rule continues on the next line unless that line starts `name ::=`.
+// A token reference, <|channel|> or <｜tool▁sep｜> (text between '<' and '>', no spaces, as
+// llama.cpp writes them), matches that special token and not the same text written as
+// ordinary tokens: special tokens have the bytes special_token_bytes(text) in a
+// TokenVocabulary, which no text grammar accepts (0xFF is never in UTF-8).
 // Character classes over code points become byte sequences (valid UTF-8 only). Left
 // recursion (a rule that can reach itself before consuming a byte) is refused, as are
 // undefined rules; the message names the rule.
@@ -48,6 +52,13 @@ struct Cfg {
   // {m,n} up to 10000.
   static std::shared_ptr<const Cfg> parse_gbnf(std::string_view text, std::string_view root_rule = "root");
 };
+
+// The bytes a special token stands for in grammars and token masks: its text between two
+// 0xFF bytes, a byte valid UTF-8 never has, so text rules cannot match it.
+inline constexpr char kSpecialTokenMark = '\xFF';
+inline std::string special_token_bytes(std::string_view text) {
+  return std::string(1, kSpecialTokenMark) + std::string(text) + kSpecialTokenMark;
+}
 
 // GBNF literal for `bytes` (quotes included), escaping what GBNF needs escaped.
 std::string gbnf_literal(std::string_view bytes);

@@ -170,7 +170,7 @@ class Parser {
       return {{CfgElement::Kind::Rule, new_helper(rule, std::move(alts))}};
     }
     if (is_name_char(c)) return {{CfgElement::Kind::Rule, rule_id(parse_name())}};
-    if (c == '<') fail("token references (<...>) are not supported");
+    if (c == '<') return parse_special_token();
     fail(fmt::format("unexpected '{}'", c));
   }
 
@@ -296,6 +296,23 @@ class Parser {
     ++pos_;
     Seq seq;
     for (char c : bytes) seq.push_back(byte_element(single(static_cast<uint8_t>(c))));
+    return seq;
+  }
+
+  // <|channel|>: the special token with that text (cfg.h: special_token_bytes).
+  Seq parse_special_token() {
+    const size_t start = pos_;
+    size_t end = start + 1;
+    while (end < text_.size() && text_[end] != '>' && text_[end] != ' ' && text_[end] != '\n' && text_[end] != '\t' &&
+           text_[end] != '\r')
+      ++end;
+    if (end >= text_.size() || text_[end] != '>' || end == start + 1)
+      fail("a token reference needs its text between '<' and '>' with no spaces (<|end|>)");
+    const std::string_view token = text_.substr(start, end + 1 - start);
+    if (token.find(kSpecialTokenMark) != std::string_view::npos) fail("a token reference with a 0xFF byte");
+    pos_ = end + 1;
+    Seq seq;
+    for (char c : special_token_bytes(token)) seq.push_back(byte_element(single(static_cast<uint8_t>(c))));
     return seq;
   }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "base/error.h"
 #include "sampling/cfg.h"
@@ -18,6 +19,7 @@ using Json = nlohmann::ordered_json;
 constexpr int kMaxSchemaDepth = 64;
 constexpr long long kMaxItems = 10000;
 constexpr long long kMaxIntegerBound = 1'000'000'000'000'000LL;  // 10^18
+constexpr size_t kMaxMultiples = 1000;  // multipleOf with a step other than a power of ten
 
 struct BaseRule {
   const char* name;
@@ -105,77 +107,14 @@ bool is_supported(const std::string& key) {
   static const std::set<std::string> kSupported = {
       "type",      "properties", "required",  "additionalProperties", "items",   "minItems",         "maxItems",
       "enum",      "const",      "anyOf",     "allOf",                "$ref",    "nullable",         "pattern",
-      "format",    "minLength",  "maxLength", "minimum",              "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+      "format",    "minLength",  "maxLength", "minimum",              "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
   return kSupported.contains(key);
 }
 
 std::string child(const std::string& path, std::string_view key) { return path + "/" + std::string(key); }
 
 
-// --- integer ranges ---------------------------------------------------------------------------
-
-// Digit strings of equal length, a <= b, as a GBNF expression.
-std::string digits_range(const std::string& a, const std::string& b) {
-  if (a.empty()) return "";
-  const size_t rest = a.size() - 1;
-  auto tail = [&](const std::string& expr) { return expr.empty() ? std::string() : " " + expr; };
-  if (a[0] == b[0]) return fmt::format("\"{}\"", a[0]) + tail(digits_range(a.substr(1), b.substr(1)));
-  const bool low_full = std::all_of(a.begin() + 1, a.end(), [](char c) { return c == '0'; });
-  const bool high_full = std::all_of(b.begin() + 1, b.end(), [](char c) { return c == '9'; });
-  const std::string any_rest = rest ? fmt::format(" [0-9]{{{}}}", rest) : "";
-  if (low_full && high_full) return fmt::format("[{}-{}]", a[0], b[0]) + any_rest;
-  std::vector<std::string> alts;
-  alts.push_back(fmt::format("\"{}\"", a[0]) + tail(digits_range(a.substr(1), std::string(rest, '9'))));
-  if (b[0] - a[0] >= 2) alts.push_back(fmt::format("[{}-{}]", static_cast<char>(a[0] + 1), static_cast<char>(b[0] - 1)) + any_rest);
-  alts.push_back(fmt::format("\"{}\"", b[0]) + tail(digits_range(std::string(rest, '0'), b.substr(1))));
-  std::string out = "(";
-  for (size_t i = 0; i < alts.size(); ++i) out += (i ? " | " : "") + alts[i];
-  return out + ")";
-}
-
-long long pow10(size_t n) {
-  long long v = 1;
-  for (size_t i = 0; i < n; ++i) v *= 10;
-  return v;
-}
-
-// 0 <= lo <= hi.
-std::string nonneg_range(long long lo, long long hi) {
-  std::vector<std::string> alts;
-  const size_t lo_len = std::to_string(lo).size(), hi_len = std::to_string(hi).size();
-  for (size_t len = lo_len; len <= hi_len; ++len) {
-    const long long x = std::max(lo, len == 1 ? 0LL : pow10(len - 1));
-    const long long y = std::min(hi, pow10(len) - 1);
-    if (x <= y) alts.push_back(digits_range(std::to_string(x), std::to_string(y)));
-  }
-  std::string out = "(";
-  for (size_t i = 0; i < alts.size(); ++i) out += (i ? " | " : "") + alts[i];
-  return out + ")";
-}
-
-// Every integer >= lo >= 0.
-std::string nonneg_at_least(long long lo) {
-  if (lo == 0) return "( \"0\" | [1-9] [0-9]* )";
-  const size_t len = std::to_string(lo).size();
-  return fmt::format("( {} | [1-9] [0-9]{{{},}} )", nonneg_range(lo, pow10(len) - 1), len);
-}
-
 }  // namespace
-
-std::string integer_range_gbnf(const long long* lo, const long long* hi) {
-  std::vector<std::string> alts;
-  // Negative values: "-" and a magnitude in [-hi', -lo] (hi' = min(hi, -1)).
-  if (!lo || *lo < 0) {
-    const long long neg_hi = hi ? std::min(*hi, -1LL) : -1LL;
-    if (!lo || *lo <= neg_hi) alts.push_back("\"-\" " + (lo ? nonneg_range(-neg_hi, -*lo) : nonneg_at_least(-neg_hi)));
-  }
-  const long long pos_lo = lo ? std::max(*lo, 0LL) : 0LL;
-  if (!hi || *hi >= pos_lo) alts.push_back(hi ? nonneg_range(pos_lo, *hi) : nonneg_at_least(pos_lo));
-  if (alts.empty()) throw Error("an empty integer range");
-  std::string out = "(";
-  for (size_t i = 0; i < alts.size(); ++i) out += (i ? " | " : "") + alts[i];
-  return out + ")";
-}
 
 // --- the builder ------------------------------------------------------------------------------
 
@@ -355,7 +294,7 @@ std::string JsonGrammarBuilder::visit(const Json& s, const std::string& path, co
     if (has({"properties", "required", "additionalProperties"})) types = {"object"};
     else if (has({"items", "minItems", "maxItems"})) types = {"array"};
     else if (has({"pattern", "format", "minLength", "maxLength"})) types = {"string"};
-    else if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})) types = {"number"};
+    else if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})) types = {"number"};
     else return with_null(base("json-value"));
   }
   if (types.size() == 1) return with_null(visit_typed(s, types[0], path, hint));
@@ -520,16 +459,27 @@ std::string JsonGrammarBuilder::string_expr(const Json& s, const std::string& pa
 }
 
 std::string JsonGrammarBuilder::number_expr(const Json& s, bool integer, const std::string& path) {
-  const char* keys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+  const char* keys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
   bool any = false;
   for (const char* k : keys) {
     if (!s.contains(k)) continue;
     any = true;
     if (!s[k].is_number()) refuse(k, path, "must be a number");
-    if (std::abs(s[k].get<double>()) > static_cast<double>(kMaxIntegerBound))
-      refuse(k, path, "beyond 10^18 is not supported");
+    const double limit = static_cast<double>(integer ? kMaxIntegerBound : kMaxNumberWhole);
+    if (std::abs(s[k].get<double>()) >= limit)
+      refuse(k, path, integer ? "beyond 10^18 is not supported" : "beyond 10^15 is not supported on a number");
   }
   if (!any) return base(integer ? "json-integer" : "json-number");
+  // multipleOf = digits x 10^-scale: a power of ten ("digits" 1) limits the digits after the
+  // point; any other step is written as the list of its multiples between the bounds.
+  std::optional<Decimal> step;
+  std::string step_digits;
+  if (s.contains("multipleOf")) {
+    step = decimal_from_json(s["multipleOf"]);
+    if (step->negative || significant_digits(*step) == 0) refuse("multipleOf", path, "must be greater than 0");
+    step_digits = step->whole + step->fraction;
+    step_digits.erase(0, step_digits.find_first_not_of('0'));
+  }
   if (integer) {
     long long lo = 0, hi = 0;
     bool has_lo = false, has_hi = false;
@@ -542,29 +492,63 @@ std::string JsonGrammarBuilder::number_expr(const Json& s, bool integer, const s
     if (s.contains("exclusiveMaximum"))
       tighten_hi(static_cast<long long>(std::ceil(s["exclusiveMaximum"].get<double>())) - 1);
     if (has_lo && has_hi && hi < lo) refuse("maximum", path, "leaves no integer above the minimum");
-    return integer_range_gbnf(has_lo ? &lo : nullptr, has_hi ? &hi : nullptr);
+    // Every integer is a multiple of a step whose digits divide 10^scale (1, 0.5, 0.25, 0.01, ...).
+    bool every_integer = !step || step_digits == "1";
+    if (step && !step->fraction.empty() && step_digits.size() <= 15) {
+      const long long digits = std::stoll(step_digits);
+      long long power = 1;
+      for (size_t i = 0; i < step->fraction.size(); ++i) power = power * 10 % digits;
+      every_integer = power == 0;
+    }
+    if (every_integer) {
+      if (!has_lo && !has_hi) return base("json-integer");
+      return integer_range_gbnf(has_lo ? &lo : nullptr, has_hi ? &hi : nullptr);
+    }
+    if (!step->fraction.empty())
+      refuse("multipleOf", path, "on an integer is supported only as an integer or a fraction that divides 1 (0.5, 0.01, ...)");
+    if (!has_lo || !has_hi)
+      refuse("multipleOf", path, fmt::format("other than a power of ten needs both a minimum and a maximum (at most "
+                                             "{} multiples between them)", kMaxMultiples));
+    try {
+      const auto text = multiples_gbnf(*step, NumberBound{decimal_from_json(Json(lo)), false},
+                                       NumberBound{decimal_from_json(Json(hi)), false}, kMaxMultiples);
+      if (!text) refuse("multipleOf", path, "leaves no integer between the bounds");
+      return *text;
+    } catch (const Error& e) {
+      refuse("multipleOf", path, fmt::format("is not supported here: {}", e.what()));
+    }
   }
-  // Numbers: what a digit grammar can say exactly without exponents.
-  auto integral = [&](const char* k) {
-    const double v = s[k].get<double>();
-    if (v != std::floor(v) || v < 0) refuse(k, path, "on a number is supported only as a non-negative integer");
-    return static_cast<long long>(v);
+  // Numbers: the tighter of minimum / exclusiveMinimum (exclusive when they are equal), the
+  // same above.
+  std::optional<NumberBound> lo, hi;
+  auto tighten = [&](std::optional<NumberBound>& bound, const char* key, bool exclusive, int direction) {
+    if (!s.contains(key)) return;
+    const NumberBound b{decimal_from_json(s[key]), exclusive};
+    const int c = bound ? compare(b.value, bound->value) * direction : 1;
+    if (c > 0 || (c == 0 && exclusive)) bound = b;
   };
-  const std::string frac = "( \".\" [0-9]{1,15} )?";
-  if (s.contains("exclusiveMaximum")) refuse("exclusiveMaximum", path, "on a number is not supported (use integer)");
-  if (s.contains("exclusiveMinimum")) {
-    if (s.contains("minimum") || s.contains("maximum") || s["exclusiveMinimum"].get<double>() != 0)
-      refuse("exclusiveMinimum", path, "on a number is supported only as 0 alone (positive numbers)");
-    return "( [1-9] [0-9]{0,15} " + frac + " | \"0.\" [0-9]{0,14} [1-9] )";
+  tighten(lo, "minimum", false, 1);
+  tighten(lo, "exclusiveMinimum", true, 1);
+  tighten(hi, "maximum", false, -1);
+  tighten(hi, "exclusiveMaximum", true, -1);
+  std::optional<std::string> text;
+  if (!step || step_digits == "1") {
+    const size_t fraction_digits = step ? step->fraction.size() : 15;
+    if (fraction_digits > 15) refuse("multipleOf", path, "below 10^-15 is not supported");
+    text = decimal_range_gbnf(lo ? &*lo : nullptr, hi ? &*hi : nullptr, static_cast<int>(fraction_digits));
+  } else {
+    if (!lo || !hi)
+      refuse("multipleOf", path, fmt::format("other than a power of ten needs both a minimum and a maximum (at most "
+                                             "{} multiples between them)", kMaxMultiples));
+    try {
+      text = multiples_gbnf(*step, *lo, *hi, kMaxMultiples);
+    } catch (const Error& e) {
+      refuse("multipleOf", path, fmt::format("is not supported here: {}", e.what()));
+    }
   }
-  if (!s.contains("minimum")) refuse("maximum", path, "on a number is supported only with a minimum of 0 or more");
-  const long long lo = integral("minimum");
-  if (!s.contains("maximum")) return "( " + nonneg_at_least(lo) + " " + frac + " )";
-  const long long hi = integral("maximum");
-  if (hi < lo) refuse("maximum", path, "is below minimum");
-  const std::string top = fmt::format("\"{}\" ( \".\" \"0\"{{1,15}} )?", hi);
-  if (hi == lo) return "( " + top + " )";
-  return fmt::format("( {} {} | {} )", nonneg_range(lo, hi - 1), frac, top);
+  if (!text) refuse(hi ? (s.contains("maximum") ? "maximum" : "exclusiveMaximum") : "multipleOf", path,
+                    "leaves no number the schema allows");
+  return *text;
 }
 
 std::string json_schema_to_gbnf(const Json& schema) {

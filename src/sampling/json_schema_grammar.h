@@ -8,12 +8,14 @@
 //   const, anyOf, allOf of one schema, $ref to "#", "#/$defs/..." or any local JSON pointer
 //   (recursion included), nullable (OpenAPI), strings with minLength / maxLength, pattern
 //   (regex_grammar.h) or format (date-time, date, time, uuid, email, hostname, ipv4, uri),
-//   integers with any minimum / maximum / exclusive bounds, numbers with integer-valued
-//   bounds from 0 up, or minimum 0 / exclusiveMinimum 0 alone.
+//   integers and numbers with any minimum / maximum / exclusive bounds (decimal bounds are
+//   exact: number_grammar.h), multipleOf (a power of ten such as 0.01 anywhere; another
+//   step between a minimum and a maximum with at most 1000 multiples; on integers, an
+//   integer step).
 // Annotations (title, description, default, examples, $schema, $id, $comment, deprecated,
 // readOnly, writeOnly, $defs, definitions, strict) are ignored. Any other keyword, or a
 // supported one with a value outside what the grammar can express, is refused: the Error
-// names the keyword and where it is ("JSON Schema keyword 'multipleOf' at #/properties/n is
+// names the keyword and where it is ("JSON Schema keyword 'uniqueItems' at #/properties/n is
 // not supported").
 //
 // Output is compact-friendly: whitespace between tokens is "", " " or a newline and up to 20
@@ -33,6 +35,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "sampling/number_grammar.h"  // integer_range_gbnf
 
 namespace tachyon::sampling {
 
@@ -81,9 +85,5 @@ class JsonGrammarBuilder {
 
 // The whole grammar for one schema (root rule "root"); throws Error as above.
 std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema);
-
-// Integers in [lo, hi] (either side open when absent) as a GBNF expression, no leading
-// zeros, "-0" never.
-std::string integer_range_gbnf(const long long* lo, const long long* hi);
 
 }  // namespace tachyon::sampling

@@ -6,16 +6,31 @@
 #include <numeric>
 
 #include "base/error.h"
+#include "sampling/cfg.h"
 #include "sampling/cfg_runtime.h"
 
 namespace tachyon::sampling {
+
+namespace {
+
+// A special token's bytes (cfg.h: 0xFF, its text, 0xFF), or bytes without 0xFF. A byte-level
+// token for a lone 0xFF could otherwise start a special token's bytes; no text grammar
+// accepts it anyway (0xFF is never in UTF-8).
+bool usable_in_grammars(const std::string& bytes) {
+  const size_t first = bytes.find(kSpecialTokenMark);
+  if (first == std::string::npos) return true;
+  return first == 0 && bytes.size() > 2 && bytes.back() == kSpecialTokenMark &&
+         bytes.find(kSpecialTokenMark, 1) == bytes.size() - 1;
+}
+
+}  // namespace
 
 TokenVocabulary::TokenVocabulary(const std::vector<std::string>& token_bytes)
     : num_tokens_(static_cast<int32_t>(token_bytes.size())), bytes_(token_bytes) {
   std::vector<int32_t> ids, non_plain;
   plain_string_.assign((bytes_.size() + 63) / 64, 0);
   for (size_t id = 0; id < bytes_.size(); ++id) {
-    if (bytes_[id].empty() || bytes_[id].size() >= 65535) {
+    if (bytes_[id].empty() || bytes_[id].size() >= 65535 || !usable_in_grammars(bytes_[id])) {
       bytes_[id].clear();
       continue;
     }

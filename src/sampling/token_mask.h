@@ -22,8 +22,9 @@
 //   int32_t t = sample(logits);
 //   c.accept(t);                   // advance; c.is_terminal(): nothing may follow, finish
 //
-// Tokens with an empty byte string (special and control tokens) are never allowed, except
-// end ids once the grammar is complete. Not thread-safe; one per request. TokenVocabulary
+// Tokens with an empty byte string are never allowed, except end ids once the grammar is
+// complete. Special tokens a grammar may name (<|channel|>, cfg.h) have the bytes
+// special_token_bytes(text); any other token with a 0xFF byte is never allowed. Not thread-safe; one per request. TokenVocabulary
 // is immutable and shared.
 #pragma once
 

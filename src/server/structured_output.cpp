@@ -116,29 +116,65 @@ std::vector<Tool> offered_tools(const ParsedRequest& request) {
   return tools;
 }
 
-// Text that never contains `opener` (ASCII): one rule per matched prefix length, as in
-// string search (the next state after a character is the longest prefix of `opener` that
-// ends the text so far).
+// The code points of UTF-8 text (the openers here are valid UTF-8).
+std::u32string code_points(std::string_view text) {
+  std::u32string out;
+  for (size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    const size_t len = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+    char32_t c = len == 1 ? b : b & (0x7F >> len);
+    for (size_t k = 1; k < len && i + k < text.size(); ++k) c = (c << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+    out.push_back(c);
+    i += len;
+  }
+  return out;
+}
+
+std::string utf8_of(char32_t c) {
+  std::string out;
+  if (c < 0x80) {
+    out += static_cast<char>(c);
+  } else if (c < 0x800) {
+    out += static_cast<char>(0xC0 | (c >> 6));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    out += static_cast<char>(0xE0 | (c >> 12));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (c >> 18));
+    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  }
+  return out;
+}
+
+// Text that never contains `opener`: one rule per matched prefix length (in code points), as
+// in string search (the next state after a character is the longest prefix of `opener` that
+// ends the text so far). Returns the start rule, `name`-0; rule `name`-k is the state after
+// the text matched k code points of the opener.
 std::string text_without(const std::string& opener, const std::string& name, std::string& rules) {
-  const size_t m = opener.size();
-  std::set<char> chars(opener.begin(), opener.end());
-  auto next_state = [&](size_t k, char c) {
-    const std::string seen = opener.substr(0, k) + c;
+  const std::u32string target = code_points(opener);
+  const size_t m = target.size();
+  std::set<char32_t> chars(target.begin(), target.end());
+  auto next_state = [&](size_t k, char32_t c) {
+    const std::u32string seen = target.substr(0, k) + c;
     for (size_t len = std::min(seen.size(), m); len > 0; --len)
-      if (seen.compare(seen.size() - len, len, opener, 0, len) == 0) return len;
+      if (seen.compare(seen.size() - len, len, target, 0, len) == 0) return len;
     return size_t{0};
   };
   std::string others = "[^";
-  for (char c : chars) {
+  for (char32_t c : chars) {
     const bool plain = c > 0x20 && c < 0x7F && c != ']' && c != '\\' && c != '^' && c != '-';
-    others += plain ? std::string(1, c) : fmt::format("\\x{:02X}", static_cast<int>(static_cast<unsigned char>(c)));
+    others += plain ? std::string(1, static_cast<char>(c)) : fmt::format("\\U{:08X}", static_cast<uint32_t>(c));
   }
   others += "]";
   for (size_t k = 0; k < m; ++k) {
     std::string body = fmt::format("\"\" | {} {}-0", others, name);
-    for (char c : chars) {
+    for (char32_t c : chars) {
       const size_t to = next_state(k, c);
-      if (to < m) body += fmt::format(" | {} {}-{}", engine::gbnf_literal(std::string(1, c)), name, to);
+      if (to < m) body += fmt::format(" | {} {}-{}", engine::gbnf_literal(utf8_of(c)), name, to);
     }
     rules += fmt::format("{}-{} ::= {}\n", name, k, body);
   }
@@ -146,9 +182,54 @@ std::string text_without(const std::string& opener, const std::string& name, std
 }
 
 struct CallSyntax {
-  std::string opener;  // plain text that starts a call in the model's output ("" when it starts with special tokens)
   std::string prefix;  // special-token start written into the prompt (forced calls only)
 };
+
+// tool_choice auto: the answer is text (or the requested JSON object) as the model likes,
+// but a call it starts, in its family's syntax, is held to that syntax and to the tool's
+// schema (`call`: the rule of one call's body). Text never spells out a call's opener, so
+// the output parser cannot see an unconstrained call in it. Special tokens are token
+// references (<|channel|>): only the special token itself matches them.
+std::string auto_tool_root(chat::ParserFamily family, const std::string& call, const std::string& content_rule,
+                           engine::JsonGrammarBuilder& b, std::string& rules) {
+  using chat::ParserFamily;
+  switch (family) {
+    case ParserFamily::kHermes:
+    case ParserFamily::kGemma: {
+      if (!content_rule.empty()) return content_rule + " | " + call;
+      // The output parsers open a call at these markers (hermes.cpp, gemma.cpp), whatever follows.
+      const std::string opener = family == ParserFamily::kHermes ? "<tool_call>" : "```tool_code";
+      const std::string text = text_without(opener, "free-text", rules);
+      return text + " ( " + call + " " + text + " )*";
+    }
+    case ParserFamily::kLlama3: {
+      // A reply whose first non-space character is '{' or '[' is a call (llama3.cpp), and
+      // <|python_tag|> anywhere starts one: text starts otherwise and never spells the tag.
+      if (!content_rule.empty()) return content_rule + " | " + call;
+      text_without("<|python_tag|>", "free-text", rules);
+      return R"([ \t\n\r]{0,20} ( )" + call + R"( [ \t\n\r]{0,20} | [^ \t\n\r{[<] free-text-0 | "<" free-text-1 )?)";
+    }
+    case ParserFamily::kDeepseekV3: {
+      b.add_rule("deepseek-call",
+                 "<｜tool▁call▁begin｜> \"function\" <｜tool▁sep｜> " + call + " <｜tool▁call▁end｜>");
+      const std::string calls = "<｜tool▁calls▁begin｜> deepseek-call ( \"\\n\"? deepseek-call )* <｜tool▁calls▁end｜>";
+      if (!content_rule.empty()) return content_rule + " | " + calls;
+      return text_without("<｜tool▁", "free-text", rules) + " ( " + calls + " )?";
+    }
+    case ParserFamily::kHarmony: {
+      // Messages on the analysis and commentary channels, then the final answer or a call.
+      const std::string text = text_without("<|", "free-text", rules);
+      b.add_rule("harmony-between",
+                 "<|channel|> ( \"analysis\" | \"commentary\" ) <|message|> " + text + " <|end|> <|start|> \"assistant\"");
+      b.add_rule("harmony-final",
+                 "<|channel|> \"final\" <|message|> " + (content_rule.empty() ? text : content_rule) + " <|return|>?");
+      b.add_rule("harmony-call", "<|channel|> \"commentary to=functions.\" " + call + " <|call|>?");
+      return "harmony-between* ( harmony-final | harmony-call )";
+    }
+    case ParserFamily::kPlain: break;
+  }
+  return content_rule;
+}
 
 }  // namespace
 
@@ -218,8 +299,7 @@ ConstrainedOutput build_output_grammar(const ParsedRequest& request, const chat:
   const bool forced = request.tool_choice == ToolChoice::Required || request.tool_choice == ToolChoice::Named;
   const bool tools_offered =
       request.tools.is_array() && !request.tools.empty() && request.tool_choice != ToolChoice::None;
-  const bool auto_tools = tools_offered && !forced &&
-                          (parser.family == ParserFamily::kHermes || parser.family == ParserFamily::kGemma);
+  const bool auto_tools = tools_offered && !forced && parser.family != ParserFamily::kPlain;
   const bool content = request.output_constraint || request.json_object;
   ConstrainedOutput result;
   if (!forced && !content && !auto_tools) return result;
@@ -254,8 +334,11 @@ ConstrainedOutput build_output_grammar(const ParsedRequest& request, const chat:
             calls.push_back(fmt::format("{} {} {}", engine::gbnf_literal(t.name + "("),
                                         b.add_kwargs(t.parameters, "tool-" + t.name), engine::gbnf_literal(")")));
             break;
-          case ParserFamily::kHarmony:
-            calls.push_back(b.add_schema(t.parameters, "tool-" + t.name));
+          case ParserFamily::kHarmony:  // forced: the header is the prompt's prefix; auto: the model writes it
+            calls.push_back(forced ? b.add_schema(t.parameters, "tool-" + t.name)
+                                   : fmt::format("{} <|constrain|> \"json\" <|message|> {}",
+                                                 engine::gbnf_literal(t.name + " "),
+                                                 b.add_schema(t.parameters, "tool-" + t.name)));
             break;
           case ParserFamily::kPlain:
             throw ApiError::invalid("this model has no tool-call format, so 'tool_choice' cannot force a call",
@@ -266,12 +349,11 @@ ConstrainedOutput build_output_grammar(const ParsedRequest& request, const chat:
       }
     }
     switch (parser.family) {
-      case ParserFamily::kHermes: syntax.opener = "<tool_call>\n"; break;
-      case ParserFamily::kGemma: syntax.opener = "```tool_code\n"; break;
       case ParserFamily::kDeepseekV3:
-        syntax.prefix = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>";
+        if (forced) syntax.prefix = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>";
         break;
       case ParserFamily::kHarmony:
+        if (!forced) break;
         if (tools.size() != 1)
           throw ApiError::invalid("the harmony tool-call format names the tool in special tokens, so a forced call "
                                   "must name one tool (tool_choice {\"type\": \"function\", ...}) or offer only one",
@@ -301,11 +383,8 @@ ConstrainedOutput build_output_grammar(const ParsedRequest& request, const chat:
   } else if (auto_tools) {
     if (content_cfg) {  // a format and tools: the format's grammar alone (it is compiled on its own)
       root.clear();
-    } else if (!content_rule.empty()) {
-      root = content_rule + " | " + call;
     } else {
-      const std::string text = text_without(syntax.opener, "free-text", rules);
-      root = text + " ( " + call + " " + text + " )*";
+      root = auto_tool_root(parser.family, call, content_rule, b, rules);
     }
   } else if (!content_rule.empty()) {
     root = content_rule;

@@ -13,11 +13,13 @@
 //
 // Tool calls: tool_choice required / named (Anthropic any / tool) force one call in the
 // model's own syntax with the tool's `parameters` schema enforced on the arguments, for every
-// tool-call family (hermes, llama3, deepseek_v3, gemma, harmony); with tool_choice auto, the
-// families whose calls start with plain text (hermes, gemma) hold any call the model opens
-// to its tool's schema. Calls that start with special tokens (deepseek_v3, harmony) get
-// those tokens written into the prompt as the start of the answer (ConstrainedOutput::prefix):
-// a grammar can only allow tokens that are text.
+// tool-call family (hermes, llama3, deepseek_v3, gemma, harmony). Forced calls that start
+// with special tokens (deepseek_v3, harmony) get those tokens written into the prompt as the
+// start of the answer (ConstrainedOutput::prefix). With tool_choice auto (Anthropic auto),
+// every family lets the model answer in text but holds any call it starts to the call
+// syntax and its tool's schema; the special tokens of deepseek_v3's and harmony's formats
+// are grammar token references (<|channel|>, sampling/cfg.h), which only the special token
+// itself matches (engine/grammar_vocabulary.h gives special tokens their grammar bytes).
 #pragma once
 
 #include <memory>

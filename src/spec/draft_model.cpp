@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <unordered_map>
 
 #include "base/error.h"
 #include "base/json.h"
 #include "kv/kv_cache.h"
+#include "spec/grammar_drafts.h"
 #include "spec/level_drafter.h"
 #include "spec/per_request_kv.h"
 
@@ -52,20 +54,35 @@ class DraftModelDrafter final : public LevelDrafter {
     // embeds its best token from there, and the levels are read back once at the end.
     std::span<const int32_t> feed = tokens.subspan(static_cast<size_t>(valid));
     const kernels::RepeatingStepHint hint(model_->backend(), feed.size() <= kMaxRepeatingDraftRows);
+    // Under a grammar each level is read back and the next one fed the token the grammar
+    // allows (GrammarLevelWalk): one wait per level instead of one per chain.
     kernels::TopTwo* out = levels_.get(k);
     const int32_t placeholder = 0;
     int32_t position = valid, done = 0;
+    std::optional<GrammarLevelWalk> walk;
+    if (grammar()) walk.emplace(*grammar());
+    std::vector<LevelChoice> picked;
+    int32_t chosen = 0;
     for (; done < k; ++done) {
       if (!kv_.reserve(s.seq, position + static_cast<int32_t>(feed.size()))) break;  // pool full: draft less
       model::Batch batch;
       batch.add(s.seq, feed, position, model::LogitRows::Last);
-      if (done > 0) batch.device_tokens = levels_.best_token(done - 1);
+      if (done > 0 && !walk) batch.device_tokens = levels_.best_token(done - 1);
       batch.outputs = model::StepOutputs::top_two_on_device(out + done);
       model_->forward(batch, kv_);
       position += static_cast<int32_t>(feed.size());
       feed = std::span<const int32_t>(&placeholder, 1);
+      if (walk) {
+        picked.push_back(levels_.read_level(done));
+        if (!walk->pick(picked.back())) {  // nothing the grammar allows among the top two
+          picked.pop_back();
+          break;
+        }
+        chosen = picked.back().best;
+        feed = std::span<const int32_t>(&chosen, 1);
+      }
     }
-    std::vector<LevelChoice> levels = levels_.read(done);
+    std::vector<LevelChoice> levels = walk ? std::move(picked) : levels_.read(done);
     s.synced = static_cast<int32_t>(tokens.size());
     for (size_t i = 0; i + 1 < levels.size(); ++i) s.tail.push_back(levels[i].best);  // the last draft has no KV yet
     kv_.truncate(s.seq, std::min(kv_.num_tokens(s.seq), s.synced + static_cast<int32_t>(s.tail.size())));

@@ -17,6 +17,10 @@
 
 #include "spec/draft_tree.h"
 
+namespace tachyon::sampling {
+class TokenConstraint;
+}
+
 namespace tachyon::spec {
 
 using RequestKey = uint64_t;
@@ -35,6 +39,12 @@ class Drafter {
     return DraftTree::chain(propose(request, tokens, std::min(max_depth, max_nodes)));
   }
   virtual bool proposes_trees() const { return false; }
+  // A constrained request's grammar, in its state after the committed tokens, for the next
+  // propose / propose_tree (null after it: spec/grammar_drafts.h DraftingUnderGrammar).
+  // Drafters that choose tokens by score (the model drafters) then choose among the tokens
+  // the grammar allows; the others draft as usual and prune_to_grammar cuts what it forbids.
+  // A drafter leaves the grammar in the state it was given in.
+  virtual void draft_under(sampling::TokenConstraint* grammar) {}
   // Whether the engine's automatic mode uses this drafter's trees where verify rows are cheap:
   // only where they measured a clear gain in accepted tokens per step
   // (measured on the H200, docs/perf/cuda.md and git history of bench/results: the model drafters' runner-up leaves did; prompt

@@ -1,6 +1,7 @@
 #include "spec/grammar_drafts.h"
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace tachyon::spec {
@@ -27,6 +28,15 @@ DraftTree prune_to_grammar(DraftTree tree, sampling::TokenConstraint& grammar) {
   }
   grammar.restore(root);
   return kept;
+}
+
+bool GrammarLevelWalk::pick(LevelChoice& level) {
+  if (grammar_.accept(level.best)) return true;
+  if (level.second < 0 || !grammar_.accept(level.second)) return false;
+  std::swap(level.best, level.second);
+  std::swap(level.p_best, level.p_second);
+  ++runner_ups_taken_;
+  return true;
 }
 
 }  // namespace tachyon::spec

@@ -14,6 +14,7 @@
 
 #include "sampling/token_mask.h"
 #include "spec/draft_tree.h"
+#include "spec/drafter.h"
 
 namespace tachyon::spec {
 
@@ -21,5 +22,43 @@ namespace tachyon::spec {
 // state, in their original order (parents before children, so the result is a tree; a chain
 // stays a chain).
 DraftTree prune_to_grammar(DraftTree tree, sampling::TokenConstraint& grammar);
+
+// Hands a request's grammar to `drafter` for the proposals made in this scope.
+class DraftingUnderGrammar {
+ public:
+  DraftingUnderGrammar(Drafter& drafter, sampling::TokenConstraint* grammar) : drafter_(drafter) {
+    drafter_.draft_under(grammar);
+  }
+  ~DraftingUnderGrammar() { drafter_.draft_under(nullptr); }
+  DraftingUnderGrammar(const DraftingUnderGrammar&) = delete;
+  DraftingUnderGrammar& operator=(const DraftingUnderGrammar&) = delete;
+
+ private:
+  Drafter& drafter_;
+};
+
+// A model drafter's greedy chain under a grammar, one level at a time: each level takes its
+// best token if the grammar allows it after the levels before, else its runner-up if allowed
+// (then the best allowed token: the cheap part of masking, from the top two the drafter
+// computes anyway), else the chain ends there. The grammar is back in its first state when
+// the walk ends.
+class GrammarLevelWalk {
+ public:
+  explicit GrammarLevelWalk(sampling::TokenConstraint& grammar) : grammar_(grammar), start_(grammar.snapshot()) {}
+  ~GrammarLevelWalk() { grammar_.restore(start_); }
+  GrammarLevelWalk(const GrammarLevelWalk&) = delete;
+  GrammarLevelWalk& operator=(const GrammarLevelWalk&) = delete;
+
+  // Chooses the level's token (swapping best and runner-up when the runner-up is taken) and
+  // advances the grammar past it; false: neither is allowed, the chain ends before this level.
+  bool pick(LevelChoice& level);
+  // Levels whose best token the grammar forbade and whose runner-up stood in.
+  int32_t runner_ups_taken() const { return runner_ups_taken_; }
+
+ private:
+  sampling::TokenConstraint& grammar_;
+  sampling::TokenConstraint::Snapshot start_;
+  int32_t runner_ups_taken_ = 0;
+};
 
 }  // namespace tachyon::spec

@@ -23,4 +23,10 @@ std::vector<LevelChoice> DeviceLevels::read(int32_t n) {
   return levels;
 }
 
+LevelChoice DeviceLevels::read_level(int32_t i) {
+  LevelChoice level;
+  backend_.copy_to_host(&level, data_ + i, sizeof(LevelChoice));
+  return level;
+}
+
 }  // namespace tachyon::spec

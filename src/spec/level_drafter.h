@@ -37,6 +37,8 @@ class DeviceLevels {
   const int32_t* best_token(int32_t i) const { return reinterpret_cast<const int32_t*>(data_ + i); }
   // The first n levels, read back (one wait).
   std::vector<LevelChoice> read(int32_t n);
+  // Level i alone (a chain under a grammar reads each level before choosing the next token).
+  LevelChoice read_level(int32_t i);
 
  private:
   kernels::Backend& backend_;
@@ -57,10 +59,19 @@ class LevelDrafter : public Drafter {
   }
   bool proposes_trees() const final { return true; }
   bool trees_by_default() const final { return true; }
+  void draft_under(sampling::TokenConstraint* grammar) final { grammar_ = grammar; }
 
  protected:
+  // The request's grammar while drafting under one (Drafter::draft_under): the chain then runs
+  // level by level on the host's choice (GrammarLevelWalk, spec/grammar_drafts.h) instead of
+  // the device's best token.
+  sampling::TokenConstraint* grammar() const { return grammar_; }
+
   // Up to k levels of the drafter's greedy chain (best token and runner-up per level).
   virtual std::vector<LevelChoice> draft_levels(RequestKey request, std::span<const int32_t> tokens, int32_t k) = 0;
+
+ private:
+  sampling::TokenConstraint* grammar_ = nullptr;
 };
 
 }  // namespace tachyon::spec

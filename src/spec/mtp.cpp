@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "kv/kv_cache.h"
+#include "spec/grammar_drafts.h"
 #include "spec/level_drafter.h"
 #include "spec/per_request_kv.h"
 
@@ -60,16 +62,32 @@ class MtpDrafter final : public LevelDrafter {
     head_->forward(batch, hidden, kv_, /*return_hidden=*/false);
     s.built = n - s.base;
     s.pending.erase(s.pending.begin(), s.pending.lower_bound(n));
-    const int32_t placeholder = 0;
-    for (int32_t j = 1; j < k; ++j) {
+    // Under a grammar each level is read back and the next one fed the token the grammar
+    // allows (GrammarLevelWalk): one wait per level instead of one per chain.
+    std::optional<GrammarLevelWalk> walk;
+    if (grammar()) walk.emplace(*grammar());
+    std::vector<LevelChoice> picked;
+    int32_t token = 0;  // the token the next level embeds, when chosen on the host
+    auto pick = [&](int32_t j) {
+      picked.push_back(levels_.read_level(j));
+      if (!walk->pick(picked.back())) {
+        picked.pop_back();
+        return false;
+      }
+      token = picked.back().best;
+      return true;
+    };
+    bool open = !walk || pick(0);
+    for (int32_t j = 1; j < k && open; ++j) {
       // Recursive step: the head's own output stands in for the target's hidden state.
       batch.clear();
-      batch.add(s.seq, std::span<const int32_t>(&placeholder, 1), n - s.base + j - 1, model::LogitRows::Last);
-      batch.device_tokens = levels_.best_token(j - 1);
+      batch.add(s.seq, std::span<const int32_t>(&token, 1), n - s.base + j - 1, model::LogitRows::Last);
+      if (!walk) batch.device_tokens = levels_.best_token(j - 1);
       batch.outputs = model::StepOutputs::top_two_on_device(out + j);
       head_->forward_recursive(batch, kv_);
+      if (walk) open = pick(j);
     }
-    std::vector<LevelChoice> levels = levels_.read(k);
+    std::vector<LevelChoice> levels = walk ? std::move(picked) : levels_.read(k);
     kv_.truncate(s.seq, s.built);  // recursive entries were built from drafts: not kept
     return levels;
   }

@@ -3,7 +3,11 @@
 // ranges against brute force.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "sampling/cfg.h"
@@ -106,6 +110,67 @@ TEST(JsonSchemaGrammarTest, NumberBounds) {
   expect(R"({"type":"integer","minimum":-5,"exclusiveMaximum":10})", {"-5", "0", "9"}, {"-6", "10", "-0", "01"});
 }
 
+TEST(JsonSchemaGrammarTest, FractionalBoundsAndMultiples) {
+  expect(R"({"type":"number","minimum":-1.5,"maximum":2.75})", {"-1.5", "-1.49", "0", "2.75", "2.750", "1.999"},
+         {"-1.51", "-2", "2.751", "2.76", "3", "-0", "-0.0"});
+  expect(R"({"type":"number","exclusiveMinimum":0.1,"exclusiveMaximum":0.3})", {"0.11", "0.2", "0.29999", "0.1000001"},
+         {"0.1", "0.10", "0.3", "0.3000", "0", "0.09"});
+  expect(R"({"type":"number","maximum":-0.5})", {"-0.5", "-1", "-12.25"}, {"-0.49", "0", "1"});
+  expect(R"({"type":"number","minimum":1e-7,"maximum":0.001})", {"0.0000001", "0.001", "0.0005"},
+         {"0.00000009", "0.0011", "0"});
+  expect(R"({"type":"number","multipleOf":0.01,"minimum":0,"maximum":10})", {"0", "1.5", "9.99", "10", "0.07"},
+         {"1.234", "10.01", "-1"});
+  expect(R"({"type":"number","multipleOf":1})", {"3", "-12", "0"}, {"3.5", "1.0"});
+  expect(R"({"type":"number","multipleOf":0.25,"minimum":-1,"exclusiveMaximum":1})",
+         {"-1", "-0.75", "0", "0.25", "0.75"}, {"1", "0.3", "-1.25", "0.1"});
+  expect(R"({"type":"integer","multipleOf":5,"minimum":1,"maximum":22})", {"5", "10", "20"}, {"0", "25", "7", "1"});
+  expect(R"({"type":"integer","multipleOf":0.5})", {"3", "-7"}, {"3.5"});
+  // More digits than a double keeps would compare equal to an exclusive bound: capped at 15.
+  expect(R"({"type":"number","exclusiveMaximum":1})", {"0.999999999999999"}, {"0.9999999999999999", "1"});
+}
+
+// Decimal bounds against brute force: every canonical decimal with up to three digits after
+// the point in -13..13, accepted exactly when its double lies within the double bounds (what
+// ajv checks), and never as "-0".
+TEST(JsonSchemaGrammarTest, DecimalRangesAgainstBruteForce) {
+  const char* bounds[][2] = {{"0.5", "2.25"}, {"-1.75", "-0.3"}, {"-0.05", "0.05"}, {nullptr, "3.14"},
+                             {"2.5", nullptr}, {"0.1", "0.1"},   {"-12.999", "12.001"}, {"0", "0"},
+                             {"-0.001", nullptr}, {"7", "11.5"}};
+  std::vector<std::string> texts;
+  for (int whole = 0; whole <= 13; ++whole)
+    for (int digits = 0; digits <= 3; ++digits) {
+      const int count = digits == 0 ? 1 : (digits == 1 ? 10 : digits == 2 ? 100 : 1000);
+      for (int f = 0; f < count; ++f)
+        for (const char* sign : {"", "-"})
+          texts.push_back(digits == 0 ? fmt::format("{}{}", sign, whole)
+                                      : fmt::format("{}{}.{:0{}d}", sign, whole, f, digits));
+    }
+  for (const auto& b : bounds) {
+    for (int exclusive = 0; exclusive < 4; ++exclusive) {
+      Json schema = {{"type", "number"}};
+      if (b[0]) schema[exclusive & 1 ? "exclusiveMinimum" : "minimum"] = Json::parse(b[0]);
+      if (b[1]) schema[exclusive & 2 ? "exclusiveMaximum" : "maximum"] = Json::parse(b[1]);
+      const double lo = b[0] ? std::stod(b[0]) : -1e300, hi = b[1] ? std::stod(b[1]) : 1e300;
+      std::string gbnf;
+      try {
+        gbnf = json_schema_to_gbnf(schema);
+      } catch (const Error& e) {  // only an empty range is refused
+        ASSERT_TRUE(b[0] && b[1] && std::stod(b[0]) == std::stod(b[1]) && exclusive) << schema.dump() << e.what();
+        continue;
+      }
+      CfgRuntime rt(Cfg::parse_gbnf(gbnf));
+      for (const std::string& text : texts) {
+        const double v = std::stod(text);
+        const bool in = ((exclusive & 1) ? v > lo : v >= lo) && ((exclusive & 2) ? v < hi : v <= hi);
+        const bool negative_zero = text[0] == '-' && v == 0;
+        uint32_t s = rt.initial();
+        for (char c : text) s = rt.step(s, static_cast<uint8_t>(c));
+        ASSERT_EQ(s != CfgRuntime::kDead && rt.is_complete(s), in && !negative_zero) << schema.dump() << ": " << text;
+      }
+    }
+  }
+}
+
 TEST(JsonSchemaGrammarTest, IntegerRangesAgainstBruteForce) {
   const long long bounds[][2] = {{0, 0}, {0, 9}, {3, 57}, {-12, 7}, {-150, -3}, {99, 1001}, {10, 10}, {-1, 0}};
   for (const auto& b : bounds) {
@@ -131,6 +196,10 @@ TEST(JsonSchemaGrammarTest, IntegerRangesAgainstBruteForce) {
 TEST(JsonSchemaGrammarTest, UnsupportedKeywordsAreRefusedByName) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"type":"integer","multipleOf":3})", "'multipleOf' at #"},
+      {R"({"type":"number","multipleOf":0.3,"minimum":0,"maximum":1000})", "'multipleOf' at #"},
+      {R"({"type":"number","multipleOf":0})", "'multipleOf' at #"},
+      {R"({"type":"number","minimum":1e16})", "'minimum' at #"},
+      {R"({"type":"number","minimum":2.5,"exclusiveMaximum":2.5})", "'exclusiveMaximum' at #"},
       {R"({"type":"object","properties":{"a":{"type":"array","uniqueItems":true}}})", "'uniqueItems' at #/properties/a"},
       {R"({"oneOf":[{"type":"string"}]})", "'oneOf'"},
       {R"({"not":{"type":"string"}})", "'not'"},
@@ -138,7 +207,7 @@ TEST(JsonSchemaGrammarTest, UnsupportedKeywordsAreRefusedByName) {
       {R"({"type":"string","format":"ipv6"})", "'format'"},
       {R"({"$ref":"https://example.com/s.json"})", "'$ref'"},
       {R"({"$ref":"#/$defs/missing"})", "points at nothing"},
-      {R"({"type":"number","maximum":3.5})", "'maximum'"},
+      {R"({"type":"number","exclusiveMinimum":true})", "'exclusiveMinimum'"},
       {R"({"type":"strin"})", "'type'"},
       {R"({"type":"string","pattern":"(a)\\1"})", "'pattern'"},
       {R"({"allOf":[{"type":"string"},{"minLength":1}]})", "'allOf'"},

@@ -12,6 +12,7 @@
 #include <limits>
 #include <random>
 
+#include "base/error.h"
 #include "sampling/cfg.h"
 #include "sampling/json_schema_grammar.h"
 #include "tokenizer/token_bytes.h"
@@ -282,6 +283,39 @@ TEST(TokenMaskTest, Qwen3VocabularyAndMaskCost) {
 TEST(TokenMaskTest, Llama3Vocabulary) {
   check_real_vocabulary(std::string(TACHYON_SOURCE_DIR) + "/.cache/npm-assets/tokenizers/llama3_1/tokenizer.json",
                         false);
+}
+
+}  // namespace
+}  // namespace tachyon::sampling
+
+namespace tachyon::sampling {
+namespace {
+
+// A grammar token reference (<|end|>) allows the special token and neither its text spelled
+// in ordinary tokens nor a byte-level token for a lone 0xFF (which could start its bytes).
+TEST(TokenMaskTest, TokenReferencesMatchOnlyTheSpecialToken) {
+  // ids: 0 "a", 1 "<|", 2 "end", 3 "|>", 4 <|end|> (special), 5 "\xFF", 6 "<|end|>" (text)
+  auto vocab = std::make_shared<const TokenVocabulary>(std::vector<std::string>{
+      "a", "<|", "end", "|>", special_token_bytes("<|end|>"), "\xFF", "<|end|>"});
+  auto grammar = std::make_shared<Grammar>();
+  grammar->then_rules(Cfg::parse_gbnf("root ::= \"a\" <|end|> \"a\""));
+  TokenConstraint c(grammar, vocab, {});
+  ASSERT_TRUE(c.accept(0));
+  std::vector<float> logits(7, 0.f);
+  EXPECT_EQ(c.mask_logits(logits), 1u);
+  EXPECT_EQ(logits[4], 0.f);
+  for (int id : {1, 5, 6}) EXPECT_FALSE(c.is_allowed(id)) << id;
+  ASSERT_TRUE(c.accept(4));
+  ASSERT_TRUE(c.accept(0));
+  EXPECT_TRUE(c.is_complete());
+  // Text rules never take the special token (0xFF is not UTF-8).
+  auto text = std::make_shared<Grammar>();
+  text->then_rules(Cfg::parse_gbnf("root ::= .*"));
+  TokenConstraint free_text(text, vocab, {});
+  EXPECT_TRUE(free_text.is_allowed(6));
+  EXPECT_FALSE(free_text.is_allowed(4));
+  EXPECT_FALSE(free_text.is_allowed(5));
+  EXPECT_THROW(Cfg::parse_gbnf("root ::= <|end"), Error);
 }
 
 }  // namespace

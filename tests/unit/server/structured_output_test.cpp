@@ -4,6 +4,10 @@
 // arguments outside the tool's schema.
 #include <gtest/gtest.h>
 
+#include <string_view>
+#include <vector>
+
+#include "sampling/cfg.h"
 #include "sampling/grammar.h"
 #include "server/api_error.h"
 #include "server/request.h"
@@ -93,9 +97,73 @@ TEST(StructuredOutputTest, AutoToolChoiceHoldsWrittenCallsToTheirSchema) {
   EXPECT_TRUE(complete);
   EXPECT_FALSE(matches(out, "x <tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": \"PST\""));
   EXPECT_FALSE(matches(out, "<tool_call>\n{\"name\": \"other\""));
-  // llama3 writes calls as bare JSON: auto stays unconstrained there.
-  options.family = chat::ParserFamily::kLlama3;
-  EXPECT_FALSE(build_output_grammar(request, options).grammar);
+  // The parser opens a call at "<tool_call>" whatever follows: text never holds the marker.
+  EXPECT_FALSE(matches(out, "x <tool_call> {\"name\": \"get_time\", \"arguments\": {\"tz\": \"PST\"}}"));
+  EXPECT_FALSE(matches(out, "<tool_call><tool_call>"));
+}
+
+// The grammar's bytes for model output: special tokens as a TokenVocabulary gives them
+// (cfg.h special_token_bytes), everything else as text.
+std::string grammar_bytes(std::string text, const std::vector<std::string_view>& specials) {
+  for (std::string_view special : specials) {
+    const std::string marked = sampling::special_token_bytes(special);
+    for (size_t at = text.find(special); at != std::string::npos; at = text.find(special, at + marked.size()))
+      text.replace(at, special.size(), marked);
+  }
+  return text;
+}
+
+struct AutoCase {
+  chat::ParserFamily family;
+  std::string call;   // text, a call to get_time(tz="UTC"), as the output parser reads it
+  std::string bad;    // a call with arguments outside the schema
+  std::string plain;  // a text answer
+  std::string spelled;  // a call's opener written as ordinary text
+  std::vector<std::string_view> specials;
+};
+
+// tool_choice auto in the families whose calls are bare JSON (llama3) or special tokens
+// (deepseek_v3, harmony): text stays free, a call is held to its schema and parses back.
+TEST(StructuredOutputTest, AutoToolChoiceInEveryFamily) {
+  const std::vector<std::string_view> deepseek = {"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
+                                                  "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"};
+  const std::vector<std::string_view> harmony = {"<|channel|>", "<|message|>", "<|end|>", "<|start|>",
+                                                 "<|constrain|>", "<|call|>", "<|return|>"};
+  const AutoCase cases[] = {
+      {chat::ParserFamily::kLlama3, " {\"name\": \"get_time\", \"parameters\": {\"tz\": \"UTC\"}}",
+       "{\"name\": \"get_time\", \"parameters\": {\"tz\": \"PST\"", "It is noon.", "x <|python_tag|>", {}},
+      {chat::ParserFamily::kDeepseekV3,
+       "Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{\"tz\": \"UTC\"}"
+       "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+       "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{\"tz\": \"PST\"",
+       "It is noon.", "x <｜tool▁calls▁begin｜>", deepseek},
+      {chat::ParserFamily::kHarmony,
+       "<|channel|>analysis<|message|>Need the time.<|end|><|start|>assistant<|channel|>commentary to=functions.get_time "
+       "<|constrain|>json<|message|>{\"tz\": \"UTC\"}<|call|>",
+       "<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{\"tz\": \"PST\"",
+       "<|channel|>final<|message|>It is noon.<|return|>", "<|channel|>final<|message|>a <|call|>", harmony},
+  };
+  for (const AutoCase& c : cases) {
+    SCOPED_TRACE(chat::parser_family_name(c.family));
+    chat::ParserOptions options;
+    options.family = c.family;
+    const ConstrainedOutput out = build_output_grammar(chat(std::string(", \"tools\": ") + kTools), options);
+    ASSERT_TRUE(out.grammar);
+    EXPECT_TRUE(out.prefix.empty());
+    bool complete = false;
+    const std::vector<std::string_view>& specials = c.specials;
+    EXPECT_TRUE(matches(out, grammar_bytes(c.call, specials), &complete));
+    EXPECT_TRUE(complete);
+    EXPECT_FALSE(matches(out, grammar_bytes(c.bad, specials)));
+    EXPECT_TRUE(matches(out, grammar_bytes(c.plain, specials), &complete));
+    EXPECT_TRUE(complete);
+    // The opener spelled in ordinary tokens would start a call the grammar did not check.
+    EXPECT_FALSE(matches(out, c.spelled));
+    const chat::ParsedMessage parsed = chat::parse_output(options, c.call);
+    ASSERT_EQ(parsed.tool_calls.size(), 1u) << c.call;
+    EXPECT_EQ(parsed.tool_calls[0].name, "get_time");
+    EXPECT_EQ(Json::parse(parsed.tool_calls[0].arguments), Json::parse(R"({"tz": "UTC"})"));
+  }
 }
 
 TEST(StructuredOutputTest, ResponseFormatsAndExtensionFieldsCompile) {

@@ -51,6 +51,31 @@ TEST(GrammarDrafts, AChainEndsAtItsFirstForbiddenToken) {
   ASSERT_TRUE(c->accept(kQuote));  // and still advances from there
 }
 
+// A model drafter's levels under the grammar: best if allowed, else the runner-up (swapped
+// in, with its probability), else the chain ends; the grammar is back in its state after.
+TEST(GrammarDrafts, LevelWalkTakesTheBestAllowedOfTheTopTwo) {
+  auto c = json_constraint();
+  const auto before = allowed_now(*c);
+  {
+    GrammarLevelWalk walk(*c);
+    LevelChoice first{kA, kOpen, 0.6f, 0.3f};  // 'a' cannot start the object: '{' stands in
+    ASSERT_TRUE(walk.pick(first));
+    EXPECT_EQ(first.best, kOpen);
+    EXPECT_EQ(first.second, kA);
+    EXPECT_FLOAT_EQ(first.p_best, 0.3f);
+    LevelChoice second{kQuote, kOne, 0.5f, 0.2f};  // allowed best stays
+    ASSERT_TRUE(walk.pick(second));
+    EXPECT_EQ(second.best, kQuote);
+    LevelChoice third{kA, kColon, 0.5f, 0.2f};  // key text
+    ASSERT_TRUE(walk.pick(third));
+    EXPECT_EQ(third.best, kA);
+    LevelChoice stuck{kEnd, -1, 0.9f, 0.f};  // the end id before the object closes, no runner-up
+    EXPECT_FALSE(walk.pick(stuck));
+    EXPECT_EQ(walk.runner_ups_taken(), 1);
+  }
+  EXPECT_EQ(allowed_now(*c), before) << "the grammar is left in its state";
+}
+
 TEST(GrammarDrafts, ATreeLosesForbiddenNodesWithTheirSubtrees) {
   auto c = json_constraint();
   // Root children: 'a' (forbidden before '{', with a child), '{"' (allowed), '{' (allowed).
