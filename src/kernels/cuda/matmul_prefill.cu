@@ -8,10 +8,13 @@ namespace {
 
 // ---- tiled: M > 64 ------------------------------------------------------------------------
 constexpr int kTileN = 16;   // n-tiles (8 columns) per CTA
-constexpr int kStages = 4;
 constexpr int kStageUnitsA = kTileM * kStageKt * 32;        // uint4 per stage
 constexpr int kStageUnitsB = kTileN * (kStageKt / 2) * 32;  // uint4 per stage
-constexpr size_t kTiledSmem = kStages * (kStageUnitsA + kStageUnitsB) * sizeof(uint4);
+// Pipeline stages: 4 (128 KB) where the GPU's shared memory per block holds them (Hopper, A100),
+// else 3 (96 KB: sm_86 and sm_89 hold 99 KB). Same bits: the stages only stage loads.
+constexpr size_t tiled_smem_bytes(int stages) {
+  return static_cast<size_t>(stages) * (kStageUnitsA + kStageUnitsB) * sizeof(uint4);
+}
 
 // x [M, K] f32 -> A fragments [m_tiles][k_tiles][32 lanes] x uint4, zero-padded.
 __global__ void to_a_fragments_kernel(const float* __restrict__ x, int M, int K, int64_t m_tiles, int k_tiles,
@@ -27,6 +30,7 @@ __global__ void to_a_fragments_kernel(const float* __restrict__ x, int M, int K,
   xa[i] = make_uint4(a[0], a[1], a[2], a[3]);
 }
 
+template <int kStages>
 __global__ void __launch_bounds__(256, 1) matmul_tiled_kernel(const uint4* __restrict__ xa, int M, int k_tiles,
                                                               const uint4* __restrict__ w, int N,
                                                               const float* __restrict__ bias, float* __restrict__ out) {
@@ -125,13 +129,17 @@ void to_a_fragments(const float* x, int M, int K, int64_t m_tiles, int k_tiles, 
 void matmul_tiled(const uint4* xa, int M, int64_t m_tiles, int k_tiles, const uint4* w, int N, const float* bias,
                   float* out, cudaStream_t stream) {
   static const bool configured = [] {
-    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(kTiledSmem)));
+    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_tiled_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(tiled_smem_bytes(4))));
+    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_tiled_kernel<3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(tiled_smem_bytes(3))));
     return true;
   }();
   (void)configured;
   const dim3 grid(static_cast<unsigned>(m_tiles / kTileM), static_cast<unsigned>(round_up(N, kMmaRowPad) / 128));
-  launch(matmul_tiled_kernel, grid, 256, kTiledSmem, stream, xa, M, k_tiles, w, N, bias, out);
+  if (tiled_smem_bytes(4) <= device_arch().smem_per_block)
+    return launch(matmul_tiled_kernel<4>, grid, 256, tiled_smem_bytes(4), stream, xa, M, k_tiles, w, N, bias, out);
+  launch(matmul_tiled_kernel<3>, grid, 256, tiled_smem_bytes(3), stream, xa, M, k_tiles, w, N, bias, out);
 }
 
 }  // namespace tachyon::kernels::cuda
