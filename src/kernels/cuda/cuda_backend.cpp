@@ -49,7 +49,9 @@ CudaBackend::CudaBackend(const CudaOptions& options)
   TACHYON_CHECK(visible > 0, "no CUDA device is visible");
   if (device_ < 0 || device_ >= visible) throw Error("CUDA device {} does not exist ({} visible)", device_, visible);
   TACHYON_CUDA_CHECK(cudaSetDevice(device_));
-  cuda::force_device_arch(options.arch);  // before anything asks which kernels this GPU runs
+  // Before anything asks which kernels this GPU runs. Process-wide and kept: a backend made later
+  // with the default options (tests' references) runs the forced kernels too.
+  if (options.arch != 0) cuda::force_device_arch(options.arch);
   TACHYON_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   mirror_ = std::make_unique<DeviceMirror>(stream_);
   graphs_ = std::make_unique<cuda::StepGraphs>(stream_, options.graph_trace);

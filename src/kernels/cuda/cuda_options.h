@@ -16,7 +16,8 @@
 //   TACHYON_CUDA_ARCH=80|86|89  Tests only: run the kernels of that pre-Hopper GPU (mma.sync and
 //                             cp.async; no TMA, clusters, wgmma or programmatic launch) within its
 //                             shared memory per block (163 KB / 99 KB), on whatever GPU this is
-//                             (device_arch.h). Same results, slower on Hopper. Process-wide.
+//                             (device_arch.h). Same results, slower on Hopper. Process-wide: it
+//                             stays for every backend made after (cuda::force_device_arch(0) ends it).
 //   TACHYON_GRAPH_TRACE=1     Debug: stderr says why each new step key missed its graph (the first
 //                             differing op and bytes; step_graph_trace.h). Results unchanged.
 // Any other value of these variables is an error when the backend is made.

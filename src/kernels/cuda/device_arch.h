@@ -33,7 +33,7 @@ struct DeviceArch {
 const DeviceArch& device_arch();
 // Tests: every device runs the kernels of GPU `arch` (80, 86 or 89) from now on, within that GPU's
 // shared memory per block; 0 returns to each device's own. Process-wide: a backend made with
-// CudaOptions::arch sets it (and one made without resets it).
+// CudaOptions::arch sets it, and it stays until this is called with 0.
 void force_device_arch(int arch);
 // Opt-in shared memory per block of an sm_`arch` GPU (80: 163 KB, 86/89: 99 KB); throws for others.
 size_t pre_hopper_smem_per_block(int arch);

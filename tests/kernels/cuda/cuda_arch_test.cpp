@@ -88,6 +88,9 @@ std::vector<std::vector<float>> run_ops(Backend& be) {
 TEST_F(CudaKernels, PreHopperKernelsGiveTheBitsOfTheHopperKernels) {
   if (CudaOptions::from_environment().arch != 0 || !cuda::device_arch().hopper)
     GTEST_SKIP() << "the Hopper kernels do not run here (pre-Hopper GPU or build, or TACHYON_CUDA_ARCH set)";
+  struct RestoreArch {  // the forced arch is process-wide: the tests after this one run the Hopper kernels
+    ~RestoreArch() { cuda::force_device_arch(0); }
+  } restore;
   auto hopper_backend = cuda_backend_with([](CudaOptions&) {});
   EXPECT_TRUE(cuda::matmul_streams(1, 8200, 1100));
   const auto expect = run_ops(*hopper_backend);

@@ -69,12 +69,11 @@ class CudaKernels : public ::testing::Test {
 };
 
 // A CUDA backend with the default options changed by `change` (cuda_options.h): a path or fusion
-// switched off, for tests that hold the default to its bits. The run's TACHYON_CUDA_ARCH stays
-// (it is process-wide: a backend without it would put the Hopper kernels back).
+// switched off, for tests that hold the default to its bits (a forced arch, TACHYON_CUDA_ARCH,
+// stays: it is process-wide).
 template <typename Change>
 std::unique_ptr<Backend> cuda_backend_with(Change change) {
   CudaOptions options;
-  options.arch = CudaOptions::from_environment().arch;
   change(options);
   return make_cuda_backend(options);
 }
