@@ -22,7 +22,9 @@ namespace {
 // Shape, by measurement (docs/perf/cuda.md): 8 warps
 // (128 pairs, half the L2 reads of K and V per FLOP) with two chunk buffers ran 10-12% faster
 // than 4 warps with one; 4 warps with two buffers (one CTA per SM) ran 1.7x slower. Where the
-// GPU's shared memory per block is smaller, tile_variant takes fewer buffers and warps.
+// GPU's shared memory per block is smaller, tile_variant takes one buffer, then 2 warps (head_dim
+// 128 at sm_86/89's 99 KB, 256 at sm_80's 163 KB); the 4-warp kernels are no longer built (the
+// 2-warp ones took their place: the same number of instantiations, so no longer a compile).
 struct TileVariant {
   int warps, stages;
 };
@@ -49,7 +51,7 @@ std::optional<TileVariant> fitting_tile_variant(int D) {
   TileVariant v = g_tile_variant;
   if (tile_fits(D, v)) return v;
   v.stages = 1;
-  while (!tile_fits(D, v) && v.warps > 2 && tile_pairs(D, v.warps / 2) >= 16) v.warps /= 2;
+  if (!tile_fits(D, v)) v.warps = 2;
   if (!tile_fits(D, v)) return std::nullopt;
   return v;
 }
@@ -204,7 +206,6 @@ void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile*
     else go(attention_kernel<kMaxDTilesPerWarp, W, 0>, W);
   };
   if (variant.warps == 8) pick(std::integral_constant<int, 8>{});
-  else if (variant.warps == 4) pick(std::integral_constant<int, 4>{});
   else pick(std::integral_constant<int, 2>{});
 }
 
@@ -213,7 +214,7 @@ bool attention_fits(int head_dim, int group) {
 }
 
 void set_attention_tile_variant(int warps, int stages) {
-  if ((warps != 4 && warps != 8) || (stages != 1 && stages != 2)) fail_unsupported("attention tile variant", warps * 10 + stages);
+  if ((warps != 2 && warps != 8) || (stages != 1 && stages != 2)) fail_unsupported("attention tile variant", warps * 10 + stages);
   g_tile_variant = {warps, stages};
 }
 

@@ -28,8 +28,8 @@ void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile*
 // needs more than sm_86 / sm_89's 99 KB); attention and attention_decode fail clearly elsewhere.
 bool attention_fits(int head_dim, int group);
 
-// Lab switch for cuda_bench: warps per query-tile CTA (4 or 8) and chunk buffers (1, or 2 where
-// they fit); the default is 8 warps, 2 buffers.
+// Lab switch for cuda_bench: warps per query-tile CTA (2 or 8) and chunk buffers (1, or 2 where
+// they fit); the default is 8 warps, 2 buffers (fewer where the GPU's shared memory needs it).
 void set_attention_tile_variant(int warps, int stages);
 
 }  // namespace tachyon::kernels::cuda

@@ -3,6 +3,8 @@
 // which the 17-64-row decode kernels read too.
 #include "kernels/cuda/matmul_prefill.cuh"
 
+#include <type_traits>
+
 namespace tachyon::kernels::cuda {
 namespace {
 
@@ -128,18 +130,20 @@ void to_a_fragments(const float* x, int M, int K, int64_t m_tiles, int k_tiles, 
 
 void matmul_tiled(const uint4* xa, int M, int64_t m_tiles, int k_tiles, const uint4* w, int N, const float* bias,
                   float* out, cudaStream_t stream) {
-  static const bool configured = [] {
-    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_tiled_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(tiled_smem_bytes(4))));
-    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_tiled_kernel<3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(tiled_smem_bytes(3))));
-    return true;
-  }();
-  (void)configured;
   const dim3 grid(static_cast<unsigned>(m_tiles / kTileM), static_cast<unsigned>(round_up(N, kMmaRowPad) / 128));
-  if (tiled_smem_bytes(4) <= device_arch().smem_per_block)
-    return launch(matmul_tiled_kernel<4>, grid, 256, tiled_smem_bytes(4), stream, xa, M, k_tiles, w, N, bias, out);
-  launch(matmul_tiled_kernel<3>, grid, 256, tiled_smem_bytes(3), stream, xa, M, k_tiles, w, N, bias, out);
+  // Each variant's shared memory is raised the first time it runs (a GPU refuses more than it has).
+  const auto go = [&](auto stages) {
+    constexpr int kStages = decltype(stages)::value;
+    static const bool configured = [] {
+      TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_tiled_kernel<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(tiled_smem_bytes(kStages))));
+      return true;
+    }();
+    (void)configured;
+    launch(matmul_tiled_kernel<kStages>, grid, 256, tiled_smem_bytes(kStages), stream, xa, M, k_tiles, w, N, bias, out);
+  };
+  if (tiled_smem_bytes(4) <= device_arch().smem_per_block) go(std::integral_constant<int, 4>{});
+  else go(std::integral_constant<int, 3>{});
 }
 
 }  // namespace tachyon::kernels::cuda
