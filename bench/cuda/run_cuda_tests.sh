@@ -3,7 +3,7 @@
 # the golden tests again under each CudaOptions runtime switch (kernels/cuda/cuda_options.h): every
 # switch must give the same results. Then the pre-Hopper kernels (sm_80/86/89, device_arch.h): forced
 # on this GPU (TACHYON_CUDA_ARCH=80 and 89), and from a compute_80-PTX-only build the driver
-# JIT-compiles here (SKIP_PTX=1 leaves that build out). Logs under $OUT (default /tmp/cuda-tests);
+# JIT-compiles here (SKIP_PTX=1 leaves that build out; PRE_HOPPER=0 all of these). Logs under $OUT (default /tmp/cuda-tests);
 # a summary on stdout.
 # Dependencies the machine lacks come from .deps/root (extracted Debian packages, docs/perf/cuda.md).
 set -uo pipefail
@@ -42,7 +42,9 @@ run kernel_tests /tmp/b/tests/kernels/kernel_tests
 # L40S's (99 KB). Tests of Hopper-only kernels skip; the fusion-count tests assert Hopper's fusions
 # (the streaming matmul's norm, the wgmma epilogues) and are left out.
 pre_hopper_filter=--gtest_filter=-CudaFusedNorm.*:CudaPrefillFusions.*
-for arch in 80 89; do
+archs="80 89"
+[ "${PRE_HOPPER:-1}" = 0 ] && archs="" SKIP_PTX=1  # PRE_HOPPER=0: none of the pre-Hopper runs
+for arch in $archs; do
   run cuda_kernel_tests_arch$arch TACHYON_CUDA_ARCH=$arch /tmp/b/tests/kernels/cuda/cuda_kernel_tests
   run cuda_quant_tests_arch$arch TACHYON_CUDA_ARCH=$arch /tmp/b/tests/kernels/cuda/cuda_quant_tests
   run cuda_kv_tests_arch$arch TACHYON_CUDA_ARCH=$arch /tmp/b/tests/kernels/cuda/cuda_kv_tests
