@@ -219,7 +219,7 @@ void attention_table(kernels::Backend& backend, const io::ModelConfig& c, bool l
     for (int sq = 0; sq < nseq; ++sq) kv_bytes += 2.0 * ctx * kvh * d * 4;
     // Query-tile variants (warps per CTA x chunk buffers) in the lab; the default last.
     std::vector<std::pair<int, int>> variants = {{8, 2}};
-    if (lab && rows_per_seq > 1) variants = {{4, 1}, {4, 2}, {8, 1}, {8, 2}};
+    if (lab && rows_per_seq > 1) variants = {{2, 1}, {2, 2}, {8, 1}, {8, 2}};
     for (auto [warps, stages] : variants) {
       kernels::cuda::set_attention_tile_variant(warps, stages);
       const double t = time_calls(backend, [&] { backend.attention(q, nrows, pkv, meta, p, out); }, 5);

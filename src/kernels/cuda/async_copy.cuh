@@ -1,5 +1,5 @@
-// Asynchronous copies and the barriers that track them: cp.async (sm_80), and on Hopper (sm_90) mbarriers in shared
-// memory, and bulk copies (TMA without a tensor map: one contiguous run of bytes per copy) whose
+// Asynchronous copies and the barriers that track them: cp.async (sm_80), and on Hopper (sm_90)
+// mbarriers in shared memory, and bulk copies (TMA without a tensor map: one contiguous run of bytes per copy) whose
 // completion is counted on an mbarrier. Used by the kernels that stream operands through a ring
 // of shared-memory slots filled by one producer thread (matmul_stream.cu, matmul_wgmma.cu).
 #pragma once
@@ -25,6 +25,9 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
+// The rest up to the named barriers is Hopper's (sm_90): kernels that use it are compiled for
+// sm_90a alone (TACHYON_PRE_HOPPER_DEVICE_CODE, common.cuh).
+#if !TACHYON_PRE_HOPPER_DEVICE_CODE
 // Thread 0 initialises, then fence_mbarrier_init and a CTA barrier before any use.
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
@@ -138,6 +141,7 @@ template <int N>
 __device__ __forceinline__ void bulk_wait() {
   asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
 }
+#endif  // !TACHYON_PRE_HOPPER_DEVICE_CODE
 // Named CTA barriers (ids 1-15; 0 is __syncthreads' barrier), kThreads (a multiple of 32) arrivals
 // in all per phase: sync arrives and waits for the phase to complete, arrive only arrives. Every
 // thread of a warp executes the same one (aligned). Never more than kThreads arrivals into a phase.

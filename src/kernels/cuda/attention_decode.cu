@@ -232,6 +232,7 @@ struct GlobalChunkStates {
   __device__ const float* state(int c) const { return head + c * chunk_stride; }
   __device__ static float load(const float* p) { return __ldcg(p); }
 };
+#if !TACHYON_PRE_HOPPER_DEVICE_CODE  // clusters are Hopper's
 struct ClusterChunkStates {
   float* head;  // the merged head's state in this CTA's shared memory
   __device__ const float* state(int c) const {
@@ -239,6 +240,7 @@ struct ClusterChunkStates {
   }
   __device__ static float load(const float* p) { return *p; }
 };
+#endif
 
 // One warp: head h of decode row r merges its chunk states in chunk order (merge_factors),
 // then finishes (finish_factors): the query-tile kernel's arithmetic, so the bits are its.
@@ -338,6 +340,9 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   constexpr int kDpl = DK > 0 ? (8 * DK + 31) / 32 : 8;  // head_dim <= 256
   if constexpr (kCluster) {
+#if TACHYON_PRE_HOPPER_DEVICE_CODE  // never launched there (attention_decode below)
+    __trap();
+#else
     // Arrive (release: this CTA's states) and wait (acquire: every CTA's); the second barrier
     // keeps each CTA's shared memory alive until the first CTA has read it.
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
@@ -350,6 +355,7 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(
     }
     cluster.sync();
     return;
+#endif
   }
   __threadfence();  // this CTA's chunk state, before it is counted
   __syncthreads();
@@ -370,6 +376,10 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(
 }
 }  // namespace
 
+bool attention_decode_fits(int head_dim, int group) {
+  return decode_smem_bytes(head_dim, group, false) <= device_arch().smem_per_block;
+}
+
 int decode_chunks(int32_t max_position) { return max_position / kChunkKeys + 1; }
 
 size_t decode_workspace_bytes(int64_t rows, int num_heads, int head_dim, int max_chunks) {
@@ -387,15 +397,17 @@ void attention_decode(const float* q, const QkPrologue* prologue, const DeviceAt
   const int D = shape.head_dim, group = shape.num_heads / shape.num_kv_heads;
   check_head_dim(D);
   if (group > kMaxGroup) fail_unsupported("decode attention query heads per KV head", group);
-  static const size_t smem_limit = static_cast<size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin));
-  static const int64_t sms = device_attribute(cudaDevAttrMultiProcessorCount);
-  // Clusters only while every CTA has an SM of its own: with more, a cluster's CTAs are placed
-  // together and hold their SMs until the merging CTA has read them, so later CTAs start later
-  // (H200, batch 8, 512 CTAs: decode 2-4% slower than merging through global memory).
+  const DeviceArch& arch = device_arch();
+  // Clusters (Hopper) only while every CTA has an SM of its own: with more, a cluster's CTAs are
+  // placed together and hold their SMs until the merging CTA has read them, so later CTAs start
+  // later (H200, batch 8, 512 CTAs: decode 2-4% slower than merging through global memory).
   const int64_t ctas = static_cast<int64_t>(num_rows) * shape.num_kv_heads * max_chunks;
-  const bool cluster =
-      max_chunks <= kMaxDecodeCluster && ctas <= sms && decode_smem_bytes(D, group, true) <= smem_limit;
+  const bool cluster = arch.hopper && max_chunks <= kMaxDecodeCluster && ctas <= arch.sms &&
+                       decode_smem_bytes(D, group, true) <= arch.smem_per_block;
   const size_t smem = decode_smem_bytes(D, group, cluster);
+  if (smem > arch.smem_per_block)
+    fail_unsupported("decode attention shared memory per block on this GPU (query heads per KV head x head_dim), bytes",
+                     static_cast<int64_t>(smem));
   const unsigned rows_u = static_cast<unsigned>(num_rows), heads_u = static_cast<unsigned>(shape.num_kv_heads),
                  chunks_u = static_cast<unsigned>(max_chunks);
   auto decode = [&](auto kernel, dim3 grid, unsigned cluster_x) {

@@ -26,5 +26,7 @@ void attention_decode(const float* q, const QkPrologue* prologue, const DeviceAt
                       const int32_t* rows, int num_rows, int max_chunks, const KvPair& kv,
                       const AttentionShape& shape, float* workspace, unsigned* counters, float* out,
                       cudaStream_t stream);
+// Whether a decode CTA (without the cluster's states) fits this GPU's shared memory per block.
+bool attention_decode_fits(int head_dim, int group);
 
 }  // namespace tachyon::kernels::cuda

@@ -3,6 +3,8 @@
 // (attention_wgmma.cu) takes head_dim 64 and 128 of f32, bf16 and f16 caches with the same bits.
 #include "kernels/cuda/attention_prefill.cuh"
 
+#include <optional>
+
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_wgmma.cuh"
 
@@ -19,7 +21,10 @@ namespace {
 //
 // Shape, by measurement (docs/perf/cuda.md): 8 warps
 // (128 pairs, half the L2 reads of K and V per FLOP) with two chunk buffers ran 10-12% faster
-// than 4 warps with one; 4 warps with two buffers (one CTA per SM) ran 1.7x slower.
+// than 4 warps with one; 4 warps with two buffers (one CTA per SM) ran 1.7x slower. Where the
+// GPU's shared memory per block is smaller, tile_variant takes one buffer, then 2 warps (head_dim
+// 128 at sm_86/89's 99 KB, 256 at sm_80's 163 KB); the 4-warp kernels are no longer built (the
+// 2-warp ones took their place: the same number of instantiations, so no longer a compile).
 struct TileVariant {
   int warps, stages;
 };
@@ -27,16 +32,36 @@ TileVariant g_tile_variant{8, 2};
 
 __host__ __device__ inline int d_parts(int D) { return (D / 8 + kMaxDTilesPerWarp - 1) / kMaxDTilesPerWarp; }
 __host__ __device__ inline int tile_pairs(int D, int warps) { return 16 * (warps / d_parts(D)); }
-int tile_pairs(int D) { return tile_pairs(D, g_tile_variant.warps); }
 
 __host__ __device__ inline int chunk_smem_words(int D) { return kChunkKeys * (qk_stride(D) + v_stride(D)); }
-size_t tile_smem_bytes(int D, int stages) {
-  return (static_cast<size_t>(tile_pairs(D)) * qk_stride(D) + static_cast<size_t>(stages) * chunk_smem_words(D)) * 4;
+// Dynamic and static shared memory of a CTA of `v`'s shape (the static arrays: the tile's key
+// windows and the chunk's slots, attention_kernel and attention_common.cuh).
+size_t tile_smem_bytes(int D, TileVariant v) {
+  return (static_cast<size_t>(tile_pairs(D, v.warps)) * qk_stride(D) + static_cast<size_t>(v.stages) * chunk_smem_words(D)) *
+         4;
 }
-constexpr size_t kMaxSmemPerBlock = 226 * 1024;  // 227 KB less the static arrays
-int tile_stages(int D) {
-  return tile_smem_bytes(D, g_tile_variant.stages) <= kMaxSmemPerBlock ? g_tile_variant.stages : 1;
+size_t tile_static_smem_bytes(TileVariant v) { return 2 * 16 * v.warps * sizeof(int32_t) + kChunkKeys * sizeof(int64_t); }
+// The variant set (g_tile_variant) where the device's shared memory per block holds it, else the
+// largest that fits: one chunk buffer, then fewer warps (Ampere and Ada hold 163 / 99 KB, not
+// Hopper's 227: head_dim 128 on 99 KB takes 2 warps and one buffer). The bits do not depend on it.
+bool tile_fits(int D, TileVariant v) {
+  return tile_smem_bytes(D, v) + tile_static_smem_bytes(v) <= device_arch().smem_per_block;
 }
+std::optional<TileVariant> fitting_tile_variant(int D) {
+  TileVariant v = g_tile_variant;
+  if (tile_fits(D, v)) return v;
+  v.stages = 1;
+  if (!tile_fits(D, v)) v.warps = 2;
+  if (!tile_fits(D, v)) return std::nullopt;
+  return v;
+}
+TileVariant tile_variant(int D) {
+  const std::optional<TileVariant> v = fitting_tile_variant(D);
+  if (!v)
+    fail_unsupported("prefill attention head_dim on this GPU's shared memory per block (one 64-key chunk of K and V)", D);
+  return *v;
+}
+int tile_pairs(int D) { return tile_pairs(D, tile_variant(D).warps); }
 
 // DT: d tiles per warp (head_dim <= 8 · DT · d_parts); DK: head_dim / 8 when fixed at compile
 // time (constant strides and unrolled loops), 0 to read it from the shape.
@@ -162,8 +187,9 @@ void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile*
   if (attention_wgmma_reads(kv.format()) && attention_wgmma_supported(D))
     return attention_wgmma(q, meta, tiles, num_tiles, kv, shape, hpc, out, stream);
   const int chunks = (group + hpc - 1) / hpc;
-  const int stages = tile_stages(D);
-  const size_t smem = tile_smem_bytes(D, stages);
+  const TileVariant variant = tile_variant(D);
+  const int stages = variant.stages;
+  const size_t smem = tile_smem_bytes(D, variant);
   const dim3 grid(static_cast<unsigned>(num_tiles), static_cast<unsigned>(shape.num_kv_heads * chunks));
   auto go = [&](auto kernel, int warps) {
     if (smem > 48 * 1024)
@@ -179,12 +205,16 @@ void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile*
     else if (D <= 64) go(attention_kernel<8, W, 0>, W);
     else go(attention_kernel<kMaxDTilesPerWarp, W, 0>, W);
   };
-  if (g_tile_variant.warps == 8) pick(std::integral_constant<int, 8>{});
-  else pick(std::integral_constant<int, 4>{});
+  if (variant.warps == 8) pick(std::integral_constant<int, 8>{});
+  else pick(std::integral_constant<int, 2>{});
+}
+
+bool attention_fits(int head_dim, int group) {
+  return fitting_tile_variant(head_dim).has_value() && attention_decode_fits(head_dim, group);
 }
 
 void set_attention_tile_variant(int warps, int stages) {
-  if ((warps != 4 && warps != 8) || (stages != 1 && stages != 2)) fail_unsupported("attention tile variant", warps * 10 + stages);
+  if ((warps != 2 && warps != 8) || (stages != 1 && stages != 2)) fail_unsupported("attention tile variant", warps * 10 + stages);
   g_tile_variant = {warps, stages};
 }
 

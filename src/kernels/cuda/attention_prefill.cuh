@@ -23,8 +23,13 @@ void make_query_tiles(const int32_t* row_seq, const int32_t* tree_base, int64_t 
 void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile* tiles, int num_tiles,
                const KvPair& kv, const AttentionShape& shape, float* out, cudaStream_t stream);
 
-// Lab switch for cuda_bench: warps per query-tile CTA (4 or 8) and chunk buffers (1, or 2 where
-// they fit); the default is 8 warps, 2 buffers.
+// Whether this GPU's shared memory per block holds the attention kernels' smallest shapes for
+// head_dim and `group` query heads per KV head (one 64-key chunk of f32 K and V: head_dim 256
+// needs more than sm_86 / sm_89's 99 KB); attention and attention_decode fail clearly elsewhere.
+bool attention_fits(int head_dim, int group);
+
+// Lab switch for cuda_bench: warps per query-tile CTA (2 or 8) and chunk buffers (1, or 2 where
+// they fit); the default is 8 warps, 2 buffers (fewer where the GPU's shared memory needs it).
 void set_attention_tile_variant(int warps, int stages);
 
 }  // namespace tachyon::kernels::cuda

@@ -108,11 +108,11 @@ __global__ void __launch_bounds__(kRingThreads, 1) attention_ring_kernel(
     const float* __restrict__ q, DeviceAttentionMeta meta, const QueryTile* __restrict__ tiles,
     const void* __restrict__ k_base, const void* __restrict__ v_base, AttentionShape s, int heads_per_chunk,
     float* __restrict__ out) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   const float* __restrict__ k_cache = static_cast<const float*>(k_base);
   const float* __restrict__ v_cache = static_cast<const float*>(v_base);
   const uint16_t* __restrict__ k16 = static_cast<const uint16_t*>(k_base);
   const uint16_t* __restrict__ v16 = static_cast<const uint16_t*>(v_base);
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = WgmmaLayout<D>;
   using LB = WgmmaBf16Layout<D>;  // TACHYON_ATTENTION_BF16 builds (attention_ring_bf16.cuh)
   constexpr bool kBf16 = TACHYON_ATTENTION_BF16;
@@ -391,13 +391,7 @@ bool g_wgmma_on = true;  // set_attention_wgmma
 void set_attention_wgmma(bool on) { g_wgmma_on = on; }
 
 bool attention_wgmma_supported(int head_dim) {
-  static const bool device_ok = [] {
-    int device = 0;
-    cudaDeviceProp prop{};
-    if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) return false;
-    return prop.major == 9 && prop.minor == 0;
-  }();
-  return g_wgmma_on && device_ok && (head_dim == 64 || head_dim == 128);
+  return g_wgmma_on && device_arch().wgmma && (head_dim == 64 || head_dim == 128);
 }
 
 bool attention_wgmma_reads(KvFormat format) {

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <utility>
 
+#include "kernels/cuda/device_arch.h"
 #include "kernels/cuda/step_graph.h"
 #include "kernels/cuda/step_timeline.h"
 #if TACHYON_TIMELINE && defined(__CUDACC__)
@@ -65,6 +66,16 @@ __host__ __device__ inline int64_t core_row_index(int64_t row, int64_t k_block, 
   return ((row / 8) * kb_count + k_block) * 8 + row % 8;
 }
 
+// Device code compiled for a GPU before Hopper (sm_80-sm_89, or compute_80 PTX JIT-compiled on
+// any GPU): the Hopper-only kernels (bulk copies, mbarrier transactions, clusters) are compiled to
+// a trap there, and the backend never launches them where this code runs (device_arch.h decides by
+// the loaded code's PTX version, not by the device alone).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define TACHYON_PRE_HOPPER_DEVICE_CODE 1
+#else
+#define TACHYON_PRE_HOPPER_DEVICE_CODE 0
+#endif
+
 #ifdef __CUDACC__
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
@@ -93,7 +104,9 @@ __device__ __forceinline__ void pdl_wait() {
   const uint64_t t_call = record ? global_timer() : 0;
   const unsigned slot = record ? timeline_reserve() : 0;
 #endif
+#if !TACHYON_PRE_HOPPER_DEVICE_CODE  // before Hopper nothing launches early: the predecessor has ended
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
 #if TACHYON_TIMELINE
   if (record) timeline_write(slot, t_call, global_timer(), 0);
 #endif
@@ -105,7 +118,11 @@ __device__ __forceinline__ void cta_timeline_mark([[maybe_unused]] unsigned kind
   if (threadIdx.x == 0) timeline_mark(kind);
 #endif
 }
-__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if !TACHYON_PRE_HOPPER_DEVICE_CODE
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
 
 // The entry of a kernel that reads nothing before its predecessor ends: it waits, then releases
 // the next kernel. Releasing before the wait everywhere moved ~1.5-2% from batch 8 to batch 1
@@ -135,15 +152,28 @@ void launch_now(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, c
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
+  // Programmatic launch and clusters are Hopper's: elsewhere each kernel starts once its
+  // predecessor ended (pdl_wait compiles to nothing there) and no cluster is asked for.
+  const DeviceArch& arch = device_arch();
+  const bool hopper = arch.hopper;
+  if (cluster_x > 1 && !hopper) fail_unsupported("a thread block cluster before Hopper, CTAs", cluster_x);
+  // The device would take more where the arch is forced (tests): the limit of the GPU emulated holds.
+  if (smem > arch.smem_per_block)
+    fail_unsupported("dynamic shared memory per block beyond this GPU's, bytes", static_cast<int64_t>(smem));
   cudaLaunchAttribute attribute[2];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  attribute[1].id = cudaLaunchAttributeClusterDimension;
-  attribute[1].val.clusterDim.x = cluster_x;
-  attribute[1].val.clusterDim.y = 1;
-  attribute[1].val.clusterDim.z = 1;
+  unsigned count = 0;
+  if (hopper) {
+    attribute[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[count++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster_x > 1) {
+    attribute[count].id = cudaLaunchAttributeClusterDimension;
+    attribute[count].val.clusterDim.x = cluster_x;
+    attribute[count].val.clusterDim.y = 1;
+    attribute[count++].val.clusterDim.z = 1;
+  }
   config.attrs = attribute;
-  config.numAttrs = cluster_x > 1 ? 2 : 1;
+  config.numAttrs = count;
   TACHYON_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
 }
 

@@ -49,6 +49,9 @@ CudaBackend::CudaBackend(const CudaOptions& options)
   TACHYON_CHECK(visible > 0, "no CUDA device is visible");
   if (device_ < 0 || device_ >= visible) throw Error("CUDA device {} does not exist ({} visible)", device_, visible);
   TACHYON_CUDA_CHECK(cudaSetDevice(device_));
+  // Before anything asks which kernels this GPU runs. Process-wide and kept: a backend made later
+  // with the default options (tests' references) runs the forced kernels too.
+  if (options.arch != 0) cuda::force_device_arch(options.arch);
   TACHYON_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   mirror_ = std::make_unique<DeviceMirror>(stream_);
   graphs_ = std::make_unique<cuda::StepGraphs>(stream_, options.graph_trace);
@@ -64,9 +67,10 @@ CudaBackend::CudaBackend(const CudaOptions& options)
   cudaDeviceProp prop{};
   TACHYON_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   device_name_ = prop.name;
-  // Prefill matmuls on wgmma (sm_90a: compute capability 9.0 exactly) need each matrix also in
-  // core-matrix order (cuda::pack_core_weight); CudaOptions::wgmma false keeps the mma.sync kernel.
-  wgmma_ = prop.major == 9 && prop.minor == 0 && options.wgmma;
+  // Prefill matmuls on wgmma (sm_90a code on compute capability 9.0, not forced to an older arch)
+  // need each matrix also in core-matrix order (cuda::pack_core_weight); CudaOptions::wgmma false
+  // keeps the mma.sync kernel.
+  wgmma_ = cuda::device_arch().wgmma && options.wgmma;
 }
 CudaBackend::~CudaBackend() {
   try {

@@ -26,6 +26,13 @@ CudaOptions CudaOptions::from_environment() {
     o.graphs = read_flag("TACHYON_CUDA_GRAPHS", false) ? Graphs::Always : Graphs::Never;
   o.wgmma = read_flag("TACHYON_WGMMA", o.wgmma);
   o.graph_trace = read_flag("TACHYON_GRAPH_TRACE", o.graph_trace);
+  if (const char* arch = std::getenv("TACHYON_CUDA_ARCH")) {
+    const std::string_view v(arch);
+    if (v == "80") o.arch = 80;
+    else if (v == "86") o.arch = 86;
+    else if (v == "89") o.arch = 89;
+    else throw Error("TACHYON_CUDA_ARCH='{}': expected 80, 86 or 89 (src/kernels/cuda/cuda_options.h)", v);
+  }
   if (!read_flag("TACHYON_CUDA_FUSION", true)) {
     o.fused_norm_rows = 0;
     o.prefill_norm_fusion = false;

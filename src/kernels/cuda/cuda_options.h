@@ -13,6 +13,11 @@
 //   TACHYON_CUDA_FUSION=0     Kill switch for the fused paths: add_rms_norm launched alone instead
 //                             of deferred into the next matmul (backend.h, "Deferred norm fusion"),
 //                             and the gated MLP as two matmuls and an activation. Same results.
+//   TACHYON_CUDA_ARCH=80|86|89  Tests only: run the kernels of that pre-Hopper GPU (mma.sync and
+//                             cp.async; no TMA, clusters, wgmma or programmatic launch) within its
+//                             shared memory per block (163 KB / 99 KB), on whatever GPU this is
+//                             (device_arch.h). Same results, slower on Hopper. Process-wide: it
+//                             stays for every backend made after (cuda::force_device_arch(0) ends it).
 //   TACHYON_GRAPH_TRACE=1     Debug: stderr says why each new step key missed its graph (the first
 //                             differing op and bytes; step_graph_trace.h). Results unchanged.
 // Any other value of these variables is an error when the backend is made.
@@ -36,6 +41,7 @@ struct CudaOptions {
   bool wgmma = true;                       // TACHYON_WGMMA
   bool graph_trace = false;                // TACHYON_GRAPH_TRACE
   int device = 0;                          // which GPU ("cuda:N"; tensor-parallel ranks)
+  int arch = 0;                            // TACHYON_CUDA_ARCH: 80, 86 or 89 forces that GPU's kernels; 0: the device's
 
   // The fusions (TACHYON_CUDA_FUSION=0 turns all three off). Each gives the bits of the unfused ops.
   // The most rows of an add_rms_norm deferred into the streaming decode matmul that reads its output

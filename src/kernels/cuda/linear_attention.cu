@@ -110,7 +110,7 @@ void gated_delta_rule(const float* qkv, int64_t qkv_stride, const float* ba, con
   if (p.v_dim < 1 || p.v_dim > 1024) fail_unsupported("linear attention v_dim", p.v_dim);
   if (p.num_k_heads < 1 || p.num_v_heads % p.num_k_heads != 0) fail_unsupported("num_v_heads", p.num_v_heads);
   const size_t smem = static_cast<size_t>(p.k_dim * p.v_dim + 2 * p.k_dim) * sizeof(float);
-  if (smem > 227 * 1024) fail_unsupported("linear attention k_dim x v_dim", p.k_dim * p.v_dim);
+  if (smem > device_arch().smem_per_block) fail_unsupported("linear attention k_dim x v_dim on this GPU", p.k_dim * p.v_dim);
   static size_t smem_allowed = 48 * 1024;  // raised once, for the largest head seen
   if (smem > smem_allowed) {
     TACHYON_CUDA_CHECK(cudaFuncSetAttribute(gated_delta_rule_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

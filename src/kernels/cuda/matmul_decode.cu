@@ -434,11 +434,14 @@ __global__ void __launch_bounds__(256, 2) matmul_batched_kernel(const uint4* __r
 
 // splits: 1 = each CTA covers all of k; 0 = by shape (split k while the n-groups alone give
 // fewer than one CTA per SM).
+constexpr size_t batched_smem_bytes(int MT) {
+  return static_cast<size_t>(MT) * 2 * kPairsPerSegment * 32 * sizeof(uint4) +
+         static_cast<size_t>(kSplitWarps) * kBatchedNtw * MT * 32 * sizeof(float4);
+}
 template <int MT>
 void launch_batched(const uint4* xa, int M, int k_tiles, int xa_k_stride, const uint4* w, int N, int kp_count,
                     const float* bias, float* out, float* partial, unsigned* counters, int splits, cudaStream_t stream) {
-  constexpr size_t smem = static_cast<size_t>(MT) * 2 * kPairsPerSegment * 32 * sizeof(uint4) +
-                          static_cast<size_t>(kSplitWarps) * kBatchedNtw * MT * 32 * sizeof(float4);
+  constexpr size_t smem = batched_smem_bytes(MT);
   static const bool configured = [] {
     TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_batched_kernel<MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(smem)));
@@ -521,7 +524,8 @@ void matmul_decode_from_fragments(int variant, const float* x, const uint4* xa, 
                                   const uint4* w, int N, const float* bias, float* out, float* partial,
                                   unsigned* counters, cudaStream_t stream) {
   const auto* wf = w;
-  if (variant >= kDecodeBatched) {
+  // 33-64 rows stage 128 KB: more than sm_86/89's 99 KB per block, where the skinny kernel serves.
+  if (variant >= kDecodeBatched && (M <= 32 || batched_smem_bytes(4) <= device_arch().smem_per_block)) {
     const int splits = variant == kDecodeBatchedWhole ? 1 : 0;
     if (M <= 32)
       return launch_batched<2>(xa, M, k_tiles, k_tiles, wf, N, k_tiles / 2, bias, out, partial, counters, splits, stream);

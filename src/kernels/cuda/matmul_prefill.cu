@@ -3,15 +3,20 @@
 // which the 17-64-row decode kernels read too.
 #include "kernels/cuda/matmul_prefill.cuh"
 
+#include <type_traits>
+
 namespace tachyon::kernels::cuda {
 namespace {
 
 // ---- tiled: M > 64 ------------------------------------------------------------------------
 constexpr int kTileN = 16;   // n-tiles (8 columns) per CTA
-constexpr int kStages = 4;
 constexpr int kStageUnitsA = kTileM * kStageKt * 32;        // uint4 per stage
 constexpr int kStageUnitsB = kTileN * (kStageKt / 2) * 32;  // uint4 per stage
-constexpr size_t kTiledSmem = kStages * (kStageUnitsA + kStageUnitsB) * sizeof(uint4);
+// Pipeline stages: 4 (128 KB) where the GPU's shared memory per block holds them (Hopper, A100),
+// else 3 (96 KB: sm_86 and sm_89 hold 99 KB). Same bits: the stages only stage loads.
+constexpr size_t tiled_smem_bytes(int stages) {
+  return static_cast<size_t>(stages) * (kStageUnitsA + kStageUnitsB) * sizeof(uint4);
+}
 
 // x [M, K] f32 -> A fragments [m_tiles][k_tiles][32 lanes] x uint4, zero-padded.
 __global__ void to_a_fragments_kernel(const float* __restrict__ x, int M, int K, int64_t m_tiles, int k_tiles,
@@ -27,6 +32,7 @@ __global__ void to_a_fragments_kernel(const float* __restrict__ x, int M, int K,
   xa[i] = make_uint4(a[0], a[1], a[2], a[3]);
 }
 
+template <int kStages>
 __global__ void __launch_bounds__(256, 1) matmul_tiled_kernel(const uint4* __restrict__ xa, int M, int k_tiles,
                                                               const uint4* __restrict__ w, int N,
                                                               const float* __restrict__ bias, float* __restrict__ out) {
@@ -124,14 +130,20 @@ void to_a_fragments(const float* x, int M, int K, int64_t m_tiles, int k_tiles, 
 
 void matmul_tiled(const uint4* xa, int M, int64_t m_tiles, int k_tiles, const uint4* w, int N, const float* bias,
                   float* out, cudaStream_t stream) {
-  static const bool configured = [] {
-    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(kTiledSmem)));
-    return true;
-  }();
-  (void)configured;
   const dim3 grid(static_cast<unsigned>(m_tiles / kTileM), static_cast<unsigned>(round_up(N, kMmaRowPad) / 128));
-  launch(matmul_tiled_kernel, grid, 256, kTiledSmem, stream, xa, M, k_tiles, w, N, bias, out);
+  // Each variant's shared memory is raised the first time it runs (a GPU refuses more than it has).
+  const auto go = [&](auto stages) {
+    constexpr int kStages = decltype(stages)::value;
+    static const bool configured = [] {
+      TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_tiled_kernel<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(tiled_smem_bytes(kStages))));
+      return true;
+    }();
+    (void)configured;
+    launch(matmul_tiled_kernel<kStages>, grid, 256, tiled_smem_bytes(kStages), stream, xa, M, k_tiles, w, N, bias, out);
+  };
+  if (tiled_smem_bytes(4) <= device_arch().smem_per_block) go(std::integral_constant<int, 4>{});
+  else go(std::integral_constant<int, 3>{});
 }
 
 }  // namespace tachyon::kernels::cuda

@@ -14,6 +14,10 @@
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/rowwise.cuh"
 
+#if TACHYON_PRE_HOPPER_DEVICE_CODE
+#pragma nv_diag_suppress 177  // the Hopper kernels' helpers, unreferenced where those kernels are traps
+#endif
+
 namespace tachyon::kernels::cuda {
 namespace {
 
@@ -202,6 +206,9 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     matmul_stream_kernel(const float* __restrict__ x, int M, int K, const uint4* __restrict__ w, int N, int kp_count,
                          int n_tiles, const float* __restrict__ bias, float* __restrict__ out, int slots,
                          StreamAddNorm norm, TileSchedule schedule) {
+#if TACHYON_PRE_HOPPER_DEVICE_CODE  // Hopper-only (device_arch.h): never launched where this is compiled
+  __trap();
+#else
   extern __shared__ __align__(128) uint4 smem_stream[];
   uint4* ring = smem_stream;
   auto* full = reinterpret_cast<uint64_t*>(smem_stream + static_cast<size_t>(slots) * kUnitBytes / sizeof(uint4));
@@ -324,6 +331,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     if (posted_tile(ids, first + kStreamConsumerWarps - 1) < 0) break;  // the last round
   }
   cta_timeline_mark(kTimelineDone);
+#endif
 }
 
 // When x [M, K] does not fit beside the ring as bf16 (8 rows of k 12288: 196 KB), the CTA's units
@@ -387,6 +395,9 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     matmul_stream_window_kernel(const float* __restrict__ x, int M, int K, const uint4* __restrict__ w, int N,
                                 int kp_count, int n_tiles, const float* __restrict__ bias, float* __restrict__ out,
                                 int slots) {
+#if TACHYON_PRE_HOPPER_DEVICE_CODE  // Hopper-only (device_arch.h): never launched where this is compiled
+  __trap();
+#else
   extern __shared__ __align__(128) uint4 smem_stream[];
   uint4* ring = smem_stream;
   auto* full = reinterpret_cast<uint64_t*>(smem_stream + static_cast<size_t>(slots) * kUnitBytes / sizeof(uint4));
@@ -483,6 +494,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     u0 += width * num_segments, v0 += num_segments;
   }
   cta_timeline_mark(kTimelineDone);
+#endif
 }
 
 // The counters of taken n-tiles: one pair per stream (kernels on one stream run one at a time
@@ -520,14 +532,17 @@ TileSchedule tile_schedule(int n_tiles, int grid, int kp_count, int slots, cudaS
 
 }  // namespace
 
+// The kernels are Hopper's (bulk copies into mbarrier-counted rings): elsewhere no matmul streams
+// and the decode dispatch (matmul.cu) takes the mma.sync kernels.
 bool stream_matmul_holds_x(int64_t rows, int64_t k) {
-  return rows >= 1 && rows <= kStreamMaxRows && stream_smem_bytes(rows, k, kStreamSlots) <= kStreamSmemLimit;
+  return device_arch().hopper && rows >= 1 && rows <= kStreamMaxRows && stream_smem_bytes(rows, k, kStreamSlots) <= kStreamSmemLimit;
 }
 bool stream_matmul_fits(int64_t rows, int64_t k) {
-  return stream_matmul_holds_x(rows, k) || window_slots(rows, k) > 0;
+  return stream_matmul_holds_x(rows, k) || (device_arch().hopper && window_slots(rows, k) > 0);
 }
 bool stream_matmul_takes(const float* x, int64_t rows, int64_t k) {
-  return stream_matmul_holds_x(rows, k) || (window_slots(rows, k) > 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
+  return stream_matmul_holds_x(rows, k) ||
+         (device_arch().hopper && window_slots(rows, k) > 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
 }
 
 void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_count, const float* bias, float* out,

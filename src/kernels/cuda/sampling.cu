@@ -5,7 +5,9 @@
 // 64-bit rank keys with count and mass histograms, eight key bits a level; once a bucket holds
 // few enough candidates they move to shared memory and the remaining levels read only those.
 // One CTA per row took 0.83 ms per step on the H200 at batch 1 (a flat row, top-p 0.9: about ten
-// passes over 152k candidates on one SM); the cluster splits each pass eight ways.
+// passes over 152k candidates on one SM); the cluster splits each pass eight ways. Before Hopper
+// (no clusters) one CTA draws a row: every combine is an exact integer sum or a max, so the token
+// is the same.
 #include "kernels/cuda/sampling.cuh"
 
 #include <cooperative_groups.h>
@@ -21,7 +23,7 @@ namespace arith = sampling_arithmetic;
 namespace cg = cooperative_groups;
 
 constexpr int kThreads = 512;
-constexpr int kCluster = 8;                    // CTAs per row (the portable cluster size): one slice each
+constexpr int kCluster = 8;                    // CTAs per row on Hopper (the portable cluster size): one slice each
 constexpr int kBuckets = 256;                  // 8 key bits a level
 constexpr unsigned kGatherCap = 4096;          // a bucket this small moves into CTA 0's shared memory
 constexpr uint32_t kMaskedWord = 0xffffffffu;  // scratch word of a masked logit: its key has bit 63 set
@@ -71,22 +73,46 @@ __device__ __forceinline__ uint64_t key_at(const uint32_t* __restrict__ words, i
 __device__ __forceinline__ bool is_member(uint64_t key, uint64_t bound) { return key >= bound && !(key >> 63); }
 __device__ __forceinline__ uint64_t mass_of(uint64_t key) { return arith::candidate_mass(arith::key_p(key)); }
 
-// This CTA's elements of the row: interleaved over the cluster, so every pass reads whole lines.
+// The CTAs that draw one row: a cluster of kCluster (sm_90), or one CTA alone (OneCta).
+#if !TACHYON_PRE_HOPPER_DEVICE_CODE
+struct ClusterCtas {
+  static constexpr int kCount = kCluster;
+  cg::cluster_group group;
+  __device__ unsigned rank() const { return group.block_rank(); }
+  __device__ void sync() { group.sync(); }
+  template <typename T>
+  __device__ T* at(T* p, int r) {  // p's object in the shared memory of CTA r
+    return group.map_shared_rank(p, static_cast<unsigned>(r));
+  }
+};
+#endif
+struct OneCta {
+  static constexpr int kCount = 1;
+  __device__ unsigned rank() const { return 0; }
+  __device__ void sync() { __syncthreads(); }
+  template <typename T>
+  __device__ T* at(T* p, int) {
+    return p;
+  }
+};
+
+// This CTA's elements of the row: interleaved over the row's CTAs, so every pass reads whole lines.
 struct Slice {
   int64_t first, stride;
 };
+template <typename Ctas>
 __device__ __forceinline__ Slice my_slice(unsigned rank) {
-  return {static_cast<int64_t>(rank) * blockDim.x + threadIdx.x, static_cast<int64_t>(kCluster) * blockDim.x};
+  return {static_cast<int64_t>(rank) * blockDim.x + threadIdx.x, static_cast<int64_t>(Ctas::kCount) * blockDim.x};
 }
 
 // Combines each CTA's value (already reduced over the CTA) over the row's cluster: integer sums
 // are exact, max is order-free, so every CTA gets the same result.
-template <typename Op>
-__device__ unsigned long long cluster_combine(cg::cluster_group& cluster, Shared& sh, unsigned long long v, Op op) {
+template <typename Ctas, typename Op>
+__device__ unsigned long long cluster_combine(Ctas& cluster, Shared& sh, unsigned long long v, Op op) {
   if (threadIdx.x == 0) sh.slot = v;
   cluster.sync();
-  unsigned long long out = *cluster.map_shared_rank(&sh.slot, 0);
-  for (int r = 1; r < kCluster; ++r) out = op(out, *cluster.map_shared_rank(&sh.slot, r));
+  unsigned long long out = *cluster.at(&sh.slot, 0);
+  for (int r = 1; r < Ctas::kCount; ++r) out = op(out, *cluster.at(&sh.slot, r));
   cluster.sync();  // the slots are read before anyone writes them again
   return out;
 }
@@ -159,13 +185,14 @@ __device__ __forceinline__ void histogram_level(Histogram& h, const Keys& keys, 
 // eight and chooses the same bucket. Once the chosen bucket holds <= kGatherCap candidates in
 // the whole row, each CTA gathers its share, CTA 0 collects them and finishes the descent alone
 // (no more cluster barriers), and the others read its result.
-__device__ Crossing find_crossing(cg::cluster_group& cluster, Shared& sh, const uint32_t* __restrict__ words,
+template <typename Ctas>
+__device__ Crossing find_crossing(Ctas& cluster, Shared& sh, const uint32_t* __restrict__ words,
                                   int64_t n, uint64_t bound, bool by_count, uint64_t target, int& parity) {
   Descent& d = sh.d;
   __syncthreads();  // the previous descent's readers are done with d and the list
   if (threadIdx.x == 0) d.prefix = 0, d.mass_before = 0, d.count_before = 0;
-  const unsigned rank = cluster.block_rank();
-  const Slice slice = my_slice(rank);
+  const unsigned rank = cluster.rank();
+  const Slice slice = my_slice<Ctas>(rank);
   const auto row_key = [&](int64_t i) { return key_at(words, i); };
   const auto list_key = [&](int64_t i) { return sh.list[i]; };
   // Ids are below n, so the bits of ~id above them are ones: a level of those alone puts every
@@ -199,8 +226,8 @@ __device__ Crossing find_crossing(cg::cluster_group& cluster, Shared& sh, const 
     for (int b = threadIdx.x; b < kBuckets; b += blockDim.x) {
       unsigned count = 0;
       unsigned long long mass = 0;
-      for (int r = 0; r < kCluster; ++r) {
-        const Histogram* other = cluster.map_shared_rank(&h, r);
+      for (int r = 0; r < Ctas::kCount; ++r) {
+        const Histogram* other = cluster.at(&h, r);
         count += other->count[b], mass += other->mass(b);
       }
       sh.merged.count[b] = count;
@@ -222,9 +249,9 @@ __device__ Crossing find_crossing(cg::cluster_group& cluster, Shared& sh, const 
     gathered = true;
     if (rank != 0) break;
     unsigned offset = d.list_size;
-    for (int r = 1; r < kCluster; ++r) {
-      const unsigned size = cluster.map_shared_rank(&d, r)->list_size;
-      const uint64_t* share = cluster.map_shared_rank(sh.list, r);
+    for (int r = 1; r < Ctas::kCount; ++r) {
+      const unsigned size = cluster.at(&d, r)->list_size;
+      const uint64_t* share = cluster.at(sh.list, r);
       for (unsigned i = threadIdx.x; i < size; i += blockDim.x) sh.list[offset + i] = share[i];
       offset += size;
     }
@@ -236,19 +263,20 @@ __device__ Crossing find_crossing(cg::cluster_group& cluster, Shared& sh, const 
   if (gathered) {  // CTA 0 holds the result
     if (rank == 0 && threadIdx.x == 0) sh.result = {d.prefix, d.mass_before + mass_of(d.prefix)};
     cluster.sync();
-    return *cluster.map_shared_rank(&sh.result, 0);
+    return *cluster.at(&sh.result, 0);
   }
   return {d.prefix, d.mass_before + mass_of(d.prefix)};
 }
 
-__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 1)
-    sample_tokens_kernel(const float* __restrict__ x, int64_t n, const TokenSampling* __restrict__ params,
-                         uint32_t* __restrict__ workspace, int32_t* __restrict__ ids) {
+// Row blockIdx.x / Ctas::kCount, by the CTAs `cluster`.
+template <typename Ctas>
+__device__ __forceinline__ void sample_row(Ctas cluster, const float* __restrict__ x, int64_t n,
+                                           const TokenSampling* __restrict__ params, uint32_t* __restrict__ workspace,
+                                           int32_t* __restrict__ ids) {
   pdl_enter();
   __shared__ Shared sh;
-  cg::cluster_group cluster = cg::this_cluster();
-  const unsigned rank = cluster.block_rank();
-  const int64_t r = blockIdx.x / kCluster;
+  const unsigned rank = cluster.rank();
+  const int64_t r = blockIdx.x / Ctas::kCount;
   const float* row = x + r * n;
   uint32_t* words = workspace + r * n;
   const TokenSampling s = params[r];
@@ -259,7 +287,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 1)
     }
     return;
   }
-  const Slice slice = my_slice(rank);
+  const Slice slice = my_slice<Ctas>(rank);
   // x = logit / temperature of every finite logit into the scratch, its maximum, the survivors.
   float max_x = -INFINITY;
   unsigned survivors = 0;
@@ -321,6 +349,22 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 1)
   cluster.sync();  // no CTA leaves while another still reads its last histogram
 }
 
+// Launched in clusters of kCluster CTAs (sm_90 code only: device_arch.h).
+__global__ void __launch_bounds__(kThreads, 1)
+    sample_tokens_cluster_kernel(const float* __restrict__ x, int64_t n, const TokenSampling* __restrict__ params,
+                                 uint32_t* __restrict__ workspace, int32_t* __restrict__ ids) {
+#if TACHYON_PRE_HOPPER_DEVICE_CODE
+  __trap();
+#else
+  sample_row(ClusterCtas{cg::this_cluster()}, x, n, params, workspace, ids);
+#endif
+}
+__global__ void __launch_bounds__(kThreads, 1)
+    sample_tokens_cta_kernel(const float* __restrict__ x, int64_t n, const TokenSampling* __restrict__ params,
+                             uint32_t* __restrict__ workspace, int32_t* __restrict__ ids) {
+  sample_row(OneCta{}, x, n, params, workspace, ids);
+}
+
 }  // namespace
 
 size_t sample_workspace_bytes(int64_t rows, int64_t n) { return static_cast<size_t>(rows * n) * sizeof(uint32_t); }
@@ -328,7 +372,10 @@ size_t sample_workspace_bytes(int64_t rows, int64_t n) { return static_cast<size
 void sample_tokens(const float* x, int64_t rows, int64_t n, const TokenSampling* params, void* workspace,
                    int32_t* ids, cudaStream_t stream) {
   if (rows == 0) return;
-  launch(sample_tokens_kernel, static_cast<unsigned>(rows * kCluster), kThreads, 0, stream, x, n, params,
+  if (device_arch().hopper)
+    return launch_clustered(sample_tokens_cluster_kernel, static_cast<unsigned>(rows * kCluster), kThreads, 0, stream,
+                            kCluster, x, n, params, static_cast<uint32_t*>(workspace), ids);
+  launch(sample_tokens_cta_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, x, n, params,
          static_cast<uint32_t*>(workspace), ids);
 }
 

@@ -13,6 +13,7 @@
 #include "base/dtype.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/device_arch.h"
 #include "../test_data.h"
 
 namespace tachyon::kernels {
@@ -27,6 +28,13 @@ inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
   }
   return std::sqrt(d / s);
 }
+
+// The skip of a test of a Hopper-only kernel where the pre-Hopper kernels run (the GPU, a
+// compute_80-PTX build, or TACHYON_CUDA_ARCH): those kernels are never launched there.
+#define TACHYON_SKIP_WITHOUT_HOPPER_KERNELS()                                                       \
+  if (!cuda::device_arch().hopper)                                                               \
+  GTEST_SKIP() << "the Hopper-only kernels do not run here (TACHYON_CUDA_ARCH, a pre-Hopper GPU " \
+                  "or a compute_80 PTX build)"
 
 class CudaKernels : public ::testing::Test {
  protected:
@@ -61,7 +69,8 @@ class CudaKernels : public ::testing::Test {
 };
 
 // A CUDA backend with the default options changed by `change` (cuda_options.h): a path or fusion
-// switched off, for tests that hold the default to its bits.
+// switched off, for tests that hold the default to its bits (a forced arch, TACHYON_CUDA_ARCH,
+// stays: it is process-wide).
 template <typename Change>
 std::unique_ptr<Backend> cuda_backend_with(Change change) {
   CudaOptions options;

@@ -12,6 +12,7 @@ namespace tachyon::kernels {
 namespace {
 
 TEST_F(CudaKernels, StepTimelineRecordsEveryStreamingCtaWaitAndItsMarks) {
+  TACHYON_SKIP_WITHOUT_HOPPER_KERNELS();
   if (!cuda::timeline_built()) GTEST_SKIP() << "not a TACHYON_TIMELINE build";
   const int64_t n = 8200, k = 1100;
   const auto wb = to_bf16(random_vec(static_cast<size_t>(n * k), rng, 0.05f));
