@@ -23,9 +23,9 @@ void SpecOptions::add_to(CLI::App& cmd) {
                  R"(JSON: {"method":"ngram|draft|mtp|suffix|dflash","num_speculative_tokens":k,"disable_auto_k":false,)"
                  R"("disable_gates":false,"tree_nodes":n})");
   cmd.add_option("--drafter", drafter_dir, "Draft model: folder, hub id or alias (default: MODEL/drafter when present)");
-  cmd.add_flag("--no-pld", no_pld, "Disable prompt-lookup (ngram) speculation");
+  cmd.add_flag("--no-pld", no_pld, "Disable the drafters that look text up: prompt lookup (ngram) and suffix trees");
   cmd.add_flag("--no-suffix", no_suffix, "Disable suffix-tree speculation");
-  cmd.add_flag("--no-drafter", no_drafter, "Do not load a draft model");
+  cmd.add_flag("--no-drafter", no_drafter, "Do not load drafter models (MODEL/drafter or --drafter, MODEL/dflash)");
   cmd.add_flag("--no-mtp", no_mtp, "Do not use the checkpoint's MTP heads");
   cmd.add_flag("--no-dflash", no_dflash, "Do not load the DFlash drafter (MODEL/dflash)");
 }
@@ -166,7 +166,7 @@ SpecDrafters SpecOptions::default_set(const std::string& model_dir, const std::s
     out.push_back(std::move(d));
   };
   if (!no_pld) add(spec::make_ngram_drafter({}), true, k);
-  if (!no_suffix) add(spec::make_suffix_drafter({}), true, k);
+  if (!no_pld && !no_suffix) add(spec::make_suffix_drafter({}), true, k);
   if (!no_drafter && have_companion) {
     try {
       add(spec::make_draft_model_drafter(companion, model_dir, model, backend), false, k);
@@ -180,7 +180,7 @@ SpecDrafters SpecOptions::default_set(const std::string& model_dir, const std::s
     add(spec::make_mtp_drafter(std::move(mtp_head), backend), false, k);
   }
   const std::string dflash_dir = (fs::path(model_dir) / "dflash").string();
-  if (!no_dflash && fs::exists(fs::path(dflash_dir) / "config.json")) {
+  if (!no_drafter && !no_dflash && fs::exists(fs::path(dflash_dir) / "config.json")) {
     int32_t block_k = 0;
     auto d = load_dflash(dflash_dir, model_dir, model, backend, block_k);
     add(std::move(d), false, k_given ? k : block_k);

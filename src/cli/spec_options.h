@@ -5,8 +5,11 @@
 // Default: every drafter the checkpoint and flags allow, held at once, and per request the one
 // with the best measured tokens per second on its kind of text (spec/drafter_choice.h): prompt
 // lookup (ngram), suffix trees, the drafter/ companion (or --drafter DIR; tokenizer checked),
-// the checkpoint's MTP heads, and the DFlash drafter in MODEL/dflash. Each --no-* flag removes
-// one; a method in --speculative-config (or the model alias's drafter) pins that one alone.
+// the checkpoint's MTP heads, and the DFlash drafter in MODEL/dflash. --no-pld removes the
+// drafters that look text up (ngram, suffix), --no-drafter those loaded from drafter folders
+// (drafter/, dflash/), --no-mtp the heads, --no-suffix and --no-dflash one each: so
+// `--no-pld --no-drafter --no-mtp` still means no speculation. A method in --speculative-config
+// (or the model alias's drafter) pins that one alone.
 #pragma once
 
 #include <CLI/CLI.hpp>
