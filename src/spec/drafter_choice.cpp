@@ -78,3 +78,14 @@ void DrafterChoice::record(RequestKind kind, int32_t drafter, const RequestMeasu
 }
 
 }  // namespace tachyon::spec
+
+namespace tachyon::spec {
+
+void DrafterChoice::record_gated(RequestKind kind, int32_t drafter, double payoff_speedup) {
+  if (drafter < 0 || payoff_speedup <= 0) return;
+  DrafterFigures& f = at(kind, drafter);
+  ++f.measured;
+  ema_update(f.speedup, payoff_speedup, kEmaWeight);
+}
+
+}  // namespace tachyon::spec

@@ -61,6 +61,10 @@ class DrafterChoice {
   // eligible[i]: drafter i may run this request (size: num_drafters).
   Decision choose(RequestKind kind, const std::vector<bool>& eligible);
   void record(RequestKind kind, int32_t drafter, const RequestMeasurement& m);
+  // The drafter's payoff gate (spec/drafter_payoff.h) kept it off a request of this kind: that
+  // counts as a measurement at the speedup the gate judged by (over all its requests), so that a
+  // drafter the gate keeps stopping is not tried again and again as untried.
+  void record_gated(RequestKind kind, int32_t drafter, double payoff_speedup);
 
   const DrafterFigures& figures(RequestKind kind, int32_t drafter) const;
   int32_t num_drafters() const { return num_drafters_; }

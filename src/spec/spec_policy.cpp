@@ -249,6 +249,8 @@ void SpecPolicy::record_finished(const SpecState& s) {
   if (s.lane < 0) return;
   if (!lane(s).drafter.model_free)
     lane(s).payoff.record_request(s.spec_tokens, s.spec_seconds, s.plain_tokens, s.plain_seconds);
+  if (s.usage.stopped_by == "payoff_gate" && s.usage.num_steps == 0)
+    return choice_.record_gated(s.kind, s.lane, lane(s).payoff.speedup());
   choice_.record(s.kind, s.lane,
                  {.verify_steps = s.usage.num_steps, .accepted = s.usage.num_accepted, .spec_steps = s.spec_steps,
                   .spec_tokens = s.spec_tokens, .spec_seconds = s.spec_seconds, .plain_tokens = s.plain_tokens,

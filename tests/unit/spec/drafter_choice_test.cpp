@@ -92,6 +92,21 @@ TEST(DrafterChoice, ShortRequestsDoNotCountAsMeasured) {
   EXPECT_EQ(choice.figures(RequestKind::TextNovel, 0).speedup, 0);
 }
 
+TEST(DrafterChoice, APayoffGatedRequestCountsAtThePayoffSpeedup) {
+  DrafterChoice choice(2);
+  choice.record_gated(RequestKind::CodeNovel, 1, 0);  // the gate had nothing measured: no figure
+  EXPECT_EQ(choice.figures(RequestKind::CodeNovel, 1).measured, 0u);
+  for (int i = 0; i < 2; ++i) {
+    choice.record(RequestKind::CodeNovel, 0, ran_at(1.5));
+    choice.record_gated(RequestKind::CodeNovel, 1, 0.6);
+  }
+  EXPECT_EQ(choice.figures(RequestKind::CodeNovel, 1).measured, 2u);
+  EXPECT_NEAR(choice.figures(RequestKind::CodeNovel, 1).speedup, 0.6, 1e-9);
+  const auto d = choice.choose(RequestKind::CodeNovel, {true, true});
+  EXPECT_EQ(d.drafter, 0);
+  EXPECT_STREQ(d.why, "best");
+}
+
 TEST(RequestKind, FromConstraintRepetitionAndBytes) {
   std::vector<int32_t> novel(200);
   std::iota(novel.begin(), novel.end(), 0);
