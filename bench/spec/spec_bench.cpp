@@ -10,6 +10,13 @@
 // otherwise learn the answer). Engine defaults otherwise (k = 4, auto-k, gates on). Plain method names
 // draft chains; a "-tree" suffix (ngram-tree, ...) drafts trees of --tree-nodes nodes
 // (default -1: the engine's automatic choice, the default of tachyon run/serve).
+// "dflash": the DFlash block drafter in MODEL/dflash (k = its block - 1 unless --k). "choice":
+// one engine for the whole invocation holding the ngram, draft, mtp and dflash drafters, each
+// request drafting with the one the engine chooses for its kind of text (spec/drafter_choice.h),
+// as `tachyon serve` does by default; it serves --choice-warmup untimed requests of each workload
+// first (a server that has seen the kind before: the choice tries each drafter on a kind before it
+// judges), and its rows name the drafter the median run used. The suffix drafter is left out of
+// it: over the repeated identical requests of a bench its trie would learn the answer.
 // --grammar json_object | tool_call=NAME,NAME...: every request (plain ones too) is constrained
 // as the server constrains response_format json_object or a forced tool call (Hermes syntax, the
 // name one of NAMEs); the table then also counts the drafts the grammar cut before verification.
@@ -17,6 +24,7 @@
 // Usage: spec_bench [--device cpu|cuda] [--tokens 384] [--runs 5] [--tree-nodes 16] [--k 4] [--fixed-k]
 //                   [--no-gates] [--draft-vocabulary N] [--exact-draft-weights] [--paired]
 //                   [--grammar json_object|tool_call=a,b] [--methods none,ngram,ngram-tree,...]
+//                   [--choice-warmup 12]
 //                   MODEL_DIR PROMPT.ids|PROMPT.txt...
 #include <algorithm>
 #include <chrono>
@@ -35,7 +43,9 @@
 #include "kernels/cuda/cuda_backend.h"
 #endif
 #include "model/model.h"
+#include "model/dflash_head.h"
 #include "model/mtp_head.h"
+#include "spec/dflash.h"
 #include "spec/draft_model.h"
 #include "spec/mtp.h"
 #include "spec/ngram.h"
@@ -213,7 +223,8 @@ int main(int argc, char** argv) {
   SpecOptions options;
   std::string grammar;
   std::vector<std::string> methods = {"none",  "ngram",      "ngram-tree", "suffix", "suffix-tree",
-                                      "draft", "draft-tree", "mtp",        "mtp-tree"};
+                                      "draft", "draft-tree", "mtp",        "mtp-tree", "dflash", "choice"};
+  int choice_warmup = 12;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
     else if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = std::atoi(argv[++i]);
@@ -226,6 +237,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--exact-draft-weights")) options.exact_draft_weights = true;
     else if (!std::strcmp(argv[i], "--draft-vocabulary") && i + 1 < argc) options.draft_vocabulary = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--grammar") && i + 1 < argc) grammar = argv[++i];
+    else if (!std::strcmp(argv[i], "--choice-warmup") && i + 1 < argc) choice_warmup = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--methods") && i + 1 < argc) {
       methods.clear();
       std::string list = argv[++i];
@@ -245,8 +257,9 @@ int main(int argc, char** argv) {
   auto backend = kernels::make_backend(device);
   auto model = model::load_model(dir, *backend);
   std::optional<tokenizer::Tokenizer> tok;  // for --grammar and .txt prompts
-  if (!grammar.empty() || std::any_of(prompt_files.begin(), prompt_files.end(),
-                                      [](const std::string& f) { return f.ends_with(".txt"); }))
+  const bool choice = std::find(methods.begin(), methods.end(), "choice") != methods.end();
+  if (!grammar.empty() || choice || std::any_of(prompt_files.begin(), prompt_files.end(),
+                                                [](const std::string& f) { return f.ends_with(".txt"); }))
     tok = tokenizer::Tokenizer::from_model_dir(dir);
   if (!grammar.empty()) {
     options.grammar = std::make_shared<const sampling::Grammar>(parse_grammar(grammar));
@@ -256,6 +269,39 @@ int main(int argc, char** argv) {
   }
   bool mismatches = false;
   const bool has_drafter = std::filesystem::exists(dir + "/drafter/config.json");
+  const bool has_dflash = std::filesystem::exists(dir + "/dflash/config.json");
+  auto load_dflash = [&] {
+    const kernels::DraftWeights scope(*backend, !options.exact_draft_weights);  // as tachyon run/serve load it
+    return spec::make_dflash_drafter(model::DFlashHead::load(dir + "/dflash", dir, model->config(), *backend), *backend,
+                                     {.draft_vocabulary = options.draft_vocabulary});
+  };
+  // "choice": its drafters and engine live for the whole invocation, as in a server.
+  std::vector<std::unique_ptr<spec::Drafter>> choice_drafters;
+  std::unique_ptr<engine::Engine> choice_engine;
+  if (choice) {
+    engine::EngineConfig config = engine_config(nullptr, false, tree_nodes, options);
+    if (!config.vocabulary)  // the request kinds tell code from prose by the prompt's bytes
+      config.vocabulary = std::make_shared<const sampling::TokenVocabulary>(tokenizer::token_byte_strings(*tok));
+    const int32_t k = options.k > 0 ? options.k : config.num_speculative_tokens;
+    auto add = [&](std::unique_ptr<spec::Drafter> d, bool model_free, int32_t lane_k) {
+      if (!d) return;
+      config.drafters.push_back({d.get(), model_free, lane_k});
+      choice_drafters.push_back(std::move(d));
+    };
+    add(spec::make_ngram_drafter({}), true, k);
+    if (has_drafter)
+      add(spec::make_draft_model_drafter(dir + "/drafter", dir, *model, *backend,
+                                         {.draft_vocabulary = options.draft_vocabulary,
+                                          .exact_weights = options.exact_draft_weights}),
+          false, k);
+    {
+      const kernels::DraftWeights scope(*backend, !options.exact_draft_weights);
+      if (auto head = model::MtpHead::load(dir, model->config(), *backend))
+        add(spec::make_mtp_drafter(std::move(head), *backend, 1024, 16, options.draft_vocabulary), false, k);
+    }
+    if (has_dflash) add(load_dflash(), false, options.k > 0 ? options.k : 7);
+    choice_engine = std::make_unique<engine::Engine>(*model, config);
+  }
   std::printf("Speculative decoding through the engine, %s, %s, %d new tokens, median of %d after a warm-up%s%s\n\n",
               backend->name().c_str(), dir.c_str(), tokens, runs,
               options.paired ? "; ratio: median of each run's ratio to a plain run just before it" : "",
@@ -281,6 +327,7 @@ int main(int argc, char** argv) {
     std::vector<int32_t> plain_tokens = generate(plain_engine, prompt, tokens, options).tokens;
     for (const std::string& method : methods) {
       if (method.starts_with("draft") && !has_drafter) continue;
+      if (method.starts_with("dflash") && !has_dflash) continue;
       std::vector<RunResult> results;
       const std::string graphs_before = graph_counters(*backend);
       // Model drafters live as long as a server does: one per method, its per-request state
@@ -297,6 +344,8 @@ int main(int argc, char** argv) {
         if (auto head = model::MtpHead::load(dir, model->config(), *backend))
           model_drafter = spec::make_mtp_drafter(std::move(head), *backend, 1024, 16, options.draft_vocabulary);
       }
+      else if (method.starts_with("dflash"))
+        model_drafter = load_dflash();
       if (method.starts_with("mtp") && !model_drafter) continue;
       std::string per_run;         // "captures+direct" per run, warm-up first
       std::vector<double> ratios;  // --paired: each run's tok/s over the plain run before it
@@ -308,10 +357,18 @@ int main(int argc, char** argv) {
       // engine per run, since its trie would otherwise learn the answer.
       std::unique_ptr<spec::Drafter> stateless;  // prompt lookup keeps nothing between requests
       if (method.starts_with("ngram")) stateless = spec::make_ngram_drafter({});
-      std::unique_ptr<engine::Engine> shared;
-      if (!method.starts_with("suffix"))
-        shared = std::make_unique<engine::Engine>(
-            *model, engine_config(model_drafter ? model_drafter.get() : stateless.get(), model_free, nodes, options));
+      std::unique_ptr<engine::Engine> owned;
+      engine::Engine* shared = nullptr;
+      if (method == "choice") {
+        shared = choice_engine.get();
+        for (int i = 0; i < choice_warmup; ++i) generate(*shared, prompt, tokens, options);
+      } else if (!method.starts_with("suffix")) {
+        engine::EngineConfig config =
+            engine_config(model_drafter ? model_drafter.get() : stateless.get(), model_free, nodes, options);
+        if (method.starts_with("dflash") && options.k == 0) config.num_speculative_tokens = 7;  // its block of 8
+        owned = std::make_unique<engine::Engine>(*model, config);
+        shared = owned.get();
+      }
       for (int r = 0; r <= runs; ++r) {
         const auto before = captures_and_direct(*backend);
         if (std::getenv("TACHYON_GRAPH_TRACE")) std::fprintf(stderr, "graph-trace: %s run %d\n", method.c_str(), r);
@@ -349,7 +406,11 @@ int main(int argc, char** argv) {
         ratio = ratios[ratios.size() / 2];
       }
       const engine::EngineStats& st = median.stats;
-      std::printf("| %s | %s | %.1f | %.2f | %s | %s | %s | %s | %s | %s | %s |", workload.c_str(), method.c_str(),
+      const std::string name = method == "choice" ? "choice: " + (median.spec.method.empty() ? std::string("plain")
+                                                                                              : median.spec.method) +
+                                                        " (" + median.spec.kind + ", " + median.spec.choice + ")"
+                                                  : method;
+      std::printf("| %s | %s | %.1f | %.2f | %s | %s | %s | %s | %s | %s | %s |", workload.c_str(), name.c_str(),
                   median.decode_tok_s, ratio,
                   median.spec.num_steps ? std::to_string(median.spec.mean_accepted_length()).substr(0, 4).c_str() : "-",
                   median.spec.num_steps

@@ -74,7 +74,7 @@ struct GenerateOptions {
 struct TerminalModel {
   std::unique_ptr<kernels::Backend> backend;
   std::unique_ptr<model::Model> model;
-  std::unique_ptr<spec::Drafter> drafter;
+  SpecDrafters drafters;
   std::unique_ptr<Generator> generator;
 };
 // Applies --seed when `command` got it and validates the sampling parameters against the model.

@@ -23,6 +23,7 @@
 #include "kernels/weight_dequant.h"
 #include "model/kv_format_choice.h"
 #include "model/model.h"
+#include "model/dflash_head.h"
 #include "model/mtp_head.h"
 #include "model/sources/packed_source.h"
 #include "model/sources/weight_source.h"
@@ -69,11 +70,28 @@ Json speculation_report(const std::string& dir, const model::Model& model, kerne
       methods["draft"] = {{"supported", true}, {"eligible", false}, {"why", std::string("drafter/: ") + e.what()}};
     }
   }
-  methods["ngram"] = {{"supported", true}, {"eligible", true}, {"default", true},
-                      {"why", "the default; model-free; per request behind the 3-gram repetition, acceptance and "
-                              "throughput gates"}};
+  // DFlash: a block drafter in MODEL/dflash, checked against this target.
+  const fs::path dflash = fs::path(dir) / "dflash";
+  if (!fs::exists(dflash / "config.json")) {
+    methods["dflash"] = {{"supported", true}, {"eligible", false}, {"why", "no dflash/ folder"}};
+  } else {
+    try {
+      auto head = model::DFlashHead::load(dflash.string(), dir, model.config(), backend);
+      methods["dflash"] = {{"supported", true}, {"eligible", true},
+                           {"why", fmt::format("dflash/: block {}, all {} tensors verified", head->block_size(),
+                                               head->num_tensors())}};
+    } catch (const Error& e) {
+      methods["dflash"] = {{"supported", true}, {"eligible", false}, {"why", std::string("dflash/: ") + e.what()}};
+    }
+  }
+  methods["ngram"] = {{"supported", true}, {"eligible", true},
+                      {"why", "model-free; per request behind the 3-gram repetition, acceptance and throughput gates"}};
   methods["suffix"] = {{"supported", true}, {"eligible", true},
-                       {"why", "model-free, opt-in; suffix trees over prompts and this server's outputs"}};
+                       {"why", "model-free; suffix trees over prompts and this server's outputs"}};
+  // The default (no method pinned): every eligible drafter held at once, and per request the one
+  // with the best measured tokens per second on its kind of text. Live figures per drafter and
+  // kind exist only in a running server: its /metrics (tachyon_spec_drafter_*).
+  for (auto it = methods.begin(); it != methods.end(); ++it) (*it)["default"] = (*it)["eligible"].get<bool>();
   return methods;
 }
 

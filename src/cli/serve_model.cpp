@@ -164,7 +164,7 @@ engine::EngineConfig engine_config_of(const ServeModelOptions& o) {
 struct Owned {
   std::unique_ptr<kernels::Backend> backend;
   std::unique_ptr<model::Model> model;
-  std::unique_ptr<spec::Drafter> drafter;
+  cli::SpecDrafters drafters;
   std::unique_ptr<engine::PromptScorer> pflash_scorer;
   std::unique_ptr<engine::Engine> engine;
   std::unique_ptr<engine::Embedder> embedder;  // embedding models only
@@ -230,7 +230,7 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
       engine_config.model_fingerprint =
           hash64_combine(engine_config.model_fingerprint, hash64("decode:" + options.quantize_decode));
   }
-  owned->drafter = spec.apply(dir, *owned->model, owned->model->backend(), engine_config);
+  owned->drafters = spec.apply(dir, *owned->model, owned->model->backend(), engine_config);
   owned->pflash_scorer = progress.stage("PFlash scorer", [&] {
     const std::string drafter_dir = spec.drafter_dir.empty() ? "" : resolve_model_arg(spec.drafter_dir).path;
     return options.pflash.apply(dir, drafter_dir, *owned->model, owned->model->backend(), engine_config);

@@ -23,13 +23,33 @@ void SpecOptions::add_to(CLI::App& cmd) {
                  R"(JSON: {"method":"ngram|draft|mtp|suffix|dflash","num_speculative_tokens":k,"disable_auto_k":false,)"
                  R"("disable_gates":false,"tree_nodes":n})");
   cmd.add_option("--drafter", drafter_dir, "Draft model: folder, hub id or alias (default: MODEL/drafter when present)");
-  cmd.add_flag("--no-pld", no_pld, "Disable prompt-lookup (ngram) speculation");
-  cmd.add_flag("--no-drafter", no_drafter, "Do not load a draft model");
+  cmd.add_flag("--no-pld", no_pld, "Disable the drafters that look text up: prompt lookup (ngram) and suffix trees");
+  cmd.add_flag("--no-suffix", no_suffix, "Disable suffix-tree speculation");
+  cmd.add_flag("--no-drafter", no_drafter, "Do not load drafter models (MODEL/drafter or --drafter, MODEL/dflash)");
   cmd.add_flag("--no-mtp", no_mtp, "Do not use the checkpoint's MTP heads");
+  cmd.add_flag("--no-dflash", no_dflash, "Do not load the DFlash drafter (MODEL/dflash)");
 }
 
-std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, const model::Model& model,
-                                                  kernels::Backend& backend, engine::EngineConfig& config) const {
+namespace {
+
+// A DFlash drafter from `dir`; k up to its block - 1 unless told (`k`).
+std::unique_ptr<spec::Drafter> load_dflash(const std::string& dir, const std::string& model_dir,
+                                           const model::Model& model, kernels::Backend& backend, int32_t& k) {
+  std::unique_ptr<model::DFlashHead> head;
+  {
+    const kernels::DraftWeights scope(backend);  // it only drafts: its matrices in draft precision
+    head = model::DFlashHead::load(dir, model_dir, model.config(), backend);
+  }
+  log::info("DFlash drafter: block {}, target layers {}, all {} tensors verified", head->block_size(),
+            fmt::join(head->target_layer_ids(), ","), head->num_tensors());
+  k = head->block_size() - 1;  // one forward drafts the whole block
+  return spec::make_dflash_drafter(std::move(head), backend);
+}
+
+}  // namespace
+
+SpecDrafters SpecOptions::apply(const std::string& model_dir, const model::Model& model, kernels::Backend& backend,
+                                engine::EngineConfig& config) const {
   namespace fs = std::filesystem;
   std::string method;
   bool k_given = false;
@@ -78,22 +98,20 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
                   e.what());
     }
   }
-  // Default: prompt lookup, the method that measured faster than plain decoding on every
-  // workload and fastest on most (bench/results/spec-*.md); a draft model or MTP head costs a
-  // forward per draft and beat it only on code completion (CPU: draft model 1.81x against 1.63x,
-  // spec-cpu-e5e73ec.md). --no-pld falls back to them.
-  if (method.empty() && !alias_method.empty() && !no_pld && !no_drafter && !no_mtp) {
+  // A pinned method: the model alias's drafter, used when neither --speculative-config's method
+  // nor a --no-* flag decides (a method the checkpoint cannot run falls back to ngram).
+  if (method.empty() && !alias_method.empty() && !no_pld && !no_suffix && !no_drafter && !no_mtp && !no_dflash) {
     if (alias_method == "none") {
       config.drafter = nullptr;
-      return nullptr;
+      return {};
     }
     const bool runnable = alias_method == "ngram" || alias_method == "suffix" || (alias_method == "mtp" && mtp_head) ||
                           (alias_method == "draft" && have_companion);
     method = runnable ? alias_method : "ngram";
     if (!runnable) log::info("the model alias asks for '{}' speculation, which this checkpoint lacks; using ngram", alias_method);
   }
-  if (method.empty())
-    method = !no_pld ? "ngram" : ((!no_drafter && have_companion) ? "draft" : (mtp_head ? "mtp" : ""));
+  if (method.empty()) return default_set(model_dir, companion, have_companion, std::move(mtp_head), model, backend,
+                                         config, k_given);
 
   std::unique_ptr<spec::Drafter> drafter;
   if (method == "draft") {
@@ -111,20 +129,15 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
     drafter = spec::make_mtp_drafter(std::move(mtp_head), backend);
   } else if (method == "dflash") {
     // The block drafter: --drafter DIR, else MODEL/dflash.
+    if (no_dflash) throw Error("--speculative-config asks for method 'dflash' but --no-dflash was given");
     const std::string dir = drafter_dir.empty() ? (fs::path(model_dir) / "dflash").string() : companion;
     if (!fs::exists(fs::path(dir) / "config.json"))
       throw Error("method 'dflash': no DFlash drafter at {} (give --drafter DIR)", dir);
-    std::unique_ptr<model::DFlashHead> head;
-    {
-      const kernels::DraftWeights scope(backend);  // it only drafts: its matrices in draft precision
-      head = model::DFlashHead::load(dir, model_dir, model.config(), backend);
-    }
-    log::info("DFlash drafter: block {}, target layers {}, all {} tensors verified", head->block_size(),
-              fmt::join(head->target_layer_ids(), ","), head->num_tensors());
-    // One forward drafts the whole block: k up to its size - 1 unless told.
-    if (!k_given) config.num_speculative_tokens = head->block_size() - 1;
-    drafter = spec::make_dflash_drafter(std::move(head), backend);
+    int32_t block_k = 0;
+    drafter = load_dflash(dir, model_dir, model, backend, block_k);
+    if (!k_given) config.num_speculative_tokens = block_k;
   } else if (method == "suffix") {
+    if (no_suffix) throw Error("--speculative-config asks for method 'suffix' but --no-suffix was given");
     drafter = spec::make_suffix_drafter({});
     config.model_free_drafter = true;
   } else if (!method.empty()) {
@@ -137,7 +150,53 @@ std::unique_ptr<spec::Drafter> SpecOptions::apply(const std::string& model_dir, 
               !drafter->proposes_trees() || config.max_tree_nodes == 0 ? std::string()
               : config.max_tree_nodes < 0 ? std::string(", trees where verify rows measure cheap")
                                           : fmt::format(", trees of {} nodes", config.max_tree_nodes));
-  return drafter;
+  SpecDrafters out;
+  if (drafter) out.push_back(std::move(drafter));
+  return out;
+}
+
+SpecDrafters SpecOptions::default_set(const std::string& model_dir, const std::string& companion, bool have_companion,
+                                      std::unique_ptr<model::MtpHead> mtp_head, const model::Model& model,
+                                      kernels::Backend& backend, engine::EngineConfig& config, bool k_given) const {
+  namespace fs = std::filesystem;
+  SpecDrafters out;
+  const int32_t k = config.num_speculative_tokens;
+  auto add = [&](std::unique_ptr<spec::Drafter> d, bool model_free, int32_t lane_k) {
+    config.drafters.push_back({d.get(), model_free, lane_k});
+    out.push_back(std::move(d));
+  };
+  if (!no_pld) add(spec::make_ngram_drafter({}), true, k);
+  if (!no_pld && !no_suffix) add(spec::make_suffix_drafter({}), true, k);
+  if (!no_drafter && have_companion) {
+    try {
+      add(spec::make_draft_model_drafter(companion, model_dir, model, backend), false, k);
+    } catch (const Error& e) {  // an explicit --drafter must load; MODEL/drafter may be another model's
+      if (!drafter_dir.empty()) throw;
+      log::info("draft model left out: {}", e.what());
+    }
+  }
+  if (mtp_head) {
+    log::info("MTP heads: 1, all {} tensors verified", mtp_head->num_tensors());
+    add(spec::make_mtp_drafter(std::move(mtp_head), backend), false, k);
+  }
+  const std::string dflash_dir = (fs::path(model_dir) / "dflash").string();
+  if (!no_drafter && !no_dflash && fs::exists(fs::path(dflash_dir) / "config.json")) {
+    int32_t block_k = 0;
+    auto d = load_dflash(dflash_dir, model_dir, model, backend, block_k);
+    add(std::move(d), false, k_given ? k : block_k);
+  }
+  if (config.drafters.size() == 1) {  // one: the engine's single-drafter fields, as a pinned method
+    config.drafter = config.drafters.front().drafter;
+    config.model_free_drafter = config.drafters.front().model_free;
+    config.num_speculative_tokens = config.drafters.front().num_speculative_tokens;
+    config.drafters.clear();
+  }
+  std::vector<std::string> names;
+  for (const auto& d : out) names.push_back(d->name());
+  if (!out.empty())
+    log::info("speculative decoding: {} held, the best measured per request kind (k = {}{})", fmt::join(names, ", "),
+              k, config.auto_k ? ", auto" : "");
+  return out;
 }
 
 }  // namespace tachyon::cli

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "engine/hidden_layers.h"
 #include "engine/stats_recorder.h"
 #include "spec/draft_tree.h"
 
@@ -36,16 +37,23 @@ Commit::Totals Commit::commit_step(const StepPlan& plan, const model::Batch& bat
         static_cast<uint64_t>(std::max(0, std::min(c.begin + c.count, a.num_prompt) - c.begin));
     const bool has_hidden = !batch.hidden_rows.empty() && hidden_row < batch.hidden_rows.size() &&
                             batch.row_seq[batch.hidden_rows[hidden_row]] == chunk_index;
-    const float* hidden = has_hidden ? out.hidden.data() + hidden_row * static_cast<size_t>(out.hidden_size) : nullptr;
-    if (has_hidden) hidden_row += static_cast<size_t>(c.count);
+    // The rows of this request's drafter's layers (a step may return more: engine/hidden_layers.h).
+    std::span<const float> hidden;
+    if (has_hidden) {
+      const spec::Drafter* drafter = state_.policy.drafter(a.spec);
+      hidden = drafter_hidden_rows(drafter->hidden_layers(), batch.hidden_layers,
+                                   static_cast<int32_t>(state_.model.config().num_hidden_layers),
+                                   out.hidden.data() + hidden_row * static_cast<size_t>(out.hidden_size),
+                                   out.hidden_size, c.count, hidden_scratch_);
+      hidden_row += static_cast<size_t>(c.count);
+    }
     if (a.spec.num_drafts > 0) {
       totals.generated_tokens += verify_drafts(c, a, out, logit_row, hidden);
       logit_row += static_cast<size_t>(c.count);
       continue;
     }
-    if (hidden && a.pending.finish == FinishReason::None)
-      state_.config.drafter->observe_hidden(c.id, c.begin, {hidden, static_cast<size_t>(c.count * out.hidden_size)},
-                                            c.count);
+    if (!hidden.empty() && a.pending.finish == FinishReason::None)
+      state_.policy.drafter(a.spec)->observe_hidden(c.id, c.begin, hidden, c.count);
     const bool all_rows = a.request.prompt_logprobs && c.begin < a.num_prompt;
     if (all_rows) {  // logprob of each next prompt token
       for (int32_t r = 0; r < c.count; ++r) {
@@ -83,7 +91,7 @@ Commit::Totals Commit::commit_step(const StepPlan& plan, const model::Batch& bat
 // Verifies the drafted chunk, commits accepted tokens + the bonus token, rolls back the rest
 // (KV truncated; nothing copied). Returns the number of tokens emitted.
 uint64_t Commit::verify_drafts(const ScheduledChunk& c, ActiveRequest& a, const model::StepOutput& out,
-                               size_t logit_row, const float* hidden) {
+                               size_t logit_row, std::span<const float> hidden) {
   kv::KvCache& kv = state_.kv;
   Scheduler& scheduler = state_.scheduler;
   const int32_t committed = c.begin + 1;  // the last sampled token is committed; drafts follow
@@ -108,15 +116,18 @@ uint64_t Commit::verify_drafts(const ScheduledChunk& c, ActiveRequest& a, const 
   kv.copy_positions(a.seq, tree_moves_);
   a.spec.tree_parents.clear();
   int32_t num_computed = committed + result.num_accepted;
-  if (hidden) {  // rows of the last committed token and of the accepted drafts are real
+  if (!hidden.empty()) {  // rows of the last committed token and of the accepted drafts are real
     const int32_t valid = 1 + result.num_accepted;
-    const size_t h = static_cast<size_t>(out.hidden_size);
+    const size_t h = hidden.size() / static_cast<size_t>(c.count);
+    spec::Drafter* drafter = state_.policy.drafter(a.spec);
     if (tree) {  // the accepted nodes' rows, gathered in depth order after the root's
-      std::vector<float> branch(hidden, hidden + h);
-      for (int32_t node : result.nodes) branch.insert(branch.end(), hidden + node * h, hidden + (node + 1) * h);
-      state_.config.drafter->observe_hidden(c.id, c.begin, branch, valid);
+      std::vector<float> branch(hidden.begin(), hidden.begin() + static_cast<long>(h));
+      for (int32_t node : result.nodes)
+        branch.insert(branch.end(), hidden.begin() + static_cast<long>(node * h),
+                      hidden.begin() + static_cast<long>((node + 1) * h));
+      drafter->observe_hidden(c.id, c.begin, branch, valid);
     } else {
-      state_.config.drafter->observe_hidden(c.id, c.begin, {hidden, valid * h}, valid);
+      drafter->observe_hidden(c.id, c.begin, hidden.first(valid * h), valid);
     }
   }
   a.tokens.resize(static_cast<size_t>(committed));

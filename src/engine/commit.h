@@ -35,7 +35,7 @@ class Commit {
 
  private:
   uint64_t verify_drafts(const ScheduledChunk& c, ActiveRequest& a, const model::StepOutput& out, size_t logit_row,
-                         const float* hidden);
+                         std::span<const float> hidden);
   spec::VerifyResult verify_tree(ActiveRequest& a, std::span<const int32_t> drafts, const model::StepOutput& out,
                                  size_t logit_row, std::span<const int32_t> prompt, std::span<const int32_t> generated);
   void emit(RequestId id, ActiveRequest& a, int32_t token);
@@ -49,6 +49,7 @@ class Commit {
 
   LoopState& state_;
   std::vector<float> row_;                               // scratch: a logits row to sample from
+  std::vector<float> hidden_scratch_;                    // scratch: a drafter's layers of a step's hidden rows
   std::vector<std::pair<int32_t, int32_t>> tree_moves_;  // scratch: a verified branch's KV moves
 };
 

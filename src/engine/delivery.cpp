@@ -50,6 +50,7 @@ void RequestStream::push(RequestOutput out) {
       p.num_cached_prompt_tokens = out.num_cached_prompt_tokens;
       p.num_dropped_prompt_tokens = out.num_dropped_prompt_tokens;
       p.num_generated_tokens = out.num_generated_tokens;
+      p.spec = std::move(out.spec);  // totals so far: the newest (a merge kept the first, so usage lost speculation)
     }
   }
   ready_.notify_all();

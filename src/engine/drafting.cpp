@@ -11,8 +11,7 @@ namespace tachyon::engine {
 
 double propose_drafts(LoopState& state) {
   const auto start = Clock::now();
-  spec::Drafter* drafter = state.config.drafter;
-  if (!drafter) return 0;
+  if (state.policy.lanes().empty()) return 0;
   // What a recurrent state's rollback ring can undo.
   const int32_t max_k_of_state =
       state.kv.has_state() ? state.kv.layout().state_rollback_rows - 1 : std::numeric_limits<int32_t>::max();
@@ -32,6 +31,7 @@ double propose_drafts(LoopState& state) {
       state.stats.record_gate(plan.gate);
     }
     if (plan.k <= 0) continue;
+    spec::Drafter* drafter = state.policy.drafter(a.spec);
     const auto t0 = Clock::now();
     const uint64_t warmups = state.model.backend().warmup_events();
     spec::DraftTree tree;

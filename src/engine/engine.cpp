@@ -45,6 +45,13 @@ spec::SpecPolicyConfig spec_policy_config(const EngineConfig& c) {
           .min_prompt_repetition = c.min_prompt_repetition};
 }
 
+// The deepest k of any drafter: what a recurrent state's rollback ring must undo.
+int32_t max_speculative_tokens(const EngineConfig& config) {
+  int32_t k = 0;
+  for (const spec::DrafterLane& lane : config.drafter_lanes()) k = std::max(k, lane.num_speculative_tokens);
+  return k;
+}
+
 // A hybrid model's recurrent state is sized by the engine: one working state per request
 // that can run at once, and a rollback ring deep enough for every draft of a verify step
 // to be rejected (k + 1 rows), so speculation never needs a recomputation.
@@ -54,7 +61,7 @@ kv::KvLayout sized_layout(model::Model& model, int32_t num_blocks, const EngineC
   layout = with_sliding_pool(std::move(layout), config, max_context);
   if (layout.num_state_layers > 0) {
     layout.max_sequences = std::max(1, config.max_concurrent);
-    layout.state_rollback_rows = config.drafter ? std::max(1, config.num_speculative_tokens) + 1 : 1;
+    layout.state_rollback_rows = config.drafter_lanes().empty() ? 1 : std::max(1, max_speculative_tokens(config)) + 1;
   }
   return layout;
 }
@@ -143,6 +150,12 @@ KvPoolSize size_kv_pool(model::Model& model, const EngineConfig& config, int32_t
 
 }  // namespace
 
+std::vector<spec::DrafterLane> EngineConfig::drafter_lanes() const {
+  if (!drafters.empty()) return drafters;
+  if (!drafter) return {};
+  return {{drafter, model_free_drafter, num_speculative_tokens}};
+}
+
 // The engine thread: its state, and the step loop over the stages in their own files.
 class EngineLoop : public KvAllocator {
  public:
@@ -151,7 +164,7 @@ class EngineLoop : public KvAllocator {
         model_(model),
         kv_(model.backend(), sized_layout(model, num_blocks, config, engine.max_context())),
         scheduler_({config.max_concurrent, config.max_tokens_per_step}, *this),
-        policy_(config.drafter, spec_policy_config(config), kv_.has_state()),
+        policy_(config.drafter_lanes(), spec_policy_config(config), kv_.has_state()),
         stats_(num_blocks, kv_.layout().splits_sliding() ? kv_.layout().num_sliding_blocks : 0),
         state_{config_, engine.max_context(), model_, kv_, scheduler_, active_, policy_, stats_},
         runner_(state_),
@@ -351,11 +364,14 @@ class EngineLoop : public KvAllocator {
   }
 
   void retire(RequestId id, bool cancelled) {
-    if (config_.drafter) {
+    if (!policy_.lanes().empty()) {
       const ActiveRequest& a = active_.at(id);
       policy_.record_finished(a.spec);
-      config_.drafter->on_finish(id, std::span<const int32_t>(a.tokens.data(), a.tokens.size() - a.spec.num_drafts),
-                                 a.num_prompt);
+      if (a.spec.lane >= 0) stats_.record_drafter_figures(drafter_figures());
+      // Every drafter hears of every request's end: the suffix trees learn from all outputs,
+      // whichever drafter ran them; the others drop the request's state where they hold any.
+      const auto tokens = std::span<const int32_t>(a.tokens.data(), a.tokens.size() - a.spec.num_drafts);
+      for (const spec::DrafterLane& lane : policy_.lanes()) lane.drafter->on_finish(id, tokens, a.num_prompt);
     }
     scheduler_.remove(id);
     active_.erase(id);
@@ -370,6 +386,20 @@ class EngineLoop : public KvAllocator {
         return;
       }
     }
+  }
+
+  // The drafter choice's live figures, every kind and drafter that was chosen at least once.
+  std::vector<DrafterKindFigures> drafter_figures() const {
+    std::vector<DrafterKindFigures> out;
+    const spec::DrafterChoice& choice = policy_.choice();
+    for (int32_t k = 0; k < spec::kNumRequestKinds; ++k)
+      for (int32_t d = 0; d < choice.num_drafters(); ++d) {
+        const auto kind = static_cast<spec::RequestKind>(k);
+        const spec::DrafterFigures& f = choice.figures(kind, d);
+        if (f.chosen > 0 || f.measured > 0)
+          out.push_back({policy_.lanes()[static_cast<size_t>(d)].drafter->name(), spec::kind_name(kind), f});
+      }
+    return out;
   }
 
   StatsRecorder::Gauges gauges() {
@@ -411,8 +441,10 @@ class EngineLoop : public KvAllocator {
     a.request = std::move(in.request);
     compress_prompt(a);
     const auto& r = a.request;
+    const spec::RequestKind kind =
+        spec::classify_request(a.tokens, a.constraint != nullptr, config_.vocabulary.get());
     if (const char* gate = policy_.admit(a.spec, a.tokens, r.speculate.value_or(true), r.sampling.greedy(),
-                                         r.logprobs, r.num_speculative_tokens)) {
+                                         r.logprobs, r.num_speculative_tokens, kind)) {
       a.pending.spec = a.spec.usage;
       stats_.record_gate(gate);
     }

@@ -30,6 +30,7 @@
 #include "engine/stats.h"
 #include "model/model.h"
 #include "spec/drafter.h"
+#include "spec/spec_policy.h"
 #include "spec/spec_step_costs.h"
 
 namespace tachyon::engine {
@@ -93,6 +94,13 @@ struct EngineConfig {
   bool gates = true;                   // prompt, acceptance and throughput gates may turn speculation off
   bool model_free_drafter = false;     // apply the prompt-time repetition gate
   double min_prompt_repetition = 0.02; // gate: 3-gram repetition below this turns a model-free drafter off
+  // Several drafters at once (owned by the caller, outliving the engine), each with its own k and
+  // gates: per request the engine uses the one with the best measured tokens per second on the
+  // request's kind of text (spec/drafter_choice.h). Non-empty: `drafter`, num_speculative_tokens
+  // and model_free_drafter are not read.
+  std::vector<spec::DrafterLane> drafters;
+  // The drafters the engine runs: `drafters`, else `drafter` as the only one (or none).
+  std::vector<spec::DrafterLane> drafter_lanes() const;
 
   // PFlash prompt compression (engine/pflash.h), run at admission on the engine thread.
   // `pflash_scorer` (owned by the caller, outliving the engine) ranks the blocks; null: the

@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <vector>
 
+#include <string>
+
+#include "spec/drafter_choice.h"
 #include "spec/spec_usage.h"
 
 namespace tachyon::engine {
@@ -22,6 +25,14 @@ struct Histogram {
 // The gates that switch a request's speculation off (SpecUsage::stopped_by).
 using spec::kSpecGates;
 
+// The drafter choice's live figures of one drafter on one kind of request (spec/drafter_choice.h).
+using DrafterFigures = spec::DrafterFigures;
+
+struct DrafterKindFigures {
+  std::string drafter, kind;
+  spec::DrafterFigures figures;
+};
+
 struct EngineStats {
   uint64_t requests_started = 0, requests_finished = 0, requests_cancelled = 0;
   uint64_t requests_failed = 0;  // finished with an error (a failed forward); counted in requests_finished too
@@ -34,6 +45,7 @@ struct EngineStats {
   uint64_t spec_drafted_tokens = 0, spec_accepted_tokens = 0, spec_steps = 0;
   uint64_t spec_gated_requests = 0;  // speculation switched off by a gate
   std::array<uint64_t, kSpecGates.size()> spec_gated_by{};  // ... by each of kSpecGates
+  std::vector<DrafterKindFigures> drafter_figures;  // with several drafters: per drafter and kind chosen
   uint64_t spec_tree_steps = 0;      // verify steps whose drafts formed a tree
   uint64_t spec_grammar_pruned_drafts = 0;  // drafted tokens of constrained requests cut as their grammar forbids
   // Wall time of decode steps (no prompt rows), host work included: steps that verify drafts

@@ -78,6 +78,11 @@ void StatsRecorder::record_gate(const char* gate) {
     if (std::string_view(gate) == kSpecGates[g]) ++stats_.spec_gated_by[g];
 }
 
+void StatsRecorder::record_drafter_figures(std::vector<DrafterKindFigures> figures) {
+  std::lock_guard lock(mutex_);
+  stats_.drafter_figures = std::move(figures);
+}
+
 void StatsRecorder::record_verification(int32_t num_drafted, int32_t num_accepted, bool tree) {
   std::lock_guard lock(mutex_);
   stats_.spec_drafted_tokens += static_cast<uint64_t>(num_drafted);

@@ -33,6 +33,7 @@ class StatsRecorder {
   void record_token(ActiveRequest& a);            // time to first token, or between tokens
   void record_gate(const char* gate);             // a gate (kSpecGates) switched a request's speculation off
   void record_verification(int32_t num_drafted, int32_t num_accepted, bool tree);
+  void record_drafter_figures(std::vector<DrafterKindFigures> figures);  // the drafter choice's, after a request
   void record_grammar_pruned_drafts(size_t num_drafts);  // cut before verification (spec/grammar_drafts.h)
   void record_overlapped_step();
   enum class PflashOutcome { Compressed, BypassedIntact, BypassedShort, Refused };

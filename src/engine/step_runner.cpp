@@ -1,5 +1,7 @@
 #include "engine/step_runner.h"
 
+#include "engine/hidden_layers.h"
+
 #include <algorithm>
 #include <new>
 
@@ -67,8 +69,18 @@ void StepRunner::execute(IssuedStep& step) {
   if (tokens_only) batch_.outputs.tokens = any_sampled ? model::StepOutputs::Tokens::Sampled
                                                        : model::StepOutputs::Tokens::Argmax;
   bool any_tree = false;  // a draft tree's shape changes from step to step
-  // A block drafter reads named layers' outputs, not the last layer's (Batch::hidden_layers).
-  if (state_.config.drafter) batch_.hidden_layers = state_.config.drafter->hidden_layers();
+  // A block drafter reads named layers' outputs, not the last layer's (Batch::hidden_layers);
+  // requests of drafters that read different layers in one step get all of them.
+  {
+    std::vector<std::vector<int32_t>> layers;
+    for (const auto& c : plan.chunks) {
+      const ActiveRequest& a = state_.active.at(c.id);
+      const spec::Drafter* d = state_.policy.drafter(a.spec);
+      if (d && d->wants_hidden() && a.speculating()) layers.push_back(d->hidden_layers());
+    }
+    batch_.hidden_layers =
+        step_hidden_layers(layers, static_cast<int32_t>(state_.model.config().num_hidden_layers));
+  }
   for (auto& c : plan.chunks) {
     ActiveRequest& a = state_.active.at(c.id);
     if (a.num_cached_prompt < 0) {
@@ -85,7 +97,8 @@ void StepRunner::execute(IssuedStep& step) {
     step.decode_only &= c.count == 1 + a.spec.num_drafts && c.completes && c.begin >= a.num_prompt - 1;
     const auto span = std::span<const int32_t>(a.tokens.data() + c.begin, static_cast<size_t>(c.count));
     const bool all_rows = a.spec.num_drafts > 0 || (a.request.prompt_logprobs && c.begin < a.num_prompt);
-    const bool want_hidden = state_.config.drafter && state_.config.drafter->wants_hidden() && a.speculating();
+    const spec::Drafter* drafter = state_.policy.drafter(a.spec);
+    const bool want_hidden = drafter && drafter->wants_hidden() && a.speculating();
     const size_t logit_rows_before = batch_.logit_rows.size();
     if (!a.spec.tree_parents.empty()) {  // a draft tree: node 0 is the last committed token
       any_tree = true;

@@ -84,6 +84,8 @@ GenerationOutcome combined_usage(const std::vector<GenerationOutcome>& outcomes)
   total.cached_response = true;  // every choice answered from the response cache
   total.spec.method = outcomes.front().spec.method;
   total.spec.stopped_by = outcomes.front().spec.stopped_by;
+  total.spec.kind = outcomes.front().spec.kind;
+  total.spec.choice = outcomes.front().spec.choice;
   for (const GenerationOutcome& o : outcomes) {
     total.completion_tokens += o.completion_tokens;
     total.cached_tokens = std::max(total.cached_tokens, o.cached_tokens);

@@ -78,6 +78,33 @@ std::string render_metrics(const std::string& model, const engine::EngineStats& 
                        s.spec_gated_by[g]);
   counter(out, "tachyon_spec_tree_steps_total", "Verification steps whose drafts formed a tree.", m,
           s.spec_tree_steps);
+  // The drafter choice's live figures (several drafters held): per drafter and kind of request.
+  if (!s.drafter_figures.empty()) {
+    struct Series {
+      const char* name;
+      const char* help;
+      double (*value)(const engine::DrafterFigures&);
+    };
+    static constexpr Series kSeries[] = {
+        {"tachyon_spec_drafter_chosen_requests", "Requests the drafter was chosen for, by kind of request.",
+         [](const engine::DrafterFigures& f) { return static_cast<double>(f.chosen); }},
+        {"tachyon_spec_drafter_accepted_per_step", "Accepted drafts per verification step (EMA over requests).",
+         [](const engine::DrafterFigures& f) { return f.accepted_per_step; }},
+        {"tachyon_spec_drafter_step_seconds", "Seconds per speculative step of one request (EMA over requests).",
+         [](const engine::DrafterFigures& f) { return f.seconds_per_step; }},
+        {"tachyon_spec_drafter_tokens_per_second", "Tokens per second on speculative steps (EMA over requests).",
+         [](const engine::DrafterFigures& f) { return f.tokens_per_second; }},
+        {"tachyon_spec_drafter_speedup",
+         "Speculative over plain tokens per second of the same requests (EMA; 0: not measured).",
+         [](const engine::DrafterFigures& f) { return f.speedup; }},
+    };
+    for (const Series& series : kSeries) {
+      out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", series.name, series.help, series.name);
+      for (const engine::DrafterKindFigures& f : s.drafter_figures)
+        out += fmt::format("{}{{{},drafter=\"{}\",kind=\"{}\"}} {}\n", series.name, m, f.drafter, f.kind,
+                           series.value(f.figures));
+    }
+  }
   counter(out, "tachyon_spec_grammar_pruned_drafts_total",
           "Draft tokens of constrained requests cut before verification because their grammar forbids them.", m,
           s.spec_grammar_pruned_drafts);

@@ -55,6 +55,10 @@ Json openai_usage(const GenerationOutcome& outcome) {
                             {"accepted_tokens", outcome.spec.num_accepted},
                             {"mean_accepted_length", outcome.spec.mean_accepted_length()},
                             {"stopped_by", outcome.spec.stopped_by}};
+  if (!outcome.spec.method.empty() && !outcome.spec.choice.empty()) {  // several drafters: which kind, and why this one
+    usage["speculation"]["kind"] = outcome.spec.kind;
+    usage["speculation"]["chosen"] = outcome.spec.choice;
+  }
   return usage;
 }
 

@@ -20,22 +20,61 @@ constexpr int32_t kFirstStepsAtKMax = 2, kExploreEvery = 8;
 constexpr int32_t kPromptGateMinTokens = 64;  // the prompt gate judges prompts this long
 }  // namespace
 
+namespace {
+std::vector<DrafterLane> one_lane(Drafter* drafter, const SpecPolicyConfig& config) {
+  if (!drafter) return {};
+  return {{drafter, config.model_free_drafter, config.num_speculative_tokens}};
+}
+}  // namespace
+
+SpecPolicy::SpecPolicy(std::vector<DrafterLane> lanes, const SpecPolicyConfig& config, bool has_recurrent_state)
+    : lanes_(std::move(lanes)),
+      config_(config),
+      has_recurrent_state_(has_recurrent_state),
+      choice_(static_cast<int32_t>(lanes_.size())) {
+  for (const DrafterLane& l : lanes_) lanes_state_.push_back(Lane{.drafter = l});
+}
+
 SpecPolicy::SpecPolicy(Drafter* drafter, const SpecPolicyConfig& config, bool has_recurrent_state)
-    : drafter_(drafter), config_(config), has_recurrent_state_(has_recurrent_state) {}
+    : SpecPolicy(one_lane(drafter, config), config, has_recurrent_state) {}
+
+// Prompt-time gate: a model-free drafter only helps on text that repeats itself.
+bool SpecPolicy::prompt_gate_fires(const DrafterLane& lane, std::span<const int32_t> prompt) const {
+  return config_.gates && lane.model_free && prompt.size() >= kPromptGateMinTokens &&
+         trigram_repetition(prompt) < config_.min_prompt_repetition;
+}
 
 const char* SpecPolicy::admit(SpecState& s, std::span<const int32_t> prompt, bool speculate, bool greedy,
-                              int32_t logprobs, std::optional<int32_t> num_speculative_tokens) {
+                              int32_t logprobs, std::optional<int32_t> num_speculative_tokens, RequestKind kind) {
   s.greedy = greedy;
   s.logprobs = logprobs >= 0;
   s.num_speculative_tokens = num_speculative_tokens;
+  s.kind = kind;
   s.off = true;
-  if (!drafter_) return nullptr;
-  s.usage.method = drafter_->name();
+  s.lane = -1;
+  if (lanes_.empty()) return nullptr;
+  s.lane = 0;
+  if (lanes_.size() > 1 && speculate) {
+    // The drafters whose prompt gate lets them run this request compete; where none may, the
+    // first one takes it and its prompt gate turns speculation off, as with one drafter.
+    std::vector<bool> eligible(lanes_.size());
+    bool any = false;
+    for (size_t i = 0; i < lanes_.size(); ++i) any |= (eligible[i] = !prompt_gate_fires(lanes_[i], prompt));
+    if (any) {
+      const DrafterChoice::Decision d = choice_.choose(kind, eligible);
+      s.usage.choice = d.why;
+      if (d.drafter < 0) {  // every measured drafter was slower than plain decoding on this kind
+        s.usage.stopped_by = "choice_gate";
+        return "choice_gate";
+      }
+      s.lane = d.drafter;
+    }
+  }
+  s.usage.method = lanes_[static_cast<size_t>(s.lane)].drafter->name();
+  s.usage.kind = kind_name(kind);
   s.off = !speculate;
   const char* gate = nullptr;
-  // Prompt-time gate: a model-free drafter only helps on text that repeats itself.
-  if (speculate && config_.gates && config_.model_free_drafter && prompt.size() >= kPromptGateMinTokens &&
-      trigram_repetition(prompt) < config_.min_prompt_repetition) {
+  if (speculate && prompt_gate_fires(lanes_[static_cast<size_t>(s.lane)], prompt)) {
     s.off = true;
     s.usage.stopped_by = gate = "prompt_gate";
   }
@@ -46,13 +85,13 @@ const char* SpecPolicy::admit(SpecState& s, std::span<const int32_t> prompt, boo
 // per-token logprobs, on models whose only per-sequence state is the paged KV (a recurrent state
 // follows one branch).
 bool SpecPolicy::trees_possible(const SpecState& s) const {
-  return drafter_->proposes_trees() && !has_recurrent_state_ && s.greedy && !s.logprobs;
+  return lane(s).drafter.drafter->proposes_trees() && !has_recurrent_state_ && s.greedy && !s.logprobs;
 }
 
 // Auto (max_tree_nodes -1): trees of 2k nodes or chains, whichever measures faster
 // (TreeOrChain), for drafters whose trees are worth trying.
 bool SpecPolicy::auto_tree_eligible(const SpecState& s) const {
-  return config_.max_tree_nodes < 0 && drafter_->trees_by_default() && trees_possible(s);
+  return config_.max_tree_nodes < 0 && lane(s).drafter.drafter->trees_by_default() && trees_possible(s);
 }
 
 // Nodes of the request's next draft tree; <= k means a chain.
@@ -67,19 +106,21 @@ int32_t SpecPolicy::tree_nodes(const SpecState& s, int32_t k) const {
 // verified. The first steps, and every kExploreEvery-th, draft k_max: they measure the deep
 // levels that shorter chains never reach.
 int32_t SpecPolicy::choose_k(const SpecState& s) const {
-  const int32_t k_max = s.num_speculative_tokens.value_or(config_.num_speculative_tokens);
+  const int32_t k_max = s.num_speculative_tokens.value_or(lane(s).drafter.num_speculative_tokens);
   if (!config_.auto_k || s.num_speculative_tokens || s.acceptance.steps() < kFirstStepsAtKMax ||
       s.acceptance.steps() % kExploreEvery == 0)
     return k_max;
   const bool tree = tree_nodes(s, k_max) > k_max;
-  return (tree ? tree_costs_ : spec_costs_).best_k(s.acceptance, k_max,
+  return (tree ? lane(s).tree_costs : lane(s).spec_costs).best_k(s.acceptance, k_max,
                                                    [&](int32_t k) { return std::max(k, tree_nodes(s, k)); });
 }
 
 DraftPlan SpecPolicy::plan_drafts(SpecState& s, const Room& room) {
-  s.shape_measured = auto_tree_eligible(s);
-  s.tree_step = s.shape_measured && tree_or_chain_.trees(shape_decisions_++);
   DraftPlan plan;
+  if (s.lane < 0) return plan;
+  Lane& l = lane(s);
+  s.shape_measured = auto_tree_eligible(s);
+  s.tree_step = s.shape_measured && l.tree_or_chain.trees(l.shape_decisions++);
   const int32_t k = std::min(choose_k(s), room.max_k);
   if (k <= 0) return plan;
   if (s.probe_plain > 0) {  // a few plain steps measure what speculation competes with
@@ -87,9 +128,9 @@ DraftPlan SpecPolicy::plan_drafts(SpecState& s, const Room& room) {
     return plan;
   }
   // Payoff gate: a model drafter's first proposal pays its catch-up over the whole prompt.
-  if (config_.gates && !config_.model_free_drafter && !s.payoff_checked) {
+  if (config_.gates && !l.drafter.model_free && !s.payoff_checked) {
     s.payoff_checked = true;
-    if (!payoff_.worth_drafting(room.num_tokens, room.max_new, spec_costs_.plain())) {
+    if (!l.payoff.worth_drafting(room.num_tokens, room.max_new, l.spec_costs.plain())) {
       s.off = true;
       s.usage.stopped_by = plan.gate = "payoff_gate";
       return plan;
@@ -105,7 +146,7 @@ void SpecPolicy::record_proposal(SpecState& s, int64_t num_tokens, double second
   // prefill): a one-time cost like the target's prefill, kept out of the per-token costs
   // that the throughput gate and auto-k compare (it made the gate switch draft/MTP off
   // on long prompts where they then ran faster).
-  if (!s.drafter_primed && !config_.model_free_drafter) payoff_.record_catch_up(num_tokens, seconds);
+  if (!s.drafter_primed && !lane(s).drafter.model_free) lane(s).payoff.record_catch_up(num_tokens, seconds);
   const bool catch_up = !s.drafter_primed || warmup;
   s.drafter_primed = true;
   s.draft_warmup = catch_up;
@@ -117,15 +158,18 @@ void SpecPolicy::record_proposal(SpecState& s, int64_t num_tokens, double second
 void SpecPolicy::record_step_cost(double seconds, size_t num_requests, int32_t num_drafts) {
   const double n = static_cast<double>(std::max<size_t>(1, num_requests)), per_request = seconds / n;
   if (num_drafts == 0) {
-    tree_costs_.record_plain(per_request);
-    return spec_costs_.record_plain(per_request);
+    for (Lane& l : lanes_state_) {  // the target's plain step is every drafter's baseline
+      l.tree_costs.record_plain(per_request);
+      l.spec_costs.record_plain(per_request);
+    }
+    return;
   }
   ema_update(spec_step_cost_, per_request, 0.1);
   ema_update(spec_step_drafts_, num_drafts / n, 0.1);
 }
 
 double SpecPolicy::marginal_row_cost() const {
-  const double plain = spec_costs_.plain();
+  const double plain = lanes_state_.empty() ? 0 : lanes_state_.front().spec_costs.plain();
   if (plain <= 0 || spec_step_cost_ <= 0) return 0.1;  // until measured
   return std::max(0.0, spec_step_cost_ / plain - 1.0) / std::max(1.0, spec_step_drafts_);
 }
@@ -136,7 +180,9 @@ void SpecPolicy::time_step(SpecState& s, bool timed, bool decode_only, double sh
   s.clock = SpecState::Clock::None;
   if (s.step_timed && s.num_drafts > 0) {
     s.spec_seconds += share + s.draft_seconds;
-    if (decode_only) (s.tree_parents.empty() ? spec_costs_ : tree_costs_).record(s.num_drafts, share + s.draft_seconds);
+    if (decode_only)
+      (s.tree_parents.empty() ? lane(s).spec_costs : lane(s).tree_costs).record(s.num_drafts, share + s.draft_seconds);
+    ++s.spec_steps;
     s.clock = SpecState::Clock::Spec;
   } else if (s.step_timed && plain_decode_row && !s.off) {
     s.plain_seconds += share;
@@ -195,13 +241,20 @@ void SpecPolicy::finish_step(SpecState& s, double rest_share) {
   s.clock = SpecState::Clock::None;
   // Trees and chains are compared on whole iterations too: a tree's verification moves the
   // accepted branch's KV and walks the tree on the host.
-  if (s.step_tokens > 0) tree_or_chain_.record(s.tree_step, s.step_tokens, s.step_seconds + rest_share);
+  if (s.step_tokens > 0) lane(s).tree_or_chain.record(s.tree_step, s.step_tokens, s.step_seconds + rest_share);
   s.step_tokens = 0;
 }
 
 void SpecPolicy::record_finished(const SpecState& s) {
-  if (drafter_ && !config_.model_free_drafter)
-    payoff_.record_request(s.spec_tokens, s.spec_seconds, s.plain_tokens, s.plain_seconds);
+  if (s.lane < 0) return;
+  if (!lane(s).drafter.model_free)
+    lane(s).payoff.record_request(s.spec_tokens, s.spec_seconds, s.plain_tokens, s.plain_seconds);
+  if (s.usage.stopped_by == "payoff_gate" && s.usage.num_steps == 0)
+    return choice_.record_gated(s.kind, s.lane, lane(s).payoff.speedup());
+  choice_.record(s.kind, s.lane,
+                 {.verify_steps = s.usage.num_steps, .accepted = s.usage.num_accepted, .spec_steps = s.spec_steps,
+                  .spec_tokens = s.spec_tokens, .spec_seconds = s.spec_seconds, .plain_tokens = s.plain_tokens,
+                  .plain_seconds = s.plain_seconds});
 }
 
 }  // namespace tachyon::spec

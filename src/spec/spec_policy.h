@@ -3,10 +3,14 @@
 // step costs and acceptance. The engine owns the loop and calls in at fixed points; the
 // policy sees token counts and seconds, never tensors or requests.
 //
-// Per request the policy keeps a SpecState; the engine's one call per point of the step:
+// A server may hold several drafters (DrafterLane): at admission the policy picks the request's
+// one from live figures per kind of text (spec/drafter_choice.h), and every later call works on
+// that drafter's measurements (step costs, tree-or-chain, payoff). Per request the policy keeps a
+// SpecState; the engine's one call per point of the step:
 //
-//   SpecPolicy policy(drafter, config, has_recurrent_state);
-//   policy.admit(state, prompt, speculate, greedy, logprobs, k);  // at admission
+//   SpecPolicy policy(lanes, config, has_recurrent_state);
+//   policy.admit(state, prompt, speculate, greedy, logprobs, k, kind);  // at admission
+//   Drafter* d = policy.drafter(state);                                 // null: none
 //   auto d = policy.plan_drafts(state, room);     // before the step: k and tree nodes, or a gate
 //   policy.record_proposal(state, tokens, seconds, warmup);
 //   policy.record_step_cost(seconds, num_requests, num_drafts);             // after the forward
@@ -24,6 +28,7 @@
 #include <vector>
 
 #include "spec/drafter.h"
+#include "spec/drafter_choice.h"
 #include "spec/drafter_payoff.h"
 #include "spec/spec_step_costs.h"
 #include "spec/spec_usage.h"
@@ -31,17 +36,26 @@
 namespace tachyon::spec {
 
 struct SpecPolicyConfig {
-  int32_t num_speculative_tokens = 4;
+  int32_t num_speculative_tokens = 4;   // the single drafter's (the one-drafter constructor)
   bool auto_k = true;                   // pick k per request from measured acceptance and step cost
   int32_t max_tree_nodes = -1;          // engine::EngineConfig::max_tree_nodes
   bool gates = true;                    // prompt, payoff, acceptance and throughput gates
-  bool model_free_drafter = false;      // the prompt gate applies, the payoff gate does not
+  bool model_free_drafter = false;      // the single drafter's: the prompt gate applies, the payoff gate does not
   double min_prompt_repetition = 0.02;  // prompt gate: 3-gram repetition below this turns it off
+};
+
+// One of the server's drafters, with what the policy needs to know of it.
+struct DrafterLane {
+  Drafter* drafter = nullptr;
+  bool model_free = false;             // prompt lookup, suffix trees: the prompt gate applies, the payoff gate does not
+  int32_t num_speculative_tokens = 4;  // its k_max (a block drafter: its block - 1)
 };
 
 // One request's speculation: its pending drafts, measurements and gate clocks.
 struct SpecState {
   // The request, fixed at admission.
+  int32_t lane = -1;                            // its drafter (SpecPolicy's lanes); -1: none
+  RequestKind kind = RequestKind::TextNovel;    // its kind of text, for the drafter choice
   bool greedy = true;                           // trees are verified greedily
   bool logprobs = false;                        // per-token logprobs: chains only
   std::optional<int32_t> num_speculative_tokens;  // per-request k (no auto-k)
@@ -67,6 +81,7 @@ struct SpecState {
   // and of its plain decode steps, each step's time shared among its requests.
   double spec_seconds = 0, plain_seconds = 0;
   int32_t spec_tokens = 0, plain_tokens = 0, probe_plain = 0;
+  int32_t spec_steps = 0;       // timed speculative steps (the drafter choice's seconds per step)
   bool drafter_primed = false;  // the drafter has seen this request once (record_proposal)
   bool payoff_checked = false;  // the payoff gate decided whether a model drafter starts on it
 };
@@ -80,15 +95,24 @@ struct DraftPlan {
 
 class SpecPolicy {
  public:
-  // `drafter` null: speculation is off for every request. has_recurrent_state: the model keeps
+  // `lanes` empty: speculation is off for every request. has_recurrent_state: the model keeps
   // a recurrent state, which follows one branch (no trees).
+  SpecPolicy(std::vector<DrafterLane> lanes, const SpecPolicyConfig& config, bool has_recurrent_state);
+  // One drafter (or none), k and model_free_drafter from `config`.
   SpecPolicy(Drafter* drafter, const SpecPolicyConfig& config, bool has_recurrent_state);
 
-  // At admission: the prompt gate (model-free drafters, text that does not repeat itself).
-  // Returns the gate that switched it off, or null. Constrained requests speculate like any
-  // other (their drafts are checked against the grammar: spec/grammar_drafts.h, spec/verify.h).
+  // At admission: the request's drafter (with several: the drafter choice over those whose
+  // prompt gate lets it run), then the prompt gate (model-free drafters, text that does not
+  // repeat itself). Returns the gate that switched it off, or null. Constrained requests
+  // speculate like any other (their drafts are checked against the grammar:
+  // spec/grammar_drafts.h, spec/verify.h).
   const char* admit(SpecState& s, std::span<const int32_t> prompt, bool speculate, bool greedy, int32_t logprobs,
-                    std::optional<int32_t> num_speculative_tokens);
+                    std::optional<int32_t> num_speculative_tokens, RequestKind kind = RequestKind::TextNovel);
+
+  // The request's drafter, or null.
+  Drafter* drafter(const SpecState& s) const { return s.lane < 0 ? nullptr : lanes_[static_cast<size_t>(s.lane)].drafter; }
+  const std::vector<DrafterLane>& lanes() const { return lanes_; }
+  const DrafterChoice& choice() const { return choice_; }
 
   // The next step's drafts for a request whose only pending token is its last sampled one.
   // room.max_k: drafts it may still take (max_tokens, context, a recurrent state's ring);
@@ -114,26 +138,35 @@ class SpecPolicy {
   // The iteration's host work beyond the forward and drafting, this request's share: on its
   // gate clock, and on its step's tree-or-chain measurement.
   void finish_step(SpecState& s, double rest_share);
-  // The request ended: its speculative and plain rates for the payoff gate.
+  // The request ended: its speculative and plain rates for the payoff gate and the drafter choice.
   void record_finished(const SpecState& s);
 
  private:
+  // One drafter's measurements.
+  struct Lane {
+    DrafterLane drafter;
+    // Auto-k: plain and speculative steps by drafts verified, chains and trees apart (a tree of
+    // n nodes is an op-by-op step of n rows, a chain step of n drafts a graph replay: mixing
+    // them in one line made the chains' k look expensive where both ran).
+    SpecStepCosts spec_costs, tree_costs;
+    TreeOrChain tree_or_chain;  // auto trees: which shape emits faster
+    DrafterPayoff payoff;       // whether a model drafter starts on a request
+    uint64_t shape_decisions = 0;
+  };
+  Lane& lane(const SpecState& s) { return lanes_state_[static_cast<size_t>(s.lane)]; }
+  const Lane& lane(const SpecState& s) const { return lanes_state_[static_cast<size_t>(s.lane)]; }
+  bool prompt_gate_fires(const DrafterLane& lane, std::span<const int32_t> prompt) const;
   bool trees_possible(const SpecState& s) const;
   bool auto_tree_eligible(const SpecState& s) const;
   int32_t tree_nodes(const SpecState& s, int32_t k) const;
   int32_t choose_k(const SpecState& s) const;
   double marginal_row_cost() const;
 
-  Drafter* drafter_;
+  std::vector<DrafterLane> lanes_;
+  std::vector<Lane> lanes_state_;
   SpecPolicyConfig config_;
   bool has_recurrent_state_;
-  // Auto-k: plain and speculative steps by drafts verified, chains and trees apart (a tree of n
-  // nodes is an op-by-op step of n rows, a chain step of n drafts a graph replay: mixing them in
-  // one line made the chains' k look expensive where both ran).
-  SpecStepCosts spec_costs_, tree_costs_;
-  TreeOrChain tree_or_chain_;  // auto trees: which shape emits faster
-  DrafterPayoff payoff_;       // whether a model drafter starts on a request
-  uint64_t shape_decisions_ = 0;
+  DrafterChoice choice_;
   double spec_step_cost_ = 0;    // EMA seconds per request of a verifying forward
   double spec_step_drafts_ = 0;  // EMA drafts per request of a verifying step
 };

@@ -140,6 +140,6 @@ test('the server is still healthy after all of the above', async () => {
     'tachyon_kv_blocks_used', 'tachyon_kv_blocks_free', 'tachyon_prefix_cache_hit_tokens_total'])
     assert.ok(metrics.includes(name), `/metrics lacks ${name}`);
   assert.match(metrics, /tachyon_http_requests_total\{route="\/v1\/chat\/completions",status="4xx"\} [1-9]/);
-  for (const gate of ['prompt_gate', 'payoff_gate', 'acceptance_gate', 'throughput_gate'])
+  for (const gate of ['prompt_gate', 'payoff_gate', 'acceptance_gate', 'throughput_gate', 'choice_gate'])
     assert.match(metrics, new RegExp(`tachyon_spec_gated_requests_total\\{model="[^"]+",gate="${gate}"\\} \\d+`));
 });

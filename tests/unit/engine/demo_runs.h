@@ -53,10 +53,13 @@ inline std::vector<std::vector<int32_t>> prompts() {
 
 // Runs every prompt greedily through a fresh engine (max_concurrent 1: one at a time, else all
 // submitted at once) and returns each one's generated tokens. Adds the requests' speculation
-// usage to `usage_total` and copies the engine's stats to `stats` when given.
+// usage to `usage_total`, copies the engine's stats to `stats` and each request's usage to
+// `usages` when given.
 inline std::vector<std::vector<int32_t>> run_all(const std::vector<std::vector<int32_t>>& ps, EngineConfig config,
                                                  int32_t max_tokens, SpecUsage* usage_total = nullptr,
-                                                 EngineStats* stats = nullptr, float repetition_penalty = 1.f) {
+                                                 EngineStats* stats = nullptr, float repetition_penalty = 1.f,
+                                                 std::vector<SpecUsage>* usages = nullptr) {
+  if (usages) usages->assign(ps.size(), {});
   Engine engine(*demo().model, config);
   std::vector<std::shared_ptr<RequestStream>> streams;
   std::vector<std::vector<int32_t>> outs(ps.size());
@@ -67,6 +70,7 @@ inline std::vector<std::vector<int32_t>> run_all(const std::vector<std::vector<i
       if (!o) return;
       outs[i].insert(outs[i].end(), o->tokens.begin(), o->tokens.end());
       if (o->finish != FinishReason::None) {
+        if (usages) (*usages)[i] = o->spec;
         if (usage_total) {
           usage_total->num_drafted += o->spec.num_drafted;
           usage_total->num_accepted += o->spec.num_accepted;

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -113,6 +114,55 @@ INSTANTIATE_TEST_SUITE_P(EveryDrafter, SpeculativeEquivalence,
                                            DrafterCase{"dflash", 1, 0}, DrafterCase{"dflash", 16, 0},
                                            DrafterCase{"dflash", 16, 12}),
                          case_name);
+
+// The drafter choice: every drafter held at once, each request drafting with the one the engine
+// chooses for its kind (spec/drafter_choice.h). Token-identical to plain decoding, alone and
+// batched (requests of different drafters share steps, DFlash's and MTP's hidden layers too); and
+// it engages: at least two drafters were chosen across the mixed prompts and each accepted
+// drafts. Gates off: whether a gate stops a drafter depends on measured seconds (in a batch of
+// 16 on the CPU the payoff gate rightly stops the model drafters), and a test asserts no timing.
+// Each request's usage is its last delivery's (RequestStream merges deliveries the test has not
+// collected yet: their speculation totals too).
+class DrafterChoiceEquivalence : public ::testing::TestWithParam<int32_t> {};
+
+TEST_P(DrafterChoiceEquivalence, GreedyOutputEqualsPlainDecodingWithSeveralDraftersChosen) {
+  const int32_t max_concurrent = GetParam();
+  const auto ps = prompts();
+  const auto plain = stored_plain_outputs("greedy", ps.size(), kGreedyTokens);
+  std::vector<std::unique_ptr<spec::Drafter>> drafters;
+  EngineConfig config{.max_concurrent = max_concurrent, .num_blocks = 1024};
+  config.gates = false;
+  for (const char* name : {"ngram", "suffix", "draft", "mtp", "dflash"}) {
+    drafters.push_back(make_drafter(name));
+    const std::string n = name;
+    config.drafters.push_back({drafters.back().get(), n == "ngram" || n == "suffix", n == "dflash" ? 7 : 4});
+  }
+  std::vector<SpecUsage> usages;
+  EngineStats stats;
+  const auto outs = run_all(ps, config, kGreedyTokens, nullptr, &stats, 1.f, &usages);
+  for (size_t i = 0; i < ps.size(); ++i) ASSERT_EQ(outs[i], plain[i]) << "prompt " << i;
+  std::map<std::string, SpecUsage> by_drafter;
+  for (const SpecUsage& u : usages) {
+    if (u.method.empty()) continue;
+    SpecUsage& total = by_drafter[u.method];
+    total.num_drafted += u.num_drafted;
+    total.num_accepted += u.num_accepted;
+    total.num_steps += u.num_steps;
+    EXPECT_FALSE(u.choice.empty()) << u.method << ": the choice says why";
+  }
+  EXPECT_GE(by_drafter.size(), 2u) << "the choice never changed drafter";
+  for (const auto& [name, u] : by_drafter) {
+    EXPECT_GT(u.num_accepted, 0) << name << " was chosen but never accepted a draft";
+    std::printf("concurrency %d: %s: %d drafted, %d accepted over %d steps\n", max_concurrent, name.c_str(),
+                u.num_drafted, u.num_accepted, u.num_steps);
+  }
+  EXPECT_FALSE(stats.drafter_figures.empty()) << "no live figure reached the stats";
+}
+
+INSTANTIATE_TEST_SUITE_P(AloneAndBatched, DrafterChoiceEquivalence, ::testing::Values(1, 16),
+                         [](const ::testing::TestParamInfo<int32_t>& info) {
+                           return std::string(info.param == 1 ? "alone" : "batched");
+                         });
 
 // Greedy with a logits processor: tree verification applies it with each branch as history.
 TEST(SpeculativeEquivalenceWithPenalty, DraftTreesApplyPenaltiesAlongEachBranch) {
