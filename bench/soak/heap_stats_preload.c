@@ -9,12 +9,18 @@
 #define _GNU_SOURCE
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
 static void* sample_forever(void* path) {
+  // Signals stay with the server's threads: a SIGTERM delivered here would kill the process
+  // instead of reaching the server's handler (it drains and exits 0).
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
   for (;;) {
     sleep(5);
     struct mallinfo2 m = mallinfo2();
@@ -30,6 +36,10 @@ static void* sample_forever(void* path) {
 __attribute__((constructor)) static void start_sampling(void) {
   const char* path = getenv("HEAP_STATS_OUT");
   if (!path) return;
+  sigset_t all, old;  // created with every signal blocked (its mask is inherited), then restored here
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
   pthread_t thread;
   if (pthread_create(&thread, NULL, sample_forever, (void*)path) == 0) pthread_detach(thread);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
