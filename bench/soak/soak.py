@@ -25,6 +25,9 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from memory_map import KINDS, rss_by_kind  # noqa: E402
+
 WORKLOADS = ["chat", "completions", "responses", "anthropic", "tools", "json"]
 ROUTES = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "responses": "/v1/responses",
           "anthropic": "/v1/messages", "tools": "/v1/chat/completions", "json": "/v1/chat/completions"}
@@ -199,12 +202,14 @@ def main():
                for i in range(args.clients)]
     for t in threads:
         t.start()
-    samples = []  # (seconds, RSS KiB)
+    samples = []  # (seconds, RSS KiB, RSS KiB by kind)
     while any(t.is_alive() for t in threads):
-        samples.append((time.monotonic() - start, rss_kib(server.pid)))
+        samples.append((time.monotonic() - start, rss_kib(server.pid), rss_by_kind(server.pid)))
         time.sleep(5)
     for t in threads:
         t.join()
+    if server.poll() is not None:
+        sys.exit(f"tachyon serve exited during the soak (code {server.returncode}); its log ends:\n" + "".join(log[-40:]))
     # Idle: nothing queued, running or in flight.
     for _ in range(600):
         text = metrics(args.port)
@@ -212,12 +217,12 @@ def main():
                 and metric(text, "tachyon_queue_depth") == 0):
             break
         time.sleep(0.1)
-    samples.append((time.monotonic() - start, rss_kib(server.pid)))
+    samples.append((time.monotonic() - start, rss_kib(server.pid), rss_by_kind(server.pid)))
     text = metrics(args.port)
     server.terminate()
     exit_code = server.wait(timeout=120)
 
-    warm = [r for s, r in samples if s >= args.warmup_minutes * 60]
+    warm = [r for s, r, _ in samples if s >= args.warmup_minutes * 60]
     rss_warm, rss_end, rss_peak = warm[0], samples[-1][1], max(warm)
     growth = (rss_end - rss_warm) / rss_warm * 100
     peak_growth = (rss_peak - rss_warm) / rss_warm * 100
@@ -261,8 +266,13 @@ def main():
              "",
              "| check | measured | required | pass |", "|---|---|---|---|"]
     lines += [f"| {name} | {value} | {need} | {'yes' if good else '**NO**'} |" for name, value, need, good in checks]
-    lines += ["", "RSS (MiB) every minute: " + ", ".join(
-        f"{s / 60:.0f}m {r / 1024:.1f}" for s, r in samples if abs(s / 60 - round(s / 60)) < 5 / 60 / 2 + 1e-9 or s == samples[-1][0])]
+    # One row a minute (the sample nearest each whole minute) and the last, after the clients stopped.
+    rows = [min(samples, key=lambda x: abs(x[0] - 60 * m)) for m in range(int(samples[-1][0] // 60) + 1)]
+    rows = [r for i, r in enumerate(rows) if i == 0 or r[0] != rows[i - 1][0]] + [samples[-1]]
+    lines += ["", "Resident memory (MiB) by kind (bench/soak/memory_map.py), each minute and at the end:", "",
+              "| time | RSS | " + " | ".join(KINDS) + " |", "|---|---:|" + "---:|" * len(KINDS)]
+    lines += [f"| {s / 60:.1f} min | {r / 1024:.1f} | " + " | ".join(f"{kinds[k] / 1024:.1f}" for k in KINDS) + " |"
+              for s, r, kinds in rows]
     for kind, what in (tally.server_errors + tally.client_errors)[:10]:
         lines.append(f"- {kind}: {what}")
     report = "\n".join(lines) + "\n"

@@ -544,7 +544,7 @@ std::shared_ptr<RequestStream> Engine::submit(GenerationRequest request) {
   request.sampling.validate(vocab);
   if (request.grammar) {
     if (!config_.vocabulary) throw Error("this engine has no token vocabulary, so it cannot constrain decoding");
-    sampling::GrammarMatcher check(*request.grammar);  // throws on a malformed grammar
+    sampling::GrammarMatcher::validate(*request.grammar);  // the engine thread builds its matcher
   }
   const RequestId id = next_request_id.fetch_add(1);
   auto stream = std::shared_ptr<RequestStream>(new RequestStream(this, id));

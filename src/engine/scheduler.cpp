@@ -117,6 +117,11 @@ StepPlan Scheduler::schedule() {
   // 2. Admission: waiting requests join while there is room, in arrival order.
   while (!waiting_.empty() && budget > 0 && static_cast<int32_t>(running_.size()) < config_.max_concurrent) {
     Entry e = waiting_.front();
+    // A request this plan preempted does not come back in it: its blocks just went to an older
+    // request, and the engine drops its drafts only once the plan is made, so a chunk planned
+    // over them would cover tokens it no longer has (found by the soak: "computed past its
+    // tokens"). It is first in line for the next step.
+    if (std::find(plan.preempted.begin(), plan.preempted.end(), e.id) != plan.preempted.end()) break;
     if (!e.started) {
       e.num_computed = std::min(kv_.begin_sequence(e.id), e.num_tokens - 1);
       e.started = true;

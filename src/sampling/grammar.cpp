@@ -246,11 +246,10 @@ size_t MatcherStateHash::operator()(const MatcherState& s) const {
   return static_cast<size_t>(h ^ (h >> 29));
 }
 
-GrammarMatcher::GrammarMatcher(const Grammar& grammar) : grammar_(&grammar) {
+void GrammarMatcher::validate(const Grammar& grammar) {
   if (grammar.max_whitespace < 0 || grammar.max_whitespace > 255) throw Error("max_whitespace must be in 0..255");
   if (grammar.max_depth < 1 || grammar.max_depth > 128) throw Error("max_depth must be in 1..128");
   if (grammar.segments.size() > 65535) throw Error("a grammar takes at most 65535 segments");
-  runtimes_.resize(grammar.segments.size());
   for (size_t i = 0; i < grammar.segments.size(); ++i) {
     const GrammarSegment& s = grammar.segments[i];
     if (s.kind == GrammarSegment::Kind::Literal && (s.alternatives.size() != 1 || s.alternatives[0].size() > 65535))
@@ -258,9 +257,16 @@ GrammarMatcher::GrammarMatcher(const Grammar& grammar) : grammar_(&grammar) {
     if (s.kind == GrammarSegment::Kind::Rules) {
       if (!s.rules) throw Error("a grammar Rules segment needs compiled rules");
       if (i + 1 != grammar.segments.size()) throw Error("a grammar Rules segment must be the last segment");
-      runtimes_[i] = CfgRuntime::for_this_thread(s.rules);
     }
   }
+}
+
+GrammarMatcher::GrammarMatcher(const Grammar& grammar) : grammar_(&grammar) {
+  validate(grammar);
+  runtimes_.resize(grammar.segments.size());
+  for (size_t i = 0; i < grammar.segments.size(); ++i)
+    if (grammar.segments[i].kind == GrammarSegment::Kind::Rules)
+      runtimes_[i] = CfgRuntime::for_this_thread(grammar.segments[i].rules);
   state_ = initial_state();
 }
 

@@ -94,6 +94,10 @@ class GrammarMatcher {
   // shares for their grammar (CfgRuntime::for_this_thread): use the matcher on this thread.
   explicit GrammarMatcher(const Grammar& grammar);
   explicit GrammarMatcher(const Grammar&& grammar) = delete;  // it would dangle
+  // What the constructor checks (throws on a malformed grammar), without building an automaton:
+  // a caller that only checks (the engine's submit, on each HTTP thread) would otherwise keep a
+  // runtime of every grammar on every such thread (CfgRuntime::for_this_thread caches them).
+  static void validate(const Grammar& grammar);
 
   // Feeds one byte to `state`: false (state unspecified) when the grammar forbids it.
   bool step(MatcherState& state, uint8_t byte) const;

@@ -108,6 +108,42 @@ TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOutAndNeverLosesARequest) {
   EXPECT_EQ(kv.free_, 4);
 }
 
+// A request preempted while planning a step does not rejoin that step, even where the blocks it
+// gave up would hold its first chunk: the engine trims its drafts after the plan is made, and a
+// chunk over them made the commit fail "computed past its tokens" (the soak's abort).
+TEST(Scheduler, ARequestPreemptedByAPlanIsNotScheduledInIt) {
+  FakeKv kv(4, 4);  // 16 token slots
+  Scheduler s({.max_concurrent = 4, .max_tokens_per_step = 8}, kv);
+  s.add(1, 3);  // 1 block
+  s.add(2, 9);  // 3 blocks, prefilled over two steps
+  auto plan = s.schedule();  // 1: 3 tokens; 2: 5 of 9
+  ASSERT_EQ(plan.chunks.size(), 2u);
+  s.on_computed(1, 3);
+  s.on_token_appended(1);
+  s.on_computed(2, 5);
+  plan = s.schedule();  // 1: its 4th token; 2: the last 4 of its prompt (its 3rd block: none free now)
+  ASSERT_EQ(plan.chunks.size(), 2u);
+  ASSERT_TRUE(plan.chunks[1].completes);
+  for (RequestId id : {1u, 2u}) {
+    s.on_computed(id, plan.chunks[id - 1].count);
+    s.on_token_appended(id);  // 1: 5 tokens (a 2nd block), 2: 10
+  }
+  ASSERT_EQ(kv.free_, 0);
+  plan = s.schedule();  // 1 needs a block: 2 goes, freeing 3; 1 takes one, 2 would fit in the other 2
+  ASSERT_EQ(plan.preempted, std::vector<RequestId>{2u});
+  ASSERT_EQ(kv.free_, 2);
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  EXPECT_EQ(plan.chunks[0].id, 1u);
+  EXPECT_EQ(s.num_waiting(), 1);
+  s.on_computed(1, 1);
+  s.on_token_appended(1);
+  plan = s.schedule();  // the next step takes it back, from its start
+  ASSERT_EQ(plan.chunks.size(), 2u);
+  EXPECT_EQ(plan.chunks[1].id, 2u);
+  EXPECT_EQ(plan.chunks[1].begin, 0);
+  EXPECT_EQ(plan.chunks[1].count, 7);
+}
+
 // Many requests that each generate to the end of the context, in a pool that holds the context
 // once and a bit: every step makes progress, every request reaches the context, nothing leaks.
 TEST(Scheduler, ManyRequestsGeneratingToTheContextEndAllCompleteInATinyPool) {

@@ -157,6 +157,25 @@ TEST(GrammarTest, DepthIsBounded) {
   EXPECT_TRUE(accepts(g, mixed));
 }
 
+// The engine's submit checks a request's grammar with validate (no automaton built on the
+// HTTP thread): it refuses what the matcher's constructor refuses, and accepts what it accepts.
+TEST(GrammarTest, ValidateRefusesWhatTheMatcherRefuses) {
+  EXPECT_NO_THROW(GrammarMatcher::validate(Grammar::json_object()));
+  Grammar literal;
+  literal.then_literal("<tool_call>").then_json_object();
+  EXPECT_NO_THROW(GrammarMatcher::validate(literal));
+  Grammar deep = Grammar::json_object();
+  deep.max_depth = 0;
+  Grammar spaced = Grammar::json_object();
+  spaced.max_whitespace = 256;
+  Grammar no_rules;
+  no_rules.segments.push_back({.kind = GrammarSegment::Kind::Rules});
+  for (const Grammar* g : {&deep, &spaced, &no_rules}) {
+    EXPECT_THROW(GrammarMatcher::validate(*g), Error);
+    EXPECT_THROW(GrammarMatcher{*g}, Error);
+  }
+}
+
 Grammar tool_call_grammar(std::vector<std::string> names) {
   Grammar g;
   std::vector<std::string> alternatives;
