@@ -166,7 +166,6 @@ SpecDrafters SpecOptions::default_set(const std::string& model_dir, const std::s
     out.push_back(std::move(d));
   };
   if (!no_pld) add(spec::make_ngram_drafter({}), true, k);
-  if (!no_pld && !no_suffix) add(spec::make_suffix_drafter({}), true, k);
   if (!no_drafter && have_companion) {
     try {
       add(spec::make_draft_model_drafter(companion, model_dir, model, backend), false, k);

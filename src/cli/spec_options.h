@@ -4,10 +4,13 @@
 //   --no-pld  --no-suffix  --no-drafter  --no-mtp  --no-dflash  --drafter DIR
 // Default: every drafter the checkpoint and flags allow, held at once, and per request the one
 // with the best measured tokens per second on its kind of text (spec/drafter_choice.h): prompt
-// lookup (ngram), suffix trees, the drafter/ companion (or --drafter DIR; tokenizer checked),
-// the checkpoint's MTP heads, and the DFlash drafter in MODEL/dflash. --no-pld removes the
-// drafters that look text up (ngram, suffix), --no-drafter those loaded from drafter folders
-// (drafter/, dflash/), --no-mtp the heads, --no-suffix and --no-dflash one each: so
+// lookup (ngram), the drafter/ companion (or --drafter DIR; tokenizer checked), the
+// checkpoint's MTP heads, and the DFlash drafter in MODEL/dflash. Suffix trees are not in the
+// default set: their server-wide trie holds up to ~24 nodes per past output token (1M tokens
+// kept), hundreds of MiB to GiB on a long-running server, and the choice never measured them
+// best (bench/results/drafter-choice-*.md); `"method":"suffix"` runs them. --no-pld removes the
+// drafters that look text up, --no-drafter those loaded from drafter folders (drafter/,
+// dflash/), --no-mtp the heads, --no-suffix and --no-dflash one each: so
 // `--no-pld --no-drafter --no-mtp` still means no speculation. A method in --speculative-config
 // (or the model alias's drafter) pins that one alone.
 #pragma once
