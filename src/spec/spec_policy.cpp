@@ -60,7 +60,13 @@ const char* SpecPolicy::admit(SpecState& s, std::span<const int32_t> prompt, boo
     std::vector<bool> eligible(lanes_.size());
     bool any = false;
     for (size_t i = 0; i < lanes_.size(); ++i) any |= (eligible[i] = !prompt_gate_fires(lanes_[i], prompt));
-    if (any) {
+    if (!greedy) {
+      // A sampled request keeps the first drafter, as a server of one drafter does: speculative
+      // sampling is exact in distribution, but which draws a seed's stream feeds depends on the
+      // drafts (and on whether timing gates let a model drafter start), so a choice that explores
+      // or follows live figures would give one seeded request different text from run to run.
+      s.usage.choice = "first (sampled)";
+    } else if (any) {
       const DrafterChoice::Decision d = choice_.choose(kind, eligible);
       s.usage.choice = d.why;
       if (d.drafter < 0) {  // every measured drafter was slower than plain decoding on this kind
