@@ -10,29 +10,15 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "model_runner.h"
 
+#include "../../unit/model/quantize_decode_runs.h"
+
 namespace tachyon::testing {
 namespace {
 
 using kernels::QuantizeMode;
 
-const std::string kDemo = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo";
+const std::string& kDemo = kQuantizeDecodeDemo;
 
-std::unique_ptr<model::Model> load(kernels::Backend& backend, QuantizeMode quantize, QuantizeMode decode) {
-  model::LoadOptions options;
-  options.quantize = quantize;
-  options.quantize_decode = decode;
-  return model::load_model(kDemo, backend, options);
-}
-
-// Every row's logits of one forward over `ids`; rows at positions >= first_decode are decode rows.
-std::vector<float> forward(model::Model& m, kv::KvCache& kv, kv::SeqId seq, const std::vector<int32_t>& ids,
-                           int32_t position, int32_t first_decode) {
-  kv.reserve(seq, position + static_cast<int32_t>(ids.size()));
-  model::Batch batch;
-  batch.add(seq, ids, position, model::LogitRows::All);
-  batch.mark_decode_rows(first_decode);
-  return m.forward(batch, kv).logits;
-}
 
 bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 
@@ -41,9 +27,9 @@ class CudaQuantizeDecode : public ::testing::TestWithParam<QuantizeMode> {};
 TEST_P(CudaQuantizeDecode, PromptRowsBf16DecodeRowsQuantizedEachRowByItsKind) {
   if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
   auto backend = kernels::make_cuda_backend();
-  auto plain = load(*backend, QuantizeMode::None, QuantizeMode::None);
-  auto quantized = load(*backend, GetParam(), QuantizeMode::None);
-  auto decode = load(*backend, QuantizeMode::None, GetParam());
+  auto plain = load_demo(*backend, QuantizeMode::None, QuantizeMode::None);
+  auto quantized = load_demo(*backend, GetParam(), QuantizeMode::None);
+  auto decode = load_demo(*backend, QuantizeMode::None, GetParam());
   const int64_t V = plain->config().vocab_size;
   const auto golden = io::Checkpoint::open_file(kDemo + "/golden.safetensors");
   const std::vector<int32_t> ids = read_ids(golden, "code.input_ids"), chat = read_ids(golden, "chat.input_ids");
@@ -52,12 +38,12 @@ TEST_P(CudaQuantizeDecode, PromptRowsBf16DecodeRowsQuantizedEachRowByItsKind) {
 
   kv::KvCache kv(*backend, plain->kv_layout(256)), ref_kv(*backend, plain->kv_layout(256));
   const kv::SeqId seq = kv.add_sequence(), ref = ref_kv.add_sequence();
-  const auto prompt_logits = forward(*decode, kv, seq, ids, 0, P);
-  const auto bf16_prompt = forward(*plain, ref_kv, ref, ids, 0, P);
+  const auto prompt_logits = forward_marking_decode_rows(*decode, kv, seq, ids, 0, P);
+  const auto bf16_prompt = forward_marking_decode_rows(*plain, ref_kv, ref, ids, 0, P);
   EXPECT_TRUE(same_bits(prompt_logits.data(), bf16_prompt.data(), bf16_prompt.size())) << "prompt rows: bf16";
 
   // A verify chain as one forward, next to a prefill chunk of another sequence and alone.
-  const auto chain_ref = forward(*quantized, ref_kv, ref, chain, P, P);
+  const auto chain_ref = forward_marking_decode_rows(*quantized, ref_kv, ref, chain, P, P);
   const kv::SeqId other = kv.add_sequence();
   kv.reserve(seq, P + static_cast<int32_t>(chain.size()));
   kv.reserve(other, static_cast<int32_t>(chat.size()));
@@ -70,14 +56,14 @@ TEST_P(CudaQuantizeDecode, PromptRowsBf16DecodeRowsQuantizedEachRowByItsKind) {
   EXPECT_TRUE(same_bits(together.data(), chain_ref.data(), chain_ref.size())) << "decode rows: the quantized copy";
   kv::KvCache alone_kv(*backend, plain->kv_layout(256));
   const kv::SeqId alone = alone_kv.add_sequence();
-  const auto chat_alone = forward(*plain, alone_kv, alone, chat, 0, 1 << 30);
+  const auto chat_alone = forward_marking_decode_rows(*plain, alone_kv, alone, chat, 0, 1 << 30);
   EXPECT_TRUE(same_bits(together.data() + chain_ref.size(), chat_alone.data(), chat_alone.size()))
       << "prefill rows beside decode rows: bf16, as alone";
   // Engaged: bf16 decode rows on the same tokens differ.
   kv::KvCache bf16_kv(*backend, plain->kv_layout(256));
   const kv::SeqId b = bf16_kv.add_sequence();
-  forward(*plain, bf16_kv, b, ids, 0, P);
-  const auto chain_plain = forward(*plain, bf16_kv, b, chain, P, P);
+  forward_marking_decode_rows(*plain, bf16_kv, b, ids, 0, P);
+  const auto chain_plain = forward_marking_decode_rows(*plain, bf16_kv, b, chain, P, P);
   EXPECT_FALSE(same_bits(together.data(), chain_plain.data(), chain_plain.size()));
 }
 

@@ -14,30 +14,15 @@
 #include "model/model.h"
 #include "model/sources/packed_source.h"
 
+#include "quantize_decode_runs.h"
+
 namespace tachyon::testing {
 namespace {
 
 using kernels::QuantizeMode;
 
-const std::string kDemo = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo";
+const std::string& kDemo = kQuantizeDecodeDemo;
 
-std::unique_ptr<model::Model> load(kernels::Backend& backend, QuantizeMode quantize, QuantizeMode decode) {
-  model::LoadOptions options;
-  options.quantize = quantize;
-  options.quantize_decode = decode;
-  return model::load_model(kDemo, backend, options);
-}
-
-// The logits of every row of one forward over `ids` of `seq` from `position`; rows at positions
-// >= first_decode_position are decode rows.
-std::vector<float> forward(model::Model& m, kv::KvCache& kv, kv::SeqId seq, const std::vector<int32_t>& ids,
-                           int32_t position, int32_t first_decode_position) {
-  kv.reserve(seq, position + static_cast<int32_t>(ids.size()));
-  model::Batch batch;
-  batch.add(seq, ids, position, model::LogitRows::All);
-  batch.mark_decode_rows(first_decode_position);
-  return m.forward(batch, kv).logits;
-}
 
 int32_t argmax(const float* row, int64_t n) {
   int32_t best = 0;
@@ -59,9 +44,9 @@ std::vector<int32_t> all_tokens_of(const std::vector<int32_t>& prompt, const std
 // MODE and --quantize-decode MODE.
 struct Models {
   explicit Models(QuantizeMode mode)
-      : plain(load(*backend, QuantizeMode::None, QuantizeMode::None)),
-        quantized(load(*backend, mode, QuantizeMode::None)),
-        decode(load(*backend, QuantizeMode::None, mode)) {}
+      : plain(load_demo(*backend, QuantizeMode::None, QuantizeMode::None)),
+        quantized(load_demo(*backend, mode, QuantizeMode::None)),
+        decode(load_demo(*backend, QuantizeMode::None, mode)) {}
   std::unique_ptr<kv::KvCache> cache() { return std::make_unique<kv::KvCache>(*backend, plain->kv_layout(256)); }
   int64_t vocab() const { return plain->config().vocab_size; }
   std::unique_ptr<kernels::Backend> backend = kernels::make_backend("cpu");
@@ -95,11 +80,11 @@ TEST_P(QuantizeDecode, PromptRowsReadBf16AndDecodeRowsReadTheQuantizedCopy) {
   const auto kv_cache = m.cache();
   kv::KvCache& kv = *kv_cache;
   const kv::SeqId seq = kv.add_sequence();
-  const std::vector<float> prompt_logits = forward(*m.decode, kv, seq, ids, 0, P);
+  const std::vector<float> prompt_logits = forward_marking_decode_rows(*m.decode, kv, seq, ids, 0, P);
   std::vector<int32_t> tokens = {argmax(prompt_logits.data() + (P - 1) * V, V)};
   std::vector<float> decode_logits;
   for (int i = 0; i < kSteps; ++i) {
-    const auto row = forward(*m.decode, kv, seq, {tokens.back()}, P + i, P);
+    const auto row = forward_marking_decode_rows(*m.decode, kv, seq, {tokens.back()}, P + i, P);
     decode_logits.insert(decode_logits.end(), row.begin(), row.end());
     tokens.push_back(argmax(row.data(), V));
   }
@@ -108,13 +93,13 @@ TEST_P(QuantizeDecode, PromptRowsReadBf16AndDecodeRowsReadTheQuantizedCopy) {
   const auto ref_kv_cache = m.cache();
   kv::KvCache& ref_kv = *ref_kv_cache;
   const kv::SeqId ref = ref_kv.add_sequence();
-  const std::vector<float> bf16_prompt = forward(*m.plain, ref_kv, ref, ids, 0, P);
+  const std::vector<float> bf16_prompt = forward_marking_decode_rows(*m.plain, ref_kv, ref, ids, 0, P);
   ASSERT_EQ(prompt_logits.size(), bf16_prompt.size());
   EXPECT_TRUE(same_bits(prompt_logits.data(), bf16_prompt.data(), bf16_prompt.size()))
       << "prompt rows must compute with the weights as stored";
   std::vector<float> ref_logits;
   for (int i = 0; i < kSteps; ++i) {
-    const auto row = forward(*m.quantized, ref_kv, ref, {tokens[static_cast<size_t>(i)]}, P + i, P);
+    const auto row = forward_marking_decode_rows(*m.quantized, ref_kv, ref, {tokens[static_cast<size_t>(i)]}, P + i, P);
     ref_logits.insert(ref_logits.end(), row.begin(), row.end());
     EXPECT_EQ(argmax(row.data(), V), tokens[static_cast<size_t>(i) + 1]) << "step " << i;
   }
@@ -125,10 +110,10 @@ TEST_P(QuantizeDecode, PromptRowsReadBf16AndDecodeRowsReadTheQuantizedCopy) {
   const auto bf16_kv_cache = m.cache();
   kv::KvCache& bf16_kv = *bf16_kv_cache;
   const kv::SeqId b = bf16_kv.add_sequence();
-  forward(*m.plain, bf16_kv, b, ids, 0, P);
+  forward_marking_decode_rows(*m.plain, bf16_kv, b, ids, 0, P);
   std::vector<float> bf16_logits;
   for (int i = 0; i < kSteps; ++i) {
-    const auto row = forward(*m.plain, bf16_kv, b, {tokens[static_cast<size_t>(i)]}, P + i, P);
+    const auto row = forward_marking_decode_rows(*m.plain, bf16_kv, b, {tokens[static_cast<size_t>(i)]}, P + i, P);
     bf16_logits.insert(bf16_logits.end(), row.begin(), row.end());
   }
   EXPECT_FALSE(same_bits(decode_logits.data(), bf16_logits.data(), bf16_logits.size()));
@@ -136,13 +121,13 @@ TEST_P(QuantizeDecode, PromptRowsReadBf16AndDecodeRowsReadTheQuantizedCopy) {
   // Without the flag, marking rows changes nothing: the plain model's rows read bf16 either way.
   const auto plain_cache = m.cache();
   const kv::SeqId marked = plain_cache->add_sequence(), unmarked = plain_cache->add_sequence();
-  const auto with_marks = forward(*m.plain, *plain_cache, marked, all_tokens_of(ids, tokens), 0, P);
-  const auto without = forward(*m.plain, *plain_cache, unmarked, all_tokens_of(ids, tokens), 0, 1 << 30);
+  const auto with_marks = forward_marking_decode_rows(*m.plain, *plain_cache, marked, all_tokens_of(ids, tokens), 0, P);
+  const auto without = forward_marking_decode_rows(*m.plain, *plain_cache, unmarked, all_tokens_of(ids, tokens), 0, 1 << 30);
   EXPECT_TRUE(same_bits(with_marks.data(), without.data(), without.size()));
 
   // A preempted request recomputes prompt and output in one chunk: the same bits per row.
   const kv::SeqId again = kv.add_sequence();
-  const std::vector<float> recomputed = forward(*m.decode, kv, again, all_tokens_of(ids, tokens), 0, P);
+  const std::vector<float> recomputed = forward_marking_decode_rows(*m.decode, kv, again, all_tokens_of(ids, tokens), 0, P);
   EXPECT_TRUE(same_bits(recomputed.data(), prompt_logits.data(), prompt_logits.size()));
   EXPECT_TRUE(same_bits(recomputed.data() + prompt_logits.size(), decode_logits.data(), decode_logits.size()));
 }
@@ -161,18 +146,18 @@ TEST_P(QuantizeDecode, RowBitsDependOnTheRowKindNotOnBatchMates) {
   const auto solo_cache = m.cache();
   kv::KvCache& solo = *solo_cache;
   const kv::SeqId sa = solo.add_sequence(), sb = solo.add_sequence(), sc = solo.add_sequence();
-  forward(*m.decode, solo, sa, a, 0, Pa);
-  forward(*m.decode, solo, sc, c, 0, Pc);
-  const auto la = forward(*m.decode, solo, sa, chain, Pa, Pa);
-  const auto lb = forward(*m.decode, solo, sb, b, 0, 1 << 30);  // all prompt rows
-  const auto lc = forward(*m.decode, solo, sc, one, Pc, Pc);
+  forward_marking_decode_rows(*m.decode, solo, sa, a, 0, Pa);
+  forward_marking_decode_rows(*m.decode, solo, sc, c, 0, Pc);
+  const auto la = forward_marking_decode_rows(*m.decode, solo, sa, chain, Pa, Pa);
+  const auto lb = forward_marking_decode_rows(*m.decode, solo, sb, b, 0, 1 << 30);  // all prompt rows
+  const auto lc = forward_marking_decode_rows(*m.decode, solo, sc, one, Pc, Pc);
 
   // Together: [a's chain: decode][b's prompt: prefill][c's row: decode] in one forward.
   const auto mixed_cache = m.cache();
   kv::KvCache& mixed = *mixed_cache;
   const kv::SeqId ma = mixed.add_sequence(), mb = mixed.add_sequence(), mc = mixed.add_sequence();
-  forward(*m.decode, mixed, ma, a, 0, Pa);
-  forward(*m.decode, mixed, mc, c, 0, Pc);
+  forward_marking_decode_rows(*m.decode, mixed, ma, a, 0, Pa);
+  forward_marking_decode_rows(*m.decode, mixed, mc, c, 0, Pc);
   mixed.reserve(ma, Pa + 3);
   mixed.reserve(mb, static_cast<int32_t>(b.size()));
   mixed.reserve(mc, Pc + 1);
