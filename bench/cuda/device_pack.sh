@@ -16,7 +16,12 @@ if [ "${1:-}" = --restore ]; then
 fi
 mkdir -p .dpack
 grep -qx '/.dpack/' .git/info/exclude 2>/dev/null || echo '/.dpack/' >> "$(git rev-parse --git-path info/exclude)"
-git archive HEAD "${bulk[@]}" | xz -6 -T2 > .dpack/bulk.tar.xz
+# The GGUF fixtures the CUDA GGUF tests read (the demo's Q4_K_M file, 10 MB, does not fit).
+gguf=()
+for f in tiny256-q4_0 tiny256-q6_k gemma3-q8_0 deepseek2-q4_k_m gpt-oss-mxfp4; do
+  gguf+=("tests/fixtures/gguf/$f.gguf" "tests/fixtures/gguf/$f.reference.safetensors")
+done
+git archive HEAD "${bulk[@]}" "${gguf[@]}" | xz -6 -T2 > .dpack/bulk.tar.xz
 # Extracted Debian build dependencies (docs/perf/cuda.md), when this checkout has them.
 if [ -d .dslim ]; then tar -C .dslim -cf - . | xz -6 -T2 > .dpack/deps.tar.xz; fi
 patterns=('/*' '!/tests/fixtures/gguf/*.gguf' '!/tests/fixtures/gguf/*.reference.safetensors')

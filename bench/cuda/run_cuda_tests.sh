@@ -19,7 +19,7 @@ fi
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 device_cmake . /tmp/b "-DTACHYON_ONLY_MODULES=base;io;tokenizer;chat;kernels;kv;sampling;model;spec;engine" > $OUT/cmake.log 2>&1 || { tail -30 $OUT/cmake.log; exit 1; }
-ninja -C /tmp/b -j16 cuda_kernel_tests cuda_quant_tests cuda_kv_tests hf_cuda_golden_tests model_tests kernel_tests > $OUT/build.log 2>&1 || { grep -B2 -A10 "error" $OUT/build.log | head -60; exit 1; }
+ninja -C /tmp/b -j16 cuda_kernel_tests cuda_quant_tests cuda_kv_tests hf_cuda_golden_tests model_tests kernel_tests io_gguf_model_tests > $OUT/build.log 2>&1 || { grep -B2 -A10 "error" $OUT/build.log | head -60; exit 1; }
 echo "built in $(( $(date +%s) - t0 )) s"
 rc=0
 run() { local name="$1"; shift; echo "== $name"; ( env "$@" ) > "$OUT/$name.log" 2>&1 || rc=1; grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests ran|^\[  FAILED" "$OUT/$name.log" | head -12; }
@@ -28,6 +28,7 @@ run cuda_quant_tests /tmp/b/tests/kernels/cuda/cuda_quant_tests
 run cuda_quant_tests_wgmma_off TACHYON_WGMMA=0 /tmp/b/tests/kernels/cuda/cuda_quant_tests
 run cuda_kv_tests /tmp/b/tests/kernels/cuda/cuda_kv_tests
 run hf_cuda_golden /tmp/b/tests/diff/hf/hf_cuda_golden_tests
+run gguf_cuda /tmp/b/tests/unit/io/io_gguf_model_tests --gtest_filter=GgufModelCuda.*
 run hf_cuda_golden_graphs_all TACHYON_CUDA_GRAPHS=1 /tmp/b/tests/diff/hf/hf_cuda_golden_tests
 # (Without graphs the overlap test's count of graph replays cannot hold.)
 run hf_cuda_golden_graphs_none TACHYON_CUDA_GRAPHS=0 /tmp/b/tests/diff/hf/hf_cuda_golden_tests \

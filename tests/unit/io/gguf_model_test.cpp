@@ -153,6 +153,20 @@ TEST(GgufModel, Gemma3Q8_0MatchesLlamaCpp) { compare_with_llama_cpp("gemma3-q8_0
 TEST(GgufModel, Deepseek2Q4_K_MMatchesLlamaCpp) { compare_with_llama_cpp("deepseek2-q4_k_m", "reference"); }
 TEST(GgufModel, GptOssMxfp4MatchesLlamaCpp) { compare_with_llama_cpp("gpt-oss-mxfp4", "reference"); }
 
+// The CUDA backend reads the same files through its own quantized kernels: the same bound against
+// llama.cpp holds there (run on the GPU machine by bench/cuda/run_cuda_tests.sh).
+class GgufModelCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (kernels::default_device() != "cuda") GTEST_SKIP() << "no CUDA device visible";
+  }
+};
+TEST_F(GgufModelCuda, Tiny256Q4_0MatchesLlamaCpp) { compare_with_llama_cpp("tiny256-q4_0", "cuda"); }
+TEST_F(GgufModelCuda, Tiny256Q6_KMatchesLlamaCpp) { compare_with_llama_cpp("tiny256-q6_k", "cuda"); }
+TEST_F(GgufModelCuda, Gemma3Q8_0MatchesLlamaCpp) { compare_with_llama_cpp("gemma3-q8_0", "cuda"); }
+TEST_F(GgufModelCuda, Deepseek2Q4_K_MMatchesLlamaCpp) { compare_with_llama_cpp("deepseek2-q4_k_m", "cuda"); }
+TEST_F(GgufModelCuda, GptOssMxfp4MatchesLlamaCpp) { compare_with_llama_cpp("gpt-oss-mxfp4", "cuda"); }
+
 // The demo file was converted from models/tachyon-demo: the config read from its metadata equals
 // the one read from config.json in everything the model is built from.
 TEST(GgufModel, ConfigFromMetadataEqualsHfConfig) {
