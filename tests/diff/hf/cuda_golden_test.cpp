@@ -442,7 +442,9 @@ TEST(CudaSlidingWindow, ReleasedBlocksGiveTheTokensOfTheUnboundedCache) {
     EXPECT_EQ(run(true, engine::EngineConfig::Overlap::Off, nullptr), unbounded) << fixture;
     EXPECT_GT(stats.prefix_cache_hit_tokens, 0u) << fixture;
     EXPECT_GT(stats.kv_sliding_blocks_total, 0) << fixture;
-    EXPECT_LE(stats.kv_sliding_blocks_peak, 4 * (2 + 3) + 6) << fixture;  // 4 windows and a step's 24 tokens
+    // 4 windows and two steps' 24 tokens: an overlapped step reserves its blocks before the step
+    // in flight commits and releases (measured 32 on an H100).
+    EXPECT_LE(stats.kv_sliding_blocks_peak, 4 * (2 + 3) + 2 * 6) << fixture;
   }
 }
 

@@ -18,12 +18,18 @@
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/attention_wgmma.cuh"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/device_arch.h"
 #include "kernels/cuda/matmul.cuh"
 #include "kernels/cuda/matmul_stream.cuh"
 #include "cuda_test_fixture.h"
 
 namespace tachyon::kernels {
 namespace {
+
+// The fusions some tests count are the Hopper kernels' (the streaming matmul's norm, the wgmma
+// epilogues); the pre-Hopper kernels (an older GPU, or TACHYON_CUDA_ARCH) run those ops unfused,
+// with the same bits.
+bool hopper_fusions() { return cuda::device_arch().hopper; }
 
 // Attention against the f32 reference: a TACHYON_ATTENTION_BF16 build (7-bit mantissa operands)
 // is held 8x looser than the tf32 one (10-bit).
@@ -243,7 +249,7 @@ TEST_F(CudaKernels, GatedMlpGivesTheBitsOfItsTwoMatmuls) {
         cuda::set_wgmma_columns(cols);
         const uint64_t before = cuda_fused_gated_mlps(*gpu);
         const auto got = run(*gpu, act);
-        EXPECT_EQ(cuda_fused_gated_mlps(*gpu), before + (c.fused ? 1 : 0)) << c.rows << " rows, inter " << c.inter;
+        EXPECT_EQ(cuda_fused_gated_mlps(*gpu), before + (c.fused && hopper_fusions() ? 1 : 0)) << c.rows << " rows, inter " << c.inter;
         EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
             << c.rows << " rows, hidden " << c.hidden << ", inter " << c.inter << ", n " << c.n << ", columns "
             << cols << (act == Activation::GeluTanh ? ", gelu" : ", silu");
@@ -456,7 +462,7 @@ TEST_F(CudaKernels, AddRmsNormAtPrefillRowsWritesTheNextMatmulsInput) {
     };
     const uint64_t before = cuda_fused_prefill_norms(*gpu);
     const auto got = run(*gpu), want = run(*plain);
-    EXPECT_EQ(cuda_fused_prefill_norms(*gpu), before + (c.fused ? 2 : 0)) << c.rows << " rows, dim " << c.dim;
+    EXPECT_EQ(cuda_fused_prefill_norms(*gpu), before + (c.fused && hopper_fusions() ? 2 : 0)) << c.rows << " rows, dim " << c.dim;
     ASSERT_EQ(got.size(), want.size());
     EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << c.rows << " rows, dim " << c.dim;
   }
@@ -571,7 +577,7 @@ TEST_F(CudaKernels, FusedNormsBackToBackGiveTheBitsOfTheOpsUnfused) {
     };
     const uint64_t before = cuda_fused_norm_launches(*gpu);
     const auto got = run(*gpu);
-    EXPECT_EQ(cuda_fused_norm_launches(*gpu), before + 2 * layers) << rows << " rows";
+    EXPECT_EQ(cuda_fused_norm_launches(*gpu), before + (hopper_fusions() ? 2 * layers : 0)) << rows << " rows";
     const auto want = run(*plain);
     ASSERT_EQ(got.size(), want.size());
     EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << rows << " rows";
