@@ -239,6 +239,9 @@ class EngineLoop : public KvAllocator {
   // drain → draft → schedule → execute → commit → deliver. Drafting comes before scheduling:
   // the drafts are tokens the scheduler schedules like any other.
   void run() {
+    // The model's device current on this thread (CUDA: a model on cuda:1 issues there, and a
+    // driver call such as a tensor-map encode finds its context even before any runtime call).
+    model_.backend().bind_thread();
     for (;;) {
       if (!drain_inbox()) return runner_.wait_in_flight();
       if (!runner_.has_step_ahead() && scheduler_.num_running() == 0 && scheduler_.num_waiting() == 0) continue;
