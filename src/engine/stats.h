@@ -61,9 +61,9 @@ struct EngineStats {
   uint64_t overlapped_steps = 0;  // decode steps issued before the last step's tokens were read (overlap_steps)
   int32_t queue_depth = 0, running = 0;
   int32_t kv_blocks_total = 0, kv_blocks_free = 0, kv_blocks_cached = 0;
-  // The sliding-window layers' own blocks (EngineConfig::release_sliding_blocks; 0 without) and
-  // the most of them in use at once after a step was scheduled.
-  int32_t kv_sliding_blocks_total = 0, kv_sliding_blocks_peak = 0;
+  // The sliding-window layers' own blocks (EngineConfig::release_sliding_blocks; 0 without), those
+  // in use after the last scheduled step, and the most of them in use at once.
+  int32_t kv_sliding_blocks_total = 0, kv_sliding_blocks_used = 0, kv_sliding_blocks_peak = 0;
   Histogram ttft, inter_token;
   // The prefix cache's disk tier (EngineConfig::prefix_cache_dir; all zero without one).
   bool disk_prefix_enabled = false;

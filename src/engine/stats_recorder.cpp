@@ -24,6 +24,7 @@ void StatsRecorder::set_gauges(const Gauges& g) {
   stats_.running = g.running;
   stats_.kv_blocks_free = g.kv_blocks_free;
   stats_.kv_blocks_cached = g.kv_blocks_cached;
+  stats_.kv_sliding_blocks_used = g.kv_sliding_blocks_in_use;
   stats_.kv_sliding_blocks_peak = std::max(stats_.kv_sliding_blocks_peak, g.kv_sliding_blocks_in_use);
   stats_.preemptions = g.preemptions;
 }

@@ -140,6 +140,14 @@ std::string render_metrics(const std::string& model, const engine::EngineStats& 
   gauge(out, "tachyon_kv_blocks_used", "KV cache blocks in use.", m, s.kv_blocks_total - s.kv_blocks_free);
   gauge(out, "tachyon_kv_blocks_cached", "Free KV blocks still holding reusable prefix-cache content.", m,
         s.kv_blocks_cached);
+  if (s.kv_sliding_blocks_total > 0) {  // sliding-window layers in a block pool of their own
+    gauge(out, "tachyon_kv_sliding_blocks_total", "KV blocks of the sliding-window layers.", m,
+          s.kv_sliding_blocks_total);
+    gauge(out, "tachyon_kv_sliding_blocks_used", "Sliding-window KV blocks in use (released once out of every window).",
+          m, s.kv_sliding_blocks_used);
+    gauge(out, "tachyon_kv_sliding_blocks_peak", "The most sliding-window KV blocks in use at once.", m,
+          s.kv_sliding_blocks_peak);
+  }
   if (s.disk_prefix_enabled) {
     counter(out, "tachyon_prefix_cache_disk_hit_blocks_total", "KV blocks read back from the prefix cache's disk tier.",
             m, s.disk_prefix_hit_blocks);
