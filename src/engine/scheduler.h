@@ -37,6 +37,11 @@ class KvAllocator {
   virtual bool reserve(RequestId id, int32_t num_computed, int32_t num_tokens) = 0;
   // Drops the sequence and its blocks (cached blocks stay reusable).
   virtual void end_sequence(RequestId id) = 0;
+  // The request is about to be preempted with `num_computed` tokens of KV (end_sequence follows).
+  virtual void on_preempted(RequestId id, int32_t num_computed) {
+    (void)id;
+    (void)num_computed;
+  }
 };
 
 struct SchedulerConfig {
@@ -53,7 +58,7 @@ struct ScheduledChunk {
 
 struct StepPlan {
   std::vector<ScheduledChunk> chunks;
-  std::vector<RequestId> preempted;  // lost their KV; will recompute from their cached prefix
+  std::vector<RequestId> preempted;  // lost their KV; resume from their cached prefix (pool or host tier)
   int32_t num_tokens() const;
 };
 

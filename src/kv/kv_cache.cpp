@@ -57,6 +57,7 @@ void KvCache::add_replica(kernels::Backend& backend) {
                 kernels::kv_format_name(layout_.storage_format()));
   for (const Storage& st : storages_)
     if (st.backend == &backend) throw Error("this KV cache already has storage on that backend");
+  if (has_host_tier()) throw Error("a KV cache's host tier is attached after its replicas (add_replica)");
   storages_.push_back(allocate_storage(backend));
 }
 
@@ -67,6 +68,7 @@ const KvCache::Storage& KvCache::storage_on(const kernels::Backend& backend) con
 }
 
 KvCache::~KvCache() {
+  for (size_t i = 0; i < host_memory_.size(); ++i) storages_[i].backend->deallocate_host(host_memory_[i]);
   for (Storage& st : storages_) {
     for (void* p : st.k) st.backend->deallocate(p);
     if (!layout_.shared_kv)
@@ -181,6 +183,7 @@ int32_t KvCache::match_prefix(SeqId seq, std::span<const int32_t> tokens) {
   for (size_t b = 0; b < max_blocks; ++b) {
     const BlockHash h = hash_block(parent, tokens.subspan(b * bs, static_cast<size_t>(bs)));
     auto hit = pool_.find_cached(h);
+    if (!hit && host_index_) hit = load_from_host(h);
     if (!hit && disk_) hit = load_from_disk(h);
     if (!hit) break;
     s.blocks.push_back(*hit);
@@ -432,8 +435,7 @@ void KvCache::attach_disk_tier(std::shared_ptr<DiskPrefixStore> disk) {
     throw Error("the disk prefix cache stores blocks of every layer; this KV cache releases its sliding-window "
                 "layers' blocks (build it with num_sliding_blocks = 0 to use a disk tier)");
   disk_ = std::move(disk);
-  if (disk_) pool_.set_eviction_listener([this](BlockId block, BlockHash hash) { spill_block(block, hash); });
-  else pool_.set_eviction_listener(nullptr);
+  pool_.set_eviction_listener([this](BlockId block, BlockHash hash) { on_evict(block, hash); });
 }
 
 uint64_t KvCache::layout_fingerprint() const {
