@@ -57,8 +57,8 @@ void KvCache::add_replica(kernels::Backend& backend) {
                 kernels::kv_format_name(layout_.storage_format()));
   for (const Storage& st : storages_)
     if (st.backend == &backend) throw Error("this KV cache already has storage on that backend");
-  if (has_host_tier()) throw Error("a KV cache's host tier is attached after its replicas (add_replica)");
   storages_.push_back(allocate_storage(backend));
+  if (has_host_tier()) resize_host_tier();  // a block's slot now holds this rank's heads too
 }
 
 const KvCache::Storage& KvCache::storage_on(const kernels::Backend& backend) const {
@@ -68,7 +68,7 @@ const KvCache::Storage& KvCache::storage_on(const kernels::Backend& backend) con
 }
 
 KvCache::~KvCache() {
-  for (size_t i = 0; i < host_memory_.size(); ++i) storages_[i].backend->deallocate_host(host_memory_[i]);
+  free_host_tier();
   for (Storage& st : storages_) {
     for (void* p : st.k) st.backend->deallocate(p);
     if (!layout_.shared_kv)

@@ -188,8 +188,9 @@ class KvCache {
   // into a fresh block (before asking the disk tier). A preempted request's blocks are cached
   // blocks like any other (registered as they are computed), so when it is admitted again its
   // prefix comes back from the pool or from here: only its last partial block is recomputed.
-  // Every storage (tensor-parallel ranks: attach after add_replica) and a hybrid model's state
-  // snapshot travel with a block. A split layout (splits_sliding) refuses it, as the disk tier.
+  // Every storage (tensor-parallel ranks, whose replicas the first forward adds: the slots are
+  // then cut again to stay within max_bytes) and a hybrid model's state snapshot travel with a
+  // block. A split layout (splits_sliding) refuses it, as the disk tier.
   void attach_host_tier(int64_t max_bytes);
   bool has_host_tier() const { return host_index_.has_value(); }
   HostTierStats host_tier_stats() const;
@@ -310,6 +311,8 @@ class KvCache {
   void host_copies(size_t storage, BlockId block, int32_t slot, bool snapshot, bool to_host,
                    std::vector<kernels::Backend::DeviceCopy>& copies) const;
   size_t host_storage_bytes() const;
+  void resize_host_tier();  // (re)allocates host_tier_bytes_ in slots of host_slot_bytes()
+  void free_host_tier();
   std::optional<BlockId> load_from_disk(BlockHash hash);
   void spill_block(BlockId block, BlockHash hash);
   size_t kv_payload_bytes() const;
@@ -330,6 +333,7 @@ class KvCache {
   std::vector<BlockId> snapshot_owner_;  // per snapshot index: the block, or -1
   std::vector<bool> snapshot_claimed_;   // per snapshot index: claimed by a forward in flight
   int32_t next_snapshot_ = 0;            // oldest-first recycling
+  int64_t host_tier_bytes_ = 0;
   std::optional<HostBlockIndex> host_index_;
   std::vector<std::byte*> host_memory_;  // per storage: the host tier's slots of its part
   HostTierStats host_stats_;

@@ -25,15 +25,31 @@ void KvCache::attach_host_tier(int64_t max_bytes) {
     throw Error("the host KV tier stores blocks of every layer; this KV cache releases its sliding-window layers' "
                 "blocks (build it with num_sliding_blocks = 0 to use a host tier)");
   TACHYON_CHECK(!has_host_tier(), "this KV cache has a host tier already");
-  const int64_t slots = max_bytes / static_cast<int64_t>(host_slot_bytes());
+  host_tier_bytes_ = max_bytes;
+  resize_host_tier();
+  pool_.set_eviction_listener([this](BlockId block, BlockHash hash) { on_evict(block, hash); });
+}
+
+void KvCache::resize_host_tier() {
+  // Only before anything was swapped: a replica is added at the first forward, before any
+  // registered block can have been evicted.
+  TACHYON_CHECK(!host_index_ || host_index_->num_used() == 0, "the host KV tier cannot change shape once it holds blocks");
+  free_host_tier();
+  const int64_t slots = host_tier_bytes_ / static_cast<int64_t>(host_slot_bytes());
   if (slots < 1)
-    throw Error("the KV swap space of {} holds no block: one block of this model takes {}", format_byte_size(max_bytes),
-                format_byte_size(static_cast<int64_t>(host_slot_bytes())));
+    throw Error("the KV swap space of {} holds no block: one block of this model takes {}",
+                format_byte_size(host_tier_bytes_), format_byte_size(static_cast<int64_t>(host_slot_bytes())));
   const int32_t num_slots = static_cast<int32_t>(std::min<int64_t>(slots, INT32_MAX));
   for (const Storage& st : storages_)
-    host_memory_.push_back(static_cast<std::byte*>(st.backend->allocate_host(num_slots * host_storage_bytes())));
+    host_memory_.push_back(static_cast<std::byte*>(
+        st.backend->allocate_host(static_cast<size_t>(num_slots) * host_storage_bytes())));
   host_index_.emplace(num_slots);
-  pool_.set_eviction_listener([this](BlockId block, BlockHash hash) { on_evict(block, hash); });
+}
+
+void KvCache::free_host_tier() {
+  for (size_t i = 0; i < host_memory_.size(); ++i) storages_[i].backend->deallocate_host(host_memory_[i]);
+  host_memory_.clear();
+  host_index_.reset();
 }
 
 HostTierStats KvCache::host_tier_stats() const {

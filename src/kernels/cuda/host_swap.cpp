@@ -47,9 +47,15 @@ void CudaBackend::deallocate_host(void* ptr) {
 
 void CudaBackend::swap_copy(std::span<const DeviceCopy> copies, bool to_host) {
   if (copies.empty()) return;
+  // The engine thread issues every tensor-parallel rank's swaps: this backend's GPU is made
+  // current for its stream and events, then the caller's again.
+  int current = 0;
+  TACHYON_CUDA_CHECK(cudaGetDevice(&current));
+  if (current != device_) TACHYON_CUDA_CHECK(cudaSetDevice(device_));
   flush();  // ops recorded for a step graph go first: the copies are ordered after them
   if (!swap_) swap_ = std::make_unique<HostSwap>();
   swap_->copy(stream_, copies, to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice);
+  if (current != device_) TACHYON_CUDA_CHECK(cudaSetDevice(current));
 }
 
 }  // namespace tachyon::kernels::cuda

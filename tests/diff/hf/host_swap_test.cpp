@@ -6,6 +6,7 @@
 // tokens it gets alone in a large pool (batch invariance) in every KV storage format, for a
 // hybrid model (state snapshots travel with the blocks) and a sliding-window model (every layer
 // keeps its blocks with a swap space). A tier of two blocks falls back to recompute, still exact.
+// (A hybrid model resumes at its last block with a state snapshot: see expect_swaps_exactly.)
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -94,12 +95,22 @@ void expect_swaps_exactly(model::Model& model, std::optional<KvFormat> format, c
   EXPECT_GT(st.preempted_resumes, 0u);
   EXPECT_GT(st.swap_out_blocks, 0u);
   EXPECT_GT(st.swap_in_blocks, 0u);
-  EXPECT_EQ(st.preempted_recomputed_tokens, 0u);
+  // A hybrid model resumes at a block with a state snapshot: one every state_snapshot_interval
+  // blocks (model/blocks/decoder.cpp), so up to that many blocks before the partial one are
+  // recomputed (the snapshot pool recycles too); K/V-only models resume at the partial block.
+  const int32_t interval = model.kv_layout(1, 16).num_state_layers > 0 ? model.kv_layout(1, 16).state_snapshot_interval : 0;
+  if (interval == 0) {
+    EXPECT_EQ(st.preempted_recomputed_tokens, 0u);
+  } else {
+    EXPECT_LE(st.preempted_recomputed_tokens, st.preempted_resumes * static_cast<uint64_t>(interval) * 16u);
+  }
   EXPECT_EQ(st.kv_blocks_free, 6);
-  std::printf("%s on %s: %llu preemptions, %llu blocks swapped out, %llu in (%llu bytes), %llu prompt tokens computed\n",
+  std::printf("%s on %s: %llu preemptions, %llu resumes, %llu blocks swapped out, %llu in (%llu bytes), %llu tokens "
+              "recomputed after preemption, %llu prompt tokens computed\n",
               name.c_str(), kGoldenDevice.c_str(), static_cast<unsigned long long>(st.preemptions),
-              static_cast<unsigned long long>(st.swap_out_blocks), static_cast<unsigned long long>(st.swap_in_blocks),
-              static_cast<unsigned long long>(st.swap_in_bytes),
+              static_cast<unsigned long long>(st.preempted_resumes), static_cast<unsigned long long>(st.swap_out_blocks),
+              static_cast<unsigned long long>(st.swap_in_blocks), static_cast<unsigned long long>(st.swap_in_bytes),
+              static_cast<unsigned long long>(st.preempted_recomputed_tokens),
               static_cast<unsigned long long>(st.computed_prompt_tokens));
 
   tiny.swap_space_bytes = 2 * st.swap_space_bytes / st.swap_blocks;
@@ -115,7 +126,11 @@ TEST(HostSwap, PreemptedRequestsResumeExactlyInEveryKvFormat) {
   if (!golden_device_available()) GTEST_SKIP() << "no GPU visible";
   auto backend = kernels::make_backend(kGoldenDevice);
   const auto model = model::load_model(std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo", *backend);
-  for (const KvFormat f : {KvFormat::BF16, KvFormat::FP8, KvFormat::Int8, KvFormat::Int4, KvFormat::Turbo}) {
+  // On the CPU one quantized format (bf16 runs in engine_test.cpp; every format's bytes round-trip
+  // in kv_cache_host_tier_test.cpp); on CUDA each.
+  std::vector<KvFormat> formats = {KvFormat::Int8};
+  if (golden_on_cuda()) formats = {KvFormat::BF16, KvFormat::FP8, KvFormat::Int8, KvFormat::Int4, KvFormat::Turbo};
+  for (const KvFormat f : formats) {
     if (kernels::kv_format_unsupported(f, model->config().head_dim) || !backend->supports_kv_format(f)) continue;
     expect_swaps_exactly(*model, f, std::string("demo, ") + std::string(kernels::kv_format_name(f)));
   }

@@ -164,6 +164,32 @@ TEST(KvCacheHostTier, ASingleSlotTierNeverReadsASlotItJustReused) {
   EXPECT_EQ(kv.pool().num_free(), kLayout.num_blocks);
 }
 
+// A tensor-parallel replica added after the tier (at the first forward): each slot then holds
+// both ranks' heads, within the same bytes, and both come back.
+TEST(KvCacheHostTier, AReplicaAddedLaterTravelsInTheSameSlots) {
+  auto backend = kernels::make_backend("cpu"), rank1 = kernels::make_backend("cpu");
+  KvCache kv(*backend, kLayout);
+  const int64_t one_rank_slot = static_cast<int64_t>(kv.host_slot_bytes());
+  kv.attach_host_tier(8 * one_rank_slot);
+  kv.add_replica(*rank1);
+  EXPECT_EQ(kv.host_slot_bytes(), 2 * static_cast<size_t>(one_rank_slot));
+  EXPECT_EQ(kv.host_tier_stats().slots, 4);
+  const std::vector<int32_t> t = prompt(13, 100);
+  const SeqId s = kv.add_sequence();
+  ASSERT_TRUE(kv.reserve(s, 13));
+  std::vector<std::vector<std::byte>> payloads;
+  for (int b = 0; b < 3; ++b) {
+    fill_block(*backend, kv, kv.block_table(s)[b], b + 1);
+    payloads.push_back(kv.block_payload(kv.block_table(s)[b]));  // both storages' bytes
+  }
+  kv.register_blocks(s, t, 13);
+  kv.remove_sequence(s);
+  take_every_block(kv);
+  const SeqId r = kv.add_sequence();
+  EXPECT_EQ(kv.match_prefix(r, t), 12);
+  for (int b = 0; b < 3; ++b) EXPECT_EQ(kv.block_payload(kv.block_table(r)[b]), payloads[b]) << "block " << b;
+}
+
 TEST(KvCacheHostTier, RefusesAByteBoundBelowOneBlockAndASplitLayout) {
   auto backend = kernels::make_backend("cpu");
   KvCache kv(*backend, kLayout);
