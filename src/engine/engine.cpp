@@ -220,17 +220,21 @@ class EngineLoop : public KvAllocator {
   }
 
   // KvAllocator
-  int32_t begin_sequence(RequestId id) override {
+  int32_t begin_sequence(RequestId id, int32_t budget) override {
     ActiveRequest& a = active_.at(id);
     a.seq = kv_.add_sequence();
-    const int32_t cached =
-        config_.prefix_cache && a.prefix_cacheable() && !a.request.prompt_logprobs ? kv_.match_prefix(a.seq, a.tokens)
-                                                                                    : 0;
+    a.wait_for_room = false;
+    const int32_t cached = config_.prefix_cache && a.prefix_cacheable() && !a.request.prompt_logprobs
+                               ? kv_.match_prefix(a.seq, a.tokens, budget, &a.wait_for_room)
+                               : 0;
     if (a.resume_tokens >= 0) a.resume_cached = cached;  // counted once the admission succeeds (reserve)
     return cached;
   }
   bool reserve(RequestId id, int32_t num_computed, int32_t num_tokens) override {
     ActiveRequest& a = active_.at(id);
+    // Its prefix is in the swap space (or on disk) but the pool cannot take it whole yet: it
+    // waits for blocks rather than recompute (a request alone always fits: the context does).
+    if (std::exchange(a.wait_for_room, false)) return false;
     if (!kv_.reserve(a.seq, num_tokens, num_computed)) return false;
     if (a.resume_cached >= 0) {  // a preempted request is back: what of its KV did not come back is recomputed
       const int32_t bs = config_.block_size;

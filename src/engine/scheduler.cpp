@@ -124,7 +124,7 @@ StepPlan Scheduler::schedule() {
     // tokens"). It is first in line for the next step.
     if (std::find(plan.preempted.begin(), plan.preempted.end(), e.id) != plan.preempted.end()) break;
     if (!e.started) {
-      e.num_computed = std::min(kv_.begin_sequence(e.id), e.num_tokens - 1);
+      e.num_computed = std::min(kv_.begin_sequence(e.id, budget), e.num_tokens - 1);
       e.started = true;
     }
     const int32_t n = std::min(e.num_tokens - e.num_computed, budget);

@@ -27,8 +27,10 @@ class KvAllocator {
  public:
   virtual ~KvAllocator() = default;
   // Starts the request's sequence; returns how many leading tokens the prefix cache
-  // already holds (0 without caching).
-  virtual int32_t begin_sequence(RequestId id) = 0;
+  // already holds (0 without caching). `budget`: the tokens this step may still compute, so the
+  // admission reserves the hit and up to that many more (the cache loads blocks from its host or
+  // disk tier only while that reservation can still succeed).
+  virtual int32_t begin_sequence(RequestId id, int32_t budget) = 0;
   // Makes room for tokens [0, num_tokens) of which the first num_computed have KV; false
   // (nothing allocated) when out of blocks in any of the cache's block groups. Sliding-window
   // layers may then release blocks that no row from num_computed on sees (kv::KvCache::reserve);

@@ -171,13 +171,18 @@ class KvCache {
   // to produce logits); returns the number of tokens it now has KV for.
   // `register_blocks` records the hash chain of every full block among the first
   // `num_computed` tokens of the sequence so later requests can share them.
-  // With a disk tier attached, a block that misses in memory is looked up on disk and loaded.
+  // With a host or disk tier attached, blocks that miss in the pool are looked up there and
+  // loaded when the pool can hold them all and `admit_tokens` more tokens (of the rest) besides:
+  // else nothing is loaded (it would only evict other blocks for an admission that cannot take
+  // them) and `wait_for_room`, if given, is set: the caller may wait for blocks to free up rather
+  // than recompute what the tiers hold.
   // Split layouts: a sliding block is registered under the same hash while the sequence still
   // holds it, and stays cached after its release until the sliding pool reuses it. A prefix hit
   // ends where the sliding group still has every block of the window before it: a hit of P
   // tokens needs the sliding blocks covering positions [P − W + 1, P); shorter hits are tried
   // until one has them.
-  int32_t match_prefix(SeqId seq, std::span<const int32_t> tokens);
+  int32_t match_prefix(SeqId seq, std::span<const int32_t> tokens, int32_t admit_tokens = INT32_MAX,
+                       bool* wait_for_room = nullptr);
   void register_blocks(SeqId seq, std::span<const int32_t> tokens, int32_t num_computed);
 
   // ---- The host tier of the prefix cache: swap space in host memory.

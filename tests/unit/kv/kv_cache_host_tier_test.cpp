@@ -138,6 +138,32 @@ TEST(KvCacheHostTier, AFullTierDropsTheOldestPrefixWhichIsThenRecomputed) {
   EXPECT_EQ(kv.pool().num_free(), kLayout.num_blocks);  // no block leaked
 }
 
+// A prefix whose admission cannot fit the pool now is not loaded (that would only evict other
+// cached blocks, and be undone when the admission fails) and the caller is told to wait; once
+// blocks are free, it is loaded.
+TEST(KvCacheHostTier, NothingIsLoadedForAnAdmissionThatCannotFit) {
+  SwapCountingBackend backend;
+  KvCache kv(backend, kLayout);
+  kv.attach_host_tier(16 * static_cast<int64_t>(kv.host_slot_bytes()));
+  const std::vector<int32_t> t = prompt(13, 100);  // 4 blocks once admitted
+  cache_prompt(backend, kv, t, 1);
+  take_every_block(kv);
+  const SeqId running = kv.add_sequence();
+  ASSERT_TRUE(kv.reserve(running, 12));  // 3 of the 4 blocks
+  const SeqId s = kv.add_sequence();
+  bool wait = false;
+  EXPECT_EQ(kv.match_prefix(s, t, 16, &wait), 0);
+  EXPECT_TRUE(wait);  // the caller may wait for room rather than recompute
+  EXPECT_EQ(backend.ins, 0);
+  kv.remove_sequence(s);
+  kv.remove_sequence(running);
+  const SeqId again = kv.add_sequence();
+  EXPECT_EQ(kv.match_prefix(again, t, 16, &wait), 12);
+  EXPECT_FALSE(wait);
+  EXPECT_EQ(backend.ins, 3);
+  EXPECT_TRUE(kv.reserve(again, 13));
+}
+
 // With one slot, the eviction that loading a block causes takes that very slot: a miss, not
 // the evicted block's bytes.
 TEST(KvCacheHostTier, ASingleSlotTierNeverReadsASlotItJustReused) {
