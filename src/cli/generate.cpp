@@ -129,6 +129,7 @@ TerminalModel load_terminal_model(const std::string& model_dir, GenerateOptions&
   config.num_blocks = options.kv_blocks;
   config.kv_memory_bytes = options.kv_cache_memory;
   config.gpu_memory_utilization = options.gpu_memory_utilization;
+  config.swap_space_bytes = 0;  // one request at a time is never preempted: no pinned swap space
   config.kv_format = model::parse_kv_cache_dtype(options.kv_cache_dtype);
   loaded.drafters = options.spec.apply(model_dir, *loaded.model, loaded.model->backend(), config);
   loaded.generator = std::make_unique<Generator>(*loaded.model, model_dir, config);

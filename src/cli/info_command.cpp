@@ -245,6 +245,7 @@ Command add_info_command(CLI::App& app) {
                  {"sampling_defaults", sampling_defaults_report(opt->dir)},
                  {"kv_bytes_per_1k_tokens", kv_per_1k},
                  {"kv_memory", kv_memory},
+                 {"kv_swap", kv_swap_report(backend->device_memory().has_value(), host_available_bytes())},
                  {"kv_formats", kv_formats_report(*model, *backend)},
                  {"backend", backend->name()},
                  {"speculation", speculation_report(opt->dir, *model, *backend)},
@@ -299,6 +300,7 @@ Command add_info_command(CLI::App& app) {
                 kv_per_1k / (1 << 20), info["kv_formats"]["default"].get<std::string>().c_str(), tool_format.c_str(), reasoning.c_str(), sampling.c_str(),
                 backend->name().c_str());
     std::printf("%s", kv_memory_lines(kv_memory).c_str());
+    std::printf("KV swap space    %s\n", info["kv_swap"]["rule"].get<std::string>().c_str());
     if (!gguf.is_null()) {
       std::printf("gguf             version %d, %lld tensors, %.1f MiB of tensor data\n", gguf["version"].get<int>(),
                   static_cast<long long>(gguf["tensors"].get<int64_t>()), gguf["tensor_bytes"].get<double>() / (1 << 20));

@@ -206,6 +206,10 @@ Command add_serve_command(CLI::App& app) {
                   "servers (default: memory only)");
   byte_option("--prefix-cache-disk-bytes", &opt->model.prefix_cache_disk_bytes,
               "Bytes the disk prefix cache may hold per model, least recently used files removed first (default 16G)");
+  byte_option("--swap-space", &opt->model.swap_space_bytes,
+              "Host memory for KV blocks evicted from the pool, preempted requests' among them: they come back on "
+              "admission instead of being recomputed (default: on a GPU the least of the KV pool, 25% of the "
+              "available host memory and 16G, pinned; on the CPU off; 0: off)");
   byte_option("--response-cache", &opt->model.response_cache_bytes,
               "Answer exact repeats of deterministic requests (temperature 0, or a fixed seed) from a cache of this "
               "many bytes, LRU (e.g. 256M; default 0: off)");

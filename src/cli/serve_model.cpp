@@ -146,6 +146,7 @@ engine::EngineConfig engine_config_of(const ServeModelOptions& o) {
   c.prefix_cache = o.prefix_cache == "on";
   c.prefix_cache_dir = o.prefix_cache_dir;
   c.prefix_cache_disk_bytes = o.prefix_cache_disk_bytes;
+  c.swap_space_bytes = o.swap_space_bytes;
   c.overlap_steps = o.step_overlap == "on"    ? engine::EngineConfig::Overlap::On
                     : o.step_overlap == "off" ? engine::EngineConfig::Overlap::Off
                                               : engine::EngineConfig::Overlap::Auto;
@@ -256,6 +257,7 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
   served->created = server::unix_time();
   const auto stats = owned->engine->stats();
   std::fprintf(stderr, "  %s: KV pool %s\n", served->id.c_str(), owned->engine->kv_pool().why.c_str());
+  std::fprintf(stderr, "  %s: KV swap space %s\n", served->id.c_str(), owned->engine->swap_space().why.c_str());
   std::fprintf(stderr, "  %s: context %d tokens, %d KV blocks (%s), up to %d concurrent, prefix cache %s, tool parser %s\n",
                served->id.c_str(), served->max_context, stats.kv_blocks_total,
                std::string(kernels::kv_format_name(owned->engine->kv_format())).c_str(), options.max_concurrent,

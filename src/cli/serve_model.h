@@ -32,6 +32,7 @@ struct ServeModelOptions {
   std::string prefix_cache_dir;
   int64_t prefix_cache_disk_bytes = int64_t{16} << 30;
   int64_t response_cache_bytes = 0;
+  int64_t swap_space_bytes = -1;  // --swap-space (engine::EngineConfig::swap_space_bytes; -1: auto)
   SpecOptions spec;
   PflashOptions pflash;
 };

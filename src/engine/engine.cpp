@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <optional>
+#include <utility>
 
 #include "base/byte_size.h"
 #include "base/error.h"
@@ -25,7 +26,8 @@ namespace tachyon::engine {
 kv::KvLayout with_sliding_pool(kv::KvLayout layout, const EngineConfig& config, int32_t max_context) {
   layout.num_sliding_blocks = 0;
   const int32_t window = layout.max_window();
-  if (config.release_sliding_blocks && config.prefix_cache_dir.empty() && layout.num_state_layers == 0 && window > 0 &&
+  if (config.release_sliding_blocks && config.prefix_cache_dir.empty() && config.swap_space_bytes <= 0 &&
+      layout.num_state_layers == 0 && window > 0 &&
       window < max_context)
     layout.num_sliding_blocks =
         config.num_sliding_blocks > 0
@@ -169,6 +171,7 @@ class EngineLoop : public KvAllocator {
         state_{config_, engine.max_context(), model_, kv_, scheduler_, active_, policy_, stats_},
         runner_(state_),
         commit_(state_) {
+    if (config.swap_space_bytes > 0) kv_.attach_host_tier(config.swap_space_bytes);
     if (config.prefix_cache && !config.prefix_cache_dir.empty()) attach_disk_tier();
     thread_ = std::thread([this] { run(); });
   }
@@ -201,18 +204,53 @@ class EngineLoop : public KvAllocator {
       s.disk_prefix_bytes = d.bytes_on_disk;
       s.disk_prefix_files = d.files;
     }
+    if (kv_.has_host_tier()) {
+      const kv::HostTierStats h = kv_.host_tier_stats();
+      s.host_swap_enabled = true;
+      s.swap_out_blocks = h.swapped_out_blocks;
+      s.swap_out_bytes = h.swapped_out_bytes;
+      s.swap_in_blocks = h.swapped_in_blocks;
+      s.swap_in_bytes = h.swapped_in_bytes;
+      s.swap_evictions = h.evictions;
+      s.swap_space_bytes = static_cast<int64_t>(h.slots) * h.slot_bytes;
+      s.swap_blocks = h.slots;
+      s.swap_blocks_used = h.slots_used;
+    }
     return s;
   }
 
   // KvAllocator
-  int32_t begin_sequence(RequestId id) override {
+  int32_t begin_sequence(RequestId id, int32_t budget) override {
     ActiveRequest& a = active_.at(id);
     a.seq = kv_.add_sequence();
-    if (!config_.prefix_cache || a.request.prompt_logprobs || !a.prefix_cacheable()) return 0;
-    return kv_.match_prefix(a.seq, a.tokens);
+    a.wait_for_room = false;
+    const int32_t cached = config_.prefix_cache && a.prefix_cacheable() && !a.request.prompt_logprobs
+                               ? kv_.match_prefix(a.seq, a.tokens, budget, &a.wait_for_room)
+                               : 0;
+    if (a.resume_tokens >= 0) a.resume_cached = cached;  // counted once the admission succeeds (reserve)
+    return cached;
   }
   bool reserve(RequestId id, int32_t num_computed, int32_t num_tokens) override {
-    return kv_.reserve(active_.at(id).seq, num_tokens, num_computed);
+    ActiveRequest& a = active_.at(id);
+    // Its prefix is in the swap space (or on disk) but the pool cannot take it whole yet: it
+    // waits for blocks rather than recompute (a request alone always fits: the context does).
+    if (std::exchange(a.wait_for_room, false)) return false;
+    if (!kv_.reserve(a.seq, num_tokens, num_computed)) return false;
+    if (a.resume_cached >= 0) {  // a preempted request is back: what of its KV did not come back is recomputed
+      const int32_t bs = config_.block_size;
+      const int32_t whole = static_cast<int32_t>(a.tokens.size() - 1) / bs * bs;  // a hit never has the last token
+      stats_.record_resume(std::max(0, std::min(a.resume_tokens, whole) - a.resume_cached));
+      a.resume_tokens = a.resume_cached = -1;
+    }
+    return true;
+  }
+  void on_preempted(RequestId id, int32_t num_computed) override {
+    // The whole blocks registered for prefix sharing (commit.cpp cacheable_tokens); none when
+    // the request is not prefix-cached (it recomputes everything, as expected).
+    ActiveRequest& a = active_.at(id);
+    const bool cached = config_.prefix_cache && a.prefix_cacheable() && !a.request.prompt_logprobs;
+    const int32_t cacheable = model_.has_decode_weights() ? std::min(num_computed, a.num_prompt) : num_computed;
+    a.resume_tokens = cached ? cacheable / config_.block_size * config_.block_size : 0;
   }
   void end_sequence(RequestId id) override {
     ActiveRequest& a = active_.at(id);
@@ -527,6 +565,17 @@ Engine::Engine(model::Model& model, const EngineConfig& config) : model_(model),
   }
   config_.num_blocks = kv_pool_.num_blocks;
   config_.num_sliding_blocks = kv_pool_.num_sliding_blocks;
+  if (!config.prefix_cache) {
+    swap_space_ = {0, "off: the swap space is the prefix cache's host tier, and prefix caching is off"};
+  } else if (kv_pool_.num_sliding_blocks > 0) {
+    swap_space_ = {0, "off: the sliding-window layers release their blocks (--swap-space BYTES keeps every block "
+                      "and swaps them)"};
+  } else {
+    swap_space_ = engine::swap_space(config.swap_space_bytes, model.backend().device_memory().has_value(),
+                                     kv_pool_.bytes, host_available_bytes());
+  }
+  log::debug("KV swap space: {}", swap_space_.why);
+  config_.swap_space_bytes = swap_space_.bytes;
   loop_ = std::make_unique<EngineLoop>(*this, model, config_, kv_pool_.num_blocks);
 }
 

@@ -70,6 +70,14 @@ struct EngineConfig {
   std::string prefix_cache_dir;
   int64_t prefix_cache_disk_bytes = int64_t{16} << 30;
   uint64_t model_fingerprint = 0;
+  // The prefix cache's host tier, swap space for the KV pool (kv::KvCache::attach_host_tier):
+  // blocks the pool evicts (a preempted request's among them) are copied to host memory and
+  // back on a prefix hit, so a preempted request resumes without recomputing its KV. -1 (auto):
+  // on a GPU the smaller of the pool's bytes and a quarter of the available host memory, off on
+  // the CPU (kv_sizing.h swap_space); 0: off (preempted requests recompute); > 0: these bytes, on
+  // any backend. Needs prefix_cache; sliding-window layers then keep every block, as with a disk
+  // tier (auto leaves them their own pool, and the tier off).
+  int64_t swap_space_bytes = -1;
   // Overlapped decoding: a plain decode step is issued before the tokens of the step before it
   // are read (its rows read them on the device), so the device does not idle while the host
   // reads, decides and records. Outputs are the same either way. Auto: on where the backend
@@ -114,7 +122,8 @@ struct EngineConfig {
 // `layout` with the sliding-window layers' own pool (kv::KvLayout::num_sliding_blocks, sized by
 // kv_sizing.h sliding_pool_blocks) when `config` releases their blocks, the model has such layers
 // with a window shorter than `max_context`, and neither a disk tier nor recurrent state needs
-// whole-model blocks; else without one (every layer keeps every block).
+// whole-model blocks (a disk tier or an explicit swap space); else without one (every layer keeps
+// every block).
 kv::KvLayout with_sliding_pool(kv::KvLayout layout, const EngineConfig& config, int32_t max_context);
 
 class Engine;
@@ -163,6 +172,7 @@ class Engine {
 
   int32_t max_context() const { return max_context_; }
   const KvPoolSize& kv_pool() const { return kv_pool_; }
+  const SwapSpace& swap_space() const { return swap_space_; }  // the host tier's bytes (0: none) and why
   kernels::KvFormat kv_format() const { return *config_.kv_format; }  // resolved
   const model::Model& model() const { return model_; }
 
@@ -172,6 +182,7 @@ class Engine {
   EngineConfig config_;
   int32_t max_context_;
   KvPoolSize kv_pool_;
+  SwapSpace swap_space_;
   std::unique_ptr<class EngineLoop> loop_;
 };
 

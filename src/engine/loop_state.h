@@ -40,6 +40,11 @@ struct ActiveRequest {
   std::unique_ptr<sampling::Sampler> sampler;
   std::unique_ptr<sampling::TokenConstraint> constraint;  // request.grammar's state; null: none
   kv::SeqId seq = -1;
+  // Preempted: the tokens of its whole blocks whose KV the prefix cache (pool or host tier)
+  // should give back when it is admitted again; -1 when not preempted.
+  int32_t resume_tokens = -1;
+  int32_t resume_cached = -1;  // ... and what the prefix cache gave back at its admission
+  bool wait_for_room = false;  // its prefix is in a tier the pool has no room for yet (kv::KvCache::match_prefix)
   Clock::time_point submitted, last_token;
   bool first_token_sent = false;
   RequestOutput pending;  // accumulated since the last delivery

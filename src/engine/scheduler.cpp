@@ -76,6 +76,7 @@ std::vector<RequestId> Scheduler::running_ids() const {
 }
 
 void Scheduler::preempt(Entry& e, StepPlan& plan) {
+  kv_.on_preempted(e.id, e.num_computed);
   kv_.end_sequence(e.id);
   e.started = false;
   e.num_computed = 0;
@@ -95,7 +96,7 @@ StepPlan Scheduler::schedule() {
       continue;
     }
     bool fits = kv_.reserve(e.id, e.num_computed, e.num_computed + n);
-    // Out of blocks: preempt the newest running request (recompute later) until this fits.
+    // Out of blocks: preempt the newest running request (it resumes later) until this fits.
     while (!fits && running_.size() > i + 1) {
       Entry victim = running_.back();
       running_.pop_back();
@@ -123,7 +124,7 @@ StepPlan Scheduler::schedule() {
     // tokens"). It is first in line for the next step.
     if (std::find(plan.preempted.begin(), plan.preempted.end(), e.id) != plan.preempted.end()) break;
     if (!e.started) {
-      e.num_computed = std::min(kv_.begin_sequence(e.id), e.num_tokens - 1);
+      e.num_computed = std::min(kv_.begin_sequence(e.id, budget), e.num_tokens - 1);
       e.started = true;
     }
     const int32_t n = std::min(e.num_tokens - e.num_computed, budget);

@@ -27,8 +27,10 @@ class KvAllocator {
  public:
   virtual ~KvAllocator() = default;
   // Starts the request's sequence; returns how many leading tokens the prefix cache
-  // already holds (0 without caching).
-  virtual int32_t begin_sequence(RequestId id) = 0;
+  // already holds (0 without caching). `budget`: the tokens this step may still compute, so the
+  // admission reserves the hit and up to that many more (the cache loads blocks from its host or
+  // disk tier only while that reservation can still succeed).
+  virtual int32_t begin_sequence(RequestId id, int32_t budget) = 0;
   // Makes room for tokens [0, num_tokens) of which the first num_computed have KV; false
   // (nothing allocated) when out of blocks in any of the cache's block groups. Sliding-window
   // layers may then release blocks that no row from num_computed on sees (kv::KvCache::reserve);
@@ -37,6 +39,11 @@ class KvAllocator {
   virtual bool reserve(RequestId id, int32_t num_computed, int32_t num_tokens) = 0;
   // Drops the sequence and its blocks (cached blocks stay reusable).
   virtual void end_sequence(RequestId id) = 0;
+  // The request is about to be preempted with `num_computed` tokens of KV (end_sequence follows).
+  virtual void on_preempted(RequestId id, int32_t num_computed) {
+    (void)id;
+    (void)num_computed;
+  }
 };
 
 struct SchedulerConfig {
@@ -53,7 +60,7 @@ struct ScheduledChunk {
 
 struct StepPlan {
   std::vector<ScheduledChunk> chunks;
-  std::vector<RequestId> preempted;  // lost their KV; will recompute from their cached prefix
+  std::vector<RequestId> preempted;  // lost their KV; resume from their cached prefix (pool or host tier)
   int32_t num_tokens() const;
 };
 

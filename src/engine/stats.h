@@ -71,6 +71,16 @@ struct EngineStats {
            disk_prefix_bytes_written = 0, disk_prefix_evictions = 0, disk_prefix_rejected = 0,
            disk_prefix_dropped = 0;
   int64_t disk_prefix_bytes = 0, disk_prefix_files = 0;
+  // The prefix cache's host tier, the KV swap space (EngineConfig::swap_space_bytes; zero without
+  // one): blocks and bytes copied out at the pool's evictions and back at prefix lookups, blocks
+  // it dropped for newer ones, its bound and slots in use.
+  bool host_swap_enabled = false;
+  uint64_t swap_out_blocks = 0, swap_out_bytes = 0, swap_in_blocks = 0, swap_in_bytes = 0, swap_evictions = 0;
+  int64_t swap_space_bytes = 0, swap_blocks = 0, swap_blocks_used = 0;
+  // Preempted requests admitted again; of those, the ones that had to recompute KV they had
+  // (fallbacks to recompute: neither the pool nor the host tier still held it), and the tokens
+  // recomputed so (a request's last partial block, never cached, is not counted).
+  uint64_t preempted_resumes = 0, preempted_recompute_fallbacks = 0, preempted_recomputed_tokens = 0;
 };
 
 }  // namespace tachyon::engine

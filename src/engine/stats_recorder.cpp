@@ -58,6 +58,15 @@ void StatsRecorder::record_pflash(PflashOutcome outcome, int32_t dropped_tokens,
   stats_.pflash_scoring_seconds += scoring_seconds;
 }
 
+void StatsRecorder::record_resume(int32_t recomputed) {
+  std::lock_guard lock(mutex_);
+  ++stats_.preempted_resumes;
+  if (recomputed > 0) {
+    ++stats_.preempted_recompute_fallbacks;
+    stats_.preempted_recomputed_tokens += static_cast<uint64_t>(recomputed);
+  }
+}
+
 void StatsRecorder::record_cached_prompt(int32_t num_tokens) {
   std::lock_guard lock(mutex_);
   stats_.prefix_cache_hit_tokens += static_cast<uint64_t>(num_tokens);

@@ -29,6 +29,8 @@ class StatsRecorder {
   void record_retired(bool cancelled, const Gauges& gauges);
   void refresh_gauges(const Gauges& gauges);
 
+  // A preempted request admitted again: `recomputed` tokens of KV it had were no longer cached.
+  void record_resume(int32_t recomputed);
   void record_cached_prompt(int32_t num_tokens);  // a request's prompt tokens served by the prefix cache
   void record_token(ActiveRequest& a);            // time to first token, or between tokens
   void record_gate(const char* gate);             // a gate (kSpecGates) switched a request's speculation off

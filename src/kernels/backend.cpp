@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <new>
 #include <vector>
 
 #include "base/error.h"
@@ -22,6 +23,18 @@ void Backend::copy_on_device(void* dst, const void* src, size_t bytes) {
   std::vector<std::byte> host(bytes);
   copy_to_host(host.data(), src, bytes);
   copy_to_device(dst, host.data(), bytes);
+}
+void* Backend::allocate_host(size_t bytes) {
+  return ::operator new(std::max<size_t>(bytes, 1), std::align_val_t{64});
+}
+void Backend::deallocate_host(void* ptr) {
+  if (ptr) ::operator delete(ptr, std::align_val_t{64});
+}
+void Backend::swap_copy(std::span<const DeviceCopy> copies, bool to_host) {
+  for (const DeviceCopy& c : copies) {
+    if (to_host) copy_to_host(c.dst, c.src, c.bytes);
+    else copy_to_device(c.dst, c.src, c.bytes);
+  }
 }
 Weight Backend::with_decode_copy(const Weight& prefill, const Weight& decode) {
   TACHYON_CHECK(prefill.rows == decode.rows && prefill.cols == decode.cols && !decode.decode,

@@ -93,6 +93,17 @@ class Backend {
     for (const DeviceCopy& c : copies) copy_on_device(c.dst, c.src, c.bytes);
   }
   virtual void synchronize() {}
+  // ---- Host memory for KV blocks swapped out of the device (kv/kv_cache.h, the host tier).
+  // Host memory the device copies to and from at full speed (a GPU: pinned). The default and the
+  // CPU: plain memory, 64-byte aligned.
+  virtual void* allocate_host(size_t bytes);
+  virtual void deallocate_host(void* ptr);
+  // Copies between this backend's memory and memory from allocate_host: `to_host` true, each
+  // copy's src is device memory and dst host memory; false, the other way. They happen after
+  // every op issued before and before every op issued after (a GPU runs them on a copy stream,
+  // ordered against its compute stream by events), and the caller does not wait: the host memory
+  // is only read or written through later swap_copy calls. The default copies now.
+  virtual void swap_copy(std::span<const DeviceCopy> copies, bool to_host);
   // The device's own memory (a GPU's: free and total bytes now), for sizing the KV pool from
   // what is left after weights and workspaces. nullopt: the backend runs in host memory.
   struct DeviceMemory {

@@ -58,6 +58,7 @@ void KvCache::add_replica(kernels::Backend& backend) {
   for (const Storage& st : storages_)
     if (st.backend == &backend) throw Error("this KV cache already has storage on that backend");
   storages_.push_back(allocate_storage(backend));
+  if (has_host_tier()) resize_host_tier();  // a block's slot now holds this rank's heads too
 }
 
 const KvCache::Storage& KvCache::storage_on(const kernels::Backend& backend) const {
@@ -67,6 +68,7 @@ const KvCache::Storage& KvCache::storage_on(const kernels::Backend& backend) con
 }
 
 KvCache::~KvCache() {
+  free_host_tier();
   for (Storage& st : storages_) {
     for (void* p : st.k) st.backend->deallocate(p);
     if (!layout_.shared_kv)
@@ -172,16 +174,42 @@ void KvCache::append_block(SeqId seq, BlockId block) {
   s.num_tokens += layout_.block_size;
 }
 
-int32_t KvCache::match_prefix(SeqId seq, std::span<const int32_t> tokens) {
+int32_t KvCache::match_prefix(SeqId seq, std::span<const int32_t> tokens, int32_t admit_tokens, bool* wait_for_room) {
   Sequence& s = sequence(seq);
   TACHYON_CHECK(s.num_tokens == 0, "match_prefix needs an empty sequence");
   const int32_t bs = layout_.block_size;
   const size_t max_blocks = tokens.empty() ? 0 : (tokens.size() - 1) / static_cast<size_t>(bs);
   BlockHash parent = kRootHash;
+  // Every block of the admission comes from the free list (cached hits, loads, new blocks) but
+  // hits other sequences hold; after a miss in the pool no later block of the chain is held.
+  const int64_t free_at_start = pool_.num_free();
+  int64_t shared = 0;
+  bool room_checked = false;
+  if (wait_for_room) *wait_for_room = false;
   for (size_t b = 0; b < max_blocks; ++b) {
     const BlockHash h = hash_block(parent, tokens.subspan(b * bs, static_cast<size_t>(bs)));
     auto hit = pool_.find_cached(h);
-    if (!hit && disk_) hit = load_from_disk(h);
+    if (hit && pool_.refcount(*hit) > 1) ++shared;
+    if (!hit && !room_checked && (host_index_ || disk_)) {
+      // The tiers' run of blocks from here: loaded only if the admission can then take them all.
+      size_t held = 0;
+      for (BlockHash ph = parent; b + held < max_blocks; ++held) {
+        ph = hash_block(ph, tokens.subspan((b + held) * bs, static_cast<size_t>(bs)));
+        if (!(host_index_ && host_index_->contains(ph)) && !(disk_ && disk_->contains(ph))) break;
+      }
+      if (held == 0) break;
+      const int64_t end = std::min<int64_t>(static_cast<int64_t>(tokens.size()),
+                                            static_cast<int64_t>(b + held) * bs + std::max(1, admit_tokens));
+      if (free_at_start < (end + bs - 1) / bs - shared) {
+        if (wait_for_room) *wait_for_room = true;
+        break;
+      }
+      room_checked = true;
+    }
+    if (!hit && room_checked) {
+      if (host_index_) hit = load_from_host(h);
+      if (!hit && disk_) hit = load_from_disk(h);
+    }
     if (!hit) break;
     s.blocks.push_back(*hit);
     s.hashes.push_back(h);
@@ -432,8 +460,7 @@ void KvCache::attach_disk_tier(std::shared_ptr<DiskPrefixStore> disk) {
     throw Error("the disk prefix cache stores blocks of every layer; this KV cache releases its sliding-window "
                 "layers' blocks (build it with num_sliding_blocks = 0 to use a disk tier)");
   disk_ = std::move(disk);
-  if (disk_) pool_.set_eviction_listener([this](BlockId block, BlockHash hash) { spill_block(block, hash); });
-  else pool_.set_eviction_listener(nullptr);
+  pool_.set_eviction_listener([this](BlockId block, BlockHash hash) { on_evict(block, hash); });
 }
 
 uint64_t KvCache::layout_fingerprint() const {

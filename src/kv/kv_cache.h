@@ -24,11 +24,21 @@
 
 #include "kernels/backend.h"
 #include "kv/block_pool.h"
+#include "kv/host_block_index.h"
 
 namespace tachyon::kv {
 
 using SeqId = int32_t;
 class DiskPrefixStore;
+
+// What the host tier (KvCache::attach_host_tier) moved.
+struct HostTierStats {
+  uint64_t swapped_out_blocks = 0, swapped_out_bytes = 0;  // device -> host, at the pool's evictions
+  uint64_t swapped_in_blocks = 0, swapped_in_bytes = 0;    // host -> device, at prefix lookups
+  uint64_t evictions = 0;  // blocks the tier dropped for newer ones (a later lookup recomputes them)
+  int32_t slots = 0, slots_used = 0;
+  int64_t slot_bytes = 0;
+};
 inline constexpr BlockId kNoBlock = -1;  // a sliding table's entry whose block was released
 
 struct KvLayout {
@@ -161,14 +171,36 @@ class KvCache {
   // to produce logits); returns the number of tokens it now has KV for.
   // `register_blocks` records the hash chain of every full block among the first
   // `num_computed` tokens of the sequence so later requests can share them.
-  // With a disk tier attached, a block that misses in memory is looked up on disk and loaded.
+  // With a host or disk tier attached, blocks that miss in the pool are looked up there and
+  // loaded when the pool can hold them all and `admit_tokens` more tokens (of the rest) besides:
+  // else nothing is loaded (it would only evict other blocks for an admission that cannot take
+  // them) and `wait_for_room`, if given, is set: the caller may wait for blocks to free up rather
+  // than recompute what the tiers hold.
   // Split layouts: a sliding block is registered under the same hash while the sequence still
   // holds it, and stays cached after its release until the sliding pool reuses it. A prefix hit
   // ends where the sliding group still has every block of the window before it: a hit of P
   // tokens needs the sliding blocks covering positions [P − W + 1, P); shorter hits are tried
   // until one has them.
-  int32_t match_prefix(SeqId seq, std::span<const int32_t> tokens);
+  int32_t match_prefix(SeqId seq, std::span<const int32_t> tokens, int32_t admit_tokens = INT32_MAX,
+                       bool* wait_for_room = nullptr);
   void register_blocks(SeqId seq, std::span<const int32_t> tokens, int32_t num_computed);
+
+  // ---- The host tier of the prefix cache: swap space in host memory.
+  // Once attached, every cached block the pool evicts is copied to host memory
+  // (Backend::allocate_host: pinned on a GPU; Backend::swap_copy: on a copy stream, ordered
+  // against the forwards) into one of max_bytes / host_slot_bytes() slots, the least recently
+  // used slot reused first; match_prefix copies a block that misses in the pool back from there
+  // into a fresh block (before asking the disk tier). A preempted request's blocks are cached
+  // blocks like any other (registered as they are computed), so when it is admitted again its
+  // prefix comes back from the pool or from here: only its last partial block is recomputed.
+  // Every storage (tensor-parallel ranks, whose replicas the first forward adds: the slots are
+  // then cut again to stay within max_bytes) and a hybrid model's state snapshot travel with a
+  // block. A split layout (splits_sliding) refuses it, as the disk tier.
+  void attach_host_tier(int64_t max_bytes);
+  bool has_host_tier() const { return host_index_.has_value(); }
+  HostTierStats host_tier_stats() const;
+  // One slot: a block of every layer and every storage, and room for a state snapshot.
+  size_t host_slot_bytes() const { return storages_.size() * host_storage_bytes(); }
 
   // ---- The disk tier of the prefix cache (disk_prefix_store.h).
   // Once attached, every cached block the pool evicts is queued for the disk, and match_prefix
@@ -275,6 +307,17 @@ class KvCache {
   void copy_state_slot(int32_t from, int32_t to);
   Sequence& sequence(SeqId seq);
   const Sequence& sequence(SeqId seq) const;
+  // The pool evicts a cached block: the host and disk tiers keep its bytes.
+  void on_evict(BlockId block, BlockHash hash);
+  std::optional<BlockId> load_from_host(BlockHash hash);
+  void swap_out(BlockId block, BlockHash hash);
+  // The copies between `block` and host slot `slot` of storage `storage`, K/V of every layer and,
+  // with `snapshot`, the block's state snapshot.
+  void host_copies(size_t storage, BlockId block, int32_t slot, bool snapshot, bool to_host,
+                   std::vector<kernels::Backend::DeviceCopy>& copies) const;
+  size_t host_storage_bytes() const;
+  void resize_host_tier();  // (re)allocates host_tier_bytes_ in slots of host_slot_bytes()
+  void free_host_tier();
   std::optional<BlockId> load_from_disk(BlockHash hash);
   void spill_block(BlockId block, BlockHash hash);
   size_t kv_payload_bytes() const;
@@ -295,6 +338,10 @@ class KvCache {
   std::vector<BlockId> snapshot_owner_;  // per snapshot index: the block, or -1
   std::vector<bool> snapshot_claimed_;   // per snapshot index: claimed by a forward in flight
   int32_t next_snapshot_ = 0;            // oldest-first recycling
+  int64_t host_tier_bytes_ = 0;
+  std::optional<HostBlockIndex> host_index_;
+  std::vector<std::byte*> host_memory_;  // per storage: the host tier's slots of its part
+  HostTierStats host_stats_;
   std::shared_ptr<DiskPrefixStore> disk_;
   int64_t num_disk_loaded_ = 0;
 };

@@ -166,6 +166,26 @@ std::string render_metrics(const std::string& model, const engine::EngineStats& 
     gauge(out, "tachyon_prefix_cache_disk_bytes", "Bytes of the disk tier's files.", m, s.disk_prefix_bytes);
     gauge(out, "tachyon_prefix_cache_disk_blocks", "KV blocks in the disk tier.", m, s.disk_prefix_files);
   }
+  counter(out, "tachyon_preempted_resumes_total", "Preempted requests admitted again.", m, s.preempted_resumes);
+  counter(out, "tachyon_preempted_recompute_fallbacks_total",
+          "Preempted requests that recomputed KV they had: neither the pool nor the swap space still held it.", m,
+          s.preempted_recompute_fallbacks);
+  counter(out, "tachyon_preempted_recomputed_tokens_total",
+          "Tokens of KV preempted requests had and recomputed (their last partial block not counted).", m,
+          s.preempted_recomputed_tokens);
+  if (s.host_swap_enabled) {
+    counter(out, "tachyon_kv_swap_out_blocks_total", "KV blocks copied to the host swap space as the pool evicted them.",
+            m, s.swap_out_blocks);
+    counter(out, "tachyon_kv_swap_out_bytes_total", "Bytes copied to the host swap space.", m, s.swap_out_bytes);
+    counter(out, "tachyon_kv_swap_in_blocks_total", "KV blocks copied back from the host swap space.", m,
+            s.swap_in_blocks);
+    counter(out, "tachyon_kv_swap_in_bytes_total", "Bytes copied back from the host swap space.", m, s.swap_in_bytes);
+    counter(out, "tachyon_kv_swap_evictions_total", "Blocks the full swap space dropped for newer ones.", m,
+            s.swap_evictions);
+    gauge(out, "tachyon_kv_swap_space_bytes", "Bytes of the host swap space.", m, s.swap_space_bytes);
+    gauge(out, "tachyon_kv_swap_blocks", "KV blocks the host swap space holds at most.", m, s.swap_blocks);
+    gauge(out, "tachyon_kv_swap_blocks_used", "KV blocks in the host swap space.", m, s.swap_blocks_used);
+  }
   if (response_cache) {
     const ResponseCacheStats& r = *response_cache;
     counter(out, "tachyon_response_cache_hits_total", "Requests answered from the response cache.", m, r.hits);

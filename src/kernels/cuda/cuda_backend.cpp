@@ -80,6 +80,7 @@ CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
   graphs_.reset();
   reads_.reset();
+  swap_.reset();
   mirror_.reset();
   moe_.reset();
   for (void* p : owned_) cudaFree(p);

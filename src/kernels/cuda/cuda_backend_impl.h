@@ -27,6 +27,7 @@
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/grouped_matmul.cuh"
 #include "kernels/cuda/host_reads.h"
+#include "kernels/cuda/host_swap.h"
 #include "kernels/cuda/linear_attention.cuh"
 #include "kernels/cuda/matmul.cuh"
 #include "kernels/cuda/matmul_quant.cuh"
@@ -61,6 +62,9 @@ class CudaBackend final : public Backend {
   bool runs_asynchronously() const override { return true; }
   void wait_host_read(HostRead read) override;
   void copy_to_device(void* dst, const void* src, size_t bytes) override;
+  void* allocate_host(size_t bytes) override;  // pinned (cudaMallocHost)
+  void deallocate_host(void* ptr) override;
+  void swap_copy(std::span<const DeviceCopy> copies, bool to_host) override;  // on swap_'s copy stream
   void copy_on_device_many(std::span<const DeviceCopy> copies) override;
   void copy_on_device(void* dst, const void* src, size_t bytes) override;
   // A stream-ordered copy: recorded with the step's ops (and replayed with its graph) while a
@@ -273,6 +277,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<DeviceMirror> mirror_;
   std::unique_ptr<cuda::StepGraphs> graphs_;
   std::unique_ptr<cuda::HostReads> reads_;  // copy_to_host_later
+  std::unique_ptr<cuda::HostSwap> swap_;    // swap_copy's copy stream, made on first use
   std::unique_ptr<OpProfile> profile_;
   unsigned* counters_ = nullptr;  // split-K matmul: one zeroed counter per column group
   size_t num_counters_ = 0;

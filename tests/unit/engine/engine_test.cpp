@@ -290,6 +290,51 @@ TEST(Engine, RequestsToTheEndOfTheContextAllCompleteInATinyPoolWithTheirOwnToken
   }
 }
 
+// The host tier (swap space), forced on the CPU: preempted requests' blocks are copied to host
+// memory as the pool evicts them and back when the requests are admitted again, so none
+// recomputes more than its last partial block; every request gets exactly its tokens alone and
+// every block comes back. Without the tier the same workload recomputes (what makes this test
+// fail without it); with a tier of two blocks, resumes fall back to recompute, still exact.
+TEST(Engine, PreemptedRequestsResumeFromTheHostTierWithTheirOwnTokens) {
+  auto& f = fixture();
+  constexpr int32_t kContext = 80;
+  std::vector<std::vector<int32_t>> prompts, alone;
+  for (uint32_t i = 0; i < 5; ++i) prompts.push_back(random_prompt(20 + 3 * i, 700 + i));
+  {
+    Engine engine(*f.model, {.max_concurrent = 1, .num_blocks = 64, .max_context = kContext, .prefix_cache = false});
+    for (auto& p : prompts) alone.push_back(collect(*engine.submit(greedy(p, 40))));
+  }
+  auto run = [&](int64_t swap_space_bytes) {
+    Engine engine(*f.model, {.max_concurrent = 5, .max_tokens_per_step = 32, .num_blocks = 6, .max_context = kContext,
+                             .swap_space_bytes = swap_space_bytes});
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (auto& p : prompts) streams.push_back(engine.submit(greedy(p, 40)));
+    for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(collect(*streams[i]), alone[i]) << "request " << i;
+    const EngineStats st = idle_stats(engine);
+    EXPECT_GT(st.preemptions, 0u);
+    EXPECT_GT(st.preempted_resumes, 0u);
+    EXPECT_EQ(st.kv_blocks_free, 6);
+    return st;
+  };
+  const EngineStats recompute = run(0);
+  EXPECT_FALSE(recompute.host_swap_enabled);
+  EXPECT_GT(recompute.preempted_recomputed_tokens, 0u);
+
+  const EngineStats swapped = run(int64_t{64} << 20);
+  ASSERT_TRUE(swapped.host_swap_enabled);
+  EXPECT_GT(swapped.swap_out_blocks, 0u);
+  EXPECT_GT(swapped.swap_in_blocks, 0u);
+  EXPECT_GT(swapped.swap_in_bytes, 0u);
+  EXPECT_EQ(swapped.preempted_recompute_fallbacks, 0u);
+  EXPECT_EQ(swapped.preempted_recomputed_tokens, 0u);
+  EXPECT_EQ(swapped.swap_evictions, 0u);
+
+  const EngineStats full = run(2 * swapped.swap_space_bytes / swapped.swap_blocks);  // two blocks
+  EXPECT_EQ(full.swap_blocks, 2);
+  EXPECT_GT(full.swap_evictions, 0u);
+  EXPECT_GT(full.preempted_recompute_fallbacks, 0u);
+}
+
 // Without a size, a CPU engine's pool holds max_concurrent full contexts when the host has
 // room for them (engine/kv_sizing.h), and a context longer than the pool is shortened to it.
 TEST(Engine, PoolIsSizedFromTheHostAndTheContextFitsIt) {

@@ -11,7 +11,7 @@ namespace {
 class FakeKv : public KvAllocator {
  public:
   FakeKv(int32_t blocks, int32_t block_size) : free_(blocks), bs_(block_size) {}
-  int32_t begin_sequence(RequestId id) override {
+  int32_t begin_sequence(RequestId id, int32_t) override {
     held_[id] = 0;
     return cached_prefix_.count(id) ? cached_prefix_[id] : 0;
   }
@@ -188,7 +188,7 @@ class FakeSlidingKv : public KvAllocator {
   struct Held {
     int32_t full = 0, sliding_begin = 0, sliding_end = 0, computed = 0;  // sliding blocks [begin, end)
   };
-  int32_t begin_sequence(RequestId id) override {
+  int32_t begin_sequence(RequestId id, int32_t) override {
     held_[id] = {};
     return 0;
   }
