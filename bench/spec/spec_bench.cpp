@@ -27,7 +27,7 @@
 // Usage: spec_bench [--device cpu|cuda] [--tokens 384] [--runs 5] [--tree-nodes 16] [--k 4] [--fixed-k]
 //                   [--no-gates] [--draft-vocabulary N] [--exact-draft-weights] [--paired]
 //                   [--grammar json_object|tool_call=a,b] [--methods none,ngram,ngram-tree,...]
-//                   [--choice-warmup 12] [--merged ngram,draft,mtp]
+//                   [--choice-warmup 12] [--merged ngram,draft,mtp] [--merged-k N]
 //                   MODEL_DIR PROMPT.ids|PROMPT.txt...
 #include <algorithm>
 #include <chrono>
@@ -230,6 +230,7 @@ int main(int argc, char** argv) {
                                       "draft", "draft-tree", "mtp",        "mtp-tree", "dflash", "choice"};
   int choice_warmup = 12;
   std::vector<std::string> merged_members = {"ngram", "draft"};
+  int32_t merged_k = 0;  // the merged tree's depth (0: --k's); its model drafters keep --k
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
     else if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = std::atoi(argv[++i]);
@@ -243,6 +244,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--draft-vocabulary") && i + 1 < argc) options.draft_vocabulary = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--grammar") && i + 1 < argc) grammar = argv[++i];
     else if (!std::strcmp(argv[i], "--choice-warmup") && i + 1 < argc) choice_warmup = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--merged-k") && i + 1 < argc) merged_k = std::atoi(argv[++i]);
     else if ((!std::strcmp(argv[i], "--methods") || !std::strcmp(argv[i], "--merged")) && i + 1 < argc) {
       std::vector<std::string>& out = !std::strcmp(argv[i], "--methods") ? methods : merged_members;
       out.clear();
@@ -297,7 +299,8 @@ int main(int argc, char** argv) {
     std::vector<spec::MergedMember> members;
     for (const std::string& name : merged_members)
       for (spec::Drafter* d : drafters)
-        if (d && d->name() == name) members.push_back({d, name != "ngram" && name != "suffix"});
+        if (d && d->name() == name)
+          members.push_back({d, name != "ngram" && name != "suffix", options.k > 0 ? options.k : 4});
     return std::make_unique<spec::MergedDrafter>(std::move(members));
   };
   // "choice": its drafters and engine live for the whole invocation, as in a server.
@@ -319,7 +322,7 @@ int main(int argc, char** argv) {
     if (has_dflash) add(load_dflash(), false, options.k > 0 ? options.k : 7);
     std::vector<spec::Drafter*> held;
     for (const auto& d : choice_drafters) held.push_back(d.get());
-    add(make_merged(held), false, k);
+    add(make_merged(held), false, merged_k > 0 ? merged_k : k);
     choice_engine = std::make_unique<engine::Engine>(*model, config);
   }
   std::printf("Speculative decoding through the engine, %s, %s, %d new tokens, median of %d after a warm-up%s%s\n\n",
@@ -390,6 +393,7 @@ int main(int argc, char** argv) {
         engine::EngineConfig config =
             engine_config(model_drafter ? model_drafter.get() : stateless.get(), model_free, nodes, options);
         if (method.starts_with("dflash") && options.k == 0) config.num_speculative_tokens = 7;  // its block of 8
+        if (method == "merged" && merged_k > 0) config.num_speculative_tokens = merged_k;
         owned = std::make_unique<engine::Engine>(*model, config);
         shared = owned.get();
       }

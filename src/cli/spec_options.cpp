@@ -191,10 +191,11 @@ SpecDrafters SpecOptions::default_set(const std::string& model_dir, const std::s
   if (!no_pld && config.drafters.size() >= 2) {
     std::vector<spec::MergedMember> members;
     bool hidden = false;
-    for (const auto& d : out) {
+    for (size_t i = 0; i < out.size(); ++i) {
+      spec::Drafter* d = out[i].get();
       if (d->wants_hidden() && hidden) continue;
       hidden |= d->wants_hidden();
-      members.push_back({d.get(), d->name() != "ngram"});
+      members.push_back({d, d->name() != "ngram", config.drafters[i].num_speculative_tokens});
     }
     if (members.size() >= 2) add(std::make_unique<spec::MergedDrafter>(std::move(members)), false, k);
   }

@@ -100,7 +100,8 @@ DraftTree MergedDrafter::propose_tree(RequestKey request, std::span<const int32_
       continue;
     }
     const auto t0 = Clock::now();
-    const DraftTree tree = members_[m].drafter->propose_tree(request, tokens, max_depth, std::min(max_nodes, 2 * max_depth));
+    const int32_t depth = members_[m].max_depth > 0 ? std::min(max_depth, members_[m].max_depth) : max_depth;
+    const DraftTree tree = members_[m].drafter->propose_tree(request, tokens, depth, std::min(max_nodes, 2 * depth));
     const double member_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     if (primed) ema_update(p.seconds, member_seconds, kEmaWeight);  // a first proposal is the catch-up
     drafted += member_seconds;
@@ -110,7 +111,10 @@ DraftTree MergedDrafter::propose_tree(RequestKey request, std::span<const int32_
     merge_into(merged, tree, static_cast<int32_t>(m));
   }
   if (s.ran) scores = score_nodes(merged, figures);
-  const int32_t keep = explore ? static_cast<int32_t>(merged.tree.size()) : best_node_count(scores, step_seconds);
+  // Exploring steps verify up to twice the best count (plus one), so the cost of larger trees
+  // stays measured without paying for the whole tree every time.
+  const int32_t best = best_node_count(scores, step_seconds);
+  const int32_t keep = explore ? std::min(static_cast<int32_t>(merged.tree.size()), 2 * best + 1) : best;
   s.last = keep_best(merged, scores, std::min(keep, max_nodes));
   s.base = tokens.size();
   if (s.last.tree.size() > 0) {

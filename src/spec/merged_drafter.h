@@ -10,8 +10,8 @@
 // request and apart for steps where the cheap members had nothing and where they had a candidate.
 // A step of E expected tokens costing T seconds gains from a member adding g tokens for d seconds
 // when (E + g) / (T + d) > E / T, that is g·T > d·E. Every kExploreEvery-th step of a request runs
-// every member and keeps every node, so gains and the costs of larger trees stay measured; a
-// member's first proposal of a request (its catch-up over the prompt) always runs.
+// every member and keeps up to twice the best node count, so gains and the costs of larger trees
+// stay measured; a member's first proposal of a request (its catch-up over the prompt) always runs.
 //
 // Chains (sampled requests, per-token logprobs): the first member in order with a draft, a
 // function of the tokens alone, so a seeded sampled request's drafts, and with them its text, do
@@ -32,6 +32,9 @@ namespace tachyon::spec {
 struct MergedMember {
   Drafter* drafter = nullptr;  // owned by the caller, outliving the merged drafter
   bool costly = false;         // its drafting runs forwards: the per-step payoff decides whether it runs
+  // Levels it drafts at most (0: the tree's depth): a model drafter pays a forward per level, so
+  // it keeps its own k where the merged tree goes deeper on prompt lookup's long matches.
+  int32_t max_depth = 0;
 };
 
 // What the merged drafter did, for tests and the bench.
