@@ -146,7 +146,7 @@ grep -q "holds no block" "$tmp/err" || fail "--kv-cache-memory 1K error: $(cat "
 # info --json names the speculation methods
 "$tachyon" info --json | grep '"MTP heads: 1, all 15 tensors verified"' > /dev/null || fail "info --json"
 "$tachyon" info --json | grep -A3 '"dflash"' | grep '"eligible": true' > /dev/null || fail "info --json: dflash"
-"$tachyon" info --json | grep -A3 '"merged"' | grep -q 'one tree from ngram + draft + mtp' || fail "info --json: merged"
+"$tachyon" info --json | grep -A4 '"merged"' | grep -q 'one tree from ngram + draft + mtp' || fail "info --json: merged"
 # info --json says where draft trees apply: not on a hybrid (recurrent-state) model
 "$tachyon" info --json | grep -A1 '"draft_trees"' | grep '"eligible": true' > /dev/null || fail "info --json: draft trees"
 "$tachyon" info --json "$root/tests/fixtures/hf/qwen3_next" 2> /dev/null | grep -A1 '"draft_trees"' |
