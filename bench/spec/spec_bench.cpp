@@ -17,6 +17,9 @@
 // first (a server that has seen the kind before: the choice tries each drafter on a kind before it
 // judges), and its rows name the drafter the median run used. The suffix drafter is left out of
 // it: over the repeated identical requests of a bench its trie would learn the answer.
+// "merged": one tree from several drafters (spec/merged_drafter.h; --merged names them, default
+// ngram,draft: prompt lookup always, the draft model where its measured gain pays for its
+// drafting), pruned by the drafter from the measured verify cost; "choice" holds it too.
 // --grammar json_object | tool_call=NAME,NAME...: every request (plain ones too) is constrained
 // as the server constrains response_format json_object or a forced tool call (Hermes syntax, the
 // name one of NAMEs); the table then also counts the drafts the grammar cut before verification.
@@ -24,7 +27,7 @@
 // Usage: spec_bench [--device cpu|cuda] [--tokens 384] [--runs 5] [--tree-nodes 16] [--k 4] [--fixed-k]
 //                   [--no-gates] [--draft-vocabulary N] [--exact-draft-weights] [--paired]
 //                   [--grammar json_object|tool_call=a,b] [--methods none,ngram,ngram-tree,...]
-//                   [--choice-warmup 12]
+//                   [--choice-warmup 12] [--merged ngram,draft,mtp] [--merged-k N]
 //                   MODEL_DIR PROMPT.ids|PROMPT.txt...
 #include <algorithm>
 #include <chrono>
@@ -47,6 +50,7 @@
 #include "model/mtp_head.h"
 #include "spec/dflash.h"
 #include "spec/draft_model.h"
+#include "spec/merged_drafter.h"
 #include "spec/mtp.h"
 #include "spec/ngram.h"
 #include "spec/suffix.h"
@@ -225,6 +229,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> methods = {"none",  "ngram",      "ngram-tree", "suffix", "suffix-tree",
                                       "draft", "draft-tree", "mtp",        "mtp-tree", "dflash", "choice"};
   int choice_warmup = 12;
+  std::vector<std::string> merged_members = {"ngram", "draft"};
+  int32_t merged_k = 0;  // the merged tree's depth (0: --k's); its model drafters keep --k
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
     else if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = std::atoi(argv[++i]);
@@ -238,13 +244,15 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--draft-vocabulary") && i + 1 < argc) options.draft_vocabulary = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--grammar") && i + 1 < argc) grammar = argv[++i];
     else if (!std::strcmp(argv[i], "--choice-warmup") && i + 1 < argc) choice_warmup = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--methods") && i + 1 < argc) {
-      methods.clear();
+    else if (!std::strcmp(argv[i], "--merged-k") && i + 1 < argc) merged_k = std::atoi(argv[++i]);
+    else if ((!std::strcmp(argv[i], "--methods") || !std::strcmp(argv[i], "--merged")) && i + 1 < argc) {
+      std::vector<std::string>& out = !std::strcmp(argv[i], "--methods") ? methods : merged_members;
+      out.clear();
       std::string list = argv[++i];
       for (size_t a = 0, b; a <= list.size(); a = b + 1) {
         b = list.find(',', a);
         if (b == std::string::npos) b = list.size();
-        if (b > a) methods.push_back(list.substr(a, b - a));
+        if (b > a) out.push_back(list.substr(a, b - a));
       }
     }
     else if (dir.empty()) dir = argv[i];
@@ -275,6 +283,26 @@ int main(int argc, char** argv) {
     return spec::make_dflash_drafter(model::DFlashHead::load(dir + "/dflash", dir, model->config(), *backend), *backend,
                                      {.draft_vocabulary = options.draft_vocabulary});
   };
+  auto load_draft_model = [&] {
+    return spec::make_draft_model_drafter(dir + "/drafter", dir, *model, *backend,
+                                          {.draft_vocabulary = options.draft_vocabulary,
+                                           .exact_weights = options.exact_draft_weights});
+  };
+  auto load_mtp = [&]() -> std::unique_ptr<spec::Drafter> {
+    const kernels::DraftWeights scope(*backend, !options.exact_draft_weights);  // as tachyon run/serve load it
+    if (auto head = model::MtpHead::load(dir, model->config(), *backend))
+      return spec::make_mtp_drafter(std::move(head), *backend, 1024, 16, options.draft_vocabulary);
+    return nullptr;
+  };
+  // "merged" over `drafters` (name -> drafter): the members --merged names, in its order.
+  auto make_merged = [&](const std::vector<spec::Drafter*>& drafters) {
+    std::vector<spec::MergedMember> members;
+    for (const std::string& name : merged_members)
+      for (spec::Drafter* d : drafters)
+        if (d && d->name() == name)
+          members.push_back({d, name != "ngram" && name != "suffix", options.k > 0 ? options.k : 4});
+    return std::make_unique<spec::MergedDrafter>(std::move(members));
+  };
   // "choice": its drafters and engine live for the whole invocation, as in a server.
   std::vector<std::unique_ptr<spec::Drafter>> choice_drafters;
   std::unique_ptr<engine::Engine> choice_engine;
@@ -289,17 +317,12 @@ int main(int argc, char** argv) {
       choice_drafters.push_back(std::move(d));
     };
     add(spec::make_ngram_drafter({}), true, k);
-    if (has_drafter)
-      add(spec::make_draft_model_drafter(dir + "/drafter", dir, *model, *backend,
-                                         {.draft_vocabulary = options.draft_vocabulary,
-                                          .exact_weights = options.exact_draft_weights}),
-          false, k);
-    {
-      const kernels::DraftWeights scope(*backend, !options.exact_draft_weights);
-      if (auto head = model::MtpHead::load(dir, model->config(), *backend))
-        add(spec::make_mtp_drafter(std::move(head), *backend, 1024, 16, options.draft_vocabulary), false, k);
-    }
+    if (has_drafter) add(load_draft_model(), false, k);
+    add(load_mtp(), false, k);
     if (has_dflash) add(load_dflash(), false, options.k > 0 ? options.k : 7);
+    std::vector<spec::Drafter*> held;
+    for (const auto& d : choice_drafters) held.push_back(d.get());
+    add(make_merged(held), false, merged_k > 0 ? merged_k : k);
     choice_engine = std::make_unique<engine::Engine>(*model, config);
   }
   std::printf("Speculative decoding through the engine, %s, %s, %d new tokens, median of %d after a warm-up%s%s\n\n",
@@ -335,22 +358,26 @@ int main(int argc, char** argv) {
       // a GPU re-capture every graph of its forwards in every run). The suffix trie is fresh
       // per run: it would otherwise learn the answer.
       std::unique_ptr<spec::Drafter> model_drafter;
+      std::vector<std::unique_ptr<spec::Drafter>> merged_parts;  // "merged": its members
       if (method.starts_with("draft"))
-        model_drafter = spec::make_draft_model_drafter(dir + "/drafter", dir, *model, *backend,
-                                                       {.draft_vocabulary = options.draft_vocabulary,
-                                                        .exact_weights = options.exact_draft_weights});
-      else if (method.starts_with("mtp")) {
-        const kernels::DraftWeights scope(*backend, !options.exact_draft_weights);  // as tachyon run/serve load it
-        if (auto head = model::MtpHead::load(dir, model->config(), *backend))
-          model_drafter = spec::make_mtp_drafter(std::move(head), *backend, 1024, 16, options.draft_vocabulary);
-      }
+        model_drafter = load_draft_model();
+      else if (method.starts_with("mtp"))
+        model_drafter = load_mtp();
       else if (method.starts_with("dflash"))
         model_drafter = load_dflash();
+      else if (method == "merged") {
+        merged_parts.push_back(spec::make_ngram_drafter({}));
+        if (has_drafter) merged_parts.push_back(load_draft_model());
+        merged_parts.push_back(load_mtp());
+        std::vector<spec::Drafter*> held;
+        for (const auto& d : merged_parts) held.push_back(d.get());
+        model_drafter = make_merged(held);
+      }
       if (method.starts_with("mtp") && !model_drafter) continue;
       std::string per_run;         // "captures+direct" per run, warm-up first
       std::vector<double> ratios;  // --paired: each run's tok/s over the plain run before it
       const bool model_free = method.starts_with("ngram") || method.starts_with("suffix");
-      const int32_t nodes = method.ends_with("-tree") ? tree_nodes : 0;
+      const int32_t nodes = method.ends_with("-tree") || method == "merged" ? tree_nodes : 0;
       // Every request of a method goes through one engine, as in a server (a fresh engine per
       // run put its KV cache at new addresses, which made a GPU capture new graphs in every run:
       // up to 20% of a run's time), except the suffix drafter's: it gets a fresh drafter and
@@ -366,6 +393,7 @@ int main(int argc, char** argv) {
         engine::EngineConfig config =
             engine_config(model_drafter ? model_drafter.get() : stateless.get(), model_free, nodes, options);
         if (method.starts_with("dflash") && options.k == 0) config.num_speculative_tokens = 7;  // its block of 8
+        if (method == "merged" && merged_k > 0) config.num_speculative_tokens = merged_k;
         owned = std::make_unique<engine::Engine>(*model, config);
         shared = owned.get();
       }
@@ -424,6 +452,18 @@ int main(int argc, char** argv) {
         std::printf(" %zu | %llu |", median.tokens.size(),
                     static_cast<unsigned long long>(median.stats.spec_grammar_pruned_drafts));
       std::printf("\n");
+      if (const auto* merged = dynamic_cast<const spec::MergedDrafter*>(model_drafter.get())) {
+        const spec::MergedCounters& m = merged->counters();
+        std::string members;
+        for (size_t i = 0; i < merged->members().size(); ++i)
+          members += " " + merged->members()[i].drafter->name() + ": " + std::to_string(m.nodes[i]) + " nodes" +
+                     (merged->members()[i].costly
+                          ? " (drafted " + std::to_string(m.runs[i]) + " steps, skipped " + std::to_string(m.skips[i]) + ")"
+                          : "") + ";";
+        std::fprintf(stderr, "%s merged: %llu trees, %llu of several drafters;%s\n", workload.c_str(),
+                     static_cast<unsigned long long>(m.trees), static_cast<unsigned long long>(m.multi_source_trees),
+                     members.c_str());
+      }
       if (const std::string after = graph_counters(*backend); after != graphs_before)
         std::fprintf(stderr, "%s %s: CUDA graphs (cumulative) %s; per run captures+direct:%s\n", workload.c_str(),
                      method.c_str(), after.c_str(), per_run.c_str());

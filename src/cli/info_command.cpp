@@ -6,6 +6,8 @@
 #include <iostream>
 #include <map>
 
+#include <fmt/ranges.h>
+
 #include "base/error.h"
 #include "base/host_memory.h"
 #include "base/json.h"
@@ -88,6 +90,18 @@ Json speculation_report(const std::string& dir, const model::Model& model, kerne
                       {"why", "model-free; per request behind the 3-gram repetition, acceptance and throughput gates"}};
   methods["suffix"] = {{"supported", true}, {"eligible", true},
                        {"why", "model-free; suffix trees over prompts and this server's outputs"}};
+  // The merged drafter: one tree from prompt lookup and the model drafters, held by default beside them.
+  std::vector<std::string> model_drafters;
+  for (const char* name : {"draft", "mtp", "dflash"})
+    if (methods[name]["eligible"].get<bool>()) model_drafters.push_back(name);
+  if (model_drafters.size() > 1 && methods["mtp"]["eligible"].get<bool>() && methods["dflash"]["eligible"].get<bool>())
+    model_drafters.pop_back();  // it takes one drafter that reads hidden states: MTP's
+  methods["merged"] = {{"supported", true}, {"eligible", !model_drafters.empty()},
+                       {"why", model_drafters.empty()
+                                   ? std::string("needs a model drafter beside prompt lookup")
+                                   : fmt::format("one tree from ngram + {}: nodes scored by measured acceptance, pruned "
+                                                 "by measured verify cost; model drafters run where their gain pays",
+                                                 fmt::join(model_drafters, " + "))}};
   // The default (no method pinned): every eligible drafter held at once, and per request the one
   // with the best measured tokens per second on its kind of text. Live figures per drafter and
   // kind exist only in a running server: its /metrics (tachyon_spec_drafter_*).

@@ -11,6 +11,7 @@
 #include "model/dflash_head.h"
 #include "spec/dflash.h"
 #include "spec/draft_model.h"
+#include "spec/merged_drafter.h"
 #include "spec/mtp.h"
 #include "model/mtp_head.h"
 #include "spec/ngram.h"
@@ -183,6 +184,20 @@ SpecDrafters SpecOptions::default_set(const std::string& model_dir, const std::s
     int32_t block_k = 0;
     auto d = load_dflash(dflash_dir, model_dir, model, backend, block_k);
     add(std::move(d), false, k_given ? k : block_k);
+  }
+  // The merged drafter (spec/merged_drafter.h): prompt lookup's candidates and the model
+  // drafters' in one tree, one more lane the choice measures. It takes at most one drafter that
+  // reads hidden states: MTP where the checkpoint has heads, else DFlash.
+  if (!no_pld && config.drafters.size() >= 2) {
+    std::vector<spec::MergedMember> members;
+    bool hidden = false;
+    for (size_t i = 0; i < out.size(); ++i) {
+      spec::Drafter* d = out[i].get();
+      if (d->wants_hidden() && hidden) continue;
+      hidden |= d->wants_hidden();
+      members.push_back({d, d->name() != "ngram", config.drafters[i].num_speculative_tokens});
+    }
+    if (members.size() >= 2) add(std::make_unique<spec::MergedDrafter>(std::move(members)), false, k);
   }
   if (config.drafters.size() == 1) {  // one: the engine's single-drafter fields, as a pinned method
     config.drafter = config.drafters.front().drafter;

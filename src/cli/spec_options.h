@@ -5,7 +5,9 @@
 // Default: every drafter the checkpoint and flags allow, held at once, and per request the one
 // with the best measured tokens per second on its kind of text (spec/drafter_choice.h): prompt
 // lookup (ngram), the drafter/ companion (or --drafter DIR; tokenizer checked), the
-// checkpoint's MTP heads, and the DFlash drafter in MODEL/dflash. Suffix trees are not in the
+// checkpoint's MTP heads, the DFlash drafter in MODEL/dflash, and with prompt lookup and a model
+// drafter the merged drafter over them (spec/merged_drafter.h: one tree of their candidates; MTP
+// or else DFlash, not both, as it takes one drafter that reads hidden states). Suffix trees are not in the
 // default set: their server-wide trie holds up to ~24 nodes per past output token (1M tokens
 // kept), hundreds of MiB to GiB on a long-running server, and the choice never measured them
 // best (bench/results/drafter-choice-*.md); `"method":"suffix"` runs them. --no-pld removes the

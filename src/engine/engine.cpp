@@ -409,14 +409,23 @@ class EngineLoop : public KvAllocator {
       const ActiveRequest& a = active_.at(id);
       policy_.record_finished(a.spec);
       if (a.spec.lane >= 0) stats_.record_drafter_figures(drafter_figures());
-      // Every drafter hears of every request's end: the suffix trees learn from all outputs,
-      // whichever drafter ran them; the others drop the request's state where they hold any.
+      // Every drafter hears of every request's end once: the suffix trees learn from all outputs,
+      // whichever drafter ran them; the others drop the request's state where they hold any. A
+      // drafter that is part of another (the merged drafter's members) hears it through the whole.
       const auto tokens = std::span<const int32_t>(a.tokens.data(), a.tokens.size() - a.spec.num_drafts);
-      for (const spec::DrafterLane& lane : policy_.lanes()) lane.drafter->on_finish(id, tokens, a.num_prompt);
+      for (const spec::DrafterLane& lane : policy_.lanes())
+        if (!is_part_of_a_lane(lane.drafter)) lane.drafter->on_finish(id, tokens, a.num_prompt);
     }
     scheduler_.remove(id);
     active_.erase(id);
     stats_.record_retired(cancelled, gauges());
+  }
+
+  bool is_part_of_a_lane(const spec::Drafter* drafter) const {
+    for (const spec::DrafterLane& lane : policy_.lanes())
+      for (const spec::Drafter* part : lane.drafter->parts())
+        if (part == drafter) return true;
+    return false;
   }
 
   void fail_head_of_line() {
@@ -489,6 +498,7 @@ class EngineLoop : public KvAllocator {
       a.pending.spec = a.spec.usage;
       stats_.record_gate(gate);
     }
+    if (spec::Drafter* drafter = policy_.drafter(a.spec); drafter && !a.spec.off) drafter->begin_request(in.id, kind);
     const int32_t num_prompt = a.num_prompt;
     active_.emplace(in.id, std::move(a));
     scheduler_.add(in.id, num_prompt);

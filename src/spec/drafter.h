@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "spec/draft_tree.h"
+#include "spec/request_kind.h"
+#include "spec/spec_step_costs.h"
 
 namespace tachyon::sampling {
 class TokenConstraint;
@@ -64,6 +66,19 @@ class Drafter {
   virtual std::vector<int32_t> hidden_layers() const { return {}; }
   virtual void observe_hidden(RequestKey request, int32_t first_position, std::span<const float> hidden,
                               int32_t count) {}
+
+  // The request's kind of text (spec/request_kind.h), told at admission to the drafter that will
+  // draft for it: drafters that keep figures per kind (the merged drafter) read them by it.
+  virtual void begin_request(RequestKey request, RequestKind kind) {}
+  // Drafters that size their own trees (the merged drafter: from each node's score and the
+  // measured verify cost) get a node cap from the policy instead of its tree-or-chain choice,
+  // and the costs of their lane's verify forwards by drafts verified, drafting excluded
+  // (spec/spec_step_costs.h; the policy outlives them).
+  virtual bool sizes_own_trees() const { return false; }
+  virtual void attach_step_costs(const SpecStepCosts* forward_costs) {}
+  // Drafters made of other drafters name them: the engine tells each drafter of a request's end
+  // once, so parts that are also lanes of their own are not told twice.
+  virtual std::vector<Drafter*> parts() const { return {}; }
 };
 
 }  // namespace tachyon::spec

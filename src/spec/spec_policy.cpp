@@ -32,7 +32,11 @@ SpecPolicy::SpecPolicy(std::vector<DrafterLane> lanes, const SpecPolicyConfig& c
       config_(config),
       has_recurrent_state_(has_recurrent_state),
       choice_(static_cast<int32_t>(lanes_.size())) {
-  for (const DrafterLane& l : lanes_) lanes_state_.push_back(Lane{.drafter = l});
+  lanes_state_.reserve(lanes_.size());  // drafters keep pointers to their lane's costs
+  for (const DrafterLane& l : lanes_) {
+    lanes_state_.push_back(Lane{.drafter = l});
+    l.drafter->attach_step_costs(&lanes_state_.back().forward_costs);
+  }
 }
 
 SpecPolicy::SpecPolicy(Drafter* drafter, const SpecPolicyConfig& config, bool has_recurrent_state)
@@ -97,13 +101,22 @@ bool SpecPolicy::trees_possible(const SpecState& s) const {
 // Auto (max_tree_nodes -1): trees of 2k nodes or chains, whichever measures faster
 // (TreeOrChain), for drafters whose trees are worth trying.
 bool SpecPolicy::auto_tree_eligible(const SpecState& s) const {
-  return config_.max_tree_nodes < 0 && lane(s).drafter.drafter->trees_by_default() && trees_possible(s);
+  return config_.max_tree_nodes < 0 && lane(s).drafter.drafter->trees_by_default() && trees_possible(s) &&
+         !sizes_own_trees(s);
+}
+
+// A drafter that sizes its own trees (the merged drafter) drafts trees wherever trees are
+// possible and not turned off (max_tree_nodes 0): up to kOwnTreeNodesPerLevel nodes per level (or
+// max_tree_nodes), pruned by the drafter itself.
+bool SpecPolicy::sizes_own_trees(const SpecState& s) const {
+  return config_.max_tree_nodes != 0 && lane(s).drafter.drafter->sizes_own_trees() && trees_possible(s);
 }
 
 // Nodes of the request's next draft tree; <= k means a chain.
 int32_t SpecPolicy::tree_nodes(const SpecState& s, int32_t k) const {
   if (!trees_possible(s)) return 0;
   if (config_.max_tree_nodes >= 0) return config_.max_tree_nodes;
+  if (sizes_own_trees(s)) return kOwnTreeNodesPerLevel * k;
   return s.tree_step ? 2 * k : 0;
 }
 
@@ -113,7 +126,7 @@ int32_t SpecPolicy::tree_nodes(const SpecState& s, int32_t k) const {
 // levels that shorter chains never reach.
 int32_t SpecPolicy::choose_k(const SpecState& s) const {
   const int32_t k_max = s.num_speculative_tokens.value_or(lane(s).drafter.num_speculative_tokens);
-  if (!config_.auto_k || s.num_speculative_tokens || s.acceptance.steps() < kFirstStepsAtKMax ||
+  if (!config_.auto_k || s.num_speculative_tokens || sizes_own_trees(s) || s.acceptance.steps() < kFirstStepsAtKMax ||
       s.acceptance.steps() % kExploreEvery == 0)
     return k_max;
   const bool tree = tree_nodes(s, k_max) > k_max;
@@ -167,6 +180,7 @@ void SpecPolicy::record_step_cost(double seconds, size_t num_requests, int32_t n
     for (Lane& l : lanes_state_) {  // the target's plain step is every drafter's baseline
       l.tree_costs.record_plain(per_request);
       l.spec_costs.record_plain(per_request);
+      l.forward_costs.record_plain(per_request);
     }
     return;
   }
@@ -186,8 +200,10 @@ void SpecPolicy::time_step(SpecState& s, bool timed, bool decode_only, double sh
   s.clock = SpecState::Clock::None;
   if (s.step_timed && s.num_drafts > 0) {
     s.spec_seconds += share + s.draft_seconds;
-    if (decode_only)
+    if (decode_only) {
       (s.tree_parents.empty() ? lane(s).spec_costs : lane(s).tree_costs).record(s.num_drafts, share + s.draft_seconds);
+      lane(s).forward_costs.record(s.num_drafts, share);
+    }
     ++s.spec_steps;
     s.clock = SpecState::Clock::Spec;
   } else if (s.step_timed && plain_decode_row && !s.off) {

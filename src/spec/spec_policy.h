@@ -98,6 +98,8 @@ class SpecPolicy {
   // `lanes` empty: speculation is off for every request. has_recurrent_state: the model keeps
   // a recurrent state, which follows one branch (no trees).
   SpecPolicy(std::vector<DrafterLane> lanes, const SpecPolicyConfig& config, bool has_recurrent_state);
+  // Nodes per draft level a drafter that sizes its own trees (the merged drafter) may propose.
+  static constexpr int32_t kOwnTreeNodesPerLevel = 3;
   // One drafter (or none), k and model_free_drafter from `config`.
   SpecPolicy(Drafter* drafter, const SpecPolicyConfig& config, bool has_recurrent_state);
 
@@ -149,6 +151,7 @@ class SpecPolicy {
     // n nodes is an op-by-op step of n rows, a chain step of n drafts a graph replay: mixing
     // them in one line made the chains' k look expensive where both ran).
     SpecStepCosts spec_costs, tree_costs;
+    SpecStepCosts forward_costs;  // the verify forward alone (chains and trees), for drafters that size their trees
     TreeOrChain tree_or_chain;  // auto trees: which shape emits faster
     DrafterPayoff payoff;       // whether a model drafter starts on a request
     uint64_t shape_decisions = 0;
@@ -158,6 +161,7 @@ class SpecPolicy {
   bool prompt_gate_fires(const DrafterLane& lane, std::span<const int32_t> prompt) const;
   bool trees_possible(const SpecState& s) const;
   bool auto_tree_eligible(const SpecState& s) const;
+  bool sizes_own_trees(const SpecState& s) const;
   int32_t tree_nodes(const SpecState& s, int32_t k) const;
   int32_t choose_k(const SpecState& s) const;
   double marginal_row_cost() const;

@@ -58,10 +58,11 @@ grep -q "'x' is not a token id" "$tmp/err" || fail "bad --ids message: $(cat "$t
 a="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --no-pld --no-drafter --no-mtp 2> /dev/null)"
 b="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --speculative-config '{"method":"mtp"}' 2> /dev/null)"
 [[ -n "$a" && "$a" == "$b" ]] || fail "run: '$a' vs '$b'"
-# the default holds every drafter the demo has (ngram, draft, mtp, dflash; suffix only by method) and chooses per request
+# the default holds every drafter the demo has (ngram, draft, mtp, dflash, the merged tree over ngram, draft and mtp;
+# suffix only by method) and chooses per request
 b="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids 2> "$tmp/err")"
 [[ "$a" == "$b" ]] || fail "run with the default drafter set: '$a' vs '$b'"
-grep -q "speculative decoding: ngram, draft, mtp, dflash held" "$tmp/err" || fail "default drafter set: $(cat "$tmp/err")"
+grep -q "speculative decoding: ngram, draft, mtp, dflash, merged held" "$tmp/err" || fail "default drafter set: $(cat "$tmp/err")"
 # --drafter takes a model name too (here the alias of the embedded model)
 b="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --speculative-config '{"method":"draft"}' --drafter tachyon-demo 2> /dev/null)"
 [[ "$a" == "$b" ]] || fail "run --drafter ALIAS: '$a' vs '$b'"
@@ -145,6 +146,7 @@ grep -q "holds no block" "$tmp/err" || fail "--kv-cache-memory 1K error: $(cat "
 # info --json names the speculation methods
 "$tachyon" info --json | grep '"MTP heads: 1, all 15 tensors verified"' > /dev/null || fail "info --json"
 "$tachyon" info --json | grep -A3 '"dflash"' | grep '"eligible": true' > /dev/null || fail "info --json: dflash"
+"$tachyon" info --json | grep -A4 '"merged"' | grep -q 'one tree from ngram + draft + mtp' || fail "info --json: merged"
 # info --json says where draft trees apply: not on a hybrid (recurrent-state) model
 "$tachyon" info --json | grep -A1 '"draft_trees"' | grep '"eligible": true' > /dev/null || fail "info --json: draft trees"
 "$tachyon" info --json "$root/tests/fixtures/hf/qwen3_next" 2> /dev/null | grep -A1 '"draft_trees"' |

@@ -22,6 +22,7 @@
 #include "spec/dflash.h"
 #include "spec/draft_model.h"
 #include "spec/level_drafter.h"
+#include "spec/merged_drafter.h"
 #include "spec/mtp.h"
 #include "spec/ngram.h"
 #include "spec/spec_step_costs.h"
@@ -218,6 +219,43 @@ TEST(SpeculativeEngine, DFlashBlockDraftsLeaveTheSamplingDistributionUnchanged) 
               counts[0].size(), counts[1].size(), static_cast<unsigned long long>(accepted), p);
   EXPECT_GT(accepted, static_cast<uint64_t>(samples / 2)) << "too few accepted drafts for the test to mean anything";
   EXPECT_GT(p, 0.01);
+}
+
+// Sampled requests with the merged drafter draft chains that depend on the tokens alone (the first
+// member with a draft), so a seeded request repeats its text after greedy requests have changed
+// the drafter's live figures, and speculation engaged (drafts accepted) while it did. Fixed k:
+// auto-k chooses k from measured seconds, which changes the drafts of any drafter.
+TEST(SpeculativeEngine, MergedDrafterKeepsSeededSampledTextReproducible) {
+  auto lookup = spec::make_ngram_drafter({});
+  auto draft = spec::make_draft_model_drafter(kDemo + "/drafter", kDemo, *demo().model, *demo().backend);
+  spec::MergedDrafter merged({{lookup.get(), false}, {draft.get(), true}});
+  EngineConfig config{.max_concurrent = 1, .num_blocks = 256};
+  config.drafter = &merged;
+  config.gates = false;
+  config.auto_k = false;  // auto-k follows measured seconds, for any drafter
+  Engine engine(*demo().model, config);
+  const auto ps = prompts();
+  auto sampled = [&] {
+    GenerationRequest r;
+    r.prompt = ps[3];
+    r.sampling.temperature = 0.8f;
+    r.sampling.seed = 42;
+    r.max_tokens = 48;
+    auto stream = engine.submit(r);
+    std::pair<std::vector<int32_t>, SpecUsage> out;
+    for (;;) {
+      auto o = stream->next(std::chrono::seconds(300));
+      if (!o) throw std::runtime_error("the engine stalled");
+      out.first.insert(out.first.end(), o->tokens.begin(), o->tokens.end());
+      if (o->finish != FinishReason::None) return out.second = o->spec, out;
+    }
+  };
+  const auto first = sampled();
+  for (size_t i = 0; i < 4; ++i) run_one(engine, ps[i], 64);  // greedy: trees, figures measured
+  EXPECT_GT(merged.counters().trees, 0u);
+  const auto again = sampled();
+  EXPECT_EQ(first.first, again.first) << "a seeded sampled request changed its text";
+  EXPECT_GT(first.second.num_accepted + again.second.num_accepted, 0) << "no draft was accepted";
 }
 
 // The runtime gates, each isolated with a drafter that knows the target's greedy continuation

@@ -21,6 +21,7 @@
 #include "model/mtp_head.h"
 #include "spec/dflash.h"
 #include "spec/draft_model.h"
+#include "spec/merged_drafter.h"
 #include "spec/mtp.h"
 #include "spec/ngram.h"
 #include "spec/suffix.h"
@@ -148,6 +149,10 @@ TEST_P(DrafterChoiceEquivalence, GreedyOutputEqualsPlainDecodingWithSeveralDraft
     const std::string n = name;
     config.drafters.push_back({drafters.back().get(), n == "ngram" || n == "suffix", n == "dflash" ? 7 : 4});
   }
+  // The merged drafter over prompt lookup, the draft model and MTP (its hidden states pass through).
+  drafters.push_back(std::make_unique<spec::MergedDrafter>(std::vector<spec::MergedMember>{
+      {drafters[0].get(), false}, {drafters[2].get(), true}, {drafters[3].get(), true}}));
+  config.drafters.push_back({drafters.back().get(), false, 4});
   std::vector<SpecUsage> usages;
   EngineStats stats;
   const auto outs = run_all(ps, config, tokens, nullptr, &stats, 1.f, &usages);
@@ -171,6 +176,45 @@ TEST_P(DrafterChoiceEquivalence, GreedyOutputEqualsPlainDecodingWithSeveralDraft
 }
 
 INSTANTIATE_TEST_SUITE_P(AloneAndBatched, DrafterChoiceEquivalence, ::testing::Values(1, 16),
+                         [](const ::testing::TestParamInfo<int32_t>& info) {
+                           return std::string(info.param == 1 ? "alone" : "batched");
+                         });
+
+// The merged drafter (spec/merged_drafter.h): prompt lookup's and the draft model's candidates in
+// one tree, verified in one forward. Token-identical to plain decoding alone and batched, and it
+// engages: drafts accepted, trees verified, and trees holding nodes of both drafters. Gates off,
+// as above (whether they stop it depends on measured seconds).
+class MergedEquivalence : public ::testing::TestWithParam<int32_t> {};
+
+TEST_P(MergedEquivalence, GreedyOutputEqualsPlainDecodingWithTreesOfTwoDrafters) {
+  const int32_t max_concurrent = GetParam();
+  const auto ps = prompts();
+  const auto plain = stored_plain_outputs("greedy", ps.size(), kGreedyTokens);
+  auto lookup = make_drafter("ngram"), draft = make_drafter("draft");
+  spec::MergedDrafter merged({{lookup.get(), false}, {draft.get(), true}});
+  EngineConfig config{.max_concurrent = max_concurrent, .num_blocks = 1024};
+  config.drafter = &merged;
+  config.gates = false;
+  SpecUsage usage;
+  EngineStats stats;
+  const auto outs = run_all(ps, config, kGreedyTokens, &usage, &stats);
+  for (size_t i = 0; i < ps.size(); ++i) ASSERT_EQ(outs[i], plain[i]) << "prompt " << i;
+  const spec::MergedCounters& c = merged.counters();
+  EXPECT_GT(usage.num_accepted, 0) << "speculation never accepted anything";
+  EXPECT_GT(stats.spec_tree_steps, 0u) << "no step verified a tree";
+  EXPECT_GT(c.multi_source_trees, 0u) << "no tree held nodes of both drafters";
+  EXPECT_GT(c.nodes[0], 0u);
+  EXPECT_GT(c.nodes[1], 0u);
+  std::printf("merged, concurrency %d: %llu trees (%llu of both drafters), ngram %llu nodes, draft %llu nodes (drafted "
+              "%llu steps, skipped %llu); %d drafted, %d accepted, mean accepted length %.2f\n",
+              max_concurrent, static_cast<unsigned long long>(c.trees),
+              static_cast<unsigned long long>(c.multi_source_trees), static_cast<unsigned long long>(c.nodes[0]),
+              static_cast<unsigned long long>(c.nodes[1]), static_cast<unsigned long long>(c.runs[1]),
+              static_cast<unsigned long long>(c.skips[1]), usage.num_drafted, usage.num_accepted,
+              usage.mean_accepted_length());
+}
+
+INSTANTIATE_TEST_SUITE_P(AloneAndBatched, MergedEquivalence, ::testing::Values(1, 16),
                          [](const ::testing::TestParamInfo<int32_t>& info) {
                            return std::string(info.param == 1 ? "alone" : "batched");
                          });
