@@ -15,6 +15,7 @@
 #include "cli/default_model.h"
 #include "cli/kv_report.h"
 #include "cli/quantize_option.h"
+#include "kernels/cpu/isa/matmul_int8.h"
 #include "io/config.h"
 #include "io/gguf.h"
 #include "io/gguf_config.h"
@@ -159,7 +160,7 @@ Json gguf_report(const io::GgufFile& file) {
 
 Command add_info_command(CLI::App& app) {
   struct Options {
-    std::string dir, quantize, quantize_decode, device = "cpu";
+    std::string dir, quantize, quantize_decode, int8_activations, device = "cpu";
     bool json = false;
   };
   auto opt = std::make_shared<Options>();
@@ -169,6 +170,7 @@ Command add_info_command(CLI::App& app) {
   cmd->add_flag("--json", opt->json, "Machine-readable output");
   add_quantize_option(*cmd, opt->quantize);
   add_quantize_decode_option(*cmd, opt->quantize_decode);
+  add_int8_activations_option(*cmd, opt->int8_activations);
   cmd->add_option("--device", opt->device, "Backend that loads the weights (cpu, reference, cuda)")->capture_default_str();
   return [opt] {
     const io::ResolvedModel resolved = resolve_model_arg(opt->dir);
@@ -186,8 +188,12 @@ Command add_info_command(CLI::App& app) {
         count += 1;
       };
     };
-    model::LoadOptions load_options = load_options_for(opt->quantize, opt->quantize_decode);
-    load_options.on_weight = tally(weight_bytes);
+    model::LoadOptions load_options = load_options_for(opt->quantize, opt->quantize_decode, opt->int8_activations);
+    int64_t int8_dot_weights = 0;  // weights the int8-activation mode applies to (if on)
+    load_options.on_weight = [&, count_bytes = tally(weight_bytes)](const std::string& name, const kernels::Weight& w) {
+      count_bytes(name, w);
+      if (kernels::cpu::int8_dot_eligible(w)) ++int8_dot_weights;
+    };
     load_options.on_decode_weight = tally(decode_bytes);
     const bool decode_copies = load_options.quantize_decode != kernels::QuantizeMode::None;
     auto model = model::load_model(opt->dir, *backend, load_options);
@@ -251,7 +257,11 @@ Command add_info_command(CLI::App& app) {
                  {"draft_trees", draft_tree_report(*model)},
                  {"quantization", method.empty() ? "none" : method},
                  {"quantize_at_load", opt->quantize.empty() ? "none" : opt->quantize},
-                 {"quantize_decode", decode_copies ? opt->quantize_decode : "none"}};
+                 {"quantize_decode", decode_copies ? opt->quantize_decode : "none"},
+                 {"int8_activations", {{"option", opt->int8_activations.empty() ? "auto" : opt->int8_activations},
+                                       {"on", backend->int8_activations()},
+                                       {"integer_weights", int8_dot_weights},
+                                       {"kernel", backend->int8_activations() ? kernels::cpu::matmul_int8_kernel_name() : "-"}}}};
     auto bytes_report = [](const BytesPerFormat& per_format, int64_t& total) {
       Json out = Json::object();
       for (const auto& [format, bc] : per_format) {
@@ -327,6 +337,12 @@ Command add_info_command(CLI::App& app) {
     std::printf("quantization     %s\nweights          %.2f MiB%s\n", quantization.c_str(),
                 static_cast<double>(total_bytes) / (1 << 20), decode_copies ? " (prefill rows read these)" : "");
     print_formats(weight_bytes);
+    std::printf("int8 activations %s (--int8-activations %s)%s\n", backend->int8_activations() ? "on" : "off",
+                info["int8_activations"]["option"].get<std::string>().c_str(),
+                backend->int8_activations()
+                    ? fmt::format(": {} integer matmul weights on int8 x int8 dot products ({})", int8_dot_weights,
+                                  kernels::cpu::matmul_int8_kernel_name()).c_str()
+                    : "");
     if (decode_copies) {
       std::printf("decode copies    %.2f MiB (decode and verify rows read these; footprint %.2f MiB)\n",
                   static_cast<double>(decode_total) / (1 << 20),

@@ -3,7 +3,7 @@
 //
 // Numerics (llama.cpp's Q8_0 activations, one fixed float order):
 //  - each input row is quantized per block of 32 columns: d = max|x| / 127, q = clamp(rne(x · (1/d)),
-//    ±127) (d = 0: q = 0), and per block sum = Σ q, ds = d · f32(sum) (quantize_activations);
+//    ±127) (d = 0: q = 0), d kept in f32; per block sum = Σ q, ds = d · f32(sum) (Int8Activations);
 //  - per output (m, n) and block b, in order of b: isum = Σ_k q_w(n, k) · q(m, k), exact in int32
 //    (|isum| < 2^21, so f32(isum) is exact too), where q_w is the signed code (Symmetric) or the
 //    unsigned one (Affine); then acc = fma(s · d, f32(isum), acc) and, Affine only,
