@@ -1,10 +1,11 @@
-// AMX-INT8 int8-activation matmul (cpu/isa/matmul_int8.h) for prefill: 16 rows x 64 outputs per
-// step. Per 32-column block, tdpbsud multiplies the activations' A tile (16 rows x 32 signed
-// bytes) by four B tiles (8 rows of 16 outputs x 4 k, unsigned codes: a Panel64Dot quad row is
-// 256 bytes, 64 per 16 outputs, so B tiles load straight from the packed weight) into four 16x16
-// int32 tiles, which are exact in any order. The tiles are stored and each block's sums take the
-// canonical float step with AVX-512, as the VNNI kernel does. 4-bit panels are widened to bytes
-// once per panel. Rows past the last multiple of 16 run the VNNI tiles: the same bits.
+// AMX-INT8 int8-activation matmul (cpu/isa/matmul_int8.h) for prefill: 16 rows x 16 outputs per
+// step, their f32 accumulators in 16 registers across the blocks. Per 32-column block one
+// tdpbssd (Symmetric) or tdpbsud (Affine) multiplies the activations' A tile (16 rows x 32 signed
+// bytes) by a B tile (8 quad rows of 16 outputs x 4 codes: a Panel64Dot quad row is 256 bytes, 64
+// per 16 outputs) into a 16x16 int32 tile, exact in any order; the tile is stored and each row's
+// sums take the canonical float step with AVX-512, as in the VNNI kernel. Each panel's codes are
+// widened once to one signed (or, Affine, unsigned) byte per code. Rows past the last multiple of
+// 16 run the VNNI tiles: the same bits.
 #include <cpuid.h>
 #include <immintrin.h>
 #include <sys/syscall.h>
@@ -36,94 +37,107 @@ struct alignas(64) TileConfig {
 
 std::atomic<int64_t> amx_rows{0};
 
-// Tiles 0-3: C, 16 x 16 int32; 4: A, 16 rows x 32 bytes; 5, 6: B, 8 rows (quads) x 64 bytes.
+// Tiles 0, 1: C, 16 x 16 int32 (alternate blocks, so that one block's products overlap the
+// previous block's float step); 2: A, 16 rows x 32 bytes; 3: B, 8 rows (quads) x 64 bytes.
 TileConfig tile_config() {
   TileConfig cfg;
   cfg.palette_id = 1;
-  for (int t = 0; t < 4; ++t) {
+  for (int t = 0; t < 2; ++t) {
     cfg.rows[t] = 16;
     cfg.colsb[t] = 64;
   }
-  cfg.rows[4] = 16;
-  cfg.colsb[4] = static_cast<uint16_t>(kInt8Block);
-  for (int t = 5; t < 7; ++t) {
-    cfg.rows[t] = static_cast<uint8_t>(kInt8Block / 4);
-    cfg.colsb[t] = 64;
-  }
+  cfg.rows[2] = 16;
+  cfg.colsb[2] = static_cast<uint16_t>(kInt8Block);
+  cfg.rows[3] = static_cast<uint8_t>(kInt8Block / 4);
+  cfg.colsb[3] = 64;
   return cfg;
 }
 
-// A 4-bit Panel64Dot panel as 8-bit quads: octet o's low nibbles are quad 2o, its high ones 2o + 1.
-void widen_panel(const uint8_t* codes, int64_t k, uint8_t* dst) {
-  const __m512i low_nibbles = _mm512_set1_epi8(0x0f);
-  for (int64_t o = 0; o < k / 8; ++o)
-    for (int j = 0; j < 4; ++j) {
-      const __m512i raw = _mm512_loadu_si512(codes + o * 256 + 64 * j);
-      _mm512_storeu_si512(dst + 2 * o * 256 + 64 * j, _mm512_and_si512(raw, low_nibbles));
-      _mm512_storeu_si512(dst + (2 * o + 1) * 256 + 64 * j, _mm512_and_si512(_mm512_srli_epi16(raw, 4), low_nibbles));
-    }
+// A Panel64Dot panel as one byte per code in its quad order: the signed code q (Symmetric: the
+// stored u − z0, for tdpbssd) or the unsigned one (Affine, for tdpbsud), so the integer sums
+// need no correction. 4-bit: octet o's low nibbles are quad 2o, its high ones 2o + 1.
+template <int Bits, bool Affine>
+const uint8_t* widen_panel(const uint8_t* codes, int64_t k, std::vector<uint8_t>& buffer) {
+  if (Bits == 8 && Affine) return codes;
+  buffer.resize(static_cast<size_t>(k * kPanel64));
+  uint8_t* dst = buffer.data();
+  const __m512i low_nibbles = _mm512_set1_epi8(0x0f), z0 = _mm512_set1_epi8(Bits == 8 ? -128 : 8);
+  const auto to_code = [&](__m512i u) { return Affine ? u : _mm512_sub_epi8(u, z0); };
+  if constexpr (Bits == 8) {
+    for (int64_t i = 0; i < k * kPanel64; i += 64)
+      _mm512_storeu_si512(dst + i, to_code(_mm512_loadu_si512(codes + i)));
+  } else {
+    for (int64_t o = 0; o < k / 8; ++o)
+      for (int j = 0; j < 4; ++j) {
+        const __m512i raw = _mm512_loadu_si512(codes + o * 256 + 64 * j);
+        _mm512_storeu_si512(dst + 2 * o * 256 + 64 * j, to_code(_mm512_and_si512(raw, low_nibbles)));
+        _mm512_storeu_si512(dst + (2 * o + 1) * 256 + 64 * j,
+                            to_code(_mm512_and_si512(_mm512_srli_epi16(raw, 4), low_nibbles)));
+      }
+  }
+  return dst;
 }
+
+// One block's integer sums for 16 rows x 16 outputs into `isum` (row stride 16), in tile C (the
+// tile intrinsics take literal tile numbers: one function per C).
+#define TACHYON_AMX_BLOCK_SUMS(C)                                                               \
+  template <bool Affine>                                                                        \
+  inline void block_sums_##C(const int8_t* a, int64_t lda, const uint8_t* b, int32_t* isum) {   \
+    _tile_zero(C);                                                                              \
+    _tile_loadd(2, a, lda);                                                                     \
+    _tile_loadd(3, b, 256);                                                                     \
+    if constexpr (Affine) _tile_dpbsud(C, 2, 3);                                                \
+    else _tile_dpbssd(C, 2, 3);                                                                 \
+    _tile_stored(C, isum, 64);                                                                  \
+  }
+TACHYON_AMX_BLOCK_SUMS(0)
+TACHYON_AMX_BLOCK_SUMS(1)
+#undef TACHYON_AMX_BLOCK_SUMS
 
 template <int Bits, bool Affine, DType S>
 void run(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out, int64_t ldo) {
   const int64_t k = w.cols, blocks = k / kInt8Block, group_blocks = w.quant.group / kInt8Block;
   const int64_t tiled_rows = a.rows / kTileRows * kTileRows;
-  constexpr int32_t z0 = Affine ? 0 : (Bits == 8 ? 128 : 8);
   const TileConfig cfg = tile_config();
   _tile_loadconfig(&cfg);
   thread_local std::vector<uint8_t> widened;
-  alignas(64) int32_t isum[kTileRows * kPanel64];
-  alignas(64) float acc[kTileRows * kPanel64];
+  alignas(64) int32_t isum[2][kTileRows * 16];
   for (int64_t n0 = n_begin; n0 < n_end; n0 += kPanel64) {
     const int valid = static_cast<int>(std::min<int64_t>(kPanel64, n_end - n0));
     const uint8_t* codes = static_cast<const uint8_t*>(w.data) + (n0 / kPanel64) * k * kPanel64 * Bits / 8;
-    if (Bits == 4 && tiled_rows > 0) {
-      widened.resize(static_cast<size_t>(k * kPanel64));
-      widen_panel(codes, k, widened.data());
-      codes = widened.data();
-    }
+    if (tiled_rows > 0) codes = widen_panel<Bits, Affine>(codes, k, widened);
     const int64_t scale_base = (n0 / kPanel64) * (k / w.quant.group) * kPanel64;
     for (int64_t m0 = 0; m0 < tiled_rows; m0 += kTileRows) {
-      std::fill(acc, acc + kTileRows * kPanel64, 0.f);
-      for (int64_t b = 0; b < blocks; ++b) {
-        const uint8_t* pb = codes + b * kInt8Block * kPanel64;
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-        _tile_loadd(4, a.q + m0 * k + b * kInt8Block, k);
-        _tile_loadd(5, pb, 256);
-        _tile_dpbsud(0, 4, 5);
-        _tile_loadd(6, pb + 64, 256);
-        _tile_dpbsud(1, 4, 6);
-        _tile_loadd(5, pb + 128, 256);
-        _tile_dpbsud(2, 4, 5);
-        _tile_loadd(6, pb + 192, 256);
-        _tile_dpbsud(3, 4, 6);
-        _tile_stored(0, isum, kPanel64 * 4);
-        _tile_stored(1, isum + 16, kPanel64 * 4);
-        _tile_stored(2, isum + 32, kPanel64 * 4);
-        _tile_stored(3, isum + 48, kPanel64 * 4);
-        const int64_t scale_at = scale_base + (b / group_blocks) * kPanel64;
-        __m512 s[4], bias[4];
-        for (int j = 0; j < 4; ++j) s[j] = load_scales16<S>(w.quant.scales, scale_at + 16 * j);
-        if constexpr (Affine)
-          for (int j = 0; j < 4; ++j) bias[j] = load_scales16<S>(w.quant.biases, scale_at + 16 * j);
-        for (int64_t r = 0; r < kTileRows; ++r) {
-          const int64_t at = (m0 + r) * blocks + b;
-          const __m512 d = _mm512_set1_ps(a.scale[at]);
-          const __m512i correction = _mm512_set1_epi32(z0 * a.sum[at]);
-          for (int j = 0; j < 4; ++j) {
-            float* o = acc + r * kPanel64 + 16 * j;
-            const __m512i raw = _mm512_load_si512(isum + r * kPanel64 + 16 * j);
-            const __m512i exact = z0 ? _mm512_sub_epi32(raw, correction) : raw;
-            __m512 v = _mm512_fmadd_ps(_mm512_mul_ps(s[j], d), _mm512_cvtepi32_ps(exact), _mm512_load_ps(o));
-            if constexpr (Affine) v = _mm512_fmadd_ps(bias[j], _mm512_set1_ps(a.scaled_sum[at]), v);
-            _mm512_store_ps(o, v);
+      const int8_t* a0 = a.q + m0 * k;
+      const float* d = a.scale + m0 * blocks;
+      const float* ds = a.scaled_sum + m0 * blocks;
+      // 16 outputs at a time, their 16 rows' accumulators in registers across every block.
+      for (int j = 0; j < 4 && 16 * j < valid; ++j) {
+        __m512 acc[kTileRows];
+#pragma GCC unroll 16
+        for (int r = 0; r < kTileRows; ++r) acc[r] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < blocks; ++b) {
+          int32_t* sums = isum[b & 1];
+          const uint8_t* pb = codes + b * kInt8Block * kPanel64 + 16 * 4 * j;
+          if (b & 1) block_sums_1<Affine>(a0 + b * kInt8Block, k, pb, sums);
+          else block_sums_0<Affine>(a0 + b * kInt8Block, k, pb, sums);
+          const int64_t scale_at = scale_base + (b / group_blocks) * kPanel64 + 16 * j;
+          const __m512 s = load_scales16<S>(w.quant.scales, scale_at);
+#pragma GCC unroll 16
+          for (int r = 0; r < kTileRows; ++r) {
+            const __m512 sd = _mm512_mul_ps(s, _mm512_set1_ps(d[r * blocks + b]));
+            acc[r] = _mm512_fmadd_ps(sd, _mm512_cvtepi32_ps(_mm512_load_si512(sums + 16 * r)), acc[r]);
+          }
+          if constexpr (Affine) {
+            const __m512 bias = load_scales16<S>(w.quant.biases, scale_at);
+#pragma GCC unroll 16
+            for (int r = 0; r < kTileRows; ++r) acc[r] = _mm512_fmadd_ps(bias, _mm512_set1_ps(ds[r * blocks + b]), acc[r]);
           }
         }
+        const int left = valid - 16 * j;
+        const __mmask16 keep = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+        for (int r = 0; r < kTileRows; ++r) _mm512_mask_storeu_ps(out + (m0 + r) * ldo + n0 + 16 * j, keep, acc[r]);
       }
-      for (int64_t r = 0; r < kTileRows; ++r) std::copy(acc + r * kPanel64, acc + r * kPanel64 + valid, out + (m0 + r) * ldo + n0);
     }
   }
   _tile_release();
