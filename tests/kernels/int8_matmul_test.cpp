@@ -183,6 +183,37 @@ TEST(Int8MatmulDense, DenseI8RowScalesRunAsOneGroupPerRow) {
   for (int64_t rows : {1, 5, 17}) expect_every_kernel_matches(qw.weight, p.w, rows, rng);
 }
 
+TEST(Int8MatmulDense, ActivationQuantizersAgree) {
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl"))
+    GTEST_SKIP() << "no AVX-512 here";
+  std::mt19937 rng(7);
+  const int64_t blocks = 64;
+  auto x = random_vec(static_cast<size_t>(blocks * 32), rng);
+  for (int t = 0; t < 32; ++t) x[32 + t] = 0.f;               // an all-zero block
+  for (int t = 0; t < 32; ++t) x[64 + t] = 0.5f * float(t - 16);  // ties at ±0.5 steps
+  x[100] = -1e30f;
+  x[200] = 1e-30f;
+  std::vector<int8_t> q[2];
+  std::vector<float> scale[2], scaled[2];
+  std::vector<int32_t> sum[2];
+  for (int i = 0; i < 2; ++i) {
+    q[i].resize(x.size());
+    scale[i].resize(blocks);
+    scaled[i].resize(blocks);
+    sum[i].resize(blocks);
+    (i == 0 ? cpu::quantize_blocks_portable : cpu::quantize_blocks_avx512)(x.data(), blocks, q[i].data(), scale[i].data(),
+                                                                         sum[i].data(), scaled[i].data());
+  }
+  EXPECT_EQ(q[0], q[1]);
+  EXPECT_EQ(sum[0], sum[1]);
+  EXPECT_EQ(0, std::memcmp(scale[0].data(), scale[1].data(), blocks * 4));
+  EXPECT_EQ(0, std::memcmp(scaled[0].data(), scaled[1].data(), blocks * 4));
+#else
+  GTEST_SKIP() << "x86-64 only";
+#endif
+}
+
 TEST(Int8MatmulDense, IneligibleWeightsAreNamed) {
   std::mt19937 rng(4);
   const QuantHost g16 = random_quant({WeightFormat::Symmetric, 4, 16, DType::F16}, 64, 256, rng);

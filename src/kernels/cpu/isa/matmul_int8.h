@@ -49,6 +49,15 @@ class Int8Activations {
   std::vector<int32_t> sum_;
 };
 
+// Quantizes `blocks` consecutive 32-value blocks of x as the header says (one implementation per
+// ISA, the same bits: a max, one multiply, the round-to-nearest-even and a clamp per value).
+using QuantizeBlocksFn = void (*)(const float* x, int64_t blocks, int8_t* q, float* scale, int32_t* sum,
+                                  float* scaled_sum);
+void quantize_blocks_portable(const float* x, int64_t blocks, int8_t* q, float* scale, int32_t* sum, float* scaled_sum);
+#if defined(__x86_64__)
+void quantize_blocks_avx512(const float* x, int64_t blocks, int8_t* q, float* scale, int32_t* sum, float* scaled_sum);
+#endif
+
 // Whether a host (row-major) weight runs in the mode: Symmetric / Affine codes of 4 or 8 bits with
 // a group that is a multiple of 32 and F32/F16/BF16 scales, or Dense I8 with row scales; cols a
 // multiple of 32. Other weights keep their f32 kernels.

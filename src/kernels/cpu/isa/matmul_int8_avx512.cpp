@@ -123,6 +123,30 @@ void by_scale(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end
 
 }  // namespace
 
+void quantize_blocks_avx512(const float* x, int64_t blocks, int8_t* q, float* scale, int32_t* sum, float* scaled_sum) {
+  const __m512 round = _mm512_set1_ps(12582912.f);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  for (int64_t i = 0; i < blocks; ++i) {
+    const float* xb = x + i * kInt8Block;
+    const __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
+    // max is exact: any order gives the portable loop's value.
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+    const float d = amax / 127.f, inverse = d != 0.f ? 1.f / d : 0.f;
+    const __m512 inv = _mm512_set1_ps(inverse);
+    const auto codes = [&](__m512 v) {
+      const __m512 rounded = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(v, inv), round), round);
+      return _mm512_min_epi32(_mm512_max_epi32(_mm512_cvttps_epi32(rounded), lo), hi);
+    };
+    const __m512i c0 = codes(x0), c1 = codes(x1);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i * kInt8Block), _mm512_cvtepi32_epi8(c0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i * kInt8Block + 16), _mm512_cvtepi32_epi8(c1));
+    const int32_t total = _mm512_reduce_add_epi32(_mm512_add_epi32(c0, c1));
+    scale[i] = d;
+    sum[i] = total;
+    scaled_sum[i] = d * static_cast<float>(total);
+  }
+}
+
 void matmul_int8_avx512(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out, int64_t ldo) {
   if (w.layout != WeightLayout::Panel64Dot) std::abort();
   if (a.rows <= 0) return;

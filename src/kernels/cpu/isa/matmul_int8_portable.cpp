@@ -12,33 +12,47 @@
 
 namespace tachyon::kernels::cpu {
 
-Int8Rows Int8Activations::quantize(const float* x, int64_t rows, int64_t cols) {
-  const int64_t blocks = cols / kInt8Block;
-  q_.resize(static_cast<size_t>(rows * cols));
-  scale_.resize(static_cast<size_t>(rows * blocks));
-  sum_.resize(scale_.size());
-  scaled_sum_.resize(scale_.size());
-  for (int64_t i = 0; i < rows * blocks; ++i) {
+void quantize_blocks_portable(const float* x, int64_t blocks, int8_t* q, float* scale, int32_t* sum, float* scaled_sum) {
+  for (int64_t i = 0; i < blocks; ++i) {
     const float* xb = x + i * kInt8Block;
     float amax = 0.f;
     for (int64_t t = 0; t < kInt8Block; ++t) amax = std::max(amax, std::fabs(xb[t]));
     // As llama.cpp's quantize_row_q8_0, except that d stays f32 (llama.cpp stores it as f16,
     // subnormal below 6e-5: measured farther from llama.cpp's own logits on the gemma3 fixture).
     const float d = amax / 127.f, inverse = d != 0.f ? 1.f / d : 0.f;
-    int8_t* qb = q_.data() + i * kInt8Block;
-    int32_t sum = 0;
+    int8_t* qb = q + i * kInt8Block;
+    int32_t total = 0;
     for (int64_t t = 0; t < kInt8Block; ++t) {
       // Round to nearest even by the 1.5·2^23 trick (|v| <= 127.5): the same bits as vcvtps2dq.
       const float v = xb[t] * inverse;
       const float rounded = (v + 12582912.f) - 12582912.f;
       const int32_t code = std::clamp(static_cast<int32_t>(rounded), -127, 127);
       qb[t] = static_cast<int8_t>(code);
-      sum += code;
+      total += code;
     }
-    scale_[i] = d;
-    sum_[i] = sum;
-    scaled_sum_[i] = d * static_cast<float>(sum);
+    scale[i] = d;
+    sum[i] = total;
+    scaled_sum[i] = d * static_cast<float>(total);
   }
+}
+
+Int8Rows Int8Activations::quantize(const float* x, int64_t rows, int64_t cols) {
+  static const QuantizeBlocksFn quantize_blocks = [] {
+#if defined(__x86_64__)
+    const char* forced = std::getenv("TACHYON_ISA");
+    const bool fallback = forced && (std::strcmp(forced, "portable") == 0 || std::strcmp(forced, "avx2") == 0);
+    if (!fallback && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+      return quantize_blocks_avx512;
+#endif
+    return quantize_blocks_portable;
+  }();
+  const int64_t blocks = cols / kInt8Block;
+  q_.resize(static_cast<size_t>(rows * cols));
+  scale_.resize(static_cast<size_t>(rows * blocks));
+  sum_.resize(scale_.size());
+  scaled_sum_.resize(scale_.size());
+  quantize_blocks(x, rows * blocks, q_.data(), scale_.data(), sum_.data(), scaled_sum_.data());
   return Int8Rows{q_.data(), scale_.data(), sum_.data(), scaled_sum_.data(), rows, cols};
 }
 
