@@ -146,7 +146,9 @@ int main(int argc, char** argv) {
   std::printf("|---|---|---|---|---|---|---|---|\n");
 
   for (const auto& dir : models) {
+    const int64_t int8_before = backend->int8_activation_weights();
     auto model = model::load_model(dir, *backend, load_options);
+    const int64_t int8_weights = backend->int8_activation_weights() - int8_before;
     const auto& c = model->config();
     const ModelCost cost = cost_of(dir, c, model->kv_layout(1));
     const int32_t max_ctx = prefill_tokens + decode_tokens + 32;
@@ -197,12 +199,12 @@ int main(int argc, char** argv) {
     const double prefill_flops_per_token = 2.0 * cost.matmul_params + attn_flops + 2.0 * cost.lm_head_params / prefill_tokens;
     const double prefill_roof = ceil.fma_gflops * 1e9 / prefill_flops_per_token;
     const double d = median(decode_tps), p = median(prefill_tps);
-    const std::string name = dir + (backend->int8_activations() ? " (int8 activations)" : "");
+    const std::string name = dir + (int8_weights > 0 ? " (int8 activations)" : "");
     std::printf("| %s | %.2f | %.2f | %.1f%% | %.1f%% | %.1f | %.1f | %.1f%% |\n", name.c_str(), d, decode_roof,
                 100 * d / decode_roof, 100 * d / decode_roof_read, p, prefill_roof, 100 * p / prefill_roof);
     std::fflush(stdout);
     report["models"].push_back({{"model", dir},
-                                {"int8_activations", backend->int8_activations()},
+                                {"int8_activation_weights", int8_weights},
                                 {"model_type", c.model_type},
                                 {"total_weight_bytes", cost.total_weight_bytes},
                                 {"weight_bytes_per_token", cost.weight_bytes_per_token},

@@ -189,11 +189,7 @@ Command add_info_command(CLI::App& app) {
       };
     };
     model::LoadOptions load_options = load_options_for(opt->quantize, opt->quantize_decode, opt->int8_activations);
-    int64_t int8_dot_weights = 0;  // weights the int8-activation mode applies to (if on)
-    load_options.on_weight = [&, count_bytes = tally(weight_bytes)](const std::string& name, const kernels::Weight& w) {
-      count_bytes(name, w);
-      if (kernels::cpu::int8_dot_eligible(w)) ++int8_dot_weights;
-    };
+    load_options.on_weight = tally(weight_bytes);
     load_options.on_decode_weight = tally(decode_bytes);
     const bool decode_copies = load_options.quantize_decode != kernels::QuantizeMode::None;
     auto model = model::load_model(opt->dir, *backend, load_options);
@@ -259,9 +255,8 @@ Command add_info_command(CLI::App& app) {
                  {"quantize_at_load", opt->quantize.empty() ? "none" : opt->quantize},
                  {"quantize_decode", decode_copies ? opt->quantize_decode : "none"},
                  {"int8_activations", {{"option", opt->int8_activations.empty() ? "auto" : opt->int8_activations},
-                                       {"on", backend->int8_activations()},
-                                       {"integer_weights", int8_dot_weights},
-                                       {"kernel", backend->int8_activations() ? kernels::cpu::matmul_int8_kernel_name() : "-"}}}};
+                                       {"weights", backend->int8_activation_weights()},
+                                       {"kernel", backend->int8_activation_weights() > 0 ? kernels::cpu::matmul_int8_kernel_name() : "-"}}}};
     auto bytes_report = [](const BytesPerFormat& per_format, int64_t& total) {
       Json out = Json::object();
       for (const auto& [format, bc] : per_format) {
@@ -337,12 +332,12 @@ Command add_info_command(CLI::App& app) {
     std::printf("quantization     %s\nweights          %.2f MiB%s\n", quantization.c_str(),
                 static_cast<double>(total_bytes) / (1 << 20), decode_copies ? " (prefill rows read these)" : "");
     print_formats(weight_bytes);
-    std::printf("int8 activations %s (--int8-activations %s)%s\n", backend->int8_activations() ? "on" : "off",
+    const int64_t int8_weights = backend->int8_activation_weights();
+    std::printf("int8 activations %s (--int8-activations %s)%s\n", int8_weights > 0 ? "on" : "off",
                 info["int8_activations"]["option"].get<std::string>().c_str(),
-                backend->int8_activations()
-                    ? fmt::format(": {} integer matmul weights on int8 x int8 dot products ({})", int8_dot_weights,
-                                  kernels::cpu::matmul_int8_kernel_name()).c_str()
-                    : "");
+                int8_weights > 0 ? fmt::format(": {} integer matmul weights on int8 x int8 dot products ({})",
+                                               int8_weights, kernels::cpu::matmul_int8_kernel_name()).c_str()
+                                 : "");
     if (decode_copies) {
       std::printf("decode copies    %.2f MiB (decode and verify rows read these; footprint %.2f MiB)\n",
                   static_cast<double>(decode_total) / (1 << 20),

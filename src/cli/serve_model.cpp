@@ -230,7 +230,7 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
       engine_config.model_fingerprint =
           hash64_combine(engine_config.model_fingerprint, hash64("decode:" + options.quantize_decode));
     // KV written with int8 activations differs from KV written without them.
-    if (owned->backend->int8_activations())
+    if (owned->backend->int8_activation_weights() > 0)
       engine_config.model_fingerprint = hash64_combine(engine_config.model_fingerprint, hash64("int8-activations"));
   }
   owned->drafters = spec.apply(dir, *owned->model, owned->model->backend(), engine_config);

@@ -64,6 +64,8 @@ class Backend {
   void set_int8_activations(bool on) { int8_activations_ = on; }
   bool int8_activations() const { return int8_activations_ && supports_int8_activations(); }
   virtual bool supports_int8_activations() const { return false; }
+  // How many weights were uploaded in the mode (their matmuls run on int8 activations).
+  virtual int64_t int8_activation_weights() const { return 0; }
   virtual void copy_to_host(void* host_dst, const void* device_src, size_t bytes) = 0;
   virtual void copy_to_device(void* device_dst, const void* host_src, size_t bytes) = 0;
   // A read the caller collects later, so that the host can prepare the next step while the

@@ -79,6 +79,12 @@ std::unique_ptr<Model> load_model(const std::string& dir, kernels::Backend& back
   const bool int8_activations = options.int8_activations == kernels::Int8ActivationMode::On ||
                                 (options.int8_activations == kernels::Int8ActivationMode::Auto &&
                                  source->int8_activation_numerics());
+  // For this model's uploads only: another model loaded on the backend (a drafter) decides its own.
+  struct Int8Scope {
+    kernels::Backend& backend;
+    bool before;
+    ~Int8Scope() { backend.set_int8_activations(before); }
+  } int8_scope{backend, backend.int8_activations()};
   backend.set_int8_activations(int8_activations);
   if (options.shard) {
     source = std::make_shared<ShardedSource>(std::move(source), *options.shard, options.rank);

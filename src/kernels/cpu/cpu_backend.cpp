@@ -116,6 +116,7 @@ Weight CpuBackend::upload_int8_dot(const Weight& host) {
       buffers[i] = allocate(sizes[i]);
       owned_.push_back(buffers[i]);
     }
+  ++int8_dot_weights_;
   return cpu::pack_quant_panel64_dot(host, buffers[0], buffers[1], buffers[2]);
 }
 

@@ -145,7 +145,7 @@ Result compare_with_llama_cpp(const std::string& name, const std::string& device
     }
   }
   std::printf("%s on %s (int8 activations %s): worst logits ratio %.4f, greedy %d/%d tokens identical, %d routing near-ties\n",
-              name.c_str(), device.c_str(), backend->int8_activations() ? "on" : "off", r.worst_ratio, r.greedy_matched, r.greedy_total, r.routing_ties);
+              name.c_str(), device.c_str(), backend->int8_activation_weights() > 0 ? "on" : "off", r.worst_ratio, r.greedy_matched, r.greedy_total, r.routing_ties);
   return r;
 }
 
