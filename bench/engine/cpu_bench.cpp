@@ -6,7 +6,7 @@
 //   prefill roofline = f32 FMA peak / FLOPs per prompt token
 // Protocol: one warm-up run discarded, median of --runs. Prints a Markdown table and writes
 // JSON (--json). Usage: cpu_bench [--runs 3] [--decode-tokens 32] [--prefill-tokens 512]
-//                                 [--json FILE] MODEL_DIR...
+//                                 [--int8-activations auto|on|off] [--json FILE] MODEL_DIR...
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -108,12 +108,21 @@ int main(int argc, char** argv) {
   int runs = 3, decode_tokens = 32, prefill_tokens = 512;
   std::string json_path;
   std::vector<std::string> models;
+  model::LoadOptions load_options;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--runs") runs = std::atoi(argv[++i]);
     else if (a == "--decode-tokens") decode_tokens = std::atoi(argv[++i]);
     else if (a == "--prefill-tokens") prefill_tokens = std::atoi(argv[++i]);
     else if (a == "--json") json_path = argv[++i];
+    else if (a == "--int8-activations") {
+      const auto mode = kernels::parse_int8_activation_mode(argv[++i]);
+      if (!mode) {
+        std::fprintf(stderr, "--int8-activations %s: expected auto, on or off\n", argv[i]);
+        return 2;
+      }
+      load_options.int8_activations = *mode;
+    }
     else models.push_back(a);
   }
   if (models.empty()) {
@@ -137,7 +146,9 @@ int main(int argc, char** argv) {
   std::printf("|---|---|---|---|---|---|---|---|\n");
 
   for (const auto& dir : models) {
-    auto model = model::load_model(dir, *backend);
+    const int64_t int8_before = backend->int8_activation_weights();
+    auto model = model::load_model(dir, *backend, load_options);
+    const int64_t int8_weights = backend->int8_activation_weights() - int8_before;
     const auto& c = model->config();
     const ModelCost cost = cost_of(dir, c, model->kv_layout(1));
     const int32_t max_ctx = prefill_tokens + decode_tokens + 32;
@@ -188,10 +199,12 @@ int main(int argc, char** argv) {
     const double prefill_flops_per_token = 2.0 * cost.matmul_params + attn_flops + 2.0 * cost.lm_head_params / prefill_tokens;
     const double prefill_roof = ceil.fma_gflops * 1e9 / prefill_flops_per_token;
     const double d = median(decode_tps), p = median(prefill_tps);
-    std::printf("| %s | %.2f | %.2f | %.1f%% | %.1f%% | %.1f | %.1f | %.1f%% |\n", dir.c_str(), d, decode_roof,
+    const std::string name = dir + (int8_weights > 0 ? " (int8 activations)" : "");
+    std::printf("| %s | %.2f | %.2f | %.1f%% | %.1f%% | %.1f | %.1f | %.1f%% |\n", name.c_str(), d, decode_roof,
                 100 * d / decode_roof, 100 * d / decode_roof_read, p, prefill_roof, 100 * p / prefill_roof);
     std::fflush(stdout);
     report["models"].push_back({{"model", dir},
+                                {"int8_activation_weights", int8_weights},
                                 {"model_type", c.model_type},
                                 {"total_weight_bytes", cost.total_weight_bytes},
                                 {"weight_bytes_per_token", cost.weight_bytes_per_token},

@@ -36,6 +36,7 @@ double median(std::vector<double> v) {
 struct Mode {
   const char* name;
   QuantizeMode quantize, decode;
+  kernels::Int8ActivationMode int8 = kernels::Int8ActivationMode::Off;
 };
 
 struct Measured {
@@ -50,6 +51,7 @@ Measured measure(const std::string& dir, const Mode& mode, int runs, int decode_
   model::LoadOptions options;
   options.quantize = mode.quantize;
   options.quantize_decode = mode.decode;
+  options.int8_activations = mode.int8;
   options.on_weight = [&](const std::string& name, const kernels::Weight& w) {
     stored[name] += static_cast<double>(kernels::weight_bytes(w));
   };
@@ -131,7 +133,13 @@ int main(int argc, char** argv) {
                         {"--quantize int8", QuantizeMode::Int8, QuantizeMode::None},
                         {"--quantize int4", QuantizeMode::Int4, QuantizeMode::None},
                         {"--quantize-decode int8", QuantizeMode::None, QuantizeMode::Int8},
-                        {"--quantize-decode int4", QuantizeMode::None, QuantizeMode::Int4}};
+                        {"--quantize-decode int4", QuantizeMode::None, QuantizeMode::Int4},
+                        {"--quantize int8 --int8-activations on", QuantizeMode::Int8, QuantizeMode::None,
+                         kernels::Int8ActivationMode::On},
+                        {"--quantize int4 --int8-activations on", QuantizeMode::Int4, QuantizeMode::None,
+                         kernels::Int8ActivationMode::On},
+                        {"--quantize-decode int8 --int8-activations on", QuantizeMode::None, QuantizeMode::Int8,
+                         kernels::Int8ActivationMode::On}};
   for (const auto& dir : models) {
     std::printf("%s\n\n| load | weights read per decode token (MiB) | decode tok/s | vs bf16 | of read roofline | "
                 "prefill-%d tok/s | vs bf16 |\n|---|---|---|---|---|---|---|\n",

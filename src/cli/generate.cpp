@@ -90,6 +90,7 @@ void GenerateOptions::add_to(CLI::App& command) {
                                   .gpu_memory_utilization = &gpu_memory_utilization});
   add_quantize_option(command, quantize);
   add_quantize_decode_option(command, quantize_decode);
+  add_int8_activations_option(command, int8_activations);
   add_tensor_parallel_option(command, tensor_parallel);
   command.add_option("--kv-cache-dtype", kv_cache_dtype,
                      "KV cache storage: auto (bf16; f16 for f16 models), f32, bf16, f16, fp8, int8, int4, turbo")
@@ -120,7 +121,7 @@ TerminalModel load_terminal_model(const std::string& model_dir, GenerateOptions&
   TerminalModel loaded;
   DeviceModel device = load_device_model(model_dir, options.device.empty() ? kernels::default_device() : options.device,
                                          options.tensor_parallel,
-                                         load_options_for(options.quantize, options.quantize_decode));
+                                         load_options_for(options.quantize, options.quantize_decode, options.int8_activations));
   loaded.backend = std::move(device.backend);
   loaded.model = std::move(device.model);
   options.sampling.validate(loaded.model->config().vocab_size);

@@ -59,6 +59,7 @@ struct GenerateOptions {
   std::string device;
   std::string quantize;  // --quantize
   std::string quantize_decode;  // --quantize-decode
+  std::string int8_activations;  // --int8-activations
   int tensor_parallel = 1;  // --tensor-parallel
   std::string kv_cache_dtype = "auto";  // --kv-cache-dtype (model/kv_format_choice.h)
   SpecOptions spec;

@@ -17,6 +17,7 @@
 #include "cli/default_model.h"
 #include "cli/kv_report.h"
 #include "cli/quantize_option.h"
+#include "kernels/cpu/isa/matmul_int8.h"
 #include "io/config.h"
 #include "io/gguf.h"
 #include "io/gguf_config.h"
@@ -173,7 +174,7 @@ Json gguf_report(const io::GgufFile& file) {
 
 Command add_info_command(CLI::App& app) {
   struct Options {
-    std::string dir, quantize, quantize_decode, device = "cpu";
+    std::string dir, quantize, quantize_decode, int8_activations, device = "cpu";
     bool json = false;
   };
   auto opt = std::make_shared<Options>();
@@ -183,6 +184,7 @@ Command add_info_command(CLI::App& app) {
   cmd->add_flag("--json", opt->json, "Machine-readable output");
   add_quantize_option(*cmd, opt->quantize);
   add_quantize_decode_option(*cmd, opt->quantize_decode);
+  add_int8_activations_option(*cmd, opt->int8_activations);
   cmd->add_option("--device", opt->device, "Backend that loads the weights (cpu, reference, cuda)")->capture_default_str();
   return [opt] {
     const io::ResolvedModel resolved = resolve_model_arg(opt->dir);
@@ -200,7 +202,7 @@ Command add_info_command(CLI::App& app) {
         count += 1;
       };
     };
-    model::LoadOptions load_options = load_options_for(opt->quantize, opt->quantize_decode);
+    model::LoadOptions load_options = load_options_for(opt->quantize, opt->quantize_decode, opt->int8_activations);
     load_options.on_weight = tally(weight_bytes);
     load_options.on_decode_weight = tally(decode_bytes);
     const bool decode_copies = load_options.quantize_decode != kernels::QuantizeMode::None;
@@ -266,7 +268,10 @@ Command add_info_command(CLI::App& app) {
                  {"draft_trees", draft_tree_report(*model)},
                  {"quantization", method.empty() ? "none" : method},
                  {"quantize_at_load", opt->quantize.empty() ? "none" : opt->quantize},
-                 {"quantize_decode", decode_copies ? opt->quantize_decode : "none"}};
+                 {"quantize_decode", decode_copies ? opt->quantize_decode : "none"},
+                 {"int8_activations", {{"option", opt->int8_activations.empty() ? "auto" : opt->int8_activations},
+                                       {"weights", backend->int8_activation_weights()},
+                                       {"kernel", backend->int8_activation_weights() > 0 ? kernels::cpu::matmul_int8_kernel_name() : "-"}}}};
     auto bytes_report = [](const BytesPerFormat& per_format, int64_t& total) {
       Json out = Json::object();
       for (const auto& [format, bc] : per_format) {
@@ -343,6 +348,12 @@ Command add_info_command(CLI::App& app) {
     std::printf("quantization     %s\nweights          %.2f MiB%s\n", quantization.c_str(),
                 static_cast<double>(total_bytes) / (1 << 20), decode_copies ? " (prefill rows read these)" : "");
     print_formats(weight_bytes);
+    const int64_t int8_weights = backend->int8_activation_weights();
+    std::printf("int8 activations %s (--int8-activations %s)%s\n", int8_weights > 0 ? "on" : "off",
+                info["int8_activations"]["option"].get<std::string>().c_str(),
+                int8_weights > 0 ? fmt::format(": {} integer matmul weights on int8 x int8 dot products ({})",
+                                               int8_weights, kernels::cpu::matmul_int8_kernel_name()).c_str()
+                                 : "");
     if (decode_copies) {
       std::printf("decode copies    %.2f MiB (decode and verify rows read these; footprint %.2f MiB)\n",
                   static_cast<double>(decode_total) / (1 << 20),

@@ -36,7 +36,7 @@ std::vector<int32_t> parse_id_list(const std::string& text) {
 
 Command add_logits_command(CLI::App& app) {
   struct Options {
-    std::string model_dir, ids, out, device = "cpu", quantize, kv_cache_dtype = "auto";
+    std::string model_dir, ids, out, device = "cpu", quantize, int8_activations, kv_cache_dtype = "auto";
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("logits", "Write the logits of every position of --ids to a safetensors file");
@@ -46,6 +46,7 @@ Command add_logits_command(CLI::App& app) {
   cmd->add_option("--out", opt->out, "Output .safetensors file (tensor 'logits' [T, V] float32)")->required();
   cmd->add_option("--device", opt->device, "cpu");
   add_quantize_option(*cmd, opt->quantize);
+  add_int8_activations_option(*cmd, opt->int8_activations);
   cmd->add_option("--kv-cache-dtype", opt->kv_cache_dtype,
                   "KV cache storage: auto (bf16; f16 for f16 models), f32, bf16, f16, fp8, int8, int4, turbo")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "fp8", "int8", "int4", "turbo"}))->capture_default_str();
@@ -53,7 +54,7 @@ Command add_logits_command(CLI::App& app) {
     const auto ids = parse_id_list(opt->ids);
     const std::string model_dir = resolve_model_arg(opt->model_dir).path;
     auto backend = kernels::make_backend(opt->device);
-    auto model = model::load_model(model_dir, *backend, load_options_for(opt->quantize));
+    auto model = model::load_model(model_dir, *backend, load_options_for(opt->quantize, "", opt->int8_activations));
     const int32_t block_size = 16;
     kv::KvLayout layout = model->kv_layout(static_cast<int32_t>(ids.size() + block_size - 1) / block_size + 1, block_size);
     layout.format = model::resolve_kv_format(model::parse_kv_cache_dtype(opt->kv_cache_dtype), model->config(), *backend);

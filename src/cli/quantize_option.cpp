@@ -20,7 +20,17 @@ void add_quantize_decode_option(CLI::App& command, std::string& value) {
       ->check(CLI::IsMember({"int8", "int4", "none"}));
 }
 
-model::LoadOptions load_options_for(const std::string& quantize, const std::string& quantize_decode) {
+void add_int8_activations_option(CLI::App& command, std::string& value) {
+  command
+      .add_option("--int8-activations", value,
+                  "Matmuls over integer weights (GGUF Q8_0/Q4_0/..., --quantize int8|int4, int8/int4 checkpoints) "
+                  "quantize their inputs to int8 per 32 values and use integer dot products (VNNI, AMX-INT8), as "
+                  "llama.cpp does: auto (default: on for GGUF files), on, off. CPU backend")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+}
+
+model::LoadOptions load_options_for(const std::string& quantize, const std::string& quantize_decode,
+                                    const std::string& int8_activations) {
   model::LoadOptions options;
   const auto mode = kernels::parse_quantize_mode(quantize);
   if (!mode) throw Error("--quantize {}: expected int8, int4 or fp8", quantize);
@@ -29,6 +39,9 @@ model::LoadOptions load_options_for(const std::string& quantize, const std::stri
   if (!decode || *decode == kernels::QuantizeMode::Fp8)
     throw Error("--quantize-decode {}: expected int8 or int4", quantize_decode);
   options.quantize_decode = *decode;
+  const auto int8 = kernels::parse_int8_activation_mode(int8_activations);
+  if (!int8) throw Error("--int8-activations {}: expected auto, on or off", int8_activations);
+  options.int8_activations = *int8;
   return options;
 }
 

@@ -230,6 +230,7 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("--device", opt->model.device, "cpu or cuda (default: cuda when a GPU is visible)");
   add_quantize_option(*cmd, opt->model.quantize);
   add_quantize_decode_option(*cmd, opt->model.quantize_decode);
+  add_int8_activations_option(*cmd, opt->model.int8_activations);
   add_tensor_parallel_option(*cmd, opt->model.tensor_parallel);
   opt->model.spec.add_to(*cmd);
   opt->model.pflash.add_to(*cmd);

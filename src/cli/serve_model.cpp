@@ -194,7 +194,7 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
   const std::string device = device_of(options);
   owned->model = progress.stage("weights", [&] {
     DeviceModel loaded = load_device_model(dir, device, options.tensor_parallel,
-                                           load_options_for(options.quantize, options.quantize_decode));
+                                           load_options_for(options.quantize, options.quantize_decode, options.int8_activations));
     owned->backend = std::move(loaded.backend);
     return std::move(loaded.model);
   });
@@ -230,6 +230,9 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
     if (!options.quantize_decode.empty() && options.quantize_decode != "none")
       engine_config.model_fingerprint =
           hash64_combine(engine_config.model_fingerprint, hash64("decode:" + options.quantize_decode));
+    // KV written with int8 activations differs from KV written without them.
+    if (owned->backend->int8_activation_weights() > 0)
+      engine_config.model_fingerprint = hash64_combine(engine_config.model_fingerprint, hash64("int8-activations"));
   }
   owned->drafters = spec.apply(dir, *owned->model, owned->model->backend(), engine_config);
   owned->pflash_scorer = progress.stage("PFlash scorer", [&] {

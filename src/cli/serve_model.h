@@ -21,6 +21,7 @@ struct ServeModelOptions {
   std::string device, prefix_cache = "on", tool_parser, step_overlap = "auto", kv_cache_dtype = "auto";
   std::string quantize;  // --quantize
   std::string quantize_decode;  // --quantize-decode
+  std::string int8_activations;  // --int8-activations
   int tensor_parallel = 1;  // --tensor-parallel
   int32_t max_concurrent = 16, ctx_size = 0, kv_blocks = 0, max_tokens_per_step = 512;
   // KV pool (engine/kv_sizing.h): --kv-blocks, else --kv-cache-memory bytes, else sized from the

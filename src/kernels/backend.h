@@ -57,6 +57,15 @@ class Backend {
   // True while a DraftWeights scope lives: the weights being loaded belong to a drafter.
   bool loading_draft_weights() const { return loading_draft_weights_; }
   void set_loading_draft_weights(bool on) { loading_draft_weights_ = on; }
+  // The int8-activation mode (kernels/quantize.h Int8ActivationMode, resolved to on or off):
+  // integer-format weights uploaded while it is on run their matmuls on int8 activations, on a
+  // backend that supports_int8_activations(); others keep their kernels. A drafter's weights
+  // (loading_draft_weights) keep theirs.
+  void set_int8_activations(bool on) { int8_activations_ = on; }
+  bool int8_activations() const { return int8_activations_ && supports_int8_activations(); }
+  virtual bool supports_int8_activations() const { return false; }
+  // How many weights were uploaded in the mode (their matmuls run on int8 activations).
+  virtual int64_t int8_activation_weights() const { return 0; }
   virtual void copy_to_host(void* host_dst, const void* device_src, size_t bytes) = 0;
   virtual void copy_to_device(void* device_dst, const void* host_src, size_t bytes) = 0;
   // A read the caller collects later, so that the host can prepare the next step while the
@@ -300,6 +309,7 @@ class Backend {
   std::deque<Weight> decode_copies_;      // with_decode_copy's, at stable addresses
   std::span<const uint8_t> decode_rows_;  // set_decode_rows
   bool loading_draft_weights_ = false;
+  bool int8_activations_ = false;
   std::shared_ptr<HostCollective> group_;
   int group_rank_ = 0;
   std::vector<float> group_scratch_;  // all_reduce_sum's host copy, reused from step to step

@@ -224,6 +224,22 @@ std::optional<QuantizeMode> parse_quantize_mode(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<Int8ActivationMode> parse_int8_activation_mode(std::string_view name) {
+  if (name.empty() || name == "auto") return Int8ActivationMode::Auto;
+  if (name == "on") return Int8ActivationMode::On;
+  if (name == "off") return Int8ActivationMode::Off;
+  return std::nullopt;
+}
+
+std::string_view int8_activation_mode_name(Int8ActivationMode mode) {
+  switch (mode) {
+    case Int8ActivationMode::Auto: return "auto";
+    case Int8ActivationMode::On: return "on";
+    case Int8ActivationMode::Off: return "off";
+  }
+  return "?";
+}
+
 std::string_view quantize_mode_name(QuantizeMode mode) {
   switch (mode) {
     case QuantizeMode::None: return "none";

@@ -49,6 +49,14 @@ QuantizedWeight quantize_int8_grouped(const Weight& w, int32_t group = 64);
 // q = e4m3(w / scale) rounded to nearest even (an all-zero block: scale 0, codes 0).
 QuantizedWeight quantize_fp8(const Weight& w, int32_t block = 128);
 
+// `--int8-activations auto|on|off`: whether matmuls over integer weight formats (Symmetric /
+// Affine 4- and 8-bit, --quantize int8's rows) quantize their input rows to int8 per 32 columns
+// and run integer dot products (llama.cpp's numerics; the CPU backend's Panel64Dot kernels,
+// cpu/isa/matmul_int8.h). Auto: on where the checkpoint's own runtime computes that way (GGUF).
+enum class Int8ActivationMode : uint8_t { Auto, On, Off };
+std::optional<Int8ActivationMode> parse_int8_activation_mode(std::string_view name);  // "auto", "on", "off"
+std::string_view int8_activation_mode_name(Int8ActivationMode mode);
+
 // `--quantize`: which quantizer a float checkpoint's matmul weights go through at load.
 enum class QuantizeMode : uint8_t { None, Int8, Int4, Fp8 };
 // "int8", "int4", "fp8" (or "none"/""); nothing for another name.

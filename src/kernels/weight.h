@@ -23,6 +23,15 @@
 //                    are converted in registers). Fp8Block's block scales are expanded to every
 //                    (panel, block column, output) as F32; Mxfp4's group is 32. Padding rows
 //                    hold code 0 and scale 0. weight_dequant.h reads one element of either layout.
+//   Panel64Dot  (CPU, int8-activation mode: cpu/isa/matmul_int8.h) Symmetric / Affine codes of
+//             4 or 8 bits, group a multiple of 32, cols a multiple of 32, laid out for integer dot
+//             products (VNNI vpdpbusd, AMX tdpbsud): 64-output panels as Panel64, but each 32-bit
+//             word holds one output's codes at 4 consecutive k. 8-bit: quad k/4 of panel p at
+//             (p·cols + k − k % 4)·64 bytes, output j's codes at 4j + k % 4 within it (256 bytes:
+//             one AMX B-tile row per 16 outputs). 4-bit: octet k/8 at (p·cols + k − k % 8)·32
+//             bytes, byte 4j + k % 4 holds k % 8 < 4 in its low nibble, else in its high one.
+//             Codes are stored unsigned, u = q + z0 (z0 = 128 Symmetric 8-bit, 8 Symmetric 4-bit,
+//             0 Affine) so that u8 x s8 instructions take them; scales and biases as Panel64.
 //   MmaFragments  (CUDA) bf16, rows padded to 128 and cols to 64 with zeros, stored as the B
 //             operands of mma.m16n8k16: units of 8 rows x 32 cols, unit (r/8, c/32) at
 //             ((r/8)·(cols64/32) + c/32)·256 elements; inside a unit, lane (r%8)·4 + (c%8)/2
@@ -65,7 +74,7 @@ namespace tachyon::kernels {
 
 using tachyon::DType;
 
-enum class WeightLayout : uint8_t { RowMajor, Panel64, MmaFragments, QuantFragments };
+enum class WeightLayout : uint8_t { RowMajor, Panel64, MmaFragments, QuantFragments, Panel64Dot };
 enum class WeightFormat : uint8_t { Dense, Affine, Symmetric, Fp8Block, Mxfp4 };
 
 struct QuantParams {
@@ -115,7 +124,8 @@ struct Weight {
         const int64_t lane = (r % 8) * 4 + (kt % 8) / 2, reg = 2 * t + (kt >= 8 ? 1 : 0);
         return (((r / 8) * units_per_row + c / 32) * 32 + lane) * 8 + reg * 2 + kt % 2;
       }
-      case WeightLayout::QuantFragments: return -1;
+      case WeightLayout::QuantFragments:
+      case WeightLayout::Panel64Dot: return -1;
     }
     return -1;
   }

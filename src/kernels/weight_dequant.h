@@ -32,9 +32,17 @@ inline float load_scale_value(const void* p, DType dtype, int64_t index) {
 // Columns per scale of a quantized weight (Mxfp4: always 32).
 inline int64_t quant_group(const Weight& w) { return w.format == WeightFormat::Mxfp4 ? 32 : w.quant.group; }
 
-// The unsigned code of element (r, c) of a quantized weight, row-major or Panel64 (weight.h).
+// The code of element (r, c) of a quantized weight as its format defines it, row-major, Panel64
+// or Panel64Dot (weight.h).
 inline uint32_t code_at(const Weight& w, int64_t r, int64_t c) {
   const auto* bytes = static_cast<const uint8_t*>(w.data);
+  if (w.layout == WeightLayout::Panel64Dot) {  // stored u = q + z0: back to the format's code
+    const int64_t j = r % Weight::kPanel, base = (r / Weight::kPanel) * w.cols;
+    const bool symmetric = w.format == WeightFormat::Symmetric;
+    if (w.quant.bits == 8) return bytes[(base + c - c % 4) * Weight::kPanel + 4 * j + c % 4] ^ (symmetric ? 0x80u : 0u);
+    const uint8_t byte = bytes[(base + c - c % 8) * (Weight::kPanel / 2) + 4 * j + c % 4];
+    return ((c % 8 < 4) ? (byte & 0xfu) : (byte >> 4)) ^ (symmetric ? 8u : 0u);
+  }
   if (w.layout == WeightLayout::Panel64) {
     const int64_t j = r % Weight::kPanel, step = (r / Weight::kPanel) * w.cols + c;
     if (w.quant.bits == 8) return bytes[step * Weight::kPanel + j];
@@ -49,7 +57,7 @@ inline uint32_t code_at(const Weight& w, int64_t r, int64_t c) {
 // Index of the scale (and bias) of element (r, c) in `quant.scales` for the weight's layout.
 inline int64_t scale_index(const Weight& w, int64_t r, int64_t c) {
   const int64_t group = quant_group(w);
-  if (w.layout == WeightLayout::Panel64) {
+  if (w.layout == WeightLayout::Panel64 || w.layout == WeightLayout::Panel64Dot) {
     const int64_t groups = (w.cols + group - 1) / group;
     return ((r / Weight::kPanel) * groups + c / group) * Weight::kPanel + r % Weight::kPanel;
   }
@@ -57,8 +65,8 @@ inline int64_t scale_index(const Weight& w, int64_t r, int64_t c) {
   return r * (w.cols / group) + c / group;
 }
 
-// Element (r, c) of a weight in a quantized format (WeightFormat other than Dense), row-major
-// or Panel64.
+// Element (r, c) of a weight in a quantized format (WeightFormat other than Dense), row-major,
+// Panel64 or Panel64Dot.
 inline float dequantize_element(const Weight& w, int64_t r, int64_t c) {
   const QuantParams& q = w.quant;
   const uint32_t code = code_at(w, r, c);

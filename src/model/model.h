@@ -56,6 +56,10 @@ struct LoadOptions {
   // gets the form `--quantize` would give it as a decode copy that decode and verification rows
   // read (Batch::decode_rows). A checkpoint with no such weight is refused, as is both options.
   kernels::QuantizeMode quantize_decode = kernels::QuantizeMode::None;
+  // `--int8-activations` (kernels/quantize.h): Auto is on for a GGUF file, off elsewhere. Set on
+  // the backend (Backend::set_int8_activations) while this model's weights are uploaded;
+  // Backend::int8_activation_weights counts the weights it applied to.
+  kernels::Int8ActivationMode int8_activations = kernels::Int8ActivationMode::Auto;
   // Called with each weight handed to the backend, in its host form (`tachyon info`); with each
   // decode copy, on_decode_weight.
   std::function<void(const std::string& name, const kernels::Weight& host)> on_weight, on_decode_weight;

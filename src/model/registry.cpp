@@ -76,6 +76,16 @@ std::unique_ptr<Model> load_model(const std::string& dir, kernels::Backend& back
   io::ModelConfig config = io::load_model_config(dir);
   const Entry* found = &entry_of(config);
   std::shared_ptr<WeightSource> source = wrap_bare_model(open_weight_source(dir, config));
+  const bool int8_activations = options.int8_activations == kernels::Int8ActivationMode::On ||
+                                (options.int8_activations == kernels::Int8ActivationMode::Auto &&
+                                 source->int8_activation_numerics());
+  // For this model's uploads only: another model loaded on the backend (a drafter) decides its own.
+  struct Int8Scope {
+    kernels::Backend& backend;
+    bool before;
+    ~Int8Scope() { backend.set_int8_activations(before); }
+  } int8_scope{backend, backend.int8_activations()};
+  backend.set_int8_activations(int8_activations);
   if (options.shard) {
     source = std::make_shared<ShardedSource>(std::move(source), *options.shard, options.rank);
     config = options.shard->rank_config;

@@ -75,6 +75,7 @@ void CpuBackend::rms_norm(const float* x, const Weight& w, int64_t rows, int64_t
 }
 
 Weight CpuBackend::upload_weight(const Weight& host) {
+  if (int8_activations() && !loading_draft_weights() && cpu::int8_dot_eligible(host)) return upload_int8_dot(host);
   if (host.quantized()) return upload_quantized(host);
   if (host.rows <= 1) return ReferenceBackend::upload_weight(host);  // vectors stay as they are
   const size_t bytes = static_cast<size_t>(cpu::panel64_padded_rows(host.rows) * host.cols) * dtype_size(host.dtype);
@@ -105,6 +106,20 @@ Weight CpuBackend::upload_quantized(const Weight& host) {
   return cpu::pack_quant_panel64(host, codes, scales, biases);
 }
 
+Weight CpuBackend::upload_int8_dot(const Weight& host) {
+  if (host.quantized()) check_quantized_weight(host);
+  const cpu::QuantPanelBytes bytes = cpu::quant_panel64_dot_bytes(host);
+  void* buffers[3] = {nullptr, nullptr, nullptr};
+  const size_t sizes[3] = {bytes.codes, bytes.scales, bytes.biases};
+  for (int i = 0; i < 3; ++i)
+    if (sizes[i]) {
+      buffers[i] = allocate(sizes[i]);
+      owned_.push_back(buffers[i]);
+    }
+  ++int8_dot_weights_;
+  return cpu::pack_quant_panel64_dot(host, buffers[0], buffers[1], buffers[2]);
+}
+
 Weight CpuBackend::upload_draft_weight(const Weight& host) {
   const bool floats = host.dtype == DType::F32 || host.dtype == DType::BF16 || host.dtype == DType::F16;
   if (host.rows <= 1 || !floats || host.layout != WeightLayout::RowMajor) return upload_weight(host);
@@ -126,6 +141,7 @@ void CpuBackend::matmul(const float* x, int64_t rows, const Weight& w, const Wei
         CpuBackend::matmul(x + first * w.cols, n, w.of_kind(decode), bias, out + first * w.rows);
       }))
     return;
+  if (w.layout == WeightLayout::Panel64Dot) return matmul_int8(int8_x_.quantize(x, rows, w.cols), w, bias, out);
   const auto& isa = cpu::isa_kernels();
   const auto matmul_range = w.layout == WeightLayout::Panel64 ? isa.matmul_range : cpu::matmul_range_portable;
   // Threads split the output features in whole panels; a small matmul stays on one thread,
@@ -137,6 +153,19 @@ void CpuBackend::matmul(const float* x, int64_t rows, const Weight& w, const Wei
     matmul_range(x, rows, w, n0, n1, out, w.rows);
     if (bias && !bias->empty())
       for (int64_t m = 0; m < rows; ++m)
+        for (int64_t n = n0; n < n1; ++n) out[m * w.rows + n] += rowwise::load_weight(*bias, n);
+  }, grain);
+}
+
+void CpuBackend::matmul_int8(const cpu::Int8Rows& a, const Weight& w, const Weight* bias, float* out) {
+  const cpu::MatmulInt8Fn kernel = cpu::matmul_int8_kernel();
+  const int64_t panels = (w.rows + Weight::kPanel - 1) / Weight::kPanel;
+  const size_t grain = static_cast<size_t>(std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, w.cols * a.rows * Weight::kPanel)));
+  pool().parallel_for(panels, [&](size_t b, size_t e) {
+    const int64_t n0 = static_cast<int64_t>(b) * Weight::kPanel, n1 = std::min<int64_t>(w.rows, static_cast<int64_t>(e) * Weight::kPanel);
+    kernel(a, w, n0, n1, out, w.rows);
+    if (bias && !bias->empty())
+      for (int64_t m = 0; m < a.rows; ++m)
         for (int64_t n = n0; n < n1; ++n) out[m * w.rows + n] += rowwise::load_weight(*bias, n);
   }, grain);
 }

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/isa/matmul_int8.h"
 #include "kernels/reference/reference_backend.h"
 
 namespace tachyon::kernels {
@@ -20,6 +21,10 @@ class CpuBackend : public ReferenceBackend {
   // A drafter's matrices: int8 per row, Panel64 (half the bytes of bf16; the matmul kernels
   // reduce the int8 values and scale each output).
   Weight upload_draft_weight(const Weight& host) override;
+  // The int8-activation mode (Backend::set_int8_activations): integer weights int8_dot_eligible
+  // accepts are packed as Panel64Dot and their matmuls run cpu/isa/matmul_int8.h.
+  bool supports_int8_activations() const override { return true; }
+  int64_t int8_activation_weights() const override { return int8_dot_weights_; }
 
   void embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) override;
   void top_two(const float* x, int64_t rows, int64_t n, TopTwo* out) override;  // cpu/top_two_row.h
@@ -53,10 +58,16 @@ class CpuBackend : public ReferenceBackend {
 
  private:
   Weight upload_quantized(const Weight& host);
+  Weight upload_int8_dot(const Weight& host);
+  // The int8-activation matmul (Panel64Dot weights) of rows already quantized.
+  void matmul_int8(const cpu::Int8Rows& a, const Weight& w, const Weight* bias, float* out);
+  cpu::Int8Activations int8_x_;  // matmul's quantized input rows, grow-only
+  int64_t int8_dot_weights_ = 0;  // weights uploaded as Panel64Dot
   // moe_experts scratch (host memory is device memory here), grow-only.
   std::vector<float> moe_x_, moe_gate_up_, moe_act_, moe_y_;
   std::vector<int32_t> moe_count_, moe_by_expert_, moe_fill_;
   std::vector<std::pair<int32_t, int32_t>> moe_items_;
+  cpu::Int8Activations moe_int8_;  // moe_experts' rows quantized for Panel64Dot experts
 };
 
 }  // namespace tachyon::kernels

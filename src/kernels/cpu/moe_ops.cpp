@@ -68,18 +68,31 @@ void CpuBackend::moe_experts(const float* x, int64_t rows, const int32_t* ids, c
                             int64_t out_width) {
     std::vector<std::pair<int32_t, int32_t>>& items = moe_items_;  // (expert, panel)
     items.clear();
+    bool int8_experts = false;
     for (int64_t ex = 0; ex < e.num_experts; ++ex)
-      if (count[ex + 1] > count[ex])
+      if (count[ex + 1] > count[ex]) {
+        int8_experts = int8_experts || ws[ex].layout == WeightLayout::Panel64Dot;
         for (int64_t p = 0; p * Weight::kPanel < ws[ex].rows; ++p) items.emplace_back(ex, p);
+      }
+    // Int8-activation experts: every slot's row quantized once (a row's blocks do not depend on
+    // the rows beside it).
+    const cpu::Int8Rows int8_in = int8_experts ? moe_int8_.quantize(in, slots, in_width) : cpu::Int8Rows{};
+    const cpu::MatmulInt8Fn int8_kernel = cpu::matmul_int8_kernel();
     pool().parallel_for(items.size(), [&](size_t b, size_t en) {
       for (size_t i = b; i < en; ++i) {
         const auto [ex, panel] = items[i];
         const Weight& w = ws[ex];
         const int64_t begin = count[ex], n = count[ex + 1] - begin;
         const int64_t n0 = panel * Weight::kPanel, n1 = std::min<int64_t>(w.rows, n0 + Weight::kPanel);
-        const auto range = w.layout == WeightLayout::Panel64 ? isa.matmul_range : cpu::matmul_range_portable;
         float* o = outp + begin * out_width;
-        range(in + begin * in_width, n, w, n0, n1, o, out_width);
+        if (w.layout == WeightLayout::Panel64Dot) {
+          cpu::Int8Rows rows_of_expert = int8_in.from(begin);
+          rows_of_expert.rows = n;
+          int8_kernel(rows_of_expert, w, n0, n1, o, out_width);
+        } else {
+          const auto range = w.layout == WeightLayout::Panel64 ? isa.matmul_range : cpu::matmul_range_portable;
+          range(in + begin * in_width, n, w, n0, n1, o, out_width);
+        }
         if (biases && !biases[ex].empty())
           for (int64_t m = 0; m < n; ++m)
             for (int64_t c = n0; c < n1; ++c) o[m * out_width + c] += rowwise::load_weight(biases[ex], c);

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "kernels/cpu/isa/matmul.h"
+#include "kernels/cpu/isa/matmul_int8.h"
 #include "kernels/weight_dequant.h"
 
 namespace tachyon::kernels::cpu {
@@ -54,6 +55,44 @@ Weight pack_quant_panel64(const Weight& w, void* codes, void* scales, void* bias
       if (packed.quant.biases)
         std::memcpy(static_cast<uint8_t*>(biases) + to, static_cast<const uint8_t*>(w.quant.biases) + from, esize);
     }
+  return packed;
+}
+
+namespace {
+// A Dense I8 weight with row scales as the Symmetric 8-bit weight it is (one group per row).
+Weight as_symmetric(const Weight& w) {
+  if (w.format != WeightFormat::Dense) return w;
+  Weight s = w;
+  s.format = WeightFormat::Symmetric;
+  s.dtype = DType::U8;
+  s.quant = QuantParams{8, static_cast<int32_t>(w.cols), DType::F32, w.scales, nullptr};
+  s.scales = nullptr;
+  return s;
+}
+}  // namespace
+
+QuantPanelBytes quant_panel64_dot_bytes(const Weight& w) { return quant_panel64_bytes(as_symmetric(w)); }
+
+Weight pack_quant_panel64_dot(const Weight& row_major, void* codes, void* scales, void* biases) {
+  const Weight w = as_symmetric(row_major);
+  // Panel64 first for the scales (same places), then the codes in their dot-product order.
+  Weight packed = pack_quant_panel64(w, codes, scales, biases);
+  packed.layout = WeightLayout::Panel64Dot;
+  const QuantPanelBytes sizes = quant_panel64_bytes(w);
+  std::memset(codes, 0, sizes.codes);
+  auto* out = static_cast<uint8_t*>(codes);
+  const uint32_t z0 = static_cast<uint32_t>(dot_code_offset(w));  // u = q + z0: flips the sign bit
+  for (int64_t r = 0; r < w.rows; ++r) {
+    const int64_t j = r % Weight::kPanel, base = (r / Weight::kPanel) * w.cols;
+    for (int64_t c = 0; c < w.cols; ++c) {
+      const uint32_t u = code_at(w, r, c) ^ z0;
+      if (w.quant.bits == 8) {
+        out[(base + c - c % 4) * Weight::kPanel + 4 * j + c % 4] = static_cast<uint8_t>(u);
+      } else {
+        out[(base + c - c % 8) * (Weight::kPanel / 2) + 4 * j + c % 4] |= static_cast<uint8_t>(c % 8 < 4 ? u : u << 4);
+      }
+    }
+  }
   return packed;
 }
 

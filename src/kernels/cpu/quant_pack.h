@@ -20,4 +20,10 @@ QuantPanelBytes quant_panel64_bytes(const Weight& row_major);
 // F32 per (panel, block column, output). Padding rows get code 0 and scale 0.
 Weight pack_quant_panel64(const Weight& row_major, void* codes, void* scales, void* biases);
 
+// The int8-activation mode's Panel64Dot (kernels/weight.h) of a weight that int8_dot_eligible
+// accepts (cpu/isa/matmul_int8.h). A Dense I8 weight becomes Symmetric 8-bit with one F32 group
+// per row (its row scales). Same conventions as above.
+QuantPanelBytes quant_panel64_dot_bytes(const Weight& row_major);
+Weight pack_quant_panel64_dot(const Weight& row_major, void* codes, void* scales, void* biases);
+
 }  // namespace tachyon::kernels::cpu

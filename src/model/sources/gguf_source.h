@@ -59,6 +59,8 @@ class GgufSource : public WeightSource {
   Info info(const std::string& name) const override;
   std::vector<std::string> names() const override;
   HostTensor load(const std::string& name) const override;
+  // llama.cpp quantizes the activations of its integer block types to int8 (Q8_0 / Q8_K).
+  bool int8_activation_numerics() const override { return true; }
   const io::GgufFile& file() const { return *file_; }
 
   // The GGUF tensor an HF name comes from (tests, `info`); nullptr when unknown.

@@ -71,6 +71,9 @@ class WeightSource {
   // Tensor parallelism (sharded_source.h): how many ranks share the model these tensors are one
   // rank's slice of; a model built from them adds its row-parallel partial sums across them.
   virtual int tensor_parallel_ranks() const { return 1; }
+  // Whether the runtime these files were written for computes their integer weights on int8
+  // activations (GGUF: llama.cpp): `--int8-activations auto` then turns the mode on.
+  virtual bool int8_activation_numerics() const { return false; }
 };
 
 // Opens the tensors of a model directory (or single file) for `config`: plain safetensors, or

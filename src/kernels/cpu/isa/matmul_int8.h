@@ -1,0 +1,94 @@
+// The int8-activation matmul (the CPU backend's int8-activation mode, kernels/backend.h) over
+// Panel64Dot weights (kernels/weight.h): integer formats whose products are integer dot products.
+//
+// Numerics (llama.cpp's Q8_0 activations, one fixed float order):
+//  - each input row is quantized per block of 32 columns: d = max|x| / 127, q = clamp(rne(x · (1/d)),
+//    ±127) (d = 0: q = 0), d kept in f32; per block sum = Σ q, ds = d · f32(sum) (Int8Activations);
+//  - per output (m, n) and block b, in order of b: isum = Σ_k q_w(n, k) · q(m, k), exact in int32
+//    (|isum| < 2^21, so f32(isum) is exact too), where q_w is the signed code (Symmetric) or the
+//    unsigned one (Affine); then acc = fma(s · d, f32(isum), acc) and, Affine only,
+//    acc = fma(bias, ds, acc), with s and bias the weight's group scale and bias as f32 and acc
+//    starting at 0.f. A Dense I8 weight (--quantize int8) is Symmetric 8-bit with one group per row.
+// Integer sums do not depend on the order of their terms, so VNNI (vpdpbusd), AVX2 (vpmaddubsw)
+// and AMX (tdpbsud) tiles, any tile height and any thread split give these bits: decode, verify
+// and prefill rows and every ISA agree inside the mode.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/weight.h"
+
+namespace tachyon::kernels::cpu {
+
+constexpr int64_t kInt8Block = 32;  // activation columns per int8 scale
+
+// Matmul input rows quantized per 32-column block (pointers into an Int8Activations).
+struct Int8Rows {
+  const int8_t* q = nullptr;           // [rows, cols]
+  const float* scale = nullptr;        // [rows, cols / 32] d
+  const int32_t* sum = nullptr;        // [rows, cols / 32] Σ q
+  const float* scaled_sum = nullptr;   // [rows, cols / 32] d · f32(Σ q)
+  int64_t rows = 0, cols = 0;
+  int64_t blocks() const { return cols / kInt8Block; }
+  Int8Rows from(int64_t m) const {
+    const int64_t b = m * blocks();
+    return Int8Rows{q + m * cols, scale + b, sum + b, scaled_sum + b, rows - m, cols};
+  }
+};
+
+// Owns the buffers (grow-only, reused across calls).
+class Int8Activations {
+ public:
+  // Quantizes rows x [rows, cols] (cols a multiple of 32) as the header says.
+  Int8Rows quantize(const float* x, int64_t rows, int64_t cols);
+
+ private:
+  std::vector<int8_t> q_;
+  std::vector<float> scale_, scaled_sum_;
+  std::vector<int32_t> sum_;
+};
+
+// Quantizes `blocks` consecutive 32-value blocks of x as the header says (one implementation per
+// ISA, the same bits: a max, one multiply, the round-to-nearest-even and a clamp per value).
+using QuantizeBlocksFn = void (*)(const float* x, int64_t blocks, int8_t* q, float* scale, int32_t* sum,
+                                  float* scaled_sum);
+void quantize_blocks_portable(const float* x, int64_t blocks, int8_t* q, float* scale, int32_t* sum, float* scaled_sum);
+#if defined(__x86_64__)
+void quantize_blocks_avx512(const float* x, int64_t blocks, int8_t* q, float* scale, int32_t* sum, float* scaled_sum);
+#endif
+
+// Whether a host (row-major) weight runs in the mode: Symmetric / Affine codes of 4 or 8 bits with
+// a group that is a multiple of 32 and F32/F16/BF16 scales, or Dense I8 with row scales; cols a
+// multiple of 32. Other weights keep their f32 kernels.
+bool int8_dot_eligible(const Weight& host);
+// The stored-code offset z0 of a Panel64Dot weight (weight.h): 128, 8 or 0.
+inline int32_t dot_code_offset(const Weight& w) {
+  if (w.format != WeightFormat::Symmetric) return 0;
+  return w.quant.bits == 8 ? 128 : 8;
+}
+
+// out[m, n] for the rows of `a`, n in [n_begin, n_end) (n_begin a multiple of 64), `ldo` out's row
+// stride. The weight is Panel64Dot.
+using MatmulInt8Fn = void (*)(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
+                              int64_t ldo);
+void matmul_int8_portable(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
+                          int64_t ldo);
+#if defined(__x86_64__)
+void matmul_int8_avx2(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out, int64_t ldo);
+// AVX-512 with VNNI (vpdpbusd).
+void matmul_int8_avx512(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out, int64_t ldo);
+// AMX-INT8 tiles for each 16 rows, the rest through matmul_int8_avx512. Only after amx_int8_enabled().
+void matmul_int8_amx(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out, int64_t ldo);
+// The CPU has AMX-INT8 and the kernel granted this process the tile state (arch_prctl
+// ARCH_REQ_XCOMP_PERM, asked once).
+bool amx_int8_enabled();
+// Rows that went through AMX tiles in this process (tests check that the path engaged).
+int64_t amx_int8_rows_run();
+#endif
+
+// The best kernel for this CPU (TACHYON_ISA=avx512|avx2|portable forces a fallback; avx512: no AMX).
+MatmulInt8Fn matmul_int8_kernel();
+const char* matmul_int8_kernel_name();
+
+}  // namespace tachyon::kernels::cpu

@@ -1,0 +1,182 @@
+// AMX-INT8 int8-activation matmul (cpu/isa/matmul_int8.h) for prefill: 16 rows x 16 outputs per
+// step, their f32 accumulators in 16 registers across the blocks. Per 32-column block one
+// tdpbssd (Symmetric) or tdpbsud (Affine) multiplies the activations' A tile (16 rows x 32 signed
+// bytes) by a B tile (8 quad rows of 16 outputs x 4 codes: a Panel64Dot quad row is 256 bytes, 64
+// per 16 outputs) into a 16x16 int32 tile, exact in any order; the tile is stored and each row's
+// sums take the canonical float step with AVX-512, as in the VNNI kernel. Each panel's codes are
+// widened once to one signed (or, Affine, unsigned) byte per code. Rows past the last multiple of
+// 16 run the VNNI tiles: the same bits.
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/isa/matmul_int8_avx512.h"
+
+namespace tachyon::kernels::cpu {
+
+namespace {
+
+constexpr int kArchReqXcompPerm = 0x1023;  // arch_prctl: ask for an extended state component
+constexpr int kXfeatureXtiledata = 18;     // the AMX tile data
+constexpr int64_t kTileRows = 16;
+
+struct alignas(64) TileConfig {
+  uint8_t palette_id = 0;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+std::atomic<int64_t> amx_rows{0};
+
+// Tiles 0, 1: C, 16 x 16 int32 (alternate blocks, so that one block's products overlap the
+// previous block's float step); 2: A, 16 rows x 32 bytes; 3: B, 8 rows (quads) x 64 bytes.
+TileConfig tile_config() {
+  TileConfig cfg;
+  cfg.palette_id = 1;
+  for (int t = 0; t < 2; ++t) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  cfg.rows[2] = 16;
+  cfg.colsb[2] = static_cast<uint16_t>(kInt8Block);
+  cfg.rows[3] = static_cast<uint8_t>(kInt8Block / 4);
+  cfg.colsb[3] = 64;
+  return cfg;
+}
+
+// A Panel64Dot panel as one byte per code in its quad order: the signed code q (Symmetric: the
+// stored u − z0, for tdpbssd) or the unsigned one (Affine, for tdpbsud), so the integer sums
+// need no correction. 4-bit: octet o's low nibbles are quad 2o, its high ones 2o + 1.
+template <int Bits, bool Affine>
+const uint8_t* widen_panel(const uint8_t* codes, int64_t k, std::vector<uint8_t>& buffer) {
+  if (Bits == 8 && Affine) return codes;
+  buffer.resize(static_cast<size_t>(k * kPanel64));
+  uint8_t* dst = buffer.data();
+  const __m512i low_nibbles = _mm512_set1_epi8(0x0f), z0 = _mm512_set1_epi8(Bits == 8 ? -128 : 8);
+  const auto to_code = [&](__m512i u) { return Affine ? u : _mm512_sub_epi8(u, z0); };
+  if constexpr (Bits == 8) {
+    for (int64_t i = 0; i < k * kPanel64; i += 64)
+      _mm512_storeu_si512(dst + i, to_code(_mm512_loadu_si512(codes + i)));
+  } else {
+    for (int64_t o = 0; o < k / 8; ++o)
+      for (int j = 0; j < 4; ++j) {
+        const __m512i raw = _mm512_loadu_si512(codes + o * 256 + 64 * j);
+        _mm512_storeu_si512(dst + 2 * o * 256 + 64 * j, to_code(_mm512_and_si512(raw, low_nibbles)));
+        _mm512_storeu_si512(dst + (2 * o + 1) * 256 + 64 * j,
+                            to_code(_mm512_and_si512(_mm512_srli_epi16(raw, 4), low_nibbles)));
+      }
+  }
+  return dst;
+}
+
+// One block's integer sums for 16 rows x 16 outputs into `isum` (row stride 16), in tile C (the
+// tile intrinsics take literal tile numbers: one function per C).
+#define TACHYON_AMX_BLOCK_SUMS(C)                                                               \
+  template <bool Affine>                                                                        \
+  inline void block_sums_##C(const int8_t* a, int64_t lda, const uint8_t* b, int32_t* isum) {   \
+    _tile_zero(C);                                                                              \
+    _tile_loadd(2, a, lda);                                                                     \
+    _tile_loadd(3, b, 256);                                                                     \
+    if constexpr (Affine) _tile_dpbsud(C, 2, 3);                                                \
+    else _tile_dpbssd(C, 2, 3);                                                                 \
+    _tile_stored(C, isum, 64);                                                                  \
+  }
+TACHYON_AMX_BLOCK_SUMS(0)
+TACHYON_AMX_BLOCK_SUMS(1)
+#undef TACHYON_AMX_BLOCK_SUMS
+
+template <int Bits, bool Affine, DType S>
+void run(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out, int64_t ldo) {
+  const int64_t k = w.cols, blocks = k / kInt8Block, group_blocks = w.quant.group / kInt8Block;
+  const int64_t tiled_rows = a.rows / kTileRows * kTileRows;
+  const TileConfig cfg = tile_config();
+  _tile_loadconfig(&cfg);
+  thread_local std::vector<uint8_t> widened;
+  alignas(64) int32_t isum[2][kTileRows * 16];
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += kPanel64) {
+    const int valid = static_cast<int>(std::min<int64_t>(kPanel64, n_end - n0));
+    const uint8_t* codes = static_cast<const uint8_t*>(w.data) + (n0 / kPanel64) * k * kPanel64 * Bits / 8;
+    if (tiled_rows > 0) codes = widen_panel<Bits, Affine>(codes, k, widened);
+    const int64_t scale_base = (n0 / kPanel64) * (k / w.quant.group) * kPanel64;
+    for (int64_t m0 = 0; m0 < tiled_rows; m0 += kTileRows) {
+      const int8_t* a0 = a.q + m0 * k;
+      const float* d = a.scale + m0 * blocks;
+      const float* ds = a.scaled_sum + m0 * blocks;
+      // 16 outputs at a time, their 16 rows' accumulators in registers across every block.
+      for (int j = 0; j < 4 && 16 * j < valid; ++j) {
+        __m512 acc[kTileRows];
+#pragma GCC unroll 16
+        for (int r = 0; r < kTileRows; ++r) acc[r] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < blocks; ++b) {
+          int32_t* sums = isum[b & 1];
+          const uint8_t* pb = codes + b * kInt8Block * kPanel64 + 16 * 4 * j;
+          if (b & 1) block_sums_1<Affine>(a0 + b * kInt8Block, k, pb, sums);
+          else block_sums_0<Affine>(a0 + b * kInt8Block, k, pb, sums);
+          const int64_t scale_at = scale_base + (b / group_blocks) * kPanel64 + 16 * j;
+          const __m512 s = load_scales16<S>(w.quant.scales, scale_at);
+#pragma GCC unroll 16
+          for (int r = 0; r < kTileRows; ++r) {
+            const __m512 sd = _mm512_mul_ps(s, _mm512_set1_ps(d[r * blocks + b]));
+            acc[r] = _mm512_fmadd_ps(sd, _mm512_cvtepi32_ps(_mm512_load_si512(sums + 16 * r)), acc[r]);
+          }
+          if constexpr (Affine) {
+            const __m512 bias = load_scales16<S>(w.quant.biases, scale_at);
+#pragma GCC unroll 16
+            for (int r = 0; r < kTileRows; ++r) acc[r] = _mm512_fmadd_ps(bias, _mm512_set1_ps(ds[r * blocks + b]), acc[r]);
+          }
+        }
+        const int left = valid - 16 * j;
+        const __mmask16 keep = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+        for (int r = 0; r < kTileRows; ++r) _mm512_mask_storeu_ps(out + (m0 + r) * ldo + n0 + 16 * j, keep, acc[r]);
+      }
+    }
+  }
+  _tile_release();
+  if (tiled_rows > 0) amx_rows.fetch_add(tiled_rows, std::memory_order_relaxed);
+  if (tiled_rows < a.rows) matmul_int8_avx512(a.from(tiled_rows), w, n_begin, n_end, out + tiled_rows * ldo, ldo);
+}
+
+template <int Bits, bool Affine>
+void by_scale(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out, int64_t ldo) {
+  switch (w.quant.scale_dtype) {
+    case DType::F32: return run<Bits, Affine, DType::F32>(a, w, n_begin, n_end, out, ldo);
+    case DType::F16: return run<Bits, Affine, DType::F16>(a, w, n_begin, n_end, out, ldo);
+    case DType::BF16: return run<Bits, Affine, DType::BF16>(a, w, n_begin, n_end, out, ldo);
+    default: std::abort();
+  }
+}
+
+}  // namespace
+
+bool amx_int8_enabled() {
+  static const bool enabled = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+    const bool tile = (edx & (1u << 24)) != 0, int8 = (edx & (1u << 25)) != 0;
+    // The kernel must also grant this process the tile data state (Linux 5.16+).
+    return tile && int8 && syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return enabled;
+}
+
+int64_t amx_int8_rows_run() { return amx_rows.load(std::memory_order_relaxed); }
+
+void matmul_int8_amx(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out, int64_t ldo) {
+  if (w.layout != WeightLayout::Panel64Dot) std::abort();
+  if (a.rows < kTileRows) return matmul_int8_avx512(a, w, n_begin, n_end, out, ldo);
+  const bool affine = w.format == WeightFormat::Affine;
+  if (w.quant.bits == 8) return affine ? by_scale<8, true>(a, w, n_begin, n_end, out, ldo)
+                                       : by_scale<8, false>(a, w, n_begin, n_end, out, ldo);
+  return affine ? by_scale<4, true>(a, w, n_begin, n_end, out, ldo) : by_scale<4, false>(a, w, n_begin, n_end, out, ldo);
+}
+
+}  // namespace tachyon::kernels::cpu

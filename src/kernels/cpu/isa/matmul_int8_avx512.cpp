@@ -1,0 +1,159 @@
+// AVX-512 VNNI int8-activation matmul (cpu/isa/matmul_int8.h): vpdpbusd multiplies the stored
+// unsigned codes (u = q + z0) by the signed activations, 4 k per 32-bit lane, 16 outputs per
+// register; each block's exact int32 sum, less z0·Σq, then takes the canonical float step.
+// Tiles of up to 3 rows share each weight load (integer and float accumulators: 24 registers).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cpu/isa/matmul_int8_avx512.h"
+
+namespace tachyon::kernels::cpu {
+
+namespace {
+
+constexpr int kMaxRows = 3;
+constexpr int64_t kPrefetchBytes = 4096;
+
+inline __m512i broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+template <int Bits, bool Affine, DType S, int MR>
+void tile(const Int8Rows& a, const Weight& w, int64_t n0, float* out, int64_t ldo, int valid) {
+  const int64_t k = w.cols, blocks = k / kInt8Block, group_blocks = w.quant.group / kInt8Block;
+  const uint8_t* codes = static_cast<const uint8_t*>(w.data) + (n0 / kPanel64) * k * kPanel64 * Bits / 8;
+  const int64_t scale_base = (n0 / kPanel64) * (k / w.quant.group) * kPanel64;
+  constexpr int32_t z0 = Affine ? 0 : (Bits == 8 ? 128 : 8);
+  __m512 acc[MR][4];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
+  const __m512i low_nibbles = _mm512_set1_epi8(0x0f);
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m512i isum[MR][4];
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < 4; ++j) isum[i][j] = _mm512_setzero_si512();
+    if constexpr (Bits == 8) {
+      const uint8_t* p = codes + b * kInt8Block * kPanel64;
+      _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes + 1024, _MM_HINT_T0);
+      for (int o = 0; o < 8; ++o) {
+        __m512i u[4];
+        for (int j = 0; j < 4; ++j) u[j] = _mm512_loadu_si512(p + o * 256 + 64 * j);
+        for (int i = 0; i < MR; ++i) {
+          const __m512i x = broadcast4(a.q + i * k + b * kInt8Block + 4 * o);
+          for (int j = 0; j < 4; ++j) isum[i][j] = _mm512_dpbusd_epi32(isum[i][j], u[j], x);
+        }
+      }
+    } else {
+      const uint8_t* p = codes + b * kInt8Block * kPanel64 / 2;
+      _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+      for (int o = 0; o < 4; ++o) {
+        __m512i lo[4], hi[4];
+        for (int j = 0; j < 4; ++j) {
+          const __m512i raw = _mm512_loadu_si512(p + o * 256 + 64 * j);
+          lo[j] = _mm512_and_si512(raw, low_nibbles);
+          hi[j] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low_nibbles);
+        }
+        for (int i = 0; i < MR; ++i) {
+          const int8_t* x = a.q + i * k + b * kInt8Block + 8 * o;
+          const __m512i xl = broadcast4(x), xh = broadcast4(x + 4);
+          for (int j = 0; j < 4; ++j) {
+            isum[i][j] = _mm512_dpbusd_epi32(isum[i][j], lo[j], xl);
+            isum[i][j] = _mm512_dpbusd_epi32(isum[i][j], hi[j], xh);
+          }
+        }
+      }
+    }
+    const int64_t scale_at = scale_base + (b / group_blocks) * kPanel64;
+    __m512 s[4];
+    for (int j = 0; j < 4; ++j) s[j] = load_scales16<S>(w.quant.scales, scale_at + 16 * j);
+    for (int i = 0; i < MR; ++i) {
+      const __m512 d = _mm512_set1_ps(a.scale[i * blocks + b]);
+      const __m512i correction = _mm512_set1_epi32(z0 * a.sum[i * blocks + b]);
+      for (int j = 0; j < 4; ++j) {
+        const __m512i exact = z0 ? _mm512_sub_epi32(isum[i][j], correction) : isum[i][j];
+        acc[i][j] = _mm512_fmadd_ps(_mm512_mul_ps(s[j], d), _mm512_cvtepi32_ps(exact), acc[i][j]);
+      }
+    }
+    if constexpr (Affine) {
+      __m512 bias[4];
+      for (int j = 0; j < 4; ++j) bias[j] = load_scales16<S>(w.quant.biases, scale_at + 16 * j);
+      for (int i = 0; i < MR; ++i) {
+        const __m512 ds = _mm512_set1_ps(a.scaled_sum[i * blocks + b]);
+        for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_fmadd_ps(bias[j], ds, acc[i][j]);
+      }
+    }
+  }
+  for (int j = 0; j < 4; ++j) {
+    const int c = 16 * j;
+    if (c >= valid) break;
+    const __mmask16 keep = valid - c >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (valid - c)) - 1);
+    for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(out + i * ldo + c, keep, acc[i][j]);
+  }
+}
+
+template <int Bits, bool Affine, DType S>
+void run(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out, int64_t ldo) {
+  using TileFn = void (*)(const Int8Rows&, const Weight&, int64_t, float*, int64_t, int);
+  static constexpr TileFn tiles[kMaxRows + 1] = {nullptr, tile<Bits, Affine, S, 1>, tile<Bits, Affine, S, 2>,
+                                                 tile<Bits, Affine, S, 3>};
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += kPanel64) {
+    const int valid = static_cast<int>(std::min<int64_t>(kPanel64, n_end - n0));
+    for (int64_t m = 0; m < a.rows; m += kMaxRows) {
+      const int mr = static_cast<int>(std::min<int64_t>(kMaxRows, a.rows - m));
+      tiles[mr](a.from(m), w, n0, out + m * ldo + n0, ldo, valid);
+    }
+  }
+}
+
+template <int Bits, bool Affine>
+void by_scale(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out, int64_t ldo) {
+  switch (w.quant.scale_dtype) {
+    case DType::F32: return run<Bits, Affine, DType::F32>(a, w, n_begin, n_end, out, ldo);
+    case DType::F16: return run<Bits, Affine, DType::F16>(a, w, n_begin, n_end, out, ldo);
+    case DType::BF16: return run<Bits, Affine, DType::BF16>(a, w, n_begin, n_end, out, ldo);
+    default: std::abort();
+  }
+}
+
+}  // namespace
+
+void quantize_blocks_avx512(const float* x, int64_t blocks, int8_t* q, float* scale, int32_t* sum, float* scaled_sum) {
+  const __m512 round = _mm512_set1_ps(12582912.f);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  for (int64_t i = 0; i < blocks; ++i) {
+    const float* xb = x + i * kInt8Block;
+    const __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
+    // max is exact: any order gives the portable loop's value.
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+    const float d = amax / 127.f, inverse = d != 0.f ? 1.f / d : 0.f;
+    const __m512 inv = _mm512_set1_ps(inverse);
+    const auto codes = [&](__m512 v) {
+      const __m512 rounded = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(v, inv), round), round);
+      return _mm512_min_epi32(_mm512_max_epi32(_mm512_cvttps_epi32(rounded), lo), hi);
+    };
+    const __m512i c0 = codes(x0), c1 = codes(x1);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i * kInt8Block), _mm512_cvtepi32_epi8(c0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i * kInt8Block + 16), _mm512_cvtepi32_epi8(c1));
+    const int32_t total = _mm512_reduce_add_epi32(_mm512_add_epi32(c0, c1));
+    scale[i] = d;
+    sum[i] = total;
+    scaled_sum[i] = d * static_cast<float>(total);
+  }
+}
+
+void matmul_int8_avx512(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out, int64_t ldo) {
+  if (w.layout != WeightLayout::Panel64Dot) std::abort();
+  if (a.rows <= 0) return;
+  const bool affine = w.format == WeightFormat::Affine;
+  if (w.quant.bits == 8) return affine ? by_scale<8, true>(a, w, n_begin, n_end, out, ldo)
+                                       : by_scale<8, false>(a, w, n_begin, n_end, out, ldo);
+  return affine ? by_scale<4, true>(a, w, n_begin, n_end, out, ldo) : by_scale<4, false>(a, w, n_begin, n_end, out, ldo);
+}
+
+}  // namespace tachyon::kernels::cpu

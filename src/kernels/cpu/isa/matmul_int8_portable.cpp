@@ -1,0 +1,125 @@
+// Activation quantization, the portable int8-activation matmul (the bits every ISA path
+// reproduces, cpu/isa/matmul_int8.h) and the choice of kernel for this CPU. Compiled with
+// -ffp-contract=off: the rounding trick below must not become an fma.
+#include "kernels/cpu/isa/matmul_int8.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/weight_dequant.h"
+
+namespace tachyon::kernels::cpu {
+
+void quantize_blocks_portable(const float* x, int64_t blocks, int8_t* q, float* scale, int32_t* sum, float* scaled_sum) {
+  for (int64_t i = 0; i < blocks; ++i) {
+    const float* xb = x + i * kInt8Block;
+    float amax = 0.f;
+    for (int64_t t = 0; t < kInt8Block; ++t) amax = std::max(amax, std::fabs(xb[t]));
+    // As llama.cpp's quantize_row_q8_0, except that d stays f32 (llama.cpp stores it as f16,
+    // subnormal below 6e-5: measured farther from llama.cpp's own logits on the gemma3 fixture).
+    const float d = amax / 127.f, inverse = d != 0.f ? 1.f / d : 0.f;
+    int8_t* qb = q + i * kInt8Block;
+    int32_t total = 0;
+    for (int64_t t = 0; t < kInt8Block; ++t) {
+      // Round to nearest even by the 1.5·2^23 trick (|v| <= 127.5): the same bits as vcvtps2dq.
+      const float v = xb[t] * inverse;
+      const float rounded = (v + 12582912.f) - 12582912.f;
+      const int32_t code = std::clamp(static_cast<int32_t>(rounded), -127, 127);
+      qb[t] = static_cast<int8_t>(code);
+      total += code;
+    }
+    scale[i] = d;
+    sum[i] = total;
+    scaled_sum[i] = d * static_cast<float>(total);
+  }
+}
+
+Int8Rows Int8Activations::quantize(const float* x, int64_t rows, int64_t cols) {
+  static const QuantizeBlocksFn quantize_blocks = [] {
+#if defined(__x86_64__)
+    const char* forced = std::getenv("TACHYON_ISA");
+    const bool fallback = forced && (std::strcmp(forced, "portable") == 0 || std::strcmp(forced, "avx2") == 0);
+    if (!fallback && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+      return quantize_blocks_avx512;
+#endif
+    return quantize_blocks_portable;
+  }();
+  const int64_t blocks = cols / kInt8Block;
+  q_.resize(static_cast<size_t>(rows * cols));
+  scale_.resize(static_cast<size_t>(rows * blocks));
+  sum_.resize(scale_.size());
+  scaled_sum_.resize(scale_.size());
+  quantize_blocks(x, rows * blocks, q_.data(), scale_.data(), sum_.data(), scaled_sum_.data());
+  return Int8Rows{q_.data(), scale_.data(), sum_.data(), scaled_sum_.data(), rows, cols};
+}
+
+bool int8_dot_eligible(const Weight& w) {
+  if (w.layout != WeightLayout::RowMajor || w.rows <= 1 || w.cols % kInt8Block != 0) return false;
+  if (w.format == WeightFormat::Dense) return w.dtype == DType::I8 && w.scales != nullptr;
+  if (w.format != WeightFormat::Symmetric && w.format != WeightFormat::Affine) return false;
+  const DType s = w.quant.scale_dtype;
+  return (w.quant.bits == 4 || w.quant.bits == 8) && w.quant.group > 0 && w.quant.group % kInt8Block == 0 &&
+         (s == DType::F32 || s == DType::F16 || s == DType::BF16);
+}
+
+void matmul_int8_portable(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
+                          int64_t ldo) {
+  if (w.layout != WeightLayout::Panel64Dot) std::abort();
+  const int64_t k = w.cols, blocks = a.blocks();
+  const bool affine = w.format == WeightFormat::Affine;
+  thread_local std::vector<int32_t> codes;
+  codes.resize(static_cast<size_t>(k));
+  for (int64_t n = n_begin; n < n_end; ++n) {
+    // The signed code (Symmetric) or the unsigned one (Affine) of every k.
+    for (int64_t t = 0; t < k; ++t) {
+      const uint32_t c = code_at(w, n, t);
+      codes[t] = !affine ? (w.quant.bits == 8 ? static_cast<int8_t>(c) : static_cast<int32_t>(c ^ 8u) - 8)
+                         : static_cast<int32_t>(c);
+    }
+    for (int64_t m = 0; m < a.rows; ++m) {
+      const int8_t* q = a.q + m * k;
+      float acc = 0.f;
+      for (int64_t b = 0; b < blocks; ++b) {
+        int32_t isum = 0;
+        for (int64_t t = b * kInt8Block; t < (b + 1) * kInt8Block; ++t) isum += codes[t] * q[t];
+        const int64_t s = scale_index(w, n, b * kInt8Block);
+        const float scale = load_scale_value(w.quant.scales, w.quant.scale_dtype, s);
+        acc = std::fma(scale * a.scale[m * blocks + b], static_cast<float>(isum), acc);
+        if (affine)
+          acc = std::fma(load_scale_value(w.quant.biases, w.quant.scale_dtype, s), a.scaled_sum[m * blocks + b], acc);
+      }
+      out[m * ldo + n] = acc;
+    }
+  }
+}
+
+namespace {
+struct Int8Choice {
+  MatmulInt8Fn fn;
+  const char* name;
+};
+const Int8Choice& int8_choice() {
+  static const Int8Choice choice = []() -> Int8Choice {
+    const char* forced = std::getenv("TACHYON_ISA");
+    const auto is = [&](const char* name) { return forced && std::strcmp(forced, name) == 0; };
+#if defined(__x86_64__)
+    if (!is("portable") && !is("avx2") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c")) {
+      if (!is("avx512") && amx_int8_enabled()) return {matmul_int8_amx, "amx-int8"};
+      return {matmul_int8_avx512, "avx512-vnni"};
+    }
+    if (!is("portable") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return {matmul_int8_avx2, "avx2"};
+#endif
+    return {matmul_int8_portable, "portable"};
+  }();
+  return choice;
+}
+}  // namespace
+
+MatmulInt8Fn matmul_int8_kernel() { return int8_choice().fn; }
+const char* matmul_int8_kernel_name() { return int8_choice().name; }
+
+}  // namespace tachyon::kernels::cpu

@@ -1,0 +1,265 @@
+// The int8-activation matmul (cpu/isa/matmul_int8.h): activation quantization as specified, the
+// Panel64Dot packing keeps every element's value, and every ISA path (portable, AVX2, AVX-512
+// VNNI, AMX-INT8) gives the bits of a scalar reference of the math computed from the row-major
+// weight, for every integer format, any row count (VNNI tiles of 1-3 rows, AMX tiles of 16 and
+// their remainders) and panel tails; the AMX path is checked to have run where the CPU has it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "kernels/cpu/isa/matmul_int8.h"
+#include "kernels/cpu/quant_pack.h"
+#include "quant_test_data.h"
+#include "test_data.h"
+
+namespace tachyon::kernels {
+namespace {
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+struct PackedDot {
+  std::vector<uint8_t> codes, scales, biases;
+  Weight w;
+};
+PackedDot pack_dot(const Weight& host) {
+  PackedDot p;
+  const cpu::QuantPanelBytes bytes = cpu::quant_panel64_dot_bytes(host);
+  p.codes.resize(bytes.codes);
+  p.scales.resize(bytes.scales);
+  p.biases.resize(bytes.biases);
+  p.w = cpu::pack_quant_panel64_dot(host, p.codes.data(), p.scales.data(), p.biases.empty() ? nullptr : p.biases.data());
+  return p;
+}
+
+// The activation quantization written out independently (std::nearbyint: round to nearest even).
+struct RefActivations {
+  std::vector<int32_t> q, sum;
+  std::vector<float> scale, scaled_sum;
+};
+RefActivations reference_activations(const std::vector<float>& x, int64_t rows, int64_t k) {
+  RefActivations r;
+  const int64_t blocks = k / 32;
+  r.q.resize(x.size());
+  for (int64_t i = 0; i < rows * blocks; ++i) {
+    float amax = 0.f;
+    for (int t = 0; t < 32; ++t) amax = std::max(amax, std::fabs(x[i * 32 + t]));
+    const float d = amax / 127.f, inverse = d != 0.f ? 1.f / d : 0.f;
+    int32_t sum = 0;
+    for (int t = 0; t < 32; ++t) {
+      const int32_t q = std::clamp(static_cast<int32_t>(std::nearbyint(x[i * 32 + t] * inverse)), -127, 127);
+      r.q[i * 32 + t] = q;
+      sum += q;
+    }
+    r.scale.push_back(d);
+    r.sum.push_back(sum);
+    r.scaled_sum.push_back(d * static_cast<float>(sum));
+  }
+  return r;
+}
+
+// The header's definition over the row-major host weight (Dense I8: its row scales).
+std::vector<float> reference_matmul(const RefActivations& a, int64_t rows, const Weight& w) {
+  const int64_t k = w.cols, blocks = k / 32, n = w.rows;
+  std::vector<float> out(static_cast<size_t>(rows * n));
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = 0.f;
+      for (int64_t b = 0; b < blocks; ++b) {
+        int32_t isum = 0;
+        for (int64_t t = b * 32; t < b * 32 + 32; ++t) {
+          int32_t code;
+          if (w.format == WeightFormat::Dense) code = static_cast<const int8_t*>(w.data)[j * k + t];
+          else if (w.format == WeightFormat::Affine) code = static_cast<int32_t>(code_at(w, j, t));
+          else code = w.quant.bits == 8 ? static_cast<int8_t>(code_at(w, j, t)) : static_cast<int32_t>(code_at(w, j, t) ^ 8u) - 8;
+          isum += code * a.q[m * k + t];
+        }
+        const float s = w.format == WeightFormat::Dense
+                            ? w.scales[j]
+                            : load_scale_value(w.quant.scales, w.quant.scale_dtype, scale_index(w, j, b * 32));
+        acc = std::fma(s * a.scale[m * blocks + b], static_cast<float>(isum), acc);
+        if (w.format == WeightFormat::Affine)
+          acc = std::fma(load_scale_value(w.quant.biases, w.quant.scale_dtype, scale_index(w, j, b * 32)),
+                         a.scaled_sum[m * blocks + b], acc);
+      }
+      out[m * n + j] = acc;
+    }
+  return out;
+}
+
+std::vector<QuantCase> int8_cases() {
+  std::vector<QuantCase> cases;
+  for (WeightFormat f : {WeightFormat::Affine, WeightFormat::Symmetric})
+    for (int bits : {4, 8})
+      for (int group : {32, 64, 128})
+        for (DType s : {DType::F32, DType::F16, DType::BF16}) cases.push_back({f, bits, group, s});
+  return cases;
+}
+
+struct Kernel {
+  cpu::MatmulInt8Fn fn;
+  const char* name;
+};
+std::vector<Kernel> kernels_here() {
+  std::vector<Kernel> ks{{cpu::matmul_int8_portable, "portable"}};
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) ks.push_back({cpu::matmul_int8_avx2, "avx2"});
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512vnni")) {
+    ks.push_back({cpu::matmul_int8_avx512, "avx512-vnni"});
+    if (cpu::amx_int8_enabled()) ks.push_back({cpu::matmul_int8_amx, "amx-int8"});
+  }
+#endif
+  return ks;
+}
+
+// Every kernel against the reference for `rows` rows of random activations (a few all-zero
+// blocks and a large outlier, as real activations have).
+void expect_every_kernel_matches(const Weight& host, const Weight& packed, int64_t rows, std::mt19937& rng) {
+  const int64_t k = host.cols, n = host.rows;
+  auto x = random_vec(static_cast<size_t>(rows * k), rng);
+  for (int64_t t = 0; t < 32 && rows > 1; ++t) x[k + t] = 0.f;
+  x[0] = 40.f;
+  const RefActivations ref = reference_activations(x, rows, k);
+  const std::vector<float> want = reference_matmul(ref, rows, host);
+  cpu::Int8Activations acts;
+  const cpu::Int8Rows a = acts.quantize(x.data(), rows, k);
+  for (int64_t i = 0; i < rows * k; ++i) ASSERT_EQ(ref.q[i], a.q[i]) << "activation " << i;
+  for (int64_t i = 0; i < rows * (k / 32); ++i) {
+    ASSERT_EQ(0, std::memcmp(&ref.scale[i], &a.scale[i], 4)) << "scale " << i;
+    ASSERT_EQ(ref.sum[i], a.sum[i]);
+    ASSERT_EQ(0, std::memcmp(&ref.scaled_sum[i], &a.scaled_sum[i], 4));
+  }
+  for (const Kernel& kernel : kernels_here()) {
+    std::vector<float> out(want.size());
+    kernel.fn(a, packed, 0, n, out.data(), n);
+    EXPECT_TRUE(same_bits(out, want)) << kernel.name << ", rows " << rows;
+    // From the second panel on, other columns untouched.
+    std::vector<float> tail(want.size(), -1.f);
+    kernel.fn(a, packed, 64, n, tail.data(), n);
+    for (int64_t m = 0; m < rows; ++m) {
+      for (int64_t j = 0; j < 64; ++j) ASSERT_EQ(-1.f, tail[m * n + j]) << kernel.name;
+      EXPECT_EQ(0, std::memcmp(tail.data() + m * n + 64, want.data() + m * n + 64, (n - 64) * 4)) << kernel.name << " row " << m;
+    }
+  }
+}
+
+class Int8Matmul : public ::testing::TestWithParam<QuantCase> {};
+
+TEST_P(Int8Matmul, PackedElementsAreTheScalarDefinition) {
+  std::mt19937 rng(1);
+  const QuantHost h = random_quant(GetParam(), 70, 256, rng);
+  ASSERT_TRUE(cpu::int8_dot_eligible(h.w));
+  const PackedDot p = pack_dot(h.w);
+  EXPECT_EQ(WeightLayout::Panel64Dot, p.w.layout);
+  for (int64_t r = 0; r < h.w.rows; ++r)
+    for (int64_t c = 0; c < h.w.cols; ++c) {
+      const float a = dequantize_element(h.w, r, c), b = dequantize_element(p.w, r, c);
+      ASSERT_EQ(0, std::memcmp(&a, &b, 4)) << r << "," << c;
+    }
+}
+
+TEST_P(Int8Matmul, EveryIsaGivesTheReferenceBits) {
+  std::mt19937 rng(2);
+  const QuantHost h = random_quant(GetParam(), 131, 256, rng);
+  const PackedDot p = pack_dot(h.w);
+  for (int64_t rows : {1, 2, 3, 4, 16, 35}) expect_every_kernel_matches(h.w, p.w, rows, rng);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, Int8Matmul, ::testing::ValuesIn(int8_cases()),
+                         [](const auto& info) { return info.param.name(); });
+
+TEST(Int8MatmulDense, DenseI8RowScalesRunAsOneGroupPerRow) {
+  std::mt19937 rng(3);
+  const int64_t n = 100, k = 96;
+  const auto wf = random_vec(static_cast<size_t>(n * k), rng);
+  const QuantizedWeight qw = quantize_int8(Weight{wf.data(), DType::F32, n, k});
+  ASSERT_TRUE(cpu::int8_dot_eligible(qw.weight));
+  const PackedDot p = pack_dot(qw.weight);
+  EXPECT_EQ(WeightFormat::Symmetric, p.w.format);
+  for (int64_t rows : {1, 5, 17}) expect_every_kernel_matches(qw.weight, p.w, rows, rng);
+}
+
+TEST(Int8MatmulDense, ActivationQuantizersAgree) {
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl"))
+    GTEST_SKIP() << "no AVX-512 here";
+  std::mt19937 rng(7);
+  const int64_t blocks = 64;
+  auto x = random_vec(static_cast<size_t>(blocks * 32), rng);
+  for (int t = 0; t < 32; ++t) x[32 + t] = 0.f;               // an all-zero block
+  for (int t = 0; t < 32; ++t) x[64 + t] = 0.5f * float(t - 16);  // ties at ±0.5 steps
+  x[100] = -1e30f;
+  x[200] = 1e-30f;
+  std::vector<int8_t> q[2];
+  std::vector<float> scale[2], scaled[2];
+  std::vector<int32_t> sum[2];
+  for (int i = 0; i < 2; ++i) {
+    q[i].resize(x.size());
+    scale[i].resize(blocks);
+    scaled[i].resize(blocks);
+    sum[i].resize(blocks);
+    (i == 0 ? cpu::quantize_blocks_portable : cpu::quantize_blocks_avx512)(x.data(), blocks, q[i].data(), scale[i].data(),
+                                                                         sum[i].data(), scaled[i].data());
+  }
+  EXPECT_EQ(q[0], q[1]);
+  EXPECT_EQ(sum[0], sum[1]);
+  EXPECT_EQ(0, std::memcmp(scale[0].data(), scale[1].data(), blocks * 4));
+  EXPECT_EQ(0, std::memcmp(scaled[0].data(), scaled[1].data(), blocks * 4));
+#else
+  GTEST_SKIP() << "x86-64 only";
+#endif
+}
+
+TEST(Int8MatmulDense, IneligibleWeightsAreNamed) {
+  std::mt19937 rng(4);
+  const QuantHost g16 = random_quant({WeightFormat::Symmetric, 4, 16, DType::F16}, 64, 256, rng);
+  EXPECT_FALSE(cpu::int8_dot_eligible(g16.w));  // Q6_K's 16-column scales: the f32 kernels
+  const QuantHost mx = random_quant({WeightFormat::Mxfp4, 4, 32, DType::U8}, 64, 256, rng);
+  EXPECT_FALSE(cpu::int8_dot_eligible(mx.w));
+  const auto wf = random_vec(64 * 40, rng);
+  const QuantizedWeight odd = quantize_int8(Weight{wf.data(), DType::F32, 64, 40});
+  EXPECT_FALSE(cpu::int8_dot_eligible(odd.weight));  // 40 columns: not whole 32-blocks
+}
+
+// The mode's numerics stay close to the f32 product (llama.cpp's Q8_0 activations: ~0.5% of the
+// output scale on random data).
+TEST(Int8MatmulDense, CloseToTheFloatProduct) {
+  std::mt19937 rng(5);
+  const QuantHost h = random_quant({WeightFormat::Symmetric, 8, 32, DType::F16}, 64, 512, rng);
+  const PackedDot p = pack_dot(h.w);
+  const int64_t rows = 4;
+  const auto x = random_vec(static_cast<size_t>(rows * 512), rng);
+  const std::vector<float> exact = canonical_matmul(x.data(), rows, dequantized(h.w), 64, 512);
+  cpu::Int8Activations acts;
+  std::vector<float> out(exact.size());
+  cpu::matmul_int8_kernel()(acts.quantize(x.data(), rows, 512), p.w, 0, 64, out.data(), 64);
+  float max_ref = 0.f, max_diff = 0.f;
+  for (size_t i = 0; i < out.size(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(exact[i]));
+    max_diff = std::max(max_diff, std::fabs(out[i] - exact[i]));
+  }
+  EXPECT_LT(max_diff, 1e-2f * max_ref);
+  EXPECT_GT(max_diff, 0.f);  // it is the int8 product, not the f32 one
+}
+
+TEST(Int8MatmulDense, AmxTilesEngageWhereTheCpuHasThem) {
+#if defined(__x86_64__)
+  if (!cpu::amx_int8_enabled()) GTEST_SKIP() << "no AMX-INT8 on this CPU (or the kernel refused the tile state)";
+  EXPECT_STREQ("amx-int8", cpu::matmul_int8_kernel_name());
+  std::mt19937 rng(6);
+  const QuantHost h = random_quant({WeightFormat::Symmetric, 4, 32, DType::F16}, 128, 128, rng);
+  const PackedDot p = pack_dot(h.w);
+  const int64_t before = cpu::amx_int8_rows_run();
+  expect_every_kernel_matches(h.w, p.w, 20, rng);
+  EXPECT_EQ(before + 32, cpu::amx_int8_rows_run());  // 16 rows, twice (from panel 0 and from panel 1)
+#else
+  GTEST_SKIP() << "AMX is x86-64 only";
+#endif
+}
+
+}  // namespace
+}  // namespace tachyon::kernels
