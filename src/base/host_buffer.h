@@ -7,7 +7,7 @@
 // grown (its old buffer freed), every later allocation up to that size, the workspace's next
 // growth and the transient vectors of every thread, came from the malloc heaps, whose freed holes
 // stay resident: a 10-minute soak's engine heap kept growing after warm-up (+2.9 MiB;
-// bench/results/reliability3-*.md). Backend buffers are few and long-lived, so a system call
+// bench/results/reliability3-24ba4e0.md). Backend buffers are few and long-lived, so a system call
 // for each costs nothing.
 //
 //   void* p = host_buffer_allocate(bytes);   // throws std::bad_alloc when the host has no memory

@@ -6,7 +6,7 @@
 // glibc's per-thread cache of freed chunks (tcache: up to 7 chunks of each of 64 sizes, counted
 // as in use) and the thread-local scratch of the tokenizer and the regex engine. With 128 threads
 // each meeting new request shapes for hours, that grew the server's heap through a whole 10-minute
-// soak (bench/results/reliability3-*.md: the arenas grew +3.2 MiB over minutes 1-3, +0.8 MiB with
+// soak (bench/results/reliability3-24ba4e0.md: the arenas grew +3.2 MiB over minutes 1-3, +0.8 MiB with
 // glibc's tcache off). A thread that exits hands its cache back to the allocator and runs its
 // thread-local destructors, so what the threads keep is bounded by what `connections_per_thread`
 // requests leave behind instead of by everything the thread ever served.
