@@ -18,9 +18,14 @@ ConnectionThreads::~ConnectionThreads() { shutdown(); }
 void ConnectionThreads::start_thread_locked() {
   threads_.emplace_front();
   const auto self = threads_.begin();
-  ++started_;
   // The element is filled while the lock is held: the new thread reads it only under the lock.
-  *self = std::thread([this, self] { work(self); });
+  try {
+    *self = std::thread([this, self] { work(self); });
+  } catch (...) {  // no thread to be had (system limits): no empty element may wait to be joined
+    threads_.erase(self);
+    throw;
+  }
+  ++started_;
 }
 
 void ConnectionThreads::enqueue(std::function<void()> connection) {
@@ -33,7 +38,16 @@ void ConnectionThreads::enqueue(std::function<void()> connection) {
     if (idle_ >= queue_.size() || threads_.size() >= max_threads_) {
       wake_.notify_one();
     } else {
-      start_thread_locked();
+      try {
+        start_thread_locked();
+      } catch (...) {
+        // With no thread at all nothing would ever serve it: the caller hears of it. Otherwise it
+        // waits for a running thread, as over max_threads.
+        if (threads_.empty()) {
+          queue_.pop_back();
+          throw;
+        }
+      }
     }
   }
   // Threads that left have released the lock for good: joining them frees their stacks.
@@ -60,7 +74,12 @@ void ConnectionThreads::work(std::list<std::thread>::iterator self) {
   // state and the allocator's per-thread cache are released as this thread exits, and the
   // next enqueue (or shutdown) joins it.
   retired_.splice(retired_.end(), threads_, self);
-  if (!stopping_) start_thread_locked();
+  if (!stopping_) {
+    try {
+      start_thread_locked();
+    } catch (...) {  // one thread fewer until the next enqueue starts one
+    }
+  }
   exited_.notify_all();
 }
 
