@@ -143,6 +143,12 @@ def rss_kib(pid):
     return 0
 
 
+def keep_smaps(pid, directory, name):
+    os.makedirs(directory, exist_ok=True)
+    with open(f"/proc/{pid}/smaps") as src, open(os.path.join(directory, name), "w") as dst:
+        dst.write(src.read())
+
+
 def metrics(port):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     conn.request("GET", "/metrics")
@@ -175,6 +181,8 @@ def main():
     ap.add_argument("--server-args", default="", help="more flags for tachyon serve")
     ap.add_argument("--record", help="append the result table to this Markdown file")
     ap.add_argument("--note", default="", help="a line recorded with the table (e.g. the machine was shared)")
+    ap.add_argument("--smaps-dir", help="keep the server's /proc/PID/smaps at the end of the warm-up and at the end "
+                                        "(warm.smaps, end.smaps), to tell which mappings grew")
     args = ap.parse_args()
 
     server = subprocess.Popen([args.tachyon, "serve", args.model, "--host", "127.0.0.1", "--port", "0",
@@ -203,8 +211,12 @@ def main():
     for t in threads:
         t.start()
     samples = []  # (seconds, RSS KiB, RSS KiB by kind)
+    kept_warm = False
     while any(t.is_alive() for t in threads):
         samples.append((time.monotonic() - start, rss_kib(server.pid), rss_by_kind(server.pid)))
+        if args.smaps_dir and not kept_warm and samples[-1][0] >= args.warmup_minutes * 60:
+            keep_smaps(server.pid, args.smaps_dir, "warm.smaps")
+            kept_warm = True
         time.sleep(5)
     for t in threads:
         t.join()
@@ -218,6 +230,8 @@ def main():
             break
         time.sleep(0.1)
     samples.append((time.monotonic() - start, rss_kib(server.pid), rss_by_kind(server.pid)))
+    if args.smaps_dir:
+        keep_smaps(server.pid, args.smaps_dir, "end.smaps")
     text = metrics(args.port)
     server.terminate()
     exit_code = server.wait(timeout=120)

@@ -44,7 +44,7 @@ void ThreadPool::run_chunks() {
     uint64_t t = ticket_.load(std::memory_order_acquire);
     const uint64_t num_chunks = (t >> kChunkBits) & kMask, next = t & kMask;
     if (next >= num_chunks) return;
-    if (pinned_ && tls_thread_index != next) {  // run_on_all: wait for this thread's own slot
+    if (pinned_.load(std::memory_order_relaxed) && tls_thread_index != next) {  // run_on_all: wait for this thread's own slot
       if (tls_thread_index < next || tls_thread_index >= num_chunks) return;
       TACHYON_PAUSE();
       continue;
@@ -80,7 +80,7 @@ void ThreadPool::worker_loop() {
 void ThreadPool::publish(const std::function<void(size_t)>* chunk_fn, uint32_t num_chunks, bool pinned) {
   TACHYON_CHECK(num_chunks <= kMask, "too many chunks");
   task_ = chunk_fn;
-  pinned_ = pinned;
+  pinned_.store(pinned, std::memory_order_relaxed);  // published by the seq_cst ticket store below
   done_.store(0, std::memory_order_relaxed);
   const uint64_t generation = (ticket_.load() >> (2 * kChunkBits)) + 1;
   ticket_.store((generation << (2 * kChunkBits)) | (uint64_t{num_chunks} << kChunkBits), std::memory_order_seq_cst);

@@ -68,7 +68,10 @@ class ThreadPool {
   static constexpr int kChunkBits = 20;
   std::vector<std::thread> workers_;
   const std::function<void(size_t)>* task_ = nullptr;
-  bool pinned_ = false;  // run_on_all: chunk i belongs to thread i
+  // run_on_all: chunk i belongs to thread i. Atomic: a worker late out of the previous task reads
+  // it (with a stale ticket whose claim then fails) while publish() sets it for the next one
+  // (ThreadSanitizer's report in the engine tests, bench/results/reliability3-24ba4e0.md).
+  std::atomic<bool> pinned_{false};
   std::atomic<uint64_t> ticket_{0};
   std::atomic<uint32_t> done_{0};
   std::atomic<int> sleepers_{0};

@@ -225,16 +225,22 @@ void StepRunner::issue_ahead(const StepPlan& plan, const model::StepOutput& out)
 }
 
 // Rows of requests retired since their step was issued ahead (stopped at the step before,
-// cancelled): their chunks and tokens are dropped. Each chunk of such a step has one row.
+// cancelled): their chunks and tokens are dropped. Each chunk of such a step has one row. Any
+// other step may have chunks without a row (a prompt chunk that does not complete) or with
+// several (drafts), so its rows are not touched: indexing them by chunk read and wrote past the
+// end of `argmax` (ThreadSanitizer, engine_model_tests: heap-use-after-free).
 void StepRunner::drop_retired_rows(StepPlan& plan, model::StepOutput& out) {
+  const auto retired = [&](const auto& chunk) { return !state_.active.count(chunk.id); };
+  if (std::none_of(plan.chunks.begin(), plan.chunks.end(), retired)) return;
+  TACHYON_CHECK(out.logits.empty() && out.hidden.empty(), "a step with dropped rows returned logits");
+  TACHYON_CHECK(out.argmax.empty() || out.argmax.size() == plan.chunks.size(),
+                "a step with dropped rows has {} token rows for {} chunks", out.argmax.size(), plan.chunks.size());
   size_t kept = 0;
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
-    if (!state_.active.count(plan.chunks[i].id)) continue;
+    if (retired(plan.chunks[i])) continue;
     if (!out.argmax.empty()) out.argmax[kept] = out.argmax[i];
     plan.chunks[kept++] = plan.chunks[i];
   }
-  if (kept == plan.chunks.size()) return;
-  TACHYON_CHECK(out.logits.empty() && out.hidden.empty(), "a step with dropped rows returned logits");
   plan.chunks.resize(kept);
   if (!out.argmax.empty()) out.argmax.resize(kept);
 }

@@ -30,7 +30,7 @@ void BlockPool::retain(BlockId id) {
 void BlockPool::release(BlockId id) {
   Block& b = blocks_.at(id);
   TACHYON_CHECK(b.refcount > 0, "block {} released more often than retained", id);
-  if (--b.refcount == 0) b.free_position = free_list_.insert(free_list_.end(), id);
+  if (--b.refcount == 0) b.free_position = free_list_.insert(b.hash ? free_list_.end() : free_list_.begin(), id);
 }
 
 void BlockPool::set_hash(BlockId id, BlockHash hash) {

@@ -2,8 +2,11 @@
 // its conversation (the input messages without the request's instructions, which do not carry
 // over, plus the output as an assistant turn), so a follow-up needs only its new input. Bounded,
 // in memory: the least recently used entries go first once there are more than `max_entries`
-// or their conversations take more than `max_bytes` (JSON text). `store: false` responses are
-// never put here. Thread-safe.
+// or their conversations take more than `max_bytes` (JSON text). Each is kept as its JSON text,
+// parsed again by get(): the bound in bytes is then what the store holds (a JSON tree took
+// several times its text: one allocation per string, object and array), and a server's memory
+// while the store fills grows by little more than the text of what it keeps. `store: false`
+// responses are never put here. Thread-safe.
 //
 //   ResponseStore store(1000, 64 << 20);
 //   store.put("resp_abc", conversation);
@@ -31,7 +34,7 @@ class ResponseStore {
 
   // Stores (or replaces) `id`'s conversation, then evicts the oldest until within the bounds. A
   // conversation larger than max_bytes alone is not kept.
-  void put(const std::string& id, OrderedJson messages);
+  void put(const std::string& id, const OrderedJson& messages);
   // The conversation, and `id` becomes the most recently used; nullopt when not stored.
   std::optional<OrderedJson> get(const std::string& id);
 
@@ -41,8 +44,7 @@ class ResponseStore {
  private:
   struct Entry {
     std::string id;
-    OrderedJson messages;
-    size_t bytes = 0;
+    std::string messages;  // JSON text
   };
   void erase(std::list<Entry>::iterator it);
 

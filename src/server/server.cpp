@@ -14,6 +14,7 @@
 #include "base/logging.h"
 #include "server/access.h"
 #include "server/api_error.h"
+#include "server/connection_threads.h"
 #include "server/connection_watch.h"
 #include "server/handlers.h"
 #include "server/metrics.h"
@@ -65,6 +66,20 @@ void bound_send_buffer(int fd) {
   if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &kSendBufferBytes, sizeof kSendBufferBytes) != 0)
     throw Error("cannot set the send buffer size: {}", std::strerror(errno));
 }
+
+// httplib's task queue on ConnectionThreads: threads on demand, each replaced after a few
+// connections so that what a connection thread keeps (the allocator's per-thread cache,
+// thread-local scratch) stays bounded on a long-running server (connection_threads.h).
+constexpr size_t kConnectionsPerThread = 8;
+class ConnectionQueue : public httplib::TaskQueue {
+ public:
+  explicit ConnectionQueue(size_t max_threads) : threads_(max_threads, kConnectionsPerThread) {}
+  void enqueue(std::function<void()> connection) override { threads_.enqueue(std::move(connection)); }
+  void shutdown() override { threads_.shutdown(); }
+
+ private:
+  ConnectionThreads threads_;
+};
 
 // The "model" (Ollama: or "name") of a JSON body; "" when absent or the body is not JSON (the
 // handler's own parse then says what is wrong).
@@ -279,7 +294,7 @@ struct HttpServer::Impl {
     // httplib's unbounded task queue and the 429 of --max-queue could never be returned.
     const size_t threads =
         static_cast<size_t>(std::max({options.http_threads, 4, options.max_in_flight + 16}));
-    http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    http.new_task_queue = [threads] { return new ConnectionQueue(threads); };
     const auto client_s = std::chrono::duration_cast<std::chrono::seconds>(options.client_timeout);
     const auto client_us = std::chrono::duration_cast<std::chrono::microseconds>(options.client_timeout - client_s);
     http.set_read_timeout(client_s.count(), client_us.count());

@@ -9,19 +9,16 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/host_buffer.h"
 #include "kernels/quantize.h"
 #include "kernels/reference/rowwise.h"
 
 namespace tachyon::kernels {
 
-void* ReferenceBackend::allocate(size_t bytes) {
-  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-void ReferenceBackend::deallocate(void* ptr) { std::free(ptr); }
+void* ReferenceBackend::allocate(size_t bytes) { return host_buffer_allocate(bytes); }
+void ReferenceBackend::deallocate(void* ptr) { host_buffer_free(ptr); }
 ReferenceBackend::~ReferenceBackend() {
-  for (void* p : owned_) std::free(p);
+  for (void* p : owned_) host_buffer_free(p);
 }
 
 void* ReferenceBackend::own_copy(const void* src, size_t bytes) {

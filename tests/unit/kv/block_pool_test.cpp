@@ -42,6 +42,33 @@ TEST(BlockPool, CachedBlocksAreEvictedLeastRecentlyReleasedFirst) {
   EXPECT_EQ(pool.num_free(), 0);
 }
 
+// A block released without a hash is handed out next, before never-used blocks and before
+// cached ones: a pool used in turns touches only as many blocks as its busiest turn held (its
+// pages become resident only when written), and no cached prefix is evicted while a worthless
+// free block is left.
+TEST(BlockPool, BlocksReleasedWithoutAHashAreReusedFirst) {
+  BlockPool pool(64);
+  std::vector<BlockId> ever;
+  for (int turn = 0; turn < 20; ++turn) {
+    std::vector<BlockId> held;
+    for (int i = 0; i < 4; ++i) held.push_back(*pool.allocate());
+    ever.insert(ever.end(), held.begin(), held.end());
+    for (BlockId id : held) pool.release(id);
+  }
+  std::sort(ever.begin(), ever.end());
+  ever.erase(std::unique(ever.begin(), ever.end()), ever.end());
+  EXPECT_EQ(ever, (std::vector<BlockId>{0, 1, 2, 3}));  // handed out in turn: all 64 by the 16th turn
+
+  BlockPool cached(3);
+  for (int i = 0; i < 3; ++i) cached.allocate();
+  cached.set_hash(0, 0xaa);
+  cached.release(0);  // cached
+  cached.release(1);  // free, no hash: handed out before the cached block is evicted
+  EXPECT_EQ(cached.allocate(), 1);
+  EXPECT_EQ(cached.allocate(), 0);  // only now is 0xaa evicted
+  EXPECT_EQ(cached.find_cached(0xaa), std::nullopt);
+}
+
 TEST(BlockPool, SharedBlocksNeedEveryReleaseAndDoubleReleaseIsCaught) {
   BlockPool pool(2);
   auto id = *pool.allocate();

@@ -122,6 +122,21 @@ TEST(ResponseStore, EvictsTheLeastRecentlyUsedByCountAndBytes) {
   EXPECT_FALSE(small.get("huge"));
 }
 
+TEST(ResponseStore, KeepsTheConversationAsItsTextAndGivesItBackWhole) {
+  ResponseStore store;
+  const OrderedJson conversation = OrderedJson::array(
+      {{{"role", "user"}, {"content", "Caf\u00e9? \U0001F600"}},
+       {{"role", "assistant"}, {"content", "Yes."}, {"tool_calls", OrderedJson::array({{{"id", "c1"}, {"n", 2}}})}}});
+  store.put("resp_1", conversation);
+  const std::optional<OrderedJson> back = store.get("resp_1");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(*back, conversation);
+  EXPECT_EQ(back->dump(), conversation.dump());  // key order kept
+  EXPECT_EQ(store.bytes(), conversation.dump().size() + std::string("resp_1").size());
+  store.put("resp_1", OrderedJson::array());  // replaced: its bytes are counted once
+  EXPECT_EQ(store.bytes(), 2u + 6u);
+}
+
 TEST(ResponseConversation, ContinuesAfterTheNewInstructionsAndSkipsUnstored) {
   ResponseStore store;
   ParsedRequest first;
