@@ -105,6 +105,12 @@ int main(int argc, char** argv) {
   }
   auto backend = kernels::make_backend(o.device);
   auto model = model::load_model(o.model_dir, *backend);
+  // A request past the context is refused by the engine: say so here, not from a client thread.
+  if (const int64_t context = model->config().max_position_embeddings; o.prompt + o.tokens > context) {
+    std::fprintf(stderr, "swap_bench: --prompt %d + --tokens %d is past the model's context of %lld tokens\n", o.prompt,
+                 o.tokens, static_cast<long long>(context));
+    return 2;
+  }
   std::mt19937 rng(46);
   std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(o.clients));
   for (auto& p : prompts) {

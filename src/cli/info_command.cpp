@@ -261,7 +261,7 @@ Command add_info_command(CLI::App& app) {
                  {"sampling_defaults", sampling_defaults_report(opt->dir)},
                  {"kv_bytes_per_1k_tokens", kv_per_1k},
                  {"kv_memory", kv_memory},
-                 {"kv_swap", kv_swap_report(backend->device_memory().has_value(), host_available_bytes())},
+                 {"kv_swap", kv_swap_report(backend->device_memory().has_value())},
                  {"kv_formats", kv_formats_report(*model, *backend)},
                  {"backend", backend->name()},
                  {"speculation", speculation_report(opt->dir, *model, *backend)},

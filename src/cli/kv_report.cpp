@@ -82,17 +82,12 @@ std::string kv_memory_lines(const Json& report) {
   return out;
 }
 
-Json kv_swap_report(bool device_backend, int64_t available) {
-  const engine::SwapSpace none = engine::swap_space(-1, false, 0, available);
-  if (!device_backend)
-    return {{"tier", "off"}, {"default_bytes", 0}, {"rule", none.why + "; --swap-space BYTES forces a host tier"}};
-  const int64_t most = engine::swap_space(-1, true, engine::kMaxAutoSwapBytes, available).bytes;
-  return {{"tier", "host (pinned): blocks the KV pool evicts, preempted requests' among them, copied out and back"},
-          {"default_bytes_at_most", most},
-          {"rule", fmt::format("the least of the device KV pool, {:.0f}% of the {} of host memory available and {} "
-                               "(at most {}); --swap-space BYTES sets it, 0 turns it off",
-                               engine::kHostSwapShare * 100, format_byte_size(available),
-                               format_byte_size(engine::kMaxAutoSwapBytes), format_byte_size(most))}};
+Json kv_swap_report(bool device_backend) {
+  return {{"tier", "off by default"},
+          {"default_bytes", 0},
+          {"rule", fmt::format("{}; the tier holds blocks the KV pool evicts, preempted requests' among them, in {} "
+                               "memory, copied out and back",
+                               engine::swap_space(-1).why, device_backend ? "pinned host" : "host")}};
 }
 
 }  // namespace tachyon::cli

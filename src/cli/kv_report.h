@@ -19,8 +19,8 @@ kv::KvLayout engine_kv_layout(const kv::KvLayout& layout, int64_t context);
 Json kv_memory_report(const kv::KvLayout& layout, int64_t context, int64_t available);
 // The report as the lines of `info`'s text form.
 std::string kv_memory_lines(const Json& report);
-// The KV swap space (engine/kv_sizing.h swap_space) a server on `backend_name` gets by default:
-// the host tier, its bound (at most; a GPU's pool is known at start-up), the rule in words.
-Json kv_swap_report(bool device_backend, int64_t available);
+// The KV swap space (engine/kv_sizing.h swap_space) a server gets by default (none: --swap-space
+// turns it on) and where its blocks would live, in words.
+Json kv_swap_report(bool device_backend);
 
 }  // namespace tachyon::cli

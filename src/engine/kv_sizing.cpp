@@ -104,16 +104,9 @@ KvPoolSize kv_pool_on_device(int64_t free, int64_t total, double utilization, co
                            utilization, format_byte_size(total), format_byte_size(used)));
 }
 
-SwapSpace swap_space(int64_t requested, bool device_backend, int64_t pool_bytes, int64_t available) {
+SwapSpace swap_space(int64_t requested) {
   if (requested > 0) return {requested, fmt::format("{} (--swap-space)", format_byte_size(requested))};
-  if (requested == 0) return {0, "off (--swap-space 0): preempted requests recompute"};
-  if (!device_backend) return {0, "off on the CPU (KV is in host memory already): preempted requests recompute"};
-  const auto share = static_cast<int64_t>(static_cast<double>(std::max<int64_t>(0, available)) * kHostSwapShare);
-  const int64_t bytes = std::min({pool_bytes, share, kMaxAutoSwapBytes});
-  return {bytes, fmt::format("{} of pinned host memory, the least of the device KV pool ({}), {:.0f}% of the {} of "
-                             "host memory available and {}",
-                             format_byte_size(bytes), format_byte_size(pool_bytes), kHostSwapShare * 100,
-                             format_byte_size(available), format_byte_size(kMaxAutoSwapBytes))};
+  return {0, "off (--swap-space BYTES turns it on): preempted requests recompute"};
 }
 
 }  // namespace tachyon::engine

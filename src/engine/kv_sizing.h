@@ -28,12 +28,6 @@ namespace tachyon::engine {
 inline constexpr double kHostKvShare = 0.5;
 inline constexpr double kDefaultGpuMemoryUtilization = 0.90;
 
-// The share of the host's available memory a GPU engine's KV swap space (the prefix cache's host
-// tier, pinned memory) takes by default, at most the device pool's own bytes: a quarter, so the
-// pinned pages leave the host most of its memory; and at most kMaxAutoSwapBytes, since pinning
-// takes time at start-up (about a second per few GiB).
-inline constexpr double kHostSwapShare = 0.25;
-inline constexpr int64_t kMaxAutoSwapBytes = int64_t{16} << 30;
 
 struct KvDemand {
   int64_t bytes_per_block = 0;  // kv::KvLayout::bytes_per_block() of the storage format
@@ -77,14 +71,15 @@ KvPoolSize split_kv_pool(const KvPoolSize& whole, int64_t whole_block_bytes, int
 // Throws tachyon::Error when `utilization` leaves no room for a block.
 KvPoolSize kv_pool_on_device(int64_t free, int64_t total, double utilization, const KvDemand& demand);
 
-// The KV swap space (EngineConfig::swap_space_bytes): `requested` > 0 is taken as it is, 0 is
-// off; -1 (auto) is off on a backend in host memory (its KV already lives there: a preempted
-// request recomputes) and on a device the smallest of the pool's bytes, kHostSwapShare of
-// `available` host memory and kMaxAutoSwapBytes.
+// The KV swap space (EngineConfig::swap_space_bytes, the prefix cache's host tier): `requested` > 0
+// is taken as it is; 0 and -1 (the default) are off, so a preempted request recomputes. Off by
+// default on a GPU too: on an H100 the demo model under preemption ran at 0.73x the throughput of
+// recompute with it (bench/results/swap-space-cpu-1664e3b.md: each block moves as 2 x layers
+// copies, which cost more than recomputing a small model's tokens).
 struct SwapSpace {
   int64_t bytes = 0;  // 0: no host tier
   std::string why;    // one line for the start-up log and `info`
 };
-SwapSpace swap_space(int64_t requested, bool device_backend, int64_t pool_bytes, int64_t available);
+SwapSpace swap_space(int64_t requested);
 
 }  // namespace tachyon::engine
