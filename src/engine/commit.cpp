@@ -75,9 +75,11 @@ Commit::Totals Commit::commit_step(const StepPlan& plan, const model::Batch& bat
       if (a.constraint && a.constraint->mask_logits(row_) == 0) {  // constrained decoding
         fail_stuck_grammar(a);
       } else {
-        const int32_t token = a.sampler->sample(row_, {std::span<const int32_t>(a.tokens.data(), a.num_prompt),
-                                                       std::span<const int32_t>(a.tokens.data() + a.num_prompt,
-                                                                                a.tokens.size() - a.num_prompt)});
+        const int32_t token = a.sampler->sample(row_,
+                                                {std::span<const int32_t>(a.tokens.data(), a.num_prompt),
+                                                 std::span<const int32_t>(a.tokens.data() + a.num_prompt,
+                                                                          a.tokens.size() - a.num_prompt)},
+                                                a.num_generated());
         if (a.request.logprobs >= 0) a.pending.logprobs.push_back(logprob_of(logits, token, a.request.logprobs));
         emit(c.id, a, token);
         ++totals.generated_tokens;
@@ -107,7 +109,7 @@ uint64_t Commit::verify_drafts(const ScheduledChunk& c, ActiveRequest& a, const 
   const auto result =
       tree ? verify_tree(a, drafts, out, logit_row, prompt, generated)
       : out.argmax.empty()
-          ? spec::verify_chain(drafts, row, *a.sampler, prompt, generated, spec::exact_accept, a.constraint.get())
+          ? spec::verify_chain(drafts, row, *a.sampler, prompt, generated, a.constraint.get())
           : spec::verify_chain_greedy(drafts, std::span<const int32_t>(out.argmax).subspan(logit_row, num_drafted + 1));
   // Tree: the accepted branch's K/V move to consecutive positions after the root (one op).
   tree_moves_.clear();
@@ -161,7 +163,7 @@ uint64_t Commit::verify_drafts(const ScheduledChunk& c, ActiveRequest& a, const 
   return emitted;
 }
 
-// Greedy verification of a's draft tree (rows logit_row.. hold the root and every node).
+// Verification of a's draft tree (rows logit_row.. hold the root and every node).
 spec::VerifyResult Commit::verify_tree(ActiveRequest& a, std::span<const int32_t> drafts, const model::StepOutput& out,
                                        size_t logit_row, std::span<const int32_t> prompt,
                                        std::span<const int32_t> generated) {
@@ -170,7 +172,7 @@ spec::VerifyResult Commit::verify_tree(ActiveRequest& a, std::span<const int32_t
     return spec::verify_tree_greedy(tree,
                                     [&](int32_t node) { return out.argmax[logit_row + static_cast<size_t>(node)]; });
   return spec::verify_tree(
-      tree, [&](size_t node) { return out.logits_row(logit_row + node); }, a.request.sampling, prompt, generated,
+      tree, [&](size_t node) { return out.logits_row(logit_row + node); }, *a.sampler, prompt, generated,
       a.constraint.get());
 }
 

@@ -14,11 +14,12 @@ namespace tachyon::engine {
 
 namespace {
 
-// The request's next device draw (StepOutputs::sampled): temperature 0 for greedy rows, else its
-// sampler's next uniform (one per sampled row, as the host sampler takes).
-kernels::TokenSampling next_draw(ActiveRequest& a) {
+// The device draw (StepOutputs::sampled) of the request's generated token `position`:
+// temperature 0 for greedy rows, else the uniform keyed by that position, the one the host
+// sampler would take there (sampling/sampler.h).
+kernels::TokenSampling device_draw(const ActiveRequest& a, int32_t position) {
   const auto& s = a.request.sampling;
-  return s.greedy() ? kernels::TokenSampling{} : s.token_sampling(a.sampler->uniform());
+  return s.greedy() ? kernels::TokenSampling{} : s.token_sampling(a.sampler->uniform_at(position));
 }
 
 // PFlash with original positions: the request's last `count` rows of `batch` are rotated by the
@@ -52,8 +53,8 @@ void StepRunner::execute(IssuedStep& step) {
   // grammar; sampled ones without drafts to verify) need only their tokens: the backend takes
   // each row's argmax, or draws it with the request's next uniform, where the logits are
   // (Backend::argmax / sample_tokens; a backend that has them on the device returns only
-  // ids). The draw is the host sampler's arithmetic (kernels/token_sampling.h) and takes one
-  // uniform per sampled row, as the host sampler does. Decided on the drafts as proposed,
+  // ids). The draw is the host sampler's arithmetic (kernels/token_sampling.h) with the
+  // uniform of the row's position, as the host sampler takes it. Decided on the drafts as proposed,
   // before those the plan leaves out are dropped.
   const bool tokens_only = std::all_of(plan.chunks.begin(), plan.chunks.end(), [&](const ScheduledChunk& c) {
     const ActiveRequest& a = state_.active.at(c.id);
@@ -113,9 +114,9 @@ void StepRunner::execute(IssuedStep& step) {
     // A generated token's row is a decode row wherever it is computed (model::Batch::decode_rows).
     batch_.mark_decode_rows(a.num_prompt);
     add_rope_positions(batch_, a, c.count);
-    if (draw_on_backend) {  // sampled rows (one: the completing one) draw from the request's generator
+    if (draw_on_backend) {  // sampled rows (one: the completing one, no drafts) decide the next generated token
       for (size_t r = logit_rows_before; r < batch_.logit_rows.size(); ++r)
-        batch_.outputs.sampling.push_back(next_draw(a));
+        batch_.outputs.sampling.push_back(device_draw(a, a.num_generated()));
     }
   }
   // Plain decode rows whose tokens only the backend picks: the forward returns before they
@@ -208,7 +209,8 @@ void StepRunner::issue_ahead(const StepPlan& plan, const model::StepOutput& out)
     ahead_batch_.add(a.seq, std::span<const int32_t>(&kOnDevice, 1), c.begin + 1, model::LogitRows::Last);
     ahead_batch_.mark_decode_rows(a.num_prompt);
     add_rope_positions(ahead_batch_, a, 1);
-    if (any_sampled) ahead_batch_.outputs.sampling.push_back(next_draw(a));  // drawn in the order without the overlap
+    // This row decides the token after the one still on the device (not yet in a.tokens).
+    if (any_sampled) ahead_batch_.outputs.sampling.push_back(device_draw(a, a.num_generated() + 1));
     next.plan.chunks.push_back({c.id, c.begin + 1, 1, true});
   }
   kernels::Backend& backend = state_.model.backend();

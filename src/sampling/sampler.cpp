@@ -4,7 +4,10 @@
 #include <cmath>
 #include <limits>
 
+#include <random>
+
 #include "base/error.h"
+#include "base/hash64.h"
 
 namespace tachyon::sampling {
 
@@ -69,19 +72,32 @@ std::vector<Candidate> distribution(const SamplingParams& p, std::span<const flo
   return kernels::truncated_distribution(logits, p.token_sampling(0.0));
 }
 
-Sampler::Sampler(const SamplingParams& params)
-    : params_(params), rng_(params.seed ? *params.seed : std::random_device{}()) {}
+double position_uniform(uint64_t seed, int64_t position) {
+  // The golden-ratio step is odd, so distinct positions give distinct inputs to the bijective
+  // finaliser: one seed's draws never repeat a 64-bit value.
+  const uint64_t bits = hash64_mix(hash64_mix(seed) + static_cast<uint64_t>(position) * 0x9e3779b97f4a7c15ull);
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+}
 
-double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
+namespace {
+uint64_t random_seed() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ device();
+}
+}  // namespace
 
-int32_t Sampler::draw(const std::vector<Candidate>& dist) { return kernels::draw_token(dist, uniform()); }
+Sampler::Sampler(const SamplingParams& params) : params_(params), seed_(params.seed ? *params.seed : random_seed()) {}
 
-int32_t Sampler::sample(std::span<float> logits, const TokenHistory& history) {
+int32_t Sampler::choose(std::span<const float> processed_logits, int64_t position) const {
+  if (params_.greedy()) return argmax(processed_logits);
+  // The draw without materialising the whole ranked distribution (kernels/token_sampling.h),
+  // and what Backend::sample_tokens computes with the same u.
+  return kernels::sample_token(processed_logits, params_.token_sampling(uniform_at(position)));
+}
+
+int32_t Sampler::sample(std::span<float> logits, const TokenHistory& history, int64_t position) const {
   apply_processors(params_, history, logits);
-  if (params_.greedy()) return argmax(logits);
-  // draw(distribution(...)) without materialising the whole ranked distribution (the same
-  // token: kernels/token_sampling.h), and what Backend::sample_tokens computes.
-  return kernels::sample_token(logits, params_.token_sampling(uniform()));
+  return choose(logits, position);
 }
 
 }  // namespace tachyon::sampling

@@ -1,19 +1,24 @@
 // Turning one row of logits into a token: logits processors (logit bias, repetition /
 // presence / frequency penalties), temperature, truncation (top-k, top-p, min-p), then a
-// draw from a seeded RNG. Temperature 0 is greedy (argmax after the processors).
+// draw keyed by the token's position. Temperature 0 is greedy (argmax after the processors).
 //
 // Order, as vLLM and llama.cpp apply it: bias → penalties → temperature → top-k → top-p →
-// min-p → sample. `distribution()` exposes the final distribution so speculative
-// verification can do exact rejection sampling against it.
+// min-p → sample.
+//
+// Position-keyed draws: the uniform that decides a request's generated token t (t = 0 for the
+// first generated token) is a pure function of (seed, t), not the next number of a stream. So
+// the token at t does not depend on how many draws came before it: speculative verification
+// (spec/verify.h) takes the target's own draw at each drafted position and accepts the draft
+// iff it equals that draw, and the text of a seeded request is plain sampling's whatever was
+// drafted, batched, overlapped or drawn on the device (kernels/token_sampling.h, same u).
 //
 //   SamplingParams p; p.temperature = 0.7f; p.top_p = 0.9f; p.seed = 42;
 //   Sampler sampler(p);
-//   int32_t token = sampler.sample(logits, history);   // history: prompt + generated ids
+//   int32_t token = sampler.sample(logits, history, t);   // history: prompt + generated ids
 #pragma once
 
 #include <cstdint>
 #include <optional>
-#include <random>
 #include <span>
 #include <unordered_map>
 #include <utility>
@@ -41,7 +46,8 @@ struct SamplingParams {
     return repetition_penalty == 1.f && presence_penalty == 0.f && frequency_penalty == 0.f && logit_bias.empty();
   }
   bool plain_greedy() const { return greedy() && raw_logits(); }
-  // The backend's description of the draw (temperature and truncation) with the uniform draw u.
+  // The backend's description of the draw (temperature and truncation) with the uniform draw u
+  // (Sampler::uniform_at).
   kernels::TokenSampling token_sampling(double u) const { return {temperature, top_k, top_p, min_p, u}; }
   // Throws tachyon::Error naming the first out-of-range field.
   void validate(int64_t vocab_size) const;
@@ -68,21 +74,32 @@ std::vector<Candidate> distribution(const SamplingParams& params, std::span<cons
 // log softmax of the processed logits (for logprobs / top_logprobs).
 std::vector<float> log_softmax(std::span<const float> logits);
 
+// The uniform in [0, 1) (53 bits) that decides generated token `position` of a request seeded
+// `seed`: splitmix64 of the mixed seed and the position, so each seed's positions never
+// collide and neighbouring seeds (choice i of n gets seed + i) give unrelated draws.
+double position_uniform(uint64_t seed, int64_t position);
+
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
   const SamplingParams& params() const { return params_; }
 
-  // Processes `logits` in place and returns the chosen token.
-  int32_t sample(std::span<float> logits, const TokenHistory& history);
-  // A uniform draw in [0, 1) from this request's RNG (rejection sampling uses it too).
-  double uniform();
-  // Draws from a distribution produced by `distribution()`.
-  int32_t draw(const std::vector<Candidate>& dist);
+  // The seed the draws are keyed by: params.seed, or a random one drawn at construction.
+  uint64_t seed() const { return seed_; }
+
+  // Processes `logits` in place and returns generated token `position` (history.generated
+  // holds the tokens before it).
+  int32_t sample(std::span<float> logits, const TokenHistory& history, int64_t position) const;
+  // The token at `position` from logits already processed (and masked by a grammar): argmax at
+  // temperature 0, else kernels::sample_token with uniform_at(position). What sample() and
+  // speculative verification both emit, so a verified position gives plain sampling's token.
+  int32_t choose(std::span<const float> processed_logits, int64_t position) const;
+  // The uniform draw for generated token `position` (position_uniform of this request's seed).
+  double uniform_at(int64_t position) const { return position_uniform(seed_, position); }
 
  private:
   SamplingParams params_;
-  std::mt19937_64 rng_;
+  uint64_t seed_;
 };
 
 }  // namespace tachyon::sampling

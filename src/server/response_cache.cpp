@@ -52,7 +52,7 @@ std::optional<std::string> ResponseCache::key_of(uint64_t model_fingerprint, con
   const bool greedy = s.greedy();
   if (!greedy && !s.seed) return std::nullopt;
   KeyWriter k;
-  k.pod(uint32_t{1});  // key layout version
+  k.pod(uint32_t{2});  // key layout version (2: no speculation override)
   k.pod(model_fingerprint);
   k.list(r.prompt);
   k.pod(greedy ? 0.f : s.temperature);
@@ -72,9 +72,8 @@ std::optional<std::string> ResponseCache::key_of(uint64_t model_fingerprint, con
   k.list(r.stop_token_ids);
   k.pod(r.logprobs);
   k.pod(r.prompt_logprobs);
-  // Drafts change which uniform draws a seeded request makes, not what a greedy one emits.
-  k.pod(greedy ? int32_t{-2} : r.speculate ? int32_t{*r.speculate} : int32_t{-1});
-  k.pod(greedy ? int32_t{-2} : r.num_speculative_tokens.value_or(-1));
+  // Not the speculation override: drafts change neither a greedy request's text nor a seeded
+  // one's (position-keyed draws, sampling/sampler.h).
   k.pod(r.grammar != nullptr);
   if (r.grammar) {
     k.pod(r.grammar->max_whitespace);

@@ -10,8 +10,8 @@
 // The key: the model's fingerprint (weights, quantization, KV format, backend: what changes
 // the output), the rendered prompt's token ids, every sampling field (the seed only above
 // temperature 0, where it matters), max_tokens, the stop ids and stop strings, logprobs,
-// the grammar (json_object, forced tool calls) and the speculation override above temperature 0
-// (rejection sampling draws differently with and without drafts). Only finished answers are
+// and the grammar (json_object, forced tool calls); not the speculation override, which changes
+// no text (seeded draws are keyed by position). Only finished answers are
 // kept (stop or length), never one cut by a cancel, a timeout or an error.
 //
 // LRU by bytes (keys included). Thread safety: every call may come from any thread.

@@ -84,7 +84,7 @@ VerifyResult verify_tree_greedy(const DraftTree& tree, const std::function<int32
   }
 }
 
-VerifyResult verify_tree(const DraftTree& tree, const LogitsRow& row, const sampling::SamplingParams& params,
+VerifyResult verify_tree(const DraftTree& tree, const LogitsRow& row, const sampling::Sampler& sampler,
                          std::span<const int32_t> prompt, std::span<const int32_t> generated,
                          sampling::TokenConstraint* grammar) {
   VerifyResult result;
@@ -99,8 +99,8 @@ VerifyResult verify_tree(const DraftTree& tree, const LogitsRow& row, const samp
       result.grammar_stuck = true;
       break;
     }
-    sampling::apply_processors(params, {prompt, history}, logits);
-    const int32_t token = sampling::argmax(logits);
+    sampling::apply_processors(sampler.params(), {prompt, history}, logits);
+    const int32_t token = sampler.choose(logits, static_cast<int64_t>(history.size()));
     result.tokens.push_back(token);
     const int32_t next = tree.child(node, token);
     if (next < 0) break;

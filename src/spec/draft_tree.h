@@ -1,7 +1,8 @@
 // Draft trees: several candidate continuations verified in one target forward. The target
 // computes every node's logits (each row attends only to its own branch, kernels/ops.h
-// kMaxTreeDepth), and greedy verification follows the branch the target itself would have
-// generated, so the output is the plain greedy output whatever the tree holds. A chain is the
+// kMaxTreeDepth), and verification follows the branch the target itself would have
+// generated (its argmax, or its position-keyed draw: sampling/sampler.h), so the output is plain
+// decoding's whatever the tree holds. A chain is the
 // one-branch tree; trees raise the accepted length per step where extra rows are cheap.
 //
 //   DraftTree tree = drafter->propose_tree(request, tokens, /*max_depth=*/4, /*max_nodes=*/8);
@@ -55,12 +56,14 @@ DraftTree chain_with_runner_ups(const std::vector<LevelChoice>& levels, int32_t 
 // accepted nodes in depth order.
 VerifyResult verify_tree_greedy(const DraftTree& tree, const std::function<int32_t(int32_t node)>& best);
 
-// Greedy verification as above from each node's logits (`row(node)`, node 0 the root; trees
-// serve greedy requests only, spec_policy.h): the request's logits
+// Verification as above from each node's logits (`row(node)`, node 0 the root): the token
+// chosen at a node is the sampler's own (Sampler::choose: argmax at temperature 0, else the
+// position-keyed draw for the node's depth), so the output is plain decoding's for that seed
+// whatever the tree holds, as verify_chain's is. The request's logits
 // processors see the branch so far as generated history, and under a grammar (null: none; in
 // its state after `generated`) each node's row is masked with the grammar's state after the
 // node's branch, as verify_chain does (spec/verify.h). The grammar is left as it was given.
-VerifyResult verify_tree(const DraftTree& tree, const LogitsRow& row, const sampling::SamplingParams& params,
+VerifyResult verify_tree(const DraftTree& tree, const LogitsRow& row, const sampling::Sampler& sampler,
                          std::span<const int32_t> prompt, std::span<const int32_t> generated,
                          sampling::TokenConstraint* grammar = nullptr);
 

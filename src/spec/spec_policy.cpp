@@ -64,13 +64,9 @@ const char* SpecPolicy::admit(SpecState& s, std::span<const int32_t> prompt, boo
     std::vector<bool> eligible(lanes_.size());
     bool any = false;
     for (size_t i = 0; i < lanes_.size(); ++i) any |= (eligible[i] = !prompt_gate_fires(lanes_[i], prompt));
-    if (!greedy) {
-      // A sampled request keeps the first drafter, as a server of one drafter does: speculative
-      // sampling is exact in distribution, but which draws a seed's stream feeds depends on the
-      // drafts (and on whether timing gates let a model drafter start), so a choice that explores
-      // or follows live figures would give one seeded request different text from run to run.
-      s.usage.choice = "first (sampled)";
-    } else if (any) {
+    // Sampled requests too: with position-keyed draws (sampling/sampler.h) the drafter changes
+    // how fast a seeded request's text comes, not the text.
+    if (any) {
       const DrafterChoice::Decision d = choice_.choose(kind, eligible);
       s.usage.choice = d.why;
       if (d.drafter < 0) {  // every measured drafter was slower than plain decoding on this kind
@@ -91,11 +87,11 @@ const char* SpecPolicy::admit(SpecState& s, std::span<const int32_t> prompt, boo
   return gate;
 }
 
-// Trees are verified greedily from every node's logits, so they serve greedy requests without
-// per-token logprobs, on models whose only per-sequence state is the paged KV (a recurrent state
-// follows one branch).
+// Trees are verified from every node's logits (the target's argmax or its position-keyed draw
+// at each node: spec/draft_tree.h), so they serve requests without per-token logprobs, on
+// models whose only per-sequence state is the paged KV (a recurrent state follows one branch).
 bool SpecPolicy::trees_possible(const SpecState& s) const {
-  return lane(s).drafter.drafter->proposes_trees() && !has_recurrent_state_ && s.greedy && !s.logprobs;
+  return lane(s).drafter.drafter->proposes_trees() && !has_recurrent_state_ && !s.logprobs;
 }
 
 // Auto (max_tree_nodes -1): trees of 2k nodes or chains, whichever measures faster

@@ -56,7 +56,7 @@ struct SpecState {
   // The request, fixed at admission.
   int32_t lane = -1;                            // its drafter (SpecPolicy's lanes); -1: none
   RequestKind kind = RequestKind::TextNovel;    // its kind of text, for the drafter choice
-  bool greedy = true;                           // trees are verified greedily
+  bool greedy = true;                           // temperature 0 (drafting no longer depends on it)
   bool logprobs = false;                        // per-token logprobs: chains only
   std::optional<int32_t> num_speculative_tokens;  // per-request k (no auto-k)
 

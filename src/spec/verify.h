@@ -4,10 +4,14 @@
 // Temperature 0: accept while argmax(row i) == d(i+1); the first mismatch's argmax (or, when
 // all m are accepted, row m's argmax) is the bonus token. Output is identical to plain
 // greedy decoding.
-// Temperature > 0: rejection sampling (Leviathan et al. 2023; Chen et al. 2023) with a
-// one-hot proposal q = δ(d): accept d with probability p(d); on rejection sample from the
-// residual max(p − q, 0) ∝ p without d. The emitted tokens have exactly the target
-// distribution.
+// Temperature > 0: position-keyed draws (sampling/sampler.h). Row i decides generated token
+// t0 + i, where t0 = generated.size(); the target's own draw there (Sampler::choose: the
+// processed row's inverse CDF at uniform_at(t0 + i)) is always what is emitted, and the draft
+// is accepted iff it equals that draw. For a drafted point mass d (every drafter's proposal:
+// greedy chains, lookups) the draft is accepted with probability p(d), as rejection sampling
+// (Leviathan et al. 2023) accepts it, and on a miss the draw is a sample of p without d, its
+// residual; but unlike a draw from a sequential stream, the emitted tokens are exactly plain
+// sampling's for that seed, whatever was drafted, batched or overlapped.
 // Under a grammar (constrained requests, sampling/token_mask.h): row i is masked with the
 // grammar's state after the tokens committed so far and d1..di, before anything else, exactly
 // as constrained decoding without speculation masks each step's row. Greedy then picks the
@@ -15,7 +19,7 @@
 // drafter's proposal is one-hot on a token, which the mask leaves alone where the grammar
 // allows it and which the grammar's p(d) = 0 rejects where it does not (grammar_drafts.h cuts
 // such drafts before they are verified). So the output is constrained decoding's, token for
-// token at temperature 0 and in distribution above.
+// token at every temperature.
 #pragma once
 
 #include <cstdint>
@@ -41,16 +45,11 @@ struct VerifyResult {
 // request's processors (penalties see the accepted drafts as generated history).
 using LogitsRow = std::function<std::span<const float>(size_t)>;
 
-// The acceptance decision for one draft token given the processed target distribution;
-// replaceable only so that tests can show a broken rule is detected.
-using AcceptRule = std::function<bool(const std::vector<sampling::Candidate>& p, int32_t draft, double u)>;
-bool exact_accept(const std::vector<sampling::Candidate>& p, int32_t draft, double u);
-
 // `grammar` (null: none) is the request's constraint in its state after `generated`; it is
 // walked along the accepted drafts and restored to that state before returning.
-VerifyResult verify_chain(std::span<const int32_t> drafts, const LogitsRow& row, sampling::Sampler& sampler,
+VerifyResult verify_chain(std::span<const int32_t> drafts, const LogitsRow& row, const sampling::Sampler& sampler,
                           std::span<const int32_t> prompt, std::span<const int32_t> generated,
-                          const AcceptRule& accept = exact_accept, sampling::TokenConstraint* grammar = nullptr);
+                          sampling::TokenConstraint* grammar = nullptr);
 
 // The same for plain greedy requests (SamplingParams::plain_greedy) when the step returned
 // only each row's argmax (model::StepOutputs::argmax): `argmax` holds drafts.size() + 1 ids.

@@ -1,6 +1,7 @@
 // Speculation on the CUDA backend: through the engine, greedy output with each drafter (prompt
 // lookup, the draft model, MTP heads, the DFlash block drafter; chains and trees, alone and
-// batched) is the plain greedy output of the same backend, and drafts are accepted. Skips when
+// batched) is the plain greedy output of the same backend, and so is seeded sampled output (its
+// draws keyed by position), and drafts are accepted. Skips when
 // no GPU is visible.
 #include <gtest/gtest.h>
 
@@ -37,9 +38,12 @@ struct Outputs {
   engine::EngineStats stats;
 };
 
+// `sampled` (when given) replaces greedy decoding: prompt i is drawn with those parameters and
+// the seed sampled->seed + i.
 Outputs run_engine(model::Model& model, const std::vector<std::vector<int32_t>>& prompts, spec::Drafter* drafter,
         int32_t max_concurrent, int32_t tree_nodes, int32_t k = 7,
-        engine::EngineConfig::Overlap overlap = engine::EngineConfig::Overlap::Auto) {
+        engine::EngineConfig::Overlap overlap = engine::EngineConfig::Overlap::Auto,
+        const engine::SamplingParams* sampled = nullptr) {
   engine::EngineConfig config{.max_concurrent = max_concurrent, .num_blocks = 512};
   config.overlap_steps = overlap;
   config.drafter = drafter;
@@ -47,11 +51,15 @@ Outputs run_engine(model::Model& model, const std::vector<std::vector<int32_t>>&
   config.max_tree_nodes = tree_nodes;
   engine::Engine engine(model, config);
   std::vector<std::shared_ptr<engine::RequestStream>> streams;
-  for (const auto& p : prompts) {
+  for (size_t i = 0; i < prompts.size(); ++i) {
     engine::GenerationRequest r;
-    r.prompt = p;
+    r.prompt = prompts[i];
     r.max_tokens = 64;
     r.sampling.temperature = 0.f;  // greedy (the default draws at temperature 1)
+    if (sampled) {
+      r.sampling = *sampled;
+      r.sampling.seed = sampled->seed.value_or(0) + i;
+    }
     streams.push_back(engine.submit(r));
   }
   Outputs out;
@@ -279,6 +287,39 @@ TEST(CudaDFlash, GreedyOutputEqualsPlainDecodingAndDraftsAreAccepted) {
         model::DFlashHead::load(kDemo + "/dflash", kDemo, model->config(), *backend), *backend);
     expect_lossless(*model, *drafter, "DFlash", {{1, 0}, {8, 0}, {8, 12}}, k);
   }
+}
+
+// Seeded sampling on the device: plain steps draw on the GPU with the uniform of each position
+// (overlapped steps included), verification draws on the host with the same uniform, so a
+// seeded request's text is the same with every drafter, chains and trees, alone and batched.
+TEST(CudaSpeculation, SeededSampledOutputEqualsPlainSamplingForEachDrafter) {
+  if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  auto backend = kernels::make_backend("cuda");
+  auto model = model::load_model(kDemo, *backend);
+  const auto prompts = demo_prompts();
+  engine::SamplingParams sampled;
+  sampled.temperature = 0.8f;
+  sampled.top_p = 0.95f;
+  sampled.seed = 1000;
+  const auto off = engine::EngineConfig::Overlap::Off, on = engine::EngineConfig::Overlap::On;
+  const Outputs plain = run_engine(*model, prompts, nullptr, 1, 0, 7, off, &sampled);
+  const Outputs overlapped = run_engine(*model, prompts, nullptr, 8, 0, 7, on, &sampled);
+  EXPECT_EQ(overlapped.tokens, plain.tokens) << "plain sampling, concurrency 8 overlapped vs 1";
+  EXPECT_GT(overlapped.stats.overlapped_steps, 0u);
+  auto ngram = spec::make_ngram_drafter({});
+  auto draft = spec::make_draft_model_drafter(kDemo + "/drafter", kDemo, *model, *backend);
+  auto mtp = spec::make_mtp_drafter(model::MtpHead::load(kDemo, model->config(), *backend), *backend);
+  auto dflash = spec::make_dflash_drafter(
+      model::DFlashHead::load(kDemo + "/dflash", kDemo, model->config(), *backend), *backend);
+  const std::vector<std::pair<spec::Drafter*, const char*>> drafters = {
+      {ngram.get(), "prompt lookup"}, {draft.get(), "draft model"}, {mtp.get(), "MTP"}, {dflash.get(), "DFlash"}};
+  for (const auto& [drafter, name] : drafters)
+    for (const auto& [concurrent, nodes] : std::vector<std::pair<int32_t, int32_t>>{{1, 0}, {8, 0}, {8, 12}}) {
+      const Outputs spec = run_engine(*model, prompts, drafter, concurrent, nodes, 7, engine::EngineConfig::Overlap::Auto,
+                                      &sampled);
+      EXPECT_EQ(spec.tokens, plain.tokens) << name << ", concurrency " << concurrent << ", tree nodes " << nodes;
+      EXPECT_GT(spec.stats.spec_accepted_tokens, 0u) << name;
+    }
 }
 
 }  // namespace

@@ -54,11 +54,13 @@ inline std::vector<std::vector<int32_t>> prompts() {
 // Runs every prompt greedily through a fresh engine (max_concurrent 1: one at a time, else all
 // submitted at once) and returns each one's generated tokens. Adds the requests' speculation
 // usage to `usage_total`, copies the engine's stats to `stats` and each request's usage to
-// `usages` when given.
+// `usages` when given. `sampled` (when given) replaces greedy decoding: prompt i is drawn with
+// those parameters and the seed sampled->seed + i.
 inline std::vector<std::vector<int32_t>> run_all(const std::vector<std::vector<int32_t>>& ps, EngineConfig config,
                                                  int32_t max_tokens, SpecUsage* usage_total = nullptr,
                                                  EngineStats* stats = nullptr, float repetition_penalty = 1.f,
-                                                 std::vector<SpecUsage>* usages = nullptr) {
+                                                 std::vector<SpecUsage>* usages = nullptr,
+                                                 const SamplingParams* sampled = nullptr) {
   if (usages) usages->assign(ps.size(), {});
   Engine engine(*demo().model, config);
   std::vector<std::shared_ptr<RequestStream>> streams;
@@ -85,6 +87,10 @@ inline std::vector<std::vector<int32_t>> run_all(const std::vector<std::vector<i
     r.prompt = ps[i];
     r.sampling.temperature = 0;
     r.sampling.repetition_penalty = repetition_penalty;
+    if (sampled) {
+      r.sampling = *sampled;
+      r.sampling.seed = sampled->seed.value_or(0) + i;
+    }
     r.max_tokens = max_tokens;
     streams.push_back(engine.submit(r));
     if (config.max_concurrent == 1) collect(i);  // alone: one at a time

@@ -1,4 +1,5 @@
-// Speculation is lossless at temperature 0 (DESIGN.md "Speculation"): with every drafter, alone
+// Speculation is lossless at temperature 0 (DESIGN.md "Speculation"), and a seeded sampled
+// request's text is plain sampling's (SeededSampling* below): with every drafter, alone
 // and in a concurrent batch, as chains and as trees, the engine generates exactly the tokens of
 // plain decoding. The plain outputs are stored (tests/fixtures/spec/demo_greedy.json), so each
 // drafter's case is its own test that ctest runs in parallel with the others;
@@ -14,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "demo_runs.h"
@@ -232,6 +234,111 @@ TEST(SpeculativeEquivalenceWithPenalty, DraftTreesApplyPenaltiesAlongEachBranch)
   const auto outs = run_all(ps, config, kPenaltyTokens, nullptr, &stats, kPenalty);
   for (size_t i = 0; i < ps.size(); ++i) ASSERT_EQ(outs[i], plain[i]) << "prompt " << i;
   EXPECT_GT(stats.spec_tree_steps, 0u);
+}
+
+// Seeded sampling (temperature 0.8, top-p 0.95) gives the same text with or without
+// speculation: each generated position's draw is keyed by (seed, position) (sampling/sampler.h),
+// so verification emits plain sampling's token at every position whatever was drafted, batched,
+// overlapped or chosen. With a sequential stream the drafts changed how many draws each step
+// took and these outputs changed with k, the drafter and the batch.
+constexpr size_t kSampledPrompts = 8;
+constexpr int32_t kSampledTokens = 40;
+
+SamplingParams seeded_sampling() {
+  SamplingParams s;
+  s.temperature = 0.8f;
+  s.top_p = 0.95f;
+  s.seed = 1000;  // prompt i: seed 1000 + i
+  return s;
+}
+
+std::vector<std::vector<int32_t>> sampled_prompts() {
+  auto ps = prompts();
+  ps.resize(kSampledPrompts);
+  return ps;
+}
+
+// The plain reference, one request at a time.
+const std::vector<std::vector<int32_t>>& plain_sampled_outputs() {
+  static const auto outs = [] {
+    const SamplingParams s = seeded_sampling();
+    return run_all(sampled_prompts(), {.max_concurrent = 1, .num_blocks = 1024}, kSampledTokens, nullptr, nullptr,
+                   1.f, nullptr, &s);
+  }();
+  return outs;
+}
+
+TEST(SeededSampling, PlainOutputsDoNotDependOnBatchingOrOverlappedStepsAndSeedsDiffer) {
+  const auto& plain = plain_sampled_outputs();
+  SamplingParams s = seeded_sampling();
+  EngineStats stats;
+  EXPECT_EQ(run_all(sampled_prompts(), {.max_concurrent = 8, .num_blocks = 1024}, kSampledTokens, nullptr, nullptr,
+                    1.f, nullptr, &s),
+            plain);
+  EngineConfig overlapped{.max_concurrent = 8, .num_blocks = 1024};
+  overlapped.overlap_steps = EngineConfig::Overlap::On;
+  EXPECT_EQ(run_all(sampled_prompts(), overlapped, kSampledTokens, nullptr, &stats, 1.f, nullptr, &s), plain);
+  EXPECT_GT(stats.overlapped_steps, 0u) << "no step was issued ahead";
+  // Choice i of n gets seed + i (server/choices.h): neighbouring seeds give other texts.
+  s.seed = 1001;
+  const auto shifted = run_all(sampled_prompts(), {.max_concurrent = 8, .num_blocks = 1024}, kSampledTokens, nullptr,
+                               nullptr, 1.f, nullptr, &s);
+  for (size_t i = 0; i + 1 < plain.size(); ++i) EXPECT_NE(shifted[i], plain[i + 1]) << "prompt " << i + 1;
+  EXPECT_NE(shifted, plain);
+}
+
+class SeededSamplingEquivalence : public ::testing::TestWithParam<DrafterCase> {};
+
+TEST_P(SeededSamplingEquivalence, SampledOutputEqualsPlainSampling) {
+  const DrafterCase c = GetParam();
+  auto drafter = make_drafter(c.drafter);
+  EngineConfig config{.max_concurrent = c.max_concurrent, .num_blocks = 1024};
+  config.drafter = drafter.get();
+  config.max_tree_nodes = c.max_tree_nodes;
+  if (std::string(c.drafter) == "dflash") config.num_speculative_tokens = 7;
+  const SamplingParams s = seeded_sampling();
+  SpecUsage usage;
+  EngineStats stats;
+  const auto outs = run_all(sampled_prompts(), config, kSampledTokens, &usage, &stats, 1.f, nullptr, &s);
+  const auto& plain = plain_sampled_outputs();
+  for (size_t i = 0; i < plain.size(); ++i) ASSERT_EQ(outs[i], plain[i]) << "prompt " << i;
+  EXPECT_GT(usage.num_accepted, 0) << "speculation never accepted anything";
+  if (c.max_tree_nodes > 0) {
+    EXPECT_GT(stats.spec_tree_steps, 0u) << "no step verified a tree";
+  }
+  std::printf("sampled, %s, concurrency %d, tree nodes %d: %llu tree steps of %llu, %d drafted, %d accepted\n",
+              c.drafter, c.max_concurrent, c.max_tree_nodes, static_cast<unsigned long long>(stats.spec_tree_steps),
+              static_cast<unsigned long long>(stats.spec_steps), usage.num_drafted, usage.num_accepted);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryDrafter, SeededSamplingEquivalence,
+                         ::testing::Values(DrafterCase{"ngram", 1, 0}, DrafterCase{"ngram", 8, 0},
+                                           DrafterCase{"ngram", 8, 12}, DrafterCase{"suffix", 1, 0},
+                                           DrafterCase{"suffix", 8, 12}, DrafterCase{"draft", 1, 0},
+                                           DrafterCase{"draft", 8, 12}, DrafterCase{"mtp", 1, 0},
+                                           DrafterCase{"mtp", 8, 12}, DrafterCase{"dflash", 1, 0},
+                                           DrafterCase{"dflash", 8, 0}),
+                         case_name);
+
+// Every drafter held at once, each request drafting with the one the choice picks (sampled
+// requests follow the choice now): still plain sampling's text.
+TEST(SeededSamplingEquivalence, SampledOutputEqualsPlainSamplingWithSeveralDraftersChosen) {
+  std::vector<std::unique_ptr<spec::Drafter>> drafters;
+  EngineConfig config{.max_concurrent = 8, .num_blocks = 1024};
+  config.gates = false;
+  for (const char* name : {"ngram", "suffix", "draft", "mtp", "dflash"}) {
+    drafters.push_back(make_drafter(name));
+    const std::string n = name;
+    config.drafters.push_back({drafters.back().get(), n == "ngram" || n == "suffix", n == "dflash" ? 7 : 4});
+  }
+  const SamplingParams s = seeded_sampling();
+  std::vector<SpecUsage> usages;
+  const auto outs = run_all(sampled_prompts(), config, kSampledTokens, nullptr, nullptr, 1.f, &usages, &s);
+  EXPECT_EQ(outs, plain_sampled_outputs());
+  std::set<std::string> methods;
+  for (const SpecUsage& u : usages)
+    if (!u.method.empty() && u.num_accepted > 0) methods.insert(u.method);
+  EXPECT_GE(methods.size(), 2u) << "the choice never changed drafter for sampled requests";
 }
 
 }  // namespace

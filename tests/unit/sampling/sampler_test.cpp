@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "base/error.h"
 
@@ -26,7 +27,7 @@ void expect_frequencies(const SamplingParams& params, const std::vector<float>& 
   std::vector<int> counts(logits.size());
   for (int i = 0; i < n; ++i) {
     auto l = logits;
-    ++counts[sampler.sample(l, {})];
+    ++counts[sampler.sample(l, {}, i)];  // one seed's positions 0..n-1
   }
   for (size_t i = 0; i < logits.size(); ++i) {
     const double p = expected[i], sigma = std::sqrt(n * p * (1 - p)) + 1;
@@ -80,7 +81,7 @@ TEST(Sampler, GreedyIsArgmaxWithLowestIdOnTies) {
   p.temperature = 0;
   Sampler s(p);
   std::vector<float> l = {1, 3, 3, 2};
-  EXPECT_EQ(s.sample(l, {}), 1);
+  EXPECT_EQ(s.sample(l, {}, 0), 1);
 }
 
 TEST(Sampler, SameSeedSameOutputs) {
@@ -89,7 +90,7 @@ TEST(Sampler, SameSeedSameOutputs) {
   Sampler a(p), b(p);
   for (int i = 0; i < 1000; ++i) {
     auto la = kLogits, lb = kLogits;
-    ASSERT_EQ(a.sample(la, {}), b.sample(lb, {}));
+    ASSERT_EQ(a.sample(la, {}, i), b.sample(lb, {}, i));
   }
   p.seed = 100;
   Sampler c(p);
@@ -97,9 +98,37 @@ TEST(Sampler, SameSeedSameOutputs) {
   Sampler a2(SamplingParams{.seed = 99});
   for (int i = 0; i < 1000; ++i) {
     auto la = kLogits, lc = kLogits;
-    differ += a2.sample(la, {}) != c.sample(lc, {});
+    differ += a2.sample(la, {}, i) != c.sample(lc, {}, i);
   }
   EXPECT_GT(differ, 100);
+}
+
+// The draw for a position is a function of (seed, position) alone: the order positions are
+// drawn in, and how many were drawn before, change nothing (what speculation relies on).
+TEST(Sampler, TheDrawAtAPositionIgnoresEarlierDraws) {
+  SamplingParams p;
+  p.seed = 7;
+  const Sampler in_order(p), backwards(p);
+  std::vector<int32_t> forward_tokens, backward_tokens(64);
+  for (int t = 0; t < 64; ++t) {
+    auto l = kLogits;
+    forward_tokens.push_back(in_order.sample(l, {}, t));
+  }
+  for (int t = 63; t >= 0; --t) {
+    auto l = kLogits;
+    backward_tokens[static_cast<size_t>(t)] = backwards.sample(l, {}, t);
+    auto again = kLogits;
+    ASSERT_EQ(backwards.sample(again, {}, t), backward_tokens[static_cast<size_t>(t)]);  // repeatable
+  }
+  EXPECT_EQ(forward_tokens, backward_tokens);
+  EXPECT_GT(std::set<int32_t>(forward_tokens.begin(), forward_tokens.end()).size(), 2u);  // not one token
+  // Neighbouring seeds (choice i of n gets seed + i) and neighbouring positions are unrelated.
+  int equal_u = 0;
+  for (int t = 0; t < 1000; ++t) equal_u += position_uniform(7, t) == position_uniform(8, t);
+  EXPECT_EQ(equal_u, 0);
+  EXPECT_NE(position_uniform(7, 1), position_uniform(8, 0));
+  // An unseeded sampler gets a random seed: two of them differ.
+  EXPECT_NE(Sampler(SamplingParams{}).seed(), Sampler(SamplingParams{}).seed());
 }
 
 TEST(Processors, RepetitionPenaltyFollowsTransformers) {
@@ -129,7 +158,7 @@ TEST(Processors, LogitBiasCanForceAToken) {
   p.logit_bias = {{5, 100.f}};
   Sampler s(p);
   auto l = kLogits;
-  EXPECT_EQ(s.sample(l, {}), 5);
+  EXPECT_EQ(s.sample(l, {}, 0), 5);
 }
 
 TEST(SamplingParams, ValidationNamesTheField) {

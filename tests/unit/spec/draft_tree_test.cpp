@@ -1,6 +1,8 @@
-// Draft trees: construction, greedy verification along the target's branch, and the tree
+// Draft trees: construction, greedy and sampled verification along the target's branch, and the tree
 // proposals of prompt lookup and the suffix trie.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "spec/draft_tree.h"
 #include "spec/ngram.h"
@@ -39,6 +41,45 @@ TEST(DraftTree, GreedyVerificationFollowsTheTargetsBranch) {
   const auto none = verify_tree_greedy(t, [](int32_t) { return 11; });
   EXPECT_EQ(none.tokens, (std::vector<int32_t>{11}));
   EXPECT_TRUE(none.nodes.empty());
+}
+
+// Sampled trees: at each node the target's position-keyed draw picks the child, so the tokens
+// are plain sampling's for the seed, whether the tree holds the draw (accepted) or not.
+TEST(DraftTree, SampledVerificationFollowsTheTargetsDrawAndEqualsPlainSampling) {
+  const std::vector<std::vector<float>> by_depth = {
+      {2.0f, 1.5f, 0.3f, -0.5f, 0.0f, -2.0f}, {0.1f, 2.5f, 1.0f, 0.2f, -1.0f, 0.0f}, {1.0f, 0.0f, 1.0f, 0.5f, 0.5f, -3.0f}};
+  DraftTree full, partial;  // full: every token at depths 1 and 2; partial: only 1 -> 1
+  std::vector<int32_t> depth = {0};
+  for (int32_t a = 0; a < 6; ++a) {
+    const int32_t child = full.add(0, a);
+    depth.push_back(1);
+    for (int32_t b = 0; b < 6; ++b) {
+      full.add(child, b);
+      depth.push_back(2);
+    }
+  }
+  partial.add(partial.add(0, 1), 1);
+  const LogitsRow full_rows = [&](size_t node) { return std::span<const float>(by_depth[depth[node]]); };
+  const LogitsRow partial_rows = [&](size_t node) { return std::span<const float>(by_depth[node]); };
+  sampling::SamplingParams params;
+  params.temperature = 0.8f;
+  params.top_p = 0.95f;
+  int partial_accepted = 0;
+  for (uint64_t seed = 0; seed < 100; ++seed) {
+    params.seed = seed;
+    const sampling::Sampler sampler(params);
+    std::vector<int32_t> plain;
+    for (size_t t = 0; t < by_depth.size(); ++t) plain.push_back(sampler.choose(by_depth[t], static_cast<int64_t>(t)));
+    const auto r = verify_tree(full, full_rows, sampler, {}, {});
+    EXPECT_EQ(r.tokens, plain) << "seed " << seed;
+    ASSERT_EQ(r.nodes.size(), 2u);
+    EXPECT_EQ(full.tokens[static_cast<size_t>(r.nodes[1] - 1)], plain[1]);
+    const auto p = verify_tree(partial, partial_rows, sampler, {}, {});
+    ASSERT_EQ(p.tokens.size(), static_cast<size_t>(p.num_accepted) + 1);
+    EXPECT_TRUE(std::equal(p.tokens.begin(), p.tokens.end(), plain.begin())) << "seed " << seed;
+    partial_accepted += p.num_accepted;
+  }
+  EXPECT_GT(partial_accepted, 0);
 }
 
 TEST(NgramTree, FirstBranchIsTheChainAndOtherOccurrencesBranch) {

@@ -166,17 +166,20 @@ TEST(SpecPolicyLanes, AdmissionChoosesADrafterPerRequestAndKeepsItsK) {
   EXPECT_EQ(methods, (std::map<std::string, int>{{"draft", 1}, {"ngram", 1}}));
 }
 
-// A sampled request keeps the first drafter whatever the choice has measured, so a seeded
-// request gives the same text from run to run.
-TEST(SpecPolicyLanes, SampledRequestsKeepTheFirstDrafter) {
+// A sampled request follows the drafter choice as a greedy one does: with position-keyed draws
+// the drafter changes how fast a seeded request's text comes, not the text.
+TEST(SpecPolicyLanes, SampledRequestsFollowTheChoiceAsGreedyOnesDo) {
   NamedDrafter lookup("ngram"), model("draft");
-  SpecPolicy policy({{&lookup, true, 3}, {&model, false, 6}}, {.auto_k = false, .max_tree_nodes = 0}, false);
+  SpecPolicy for_greedy({{&lookup, true, 3}, {&model, false, 6}}, {.auto_k = false, .max_tree_nodes = 0}, false);
+  SpecPolicy for_sampled({{&lookup, true, 3}, {&model, false, 6}}, {.auto_k = false, .max_tree_nodes = 0}, false);
   const std::vector<int32_t> repeating(100, 7);
   for (int i = 0; i < 4; ++i) {
-    SpecState s;
-    EXPECT_EQ(policy.admit(s, repeating, true, /*greedy=*/false, -1, {}, RequestKind::TextRepetitive), nullptr);
-    EXPECT_EQ(policy.drafter(s), &lookup);
-    EXPECT_EQ(s.usage.choice, "first (sampled)");
+    SpecState g, s;
+    EXPECT_EQ(for_greedy.admit(g, repeating, true, /*greedy=*/true, -1, {}, RequestKind::TextRepetitive), nullptr);
+    EXPECT_EQ(for_sampled.admit(s, repeating, true, /*greedy=*/false, -1, {}, RequestKind::TextRepetitive), nullptr);
+    EXPECT_EQ(for_sampled.drafter(s)->name(), for_greedy.drafter(g)->name());
+    EXPECT_EQ(s.usage.choice, g.usage.choice);
+    EXPECT_NE(s.usage.choice, "first (sampled)");
   }
 }
 

@@ -1,8 +1,11 @@
-// Speculative verification: exact at temperature 0, distribution-exact above it (a
-// chi-square test cannot tell it from plain sampling), and a broken rule is caught.
+// Speculative verification: exact at temperature 0 and, above it, plain sampling's tokens for the
+// request's seed (position-keyed draws), so distribution-exact too (a chi-square test cannot
+// tell it from plain sampling, and a wrong distribution is caught).
 #include "spec/verify.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "chi_square.h"
 #include "spec/ngram.h"
@@ -62,18 +65,42 @@ TEST(Verify, GreedyAcceptsWhileArgmaxMatchesThenCorrects) {
   EXPECT_EQ(r.tokens, (std::vector<int32_t>{0}));
 }
 
-// The first emitted token must follow row 0's distribution whatever the draft; the second
-// (when the first equals the first draft) row 1's.
-void check_distribution(const AcceptRule& rule, double* p_first, double* p_second) {
+// Sampled verification emits plain sampling's tokens for the seed whatever was drafted: row i
+// decides generated token i, so the chain of verified tokens is a prefix of the plain run's,
+// one longer than the accepted drafts, which are that prefix's first tokens.
+TEST(Verify, SampledVerificationEmitsPlainSamplingsTokensWhateverTheDrafts) {
   sampling::SamplingParams params;
-  params.temperature = 1.0f;
-  params.seed = 1234;
-  sampling::Sampler sampler(params);
+  params.temperature = 0.8f;
+  params.top_p = 0.95f;
+  int accepted = 0;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    params.seed = seed;
+    const sampling::Sampler sampler(params);
+    std::vector<int32_t> plain;  // the fixed target's row i does not depend on the tokens before
+    for (size_t i = 0; i < kRows.size(); ++i) plain.push_back(sampler.choose(kRows[i], static_cast<int64_t>(i)));
+    for (int32_t a = 0; a < 6; ++a)
+      for (int32_t b = 0; b < 6; ++b) {
+        const auto r = verify_chain(std::vector<int32_t>{a, b}, rows(), sampler, {}, {});
+        ASSERT_EQ(r.tokens.size(), static_cast<size_t>(r.num_accepted) + 1);
+        EXPECT_TRUE(std::equal(r.tokens.begin(), r.tokens.end(), plain.begin())) << "seed " << seed;
+        accepted += r.num_accepted;
+      }
+  }
+  EXPECT_GT(accepted, 0);  // drafts were accepted, not only corrected
+}
+
+// The first emitted token follows row 0's distribution whatever the draft, the second (when the
+// first equals the first draft) row 1's: one verification per seed, as requests do.
+void check_distribution(float temperature, double* p_first, double* p_second) {
+  sampling::SamplingParams params;
+  params.temperature = temperature;
   std::vector<long> first(6, 0), second(6, 0);
   const int n = 40000;
   for (int i = 0; i < n; ++i) {
+    params.seed = 1234 + static_cast<uint64_t>(i);
+    const sampling::Sampler sampler(params);
     // Drafts: token 1 (row 0's second-best) then token 2.
-    auto r = verify_chain(std::vector<int32_t>{1, 2}, rows(), sampler, {}, {}, rule);
+    auto r = verify_chain(std::vector<int32_t>{1, 2}, rows(), sampler, {}, {});
     ++first[r.tokens[0]];
     if (r.tokens[0] == 1 && r.tokens.size() > 1) ++second[r.tokens[1]];
   }
@@ -81,26 +108,17 @@ void check_distribution(const AcceptRule& rule, double* p_first, double* p_secon
   *p_second = testing::goodness_of_fit_p(second, softmax(kRows[1]));
 }
 
-TEST(Verify, RejectionSamplingPreservesTheTargetDistribution) {
+TEST(Verify, SampledVerificationPreservesTheTargetDistribution) {
   double p1, p2;
-  check_distribution(exact_accept, &p1, &p2);
+  check_distribution(1.0f, &p1, &p2);
   EXPECT_GT(p1, 0.01);
   EXPECT_GT(p2, 0.01);
 }
 
-TEST(Verify, ABrokenAcceptanceRuleIsDetected) {
+TEST(Verify, ADistributionOtherThanTheTargetsIsDetected) {
   double p1, p2;
-  // Accepting every draft (ignoring p) makes the first token always the draft.
-  check_distribution([](const auto&, int32_t, double) { return true; }, &p1, &p2);
-  EXPECT_LT(p1, 1e-6);
-  // Accepting with probability sqrt(p) instead of p is subtler, and still detected.
-  check_distribution(
-      [](const std::vector<sampling::Candidate>& p, int32_t d, double u) {
-        for (const auto& c : p)
-          if (c.id == d) return u < std::sqrt(c.p);
-        return false;
-      },
-      &p1, &p2);
+  // Verifying at temperature 0.7 against the temperature-1 target: the test must see it.
+  check_distribution(0.7f, &p1, &p2);
   EXPECT_LT(p1, 1e-6);
 }
 
