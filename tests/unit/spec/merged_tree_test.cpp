@@ -137,7 +137,9 @@ TEST(MergedDrafter, MergesItsMembersTreesAndLearnsFromTheTargetsTokens) {
   EXPECT_THROW(MergedDrafter({{&lookup, false}}), Error) << "one drafter is not a merge";
 }
 
-TEST(MergedDrafter, ThePolicyLetsItSizeItsOwnTreesForGreedyRequests) {
+// Sampled requests too: their draws are keyed by position (sampling/sampler.h), so a tree's
+// verification emits plain sampling's tokens whatever it holds.
+TEST(MergedDrafter, ThePolicyLetsItSizeItsOwnTreesForGreedyAndSampledRequests) {
   ListDrafter lookup("lookup", {1, 2, 3}), model("model", {1, 2, 4});
   MergedDrafter merged({{&lookup, false}, {&model, true}});
   SpecPolicy policy(&merged, {.num_speculative_tokens = 4, .auto_k = true, .max_tree_nodes = -1, .gates = false},
@@ -150,8 +152,8 @@ TEST(MergedDrafter, ThePolicyLetsItSizeItsOwnTreesForGreedyRequests) {
   EXPECT_EQ(tree.num_tree_nodes, SpecPolicy::kOwnTreeNodesPerLevel * 4);
   SpecState sampled;
   policy.admit(sampled, prompt, true, /*greedy=*/false, -1, {});
-  EXPECT_LE(policy.plan_drafts(sampled, {.max_k = 10, .num_tokens = 100, .max_new = 50}).num_tree_nodes, 4)
-      << "sampled requests draft chains";
+  EXPECT_EQ(policy.plan_drafts(sampled, {.max_k = 10, .num_tokens = 100, .max_new = 50}).num_tree_nodes,
+            SpecPolicy::kOwnTreeNodesPerLevel * 4);
 }
 
 }  // namespace
