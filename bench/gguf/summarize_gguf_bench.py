@@ -33,7 +33,7 @@ def main():
         if size:
             mib = float(size.group(1)) * (1024 if size.group(2) == "GiB" else 1)
             bpw = mib * 1024 * 1024 * 8 / (float(size.group(3)) * 1e6)
-        ours = re.search(r"^\| \S+\.gguf \| ([\d.]+) \|[^|]*\|[^|]*\|[^|]*\| ([\d.]+) \|", body, flags=re.M)
+        ours = re.search(r"^\| \S+\.gguf(?: \([^)]*\))? \| ([\d.]+) \|[^|]*\|[^|]*\|[^|]*\| ([\d.]+) \|", body, flags=re.M)
         if not ours or "tg" not in llama:
             rows.append(f"| {name} | not measured | | |")
             continue
