@@ -78,6 +78,12 @@ struct IsaKernels {
 };
 const IsaKernels& isa_kernels();  // best for this CPU; TACHYON_ISA=avx2|portable forces a fallback
 
+// The highest instruction set any CPU kernel may use. TACHYON_ISA lowers it (avx512: no AMX tiles;
+// avx2; portable) so that tests and benches can run the fallbacks on a CPU that has more; it is
+// read once, here, for every kernel family.
+enum class IsaCeiling { Portable, Avx2, Avx512, Any };
+IsaCeiling isa_ceiling();
+
 // Calls fn(std::integral_constant<DType, d>{}) with a Panel64 weight's dtype d (the ISA files
 // instantiate their kernels per dtype this way); aborts on another layout or dtype.
 template <class Fn>

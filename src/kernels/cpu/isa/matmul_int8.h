@@ -15,6 +15,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/weight.h"
@@ -66,6 +68,28 @@ bool int8_dot_eligible(const Weight& host);
 inline int32_t dot_code_offset(const Weight& w) {
   if (w.format != WeightFormat::Symmetric) return 0;
   return w.quant.bits == 8 ? 128 : 8;
+}
+
+// Calls kernel(std::integral_constant<int, bits>, std::bool_constant<affine>,
+// std::integral_constant<DType, scale dtype>) for a Panel64Dot weight: each ISA file instantiates
+// its kernel per weight kind this way.
+template <class Kernel>
+void with_int8_weight_kind(const Weight& w, Kernel&& kernel) {
+  if (w.layout != WeightLayout::Panel64Dot) std::abort();
+  const auto by_scale = [&](auto bits, auto affine) {
+    switch (w.quant.scale_dtype) {
+      case DType::F32: return kernel(bits, affine, std::integral_constant<DType, DType::F32>{});
+      case DType::F16: return kernel(bits, affine, std::integral_constant<DType, DType::F16>{});
+      case DType::BF16: return kernel(bits, affine, std::integral_constant<DType, DType::BF16>{});
+      default: std::abort();
+    }
+  };
+  const bool affine = w.format == WeightFormat::Affine;
+  if (w.quant.bits == 8)
+    return affine ? by_scale(std::integral_constant<int, 8>{}, std::true_type{})
+                  : by_scale(std::integral_constant<int, 8>{}, std::false_type{});
+  return affine ? by_scale(std::integral_constant<int, 4>{}, std::true_type{})
+                : by_scale(std::integral_constant<int, 4>{}, std::false_type{});
 }
 
 // out[m, n] for the rows of `a`, n in [n_begin, n_end) (n_begin a multiple of 64), `ldo` out's row

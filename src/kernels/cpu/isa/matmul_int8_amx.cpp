@@ -145,16 +145,6 @@ void run(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, flo
   if (tiled_rows < a.rows) matmul_int8_avx512(a.from(tiled_rows), w, n_begin, n_end, out + tiled_rows * ldo, ldo);
 }
 
-template <int Bits, bool Affine>
-void by_scale(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out, int64_t ldo) {
-  switch (w.quant.scale_dtype) {
-    case DType::F32: return run<Bits, Affine, DType::F32>(a, w, n_begin, n_end, out, ldo);
-    case DType::F16: return run<Bits, Affine, DType::F16>(a, w, n_begin, n_end, out, ldo);
-    case DType::BF16: return run<Bits, Affine, DType::BF16>(a, w, n_begin, n_end, out, ldo);
-    default: std::abort();
-  }
-}
-
 }  // namespace
 
 bool amx_int8_enabled() {
@@ -173,10 +163,9 @@ int64_t amx_int8_rows_run() { return amx_rows.load(std::memory_order_relaxed); }
 void matmul_int8_amx(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out, int64_t ldo) {
   if (w.layout != WeightLayout::Panel64Dot) std::abort();
   if (a.rows < kTileRows) return matmul_int8_avx512(a, w, n_begin, n_end, out, ldo);
-  const bool affine = w.format == WeightFormat::Affine;
-  if (w.quant.bits == 8) return affine ? by_scale<8, true>(a, w, n_begin, n_end, out, ldo)
-                                       : by_scale<8, false>(a, w, n_begin, n_end, out, ldo);
-  return affine ? by_scale<4, true>(a, w, n_begin, n_end, out, ldo) : by_scale<4, false>(a, w, n_begin, n_end, out, ldo);
+  with_int8_weight_kind(w, [&](auto bits, auto affine, auto scale) {
+    run<decltype(bits)::value, decltype(affine)::value, decltype(scale)::value>(a, w, n_begin, n_end, out, ldo);
+  });
 }
 
 }  // namespace tachyon::kernels::cpu

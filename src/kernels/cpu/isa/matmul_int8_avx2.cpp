@@ -98,24 +98,12 @@ void run(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, flo
   }
 }
 
-template <int Bits, bool Affine>
-void by_scale(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out, int64_t ldo) {
-  switch (w.quant.scale_dtype) {
-    case DType::F32: return run<Bits, Affine, DType::F32>(a, w, n_begin, n_end, out, ldo);
-    case DType::F16: return run<Bits, Affine, DType::F16>(a, w, n_begin, n_end, out, ldo);
-    case DType::BF16: return run<Bits, Affine, DType::BF16>(a, w, n_begin, n_end, out, ldo);
-    default: std::abort();
-  }
-}
-
 }  // namespace
 
 void matmul_int8_avx2(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out, int64_t ldo) {
-  if (w.layout != WeightLayout::Panel64Dot) std::abort();
-  const bool affine = w.format == WeightFormat::Affine;
-  if (w.quant.bits == 8) return affine ? by_scale<8, true>(a, w, n_begin, n_end, out, ldo)
-                                       : by_scale<8, false>(a, w, n_begin, n_end, out, ldo);
-  return affine ? by_scale<4, true>(a, w, n_begin, n_end, out, ldo) : by_scale<4, false>(a, w, n_begin, n_end, out, ldo);
+  with_int8_weight_kind(w, [&](auto bits, auto affine, auto scale) {
+    run<decltype(bits)::value, decltype(affine)::value, decltype(scale)::value>(a, w, n_begin, n_end, out, ldo);
+  });
 }
 
 }  // namespace tachyon::kernels::cpu

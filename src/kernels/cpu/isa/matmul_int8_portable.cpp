@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 
+#include "kernels/cpu/isa/matmul.h"
 #include "kernels/weight_dequant.h"
 
 namespace tachyon::kernels::cpu {
@@ -39,9 +39,7 @@ void quantize_blocks_portable(const float* x, int64_t blocks, int8_t* q, float* 
 Int8Rows Int8Activations::quantize(const float* x, int64_t rows, int64_t cols) {
   static const QuantizeBlocksFn quantize_blocks = [] {
 #if defined(__x86_64__)
-    const char* forced = std::getenv("TACHYON_ISA");
-    const bool fallback = forced && (std::strcmp(forced, "portable") == 0 || std::strcmp(forced, "avx2") == 0);
-    if (!fallback && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+    if (isa_ceiling() >= IsaCeiling::Avx512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl"))
       return quantize_blocks_avx512;
 #endif
@@ -103,16 +101,16 @@ struct Int8Choice {
 };
 const Int8Choice& int8_choice() {
   static const Int8Choice choice = []() -> Int8Choice {
-    const char* forced = std::getenv("TACHYON_ISA");
-    const auto is = [&](const char* name) { return forced && std::strcmp(forced, name) == 0; };
+    const IsaCeiling ceiling = isa_ceiling();
 #if defined(__x86_64__)
-    if (!is("portable") && !is("avx2") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+    if (ceiling >= IsaCeiling::Avx512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c")) {
-      if (!is("avx512") && amx_int8_enabled()) return {matmul_int8_amx, "amx-int8"};
+      if (ceiling == IsaCeiling::Any && amx_int8_enabled()) return {matmul_int8_amx, "amx-int8"};
       return {matmul_int8_avx512, "avx512-vnni"};
     }
-    if (!is("portable") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return {matmul_int8_avx2, "avx2"};
+    if (ceiling >= IsaCeiling::Avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return {matmul_int8_avx2, "avx2"};
 #endif
+    (void)ceiling;
     return {matmul_int8_portable, "portable"};
   }();
   return choice;

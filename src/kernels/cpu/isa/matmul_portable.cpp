@@ -52,19 +52,29 @@ bool cpu_has_f16c() {
 }  // namespace
 #endif
 
+IsaCeiling isa_ceiling() {
+  static const IsaCeiling ceiling = [] {
+    const char* forced = std::getenv("TACHYON_ISA");
+    if (forced == nullptr) return IsaCeiling::Any;
+    if (std::strcmp(forced, "portable") == 0) return IsaCeiling::Portable;
+    if (std::strcmp(forced, "avx2") == 0) return IsaCeiling::Avx2;
+    if (std::strcmp(forced, "avx512") == 0) return IsaCeiling::Avx512;
+    return IsaCeiling::Any;
+  }();
+  return ceiling;
+}
+
 const IsaKernels& isa_kernels() {
   static const IsaKernels kernels = [] {
-    const char* forced = std::getenv("TACHYON_ISA");
-    const bool portable = forced && std::strcmp(forced, "portable") == 0;
+    const IsaCeiling ceiling = isa_ceiling();
 #if defined(__x86_64__)
-    const bool avx2_only = forced && std::strcmp(forced, "avx2") == 0;
-    if (!portable && !avx2_only && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+    if (ceiling >= IsaCeiling::Avx512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
       return IsaKernels{matmul_range_avx512, dot_f32_avx2, attend_items_avx512, top_two_row_avx512, "avx512"};
-    if (!portable && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
+    if (ceiling >= IsaCeiling::Avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
       return IsaKernels{matmul_range_avx2, dot_f32_avx2, attend_items_avx2, top_two_row_avx2, "avx2"};
 #endif
-    (void)portable;
+    (void)ceiling;
     return IsaKernels{matmul_range_portable, dot_f32_portable, attend_items_portable, top_two_row_portable, "portable"};
   }();
   return kernels;
