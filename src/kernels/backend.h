@@ -43,6 +43,10 @@ class Backend {
   // The CPU quantizes it to int8 per row (half the bytes of bf16: a CPU drafter's forward streams
   // its weights from memory, so its cost follows their bytes); the default is upload_weight.
   virtual Weight upload_draft_weight(const Weight& host) { return upload_weight(host); }
+  // upload_weight for a matrix that only router_logits reads (a MoE router, [num_experts, hidden]):
+  // kept so that op computes in f32 from the stored values (never bf16-rounded or int8). The
+  // default is upload_weight, for backends whose matmul already does.
+  virtual Weight upload_router_weight(const Weight& host) { return upload_weight(host); }
   // `--quantize-decode`: `prefill` (uploaded) carrying `decode` (uploaded: the same matrix in a
   // quantized format) as its decode copy (Weight::decode), kept by the backend for its lifetime.
   Weight with_decode_copy(const Weight& prefill, const Weight& decode);
@@ -262,6 +266,13 @@ class Backend {
   // ---- Ops added for MoE / MLA / linear-attention architectures. The defaults throw, so a
   // backend that lacks one still compiles and fails loudly at run time.
 
+  // logits [rows, num_experts] = x [rows, hidden] · wᵀ (+ bias [num_experts]) in f32 from f32
+  // inputs, w from upload_router_weight. The logits decide discrete expert choices: a matmul on
+  // bf16-rounded inputs flips the choice where two experts' logits nearly tie (on gpt-oss, ties
+  // within 4e-5 of each other). The default is matmul (an f32 backend's).
+  virtual void router_logits(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* logits) {
+    matmul(x, rows, w, bias, logits);
+  }
   // expert_ids, weights [rows, top_k] = routing of logits [rows, num_experts] (see MoeRouting).
   virtual void moe_route(const float* logits, int64_t rows, const MoeRoutingParams& params, int32_t* expert_ids,
                          float* weights);
