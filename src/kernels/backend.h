@@ -115,7 +115,9 @@ class Backend {
   // copy's src is device memory and dst host memory; false, the other way. They happen after
   // every op issued before and before every op issued after (a GPU runs them on a copy stream,
   // ordered against its compute stream by events), and the caller does not wait: the host memory
-  // is only read or written through later swap_copy calls. The default copies now.
+  // is only read or written through later swap_copy calls. The default copies now; the CUDA
+  // backend queues the swaps that come between two ops and issues them as one launch per run of
+  // one direction (cuda/host_swap.h).
   virtual void swap_copy(std::span<const DeviceCopy> copies, bool to_host);
   // The device's own memory (a GPU's: free and total bytes now), for sizing the KV pool from
   // what is left after weights and workspaces. nullopt: the backend runs in host memory.

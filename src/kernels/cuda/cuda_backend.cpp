@@ -481,6 +481,11 @@ uint64_t cuda_fused_norm_launches(Backend& backend) {
   return b->fused_norm_launches();
 }
 
+uint64_t cuda_swap_launches(Backend& backend) {
+  auto* b = as_cuda_backend(backend, "cuda_swap_launches");
+  return b->swap_launches();
+}
+
 uint64_t cuda_fused_gated_mlps(Backend& backend) {
   return as_cuda_backend(backend, "cuda_fused_gated_mlps")->fused_gated_mlps();
 }

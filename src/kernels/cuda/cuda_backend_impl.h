@@ -87,6 +87,7 @@ class CudaBackend final : public Backend {
   uint64_t fused_norm_launches() const { return fused_norms_; }
   uint64_t fused_gated_mlps() const { return fused_gated_mlps_; }
   uint64_t fused_prefill_norms() const { return fused_prefill_norms_; }
+  uint64_t swap_launches() const { return swap_ ? swap_->launches() : 0; }
   bool stream_tile_counters_are_zero() {
     synchronize();
     return cuda::stream_tile_counters_are_zero(stream_);
@@ -172,6 +173,8 @@ class CudaBackend final : public Backend {
   };
   // Whether [a, a + an) and [b, b + bn) share an element.
   static bool overlaps(const float* a, int64_t an, const float* b, int64_t bn) { return a < b + bn && b < a + an; }
+  // Issues what earlier calls deferred, in their order: the queued swaps (HostSwap::issue), then a
+  // pending add_rms_norm. Called before every op, flush and host copy.
   void settle();
   bool matmul_after_pending_norm(const float* x, int64_t rows, const Weight& w, const float* bias, float* out);
 
