@@ -43,6 +43,10 @@ class Backend {
   // The CPU quantizes it to int8 per row (half the bytes of bf16: a CPU drafter's forward streams
   // its weights from memory, so its cost follows their bytes); the default is upload_weight.
   virtual Weight upload_draft_weight(const Weight& host) { return upload_weight(host); }
+  // upload_weight for a matrix that only router_logits reads (a MoE router, [num_experts, hidden]):
+  // kept so that op computes in f32 from the stored values (never bf16-rounded or int8). The
+  // default is upload_weight, for backends whose matmul already does.
+  virtual Weight upload_router_weight(const Weight& host) { return upload_weight(host); }
   // `--quantize-decode`: `prefill` (uploaded) carrying `decode` (uploaded: the same matrix in a
   // quantized format) as its decode copy (Weight::decode), kept by the backend for its lifetime.
   Weight with_decode_copy(const Weight& prefill, const Weight& decode);
@@ -111,7 +115,9 @@ class Backend {
   // copy's src is device memory and dst host memory; false, the other way. They happen after
   // every op issued before and before every op issued after (a GPU runs them on a copy stream,
   // ordered against its compute stream by events), and the caller does not wait: the host memory
-  // is only read or written through later swap_copy calls. The default copies now.
+  // is only read or written through later swap_copy calls. The default copies now; the CUDA
+  // backend queues the swaps that come between two ops and issues them as one launch per run of
+  // one direction (cuda/host_swap.h).
   virtual void swap_copy(std::span<const DeviceCopy> copies, bool to_host);
   // The device's own memory (a GPU's: free and total bytes now), for sizing the KV pool from
   // what is left after weights and workspaces. nullopt: the backend runs in host memory.
@@ -262,6 +268,13 @@ class Backend {
   // ---- Ops added for MoE / MLA / linear-attention architectures. The defaults throw, so a
   // backend that lacks one still compiles and fails loudly at run time.
 
+  // logits [rows, num_experts] = x [rows, hidden] · wᵀ (+ bias [num_experts]) in f32 from f32
+  // inputs, w from upload_router_weight. The logits decide discrete expert choices: a matmul on
+  // bf16-rounded inputs flips the choice where two experts' logits nearly tie (on gpt-oss, ties
+  // within 4e-5 of each other). The default is matmul (an f32 backend's).
+  virtual void router_logits(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* logits) {
+    matmul(x, rows, w, bias, logits);
+  }
   // expert_ids, weights [rows, top_k] = routing of logits [rows, num_experts] (see MoeRouting).
   virtual void moe_route(const float* logits, int64_t rows, const MoeRoutingParams& params, int32_t* expert_ids,
                          float* weights);

@@ -54,6 +54,10 @@ std::optional<kernels::QuantizedWeight> WeightBinder::quantized_form(Use use, co
 
 Weight WeightBinder::upload(const Binding& b, const Weight& host) {
   if (b.use == Use::Matmul && backend_.loading_draft_weights()) return backend_.upload_draft_weight(host);
+  if (b.use == Use::Router) {
+    source_.bound(b.names[0], host);
+    return backend_.upload_router_weight(host);
+  }
   if (const auto q = quantized_form(b.use, host, source_.matmul_quantization())) {
     source_.bound(b.names[0], q->weight);
     return backend_.upload_weight(q->weight);

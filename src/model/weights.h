@@ -45,8 +45,9 @@ class WeightBinder {
   // `--quantize int8|int4` store it as int8 Symmetric g64 (4 bits there would cost accuracy:
   // llama.cpp's Q4_K_M likewise keeps its output matrix at 6 bits); fp8 leaves it as stored (on
   // the demo model an int8 or e4m3 head on top of fp8 layers took the code prompt's greedy match
-  // with bf16 from 24 to 9 of 24 tokens).
-  enum class Use { Any, Matmul, Expert, TiedHead };
+  // with bf16 from 24 to 9 of 24 tokens). Router: a MoE router's matrix, read only through
+  // Backend::router_logits (f32: Backend::upload_router_weight), never quantized.
+  enum class Use { Any, Matmul, Expert, TiedHead, Router };
   void bind(Weight* target, const std::string& name, std::vector<int64_t> shape, Use use = Use::Any);
   void bind_optional(Weight* target, const std::string& name, std::vector<int64_t> shape);
   // Concatenates the tensors along dim 0 into one weight (e.g. q/k/v into qkv). All parts

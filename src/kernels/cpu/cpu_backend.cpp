@@ -76,6 +76,10 @@ void CpuBackend::rms_norm(const float* x, const Weight& w, int64_t rows, int64_t
 
 Weight CpuBackend::upload_weight(const Weight& host) {
   if (int8_activations() && !loading_draft_weights() && cpu::int8_dot_eligible(host)) return upload_int8_dot(host);
+  return upload_packed(host);
+}
+
+Weight CpuBackend::upload_packed(const Weight& host) {
   if (host.quantized()) return upload_quantized(host);
   if (host.rows <= 1) return ReferenceBackend::upload_weight(host);  // vectors stay as they are
   const size_t bytes = static_cast<size_t>(cpu::panel64_padded_rows(host.rows) * host.cols) * dtype_size(host.dtype);

@@ -21,6 +21,13 @@ class CpuBackend : public ReferenceBackend {
   // A drafter's matrices: int8 per row, Panel64 (half the bytes of bf16; the matmul kernels
   // reduce the int8 values and scale each output).
   Weight upload_draft_weight(const Weight& host) override;
+  // A router's matrix packed as upload_weight packs it without the int8-activation mode, and
+  // without a derived backend's rounding ("cpu-bf16"): router_logits reads its stored values.
+  Weight upload_router_weight(const Weight& host) override { return upload_packed(host); }
+  // CpuBackend::matmul on f32 activations, also on "cpu-bf16" (which rounds matmul's inputs).
+  void router_logits(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* logits) override {
+    CpuBackend::matmul(x, rows, w, bias, logits);
+  }
   // The int8-activation mode (Backend::set_int8_activations): integer weights int8_dot_eligible
   // accepts are packed as Panel64Dot and their matmuls run cpu/isa/matmul_int8.h.
   bool supports_int8_activations() const override { return true; }
@@ -57,6 +64,7 @@ class CpuBackend : public ReferenceBackend {
   virtual void round_matmul_input(float* /*x*/, int64_t /*n*/) {}
 
  private:
+  Weight upload_packed(const Weight& host);  // Panel64, quantized ones with their scales; vectors copied
   Weight upload_quantized(const Weight& host);
   Weight upload_int8_dot(const Weight& host);
   // The int8-activation matmul (Panel64Dot weights) of rows already quantized.

@@ -13,8 +13,8 @@
 //                            values are the weights; only the inputs are rounded)
 //   attention                the CUDA kernels' chunked reduction with q, k, p and v rounded to
 //                            tf32, or bf16 in a TACHYON_ATTENTION_BF16 build (cpu/tf32_chunk_attention.h)
-// Everything else (norms, the KV cache, routing, activations, the recurrent ops, the embedding
-// lookup's scale) stays f32 on both backends.
+// Everything else (norms, the KV cache, router logits and routing, activations, the recurrent ops,
+// the embedding lookup's scale) stays f32 on both backends.
 //
 //   auto gpu_like = make_backend("cpu-bf16");  // then load a model on it like on "cpu"
 //

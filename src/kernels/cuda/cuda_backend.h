@@ -51,6 +51,9 @@ uint64_t cuda_fused_norm_launches(Backend& backend);
 uint64_t cuda_fused_gated_mlps(Backend& backend);
 // How many add_rms_norm calls at prefill rows wrote the next matmul's input themselves (tests).
 uint64_t cuda_fused_prefill_norms(Backend& backend);
+// How many launches of the swap copy kernel swap_copy's queued copies took (host_swap.h: one per
+// run of same-direction swaps between two ops; tests).
+uint64_t cuda_swap_launches(Backend& backend);
 CudaGraphCounters cuda_graph_counters(Backend& backend);
 // Whether the streaming matmul's counters of taken n-tiles (matmul_stream.cuh) are back at zero
 // after the backend's work so far: each launch resets them (tests).

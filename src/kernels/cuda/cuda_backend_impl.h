@@ -36,6 +36,7 @@
 #include "kernels/cuda/norm.cuh"
 #include "kernels/cuda/op_profile.h"
 #include "kernels/cuda/rope.cuh"
+#include "kernels/cuda/router.cuh"
 #include "kernels/cuda/sampling.cuh"
 #include "kernels/cuda/step_graph.h"
 
@@ -56,6 +57,8 @@ class CudaBackend final : public Backend {
 
   // Matrices become bf16 MMA fragments (WeightLayout::MmaFragments); vectors become f32.
   Weight upload_weight(const Weight& host) override;
+  // A MoE router's matrix stays f32, row-major (router_logits, router.cuh), whatever it is stored as.
+  Weight upload_router_weight(const Weight& host) override;
 
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   HostRead copy_to_host_later(void* dst, const void* src, size_t bytes) override;
@@ -84,6 +87,7 @@ class CudaBackend final : public Backend {
   uint64_t fused_norm_launches() const { return fused_norms_; }
   uint64_t fused_gated_mlps() const { return fused_gated_mlps_; }
   uint64_t fused_prefill_norms() const { return fused_prefill_norms_; }
+  uint64_t swap_launches() const { return swap_ ? swap_->launches() : 0; }
   bool stream_tile_counters_are_zero() {
     synchronize();
     return cuda::stream_tile_counters_are_zero(stream_);
@@ -128,6 +132,7 @@ class CudaBackend final : public Backend {
                  const AttentionParams& p, float* out) override;
 
   // ---- MoE / MLA / linear-attention ops
+  void router_logits(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* logits) override;
   void moe_route(const float* logits, int64_t rows, const MoeRoutingParams& p, int32_t* ids,
                  float* weights) override;
   void moe_experts(const float* x, int64_t rows, const int32_t* ids, const float* weights, int64_t top_k,
@@ -168,6 +173,8 @@ class CudaBackend final : public Backend {
   };
   // Whether [a, a + an) and [b, b + bn) share an element.
   static bool overlaps(const float* a, int64_t an, const float* b, int64_t bn) { return a < b + bn && b < a + an; }
+  // Issues what earlier calls deferred, in their order: the queued swaps (HostSwap::issue), then a
+  // pending add_rms_norm. Called before every op, flush and host copy.
   void settle();
   bool matmul_after_pending_norm(const float* x, int64_t rows, const Weight& w, const float* bias, float* out);
 

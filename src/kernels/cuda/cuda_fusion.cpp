@@ -77,6 +77,7 @@ void CudaBackend::add_rms_norm(float* x, const float* y, const Weight& w, int64_
 }
 
 void CudaBackend::settle() {
+  if (swap_) swap_->issue();  // the swaps queued since the last op go before the next one (host_swap.h)
   if (!pending_norm_) return;
   const PendingNorm p = *pending_norm_;
   pending_norm_.reset();

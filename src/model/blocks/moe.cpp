@@ -4,7 +4,7 @@ namespace tachyon::model {
 
 void bind_moe(WeightBinder& b, MoeWeights& w, const std::string& p, const MoeOptions& o) {
   const int64_t E = o.routing.num_experts, H = o.hidden, I = o.intermediate;
-  b.bind(&w.router, p + o.router + ".weight", {E, H});
+  b.bind(&w.router, p + o.router + ".weight", {E, H}, WeightBinder::Use::Router);
   if (o.router_bias) b.bind(&w.router_bias, p + o.router + ".bias", {E});
   if (o.correction_bias)
     b.bind_remapped(&w.correction_bias, p + o.router + ".e_score_correction_bias", {E},
@@ -47,7 +47,7 @@ void moe_forward(StepContext& ctx, Workspace& ws, const MoeWeights& w, const Moe
   float* logits = ws.get(Workspace::kRouterLogits, rows * E);       // [rows, E] f32
   int32_t* ids = ws.get_ints(Workspace::kExpertIds, rows * k);       // [rows, k] int32
   float* weights = ws.get(Workspace::kExpertWeights, rows * k);      // [rows, k] f32
-  be.matmul(x, rows, w.router, &w.router_bias, logits);
+  be.router_logits(x, rows, w.router, &w.router_bias, logits);
   kernels::MoeRoutingParams routing = o.routing;
   if (!w.correction_bias.empty()) routing.correction_bias = static_cast<const float*>(w.correction_bias.data);
   be.moe_route(logits, rows, routing, ids, weights);

@@ -46,6 +46,78 @@ TEST_F(CudaNewOps, MoeRouteMatchesReferenceForEveryKind) {
   }
 }
 
+// The error bound of an f32 dot product of k terms: each logit within 4e-6 of Σ|x·w| (+ |b|) of the
+// double-precision reference (f32 epsilon 6e-8 times the ~k/32 + 5 additions on a term's path,
+// for k = 2880, with room). bf16 inputs, as the matmul kernels round them, miss it: the bf16 matmul
+// of the same inputs is checked to, so the bound tells the paths apart.
+std::vector<double> router_bounds(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b,
+                                  int64_t rows, int64_t E, int64_t H) {
+  std::vector<double> bound(static_cast<size_t>(rows * E));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t e = 0; e < E; ++e) {
+      double sum = std::abs(double(b[static_cast<size_t>(e)]));
+      for (int64_t c = 0; c < H; ++c) sum += std::abs(double(x[r * H + c]) * w[e * H + c]);
+      bound[static_cast<size_t>(r * E + e)] = 4e-6 * sum;
+    }
+  return bound;
+}
+
+TEST_F(CudaNewOps, RouterLogitsAreF32AndRowsAreBitIdenticalWhateverTheBatch) {
+  // gpt-oss's router (32 x 2880), an odd width (the scalar path), DeepSeek/Qwen3-Next-sized E.
+  for (auto [rows, E, H] : {std::tuple<int64_t, int64_t, int64_t>{7, 32, 2880}, {37, 128, 130}, {3, 512, 256}}) {
+    const auto w = random_vec(static_cast<size_t>(E * H), rng, 0.05f);  // f32: not bf16-representable
+    const auto bias = random_vec(static_cast<size_t>(E), rng, 0.1f);
+    const auto x = random_vec(static_cast<size_t>(rows * H), rng);
+    const Weight host_w{w.data(), DType::F32, E, H}, host_b{bias.data(), DType::F32, 1, E};
+    const Weight gw = gpu->upload_router_weight(host_w), gb = gpu->upload_weight(host_b);
+    const float* dx = upload(x);
+    float* out = poisoned(static_cast<size_t>(rows * E));
+    gpu->router_logits(dx, rows, gw, &gb, out);
+    std::vector<float> expect(static_cast<size_t>(rows * E));
+    ref->router_logits(x.data(), rows, host_w, &host_b, expect.data());
+    const auto got = download(out, expect.size());
+    const auto bound = router_bounds(x, w, bias, rows, E, H);
+    int outside = 0;
+    for (size_t i = 0; i < got.size(); ++i) outside += !(std::abs(double(got[i]) - expect[i]) <= bound[i]);
+    EXPECT_EQ(outside, 0) << rows << "x" << E << "x" << H;
+
+    // The bf16 matmul of the same inputs falls outside the bound: the f32 path is the one measured.
+    const Weight mw = gpu->upload_weight(host_w);
+    float* bf16_out = poisoned(expect.size());
+    gpu->matmul(dx, rows, mw, &gb, bf16_out);
+    const auto bf16 = download(bf16_out, expect.size());
+    int bf16_outside = 0;
+    for (size_t i = 0; i < bf16.size(); ++i) bf16_outside += std::abs(double(bf16[i]) - expect[i]) > bound[i];
+    EXPECT_GT(bf16_outside, 0) << rows << "x" << E << "x" << H;
+
+    // Each row alone gives the bits it gives in the batch.
+    for (int64_t r = 0; r < rows; r += 3) {
+      float* one = poisoned(static_cast<size_t>(E));
+      gpu->router_logits(dx + r * H, 1, gw, &gb, one);
+      const auto alone = download(one, static_cast<size_t>(E));
+      EXPECT_EQ(0, std::memcmp(alone.data(), got.data() + r * E, static_cast<size_t>(E) * sizeof(float))) << "row " << r;
+    }
+  }
+}
+
+TEST_F(CudaNewOps, RouterWeightsStoredAsBf16AreReadAsTheirF32Values) {
+  const int64_t rows = 5, E = 16, H = 64;
+  const auto wb = to_bf16(random_vec(static_cast<size_t>(E * H), rng, 0.05f));
+  const auto x = random_vec(static_cast<size_t>(rows * H), rng);
+  const Weight host_w{wb.data(), DType::BF16, E, H};
+  const Weight gw = gpu->upload_router_weight(host_w);
+  EXPECT_EQ(gw.dtype, DType::F32);
+  float* out = poisoned(static_cast<size_t>(rows * E));
+  gpu->router_logits(upload(x), rows, gw, nullptr, out);  // no bias
+  std::vector<float> expect(static_cast<size_t>(rows * E));
+  ref->router_logits(x.data(), rows, host_w, nullptr, expect.data());
+  std::vector<float> w(wb.size());
+  for (size_t i = 0; i < w.size(); ++i) w[i] = bf16_to_f32(wb[i]);
+  const auto bound = router_bounds(x, w, std::vector<float>(static_cast<size_t>(E), 0.f), rows, E, H);
+  const auto got = download(out, expect.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(std::abs(double(got[i]) - expect[i]), bound[i]) << i;
+}
+
 // Expert weights in bf16 (exact on the device), uploaded to both backends.
 struct Experts {
   std::vector<std::vector<uint16_t>> host;

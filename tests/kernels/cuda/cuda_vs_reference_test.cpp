@@ -1024,5 +1024,61 @@ TEST_F(CudaKernels, CopyOnDeviceManyEqualsTheCopiesInOrder) {
   }
 }
 
+// Swap space (host_swap.h): the swaps queued between two ops leave in one kernel launch per run of
+// one direction, whatever the number of blocks and layers, and equal the copies in order: a
+// swap-out, then a swap-in of the bytes it wrote, then two swap-outs to one host slot (the later
+// wins); slices of 16-byte units, 4-byte words and odd bytes.
+TEST_F(CudaKernels, SwapCopiesBetweenTwoOpsAreOneLaunchPerDirectionAndEqualTheCopiesInOrder) {
+  for (const size_t slice : {size_t{512}, size_t{20}, size_t{7}}) {
+    const int blocks = 6, layers = 3;  // a pool of [layers][blocks] slices, K and V
+    const size_t pool_bytes = 2 * layers * blocks * slice;
+    std::vector<uint8_t> pool(pool_bytes);
+    for (auto& b : pool) b = static_cast<uint8_t>(rng());
+    auto* device = upload(pool);
+    auto* host = static_cast<uint8_t*>(gpu->allocate_host(2 * layers * 4 * slice));  // 4 host slots
+    auto download_bytes = [&](const uint8_t* p, size_t n) {
+      std::vector<uint8_t> v(n);
+      gpu->copy_to_host(v.data(), p, n);
+      return v;
+    };
+    auto at = [&](int kv, int layer, int block) { return (static_cast<size_t>(kv * layers + layer) * blocks + block) * slice; };
+    // Block b's slices, host slot s: the KV cache's host_copies layout (layer-major K then V).
+    auto copies_of = [&](int block, int slot, bool to_host) {
+      std::vector<Backend::DeviceCopy> c;
+      uint8_t* h = host + static_cast<size_t>(slot) * 2 * layers * slice;
+      for (int l = 0; l < layers; ++l)
+        for (int kv = 0; kv < 2; ++kv, h += slice) {
+          uint8_t* d = device + at(kv, l, block);
+          c.push_back(to_host ? Backend::DeviceCopy{h, d, slice} : Backend::DeviceCopy{d, h, slice});
+        }
+      return c;
+    };
+    std::vector<uint8_t> expect = pool;
+    auto move_block = [&](int from, int to) {  // what swapping `from` out and into `to` does
+      for (int l = 0; l < layers; ++l)
+        for (int kv = 0; kv < 2; ++kv) std::memcpy(&expect[at(kv, l, to)], &pool[at(kv, l, from)], slice);
+    };
+    const uint64_t launches = cuda_swap_launches(*gpu);
+    // Three swap-outs, then three swap-ins: two runs, two launches, issued by the next op.
+    for (int i = 0; i < 3; ++i) gpu->swap_copy(copies_of(i, i, true), /*to_host=*/true);
+    for (int i = 0; i < 3; ++i) gpu->swap_copy(copies_of(3 + i, i, false), /*to_host=*/false);
+    EXPECT_EQ(cuda_swap_launches(*gpu), launches + 1) << "the swap-ins' run issues the swap-outs' first";
+    gpu->synchronize();
+    EXPECT_EQ(cuda_swap_launches(*gpu), launches + 2);
+    for (int i = 0; i < 3; ++i) move_block(i, 3 + i);
+    EXPECT_EQ(download_bytes(device, pool_bytes), expect) << slice << "-byte slices";
+    // Two swap-outs to one slot, then that slot back in: the second write must win.
+    pool = expect;
+    gpu->swap_copy(copies_of(0, 3, true), true);
+    gpu->swap_copy(copies_of(1, 3, true), true);  // overlaps the queued writes: issued apart
+    gpu->swap_copy(copies_of(5, 3, false), false);
+    gpu->synchronize();
+    EXPECT_EQ(cuda_swap_launches(*gpu), launches + 5);
+    move_block(1, 5);
+    EXPECT_EQ(download_bytes(device, pool_bytes), expect) << slice << "-byte slices";
+    gpu->deallocate_host(host);
+  }
+}
+
 }  // namespace
 }  // namespace tachyon::kernels
