@@ -27,7 +27,8 @@ namespace tachyon::kernels::cuda {
 namespace {
 
 constexpr int kSegmentUnits = static_cast<int>(kSegmentK / 32);  // 32-column units per segment
-constexpr int kChunkVectors = kStreamUnitBytes / 512;            // a warp's 16-byte-per-lane loads per ring unit
+constexpr int kChunkVectors = static_cast<int>(QuantMatrix::kStreamUnitVectors);  // 512-byte warp loads per unit
+static_assert(kChunkVectors * 512 == kStreamUnitBytes, "a unit of codes is one bulk copy of the ring");
 // Groups of at most 512 columns: a ring unit then holds whole groups (groups are powers of two).
 constexpr int64_t kMaxStreamGroup = kSegmentK;
 
@@ -38,6 +39,7 @@ struct QuantStreamShape {
   int vectors_per_tile = 0;  // 512-byte warp loads of codes per row tile
   int units_per_tile = 0;    // ring units per row tile
   int groups = 0;            // scale groups per row (0: Dense I8)
+  int group_span = 0;        // groups per ring unit (0: Dense I8)
   int scale_bytes = 0;       // bytes of one scale or bias
   int scale_area = 0;        // a slot's bytes of scales (+ biases), beside its codes
   int n_tiles = 0, slots = 0;
@@ -46,8 +48,7 @@ struct QuantStreamShape {
 // The slot's scales: groups covered by a full unit x 8 rows, twice for Affine's biases.
 int scale_area_bytes(const QuantMatrix& w) {
   if (w.kind == kQuantInt8Rows) return 0;
-  const int64_t unit_columns = int64_t{kChunkVectors} * w.units_per_vector() * 32;
-  const int64_t one = unit_columns / w.group * 8 * (w.scale_type == kScaleF32 ? 4 : 2);
+  const int64_t one = w.stream_unit_columns() / w.group * 8 * (w.scale_type == kScaleF32 ? 4 : 2);
   const bool affine = w.kind == kQuantAffine4 || w.kind == kQuantAffine8;
   return static_cast<int>(affine ? 2 * one : one);
 }
@@ -118,22 +119,20 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   if (warp == kStreamConsumerWarps) {  // producer: weights are constant, streamed before the wait
     if (lane != 0) return;
     const uint64_t policy = l2_evict_first_policy();
-    // Groups per unit (Dense I8 has none: its group may be 0).
-    const int group_span = kGrouped ? kChunkVectors * kUnitsPerVector * 32 / static_cast<int>(w.group) : 0;
     int u = 0;
     produce_stream_tiles(schedule, sh.n_tiles, ids, [&](int j, int tile) {
       for (int ui = 0; ui < upt; ++ui, ++u) {
         const int slot = u % slots;
         if (u >= slots) mbar_wait(&empty[slot], ((u / slots) - 1) & 1);
         if (ui == 0) post_tile(ids, j, tile);  // before the arrive that releases the unit
+        // QuantMatrix's stream_unit_* geometry (quant_layout.h), in 32-bit arithmetic.
         const int vectors = min(kChunkVectors, sh.vectors_per_tile - ui * kChunkVectors);
         const uint32_t code_bytes = static_cast<uint32_t>(vectors * 512);
         uint32_t scale_bytes = 0;
         int64_t scale_offset = 0;
         if constexpr (kGrouped) {
-          const int q0 = ui * group_span;
-          scale_bytes = static_cast<uint32_t>(min(group_span, sh.groups - q0) * 8 * sh.scale_bytes);
-          scale_offset = (static_cast<int64_t>(tile) * sh.groups + q0) * 8 * sh.scale_bytes;
+          scale_bytes = static_cast<uint32_t>(min(sh.group_span, sh.groups - ui * sh.group_span) * 8 * sh.scale_bytes);
+          scale_offset = (static_cast<int64_t>(tile) * sh.groups + ui * sh.group_span) * 8 * sh.scale_bytes;
         }
         mbar_arrive_expect_tx(&full[slot], code_bytes + (kAffine ? 2 : 1) * scale_bytes);
         bulk_load(ring + slot * (kStreamUnitBytes / 16),
@@ -263,8 +262,9 @@ void matmul_quant_stream(const float* x, int64_t rows, const QuantMatrix& w, con
   sh.M = static_cast<int>(rows), sh.K = static_cast<int>(w.cols), sh.N = static_cast<int>(w.rows);
   sh.kp_count = static_cast<int>(w.units_per_row_tile());
   sh.vectors_per_tile = static_cast<int>(w.vectors_per_tile());
-  sh.units_per_tile = static_cast<int>(ceil_div(sh.vectors_per_tile, kChunkVectors));
+  sh.units_per_tile = static_cast<int>(w.stream_units_per_tile());
   sh.groups = static_cast<int>(w.groups());
+  sh.group_span = w.kind == kQuantInt8Rows ? 0 : static_cast<int>(w.stream_unit_columns() / w.group);
   sh.scale_bytes = w.scale_type == kScaleF32 ? 4 : 2;
   sh.scale_area = scale_area_bytes(w);
   sh.n_tiles = static_cast<int>(ceil_div(sh.N, 8));

@@ -83,6 +83,28 @@ struct QuantMatrix {
   // Where row r's scales start: its group g at scale_base(r) + 8 g.
   TACHYON_HD int64_t scale_base(int64_t r) const { return (r / 8) * groups() * 8 + r % 8; }
 
+  // The streaming decode kernel's ring units (matmul_quant_stream.cu): unit ui of a row tile is its
+  // vectors [16 ui, 16 ui + 16) (8 KB of codes: 1024 columns of 8-bit codes, 2048 of 4-bit ones)
+  // and the scales of their columns' groups for the tile's 8 rows, one contiguous run from
+  // stream_unit_scale_index (groups of at most 512 columns: whole groups per unit).
+  static constexpr int64_t kStreamUnitVectors = 16;
+  TACHYON_HD int64_t stream_unit_columns() const { return kStreamUnitVectors * units_per_vector() * 32; }
+  TACHYON_HD int64_t stream_units_per_tile() const {
+    return (vectors_per_tile() + kStreamUnitVectors - 1) / kStreamUnitVectors;
+  }
+  TACHYON_HD int64_t stream_unit_vectors(int64_t ui) const {
+    const int64_t left = vectors_per_tile() - ui * kStreamUnitVectors;
+    return left < kStreamUnitVectors ? left : kStreamUnitVectors;
+  }
+  TACHYON_HD int64_t stream_unit_groups(int64_t ui) const {
+    const int64_t span = stream_unit_columns() / group, left = groups() - ui * span;
+    return left < span ? left : span;
+  }
+  // Index of the first scale of unit ui of row tile `tile` (8 values per group: rows tile·8 ...).
+  TACHYON_HD int64_t stream_unit_scale_index(int64_t tile, int64_t ui) const {
+    return (tile * groups() + ui * (stream_unit_columns() / group)) * 8;
+  }
+
   // Byte offset of element (r, c)'s code, and the bit shift of its nibble (4-bit; 0 for 8-bit).
   TACHYON_HD int64_t code_byte(int64_t r, int64_t c, int& shift) const {
     const int64_t unit = c / 32, kk = c % 32, t = kk / 16, kt = kk % 16;
