@@ -4,9 +4,12 @@
 //   ceiling:  device-to-device copy bandwidth (read + write bytes / s, as cuda_bench);
 //   decode:   batch-1 (and batch-8) matmuls over --layers copies of the layer (more than L2 holds),
 //             GB/s of weight bytes read (codes + scales + biases) and its ratio to the copy
-//             bandwidth (targets, issue 44: fp8 and int8 >= 0.85, int4 >= 0.75);
-//             Then batch 1 by 512-k segments per warp of the decode kernel (1, 2, 4: the kernel lab of
-//             cuda::set_quant_decode_segments; the default is 2 for 8-bit codes, 4 for 4-bit ones);
+//             bandwidth (targets, issue 44: fp8 and int8 >= 0.85, int4 >= 0.75), by the default
+//             path (on Hopper the streaming kernel, matmul_quant_stream.cu, where it takes the shape:
+//             at 8 rows not the down projection, whose x does not fit beside the ring);
+//             then batch 1 on the split-K kernel (cuda::set_quant_decode_stream(false)) by 512-k
+//             segments per warp (1, 2, 4: cuda::set_quant_decode_segments; its default is 2 for
+//             8-bit codes, 4 for 4-bit ones), and b1 over the split-K default (/split);
 //   prefill:  4096-token matmuls of one layer, tok/s and the ratio to bf16 in the same run.
 // Protocol: one warm-up pass discarded, median of --runs passes; times by host clock around a
 // synchronized pass of many launches (the device is the bottleneck: launches queue ahead).
@@ -194,8 +197,8 @@ int main(int argc, char** argv) {
   gpu->copy_to_device(x, xs.data(), xs.size() * sizeof(float));
   auto* out = static_cast<float*>(gpu->allocate(static_cast<size_t>(prefill_rows * max_n) * sizeof(float)));
 
-  std::printf("%-24s %9s %9s %7s %9s %7s %12s %8s %21s\n", "format", "MB/layer", "b1 GB/s", "/copy", "b8 GB/s", "/copy",
-              "prefill tok/s", "/bf16", "b1 GB/s by segs 1/2/4");
+  std::printf("%-24s %9s %9s %7s %9s %7s %12s %8s %29s %7s\n", "format", "MB/layer", "b1 GB/s", "/copy", "b8 GB/s",
+              "/copy", "prefill tok/s", "/bf16", "split-K b1 GB/s by segs 1/2/4", "/split");
   double bf16_prefill = 0;
   for (const Format& f : kFormats) {
     std::vector<Weight> w;  // [layer][shape]
@@ -218,23 +221,26 @@ int main(int argc, char** argv) {
     };
     const double bytes = 4.0 * layers * layer_bytes;
     const double b1 = bytes / decode_pass(1) / 1e9, b8 = bytes / decode_pass(8) / 1e9;
-    double by_segs[3] = {0, 0, 0};
+    double by_segs[3] = {0, 0, 0}, split_default = 0;
     if (f.format != WeightFormat::Dense || f.scale_dtype == DType::I8) {
+      cuda::set_quant_decode_stream(false);
       for (int i = 0; i < 3; ++i) {
         if (f.bits == 8 && i == 2) continue;  // 8-bit codes: at most 2 segments per warp
         cuda::set_quant_decode_segments(1 << i);
         by_segs[i] = bytes / decode_pass(1) / 1e9;
       }
       cuda::set_quant_decode_segments(0);
+      cuda::set_quant_decode_stream(true);
+      split_default = by_segs[f.bits == 8 ? 1 : 2];
     }
     const double prefill_s = median_seconds(*gpu, std::max(1, runs / 2), [&] {
       for (size_t s = 0; s < std::size(kShapes); ++s) gpu->matmul(x, prefill_rows, by_layer[s], nullptr, out);
     });
     const double tok_s = static_cast<double>(prefill_rows) / prefill_s;  // one layer's four matmuls
     if (f.format == WeightFormat::Dense && f.scale_dtype == DType::BF16) bf16_prefill = tok_s;
-    std::printf("%-24s %9.1f %9.0f %7.3f %9.0f %7.3f %12.0f %8.3f %7.0f%7.0f%7.0f\n", f.name, layer_bytes / 1e6, b1,
-                b1 / copy_gbs, b8, b8 / copy_gbs, tok_s, bf16_prefill > 0 ? tok_s / bf16_prefill : 0.0, by_segs[0],
-                by_segs[1], by_segs[2]);
+    std::printf("%-24s %9.1f %9.0f %7.3f %9.0f %7.3f %12.0f %8.3f %15.0f%7.0f%7.0f %7.3f\n", f.name, layer_bytes / 1e6,
+                b1, b1 / copy_gbs, b8, b8 / copy_gbs, tok_s, bf16_prefill > 0 ? tok_s / bf16_prefill : 0.0, by_segs[0],
+                by_segs[1], by_segs[2], split_default > 0 ? b1 / split_default : 0.0);
     std::fflush(stdout);
   }
   std::printf("\n(b1/b8: batch-1/8 decode matmuls over %d layers; prefill: %lld tokens through one layer's matmuls)\n",

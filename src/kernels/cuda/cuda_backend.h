@@ -47,6 +47,8 @@ struct CudaGraphCounters {
 void cuda_graphs_enable(Backend& backend, bool on);
 // How many add_rms_norm calls ran inside the streaming matmul that read their output (tests).
 uint64_t cuda_fused_norm_launches(Backend& backend);
+// How many quantized-weight matmuls ran on the streaming decode kernel (matmul_quant.cuh; tests).
+uint64_t cuda_quant_stream_matmuls(Backend& backend);
 // How many gated_mlp calls ran with the activation in the gate_up GEMM's epilogue (tests).
 uint64_t cuda_fused_gated_mlps(Backend& backend);
 // How many add_rms_norm calls at prefill rows wrote the next matmul's input themselves (tests).

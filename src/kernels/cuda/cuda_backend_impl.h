@@ -85,6 +85,7 @@ class CudaBackend final : public Backend {
   double host_read_flush_seconds() const { return host_read_flush_seconds_; }
   double host_read_wait_seconds() const { return host_read_wait_seconds_; }
   uint64_t fused_norm_launches() const { return fused_norms_; }
+  uint64_t quant_stream_matmuls() const { return quant_streams_; }
   uint64_t fused_gated_mlps() const { return fused_gated_mlps_; }
   uint64_t fused_prefill_norms() const { return fused_prefill_norms_; }
   uint64_t swap_launches() const { return swap_ ? swap_->launches() : 0; }
@@ -293,6 +294,7 @@ class CudaBackend final : public Backend {
   std::optional<PendingNorm> pending_norm_;
   const int fused_norm_rows_;  // CudaOptions::fused_norm_rows
   uint64_t fused_norms_ = 0;  // launches of the fused path (tests)
+  uint64_t quant_streams_ = 0;  // quantized matmuls by the streaming kernel (tests)
   // The gated MLP with the activation in the gate_up GEMM's epilogue (CudaOptions); the calls
   // that took it.
   const bool gated_mlp_fusion_;

@@ -1,6 +1,7 @@
 // Matmul, embedding and dequantizing copies of quantized weights on the device (layout and
 // arithmetic: quant_layout.h). The backend (quant_weights.cpp) dispatches:
-//  - 1-64 rows: matmul_quant_decode, split-K like the bf16 split-K kernel (matmul_decode.cu): one
+//  - 1-8 rows on Hopper: matmul_quant_stream (below), where it takes the shape;
+//  - 1-64 rows otherwise: matmul_quant_decode, split-K like the bf16 split-K kernel (matmul_decode.cu): one
 //    warp per (8 output columns, 512-k segment) loads its segment's packed codes (4 or 8 16-byte
 //    loads per lane, before waiting for the previous kernel), dequantizes them in registers into
 //    bf16 B fragments and runs the segment's m16n8k16 chain; the last CTA of a column group adds
@@ -24,6 +25,16 @@ namespace tachyon::kernels::cuda {
 // unsigned ints, left zeroed.
 void matmul_quant_decode(const float* x, int64_t rows, const QuantMatrix& w, const float* bias, float* out,
                          void* partial, unsigned* counters, cudaStream_t stream);
+
+// The streaming decode matmul (matmul_quant_stream.cu): out [rows, n] = x · Wᵀ (+ bias) at 1-8
+// rows on Hopper, the bf16 streaming kernel's ring (stream_ring.cuh) carrying codes and scales,
+// with the split-K kernel's bits. quant_stream_takes: whether it takes w at `rows` (Hopper, x whole
+// beside the ring, groups of 16-512 columns, 16-byte aligned buffers, the lab switch below on).
+bool quant_stream_takes(const QuantMatrix& w, int64_t rows);
+void matmul_quant_stream(const float* x, int64_t rows, const QuantMatrix& w, const float* bias, float* out,
+                         cudaStream_t stream);
+// Kernel lab and tests: off, 1-8 rows take the split-K kernel too (on by default; the same bits).
+void set_quant_decode_stream(bool on);
 
 // Kernel lab (bench/cuda/quant_bench.cpp): 512-k segments per warp of the decode kernel at up to 8
 // rows (1, 2 or 4, 8-bit codes at most 2; 0: the default, 2 for 8-bit codes and 4 for 4-bit). Every

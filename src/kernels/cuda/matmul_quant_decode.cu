@@ -43,9 +43,8 @@ __global__ void __launch_bounds__(256, 2)
     for (int i = 0; i < kVectors; ++i)
       v[sg][i] = (seg0 + sg) * kVectors + i < vectors_per_tile ? load_stream(codes + (sg * kVectors + i) * 32)
                                                                : make_uint4(0, 0, 0, 0);
-  // This lane's row of scales (and biases): group g of row nt·8 + lane/4 at row · groups + g.
-  const int64_t groups = (static_cast<int64_t>(kp_count) * 32 + w.group - 1) / w.group;
-  const int64_t scale_row = (static_cast<int64_t>(nt) * 8 + lane / 4) * groups;
+  // This lane's row of scales (and biases): row nt·8 + lane/4 (quant_layout.h's scale_base).
+  const int64_t scale_row = w.scale_base(static_cast<int64_t>(nt) * 8 + lane / 4);
   const int group_shift = __ffsll(w.group) - 1;  // groups are powers of two (quant_layout_of)
   pdl_wait();
   for (int i = threadIdx.x; i < kSegs * MT * kSegTiles * 32; i += 256) {

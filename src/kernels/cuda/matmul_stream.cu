@@ -13,6 +13,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/rowwise.cuh"
+#include "kernels/cuda/stream_ring.cuh"
 
 #if TACHYON_PRE_HOPPER_DEVICE_CODE
 #pragma nv_diag_suppress 177  // the Hopper kernels' helpers, unreferenced where those kernels are traps
@@ -25,19 +26,7 @@ namespace {
 // contiguous in memory (an n-tile's k-pairs are consecutive), so one bulk copy moves it.
 constexpr int kUnitPairs = static_cast<int>(kSegmentK / 32);
 constexpr int kUnitBytes = kUnitPairs * 512;
-constexpr int kStreamSlots = 16;        // 128 KB of weights in flight per SM (at most: stream_slots)
-constexpr int kStreamConsumerWarps = 8;  // take the units round-robin; warp 8 produces
-constexpr int kStreamThreads = (kStreamConsumerWarps + 1) * 32;
-// Dynamic shared memory: the SM's 227 KB per CTA less the fused norm's static arrays (< 1 KB).
-constexpr size_t kStreamSmemLimit = 226 * 1024;
-// The producer posts each n-tile it streams (its j-th: entry j % kTileIdSlots) for the consumers,
-// who read a round's entries at its end; it runs at most a ring (<= 24 units) and a round ahead of
-// the slowest of them, so 64 entries are never overwritten unread.
-constexpr int kTileIdSlots = 64;
-
-// x rows in shared memory: bf16, padded by 16 bytes so the 8 rows of an A fragment fall in
-// different banks.
-__host__ __device__ inline int x_row_words(int64_t k) { return static_cast<int>(round_up(k, kMmaColPad) / 2 + 4); }
+static_assert(kUnitBytes == kStreamUnitBytes, "a bf16 unit is one bulk copy of the ring");
 size_t stream_smem_bytes(int64_t rows, int64_t k, int slots) {
   const size_t segments = static_cast<size_t>(ceil_div(round_up(k, kMmaColPad), kSegmentK));
   const size_t sums = 2 * kStreamConsumerWarps * segments * static_cast<size_t>(rows) * 4 * sizeof(float2);
@@ -79,31 +68,6 @@ static_assert(kStreamConsumerWarps * 32 == kWideNormThreads, "the fused norm run
 __device__ __forceinline__ void load_added_row(const StreamAddNorm& norm, int r, int K, float4 (&v)[kWideMaxVec]) {
   load_added_row4(reinterpret_cast<const float4*>(norm.x + static_cast<int64_t>(r) * K),
                   reinterpret_cast<const float4*>(norm.y + static_cast<int64_t>(r) * K), K / 4, v);
-}
-
-// x [M, K] (K % 4 == 0, 16-byte aligned) as bf16 pairs, zero past K: each thread issues up to 8
-// float4 loads before its first conversion (one element pair per loop trip waited for each load
-// in turn: up to 12 round trips to L2 on the step's critical path, after the programmatic wait).
-__device__ __forceinline__ void stage_rows_batched(const float* __restrict__ x, int M, int K, uint32_t* xs,
-                                                   int row_words, int pair_count) {
-  constexpr int kBatch = 8, kThreads = kStreamConsumerWarps * 32;
-  const int row_vecs = pair_count / 2, total = M * row_vecs;  // float4 slots of the padded rows
-  for (int base = threadIdx.x; base < total; base += kBatch * kThreads) {
-    float4 v[kBatch];
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int i = base + j * kThreads, r = i / row_vecs, c = i - r * row_vecs;
-      v[j] = i < total && c < K / 4 ? reinterpret_cast<const float4*>(x + static_cast<int64_t>(r) * K)[c]
-                                    : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int i = base + j * kThreads, r = i / row_vecs, c = i - r * row_vecs;
-      if (i < total)
-        *reinterpret_cast<uint2*>(xs + r * row_words + 2 * c) =
-            make_uint2(pack_bf16x2(v[j].x, v[j].y), pack_bf16x2(v[j].z, v[j].w));
-    }
-  }
 }
 
 // The fused add_rms_norm (StreamAddNorm): stage the normed rows as bf16 pairs; the CTA that
@@ -150,50 +114,6 @@ __device__ void stage_added_norm(const StreamAddNorm& norm, int M, int K, const 
   if (threadIdx.x == 0) *norm.arrivals = 0u;
 }
 
-// Lane (g, c) of a consumer warp adds n-tile `tile`'s segment sums of row g in segment order (the
-// canonical order), from `tile_sums` ([segments][M rows x 4 lanes]), and writes its two columns.
-__device__ __forceinline__ void write_tile_totals(const float2* tile_sums, int num_segments, int M, int tile, int N,
-                                                  const float* __restrict__ bias, float* __restrict__ out) {
-  const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-  if (g >= M) return;
-  float2 total = make_float2(0.f, 0.f);
-  for (int seg = 0; seg < num_segments; ++seg) {
-    const float2 v = tile_sums[seg * M * 4 + lane];
-    total.x += v.x, total.y += v.y;
-  }
-  const int col = tile * 8 + 2 * c;
-  if (col < N) out[static_cast<int64_t>(g) * N + col] = total.x + (bias ? bias[col] : 0.f);
-  if (col + 1 < N) out[static_cast<int64_t>(g) * N + col + 1] = total.y + (bias ? bias[col + 1] : 0.f);
-}
-
-// The n-tiles a CTA streams, in order. Static (`taken` null): CTA c's contiguous run
-// [c·T/G, (c+1)·T/G). Taken: n-tiles c, c + G, ... for the first `first_static` of them (what fills
-// the ring before the programmatic wait), then each next n-tile from a device counter
-// (taken[0]), so a CTA on an SM that streams faster takes more of them and the CTAs end together:
-// with fixed shares, CTAs of the same share ended 4-7 us apart in a 48 us matmul (per-SM
-// bandwidth, docs/perf/cuda.md). The counter is read only after the wait, so the
-// kernel before this one on the stream has completed, and reset by the last CTA to finish taking
-// (taken[1] counts them): zero again before the next kernel's wait returns. A row's bits do not
-// depend on which CTA computes its n-tile.
-struct TileSchedule {
-  unsigned* taken = nullptr;  // [2], zero between launches (stream_tile_counters)
-  int first_static = 0;
-};
-
-// Entry j of the producer's posts: its j-th n-tile (-1 past the last) tagged with j, so that a
-// consumer can tell it from an older post in the same entry.
-__device__ __forceinline__ void post_tile(uint64_t* ids, int j, int tile) {
-  *reinterpret_cast<volatile uint64_t*>(ids + j % kTileIdSlots) =
-      (static_cast<uint64_t>(j) << 32) | static_cast<uint32_t>(tile);
-}
-__device__ __forceinline__ int posted_tile(const uint64_t* ids, int j) {
-  const volatile uint64_t* entry = ids + j % kTileIdSlots;
-  uint64_t v;
-  while (static_cast<uint32_t>((v = *entry) >> 32) != static_cast<uint32_t>(j)) {
-  }
-  return static_cast<int>(static_cast<uint32_t>(v));
-}
-
 // A CTA's n-tiles (TileSchedule), as the producer posts them; units n-tile-major (memory order)
 // through ring slot u % slots; the consumer warps take them round-robin (unit u: warp u % 8),
 // whatever the number of n-tiles, so a CTA with four n-tiles still runs eight MMA chains at once.
@@ -233,8 +153,8 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     // Producer: weights are constant, so they stream before pdl_wait (during the previous kernel).
     if (lane != 0) return;
     const uint64_t policy = l2_evict_first_policy();  // weights are read once per step
-    int j = 0, u = 0;  // n-tiles and units issued
-    const auto stream_tile = [&](int tile) {
+    int u = 0;                                         // units issued
+    produce_stream_tiles(schedule, n_tiles, ids, [&](int j, int tile) {
       for (int seg = 0; seg < num_segments; ++seg, ++u) {
         const int slot = u % slots;
         if (u >= slots) mbar_wait(&empty[slot], ((u / slots) - 1) & 1);
@@ -244,28 +164,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
         bulk_load(ring + slot * (kUnitBytes / 16),
                   w + (static_cast<int64_t>(tile) * kp_count + seg * kUnitPairs) * 32, bytes, &full[slot], policy);
       }
-      ++j;
-    };
-    if (!schedule.taken) {
-      const int tile_end = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * n_tiles / gridDim.x);
-      for (int tile = static_cast<int>(static_cast<int64_t>(blockIdx.x) * n_tiles / gridDim.x); tile < tile_end;
-           ++tile)
-        stream_tile(tile);
-    } else {
-      for (int s = 0; s < schedule.first_static; ++s) stream_tile(blockIdx.x + s * gridDim.x);
-      pdl_wait();
-      const int first_taken = schedule.first_static * gridDim.x;
-      // One n-tile taken ahead: the atomic's round trip overlaps the current n-tile's issue.
-      int next = first_taken + static_cast<int>(atomicAdd(&schedule.taken[0], 1u));
-      while (next < n_tiles) {
-        const int tile = next;
-        next = first_taken + static_cast<int>(atomicAdd(&schedule.taken[0], 1u));
-        stream_tile(tile);
-      }
-      if (atomicAdd(&schedule.taken[1], 1u) == gridDim.x - 1) schedule.taken[0] = 0u, schedule.taken[1] = 0u;
-    }
-    const int round_end = (j / kStreamConsumerWarps + 1) * kStreamConsumerWarps;
-    for (int e = j; e < round_end; ++e) post_tile(ids, e, -1);
+    });
     return;
   }
 
@@ -278,13 +177,8 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   pdl_wait();
   if (norm.x) {
     stage_added_norm(norm, M, K, norm_w, xs, row_words, pair_count);
-  } else if (K % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
-    stage_rows_batched(x, M, K, xs, row_words, pair_count);
   } else {
-    for (int i = threadIdx.x; i < M * pair_count; i += kStreamConsumerWarps * 32) {
-      const int r = i / pair_count, p = i % pair_count;
-      xs[r * row_words + p] = load_x_pair(x, M, K, r, 2 * p);
-    }
+    stage_rows(x, M, K, xs, row_words, pair_count);
   }
   constexpr int kConsumerThreads = kStreamConsumerWarps * 32;
   named_barrier_sync<kConsumerThreads>(1);  // consumers only
@@ -497,6 +391,8 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
 #endif
 }
 
+}  // namespace
+
 // The counters of taken n-tiles: one pair per stream (kernels on one stream run one at a time
 // past their waits; two streams must not share a pair), zero-initialised with the module.
 constexpr int kCounterStreams = 64;
@@ -517,19 +413,19 @@ unsigned* stream_tile_counters(cudaStream_t stream) {
   return taken;
 }
 
-// The n-tiles per CTA of the ring's first fill (in units at least the ring's slots) where there
-// are more n-tiles than those, else 0: fixed shares.
-int first_static_tiles(int n_tiles, int grid, int kp_count, int slots) {
-  const int num_segments = static_cast<int>(ceil_div(kp_count, kUnitPairs));
-  const int first_static = static_cast<int>(ceil_div(slots, num_segments));
+int first_static_tiles(int n_tiles, int grid, int units_per_tile, int slots) {
+  const int first_static = static_cast<int>(ceil_div(slots, units_per_tile));
   return n_tiles > static_cast<int64_t>(first_static) * grid ? first_static : 0;
 }
-TileSchedule tile_schedule(int n_tiles, int grid, int kp_count, int slots, cudaStream_t stream) {
-  const int first_static = first_static_tiles(n_tiles, grid, kp_count, slots);
+TileSchedule tile_schedule(int n_tiles, int grid, int units_per_tile, int slots, cudaStream_t stream) {
+  const int first_static = first_static_tiles(n_tiles, grid, units_per_tile, slots);
   unsigned* taken = first_static > 0 ? stream_tile_counters(stream) : nullptr;
   return taken ? TileSchedule{taken, first_static} : TileSchedule{};
 }
 
+namespace {
+// n-tile units of the bf16 layout: one per 512-k segment.
+int bf16_units_per_tile(int kp_count) { return static_cast<int>(ceil_div(kp_count, kUnitPairs)); }
 }  // namespace
 
 // The kernels are Hopper's (bulk copies into mbarrier-counted rings): elsewhere no matmul streams
@@ -568,7 +464,8 @@ void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_c
   }
   const int slots = norm.x ? normed_stream_slots(M, K, N) : stream_slots(M, K);
   launch(matmul_stream_kernel, grid, kStreamThreads, stream_smem_bytes(M, K, slots), stream, x, M, K, w, N, kp_count,
-         n_tiles, bias, out, slots, norm, tile_schedule(n_tiles, static_cast<int>(grid), kp_count, slots, stream));
+         n_tiles, bias, out, slots, norm,
+         tile_schedule(n_tiles, static_cast<int>(grid), bf16_units_per_tile(kp_count), slots, stream));
 }
 
 StreamTiles stream_tiles(int64_t rows, int64_t n, int64_t k) {
@@ -576,7 +473,7 @@ StreamTiles stream_tiles(int64_t rows, int64_t n, int64_t k) {
   const int n_tiles = static_cast<int>(ceil_div(n, 8));
   const int grid = std::min(device_attribute(cudaDevAttrMultiProcessorCount), n_tiles);
   const int kp_count = static_cast<int>(round_up(k, kMmaColPad) / 32);
-  const int first_static = first_static_tiles(n_tiles, grid, kp_count, stream_slots(rows, k));
+  const int first_static = first_static_tiles(n_tiles, grid, bf16_units_per_tile(kp_count), stream_slots(rows, k));
   return {first_static > 0, first_static * grid};
 }
 

@@ -45,30 +45,41 @@ __device__ __forceinline__ float quant_element(const QuantMatrix& m, int64_t r, 
 }
 
 // One lane's B fragment of one 32-column unit (kernels' order: b[2t + h] holds columns
-// 16t + 8h + 2(lane % 4) + {0, 1} of row `row`): the unit's 8 codes from the lane's 16-byte vector
-// `words` (slot `unit_in_vector`), dequantized with their groups' scales and rounded to bf16 pairs.
-// `unit` is the unit's index in the row (32 columns each); scale_row = row · groups.
+// 16t + 8h + 2(lane % 4) + {0, 1} of the lane's row): the unit's 8 codes from the lane's 16-byte
+// vector `words` (slot `unit_in_vector`), dequantized with the scale s[t] (and bias b[t]) of
+// half t's group and rounded to bf16 pairs.
 template <int kKind>
-__device__ __forceinline__ void quant_unit_fragment(const QuantMatrix& w, const uint32_t (&words)[4],
-                                                    int unit_in_vector, int64_t unit, int64_t scale_row,
-                                                    int group_shift, uint32_t (&b)[4]) {
+__device__ __forceinline__ void quant_fragment(const uint32_t (&words)[4], int unit_in_vector, const float (&s)[2],
+                                               const float (&bias)[2], uint32_t (&b)[4]) {
   constexpr int kBits = quant_kind_bits(kKind);
-  constexpr bool kAffine = kKind == kQuantAffine4 || kKind == kQuantAffine8;
 #pragma unroll
   for (int t = 0; t < 2; ++t) {
-    float s = 1.f, bias = 0.f;
-    if constexpr (kKind != kQuantInt8Rows) {
-      const int64_t si = scale_row + ((unit * 32 + 16 * t) >> group_shift);
-      s = load_quant_scale(w.scales, w.scale_type, si);
-      if constexpr (kAffine) bias = load_quant_scale(w.biases, w.scale_type, si);
-    }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int j = 4 * t + 2 * h;
-      b[2 * t + h] = pack_bf16x2(quant_value<kKind>(lane_code(words, unit_in_vector, j, kBits), s, bias),
-                                 quant_value<kKind>(lane_code(words, unit_in_vector, j + 1, kBits), s, bias));
+      b[2 * t + h] = pack_bf16x2(quant_value<kKind>(lane_code(words, unit_in_vector, j, kBits), s[t], bias[t]),
+                                 quant_value<kKind>(lane_code(words, unit_in_vector, j + 1, kBits), s[t], bias[t]));
     }
   }
+}
+
+// quant_fragment with the scales (and biases) loaded from global memory: `unit` is the unit's
+// index in the row (32 columns each); scale_base = w.scale_base(row).
+template <int kKind>
+__device__ __forceinline__ void quant_unit_fragment(const QuantMatrix& w, const uint32_t (&words)[4],
+                                                    int unit_in_vector, int64_t unit, int64_t scale_base,
+                                                    int group_shift, uint32_t (&b)[4]) {
+  constexpr bool kAffine = kKind == kQuantAffine4 || kKind == kQuantAffine8;
+  float s[2] = {1.f, 1.f}, bias[2] = {0.f, 0.f};
+#pragma unroll
+  for (int t = 0; t < 2; ++t) {
+    if constexpr (kKind != kQuantInt8Rows) {
+      const int64_t si = scale_base + (((unit * 32 + 16 * t) >> group_shift) << 3);
+      s[t] = load_quant_scale(w.scales, w.scale_type, si);
+      if constexpr (kAffine) bias[t] = load_quant_scale(w.biases, w.scale_type, si);
+    }
+  }
+  quant_fragment<kKind>(words, unit_in_vector, s, bias, b);
 }
 
 // Calls fn(std::integral_constant<int, kind>) for m.kind: the runtime kind to a template argument.

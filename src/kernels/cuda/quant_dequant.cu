@@ -16,8 +16,8 @@ namespace {
 // Reads and writes are coalesced per warp. With `only.ids`, a CTA whose expert no routed slot names
 // writes nothing (a MoE decode step dequantizes its top-k experts, not all of them).
 template <int kKind, bool kCore>
-__global__ void dequantize_kernel(QuantMatrix w, int64_t vectors_per_tile, int64_t kp_count, int64_t groups,
-                                  int64_t threads, void* __restrict__ dst, ExpertFilter only) {
+__global__ void dequantize_kernel(QuantMatrix w, int64_t vectors_per_tile, int64_t kp_count, int64_t threads,
+                                  void* __restrict__ dst, ExpertFilter only) {
   pdl_enter();  // the routing's ids are the previous kernels' output
   if (only.ids) {
     bool used = false;
@@ -37,7 +37,7 @@ __global__ void dequantize_kernel(QuantMatrix w, int64_t vectors_per_tile, int64
     const int64_t unit = vector * kUnitsPerVector + u;
     if (unit >= kp_count) break;
     uint32_t b[4];
-    quant_unit_fragment<kKind>(w, words, u, unit, row * groups, group_shift, b);
+    quant_unit_fragment<kKind>(w, words, u, unit, w.scale_base(row), group_shift, b);
     if constexpr (kCore) {
       const int64_t kb_count = kp_count * 4;
 #pragma unroll
@@ -54,8 +54,7 @@ void dequantize(const QuantMatrix& w, void* dst, cudaStream_t stream, ExpertFilt
   const int64_t vectors_per_tile = w.vectors_per_tile(), threads = w.rows_padded() / 8 * vectors_per_tile * 32;
   with_quant_kind(w.kind, [&](auto kind) {
     launch(dequantize_kernel<decltype(kind)::value, kCore>, static_cast<unsigned>(ceil_div(threads, 256)), 256, 0,
-           stream, w, vectors_per_tile, w.units_per_row_tile(), w.kind == kQuantInt8Rows ? int64_t{0} : w.groups(),
-           threads, dst, only);
+           stream, w, vectors_per_tile, w.units_per_row_tile(), threads, dst, only);
   });
   TACHYON_CUDA_LAUNCH_CHECK();
 }

@@ -13,11 +13,15 @@
 // Rows are padded to 128 and columns to 64 (as MmaFragments); padding codes are zero and padding
 // scales and biases are zero, so every padded element is exactly 0.
 //
-// Scales and biases: one per (row, column group of `group`), [rows128][groups] with groups =
-// ceil(cols64 / group), stored as f32, f16 or bf16 (QuantScale). Affine/Symmetric keep their
-// checkpoint dtype; Fp8Block's f32 block scales are repeated for each row of the block; Mxfp4's
-// e8m0 exponents become bf16 (exact: bf16 has f32's exponent range). Dense I8 has no group scales:
-// its per-row f32 scales ([rows128]) multiply each output after the reduction over the raw codes.
+// Scales and biases: one per (row, column group of `group`), groups = ceil(cols64 / group), stored
+// as f32, f16 or bf16 (QuantScale), row tile by row tile: [rows128 / 8][groups][8 rows]. So a row
+// tile's scales are one contiguous run (16 · groups bytes at 16-byte offsets for 2-byte types), and
+// the scales of a run of its groups too: the streaming decode kernel bulk-copies them beside their
+// codes, and the 8 rows of one group are 8 neighbouring values that a warp reads in one wavefront.
+// Affine/Symmetric keep their checkpoint dtype; Fp8Block's f32 block scales are repeated for each
+// row of the block; Mxfp4's e8m0 exponents become bf16 (exact: bf16 has f32's exponent range).
+// Dense I8 has no group scales: its per-row f32 scales ([rows128]) multiply each output after the
+// reduction over the raw codes.
 //
 // Arithmetic (what the kernels compute; kernels/cuda/quant_common.cuh): the matmul runs every
 // quantized weight as bf16_rn of its scalar definition (kernels/weight_dequant.h, computed in f32)
@@ -75,7 +79,31 @@ struct QuantMatrix {
   TACHYON_HD int64_t code_bytes() const { return rows_padded() / 8 * vectors_per_tile() * 32 * 16; }
   TACHYON_HD int64_t groups() const { return kind == kQuantInt8Rows ? 0 : (cols_padded() + group - 1) / group; }
   TACHYON_HD int64_t scale_count() const { return rows_padded() * groups(); }
-  TACHYON_HD int64_t scale_index(int64_t r, int64_t c) const { return r * groups() + c / group; }
+  TACHYON_HD int64_t scale_index(int64_t r, int64_t c) const { return scale_base(r) + (c / group) * 8; }
+  // Where row r's scales start: its group g at scale_base(r) + 8 g.
+  TACHYON_HD int64_t scale_base(int64_t r) const { return (r / 8) * groups() * 8 + r % 8; }
+
+  // The streaming decode kernel's ring units (matmul_quant_stream.cu): unit ui of a row tile is its
+  // vectors [16 ui, 16 ui + 16) (8 KB of codes: 1024 columns of 8-bit codes, 2048 of 4-bit ones)
+  // and the scales of their columns' groups for the tile's 8 rows, one contiguous run from
+  // stream_unit_scale_index (groups of at most 512 columns: whole groups per unit).
+  static constexpr int64_t kStreamUnitVectors = 16;
+  TACHYON_HD int64_t stream_unit_columns() const { return kStreamUnitVectors * units_per_vector() * 32; }
+  TACHYON_HD int64_t stream_units_per_tile() const {
+    return (vectors_per_tile() + kStreamUnitVectors - 1) / kStreamUnitVectors;
+  }
+  TACHYON_HD int64_t stream_unit_vectors(int64_t ui) const {
+    const int64_t left = vectors_per_tile() - ui * kStreamUnitVectors;
+    return left < kStreamUnitVectors ? left : kStreamUnitVectors;
+  }
+  TACHYON_HD int64_t stream_unit_groups(int64_t ui) const {
+    const int64_t span = stream_unit_columns() / group, left = groups() - ui * span;
+    return left < span ? left : span;
+  }
+  // Index of the first scale of unit ui of row tile `tile` (8 values per group: rows tile·8 ...).
+  TACHYON_HD int64_t stream_unit_scale_index(int64_t tile, int64_t ui) const {
+    return (tile * groups() + ui * (stream_unit_columns() / group)) * 8;
+  }
 
   // Byte offset of element (r, c)'s code, and the bit shift of its nibble (4-bit; 0 for 8-bit).
   TACHYON_HD int64_t code_byte(int64_t r, int64_t c, int& shift) const {

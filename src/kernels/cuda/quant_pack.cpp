@@ -156,7 +156,6 @@ QuantHostCopy pack_quant_weight(const Weight& w) {
     std::memcpy(out.row_scales.data(), w.scales, static_cast<size_t>(rows) * sizeof(float));
     return out;
   }
-  const int64_t groups = m.groups();
   const size_t scale_size = m.scale_type == kScaleF32 ? 4 : 2;
   out.scales.assign(static_cast<size_t>(m.scale_count()) * scale_size, 0);
   const QuantParams& q = w.quant;
@@ -165,23 +164,23 @@ QuantHostCopy pack_quant_weight(const Weight& w) {
     auto* s = reinterpret_cast<float*>(out.scales.data());
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t g = 0; g < blocks_per_row; ++g)
-        s[r * groups + g] = static_cast<const float*>(q.scales)[(r / m.group) * blocks_per_row + g];
+        s[m.scale_index(r, g * m.group)] = static_cast<const float*>(q.scales)[(r / m.group) * blocks_per_row + g];
   } else if (m.kind == kQuantMxfp4) {
     auto* s = reinterpret_cast<uint16_t*>(out.scales.data());
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t g = 0; g < cols / 32; ++g)
-        s[r * groups + g] = e8m0_to_bf16_bits(static_cast<const uint8_t*>(q.scales)[r * (cols / 32) + g]);
+        s[m.scale_index(r, g * 32)] = e8m0_to_bf16_bits(static_cast<const uint8_t*>(q.scales)[r * (cols / 32) + g]);
   } else {
     const bool affine = m.kind == kQuantAffine4 || m.kind == kQuantAffine8;
     if (affine) out.biases.assign(out.scales.size(), 0);
     const int64_t real_groups = cols / m.group;
-    for (int64_t r = 0; r < rows; ++r) {
-      const size_t from = static_cast<size_t>(r * real_groups) * scale_size,
-                   to = static_cast<size_t>(r * groups) * scale_size;
-      const size_t bytes = static_cast<size_t>(real_groups) * scale_size;
-      std::memcpy(out.scales.data() + to, static_cast<const uint8_t*>(q.scales) + from, bytes);
-      if (affine) std::memcpy(out.biases.data() + to, static_cast<const uint8_t*>(q.biases) + from, bytes);
-    }
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t g = 0; g < real_groups; ++g) {
+        const size_t from = static_cast<size_t>(r * real_groups + g) * scale_size,
+                     to = static_cast<size_t>(m.scale_index(r, g * m.group)) * scale_size;
+        std::memcpy(out.scales.data() + to, static_cast<const uint8_t*>(q.scales) + from, scale_size);
+        if (affine) std::memcpy(out.biases.data() + to, static_cast<const uint8_t*>(q.biases) + from, scale_size);
+      }
   }
   return out;
 }

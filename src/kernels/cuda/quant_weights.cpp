@@ -79,6 +79,10 @@ void CudaBackend::quant_matmul(const float* x, int64_t rows, const Weight& w, co
   if (rows == 0) return;
   const QuantMatrix m = quant_matrix(w);
   prepare_matmul(rows, w);
+  if (quant_stream_takes(m, rows)) {
+    ++quant_streams_;
+    return matmul_quant_stream(x, rows, m, bias, out, stream_);
+  }
   if (rows <= 64) return matmul_quant_decode(x, rows, m, bias, out, workspace_, counters_, stream_);
   // Prefill: the bf16 copy is written in stream order just before the GEMM that reads it, so this
   // op is issued now rather than recorded (a recorded step replays it in place: the same order).

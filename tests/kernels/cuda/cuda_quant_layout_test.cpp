@@ -177,6 +177,51 @@ TEST(CudaQuantValue, EveryCodeIsItsScalarDefinition) {
   }
 }
 
+// The streaming decode kernel's ring units (quant_layout.h's stream_unit_*, the producer's bulk
+// copies): a row tile's units cover its vectors; every element's code lies in its unit's vectors,
+// and its scale at the index the consumer computes from the unit's first scale (the 16-column half
+// of its 32-column unit, shifted by the group) inside the unit's run of scales, which starts and
+// ends on 16-byte boundaries (bulk copies). Shapes with partial units, rows not a multiple of 8.
+TEST(CudaQuantLayout, StreamingUnitsHoldEveryCodeAndScaleInBulkCopyableRuns) {
+  std::mt19937 rng(13);
+  for (const QuantCase& qc : quant_cases()) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{100, 384}, {20, 2176}, {12, 4608}}) {
+      SCOPED_TRACE(qc.name + " " + std::to_string(rows) + "x" + std::to_string(cols));
+      const HostQuant hq(qc, rows, cols, rng);
+      const QuantMatrix m = cuda::pack_quant_weight(hq.weight()).layout;
+      const int64_t upt = m.stream_units_per_tile(), unit_cols = m.stream_unit_columns(), upv = m.units_per_vector();
+      int64_t vectors = 0;
+      for (int64_t ui = 0; ui < upt; ++ui) {
+        ASSERT_GT(m.stream_unit_vectors(ui), 0);
+        ASSERT_LE(m.stream_unit_vectors(ui), QuantMatrix::kStreamUnitVectors);
+        vectors += m.stream_unit_vectors(ui);
+      }
+      ASSERT_EQ(vectors, m.vectors_per_tile());
+      const bool grouped = m.kind != cuda::kQuantInt8Rows;
+      const int64_t scale_size = m.scale_type == cuda::kScaleF32 ? 4 : 2;
+      int shift = 0;
+      while ((int64_t{1} << shift) < m.group) ++shift;
+      for (int64_t tile = 0; tile < m.rows_padded() / 8; ++tile) {
+        for (int64_t ui = 0; grouped && ui < upt; ++ui) {
+          ASSERT_EQ(m.stream_unit_scale_index(tile, ui) * scale_size % 16, 0) << "tile " << tile << " unit " << ui;
+          ASSERT_EQ(m.stream_unit_groups(ui) * 8 * scale_size % 16, 0) << "unit " << ui;
+        }
+        for (int64_t r = tile * 8; r < tile * 8 + 8; ++r)
+          for (int64_t c = 0; c < m.cols_padded(); ++c) {
+            const int64_t ui = c / unit_cols, vector = c / 32 / upv;
+            ASSERT_GE(vector, ui * QuantMatrix::kStreamUnitVectors);
+            ASSERT_LT(vector, ui * QuantMatrix::kStreamUnitVectors + m.stream_unit_vectors(ui)) << r << ", " << c;
+            if (!grouped) continue;
+            const int64_t in_unit = c % unit_cols, cu = in_unit / 32, t = in_unit % 32 / 16;
+            const int64_t local = ((cu * 32 + 16 * t) >> shift) * 8 + r % 8;  // the consumer's index
+            ASSERT_EQ(m.stream_unit_scale_index(tile, ui) + local, m.scale_index(r, c)) << r << ", " << c;
+            ASSERT_LT(local, m.stream_unit_groups(ui) * 8) << r << ", " << c;
+          }
+      }
+    }
+  }
+}
+
 TEST(CudaQuantLayout, PaddingCodesAreZero) {
   std::mt19937 rng(3);
   const QuantCase qc{"affine4", WeightFormat::Affine, 4, 32, DType::F16};

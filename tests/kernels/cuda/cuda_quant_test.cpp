@@ -112,8 +112,73 @@ TEST_F(CudaQuant, RowIsBitIdenticalWhateverTheBatchOrKernel) {
   }
 }
 
+// The streaming decode kernel (matmul_quant_stream.cu) takes 1-8 rows of every format on Hopper
+// (counted per call) with the bits of the split-K kernel (the lab switch off) and of the bf16 path
+// on the dequantized matrix: n not a multiple of 8, k 4608 (9 segments: a partial last ring unit of
+// 8-bit and 4-bit codes), groups of 16 (two groups per 32-column unit), Fp8's partial last block.
+// With a pre-Hopper GPU's kernels (CudaOptions::arch) the split-K kernel runs: uncounted, same bits.
+TEST_F(CudaQuant, StreamingDecodeTakesOneToEightRowsWithTheSplitKBits) {
+  const bool hopper = cuda::device_arch().hopper;
+  for (const QuantCase& qc : quant_cases()) {
+    std::vector<Shape> shapes = {{100, 384}, {264, 4608}};
+    if (qc.format == WeightFormat::Fp8Block) shapes.push_back({136, 1100});
+    for (const Shape& sh : shapes) {
+      const HostQuant hq(qc, sh.n, sh.k, rng);
+      const Weight w = gpu->upload_weight(hq.weight());
+      const bool int8_rows = qc.format == WeightFormat::Dense;
+      const auto dense_host = int8_rows ? std::vector<uint16_t>() : hq.bf16_matrix();
+      const Weight dense =
+          int8_rows ? Weight{} : gpu->upload_weight(Weight{dense_host.data(), DType::BF16, sh.n, sh.k});
+      const auto bias = random_vec(static_cast<size_t>(sh.n), rng);
+      const Weight b = gpu->upload_weight(Weight{bias.data(), DType::F32, 1, sh.n});
+      for (int64_t rows = 1; rows <= 8; ++rows) {
+        SCOPED_TRACE(qc.name + " " + std::to_string(rows) + "x" + std::to_string(sh.n) + "x" + std::to_string(sh.k));
+        const size_t size = static_cast<size_t>(rows * sh.n);
+        const float* dx = upload(random_vec(static_cast<size_t>(rows * sh.k), rng));
+        float* out = poisoned(size);
+        const uint64_t before = cuda_quant_stream_matmuls(*gpu);
+        gpu->matmul(dx, rows, w, &b, out);
+        EXPECT_EQ(cuda_quant_stream_matmuls(*gpu) - before, hopper ? 1u : 0u);
+        const auto got = download(out, size);
+        cuda::set_quant_decode_stream(false);
+        float* split = poisoned(size);
+        gpu->matmul(dx, rows, w, &b, split);
+        cuda::set_quant_decode_stream(true);
+        EXPECT_EQ(cuda_quant_stream_matmuls(*gpu) - before, hopper ? 1u : 0u) << "the switch is off";
+        EXPECT_TRUE(same_bits(got, download(split, size).data(), size)) << "split-K";
+        if (int8_rows) continue;
+        float* out_dense = poisoned(size);
+        gpu->matmul(dx, rows, dense, &b, out_dense);
+        EXPECT_TRUE(same_bits(got, download(out_dense, size).data(), size)) << "bf16";
+      }
+      EXPECT_TRUE(cuda_stream_tile_counters_are_zero(*gpu));
+    }
+  }
+  if (!hopper || CudaOptions::from_environment().arch != 0) return;
+  struct RestoreArch {  // the forced arch is process-wide
+    ~RestoreArch() { cuda::force_device_arch(0); }
+  } restore;
+  const QuantCase qc = quant_cases()[0];  // affine4_g32_f16
+  const HostQuant hq(qc, 260, 1152, rng);
+  const auto x = random_vec(8 * 1152, rng);
+  const Weight w = gpu->upload_weight(hq.weight());
+  float* out = poisoned(8 * 260);
+  gpu->matmul(upload(x), 8, w, nullptr, out);
+  const auto expect = download(out, 8 * 260);
+  auto pre = cuda_backend_with([](CudaOptions& o) { o.arch = 89; });
+  EXPECT_FALSE(cuda::device_arch().hopper);
+  DeviceFloats other(*pre);
+  const Weight w89 = pre->upload_weight(hq.weight());
+  float* out89 = other.poisoned(8 * 260);
+  pre->matmul(other.copy(x), 8, w89, nullptr, out89);
+  EXPECT_EQ(cuda_quant_stream_matmuls(*pre), 0u);
+  EXPECT_TRUE(same_bits(other.download(out89, 8 * 260), expect.data(), 8 * 260)) << "TACHYON_CUDA_ARCH=89";
+}
+
 // Qwen3-8B's decode shapes (q/o 4096x4096, down 4096x12288: 24 segments) at 1 and 8 rows: the bits
-// of the bf16 path (there the streaming kernel) on the dequantized matrix.
+// of the bf16 path (there the streaming kernel) on the dequantized matrix. On Hopper the quantized
+// streaming kernel takes them but 8 rows of k 12288 (x does not fit beside the ring); 1 row of k
+// 12288 takes n-tiles from the device counter (stream_ring.cuh's TileSchedule).
 TEST_F(CudaQuant, DecodeOnModelShapesGivesTheBf16PathBits) {
   for (const QuantCase& qc : quant_cases()) {
     if (qc.name != "symmetric4_g32_bf16" && qc.name != "affine4_g128_bf16" && qc.name != "fp8_block128" &&
@@ -129,10 +194,15 @@ TEST_F(CudaQuant, DecodeOnModelShapesGivesTheBf16PathBits) {
         const float* dx = upload(random_vec(static_cast<size_t>(rows * sh.k), rng));
         float* out = poisoned(static_cast<size_t>(rows * sh.n));
         float* out_dense = poisoned(static_cast<size_t>(rows * sh.n));
+        const uint64_t before = cuda_quant_stream_matmuls(*gpu);
         gpu->matmul(dx, rows, w, nullptr, out);
+        EXPECT_EQ(cuda_quant_stream_matmuls(*gpu) - before,
+                  cuda::device_arch().hopper && (rows == 1 || sh.k == 4096) ? 1u : 0u)
+            << rows << " rows";
         gpu->matmul(dx, rows, dense, nullptr, out_dense);
         const auto got = download(out, static_cast<size_t>(rows * sh.n));
         EXPECT_TRUE(same_bits(got, download(out_dense, got.size()).data(), got.size())) << rows << " rows";
+        EXPECT_TRUE(cuda_stream_tile_counters_are_zero(*gpu));
       }
     }
   }
