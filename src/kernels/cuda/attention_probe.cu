@@ -109,18 +109,22 @@ __global__ void __launch_bounds__(kThreads)
   peak[j] = top;
 }
 
+// The scores' bytes, rounded up to 16 so that the row stats after them are aligned.
+size_t scores_bytes(int64_t rows, const AttentionProbeParams& p) {
+  return (static_cast<size_t>(p.num_heads * p.query_rows * rows) * sizeof(float) + 15) / 16 * 16;
+}
+
 }  // namespace
 
 size_t attention_probe_workspace_bytes(int64_t rows, const AttentionProbeParams& p) {
-  const int64_t num_rows = p.num_heads * p.query_rows;
-  return static_cast<size_t>(num_rows * rows) * sizeof(float) + static_cast<size_t>(num_rows) * sizeof(float2);
+  return scores_bytes(rows, p) + static_cast<size_t>(p.num_heads * p.query_rows) * sizeof(float2);
 }
 
 void attention_probe(const float* q, const float* k, int64_t rows, const AttentionProbeParams& p, void* workspace,
                      float* mass, float* peak, cudaStream_t stream) {
   const int64_t H = p.num_heads, KV = p.num_kv_heads, Q = p.query_rows, group = H / KV, num_rows = H * Q;
   float* scores = static_cast<float*>(workspace);
-  float2* stats = reinterpret_cast<float2*>(scores + num_rows * rows);
+  float2* stats = reinterpret_cast<float2*>(static_cast<char*>(workspace) + scores_bytes(rows, p));
   const dim3 grid(static_cast<unsigned>((rows + kTile - 1) / kTile), static_cast<unsigned>((group * Q + kTile - 1) / kTile),
                   static_cast<unsigned>(KV));
   probe_scores_kernel<<<grid, kThreads, 0, stream>>>(q, k, rows, H, KV, p.head_dim, Q, p.scale, p.sliding_window,
