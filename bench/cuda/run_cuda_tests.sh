@@ -19,7 +19,7 @@ fi
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 device_cmake . /tmp/b "-DTACHYON_ONLY_MODULES=base;io;tokenizer;chat;kernels;kv;sampling;model;spec;engine" > $OUT/cmake.log 2>&1 || { tail -30 $OUT/cmake.log; exit 1; }
-ninja -C /tmp/b -j16 cuda_kernel_tests cuda_quant_tests cuda_kv_tests hf_cuda_golden_tests model_tests kernel_tests io_gguf_model_tests > $OUT/build.log 2>&1 || { grep -B2 -A10 "error" $OUT/build.log | head -60; exit 1; }
+ninja -C /tmp/b -j16 cuda_kernel_tests cuda_quant_tests cuda_kv_tests hf_cuda_golden_tests model_tests kernel_tests io_gguf_model_tests pflash_tests engine_model_tests > $OUT/build.log 2>&1 || { grep -B2 -A10 "error" $OUT/build.log | head -60; exit 1; }
 echo "built in $(( $(date +%s) - t0 )) s"
 rc=0
 run() { local name="$1"; shift; echo "== $name"; ( env "$@" ) > "$OUT/$name.log" 2>&1 || rc=1; grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests ran|^\[  FAILED" "$OUT/$name.log" | head -12; }
@@ -40,6 +40,10 @@ run hf_cuda_golden_graphs_none TACHYON_CUDA_GRAPHS=0 /tmp/b/tests/diff/hf/hf_cud
 run hf_cuda_golden_wgmma_off TACHYON_WGMMA=0 /tmp/b/tests/diff/hf/hf_cuda_golden_tests --gtest_filter=-CudaPrefillFusions.*
 run hf_cuda_golden_fusion_off TACHYON_CUDA_FUSION=0 /tmp/b/tests/diff/hf/hf_cuda_golden_tests --gtest_filter=-CudaFusedNorm.*:CudaPrefillFusions.*
 run model_tests /tmp/b/tests/unit/model/model_tests
+# Issue 49 on the GPU: PFlash (both scorers), the disk prefix tier across an engine restart, the
+# response cache over a live engine.
+run pflash_cuda /tmp/b/tests/unit/engine/pflash_tests --gtest_filter=PflashEngineCuda.*
+run caches_cuda /tmp/b/tests/unit/engine/engine_model_tests --gtest_filter='*DiskPrefixEngine*cuda*:*ResponseCacheEngine*cuda*'
 run kernel_tests /tmp/b/tests/kernels/kernel_tests
 # The pre-Hopper kernels forced on this GPU: an A100's (163 KB of shared memory per block) and an
 # L40S's (99 KB). Tests of Hopper-only kernels skip; the fusion-count tests assert Hopper's fusions

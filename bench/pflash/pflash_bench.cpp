@@ -7,6 +7,7 @@
 //   build/bench/pflash_bench [--model DIR] [--scorer DIR] [--tokenizer DIR] [--device cpu|cuda]
 //       [--filler 3300] [--keep 0.2] [--reps 3] [--max-tokens 12] [--scorer-chunk 512] [--machine TEXT] [--out FILE]
 //       [--sink N --tail N --block N] (the attention rows; 0: the scorer's) [--recall-only 1] (needle recall only)
+//       [--items N] (the first N needle prompts, alternating kinds; 0: all 10)
 //
 // Recall, two ways: needle kept (every needle token survived compression; the scorer's plan)
 // and answered (the greedy answer holds the code). The ratio is uncompressed TTFT over
@@ -42,7 +43,7 @@ using Clock = std::chrono::steady_clock;
 struct Args {
   std::string model = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo", scorer, tokenizer, device = "cpu";
   std::string machine = "unnamed machine", out;
-  int32_t filler = 3300, reps = 3, max_tokens = 12, scorer_chunk = 512, sink = 0, tail = 0, block = 0;
+  int32_t filler = 3300, reps = 3, max_tokens = 12, scorer_chunk = 512, sink = 0, tail = 0, block = 0, items = 0;
   bool recall_only = false;  // only the scorers' needle recall, no engine runs
   double keep = 0.2;
 };
@@ -68,6 +69,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--block") a.block = std::stoi(v);
     else if (k == "--recall-only") a.recall_only = v == "1";
     else if (k == "--out") a.out = v;
+    else if (k == "--items") a.items = std::stoi(v);
     else throw Error("unknown option {}", k);
   }
   if (a.scorer.empty()) a.scorer = a.model + "/drafter";
@@ -159,7 +161,13 @@ int run(int argc, char** argv) {
   engine::AttentionScorer attention(std::move(scorer_model), engine::AttentionScorer::kDefaultQueryWindow,
                                     args.scorer_chunk);
   engine::LexicalScorer lexical;
-  const std::vector<Item> items = make_items(tok, args.filler);
+  std::vector<Item> items = make_items(tok, args.filler);
+  if (args.items > 0 && args.items < static_cast<int32_t>(items.size())) {
+    // Alternating kinds and depths: lexical 0.05, paraphrased 0.25, lexical 0.50, ... (5 + 5 items).
+    std::vector<Item> some;
+    for (int32_t i = 0; i < args.items; ++i) some.push_back(items[static_cast<size_t>((i % 2) * 5 + i % 5)]);
+    items = std::move(some);
+  }
 
   const engine::PflashConfig attention_cfg{.mode = engine::PflashMode::Always, .keep_ratio = args.keep,
                                            .sink = args.sink, .tail = args.tail, .block = args.block};
@@ -169,8 +177,21 @@ int run(int argc, char** argv) {
       bool kept = true;
       for (int32_t i = item.needle_begin; i < item.needle_end && kept; ++i)
         kept = std::binary_search(plan.kept.begin(), plan.kept.end(), i);
-      std::printf("%-12s %-10s depth %.2f needle [%d, %d): %s\n", item.kind.c_str(), item.name.c_str(), item.depth,
-                  item.needle_begin, item.needle_end, kept ? "kept" : "DROPPED");
+      // Where the needle's blocks ranked among the middle's (the scorer's last scores): 1 is best.
+      std::vector<std::pair<int32_t, int32_t>> blocks;
+      const int32_t n = static_cast<int32_t>(item.tokens.size());
+      for (int32_t b = plan.shape.sink; b < n - plan.shape.tail; b += plan.shape.block)
+        blocks.emplace_back(b, std::min(b + plan.shape.block, n - plan.shape.tail));
+      const std::vector<double> scores = attention.score_blocks(item.tokens, blocks);
+      std::string ranks;
+      for (size_t b = 0; b < blocks.size(); ++b)
+        if (blocks[b].second > item.needle_begin && blocks[b].first < item.needle_end) {
+          const auto better = std::count_if(scores.begin(), scores.end(), [&](double s) { return s > scores[b]; });
+          ranks += fmt::format(" {}:{:.3f}(#{})", b, scores[b], better + 1);
+        }
+      std::printf("%-12s %-10s depth %.2f needle [%d, %d): %s; its blocks of %zu, score (rank):%s\n", item.kind.c_str(),
+                  item.name.c_str(), item.depth, item.needle_begin, item.needle_end, kept ? "kept" : "DROPPED",
+                  blocks.size(), ranks.c_str());
     }
     return 0;
   }
@@ -245,10 +266,12 @@ int run(int argc, char** argv) {
   const double base = median(configs[0].ttft);
   std::string md = fmt::format("# PFlash: TTFT and retrieval, {} ({} commit {})\n\n", args.model, args.device,
                                git_commit());
+  const auto lexical_items = std::count_if(items.begin(), items.end(), [](const Item& i) { return i.kind == "lexical"; });
   md += fmt::format("Machine: {}. {} needle prompts of about {} tokens ({} repeat the question's words, {} "
                     "paraphrase it; depths 0.05 to 0.95), keep {}, greedy answers of {} tokens, {} runs of each, "
                     "configurations interleaved; scorer {} (chunk {}).\n\n",
-                    args.machine, items.size(), args.filler + 25, items.size() / 2, items.size() / 2, args.keep,
+                    args.machine, items.size(), args.filler + 25, lexical_items, items.size() - static_cast<size_t>(lexical_items),
+                    args.keep,
                     args.max_tokens, args.reps, args.scorer, args.scorer_chunk);
   md += "| configuration | prompt tok | computed tok | TTFT ms (median) | TTFT ratio | needle kept | answered |\n"
         "|---|---:|---:|---:|---:|---:|---:|\n";

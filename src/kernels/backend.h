@@ -233,6 +233,16 @@ class Backend {
   virtual void attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
                          const AttentionParams& params, float* out) = 0;
 
+  // PFlash's attention probe (SpecPrefill): q [rows, H, D] and k [rows, KV, D] (backend memory,
+  // RoPE applied) of one sequence from position 0. For each of the last query_rows rows and each
+  // head, the softmax of q·kᵀ·scale over the keys that row sees (causal, sliding window,
+  // softcap; no sinks): mass[j] += the probabilities key j gets, summed over heads and query
+  // rows, and peak[j] = max(peak[j], the largest of them) (host arrays of `rows`; peak may be
+  // null). The default copies the query rows of q and all of k to the host and sums in a fixed
+  // order (kernels/attention_probe.cpp), whatever the thread count.
+  virtual void attention_probe(const float* q, const float* k, int64_t rows, const AttentionProbeParams& p,
+                               float* mass, float* peak);
+
   // ids[r] = argmax over i < n of x[r, i] (the lowest i among equal maxima) for r < rows;
   // ids is a device int32 array. Greedy sampling on the device: only the ids cross the bus.
   // The default copies the rows to the host and back (the CPU and reference backends use it).

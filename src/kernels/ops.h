@@ -110,6 +110,15 @@ struct AttentionParams {
   const float* sinks = nullptr; // [num_heads] extra logit per head in the softmax denominator (backend memory), or null
 };
 
+// Backend::attention_probe's shape: PFlash's scorer (model/blocks/attention_probe.h).
+struct AttentionProbeParams {
+  int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  int64_t query_rows = 0;       // the batch's last rows: the queries
+  float scale = 1.f;            // applied to q·k
+  int64_t sliding_window = 0;   // as AttentionParams
+  float softcap = 0.f;          // as AttentionParams
+};
+
 // The attention prologue's arguments (Backend::qkv_norm_rope_write_kv and attention_from_qkv):
 // per-head RMSNorm of q and k, then RoPE at each row's position.
 struct QkvPrologue {

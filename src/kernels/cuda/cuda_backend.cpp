@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "kernels/cuda/attention_probe.cuh"
 #include "kernels/cuda/cuda_backend_impl.h"
 
 namespace tachyon::kernels {
@@ -198,6 +199,26 @@ void CudaBackend::sample_tokens(const float* x, int64_t rows, int64_t n, const T
   Scope scope(this, "sample_tokens");
   grow_workspace(sample_workspace_, sample_workspace_bytes_, cuda::sample_workspace_bytes(rows, n));
   cuda::sample_tokens(x, rows, n, staged(params, static_cast<size_t>(rows)), sample_workspace_, ids, stream_);
+}
+
+void CudaBackend::attention_probe(const float* q, const float* k, int64_t rows, const AttentionProbeParams& p,
+                                  float* mass, float* peak) {
+  TACHYON_CHECK(p.query_rows > 0 && p.query_rows <= rows, "attention probe: {} query rows of {}", p.query_rows, rows);
+  TACHYON_CHECK(p.num_kv_heads > 0 && p.num_heads % p.num_kv_heads == 0, "attention probe: {} heads over {} KV heads",
+                p.num_heads, p.num_kv_heads);
+  Scope scope(this, "attention_probe");
+  scope.direct();
+  const size_t scores = cuda::attention_probe_workspace_bytes(rows, p);
+  const size_t results = 2 * static_cast<size_t>(rows) * sizeof(float);
+  grow_workspace(probe_workspace_, probe_workspace_bytes_, scores + results);
+  float* layer = reinterpret_cast<float*>(static_cast<char*>(probe_workspace_) + scores);  // [2, rows]
+  cuda::attention_probe(q, k, rows, p, probe_workspace_, layer, layer + rows, stream_);
+  std::vector<float> host(2 * static_cast<size_t>(rows));
+  copy_to_host(host.data(), layer, results);
+  for (int64_t j = 0; j < rows; ++j) {
+    mass[j] += host[static_cast<size_t>(j)];
+    if (peak) peak[j] = std::max(peak[j], host[static_cast<size_t>(rows + j)]);
+  }
 }
 
 void CudaBackend::top_two(const float* x, int64_t rows, int64_t n, TopTwo* out) {

@@ -115,6 +115,8 @@ class CudaBackend final : public Backend {
   void add_rms_norm(float* x, const float* y, const Weight& w, int64_t rows, int64_t dim, float eps,
                     float weight_offset, float* out) override;
   void argmax(const float* x, int64_t rows, int64_t n, int32_t* ids) override;
+  void attention_probe(const float* q, const float* k, int64_t rows, const AttentionProbeParams& p, float* mass,
+                       float* peak) override;
   void sample_tokens(const float* x, int64_t rows, int64_t n, const TokenSampling* params, int32_t* ids) override;
   void top_two(const float* x, int64_t rows, int64_t n, TopTwo* out) override;
   // Every format of kernels/kv_format.h: write_kv encodes, the attention kernels decode as they stage.
@@ -321,6 +323,8 @@ class CudaBackend final : public Backend {
   void* sample_workspace_ = nullptr;  // sample_tokens: each row's candidates
   size_t sample_workspace_bytes_ = 0;
   std::vector<cuda::CopyDesc> copy_descs_;
+  void* probe_workspace_ = nullptr;  // attention_probe: the scores, then the layer's mass and peak
+  size_t probe_workspace_bytes_ = 0;
   void* attn_workspace_ = nullptr;  // split-KV partial results of decode attention
   size_t attn_workspace_bytes_ = 0;
   void* rotated_q_ = nullptr;  // turbo KV: the queries rotated as the stored keys (attention())

@@ -2,12 +2,16 @@
 // its cached blocks), and a new engine on the same folder give the same greedy tokens for the
 // same prompt with its prefix loaded from disk — for the demo model in bf16 and int8 KV, and
 // for a hybrid model (Qwen3-Next), whose recurrent-state snapshots travel with the blocks.
-// A memory-only engine is the control (nothing cached), and another fingerprint sees nothing.
+// A memory-only engine is the control (nothing cached), another fingerprint sees nothing, and
+// corrupt files are removed, never loaded (the output stays the control's). The same on a CUDA
+// device (skipped without one; bench/cuda/run_cuda_tests.sh runs them there): the blocks cross
+// the bus with the backend's copy_to_host / copy_to_device.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -30,6 +34,7 @@ struct Case {
   const char* model_dir;  // relative to the source tree
   std::optional<kernels::KvFormat> format;
   int32_t vocab;
+  const char* device = "cpu";
 };
 
 class DiskPrefixEngine : public ::testing::TestWithParam<Case> {};
@@ -54,11 +59,30 @@ Outcome run_once(model::Model& model, const EngineConfig& config, const std::vec
   return out;
 }
 
+// The block files under `dir` (one folder per fingerprint).
+std::vector<fs::path> block_files(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".kvblock") files.push_back(e.path());
+  return files;
+}
+
+// Flips one byte of the file's payload (past the 48-byte header): only its checksum can tell.
+void corrupt_payload(const fs::path& file) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f) << file;
+  f.seekg(-1, std::ios::end);
+  const char last = static_cast<char>(f.get());
+  f.seekp(-1, std::ios::end);
+  f.put(static_cast<char>(last ^ 0x5a));
+}
+
 TEST_P(DiskPrefixEngine, ARestartedEngineReusesThePrefixWithTheSameTokens) {
   const Case& c = GetParam();
+  if (std::string(c.device) == "cuda" && kernels::default_device() != "cuda") GTEST_SKIP() << "no CUDA device visible";
   const fs::path dir = fs::temp_directory_path() / ("tachyon_disk_engine_" + std::to_string(::getpid()) + "_" + c.name);
   fs::remove_all(dir);
-  auto backend = kernels::make_backend("cpu");
+  auto backend = kernels::make_backend(c.device);
   const auto model = model::load_model(std::string(TACHYON_SOURCE_DIR) + "/" + c.model_dir, *backend);
   std::mt19937 rng(49);
   std::vector<int32_t> prompt(83);
@@ -89,12 +113,30 @@ TEST_P(DiskPrefixEngine, ARestartedEngineReusesThePrefixWithTheSameTokens) {
     EXPECT_GE(warm.stats.disk_prefix_hit_blocks, static_cast<uint64_t>(warm.cached / 16));
   EXPECT_EQ(warm.stats.disk_prefix_rejected, 0u);
   EXPECT_GT(warm.stats.disk_prefix_files, 0);
+  const fs::path model_folder = block_files(dir).at(0).parent_path();  // the only fingerprint so far
 
   EngineConfig other_weights = disk;
   other_weights.model_fingerprint = 0x4343;  // another model's engine on the same folder
   const Outcome foreign = run_once(*model, other_weights, prompt);
   EXPECT_EQ(foreign.cached, 0);
   EXPECT_EQ(foreign.stats.disk_prefix_hit_blocks, 0u);
+
+  // Every file of this model corrupted: the first lookup reads the prompt's first block, finds
+  // the checksum wrong, removes the file and computes the prompt (the control's tokens).
+  const size_t model_files = block_files(model_folder).size();
+  for (const fs::path& f : block_files(model_folder)) corrupt_payload(f);
+  const Outcome corrupt = run_once(*model, disk, prompt);
+  EXPECT_EQ(corrupt.tokens, control.tokens) << "a corrupt block file changed the output";
+  EXPECT_EQ(corrupt.cached, 0);
+  EXPECT_EQ(corrupt.stats.disk_prefix_hit_blocks, 0u);
+  EXPECT_GE(corrupt.stats.disk_prefix_rejected, 1u);
+  EXPECT_EQ(static_cast<size_t>(corrupt.stats.disk_prefix_files) + corrupt.stats.disk_prefix_rejected, model_files)
+      << "the rejected files are gone from the folder";
+  // That engine wrote the removed block again at shutdown (the others, still on disk, are found
+  // corrupt one by one as later lookups reach them): the next engine reads it back.
+  const Outcome healed = run_once(*model, disk, prompt);
+  EXPECT_EQ(healed.tokens, control.tokens);
+  EXPECT_GE(healed.stats.disk_prefix_hit_blocks, 1u);
   fs::remove_all(dir);
 }
 
@@ -104,7 +146,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"demo_int8", "models/tachyon-demo", kernels::KvFormat::Int8, 8000},
                       Case{"qwen3_next_hybrid", "tests/fixtures/hf/qwen3_next", std::nullopt, 512},
                       // Sliding-window layers: released in memory only; under a disk tier every block is kept.
-                      Case{"gemma3_sliding", "tests/fixtures/hf/gemma3_text", std::nullopt, 512}),
+                      Case{"gemma3_sliding", "tests/fixtures/hf/gemma3_text", std::nullopt, 512},
+                      Case{"cuda_demo_bf16", "models/tachyon-demo", kernels::KvFormat::BF16, 8000, "cuda"},
+                      Case{"cuda_demo_int8", "models/tachyon-demo", kernels::KvFormat::Int8, 8000, "cuda"},
+                      Case{"cuda_qwen3_next_hybrid", "tests/fixtures/hf/qwen3_next", std::nullopt, 512, "cuda"},
+                      Case{"cuda_gemma3_sliding", "tests/fixtures/hf/gemma3_text", std::nullopt, 512, "cuda"}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -3,9 +3,15 @@
 // direct forward with those RoPE positions) or compacted ones; usage and stats say what was
 // dropped; requests that need their prompt intact, short prompts under auto, and per-request
 // overrides go the way they say; original-position blocks never enter the prefix cache.
+// PflashEngineCuda: the same on a CUDA device (skipped without one; bench/cuda/run_cuda_tests.sh
+// runs them there), with both scorers, the attention scorer's drafter on the GPU too.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "engine/engine.h"
+#include "engine/pflash_attention.h"
 #include "engine/pflash_lexical.h"
 #include "engine_test_helpers.h"
 #include "kernels/backend.h"
@@ -204,6 +210,90 @@ TEST(PflashEngine, A_budget_without_a_middle_is_refused_and_counted) {
   collect(*engine.submit(request(f.prompt)), &last);
   EXPECT_EQ(last.num_dropped_prompt_tokens, 0);
   EXPECT_EQ(idle_stats(engine).pflash_refused, 1u);
+}
+
+// ---- The same on a CUDA device: the target and the scorer's drafter on the GPU (f32 KV, as
+// direct_greedy's cache). The CPU runs of the same prompt and drafter are the reference for the
+// attention probe, which reads the GPU's rotated q and k.
+
+struct CudaFixture {
+  std::unique_ptr<kernels::Backend> backend = kernels::make_backend("cuda");
+  std::unique_ptr<model::Model> model = model::load_model(kDemo, *backend);
+  AttentionScorer attention{load_drafter(*backend)};
+  static std::unique_ptr<model::Model> load_drafter(kernels::Backend& backend) {
+    const kernels::DraftWeights scope(backend);  // as `tachyon serve` loads a drafter
+    return model::load_model(kDemo + "/drafter", backend);
+  }
+};
+CudaFixture& cuda_fixture() {
+  static CudaFixture f;
+  return f;
+}
+
+class PflashEngineCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (kernels::default_device() != "cuda") GTEST_SKIP() << "no CUDA device visible";
+  }
+};
+
+// Runs `config` with `scorer` through a CUDA engine: its tokens must be those of a direct
+// forward over the plan's kept tokens at their original positions, with the dropped tokens
+// never computed.
+void expect_compressed_run_on_cuda(const PflashConfig& config, PromptScorer& scorer) {
+  Fixture& f = fixture();
+  CudaFixture& g = cuda_fixture();
+  const PflashPlan plan = plan_compression(f.prompt, config, scorer);
+  ASSERT_TRUE(plan.compressed()) << plan.refused;
+  std::vector<int32_t> kept;
+  for (int32_t i : plan.kept) kept.push_back(f.prompt[static_cast<size_t>(i)]);
+  EngineConfig ec = engine_config(config);
+  ec.pflash_scorer = &scorer;
+  Engine engine(*g.model, ec);
+  RequestOutput last;
+  const std::vector<int32_t> tokens = collect(*engine.submit(request(f.prompt)), &last);
+  EXPECT_EQ(tokens, direct_greedy(*g.model, kept, plan.kept, 6));
+  EXPECT_EQ(last.num_dropped_prompt_tokens, static_cast<int32_t>(f.prompt.size() - kept.size()));
+  const EngineStats st = idle_stats(engine);
+  EXPECT_EQ(st.pflash_compressed, 1u);  // the path engaged
+  EXPECT_EQ(st.computed_prompt_tokens, kept.size());
+  EXPECT_EQ(st.prompt_tokens, f.prompt.size());
+}
+
+TEST_F(PflashEngineCuda, Lexical_scorer_kept_tokens_keep_their_original_positions) {
+  LexicalScorer scorer;
+  expect_compressed_run_on_cuda(small_shape(PflashMode::Always), scorer);
+}
+
+TEST_F(PflashEngineCuda, Attention_scorer_on_the_gpu_compresses_a_request) {
+  PflashConfig config{.mode = PflashMode::Always, .keep_ratio = 0.2};
+  expect_compressed_run_on_cuda(config, cuda_fixture().attention);
+}
+
+// The probe on the GPU's q and k gives the CPU's token masses (to float rounding of a different
+// matmul order), keeps the needle, and ranks the blocks alike.
+TEST_F(PflashEngineCuda, Attention_probe_matches_the_cpu_and_keeps_the_needle) {
+  Fixture& f = fixture();
+  const tokenizer::Tokenizer& tok = f.tok;
+  const pflash_test::NeedlePrompt p = pflash_test::needle_prompt(
+      tok, 3000, "To open the Zephyr strongroom, type the combination 4158-GLACIER.", 0.5,
+      "What is the access code for the Zephyr vault? Answer with the code only.");
+  const PflashConfig config{.mode = PflashMode::Always, .keep_ratio = 0.2};
+  AttentionScorer cpu(model::load_model(kDemo + "/drafter", *f.backend));  // full precision, as on the GPU
+  const PflashPlan on_cpu = plan_compression(p.tokens, config, cpu);
+  const PflashPlan on_gpu = plan_compression(p.tokens, config, cuda_fixture().attention);
+  ASSERT_TRUE(on_gpu.compressed()) << on_gpu.refused;
+  const std::vector<float>& a = cpu.last_token_peak();
+  const std::vector<float>& b = cuda_fixture().attention.last_token_peak();
+  ASSERT_EQ(a.size(), b.size());
+  float worst = 0.f, largest = 0.f;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i])), largest = std::max(largest, a[i]);
+  EXPECT_LE(worst, 0.02f * largest) << "the GPU's attention peaks differ from the CPU's";
+  for (int32_t i = p.needle_begin; i < p.needle_end; ++i)
+    EXPECT_TRUE(std::binary_search(on_gpu.kept.begin(), on_gpu.kept.end(), i)) << "needle token " << i << " dropped";
+  size_t common = 0;
+  for (int32_t i : on_gpu.kept) common += std::binary_search(on_cpu.kept.begin(), on_cpu.kept.end(), i);
+  EXPECT_GE(common, on_cpu.kept.size() * 9 / 10) << "the GPU keeps other blocks than the CPU";
 }
 
 }  // namespace
