@@ -8,8 +8,8 @@ It answers two questions about a prompt:
   * what a correct engine's DFlash chains accept per verify step (k drafts, every step anchored
     at the last committed token, the context = every committed position's features), against
     the every-anchor mean that the training script reports;
-  * the golden drafts and logits of chosen anchors (--golden FILE: a JSON that
-    tests/unit/spec/dflash_test.cpp compares the engine's drafter with).
+  * the golden drafts of every anchor (--golden FILE: a JSON that
+    tests/unit/engine/spec_engine_test.cpp compares the engine's DFlash proposals with).
 
   /usr/bin/python3 tools/dflash_reference.py models/tachyon-demo bench/spec/prompts/code_completion.ids -n 256
 """
@@ -23,8 +23,7 @@ p.add_argument("-n", type=int, default=256, help="greedy tokens to generate")
 p.add_argument("--drafter", help="drafter folder (default TARGET/dflash)")
 p.add_argument("--k", type=int, default=0, help="drafts per chain (default block_size - 1)")
 p.add_argument("--vocab", type=int, default=0, help="draft over ids [0, vocab) only (0: all)")
-p.add_argument("--golden", help="write golden drafts/logits of a few anchors to this JSON")
-p.add_argument("--golden-anchors", default="", help="comma-separated anchor positions for --golden")
+p.add_argument("--golden", help="write the sequence and the drafts of every anchor to this JSON")
 args = p.parse_args()
 
 
@@ -203,13 +202,20 @@ every = [accepted_at(t)[0] for t in range(P, len(seq) - k)]
 print(f"every anchor of the generated region: {1 + sum(every) / len(every):.3f} mean accepted length")
 
 if args.golden:
-    anchors = [int(x) for x in args.golden_anchors.split(",") if x] or [P, P + 40, len(seq) - BLK]
-    out = {"prompt": prompt, "sequence": seq, "block_size": BLK, "anchors": []}
-    for t in anchors:
+    # The drafts of every anchor in the generated region: the engine, whatever its schedule,
+    # must propose exactly these (tests/unit/engine/spec_engine_test.cpp). The gap between each
+    # position's best and second-best logit says how far from a tie its draft is.
+    drafts, gaps = [], []
+    for t in range(P, len(seq)):
         lg = drafter_block(ctx, t, seq[t])
+        if args.vocab: lg = lg[:, :args.vocab]
         top2 = np.sort(lg, -1)[:, -2:]
-        out["anchors"].append({"anchor": t, "drafts": drafts_of(lg, BLK - 1),
-                               "min_top2_gap": float((top2[:, 1] - top2[:, 0]).min()),
-                               "logits_head": [[float(x) for x in row[:16]] for row in lg]})
-    json.dump(out, open(args.golden, "w"))
-    print("golden written to", args.golden)
+        gaps.append([round(float(x), 4) for x in top2[:, 1] - top2[:, 0]])
+        drafts.append(drafts_of(lg, BLK - 1))
+    gap = min(min(g) for g in gaps)
+    json.dump({"about": f"tools/dflash_reference.py {os.path.basename(args.ids)} -n {args.n}: the target's greedy "
+                        f"sequence and the drafter's block drafts at every anchor from {P} on",
+               "prompt": prompt, "sequence": seq, "first_anchor": P, "drafts": drafts,
+               "top2_gaps": gaps, "chain_tokens_per_step": 1 + accepted / steps},
+              open(args.golden, "w"))
+    print(f"golden written to {args.golden}; smallest top-2 logit gap {gap:.4f}")
