@@ -4,13 +4,21 @@ published z-lab layout (config.json + model.safetensors: fc, hidden_norm, layers
 target's embedding and LM head are shared, not stored). Plain torch + numpy; `tokenizers` for the
 prompts when present (the GPU machine has it). The math is in src/model/dflash_head.h.
 
-Data: the demo model's own greedy continuations of training-style prompts (Python windows of the
-machine's site-packages, as the demo's corpus; Python-function chat prompts in the demo's chat
-format). Loss: cross-entropy of block position k (1..B-1) against the target's greedy token,
-weighted by exp(-(k-1)/gamma) as in the paper.
+Data: the demo model's own greedy continuations of prompts of the kinds of text the engine
+serves (bench/spec/prompts), made from the machine's site-packages: Python windows of 16 to 320
+tokens, Python-function chat requests in the demo's chat format, edits that restate a window with
+an identifier renamed (whose continuation copies the context), and the opening words of English
+docstring paragraphs. Loss: cross-entropy of block position k (1..B-1) against the target's
+greedy token, weighted by exp(-(k-1)/gamma) as in the paper.
 
-  python3 tools/train_dflash.py --target models/tachyon-demo --out /tmp/dflash --seconds 150
+Evaluation: held-out continuations (every kind, random anchors) and, with --eval-ids, the
+engine's own schedule on given prompts (every step anchored where the last one ended; what
+bench/spec/run_dflash_bench.sh measures as tokens/step at block 8).
+
+  python3 tools/train_dflash.py --target models/tachyon-demo --out /tmp/dflash \
+      --eval-ids bench/spec/prompts/code_completion.ids,bench/spec/prompts/code_edit.ids,bench/spec/prompts/prose.ids
   python3 tools/train_dflash.py --smoke --target models/tachyon-demo --out /tmp/dflash   # CPU, ~1 min
+  python3 tools/train_dflash.py --smoke --init models/tachyon-demo/dflash --seconds 0 ...  # evaluate a drafter
 """
 import argparse, ast, contextlib, glob, json, math, os, random, struct, sys, time
 import numpy as np
@@ -21,16 +29,27 @@ p = argparse.ArgumentParser()
 p.add_argument("--target", required=True)
 p.add_argument("--out", required=True)
 p.add_argument("--smoke", action="store_true")
-p.add_argument("--seconds", type=float, default=150.0, help="training wall time")
-p.add_argument("--gen-seconds", type=float, default=60.0, help="wall time for generating data")
+p.add_argument("--seconds", type=float, default=250.0, help="training wall time (cut to fit --deadline)")
+p.add_argument("--gen-seconds", type=float, default=100.0, help="wall time for generating data")
+p.add_argument("--deadline", type=float, default=400.0,
+               help="wall time of the whole run from start-up: training stops early enough to evaluate and save")
+p.add_argument("--prompts", type=int, default=48000, help="prompts to make (generation stops at --gen-seconds)")
+p.add_argument("--gen-batch", type=int, default=1024)
+p.add_argument("--eval-len", type=int, default=256, help="greedy tokens per --eval-ids prompt")
+p.add_argument("--init", help="start from this drafter folder instead of the target's layers "
+               "(with --seconds 0: only evaluate it)")
+p.add_argument("--eval-ids", default="", help="comma-separated token-id files (bench/spec/prompts/*.ids): the "
+               "engine's greedy chains on each are simulated and logged")
 p.add_argument("--block", type=int, default=8)
 p.add_argument("--layers", type=int, default=2)
 p.add_argument("--target-layer-ids", default="1,3")
 p.add_argument("--mask-token", type=int, default=8191)
 p.add_argument("--gamma", type=float, default=4.0, help="loss weight exp(-(k-1)/gamma); the paper's 4 for block 8")
-p.add_argument("--prompt-len", type=int, default=96)
+p.add_argument("--prompt-max", type=int, default=320, help="longest prompt in tokens")
 p.add_argument("--gen-len", type=int, default=256)
-p.add_argument("--lr", type=float, default=2e-3)
+p.add_argument("--lr", type=float, default=3e-3)
+p.add_argument("--batch", type=int, default=64, help="sequences per training step")
+p.add_argument("--anchors", type=int, default=24, help="blocks per sequence per training step")
 args = p.parse_args()
 
 torch.manual_seed(0); random.seed(0); np.random.seed(0)
@@ -113,7 +132,7 @@ def attend(q, k, v, mask):  # q [B,H,T,HD], k/v [B,KV,S,HD], mask [B,1|H,T,S] bo
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     s = (q @ k.transpose(-1, -2)) / math.sqrt(HD)
     s = s.masked_fill(~mask, float("-inf"))
-    return s.softmax(-1) @ v
+    return s.softmax(-1).nan_to_num(0.0) @ v  # a row that sees nothing (left padding): zeros, as SDPA gives
 
 def mlp(x, Wd, p):
     return (F.silu(x @ Wd[p + "mlp.gate_proj.weight"].T) * (x @ Wd[p + "mlp.up_proj.weight"].T)) @ Wd[p + "mlp.down_proj.weight"].T
@@ -170,83 +189,153 @@ def generate(prompts, n_new):
     return torch.cat(out, 1), ok
 
 # ---------------------------------------------------------------- prompts
-def make_prompts(n):
+# The kinds of text the engine serves (bench/spec/prompts): code to complete, chat requests for a
+# function, edits that restate a file with a change (whose continuation copies the context), and
+# prose. Prompt lengths vary from a line to a few hundred tokens, as served prompts do.
+KINDS = ("code", "chat", "edit", "prose")
+SHARE = {"code": 0.40, "chat": 0.20, "edit": 0.25, "prose": 0.15}
+
+def edit_prompt(lines, rng, name):
+    """'# f.py (before)\n<code>\n\n\n# f.py (after: a renamed to b)\n<code renamed>...' cut somewhere
+    in the restated code (the bench's code_edit kind: the continuation copies what came before)."""
+    import re
+    code = "".join(lines)
+    words = [w for w in set(re.findall(r"\b[a-z_][a-z0-9_]{2,}\b", code))
+             if len(re.findall(r"\b" + w + r"\b", code)) >= 2 and w not in ("self", "def", "return", "import", "for", "not", "and", "None", "the")]
+    if not words: return None
+    old = rng.choice(sorted(words))
+    new = rng.choice([old + "_new", "new_" + old, old.upper(), old[:3] + "_value", old + "s", "my_" + old])
+    after = re.sub(r"\b" + old + r"\b", new, code)
+    text = f"# {name} (before)\n{code}\n\n\n# {name} (after: {old} renamed to {new})\n"
+    if rng.random() < 0.5:  # a second restatement, as the bench prompt's "(final)" copy
+        text += f"{after}\n\n\n# {name} (final)\n"
+        after = code
+    cut = rng.randrange(0, max(1, len(after) // 2))
+    return text + after[:cut]
+
+_TOK = None
+
+def _init_worker(path):
+    global _TOK
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    from tokenizers import Tokenizer
+    _TOK = Tokenizer.from_file(path)
+
+def prompts_of_file(job):
+    """The candidate prompts of one source file, by kind (runs in a worker process)."""
+    i, f, p_max = job
+    rng = random.Random(1000003 * i + 7)
+    got = {k: [] for k in KINDS}
     try:
-        from tokenizers import Tokenizer
+        src = open(f, encoding="utf-8").read()
+    except Exception:
+        return got
+    if "<|" in src or max((len(x) for x in src.splitlines()), default=0) > 1000: return got
+    enc = lambda text: _TOK.encode(text).ids
+    lines = src.splitlines(keepends=True)
+    if len(lines) > 20:
+        for _ in range(3):  # a few windows per file, starting at a line, 16..p_max tokens
+            s0 = rng.randrange(0, max(1, len(lines) - 10))
+            ids = enc("".join(lines[s0:s0 + 80]))
+            m = min(len(ids), int(math.exp(rng.uniform(math.log(16), math.log(p_max)))))
+            if m >= 16: got["code"].append(ids[:m])
+        s0 = rng.randrange(0, max(1, len(lines) - 10))
+        text = edit_prompt(lines[s0:s0 + rng.randrange(4, 15)], rng, os.path.basename(f))
+        if text:
+            ids = enc(text)
+            if 24 <= len(ids) <= p_max: got["edit"].append(ids)
+    try:
+        tree = ast.parse(src)
+    except Exception:
+        return got
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.ClassDef)) or not ast.get_docstring(node): continue
+        paras = [p.replace("\n", " ").strip() for p in ast.get_docstring(node).split("\n\n")]
+        doc = paras[0]
+        if isinstance(node, ast.FunctionDef) and 16 <= len(doc) <= 320 and len(got["chat"]) < 4:
+            sig = f"{node.name}({', '.join(a.arg for a in node.args.args)})"
+            text = (f"<|im_start|>user\nWrite a Python function `{sig}` that {doc[0].lower() + doc[1:]}"
+                    f"<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
+            ids = enc(text)
+            if len(ids) <= p_max: got["chat"].append(ids)
+        if len(got["prose"]) < 3:
+            # the opening words of a paragraph of English (plain text, no template)
+            for p in paras:
+                if len(p) >= 120 and p[0].isupper() and p.count(" ") > 15 and not any(c in p for c in "=>{}[]`"):
+                    ids = enc(p)
+                    if len(ids) >= 8: got["prose"].append(ids[:rng.randrange(8, min(len(ids), 64) + 1)])
+                    break
+    return got
+
+def make_prompts(n, p_max):
+    """n prompts of at most p_max tokens: (ids, kind) pairs. The files are read by a pool of
+    processes (parsing and tokenizing 19k files takes a minute on one core)."""
+    try:
+        import tokenizers  # noqa: F401
     except ImportError:
-        Tokenizer = None
-    if args.smoke or Tokenizer is None:
+        tokenizers = None
+    if args.smoke or tokenizers is None:
         rng = random.Random(1)
-        return [[rng.randrange(0, 8179) for _ in range(args.prompt_len)] for _ in range(n)], "random ids (smoke)"
-    tok = Tokenizer.from_file(os.path.join(args.target, "tokenizer.json"))
-    import site
+        return [([rng.randrange(0, 8179) for _ in range(rng.randrange(8, p_max))], KINDS[i % 4]) for i in range(n)], \
+            "random ids (smoke)"
+    import multiprocessing as mp, site
     roots = [r for r in site.getsitepackages() if os.path.isdir(r)]
     files = sorted(f for r in roots for f in glob.glob(os.path.join(r, "**", "*.py"), recursive=True)
                    if "test" not in f.lower() and os.path.getsize(f) < 200_000)
     rng = random.Random(2)
     rng.shuffle(files)
-    code, chat = [], []
-    n_chat = n // 4
-    for f in files:
-        if len(code) >= n - n_chat and len(chat) >= n_chat: break
-        try:
-            src = open(f, encoding="utf-8").read()
-        except Exception:
-            continue
-        if "<|" in src or max((len(x) for x in src.splitlines()), default=0) > 1000: continue
-        lines = src.splitlines(keepends=True)
-        if len(code) < n - n_chat and len(lines) > 20:
-            for _ in range(3):  # a few windows per file, starting at a line
-                s = rng.randrange(0, max(1, len(lines) - 10))
-                ids = tok.encode("".join(lines[s:s + 60])).ids
-                if len(ids) >= args.prompt_len: code.append(ids[:args.prompt_len])
-        if len(chat) < n_chat:
-            try:
-                tree = ast.parse(src)
-            except Exception:
-                continue
-            for node in ast.walk(tree):
-                if isinstance(node, ast.FunctionDef) and ast.get_docstring(node):
-                    doc = ast.get_docstring(node).split("\n\n")[0].replace("\n", " ").strip()
-                    if not 16 <= len(doc) <= 320: continue
-                    sig = f"{node.name}({', '.join(a.arg for a in node.args.args)})"
-                    text = (f"<|im_start|>user\nWrite a Python function `{sig}` that {doc[0].lower() + doc[1:]}"
-                            f"<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
-                    ids = tok.encode(text).ids
-                    if len(ids) <= 160: chat.append(ids)
-                    if len(chat) >= n_chat: break
-    prompts = code[:n - n_chat] + chat[:n_chat]
+    want = {k: int(n * SHARE[k]) for k in KINDS}
+    got = {k: [] for k in KINDS}
+    used = 0
+    with mp.get_context("fork").Pool(max(1, min(16, (os.cpu_count() or 2) - 1)), _init_worker,
+                                     (os.path.join(args.target, "tokenizer.json"),)) as pool:
+        for part in pool.imap(prompts_of_file, [(i, f, p_max) for i, f in enumerate(files)], chunksize=32):
+            used += 1
+            for k in KINDS:
+                if len(got[k]) < want[k]: got[k] += part[k][:want[k] - len(got[k])]
+            if all(len(got[k]) >= want[k] for k in KINDS): break
+        pool.terminate()
+    prompts = [(ids, k) for k in KINDS for ids in got[k]]
     rng.shuffle(prompts)
-    return prompts, f"{len(code[:n - n_chat])} code windows + {len(chat[:n_chat])} chat prompts from {len(files)} files"
+    return prompts, ", ".join(f"{len(got[k])} {k}" for k in KINDS) + f" prompts from {used} of {len(files)} files"
 
 # ---------------------------------------------------------------- data: greedy continuations
-gen_batch = 16 if args.smoke else 512
-n_prompts = 16 if args.smoke else 24000
-prompts, how = make_prompts(n_prompts)
+P_MAX = 64 if args.smoke else args.prompt_max
+gen_batch = 16 if args.smoke else args.gen_batch
+n_prompts = 64 if args.smoke else args.prompts
+prompts, how = make_prompts(n_prompts, P_MAX)
 log(f"device {dev} ({torch.cuda.get_device_name() if dev == 'cuda' else 'cpu'}), torch {torch.__version__}; prompts: {how}")
+if "smoke" not in how:  # one prompt of each kind, as text
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(os.path.join(args.target, "tokenizer.json"))
+    for k in KINDS:
+        example = next((ids for ids, kind in prompts if kind == k), None)
+        if example: log(f"  {k}: {tok.decode(example)[-240:]!r}")
 gen_len = 24 if args.smoke else args.gen_len
-seqs, valid = [], []
+seqs, valid, kinds = [], [], []
 t_gen = time.time()
+WIDTH = P_MAX + gen_len
 for b in range(0, len(prompts), gen_batch):
-    # equal-length batches first: sort by length inside each slice to limit padding
-    chunk = sorted(prompts[b:b + gen_batch], key=len)
-    ids, ok = generate(chunk, gen_len)
+    # sort by length inside each slice to limit padding
+    chunk = sorted(prompts[b:b + gen_batch], key=lambda x: len(x[0]))
+    ids, ok = generate([x[0] for x in chunk], gen_len)
     # pad every batch to one width (left) so that all sequences stack
-    width = args.prompt_len + 64 + gen_len if not args.smoke else args.prompt_len + gen_len
-    pad = width - ids.shape[1]
-    if pad < 0: continue
+    pad = WIDTH - ids.shape[1]
     ids = F.pad(ids, (pad, 0), value=8179); ok = F.pad(ok, (pad, 0), value=False)
     # labels stop after the first EOS of the continuation
-    cont = ids[:, width - gen_len:]
+    cont = ids[:, WIDTH - gen_len:]
     is_eos = (cont == 8181) | (cont == 8179)
     after = (is_eos.long().cumsum(1) - is_eos.long()) > 0
-    ok[:, width - gen_len:] &= ~after
-    seqs.append(ids.cpu()); valid.append(ok.cpu())
+    ok[:, WIDTH - gen_len:] &= ~after
+    seqs.append(ids.cpu()); valid.append(ok.cpu()); kinds += [KINDS.index(x[1]) for x in chunk]
     if time.time() - t_gen > (20 if args.smoke else args.gen_seconds): break
-seqs, valid = torch.cat(seqs), torch.cat(valid)
-N_SEQ, WIDTH = seqs.shape
+seqs, valid, kinds = torch.cat(seqs), torch.cat(valid), np.array(kinds)
+N_SEQ = seqs.shape[0]
 GEN0 = WIDTH - gen_len  # first generated position (the same in every row)
 n_eval = max(8, N_SEQ // 50)
+# the held-out rows: every kind, interleaved (the batches above are in random kind order)
+perm = np.random.default_rng(3).permutation(N_SEQ)
+seqs, valid, kinds = seqs[perm], valid[perm], kinds[perm]
 log(f"generated {N_SEQ} sequences x {gen_len} greedy tokens in {time.time() - t_gen:.1f}s "
     f"({N_SEQ * gen_len / (time.time() - t_gen):.0f} tok/s); {n_eval} held out for evaluation")
 
@@ -262,9 +351,11 @@ def init_drafter():
     Wd["fc.weight"] = torch.randn(D, D * len(LAYER_IDS), device=dev) * (1.0 / math.sqrt(D * len(LAYER_IDS)))
     Wd["hidden_norm.weight"] = torch.ones(D, device=dev)
     Wd["norm.weight"] = W["model.norm.weight"].clone()
+    if args.init:
+        Wd = {k: v.to(dev) for k, v in load_st(os.path.join(args.init, "model.safetensors")).items()}
     return {k: torch.nn.Parameter(v.float()) for k, v in Wd.items()}
 
-N_ANCH = 4 if args.smoke else 24
+N_ANCH = 4 if args.smoke else args.anchors
 def batch_of(rows, rng):
     ids = seqs[rows].to(dev); ok = valid[rows].to(dev)
     with torch.no_grad():
@@ -348,8 +439,9 @@ opt = torch.optim.AdamW(list(Wd.values()), lr=args.lr, betas=(0.9, 0.95), weight
 rng = np.random.default_rng(0)
 train_rows = np.arange(n_eval, N_SEQ)
 eval_rows = np.arange(0, n_eval)
-bs = 4 if args.smoke else 64
-budget = 20 if args.smoke else args.seconds
+bs = 4 if args.smoke else args.batch
+# the run must end (evaluated and saved) within --deadline of start-up: keep 45 s for that
+budget = min(args.seconds, 20) if args.smoke else min(args.seconds, args.deadline - (time.time() - T0) - 45)
 warm = 20 if args.smoke else 200
 step, t_train, t20 = 0, time.time(), 0.0
 est_steps = None
@@ -377,17 +469,61 @@ while True:
 log(f"trained {step} steps of {bs} sequences x {N_ANCH} blocks in {time.time() - t_train:.1f}s")
 
 # ---------------------------------------------------------------- evaluation on held-out continuations
+# with the weights as saved (bf16), in float32 as the engine computes
+Wq = {k: v.detach().to(torch.bfloat16).float() for k, v in Wd.items()}
 with torch.no_grad():
-    taus, hits, oks = [], [], []
+    hits, oks = [], []
     erng = np.random.default_rng(1)
     for b in range(0, n_eval, bs):
         rows = eval_rows[b:b + bs]
         batch = batch_of(rows, erng)
-        _, hit, lab_ok = loss_and_acc({k: v.detach() for k, v in Wd.items()}, batch)
+        _, hit, lab_ok = loss_and_acc(Wq, batch)
         hits.append(hit); oks.append(lab_ok)
-    tau, cond, nb = accepted_length(torch.cat(hits), torch.cat(oks))
+    hits, oks = torch.cat(hits), torch.cat(oks)
+    tau, cond, nb = accepted_length(hits, oks)
+    by_kind = {}
+    for i, k in enumerate(KINDS):
+        sel = torch.from_numpy(kinds[eval_rows] == i).to(dev)
+        if sel.any(): by_kind[k] = accepted_length(hits[sel], oks[sel])[0]
 log(f"held-out: {nb} blocks of {BLK}, greedy chain mean accepted length {tau:.3f}; per position "
-    + " ".join(f"{c:.3f}" for c in cond))
+    + " ".join(f"{c:.3f}" for c in cond) + "; by kind " + " ".join(f"{k} {v:.3f}" for k, v in by_kind.items()))
+
+@torch.no_grad()
+def engine_chains(prompt, n_new):
+    """What the engine's greedy DFlash chains at k = BLK - 1 accept on `prompt`: every step anchored
+    at the last committed token, its context every committed position's features (as
+    tools/dflash_reference.py computes it); also the every-anchor mean."""
+    ids, ok = generate([prompt], n_new)
+    pos = torch.arange(ids.shape[1], device=dev)[None]
+    _, feats = target_forward(ids, pos, ok, None, 0, collect=set(LAYER_IDS))
+    ctx = torch.cat(feats, -1)
+    seq = ids[0].tolist()
+    P, k = len(prompt), BLK - 1
+    def drafts(anchor_list):
+        a = torch.tensor([anchor_list], device=dev)
+        bid = torch.full((1, len(anchor_list) * BLK), MASK, dtype=torch.long, device=dev)
+        bid[:, ::BLK] = ids.gather(1, a)
+        hn = drafter_forward_pos(Wq, ctx, ok, pos, a, a, bid)
+        return (hn @ E.T).argmax(-1).view(len(anchor_list), BLK)[:, 1:].tolist()
+    def accepted(anchor, d):
+        n = 0
+        while n < k and d[n] == seq[anchor + 1 + n]: n += 1
+        return n
+    steps, acc, n = 0, 0, P
+    while n + 1 + k <= len(seq) - 1:
+        a = accepted(n, drafts([n])[0]); steps += 1; acc += a; n += a + 1
+    every = list(range(P, len(seq) - k))
+    ev = [accepted(t, d) for t, d in zip(every, drafts(every))]
+    return 1 + acc / steps, 1 + sum(ev) / len(ev), steps
+
+bench = {}
+for f in [x for x in args.eval_ids.split(",") if x]:
+    prompt = [int(x) for x in open(f).read().split()]
+    chain, every, steps = engine_chains(prompt, args.eval_len)
+    name = os.path.basename(f).rsplit(".", 1)[0]
+    bench[name] = {"chain_tokens_per_step": chain, "every_anchor": every, "steps": steps}
+    log(f"{name} ({len(prompt)} prompt tokens, {args.eval_len} greedy): engine chains {chain:.3f} tokens/step over {steps} steps; "
+        f"every anchor {every:.3f}")
 
 # ---------------------------------------------------------------- save the z-lab layout
 dcfg = {k: cfg[k] for k in ("attention_bias", "attention_dropout", "bos_token_id", "eos_token_id", "head_dim",
@@ -401,7 +537,8 @@ dcfg.update({"architectures": ["DFlashDraftModel"], "auto_map": {"AutoModel": "d
              "tie_word_embeddings": False, "use_cache": True, "use_sliding_window": False})
 json.dump(dcfg, open(os.path.join(args.out, "config.json"), "w"), indent=2)
 save_st_bf16(os.path.join(args.out, "model.safetensors"), {k: v.detach() for k, v in Wd.items()})
-json.dump({"held_out_tau": tau, "per_position": cond, "blocks": nb, "steps": step, "sequences": N_SEQ,
-           "gen_len": gen_len, "block": BLK, "gamma": args.gamma, "target_layer_ids": LAYER_IDS},
+json.dump({"held_out_tau": tau, "per_position": cond, "held_out_by_kind": by_kind, "bench_prompts": bench,
+           "blocks": nb, "steps": step, "sequences": N_SEQ, "gen_len": gen_len, "block": BLK, "gamma": args.gamma,
+           "target_layer_ids": LAYER_IDS, "layers": DL, "args": vars(args)},
           open(os.path.join(args.out, "metrics.json"), "w"), indent=1)
 log("saved", args.out, f"{os.path.getsize(os.path.join(args.out, 'model.safetensors'))} bytes")

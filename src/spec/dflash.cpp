@@ -8,7 +8,6 @@
 #include "base/error.h"
 #include "kv/kv_cache.h"
 #include "spec/block_tree.h"
-#include "spec/level_drafter.h"
 #include "spec/per_request_kv.h"
 
 namespace tachyon::spec {
@@ -113,9 +112,7 @@ class DFlashDrafter final : public Drafter {
 
 std::unique_ptr<Drafter> make_dflash_drafter(std::unique_ptr<model::DFlashHead> head, kernels::Backend& backend,
                                              const DFlashConfig& config) {
-  int64_t vocabulary = config.draft_vocabulary;
-  if (vocabulary < 0) vocabulary = default_draft_vocabulary(head->vocab_size());
-  head->set_draft_vocabulary(vocabulary);
+  head->set_draft_vocabulary(config.draft_vocabulary);
   return std::make_unique<DFlashDrafter>(std::move(head), backend, config);
 }
 

@@ -221,6 +221,87 @@ TEST(SpeculativeEngine, DFlashBlockDraftsLeaveTheSamplingDistributionUnchanged) 
   EXPECT_GT(p, 0.01);
 }
 
+// A drafter that passes everything through to another and records each chain it proposed: the
+// anchor (the last committed token's position) and the drafts.
+class RecordingDrafter final : public spec::Drafter {
+ public:
+  explicit RecordingDrafter(spec::Drafter& inner) : inner_(inner) {}
+  std::string name() const override { return inner_.name(); }
+  std::vector<int32_t> propose(spec::RequestKey request, std::span<const int32_t> tokens, int32_t k) override {
+    auto drafts = inner_.propose(request, tokens, k);
+    chains.emplace_back(static_cast<int32_t>(tokens.size()) - 1, drafts);
+    return drafts;
+  }
+  bool proposes_trees() const override { return inner_.proposes_trees(); }
+  bool trees_by_default() const override { return inner_.trees_by_default(); }
+  void on_finish(spec::RequestKey request, std::span<const int32_t> tokens, int32_t num_prompt) override {
+    inner_.on_finish(request, tokens, num_prompt);
+  }
+  bool wants_hidden() const override { return inner_.wants_hidden(); }
+  std::vector<int32_t> hidden_layers() const override { return inner_.hidden_layers(); }
+  void observe_hidden(spec::RequestKey request, int32_t first, std::span<const float> hidden, int32_t count) override {
+    inner_.observe_hidden(request, first, hidden, count);
+  }
+  std::vector<std::pair<int32_t, std::vector<int32_t>>> chains;
+
+ private:
+  spec::Drafter& inner_;
+};
+
+// The engine's DFlash chains against an independent numpy reference of the drafter
+// (tools/dflash_reference.py, tests/fixtures/dflash/code_completion_chains.json: the code-completion
+// prompt of bench/spec, the target's greedy tokens, and the drafts of every anchor computed from
+// the features of every position before it). Whatever the steps' schedule, each chain the engine
+// proposes must be the reference's drafts at its anchor: the features of the committed positions
+// (after partial acceptances too), the context bookkeeping and the drafting vocabulary all count.
+// The whole vocabulary is drafted by default: the reference's chains draft ids past half of it.
+TEST(SpeculativeEngine, DFlashChainsDraftWhatTheReferenceDrafts) {
+  const std::string path = std::string(TACHYON_SOURCE_DIR) + "/tests/fixtures/dflash/code_completion_chains.json";
+  const Json golden = parse_json(read_file(path), path);
+  const auto prompt = golden.at("prompt").get<std::vector<int32_t>>();
+  const auto sequence = golden.at("sequence").get<std::vector<int32_t>>();
+  const auto drafts = golden.at("drafts").get<std::vector<std::vector<int32_t>>>();
+  const int32_t first = golden.at("first_anchor").get<int32_t>();
+  ASSERT_EQ(first, static_cast<int32_t>(prompt.size()));
+  // A position whose best two logits lie within rounding of each other may draft either.
+  const auto gaps = golden.at("top2_gaps").get<std::vector<std::vector<double>>>();
+  auto dflash = spec::make_dflash_drafter(
+      model::DFlashHead::load(kDemo + "/dflash", kDemo, demo().model->config(), *demo().backend), *demo().backend);
+  RecordingDrafter recording(*dflash);
+  EngineConfig config{.max_concurrent = 1, .num_blocks = 256};
+  config.drafter = &recording;
+  config.num_speculative_tokens = 7;  // the whole block every step
+  config.auto_k = false;
+  config.gates = false;
+  config.max_tree_nodes = 0;
+  Engine engine(*demo().model, config);
+  std::vector<int32_t> out;
+  const int32_t n = static_cast<int32_t>(sequence.size() - prompt.size());
+  const SpecUsage usage = run_one(engine, prompt, n, &out);
+  ASSERT_EQ(out, std::vector<int32_t>(sequence.begin() + first, sequence.end()));
+  ASSERT_FALSE(recording.chains.empty());
+  EXPECT_EQ(static_cast<int32_t>(recording.chains.size()), usage.num_steps);
+  bool past_half = false;
+  size_t compared = 0;
+  for (const auto& [anchor, chain] : recording.chains) {
+    ASSERT_GE(anchor, first);
+    ASSERT_LT(anchor - first, static_cast<int32_t>(drafts.size()));
+    const auto& want = drafts[static_cast<size_t>(anchor - first)];
+    ASSERT_LE(chain.size(), want.size());
+    for (size_t j = 0; j < chain.size(); ++j) {
+      if (gaps[static_cast<size_t>(anchor - first)][j] < 1e-2) continue;
+      EXPECT_EQ(chain[j], want[j]) << "anchor " << anchor << ", block position " << j + 1;
+      ++compared;
+    }
+    for (int32_t id : chain) past_half |= id >= demo().model->config().vocab_size / 2;
+  }
+  EXPECT_GE(compared, 6 * recording.chains.size()) << "too few confident positions to compare";
+  EXPECT_TRUE(past_half) << "no chain drafted an id past half the vocabulary";
+  EXPECT_GT(usage.num_accepted, 0);
+  std::printf("DFlash chains on code completion: %d steps, %d/%d drafts accepted, %.2f tokens/step\n", usage.num_steps,
+              usage.num_accepted, usage.num_drafted, usage.mean_accepted_length());
+}
+
 // Sampled requests with the merged drafter draft chains that depend on the tokens alone (the first
 // member with a draft), so a seeded request repeats its text after greedy requests have changed
 // the drafter's live figures, and speculation engaged (drafts accepted) while it did. Fixed k:
