@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/cpu/isa/cpu_features.h"
 #include "kernels/weight_dequant.h"
 
 namespace tachyon::kernels::cpu {
@@ -107,11 +108,11 @@ const Int8Choice& int8_choice() {
     const auto is = [&](const char* name) { return forced && std::strcmp(forced, name) == 0; };
 #if defined(__x86_64__)
     if (!is("portable") && !is("avx2") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c")) {
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") && cpu_has_f16c()) {
       if (!is("avx512") && amx_int8_enabled()) return {matmul_int8_amx, "amx-int8"};
       return {matmul_int8_avx512, "avx512-vnni"};
     }
-    if (!is("portable") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return {matmul_int8_avx2, "avx2"};
+    if (!is("portable") && __builtin_cpu_supports("avx2") && cpu_has_f16c()) return {matmul_int8_avx2, "avx2"};
 #endif
     return {matmul_int8_portable, "portable"};
   }();
