@@ -34,15 +34,16 @@ test-fast: TEST_LABELS = fast
 test-fast: test
 
 # Sanitizer runs, each in its own build folder (every object instrumented; clang, as CI's job):
-# test-asan: AddressSanitizer + UndefinedBehaviorSanitizer over the `fast` tests;
+# test-asan: AddressSanitizer + UndefinedBehaviorSanitizer over the `fast` tests (only their binaries are built;
+# the folder is also the libFuzzer build of `make fuzz`: one instrumented compile serves both);
 # test-tsan: ThreadSanitizer over the thread pool's, the engine's and the server's tests (the
 # compute pool, the engine thread, the HTTP threads, the model registry's concurrent loads). A report fails the test that made it.
 SAN_CMAKE = CC=clang CXX=clang++ cmake -S . -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTACHYON_BENCH=OFF \
 	-DTACHYON_CUDA=OFF $(CMAKE_FLAGS)
 TSAN_TESTS = base_tests engine_tests engine_model_tests engine_fault_tests server_tests server_model_registry_tests
 test-asan: bootstrap
-	$(SAN_CMAKE) -B build-asan -DTACHYON_SANITIZE=address,undefined
-	cmake --build build-asan -j $(JOBS) --target tachyon_tests
+	$(SAN_CMAKE) -B build-asan -DTACHYON_SANITIZE=address,undefined -DTACHYON_LIBFUZZER=ON
+	cmake --build build-asan -j $(JOBS) --target tachyon_tests_fast
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --output-on-failure -j $(JOBS) --timeout 1800 -L fast
 

@@ -51,6 +51,11 @@ endfunction()
 # (needs a GPU; skips without). `ctest -L fast` is the developer's loop. Tests run from the
 # repository root so fixture paths are stable.
 set(TACHYON_TEST_COSTS fast model slow e2e cuda)
+# tachyon_tests_<cost>: only the binaries of one label (make test-asan builds tachyon_tests_fast, a
+# third of the sanitizer build's objects).
+foreach(cost IN LISTS TACHYON_TEST_COSTS)
+  add_custom_target(tachyon_tests_${cost})
+endforeach()
 function(tachyon_add_test name)
   cmake_parse_arguments(ARG "" "COST" "SOURCES;DEPS" ${ARGN})
   if(NOT ARG_COST IN_LIST TACHYON_TEST_COSTS)
@@ -58,13 +63,14 @@ function(tachyon_add_test name)
   endif()
   add_executable(${name} ${ARG_SOURCES})
   add_dependencies(tachyon_tests ${name})
+  add_dependencies(tachyon_tests_${ARG_COST} ${name})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main tachyon_warnings)
   target_compile_definitions(${name} PRIVATE TACHYON_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   gtest_discover_tests(${name} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
                        PROPERTIES LABELS ${ARG_COST} DISCOVERY_TIMEOUT 60)
 endfunction()
 
-# tachyon_add_fuzz(NAME SOURCES ... [DEPS ...] [CORPUS dir] [RUNS n]): a fuzz target that
+# tachyon_add_fuzz(NAME SOURCES ... [DEPS ...] [DEFINITIONS ...] [CORPUS dir] [RUNS n]): a fuzz target that
 # defines `extern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t)`. In the normal
 # build it links tests/fuzz/driver.cpp, which replays the corpus and then runs RUNS seeded
 # random mutations of it, as a ctest (label fast). Configure with
@@ -75,21 +81,27 @@ if(TACHYON_LIBFUZZER)
   add_compile_options(-fsanitize=fuzzer-no-link)
 endif()
 function(tachyon_add_fuzz name)
-  cmake_parse_arguments(ARG "" "CORPUS;RUNS" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "CORPUS;RUNS" "SOURCES;DEPS;DEFINITIONS" ${ARGN})
   if(NOT ARG_RUNS)
     set(ARG_RUNS 20000)
   endif()
+  # The ctest is the replay driver in every build. A libFuzzer build (make test-asan's, which the
+  # fuzzers share so that one instrumented compile serves both) adds the libFuzzer binary beside it.
+  set(replay ${name})
   if(TACHYON_LIBFUZZER)
     add_executable(${name} ${ARG_SOURCES})
     target_link_options(${name} PRIVATE -fsanitize=fuzzer)
-  else()
-    add_executable(${name} ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/fuzz/driver.cpp)
+    target_link_libraries(${name} PRIVATE ${ARG_DEPS} tachyon_warnings)
+    target_compile_definitions(${name} PRIVATE ${ARG_DEFINITIONS})
+    add_dependencies(tachyon_tests ${name})
+    set(replay ${name}_replay)
   endif()
-  add_dependencies(tachyon_tests ${name})
-  target_link_libraries(${name} PRIVATE ${ARG_DEPS} tachyon_warnings)
-  if(NOT TACHYON_LIBFUZZER)
-    add_test(NAME ${name} COMMAND ${name} --runs ${ARG_RUNS} ${ARG_CORPUS}
-             WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-    set_tests_properties(${name} PROPERTIES LABELS fast)
-  endif()
+  add_executable(${replay} ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/fuzz/driver.cpp)
+  add_dependencies(tachyon_tests ${replay})
+  add_dependencies(tachyon_tests_fast ${replay})
+  target_link_libraries(${replay} PRIVATE ${ARG_DEPS} tachyon_warnings)
+  target_compile_definitions(${replay} PRIVATE ${ARG_DEFINITIONS})
+  add_test(NAME ${name} COMMAND ${replay} --runs ${ARG_RUNS} ${ARG_CORPUS}
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(${name} PROPERTIES LABELS fast)
 endfunction()

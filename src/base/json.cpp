@@ -10,7 +10,7 @@ namespace tachyon {
 Json parse_json(std::string_view text, std::string_view what) {
   try {
     return Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for a number past a double (1e400)
     throw Error("{}: not valid JSON: {}", what, e.what());
   }
 }

@@ -38,7 +38,7 @@ std::map<std::string, TensorView> parse_safetensors(const uint8_t* bytes, size_t
   Json header;
   try {
     header = Json::parse(header_text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for a number past a double (1e400)
     throw Error("{}: safetensors header is not valid JSON: {}", path, e.what());
   }
   if (!header.is_object()) throw Error("{}: safetensors header is not a JSON object", path);

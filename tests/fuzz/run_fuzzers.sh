@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 seconds=300
-build=build-fuzz
+build=build-asan
 corpus=""
 record=""
 targets=()
@@ -30,40 +30,27 @@ while [[ $# -gt 0 ]]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-corpus="${corpus:-$build/corpus}"
+corpus="${corpus:-build-fuzz/corpus}"
 
-# target name -> seed corpus (the same folders the replay driver's ctests use).
-declare -A seeds=(
-  [chat_jinja_fuzz]=tests/fuzz/chat/corpus/jinja
-  [chat_parser_hermes_fuzz]=tests/fuzz/chat/corpus/parsers
-  [chat_parser_llama3_fuzz]=tests/fuzz/chat/corpus/parsers
-  [chat_parser_deepseek_v3_fuzz]=tests/fuzz/chat/corpus/parsers
-  [chat_parser_gemma_fuzz]=tests/fuzz/chat/corpus/parsers
-  [chat_parser_harmony_fuzz]=tests/fuzz/chat/corpus/parsers
-  [io_safetensors_fuzz]=tests/fuzz/io/corpus
-  [io_gguf_fuzz]=tests/fuzz/io/gguf_corpus
-  [sampling_json_grammar_fuzz]=tests/fuzz/sampling/corpus
-  [server_request_fuzz]=tests/fuzz/server/corpus
-  [server_ollama_request_fuzz]=tests/fuzz/server/ollama_corpus
-  [tokenizer_json_fuzz]=tests/fuzz/tokenizer/json_corpus
-  [tokenizer_encode_fuzz]=tests/fuzz/tokenizer/text_corpus
-  [tokenizer_gguf_vocab_fuzz]=tests/fuzz/tokenizer/gguf_vocab_corpus
-)
-# Default: one target per parser family (safetensors + config.json, GGUF, tokenizer.json, GGUF
-# vocabularies, tokenizer encode, Jinja, model-output parsers, HTTP/JSON bodies, JSON grammar).
+# target name -> seed corpus (the folders the replay driver's ctests use), and the default set: one
+# target per parser family. Both from tests/fuzz/targets.tsv, which fuzz_rotation.py reads too.
+declare -A seeds=()
+defaults=()
+while IFS=$'\t' read -r name seed mark; do
+  [[ -z "$name" || "$name" == \#* ]] && continue
+  seeds[$name]=$seed
+  [[ "$mark" == default ]] && defaults+=("$name")
+done < tests/fuzz/targets.tsv
 if [[ ${#targets[@]} -eq 0 ]]; then
-  targets=(io_safetensors_fuzz io_gguf_fuzz tokenizer_json_fuzz tokenizer_gguf_vocab_fuzz tokenizer_encode_fuzz
-           chat_jinja_fuzz chat_parser_hermes_fuzz server_request_fuzz server_ollama_request_fuzz
-           sampling_json_grammar_fuzz)
+  targets=("${defaults[@]}")
 fi
 for t in "${targets[@]}"; do
   [[ -n "${seeds[$t]:-}" ]] || { echo "run_fuzzers.sh: unknown target $t (known: ${!seeds[*]})" >&2; exit 2; }
 done
 
-if [[ ! -f "$build/build.ninja" ]]; then
-  CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DTACHYON_LIBFUZZER=ON -DTACHYON_SANITIZE=address,undefined -DTACHYON_BENCH=OFF -DTACHYON_CUDA=OFF >/dev/null
-fi
+# The same configuration as make test-asan's (one instrumented compile serves the tests and the fuzzers).
+CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DTACHYON_LIBFUZZER=ON -DTACHYON_SANITIZE=address,undefined -DTACHYON_BENCH=OFF -DTACHYON_CUDA=OFF >/dev/null
 cmake --build "$build" --target "${targets[@]}"
 
 cpu="$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1), $(nproc) cores"

@@ -18,8 +18,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   } catch (const tachyon::Error&) {
   }
+  tachyon::Json json;
   try {
-    auto json = tachyon::parse_json(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz");
+    json = tachyon::parse_json(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz");
+  } catch (const tachyon::Error&) {  // parse_json reports every failure as Error, nothing else
+    return 0;
+  }
+  try {
     tachyon::io::parse_model_config(json, "fuzz");
   } catch (const tachyon::Error&) {
   } catch (const tachyon::Json::exception&) {  // type errors inside arbitrary JSON values

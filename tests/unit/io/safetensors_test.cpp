@@ -89,6 +89,15 @@ TEST(Safetensors, NonJsonHeaderIsRejected) {
   EXPECT_NE(error_of([&] { SafetensorsFile::open(dir.file("j.safetensors")); }).find("not valid JSON"), std::string::npos);
 }
 
+// Found by fuzzing: nlohmann reports a number past a double's range as out_of_range, not parse_error.
+TEST(Safetensors, HeaderNumberPastADoubleIsRejectedAsInvalidJson) {
+  TempDir dir;
+  write_bytes(dir.file("n.safetensors"), R"({"__metadata__": {"step": 1e400}})", 0);
+  const std::string msg = error_of([&] { SafetensorsFile::open(dir.file("n.safetensors")); });
+  EXPECT_NE(msg.find("not valid JSON"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("number overflow"), std::string::npos) << msg;
+}
+
 TEST(Safetensors, ShapeThatDisagreesWithOffsetsIsRejected) {
   TempDir dir;
   write_bytes(dir.file("s.safetensors"), R"({"w":{"dtype":"BF16","shape":[3],"data_offsets":[0,8]}})", 8);

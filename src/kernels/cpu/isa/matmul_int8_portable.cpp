@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "kernels/cpu/isa/cpu_features.h"
 #include "kernels/cpu/isa/matmul.h"
 #include "kernels/weight_dequant.h"
 
@@ -104,11 +105,11 @@ const Int8Choice& int8_choice() {
     const IsaCeiling ceiling = isa_ceiling();
 #if defined(__x86_64__)
     if (ceiling >= IsaCeiling::Avx512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c")) {
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") && cpu_has_f16c()) {
       if (ceiling == IsaCeiling::Any && amx_int8_enabled()) return {matmul_int8_amx, "amx-int8"};
       return {matmul_int8_avx512, "avx512-vnni"};
     }
-    if (ceiling >= IsaCeiling::Avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return {matmul_int8_avx2, "avx2"};
+    if (ceiling >= IsaCeiling::Avx2 && __builtin_cpu_supports("avx2") && cpu_has_f16c()) return {matmul_int8_avx2, "avx2"};
 #endif
     (void)ceiling;
     return {matmul_int8_portable, "portable"};

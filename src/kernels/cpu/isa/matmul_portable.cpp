@@ -2,11 +2,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
 
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/isa/cpu_features.h"
 #include "kernels/cpu/isa/matmul.h"
 #include "kernels/reference/rowwise.h"
 
@@ -41,16 +39,6 @@ void pack_panel64(const Weight& w, void* dst) {
     for (int64_t c = 0; c < w.cols; ++c)
       std::memcpy(out + packed.index_of(r, c) * esize, src + (r * w.cols + c) * esize, esize);
 }
-
-#if defined(__x86_64__)
-namespace {
-// F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does not know "f16c".
-bool cpu_has_f16c() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
-}
-}  // namespace
-#endif
 
 IsaCeiling isa_ceiling() {
   static const IsaCeiling ceiling = [] {
