@@ -24,6 +24,9 @@
 #include "kernels/kv_format.h"
 #include "model/kv_format_choice.h"
 #include "model/model.h"
+#ifdef TACHYON_HAS_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
 
 using namespace tachyon;
 using Clock = std::chrono::steady_clock;
@@ -123,7 +126,18 @@ int main(int argc, char** argv) {
               backend->name().c_str(), o.model_dir.c_str(), o.clients, o.prompt, o.tokens, o.kv_blocks,
               static_cast<long long>(demand), o.kv_dtype.c_str());
   const Result recompute = run(*model, o, 0, prompts);
+#ifdef TACHYON_HAS_CUDA
+  const uint64_t launches_before = o.device == "cuda" ? kernels::cuda_swap_launches(*backend) : 0;
+#endif
   const Result tier = run(*model, o, o.swap_mib << 20, prompts);
+#ifdef TACHYON_HAS_CUDA
+  // The copies behind the swapped blocks: kernel launches (kernels/cuda/host_swap.h), one per run
+  // of one direction between two ops, against the 2 x layers copies per block of one copy each.
+  if (o.device == "cuda")
+    std::printf("swap copy launches: %llu for %llu blocks out and in\n\n",
+                static_cast<unsigned long long>(kernels::cuda_swap_launches(*backend) - launches_before),
+                static_cast<unsigned long long>(tier.stats.swap_out_blocks + tier.stats.swap_in_blocks));
+#endif
   std::printf("| mode | preemptions | prompt tokens computed | of them recomputed after preemption | mean TTFT s | "
               "worst TTFT s | generated tok/s | blocks out / in | MiB out / in |\n|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& [name, r] : {std::pair<const char*, const Result*>{"recompute", &recompute},

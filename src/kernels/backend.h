@@ -281,7 +281,8 @@ class Backend {
   // logits [rows, num_experts] = x [rows, hidden] · wᵀ (+ bias [num_experts]) in f32 from f32
   // inputs, w from upload_router_weight. The logits decide discrete expert choices: a matmul on
   // bf16-rounded inputs flips the choice where two experts' logits nearly tie (on gpt-oss, ties
-  // within 4e-5 of each other). The default is matmul (an f32 backend's).
+  // within 4e-5 of each other). Unlike the ops below, the default works: matmul, for a backend
+  // whose matmul is f32.
   virtual void router_logits(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* logits) {
     matmul(x, rows, w, bias, logits);
   }

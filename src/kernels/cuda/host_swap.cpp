@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "base/error.h"
 #include "kernels/cuda/common.cuh"
@@ -55,6 +56,18 @@ bool HostSwap::overlaps(const Ranges& ranges, uintptr_t begin, uintptr_t end) {
   return it != ranges.begin() && std::prev(it)->second > begin;
 }
 
+void HostSwap::insert(Ranges& ranges, uintptr_t begin, uintptr_t end) {
+  auto it = ranges.upper_bound(begin);
+  if (it != ranges.begin() && std::prev(it)->second >= begin) {  // joins the range before it
+    it = std::prev(it);
+    begin = it->first;
+    end = std::max(end, it->second);
+    it = ranges.erase(it);
+  }
+  for (; it != ranges.end() && it->first <= end; it = ranges.erase(it)) end = std::max(end, it->second);
+  ranges.emplace(begin, end);
+}
+
 void HostSwap::add(std::span<const Backend::DeviceCopy> copies, bool to_host) {
   std::lock_guard lock(mutex_);
   if (!queue_.empty() && queue_to_host_ != to_host) issue_locked();
@@ -68,8 +81,8 @@ void HostSwap::add(std::span<const Backend::DeviceCopy> copies, bool to_host) {
         overlaps(queued_reads_, dst, dst_end))
       issue_locked();
     queue_.push_back({c.dst, c.src, c.bytes});
-    queued_writes_[dst] = std::max(queued_writes_[dst], dst_end);
-    queued_reads_[src] = std::max(queued_reads_[src], src_end);
+    insert(queued_writes_, dst, dst_end);
+    insert(queued_reads_, src, src_end);
   }
 }
 

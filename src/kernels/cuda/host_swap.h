@@ -54,9 +54,10 @@ class HostSwap {
     size_t capacity = 0;
     cudaEvent_t uploaded = nullptr;
   };
-  // [begin, end) byte ranges keyed by begin, non-overlapping among themselves.
+  // [begin, end) byte ranges keyed by begin, disjoint (insert merges what touches).
   using Ranges = std::map<uintptr_t, uintptr_t>;
   static bool overlaps(const Ranges& ranges, uintptr_t begin, uintptr_t end);
+  static void insert(Ranges& ranges, uintptr_t begin, uintptr_t end);
   void issue_locked();
 
   cudaStream_t compute_;
