@@ -173,7 +173,8 @@ TEST(CudaQuantValue, EveryCodeIsItsScalarDefinition) {
     for (int j = 0; j < 8; ++j) {
       const uint32_t code = (word >> (4 * j)) & 0xfu;
       ASSERT_TRUE(same_float(unsigned_q[j], cuda::small_uint_to_f32(code, 8388608.f))) << std::hex << word << " " << j;
-      ASSERT_TRUE(same_float(signed_q[j], cuda::small_uint_to_f32(code ^ 8u, 8388616.f))) << std::hex << word << " " << j;
+      ASSERT_TRUE(same_float(signed_q[j], cuda::small_uint_to_f32(code ^ 8u, 8388616.f)))
+          << std::hex << word << " " << j;
       ASSERT_EQ(signed_q[j], static_cast<float>(code >= 8 ? static_cast<int>(code) - 16 : static_cast<int>(code)));
     }
   }
