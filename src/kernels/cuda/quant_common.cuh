@@ -63,6 +63,17 @@ __device__ __forceinline__ void quant_fragment(const uint32_t (&words)[4], int u
     for (int t = 0; t < 2; ++t)
 #pragma unroll
       for (int h = 0; h < 2; ++h) b[2 * t + h] = pack_bf16x2(value(4 * t + 2 * h, t), value(4 * t + 2 * h + 1, t));
+  } else if constexpr (kKind == kQuantFp8) {
+    // Codes j and j + 1 (j even) are neighbouring bytes of one word: one paired conversion.
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int j = 4 * t + 2 * h;
+        float lo, hi;
+        e4m3_pair_values(words[unit_in_vector * 2 + j / 4] >> (8 * (j % 4)), lo, hi);
+        b[2 * t + h] = pack_bf16x2(mul_rn(lo, s[t]), mul_rn(hi, s[t]));
+      }
   } else {
 #pragma unroll
     for (int t = 0; t < 2; ++t) {

@@ -71,6 +71,15 @@ TACHYON_HD float e4m3_value(uint32_t code) {
   return __half2float(__half(h));
 }
 
+// Two e4m3fn codes, the low and the high byte of `pair`, by one paired conversion (the device's
+// single conversion is that instruction with half its result unused): e4m3_value's values.
+TACHYON_HD void e4m3_pair_values(uint32_t pair, float& low, float& high) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xffffu), __NV_E4M3);
+  __half_raw l, u;
+  l.x = h.x, u.x = h.y;
+  low = __half2float(__half(l)), high = __half2float(__half(u));
+}
+
 // A product rounded once (no contraction into a later add on the device).
 TACHYON_HD float mul_rn(float a, float b) {
 #ifdef __CUDA_ARCH__
