@@ -52,13 +52,37 @@ template <int kKind>
 __device__ __forceinline__ void quant_fragment(const uint32_t (&words)[4], int unit_in_vector, const float (&s)[2],
                                                const float (&bias)[2], uint32_t (&b)[4]) {
   constexpr int kBits = quant_kind_bits(kKind);
+  if constexpr (kKind == kQuantAffine4 || kKind == kQuantSymmetric4) {
+    // quant_value's arithmetic on nibble_values' codes (the same f32 values, fewer operations).
+    float q[8];
+    nibble_values<kKind == kQuantSymmetric4>(words[unit_in_vector], q);
+    const auto value = [&](int j, int t) {
+      return kKind == kQuantAffine4 ? fma_rn(q[j], s[t], bias[t]) : mul_rn(q[j], s[t]);
+    };
 #pragma unroll
-  for (int t = 0; t < 2; ++t) {
+    for (int t = 0; t < 2; ++t)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int j = 4 * t + 2 * h;
-      b[2 * t + h] = pack_bf16x2(quant_value<kKind>(lane_code(words, unit_in_vector, j, kBits), s[t], bias[t]),
-                                 quant_value<kKind>(lane_code(words, unit_in_vector, j + 1, kBits), s[t], bias[t]));
+      for (int h = 0; h < 2; ++h) b[2 * t + h] = pack_bf16x2(value(4 * t + 2 * h, t), value(4 * t + 2 * h + 1, t));
+  } else if constexpr (kKind == kQuantFp8) {
+    // Codes j and j + 1 (j even) are neighbouring bytes of one word: one paired conversion.
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int j = 4 * t + 2 * h;
+        float lo, hi;
+        e4m3_pair_values(words[unit_in_vector * 2 + j / 4] >> (8 * (j % 4)), lo, hi);
+        b[2 * t + h] = pack_bf16x2(mul_rn(lo, s[t]), mul_rn(hi, s[t]));
+      }
+  } else {
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int j = 4 * t + 2 * h;
+        b[2 * t + h] = pack_bf16x2(quant_value<kKind>(lane_code(words, unit_in_vector, j, kBits), s[t], bias[t]),
+                                   quant_value<kKind>(lane_code(words, unit_in_vector, j + 1, kBits), s[t], bias[t]));
+      }
     }
   }
 }

@@ -29,6 +29,35 @@ TACHYON_HD float bits_to_f32(uint32_t bits) {
 // of signed formats (`offset`). Exact.
 TACHYON_HD float small_uint_to_f32(uint32_t u, float offset) { return bits_to_f32(0x4b000000u | u) - offset; }
 
+TACHYON_HD float fma_rn(float a, float b, float c) {
+#ifdef __CUDA_ARCH__
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+
+// The 8 nibbles of a 4-bit unit word (nibble j: slot j of lane_code) as f32, unsigned (Affine) or
+// as two's complement (Symmetric: (q ^ 8) − 8), the values of small_uint_to_f32 for each code, in
+// two operations per nibble instead of three: nibbles 0-4 are masked in place under 2^23's
+// exponent (2^23 + q·16^n) and brought back by an exact fma with 16^−n (every operand and the
+// result are exact: a small integer); nibbles 5-7 reach into the exponent bits, so they are
+// shifted down first (one shift for the three).
+template <bool kSigned>
+TACHYON_HD void nibble_values(uint32_t word, float (&q)[8]) {
+  if (kSigned) word ^= 0x88888888u;
+  constexpr float kOffset = kSigned ? 8.f : 0.f;
+  const uint32_t high = word >> 20;
+  q[0] = bits_to_f32(0x4b000000u | (word & 0xfu)) - (8388608.f + kOffset);
+  q[1] = fma_rn(bits_to_f32(0x4b000000u | (word & 0xf0u)), 0x1p-4f, -(0x1p19f + kOffset));
+  q[2] = fma_rn(bits_to_f32(0x4b000000u | (word & 0xf00u)), 0x1p-8f, -(0x1p15f + kOffset));
+  q[3] = fma_rn(bits_to_f32(0x4b000000u | (word & 0xf000u)), 0x1p-12f, -(0x1p11f + kOffset));
+  q[4] = fma_rn(bits_to_f32(0x4b000000u | (word & 0xf0000u)), 0x1p-16f, -(0x1p7f + kOffset));
+  q[5] = bits_to_f32(0x4b000000u | (high & 0xfu)) - (8388608.f + kOffset);
+  q[6] = fma_rn(bits_to_f32(0x4b000000u | (high & 0xf0u)), 0x1p-4f, -(0x1p19f + kOffset));
+  q[7] = fma_rn(bits_to_f32(0x4b000000u | (high & 0xf00u)), 0x1p-8f, -(0x1p15f + kOffset));
+}
+
 // e2m1 magnitude bits (e1 e0 m) and sign bit 3: 0, 0.5, 1, 1.5, 2, 3, 4, 6.
 TACHYON_HD float e2m1_value(uint32_t code) {
   const uint32_t e = (code >> 1) & 3u, m = code & 1u;
@@ -40,6 +69,15 @@ TACHYON_HD float e2m1_value(uint32_t code) {
 TACHYON_HD float e4m3_value(uint32_t code) {
   const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
   return __half2float(__half(h));
+}
+
+// Two e4m3fn codes, the low and the high byte of `pair`, by one paired conversion (the device's
+// single conversion is that instruction with half its result unused): e4m3_value's values.
+TACHYON_HD void e4m3_pair_values(uint32_t pair, float& low, float& high) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xffffu), __NV_E4M3);
+  __half_raw l, u;
+  l.x = h.x, u.x = h.y;
+  low = __half2float(__half(l)), high = __half2float(__half(u));
 }
 
 // A product rounded once (no contraction into a later add on the device).

@@ -161,6 +161,31 @@ TEST(CudaQuantValue, EveryCodeIsItsScalarDefinition) {
           }
         }
     }
+  // The decode kernels' 4-bit word path (nibble_values): every code in every nibble, unsigned and
+  // two's complement, is small_uint_to_f32's value bit for bit (what quant_value computes from).
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 4096; ++trial) {
+    uint32_t word = static_cast<uint32_t>(rng());
+    if (trial < 16) word = 0x11111111u * static_cast<uint32_t>(trial);  // every code in every nibble
+    float unsigned_q[8], signed_q[8];
+    cuda::nibble_values<false>(word, unsigned_q);
+    cuda::nibble_values<true>(word, signed_q);
+    for (int j = 0; j < 8; ++j) {
+      const uint32_t code = (word >> (4 * j)) & 0xfu;
+      ASSERT_TRUE(same_float(unsigned_q[j], cuda::small_uint_to_f32(code, 8388608.f))) << std::hex << word << " " << j;
+      ASSERT_TRUE(same_float(signed_q[j], cuda::small_uint_to_f32(code ^ 8u, 8388616.f)))
+          << std::hex << word << " " << j;
+      ASSERT_EQ(signed_q[j], static_cast<float>(code >= 8 ? static_cast<int>(code) - 16 : static_cast<int>(code)));
+    }
+  }
+  // The decode kernels' paired e4m3 conversion: every pair of codes gives e4m3_value's values
+  // (NaN codes: NaN). On the host the pair is two single conversions: this pins the byte order.
+  for (uint32_t pair = 0; pair < 0x10000u; ++pair) {
+    float lo = 0.f, hi = 0.f;
+    cuda::e4m3_pair_values(pair | 0xabcd0000u, lo, hi);  // the upper half of the word is ignored
+    ASSERT_TRUE(same_float(lo, cuda::e4m3_value(pair & 0xffu))) << std::hex << pair;
+    ASSERT_TRUE(same_float(hi, cuda::e4m3_value(pair >> 8))) << std::hex << pair;
+  }
   // Mxfp4: every e2m1 code times every e8m0 scale as the packer stores it (bf16).
   for (int e : {0, 1, 100, 120, 127, 200, 254}) {
     uint8_t codes[16] = {}, exponent = static_cast<uint8_t>(e);
