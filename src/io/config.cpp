@@ -1,5 +1,7 @@
 #include "io/config.h"
 
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 
 #include "base/error.h"
@@ -57,9 +59,14 @@ RopeParams parse_rope(const Json& p, double fallback_theta, const std::string& p
 int64_t json_int(const Json& obj, const std::string& key, const std::string& path) {
   if (!present(obj, key)) throw Error("{}: required field '{}' is missing", path, key);
   const Json& v = obj[key];
+  // Only a number inside int64's range converts: casting any other double is undefined behaviour
+  // (UBSan, found by fuzzing config.json), and a uint64 past INT64_MAX would wrap to a negative.
+  constexpr double kInt64End = 9223372036854775808.0;  // 2^63
+  const bool out_of_range = (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}) ||
+                            (v.is_number_float() && !(v.get<double>() >= -kInt64End && v.get<double>() < kInt64End));
+  if (out_of_range) throw Error("{}: field '{}' is out of range for an integer: {}", path, key, v.dump());
   if (!v.is_number_integer()) {
-    if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())))
-      return static_cast<int64_t>(v.get<double>());
+    if (v.is_number_float() && v.get<double>() == std::trunc(v.get<double>())) return static_cast<int64_t>(v.get<double>());
     throw Error("{}: field '{}' must be an integer, got {}", path, key, v.dump());
   }
   return v.get<int64_t>();

@@ -114,7 +114,9 @@ uint32_t CfgRuntime::intern_config(std::vector<uint32_t>& leaves, bool complete)
   }
   std::string key(1 + leaves.size() * sizeof(uint32_t), '\0');
   key[0] = complete ? '\1' : '\2';
-  std::memcpy(key.data() + 1, leaves.data(), leaves.size() * sizeof(uint32_t));
+  // A complete configuration with nothing left to match has no leaves, and an empty vector's data()
+  // may be null, which memcpy must never be given (UBSan; found by the sanitizer run of the fuzz replays).
+  if (!leaves.empty()) std::memcpy(key.data() + 1, leaves.data(), leaves.size() * sizeof(uint32_t));
   auto it = config_ids_.find(key);
   if (it != config_ids_.end()) return it->second;
   if (configs_.size() >= kMaxConfigs) {

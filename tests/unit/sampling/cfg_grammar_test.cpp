@@ -166,6 +166,11 @@ TEST(CfgGrammarTest, TerminalOnlyWhenNothingMayFollow) {
   EXPECT_FALSE(rt.is_terminal(s));
   s = rt.step(rt.initial(), 'x');
   EXPECT_TRUE(rt.is_terminal(s));
+  // The terminal configuration has no leaves: interned once under its empty key, found again the
+  // second time. Under make test-asan this also checks that the empty key is built without handing
+  // memcpy a null pointer (UBSan found it there).
+  EXPECT_EQ(rt.step(rt.initial(), 'x'), s);
+  EXPECT_EQ(rt.step(rt.step(rt.initial(), '7'), 'x'), CfgRuntime::kDead);
 }
 
 TEST(CfgGrammarTest, PlainStringFastPathEngagesInsideJsonStringsOnly) {
