@@ -278,11 +278,12 @@ class Backend {
   // ---- Ops added for MoE / MLA / linear-attention architectures. The defaults throw, so a
   // backend that lacks one still compiles and fails loudly at run time.
 
-  // logits [rows, num_experts] = x [rows, hidden] · wᵀ (+ bias [num_experts]) in f32 from f32
-  // inputs, w from upload_router_weight. The logits decide discrete expert choices: a matmul on
-  // bf16-rounded inputs flips the choice where two experts' logits nearly tie (on gpt-oss, ties
-  // within 4e-5 of each other). Unlike the ops below, the default works: matmul, for a backend
-  // whose matmul is f32.
+  // logits [rows, num_experts] = x [rows, hidden] · wᵀ (+ bias [num_experts]), w from
+  // upload_router_weight. The CPU backend computes it in f32 whatever its matmul mode (the
+  // int8-activation mode would otherwise quantize the router). The default, matmul, is what the
+  // CUDA backend keeps: an f32 router there (measured on an H100) moved deepseek_v3's prefill
+  // logits onto transformers' but flipped a decode-step near-tie that its bf16 matmul and
+  // "cpu-bf16" agree on, and it did not bring the gpt-oss GGUF fixture within llama.cpp's bound.
   virtual void router_logits(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* logits) {
     matmul(x, rows, w, bias, logits);
   }

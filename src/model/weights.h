@@ -46,7 +46,7 @@ class WeightBinder {
   // llama.cpp's Q4_K_M likewise keeps its output matrix at 6 bits); fp8 leaves it as stored (on
   // the demo model an int8 or e4m3 head on top of fp8 layers took the code prompt's greedy match
   // with bf16 from 24 to 9 of 24 tokens). Router: a MoE router's matrix, read only through
-  // Backend::router_logits (f32: Backend::upload_router_weight), never quantized.
+  // Backend::router_logits (Backend::upload_router_weight), never quantized.
   enum class Use { Any, Matmul, Expert, TiedHead, Router };
   void bind(Weight* target, const std::string& name, std::vector<int64_t> shape, Use use = Use::Any);
   void bind_optional(Weight* target, const std::string& name, std::vector<int64_t> shape);

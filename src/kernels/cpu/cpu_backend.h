@@ -21,10 +21,9 @@ class CpuBackend : public ReferenceBackend {
   // A drafter's matrices: int8 per row, Panel64 (half the bytes of bf16; the matmul kernels
   // reduce the int8 values and scale each output).
   Weight upload_draft_weight(const Weight& host) override;
-  // A router's matrix packed as upload_weight packs it without the int8-activation mode, and
-  // without a derived backend's rounding ("cpu-bf16"): router_logits reads its stored values.
+  // A router's matrix packed as upload_weight packs it without the int8-activation mode:
+  // router_logits reads its stored values in f32 ("cpu-bf16" overrides both, as CUDA rounds).
   Weight upload_router_weight(const Weight& host) override { return upload_packed(host); }
-  // CpuBackend::matmul on f32 activations, also on "cpu-bf16" (which rounds matmul's inputs).
   void router_logits(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* logits) override {
     CpuBackend::matmul(x, rows, w, bias, logits);
   }

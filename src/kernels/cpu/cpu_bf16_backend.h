@@ -13,8 +13,8 @@
 //                            values are the weights; only the inputs are rounded)
 //   attention                the CUDA kernels' chunked reduction with q, k, p and v rounded to
 //                            tf32, or bf16 in a TACHYON_ATTENTION_BF16 build (cpu/tf32_chunk_attention.h)
-// Everything else (norms, the KV cache, router logits and routing, activations, the recurrent ops,
-// the embedding lookup's scale) stays f32 on both backends.
+// Everything else (norms, the KV cache, routing, activations, the recurrent ops, the embedding
+// lookup's scale) stays f32 on both backends; the router logits are a bf16 matmul on both.
 //
 //   auto gpu_like = make_backend("cpu-bf16");  // then load a model on it like on "cpu"
 //
@@ -37,6 +37,11 @@ class CpuBf16Backend final : public CpuBackend {
   std::string name() const override { return "cpu-bf16"; }
   Weight upload_weight(const Weight& host) override;
   void matmul(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* out) override;
+  // The router as the CUDA backend computes it: one more bf16 matmul.
+  Weight upload_router_weight(const Weight& host) override { return upload_weight(host); }
+  void router_logits(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* logits) override {
+    matmul(x, rows, w, bias, logits);
+  }
   void head_matmul(const float* x, int64_t rows, int64_t heads, int64_t x_row_stride, int64_t x_head_stride,
                    const Weight& w, float* out, int64_t out_row_stride, int64_t out_head_stride) override;
   void attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,

@@ -287,17 +287,6 @@ void CudaBackend::attention(const float* q, int64_t rows, const PagedKv& kv, con
   if (!decode_rows_.empty()) decode_attention(q, nullptr, kv, meta, shape, dmeta, out);
 }
 
-void CudaBackend::router_logits(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* logits) {
-  TACHYON_CHECK(w.dtype == DType::F32 && w.layout == WeightLayout::RowMajor && !w.quantized(),
-                "router_logits weights must come from upload_router_weight");
-  const bool has_bias = bias && !bias->empty();
-  TACHYON_CHECK(!has_bias || (bias->dtype == DType::F32 && bias->rows * bias->cols == w.rows),
-                "router_logits bias must be an uploaded f32 vector of {} experts", w.rows);
-  Scope scope(this, "router_logits", w.rows, w.cols, rows);
-  cuda::router_logits(x, rows, static_cast<const float*>(w.data), has_bias ? static_cast<const float*>(bias->data) : nullptr,
-                      w.rows, w.cols, logits, stream_);
-}
-
 void CudaBackend::moe_route(const float* logits, int64_t rows, const MoeRoutingParams& p, int32_t* ids,
                             float* weights) {
   Scope scope(this, "moe_route");

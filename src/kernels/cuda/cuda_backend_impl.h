@@ -36,7 +36,6 @@
 #include "kernels/cuda/norm.cuh"
 #include "kernels/cuda/op_profile.h"
 #include "kernels/cuda/rope.cuh"
-#include "kernels/cuda/router.cuh"
 #include "kernels/cuda/sampling.cuh"
 #include "kernels/cuda/step_graph.h"
 
@@ -57,8 +56,6 @@ class CudaBackend final : public Backend {
 
   // Matrices become bf16 MMA fragments (WeightLayout::MmaFragments); vectors become f32.
   Weight upload_weight(const Weight& host) override;
-  // A MoE router's matrix stays f32, row-major (router_logits, router.cuh), whatever it is stored as.
-  Weight upload_router_weight(const Weight& host) override;
 
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   HostRead copy_to_host_later(void* dst, const void* src, size_t bytes) override;
@@ -135,7 +132,6 @@ class CudaBackend final : public Backend {
                  const AttentionParams& p, float* out) override;
 
   // ---- MoE / MLA / linear-attention ops
-  void router_logits(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* logits) override;
   void moe_route(const float* logits, int64_t rows, const MoeRoutingParams& p, int32_t* ids,
                  float* weights) override;
   void moe_experts(const float* x, int64_t rows, const int32_t* ids, const float* weights, int64_t top_k,

@@ -6,7 +6,6 @@
 
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/quant_pack.h"
-#include "kernels/reference/rowwise.h"
 
 namespace tachyon::kernels::cuda {
 
@@ -105,19 +104,6 @@ Weight CudaBackend::upload_weight(const Weight& host) {
   w.dtype = DType::BF16;
   w.layout = WeightLayout::MmaFragments;
   return w;
-}
-
-Weight CudaBackend::upload_router_weight(const Weight& host) {
-  flush();
-  TACHYON_CHECK(host.layout == WeightLayout::RowMajor, "weights arrive row-major");
-  std::vector<float> f(static_cast<size_t>(host.rows * host.cols));  // [experts, hidden] f32
-  for (int64_t r = 0; r < host.rows; ++r)
-    for (int64_t c = 0; c < host.cols; ++c) f[static_cast<size_t>(r * host.cols + c)] = rowwise::load_weight(host, r, c);
-  void* d = allocate(f.size() * sizeof(float));
-  TACHYON_CUDA_CHECK(cudaMemcpyAsync(d, f.data(), f.size() * sizeof(float), cudaMemcpyHostToDevice, stream_));
-  TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  owned_.push_back(d);
-  return Weight{d, DType::F32, host.rows, host.cols};
 }
 
 void CudaBackend::copy_to_host(void* dst, const void* src, size_t bytes) {

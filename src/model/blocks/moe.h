@@ -3,8 +3,8 @@
 //   (ids, w) = route(logits)                              top-k per row (kernels::MoeRouting)
 //   y = Σ_k w_k · Expert_{ids_k}(x)                       grouped over the rows of each expert
 //   y += Shared(x) [· sigmoid(x·w_shared_gate)]           shared expert(s), when present
-// The router logits (f32 on every backend: they decide discrete choices), routing and the grouped
-// expert matmul are backend ops (router_logits, moe_route, moe_experts).
+// The router logits, routing and the grouped expert matmul are backend ops (router_logits,
+// moe_route, moe_experts).
 #pragma once
 
 #include <string>
