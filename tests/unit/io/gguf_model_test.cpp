@@ -58,9 +58,13 @@ std::vector<float> floats_of(const io::Checkpoint& ref, const std::string& name)
   return std::vector<float>(p, p + t.num_elements());
 }
 
-// Compares logits and greedy continuations of one fixture on `device`.
+// Compares logits and greedy continuations of one fixture on `device`. `carry_flips`: a row past
+// the bound after a row exempted at a routing near-tie (one that did route differently) is exempted
+// too, under the same count: it attends to the flipped row's K and V, which hold the other
+// experts' output (see GgufModelCuda.GptOssMxfp4MatchesLlamaCpp).
 Result compare_with_llama_cpp(const std::string& name, const std::string& device,
-                              kernels::Int8ActivationMode int8 = kernels::Int8ActivationMode::Auto) {
+                              kernels::Int8ActivationMode int8 = kernels::Int8ActivationMode::Auto,
+                              bool carry_flips = false) {
   auto backend = kernels::make_backend(device);
   model::LoadOptions options;
   options.int8_activations = int8;
@@ -89,6 +93,7 @@ Result compare_with_llama_cpp(const std::string& name, const std::string& device
     for (int64_t i = 0; i < T * V; ++i) max_ref = std::max(max_ref, std::abs(double(want[i])));
     double max_diff = 0;
     int exempt = 0;
+    bool flipped = false;  // a row of this sequence was exempted at a routing near-tie
     for (int64_t t = 0; t < T; ++t) {
       double row_diff = 0;
       for (int64_t v = 0; v < V; ++v)
@@ -96,6 +101,14 @@ Result compare_with_llama_cpp(const std::string& name, const std::string& device
       const bool routing_tie = !route_margin.empty() && route_margin[static_cast<size_t>(t)] < kRoutingTie;
       if (row_diff / max_ref > 5e-2 && routing_tie) {
         std::printf("%s sequence %d row %lld: ratio %.4f at a routing near-tie (llama.cpp's margin %.2g)\n",
+                    name.c_str(), s, static_cast<long long>(t), row_diff / max_ref,
+                    double(route_margin[static_cast<size_t>(t)]));
+        ++exempt;
+        flipped = true;
+        continue;
+      }
+      if (row_diff / max_ref > 5e-2 && carry_flips && flipped) {
+        std::printf("%s sequence %d row %lld: ratio %.4f after a row that routed differently (margin here %.2g)\n",
                     name.c_str(), s, static_cast<long long>(t), row_diff / max_ref,
                     double(route_margin[static_cast<size_t>(t)]));
         ++exempt;
@@ -170,7 +183,14 @@ TEST_F(GgufModelCuda, Tiny256Q6_KMatchesLlamaCpp) { compare_with_llama_cpp("tiny
 TEST_F(GgufModelCuda, Gemma3Q8_0MatchesLlamaCpp) { compare_with_llama_cpp("gemma3-q8_0", "cuda"); }
 TEST_F(GgufModelCuda, Deepseek2Q4_K_MMatchesLlamaCpp) { compare_with_llama_cpp("deepseek2-q4_k_m", "cuda"); }
 TEST_F(GgufModelCuda, DemoQ4_K_MMatchesLlamaCpp) { compare_with_llama_cpp("demo-q4_k_m", "cuda"); }
-TEST_F(GgufModelCuda, GptOssMxfp4MatchesLlamaCpp) { compare_with_llama_cpp("gpt-oss-mxfp4", "cuda"); }
+// gpt-oss on CUDA (bf16 matmul operands) routes differently from llama.cpp at 7 of its near-ties
+// (margins 3.7e-5 to 7.5e-3; the exact reference backend at 6 of them), and in sequence 1 the
+// flipped row 8 (margin 1.5e-3) differs by 1.06·max|ref| (0.28 on the reference backend: CUDA
+// flips a second layer's choice there), so a later row that attends to it reached 0.39 on an
+// H100. Such rows are exempted under the near-tie count; every other row keeps the 5e-2 bound.
+TEST_F(GgufModelCuda, GptOssMxfp4MatchesLlamaCpp) {
+  compare_with_llama_cpp("gpt-oss-mxfp4", "cuda", kernels::Int8ActivationMode::Auto, /*carry_flips=*/true);
+}
 
 // The CPU backend with int8 activations (the GGUF default) against the same fixtures, next to
 // the same backend without them. Worst max|Δ|/max|ref| measured (every ISA gives the same bits):
