@@ -111,10 +111,6 @@ TEST(MoeRoute, RouterLogitsStayF32OnTheCpuAndFollowCudaOnCpuBf16) {
   std::vector<float> out(expect.size(), NAN);
   cpu->router_logits(x.data(), rows, rw, &b, out.data());
   for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], expect[i], 1e-5 * (1 + std::abs(expect[i])));
-  // The same weight through the int8-activation matmul is quantized: the router path is another.
-  std::vector<float> quantized(expect.size());
-  cpu->matmul(x.data(), rows, cpu->upload_weight(host_w), &b, quantized.data());
-  EXPECT_NE(quantized, out);
 
   auto bf16 = make_backend("cpu-bf16");
   const Weight bw = bf16->upload_router_weight(host_w), bb = bf16->upload_weight(host_b);
