@@ -63,6 +63,21 @@ __device__ __forceinline__ void quant_fragment(const uint32_t (&words)[4], int u
     for (int t = 0; t < 2; ++t)
 #pragma unroll
       for (int h = 0; h < 2; ++h) b[2 * t + h] = pack_bf16x2(value(4 * t + 2 * h, t), value(4 * t + 2 * h + 1, t));
+  } else if constexpr (kKind == kQuantAffine8 || kKind == kQuantSymmetric8 || kKind == kQuantInt8Rows) {
+    // quant_value's arithmetic on byte_values' codes (the same f32 values, one permute each).
+    constexpr bool kAffine8 = kKind == kQuantAffine8;
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      float q[4];  // codes 4t .. 4t + 3: one word
+      byte_values<!kAffine8>(words[unit_in_vector * 2 + t], q);
+      const auto value = [&](int i) {
+        if constexpr (kAffine8) return fma_rn(q[i], s[t], bias[t]);
+        if constexpr (kKind == kQuantSymmetric8) return mul_rn(q[i], s[t]);
+        return q[i];
+      };
+#pragma unroll
+      for (int h = 0; h < 2; ++h) b[2 * t + h] = pack_bf16x2(value(2 * h), value(2 * h + 1));
+    }
   } else if constexpr (kKind == kQuantFp8) {
     // Codes j and j + 1 (j even) are neighbouring bytes of one word: one paired conversion.
 #pragma unroll

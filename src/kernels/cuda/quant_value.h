@@ -58,6 +58,27 @@ TACHYON_HD void nibble_values(uint32_t word, float (&q)[8]) {
   q[7] = fma_rn(bits_to_f32(0x4b000000u | (high & 0xf00u)), 0x1p-8f, -(0x1p15f + kOffset));
 }
 
+// The 4 bytes of an 8-bit unit word (byte j: slot j % 4 of lane_code) as f32, unsigned (Affine) or
+// two's complement (Symmetric, Dense I8: (q ^ 0x80) − 128), the values of small_uint_to_f32: on the
+// device one byte permute puts byte j under 2^23's exponent (0x4b0000BB), then one subtraction.
+template <bool kSigned>
+TACHYON_HD void byte_values(uint32_t word, float (&q)[4]) {
+  if (kSigned) word ^= 0x80808080u;
+  constexpr float kOffset = kSigned ? 8388736.f : 8388608.f;
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+  for (int j = 0; j < 4; ++j) {
+#ifdef __CUDA_ARCH__
+    // Result bytes: word's byte j, then bytes 4, 4, 7 of {0x4b000000 : word}.
+    const uint32_t bits = __byte_perm(word, 0x4b000000u, 0x7440u | static_cast<uint32_t>(j));
+#else
+    const uint32_t bits = 0x4b000000u | ((word >> (8 * j)) & 0xffu);
+#endif
+    q[j] = bits_to_f32(bits) - kOffset;
+  }
+}
+
 // e2m1 magnitude bits (e1 e0 m) and sign bit 3: 0, 0.5, 1, 1.5, 2, 3, 4, 6.
 TACHYON_HD float e2m1_value(uint32_t code) {
   const uint32_t e = (code >> 1) & 3u, m = code & 1u;

@@ -178,6 +178,20 @@ TEST(CudaQuantValue, EveryCodeIsItsScalarDefinition) {
       ASSERT_EQ(signed_q[j], static_cast<float>(code >= 8 ? static_cast<int>(code) - 16 : static_cast<int>(code)));
     }
   }
+  // The 8-bit word path (byte_values; on the host its reference expression, on the device a byte
+  // permute that cuda_quant_tests checks bit for bit): every byte value in every position.
+  for (uint32_t code = 0; code < 256; ++code) {
+    const uint32_t word = code << 24 | ((code * 7u) & 0xffu) << 16 | ((code ^ 0x5au) & 0xffu) << 8 | (255u - code);
+    float unsigned_q[4], signed_q[4];
+    cuda::byte_values<false>(word, unsigned_q);
+    cuda::byte_values<true>(word, signed_q);
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t c = (word >> (8 * j)) & 0xffu;
+      ASSERT_TRUE(same_float(unsigned_q[j], cuda::small_uint_to_f32(c, 8388608.f))) << word << " " << j;
+      ASSERT_TRUE(same_float(signed_q[j], cuda::small_uint_to_f32(c ^ 0x80u, 8388736.f))) << word << " " << j;
+      ASSERT_EQ(signed_q[j], static_cast<float>(static_cast<int8_t>(c)));
+    }
+  }
   // The decode kernels' paired e4m3 conversion: every pair of codes gives e4m3_value's values
   // (NaN codes: NaN). On the host the pair is two single conversions: this pins the byte order.
   for (uint32_t pair = 0; pair < 0x10000u; ++pair) {
