@@ -7,7 +7,8 @@
 //   build/bench/pflash_bench [--model DIR] [--scorer DIR] [--tokenizer DIR] [--device cpu|cuda]
 //       [--filler 3300] [--keep 0.2] [--reps 3] [--max-tokens 12] [--scorer-chunk 512] [--machine TEXT] [--out FILE]
 //       [--sink N --tail N --block N] (the attention rows; 0: the scorer's) [--recall-only 1] (needle recall only)
-//       [--items N] (the first N needle prompts, alternating kinds; 0: all 10)
+//       [--items N] (the first N needle prompts, alternating kinds; 0: all 10) [--query-window N]
+//       [--explain 1] (with --recall-only: the rank of the needle's blocks and the best blocks' text)
 //
 // Recall, two ways: needle kept (every needle token survived compression; the scorer's plan)
 // and answered (the greedy answer holds the code). The ratio is uncompressed TTFT over
@@ -43,8 +44,10 @@ using Clock = std::chrono::steady_clock;
 struct Args {
   std::string model = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo", scorer, tokenizer, device = "cpu";
   std::string machine = "unnamed machine", out;
+  int32_t query_window = engine::AttentionScorer::kDefaultQueryWindow;
   int32_t filler = 3300, reps = 3, max_tokens = 12, scorer_chunk = 512, sink = 0, tail = 0, block = 0, items = 0;
   bool recall_only = false;  // only the scorers' needle recall, no engine runs
+  bool explain = false;      // with recall_only: each prompt's 12 best blocks, their text
   double keep = 0.2;
 };
 
@@ -68,8 +71,10 @@ Args parse(int argc, char** argv) {
     else if (k == "--tail") a.tail = std::stoi(v);
     else if (k == "--block") a.block = std::stoi(v);
     else if (k == "--recall-only") a.recall_only = v == "1";
+    else if (k == "--explain") a.explain = v == "1";
     else if (k == "--out") a.out = v;
     else if (k == "--items") a.items = std::stoi(v);
+    else if (k == "--query-window") a.query_window = std::stoi(v);
     else throw Error("unknown option {}", k);
   }
   if (a.scorer.empty()) a.scorer = a.model + "/drafter";
@@ -158,8 +163,7 @@ int run(int argc, char** argv) {
     const kernels::DraftWeights scope(*backend);  // as `tachyon serve` loads it
     scorer_model = model::load_model(args.scorer, *backend);
   }
-  engine::AttentionScorer attention(std::move(scorer_model), engine::AttentionScorer::kDefaultQueryWindow,
-                                    args.scorer_chunk);
+  engine::AttentionScorer attention(std::move(scorer_model), args.query_window, args.scorer_chunk);
   engine::LexicalScorer lexical;
   std::vector<Item> items = make_items(tok, args.filler);
   if (args.items > 0 && args.items < static_cast<int32_t>(items.size())) {
@@ -192,6 +196,18 @@ int run(int argc, char** argv) {
       std::printf("%-12s %-10s depth %.2f needle [%d, %d): %s; its blocks of %zu, score (rank):%s\n", item.kind.c_str(),
                   item.name.c_str(), item.depth, item.needle_begin, item.needle_end, kept ? "kept" : "DROPPED",
                   blocks.size(), ranks.c_str());
+      if (args.explain) {
+        std::vector<size_t> order(blocks.size());
+        for (size_t b = 0; b < order.size(); ++b) order[b] = b;
+        std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return scores[x] > scores[y]; });
+        for (size_t r = 0; r < 12 && r < order.size(); ++r) {
+          const auto [b0, b1] = blocks[order[r]];
+          std::vector<int32_t> t(item.tokens.begin() + b0, item.tokens.begin() + b1);
+          std::string text = tok.decode(t);
+          for (char& c : text) if (c == '\n') c = ' ';
+          std::printf("   #%zu block %zu %.3f |%s|\n", r + 1, order[r], scores[order[r]], text.c_str());
+        }
+      }
     }
     return 0;
   }
