@@ -102,27 +102,31 @@ std::vector<double> AttentionScorer::score_blocks(std::span<const int32_t> promp
     const double rarity = std::log(1.0 + static_cast<double>(n) / count[prompt[static_cast<size_t>(i)]]);
     peak_[static_cast<size_t>(i)] *= static_cast<float>(rarity);
   }
-  // What a fact says follows what names it ("the code for X is Y"): the question attends to X,
-  // and the answer is the tokens after it. Each token carries the attention of the `span` tokens
-  // before it, fading linearly with the distance, so that the block where a sentence ends scores
-  // by the name its start holds.
-  const int32_t span = blocks.empty() ? 0 : blocks.front().second - blocks.front().first;
-  std::vector<float> carried(peak_);
-  for (int32_t i = 0; i < n; ++i)
-    for (int32_t d = 1; d < span && d <= i; ++d)
-      carried[static_cast<size_t>(i)] =
-          std::max(carried[static_cast<size_t>(i)],
-                   peak_[static_cast<size_t>(i - d)] * (1.f - static_cast<float>(d) / static_cast<float>(span)));
-  std::vector<double> scores;
-  scores.reserve(blocks.size());
+  // A block scores by the mean of its kTopTokens best tokens.
   std::vector<float> top;
-  for (const auto& [begin, end] : blocks) {
-    top.assign(carried.begin() + begin, carried.begin() + end);
+  auto top_mean = [&](const std::vector<float>& values, int32_t begin, int32_t end) {
+    top.assign(values.begin() + begin, values.begin() + end);
     const size_t k = std::min(top.size(), static_cast<size_t>(kTopTokens));
     std::partial_sort(top.begin(), top.begin() + static_cast<long>(k), top.end(), std::greater<float>());
     double sum = 0;
     for (size_t i = 0; i < k; ++i) sum += top[i];
-    scores.push_back(sum / static_cast<double>(std::max<size_t>(1, k)));
+    return sum / static_cast<double>(std::max<size_t>(1, k));
+  };
+  // What a fact says follows what names it ("the code for X is Y"): the question attends to X,
+  // and the answer is the tokens after it, which may lie in the next block. A block's tokens also
+  // carry the attention of the block-length span before the block, fading linearly with the
+  // distance, and the block scores by the better of its own tokens and what they carry.
+  const int32_t span = blocks.empty() ? 0 : blocks.front().second - blocks.front().first;
+  std::vector<float> carried(static_cast<size_t>(n), 0.f);
+  std::vector<double> scores;
+  scores.reserve(blocks.size());
+  for (const auto& [begin, end] : blocks) {
+    for (int32_t i = begin; i < end; ++i)
+      for (int32_t j = std::max(0, i - span + 1); j < begin; ++j)
+        carried[static_cast<size_t>(i)] =
+            std::max(carried[static_cast<size_t>(i)],
+                     peak_[static_cast<size_t>(j)] * (1.f - static_cast<float>(i - j) / static_cast<float>(span)));
+    scores.push_back(std::max(top_mean(peak_, begin, end), top_mean(carried, begin, end)));
   }
   // A sentence that crosses a block boundary is wanted whole: a block next to a strong one
   // gains half of its neighbour's score.

@@ -5,11 +5,11 @@
 // any layer gives it (the heads that look a fact up put nearly all of theirs on it; summed mass
 // is dominated by position), each row's weighted by its place in the window (rising linearly to
 // 1 at the last token: the request is at the end, the window's first rows are often context that
-// attends to text like its own), then by its rarity in the prompt; each token also carries the
-// score of the block-length span before it, fading with the distance (what a fact says follows
-// what names it: the answer comes after the name the question attends to). A block scores by the
-// mean of its kTopTokens best tokens, plus half its better neighbour's score (a sentence that
-// crosses the boundary is wanted whole). Attention follows meaning rather than spelling, so a
+// attends to text like its own), then by its rarity in the prompt. A block scores by the mean of
+// its kTopTokens best tokens, or, if better, of what its tokens carry from the block-length span
+// before the block, fading with the distance (what a fact says follows what names it: the answer
+// may lie in the block after the name the question attends to), plus half its better
+// neighbour's score (a sentence that crosses the boundary is wanted whole). Attention follows meaning rather than spelling, so a
 // needle that paraphrases the question is found too. Sink 64, tail 128, 32-token blocks by default.
 //
 // A small model attends sensibly only over the distances it was trained on: with `chunk` > 0
