@@ -7,7 +7,9 @@
 //   build/bench/pflash_bench [--model DIR] [--scorer DIR] [--tokenizer DIR] [--device cpu|cuda]
 //       [--filler 3300] [--keep 0.2] [--reps 3] [--max-tokens 12] [--scorer-chunk 512] [--machine TEXT] [--out FILE]
 //       [--sink N --tail N --block N] (the attention rows; 0: the scorer's) [--recall-only 1] (needle recall only)
-//       [--items N] (the first N needle prompts, alternating kinds; 0: all 10)
+//       [--items N] (the first N needle prompts, alternating kinds; 0: all 10) [--query-window N]
+//       [--explain 1] (with --recall-only: the rank of the needle's blocks and the best blocks' text)
+//       [--held-out 1] (5 more needle prompts: other facts and question forms, written after the scorer's fixes)
 //
 // Recall, two ways: needle kept (every needle token survived compression; the scorer's plan)
 // and answered (the greedy answer holds the code). The ratio is uncompressed TTFT over
@@ -43,8 +45,11 @@ using Clock = std::chrono::steady_clock;
 struct Args {
   std::string model = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo", scorer, tokenizer, device = "cpu";
   std::string machine = "unnamed machine", out;
+  int32_t query_window = engine::AttentionScorer::kDefaultQueryWindow;
   int32_t filler = 3300, reps = 3, max_tokens = 12, scorer_chunk = 512, sink = 0, tail = 0, block = 0, items = 0;
   bool recall_only = false;  // only the scorers' needle recall, no engine runs
+  bool explain = false;      // with recall_only: each prompt's 12 best blocks, their text
+  bool held_out = false;     // 5 more needle prompts of other facts and question forms
   double keep = 0.2;
 };
 
@@ -68,8 +73,11 @@ Args parse(int argc, char** argv) {
     else if (k == "--tail") a.tail = std::stoi(v);
     else if (k == "--block") a.block = std::stoi(v);
     else if (k == "--recall-only") a.recall_only = v == "1";
+    else if (k == "--explain") a.explain = v == "1";
+    else if (k == "--held-out") a.held_out = v == "1";
     else if (k == "--out") a.out = v;
     else if (k == "--items") a.items = std::stoi(v);
+    else if (k == "--query-window") a.query_window = std::stoi(v);
     else throw Error("unknown option {}", k);
   }
   if (a.scorer.empty()) a.scorer = a.model + "/drafter";
@@ -84,7 +92,7 @@ struct Item {
   int32_t needle_begin = 0, needle_end = 0;
 };
 
-std::vector<Item> make_items(const tokenizer::Tokenizer& tok, int32_t filler) {
+std::vector<Item> make_items(const tokenizer::Tokenizer& tok, int32_t filler, bool held_out) {
   const std::string text = read_file(std::string(TACHYON_SOURCE_DIR) + "/bench/workloads/haystack.txt");
   std::vector<std::vector<int32_t>> sentences;
   size_t begin = 0;
@@ -93,6 +101,23 @@ std::vector<Item> make_items(const tokenizer::Tokenizer& tok, int32_t filler) {
       sentences.push_back(tok.encode(text.substr(begin, i + 1 - begin), false));
       begin = i + 1;
     }
+  // A needle sentence at `depth` of the filler (which long prompts cycle), then `question`.
+  auto make = [&](Item it, const std::string& needle, const std::string& question) {
+    const int32_t at = static_cast<int32_t>(it.depth * filler);
+    for (size_t s = 0; static_cast<int32_t>(it.tokens.size()) < filler; ++s) {
+      if (it.needle_end == 0 && static_cast<int32_t>(it.tokens.size()) >= at) {
+        const auto n = tok.encode(" " + needle, false);
+        it.needle_begin = static_cast<int32_t>(it.tokens.size());
+        it.tokens.insert(it.tokens.end(), n.begin(), n.end());
+        it.needle_end = static_cast<int32_t>(it.tokens.size());
+      }
+      const auto& sentence = sentences[s % sentences.size()];
+      it.tokens.insert(it.tokens.end(), sentence.begin(), sentence.end());
+    }
+    const auto q = tok.encode("\n\nQuestion: " + question + "\nAnswer:", false);
+    it.tokens.insert(it.tokens.end(), q.begin(), q.end());
+    return it;
+  };
   const char* names[] = {"Zephyr", "Obsidian", "Marigold", "Cobalt", "Juniper"};
   const char* codes[] = {"4158-GLACIER", "3891-MARKET", "8248-LANTERN", "5560-LIBRARY", "6639-PRINTER"};
   const double depths[] = {0.05, 0.25, 0.5, 0.75, 0.95};
@@ -100,26 +125,33 @@ std::vector<Item> make_items(const tokenizer::Tokenizer& tok, int32_t filler) {
   for (int kind = 0; kind < 2; ++kind)
     for (int i = 0; i < 5; ++i) {
       const std::string name = names[(i + kind * 2) % 5], code = codes[(i + kind * 2) % 5];
-      Item it{name, kind == 0 ? "lexical" : "paraphrased", code, depths[i], {}, 0, 0};
       const std::string needle = kind == 0 ? "The access code for the " + name + " vault is " + code + "."
                                            : "To open the " + name + " strongroom, type the combination " + code + ".";
-      const int32_t at = static_cast<int32_t>(depths[i] * filler);
-      for (size_t s = 0; static_cast<int32_t>(it.tokens.size()) < filler; ++s) {
-        if (it.needle_end == 0 && static_cast<int32_t>(it.tokens.size()) >= at) {
-          const auto n = tok.encode(" " + needle, false);
-          it.needle_begin = static_cast<int32_t>(it.tokens.size());
-          it.tokens.insert(it.tokens.end(), n.begin(), n.end());
-          it.needle_end = static_cast<int32_t>(it.tokens.size());
-        }
-        const auto& sentence = sentences[s % sentences.size()];  // long prompts cycle the filler
-        it.tokens.insert(it.tokens.end(), sentence.begin(), sentence.end());
-      }
-      const auto q = tok.encode("\n\nQuestion: What is the access code for the " + name +
-                                    " vault? Answer with the code only.\nAnswer:",
-                                false);
-      it.tokens.insert(it.tokens.end(), q.begin(), q.end());
-      items.push_back(std::move(it));
+      items.push_back(make({name, kind == 0 ? "lexical" : "paraphrased", code, depths[i], {}, 0, 0}, needle,
+                           "What is the access code for the " + name + " vault? Answer with the code only."));
     }
+  if (held_out) {
+    // Written after the scorer's fixes, never used to develop them: other facts, other question
+    // forms, paraphrased, at other depths.
+    struct Fact {
+      const char *name, *needle, *question, *answer;
+      double depth;
+    };
+    const Fact facts[] = {
+        {"Halvorsen", "Dr. Halvorsen's lecture was moved to the east auditorium on the fourth floor.",
+         "Where will Dr. Halvorsen give the talk? Answer briefly.", "east auditorium", 0.15},
+        {"Quillan", "The ferry to Quillan Island now leaves from pier 17 at dawn.",
+         "From which pier does the boat to Quillan Island depart? Answer briefly.", "17", 0.35},
+        {"Teodora", "Agent Teodora keeps the spare key under the blue ceramic frog.",
+         "Where is Teodora's extra key hidden? Answer briefly.", "frog", 0.55},
+        {"Wexley", "For the Wexley account, the password was changed to heron-mosaic-42.",
+         "What is the new login secret of the Wexley account? Answer briefly.", "heron-mosaic-42", 0.7},
+        {"Brightwater", "The Brightwater festival was postponed until the ninth of October.",
+         "When will the Brightwater celebration take place? Answer briefly.", "ninth of October", 0.85},
+    };
+    for (const Fact& f : facts)
+      items.push_back(make({f.name, "held-out", f.answer, f.depth, {}, 0, 0}, f.needle, f.question));
+  }
   return items;
 }
 
@@ -158,10 +190,9 @@ int run(int argc, char** argv) {
     const kernels::DraftWeights scope(*backend);  // as `tachyon serve` loads it
     scorer_model = model::load_model(args.scorer, *backend);
   }
-  engine::AttentionScorer attention(std::move(scorer_model), engine::AttentionScorer::kDefaultQueryWindow,
-                                    args.scorer_chunk);
+  engine::AttentionScorer attention(std::move(scorer_model), args.query_window, args.scorer_chunk);
   engine::LexicalScorer lexical;
-  std::vector<Item> items = make_items(tok, args.filler);
+  std::vector<Item> items = make_items(tok, args.filler, args.held_out);
   if (args.items > 0 && args.items < static_cast<int32_t>(items.size())) {
     // Alternating kinds and depths: lexical 0.05, paraphrased 0.25, lexical 0.50, ... (5 + 5 items).
     std::vector<Item> some;
@@ -192,6 +223,18 @@ int run(int argc, char** argv) {
       std::printf("%-12s %-10s depth %.2f needle [%d, %d): %s; its blocks of %zu, score (rank):%s\n", item.kind.c_str(),
                   item.name.c_str(), item.depth, item.needle_begin, item.needle_end, kept ? "kept" : "DROPPED",
                   blocks.size(), ranks.c_str());
+      if (args.explain) {
+        std::vector<size_t> order(blocks.size());
+        for (size_t b = 0; b < order.size(); ++b) order[b] = b;
+        std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return scores[x] > scores[y]; });
+        for (size_t r = 0; r < 12 && r < order.size(); ++r) {
+          const auto [b0, b1] = blocks[order[r]];
+          std::vector<int32_t> t(item.tokens.begin() + b0, item.tokens.begin() + b1);
+          std::string text = tok.decode(t);
+          for (char& c : text) if (c == '\n') c = ' ';
+          std::printf("   #%zu block %zu %.3f |%s|\n", r + 1, order[r], scores[order[r]], text.c_str());
+        }
+      }
     }
     return 0;
   }

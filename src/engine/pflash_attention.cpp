@@ -35,6 +35,12 @@ void AttentionScorer::probe(std::span<const int32_t> tokens, std::span<const int
   probe.query_rows = std::min(query_window_, n);
   probe.key_mass.assign(static_cast<size_t>(n), 0.f);
   probe.key_peak.assign(static_cast<size_t>(n), 0.f);
+  // The request is at the prompt's end; the window's first rows are often the context before it
+  // (whose rows attend to text like their own, all over the prompt). A row's weight in the peak
+  // rises linearly from 1/query_rows (the window's first row) to 1 (the prompt's last token).
+  probe.query_weights.resize(static_cast<size_t>(probe.query_rows));
+  for (int32_t i = 0; i < probe.query_rows; ++i)
+    probe.query_weights[static_cast<size_t>(i)] = static_cast<float>(i + 1) / static_cast<float>(probe.query_rows);
   model::Batch batch;
   batch.add(seq, tokens, 0, model::LogitRows::None);
   batch.attention_probe = &probe;
@@ -60,15 +66,25 @@ std::vector<double> AttentionScorer::score_blocks(std::span<const int32_t> promp
   } else {
     const int32_t window = std::min(query_window_, n), sink = std::min(kChunkSink, n - window);
     const int32_t room = chunk_ - sink - window;
+    // The pieces: as many whole blocks as fit the room, but spread evenly over as many pieces as
+    // that takes, so that every piece holds nearly the same number of keys. A softmax over fewer
+    // keys gives each of them more: a short last piece (up to a block against 13) would lift its
+    // blocks over every other piece's.
+    const int32_t nb = static_cast<int32_t>(blocks.size());
+    int32_t pieces = 0;
+    for (int32_t b = 0; b < nb; ++pieces) {
+      const int32_t first = blocks[static_cast<size_t>(b)].first;
+      for (++b; b < nb && blocks[static_cast<size_t>(b)].second - first <= room; ++b) {
+      }
+    }
     std::vector<int32_t> tokens;
-    size_t b = 0;
-    while (b < blocks.size()) {
+    for (int32_t p = 0; p < pieces; ++p) {
+      const size_t b0 = static_cast<size_t>(static_cast<int64_t>(nb) * p / pieces),
+                   b1 = static_cast<size_t>(static_cast<int64_t>(nb) * (p + 1) / pieces);
       tokens.assign(prompt.begin(), prompt.begin() + sink);
       where.assign(static_cast<size_t>(sink), -1);
-      // Whole blocks while they fit (a block longer than the room alone is cut to it).
-      const int32_t first = blocks[b].first;
-      int32_t last = std::min(blocks[b].second, first + room);
-      for (++b; b < blocks.size() && blocks[b].second - first <= room; ++b) last = blocks[b].second;
+      // A block longer than the room alone is cut to it.
+      const int32_t first = blocks[b0].first, last = std::min(blocks[b1 - 1].second, first + room);
       for (int32_t i = first; i < last; ++i) {
         tokens.push_back(prompt[static_cast<size_t>(i)]);
         where.push_back(i);
@@ -86,16 +102,31 @@ std::vector<double> AttentionScorer::score_blocks(std::span<const int32_t> promp
     const double rarity = std::log(1.0 + static_cast<double>(n) / count[prompt[static_cast<size_t>(i)]]);
     peak_[static_cast<size_t>(i)] *= static_cast<float>(rarity);
   }
-  std::vector<double> scores;
-  scores.reserve(blocks.size());
+  // A block scores by the mean of its kTopTokens best tokens.
   std::vector<float> top;
-  for (const auto& [begin, end] : blocks) {
-    top.assign(peak_.begin() + begin, peak_.begin() + end);
+  auto top_mean = [&](const std::vector<float>& values, int32_t begin, int32_t end) {
+    top.assign(values.begin() + begin, values.begin() + end);
     const size_t k = std::min(top.size(), static_cast<size_t>(kTopTokens));
     std::partial_sort(top.begin(), top.begin() + static_cast<long>(k), top.end(), std::greater<float>());
     double sum = 0;
     for (size_t i = 0; i < k; ++i) sum += top[i];
-    scores.push_back(sum / static_cast<double>(std::max<size_t>(1, k)));
+    return sum / static_cast<double>(std::max<size_t>(1, k));
+  };
+  // What a fact says follows what names it ("the code for X is Y"): the question attends to X,
+  // and the answer is the tokens after it, which may lie in the next block. A block's tokens also
+  // carry the attention of the block-length span before the block, fading linearly with the
+  // distance, and the block scores by the better of its own tokens and what they carry.
+  const int32_t span = blocks.empty() ? 0 : blocks.front().second - blocks.front().first;
+  std::vector<float> carried(static_cast<size_t>(n), 0.f);
+  std::vector<double> scores;
+  scores.reserve(blocks.size());
+  for (const auto& [begin, end] : blocks) {
+    for (int32_t i = begin; i < end; ++i)
+      for (int32_t j = std::max(0, i - span + 1); j < begin; ++j)
+        carried[static_cast<size_t>(i)] =
+            std::max(carried[static_cast<size_t>(i)],
+                     peak_[static_cast<size_t>(j)] * (1.f - static_cast<float>(i - j) / static_cast<float>(span)));
+    scores.push_back(std::max(top_mean(peak_, begin, end), top_mean(carried, begin, end)));
   }
   // A sentence that crosses a block boundary is wanted whole: a block next to a strong one
   // gains half of its neighbour's score.

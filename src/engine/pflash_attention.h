@@ -3,16 +3,22 @@
 // the attention that the prompt's last `query_window` tokens (the question) put on them
 // (model::AttentionProbe). A token scores by the largest probability any query row and head of
 // any layer gives it (the heads that look a fact up put nearly all of theirs on it; summed mass
-// is dominated by position), weighted by its rarity in the prompt; a block by the mean of its
-// kTopTokens best tokens, plus half its better neighbour's score (a sentence that crosses the
-// boundary is wanted whole). Attention follows meaning rather than spelling, so a needle that
-// paraphrases the question is found too. Sink 64, tail 128, 32-token blocks by default.
+// is dominated by position), each row's weighted by its place in the window (rising linearly to
+// 1 at the last token: the request is at the end, the window's first rows are often context that
+// attends to text like its own), then by its rarity in the prompt. A block scores by the mean of
+// its kTopTokens best tokens, or, if better, of what its tokens carry from the block-length span
+// before the block, fading with the distance (what a fact says follows what names it: the answer
+// may lie in the block after the name the question attends to), plus half its better
+// neighbour's score (a sentence that crosses the boundary is wanted whole). Attention follows meaning rather than spelling, so a
+// needle that paraphrases the question is found too. Sink 64, tail 128, 32-token blocks by default.
 //
 // A small model attends sensibly only over the distances it was trained on: with `chunk` > 0
 // it reads the middle in pieces of whole blocks, each as [the prompt's first kChunkSink
 // tokens (they take the attention-sink mass), the piece, the query window], at most `chunk`
-// tokens from position 0; every piece is then scored by the same question from the same
-// distance. 0: the whole prompt in one forward (a scorer trained on long contexts).
+// tokens from position 0, the blocks spread evenly over the pieces (a softmax over fewer keys
+// gives each more: a short last piece would outrank the others); every piece is then scored by
+// the same question from the same distance. 0: the whole prompt in one forward (a scorer
+// trained on long contexts).
 #pragma once
 
 #include <memory>

@@ -34,6 +34,7 @@ void Backend::attention_probe(const float* q, const float* k, int64_t rows, cons
         const int64_t row = first_query + i;
         const int64_t lo = o.sliding_window > 0 ? std::max<int64_t>(0, row - o.sliding_window + 1) : 0;
         const float* qv = host_q.data() + (i * H + h) * D;
+        const float weight = o.query_weights ? o.query_weights[i] : 1.f;
         float best = -INFINITY;
         for (int64_t j = lo; j <= row; ++j) {
           const float* kv = host_k.data() + (j * KV + h / group) * D;
@@ -53,7 +54,7 @@ void Backend::attention_probe(const float* q, const float* k, int64_t rows, cons
         for (int64_t j = lo; j <= row; ++j) {
           const float p = scores[static_cast<size_t>(j)] / sum;
           out[j] += p;
-          top[j] = std::max(top[j], p);
+          top[j] = std::max(top[j], weight * p);
         }
       }
     }

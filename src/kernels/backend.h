@@ -237,8 +237,8 @@ class Backend {
   // RoPE applied) of one sequence from position 0. For each of the last query_rows rows and each
   // head, the softmax of q·kᵀ·scale over the keys that row sees (causal, sliding window,
   // softcap; no sinks): mass[j] += the probabilities key j gets, summed over heads and query
-  // rows, and peak[j] = max(peak[j], the largest of them) (host arrays of `rows`; peak may be
-  // null). The default copies the query rows of q and all of k to the host and sums in a fixed
+  // rows, and peak[j] = max(peak[j], the largest of them, each scaled by its query row's weight
+  // when p.query_weights is set) (host arrays of `rows`; peak may be null). The default copies the query rows of q and all of k to the host and sums in a fixed
   // order (kernels/attention_probe.cpp), whatever the thread count.
   virtual void attention_probe(const float* q, const float* k, int64_t rows, const AttentionProbeParams& p,
                                float* mass, float* peak);

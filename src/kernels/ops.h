@@ -117,6 +117,7 @@ struct AttentionProbeParams {
   float scale = 1.f;            // applied to q·k
   int64_t sliding_window = 0;   // as AttentionParams
   float softcap = 0.f;          // as AttentionParams
+  const float* query_weights = nullptr;  // host [query_rows]: scales each row's probabilities for the peak; null: 1
 };
 
 // The attention prologue's arguments (Backend::qkv_norm_rope_write_kv and attention_from_qkv):

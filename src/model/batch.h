@@ -67,6 +67,9 @@ struct AttentionProbe {
   // [num_rows] or empty: the largest probability any query row and head of any layer gives the
   // row (a head that looks one token up puts nearly all of it there). Zeroed by the caller.
   std::vector<float> key_peak;
+  // [query_rows] or empty (all 1): each query row's probabilities are scaled by its weight before
+  // they count towards key_peak (not key_mass).
+  std::vector<float> query_weights;
 };
 
 struct Batch {

@@ -89,11 +89,12 @@ __global__ void __launch_bounds__(kThreads)
   if (t == 0) stats[blockIdx.x] = make_float2(best, part[0]);
 }
 
-// mass[j], peak[j]: the sum and the largest of key j's probabilities over every score row, in
-// row order. One thread per key (consecutive keys: coalesced reads of each row).
+// mass[j], peak[j]: the sum and the largest (each scaled by its query row's weight, where given)
+// of key j's probabilities over every score row, in row order. One thread per key (consecutive keys: coalesced reads of each row).
 __global__ void __launch_bounds__(kThreads)
-    probe_columns_kernel(const float* __restrict__ scores, int64_t rows, int64_t num_rows,
-                         const float2* __restrict__ stats, float* __restrict__ mass, float* __restrict__ peak) {
+    probe_columns_kernel(const float* __restrict__ scores, int64_t rows, int64_t num_rows, int64_t Q,
+                         const float2* __restrict__ stats, const float* __restrict__ weights, float* __restrict__ mass,
+                         float* __restrict__ peak) {
   const int64_t j = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (j >= rows) return;
   float total = 0.f, top = 0.f;
@@ -103,7 +104,7 @@ __global__ void __launch_bounds__(kThreads)
     const float2 st = stats[r];
     const float p = expf(s - st.x) / st.y;
     total += p;
-    top = fmaxf(top, p);
+    top = fmaxf(top, weights ? weights[r % Q] * p : p);
   }
   mass[j] = total;
   peak[j] = top;
@@ -117,7 +118,8 @@ size_t scores_bytes(int64_t rows, const AttentionProbeParams& p) {
 }  // namespace
 
 size_t attention_probe_workspace_bytes(int64_t rows, const AttentionProbeParams& p) {
-  return scores_bytes(rows, p) + static_cast<size_t>(p.num_heads * p.query_rows) * sizeof(float2);
+  return scores_bytes(rows, p) + static_cast<size_t>(p.num_heads * p.query_rows) * sizeof(float2) +
+         static_cast<size_t>(p.query_rows) * sizeof(float);
 }
 
 void attention_probe(const float* q, const float* k, int64_t rows, const AttentionProbeParams& p, void* workspace,
@@ -125,6 +127,12 @@ void attention_probe(const float* q, const float* k, int64_t rows, const Attenti
   const int64_t H = p.num_heads, KV = p.num_kv_heads, Q = p.query_rows, group = H / KV, num_rows = H * Q;
   float* scores = static_cast<float*>(workspace);
   float2* stats = reinterpret_cast<float2*>(static_cast<char*>(workspace) + scores_bytes(rows, p));
+  float* weights = nullptr;
+  if (p.query_weights) {
+    weights = reinterpret_cast<float*>(stats + num_rows);
+    TACHYON_CUDA_CHECK(cudaMemcpyAsync(weights, p.query_weights, static_cast<size_t>(Q) * sizeof(float),
+                                       cudaMemcpyHostToDevice, stream));
+  }
   const dim3 grid(static_cast<unsigned>((rows + kTile - 1) / kTile), static_cast<unsigned>((group * Q + kTile - 1) / kTile),
                   static_cast<unsigned>(KV));
   probe_scores_kernel<<<grid, kThreads, 0, stream>>>(q, k, rows, H, KV, p.head_dim, Q, p.scale, p.sliding_window,
@@ -133,7 +141,7 @@ void attention_probe(const float* q, const float* k, int64_t rows, const Attenti
   probe_row_stats_kernel<<<static_cast<unsigned>(num_rows), kThreads, 0, stream>>>(scores, rows, stats);
   TACHYON_CUDA_LAUNCH_CHECK();
   probe_columns_kernel<<<static_cast<unsigned>((rows + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-      scores, rows, num_rows, stats, mass, peak);
+      scores, rows, num_rows, Q, stats, weights, mass, peak);
   TACHYON_CUDA_LAUNCH_CHECK();
 }
 

@@ -16,7 +16,7 @@ namespace tachyon::kernels::cuda {
 
 size_t attention_probe_workspace_bytes(int64_t rows, const AttentionProbeParams& p);
 // q [rows, H, D], k [rows, KV, D] (device, f32); mass and peak: device [rows], overwritten with
-// this layer's sums and maxima.
+// this layer's sums and maxima. p.query_weights (host) is copied into the workspace.
 void attention_probe(const float* q, const float* k, int64_t rows, const AttentionProbeParams& p, void* workspace,
                      float* mass, float* peak, cudaStream_t stream);
 

@@ -19,6 +19,9 @@ void add_attention_mass(kernels::Backend& backend, const float* q, const float* 
   p.scale = o.scale;
   p.sliding_window = o.sliding_window;
   p.softcap = o.softcap;
+  TACHYON_CHECK(probe.query_weights.empty() || static_cast<int32_t>(probe.query_weights.size()) == probe.query_rows,
+                "attention probe: {} query weights for {} query rows", probe.query_weights.size(), probe.query_rows);
+  p.query_weights = probe.query_weights.empty() ? nullptr : probe.query_weights.data();
   backend.attention_probe(q, k, rows, p, probe.key_mass.data(), probe.key_peak.empty() ? nullptr : probe.key_peak.data());
 }
 

@@ -81,6 +81,24 @@ TEST_P(NeedleDepth, Attention_scorer_keeps_a_paraphrased_needle) {
 
 INSTANTIATE_TEST_SUITE_P(Depths, NeedleDepth, ::testing::Values(0.05, 0.5, 0.95));
 
+// At 3.6k tokens the middle splits into 512-token pieces with one short last piece, and the
+// question's window begins with filler rows: before the scorer balanced its pieces, weighted the
+// window's rows towards its end and carried attention forward over a sentence, these needles
+// (Marigold, Cobalt and Juniper in pflash_bench) were dropped.
+TEST(PflashNeedles, Attention_scorer_keeps_paraphrased_needles_at_3600_tokens) {
+  Fixture& f = fixture();
+  const std::vector<std::pair<std::string, double>> needles = {
+      {"Marigold", 0.05}, {"Cobalt", 0.25}, {"Juniper", 0.5}};
+  for (const auto& [name, depth] : needles) {
+    const NeedlePrompt p =
+        needle_prompt(f.tok, 3600, "To open the " + name + " strongroom, type the combination 4158-GLACIER.", depth,
+                      "What is the access code for the " + name + " vault? Answer with the code only.");
+    const PflashPlan plan = plan_compression(p.tokens, attention_config(), f.attention);
+    ASSERT_TRUE(plan.compressed()) << plan.refused;
+    EXPECT_TRUE(needle_kept(p, plan)) << name << " at depth " << depth;
+  }
+}
+
 // Negative control: the same needles, but the question asks about something else. Neither
 // scorer may keep the needle then (at depth 0.95 it is the block next to the question, which
 // both keep for its recency alone, so that depth says nothing here).
