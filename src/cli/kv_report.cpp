@@ -1,5 +1,7 @@
 #include "cli/kv_report.h"
 
+#include "base/host_memory.h"
+
 #include <algorithm>
 #include <climits>
 
@@ -83,11 +85,13 @@ std::string kv_memory_lines(const Json& report) {
 }
 
 Json kv_swap_report(bool device_backend) {
-  return {{"tier", "off by default"},
-          {"default_bytes", 0},
+  // The default's rule, stated for a pool of the largest auto size (the engine applies it to its pool).
+  const engine::SwapSpace auto_space = engine::swap_space(-1, device_backend, engine::kAutoSwapCap, host_available_bytes());
+  return {{"tier", device_backend ? "on by default on a GPU" : "off by default on the CPU"},
+          {"default_bytes", auto_space.bytes},
           {"rule", fmt::format("{}; the tier holds blocks the KV pool evicts, preempted requests' among them, in {} "
                                "memory, copied out and back",
-                               engine::swap_space(-1).why, device_backend ? "pinned host" : "host")}};
+                               auto_space.why, device_backend ? "pinned host" : "host")}};
 }
 
 }  // namespace tachyon::cli

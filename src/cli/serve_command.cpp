@@ -208,8 +208,8 @@ Command add_serve_command(CLI::App& app) {
               "Bytes the disk prefix cache may hold per model, least recently used files removed first (default 16G)");
   byte_option("--swap-space", &opt->model.swap_space_bytes,
               "Host memory for KV blocks evicted from the pool, preempted requests' among them: they come back on "
-              "admission instead of being recomputed (pinned on a GPU; default off: measured slower than recompute "
-              "on an H100 with a small model)");
+              "admission instead of being recomputed (pinned on a GPU; default on a GPU: the KV pool's size up to 4G "
+              "and a quarter of free host memory; 0: off; default off on the CPU)");
   byte_option("--response-cache", &opt->model.response_cache_bytes,
               "Answer exact repeats of deterministic requests (temperature 0, or a fixed seed) from a cache of this "
               "many bytes, LRU (e.g. 256M; default 0: off)");

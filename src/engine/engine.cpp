@@ -581,7 +581,8 @@ Engine::Engine(model::Model& model, const EngineConfig& config) : model_(model),
     swap_space_ = {0, "off: the sliding-window layers release their blocks (--swap-space BYTES keeps every block "
                       "and swaps them)"};
   } else {
-    swap_space_ = engine::swap_space(config.swap_space_bytes);
+    swap_space_ = engine::swap_space(config.swap_space_bytes, model.backend().device_memory().has_value(),
+                                     kv_pool_.bytes, host_available_bytes());
   }
   log::debug("KV swap space: {}", swap_space_.why);
   config_.swap_space_bytes = swap_space_.bytes;

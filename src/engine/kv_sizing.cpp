@@ -104,9 +104,15 @@ KvPoolSize kv_pool_on_device(int64_t free, int64_t total, double utilization, co
                            utilization, format_byte_size(total), format_byte_size(used)));
 }
 
-SwapSpace swap_space(int64_t requested) {
+SwapSpace swap_space(int64_t requested, bool device_backend, int64_t pool_bytes, int64_t host_available) {
   if (requested > 0) return {requested, fmt::format("{} (--swap-space)", format_byte_size(requested))};
-  return {0, "off (--swap-space BYTES turns it on): preempted requests recompute"};
+  if (requested == 0) return {0, "off (--swap-space 0): preempted requests recompute"};
+  if (!device_backend) return {0, "off on the CPU, where the KV pool is host memory already: preempted requests recompute"};
+  const int64_t bytes = std::min({pool_bytes, kAutoSwapCap, host_available / 4});
+  if (bytes <= 0) return {0, "off: no host memory to spare for it; preempted requests recompute"};
+  return {bytes, fmt::format("{} pinned (auto on a GPU: the KV pool's size, at most {} and a quarter of free host "
+                             "memory; --swap-space BYTES sets it, 0 turns it off)",
+                             format_byte_size(bytes), format_byte_size(kAutoSwapCap))};
 }
 
 }  // namespace tachyon::engine

@@ -72,14 +72,17 @@ KvPoolSize split_kv_pool(const KvPoolSize& whole, int64_t whole_block_bytes, int
 KvPoolSize kv_pool_on_device(int64_t free, int64_t total, double utilization, const KvDemand& demand);
 
 // The KV swap space (EngineConfig::swap_space_bytes, the prefix cache's host tier): `requested` > 0
-// is taken as it is; 0 and -1 (the default) are off, so a preempted request recomputes. Off by
-// default on a GPU too: on an H100 the demo model under preemption ran at 0.73x the throughput of
-// recompute with it (bench/results/swap-space-cpu-1664e3b.md: each block moves as 2 x layers
-// copies, which cost more than recomputing a small model's tokens).
+// is taken as it is and 0 is off (a preempted request recomputes). -1, the default, is on for a
+// GPU backend: as many bytes as the device KV pool (`pool_bytes`), at most kAutoSwapCap and a
+// quarter of the host memory still available (`host_available`), pinned. Measured on an H100
+// with the demo model, the smallest model and so the cheapest to recompute: 1.016x recompute's
+// throughput and 0.94x its mean TTFT under preemption (bench/results/cuda-h100-a2b1add.md).
+// On the CPU the pool already lives in host memory, so -1 is off there.
+constexpr int64_t kAutoSwapCap = int64_t{4} << 30;
 struct SwapSpace {
   int64_t bytes = 0;  // 0: no host tier
   std::string why;    // one line for the start-up log and `info`
 };
-SwapSpace swap_space(int64_t requested);
+SwapSpace swap_space(int64_t requested, bool device_backend, int64_t pool_bytes, int64_t host_available);
 
 }  // namespace tachyon::engine

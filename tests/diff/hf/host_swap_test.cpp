@@ -146,13 +146,18 @@ TEST(HostSwap, HybridAndSlidingWindowModelsResumeExactly) {
 }
 
 // On a GPU the swap space is on by default; on the CPU off (its KV is in host memory already).
-TEST(HostSwap, TheSwapSpaceIsOffUnlessAskedFor) {
+TEST(HostSwap, TheSwapSpaceIsOnByDefaultOnAGpuAndOffWhenAskedTo) {
   if (!golden_device_available()) GTEST_SKIP() << "no GPU visible";
   auto backend = kernels::make_backend(kGoldenDevice);
   const auto model = model::load_model(std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo", *backend);
-  engine::Engine engine(*model, {.max_concurrent = 2, .num_blocks = 16});
-  EXPECT_EQ(engine.swap_space().bytes, 0) << engine.swap_space().why;
-  EXPECT_FALSE(engine.stats().host_swap_enabled);
+  {
+    engine::Engine engine(*model, {.max_concurrent = 2, .num_blocks = 16});
+    EXPECT_GT(engine.swap_space().bytes, 0) << engine.swap_space().why;
+    EXPECT_TRUE(engine.stats().host_swap_enabled);
+  }
+  engine::Engine off(*model, {.max_concurrent = 2, .num_blocks = 16, .swap_space_bytes = 0});
+  EXPECT_EQ(off.swap_space().bytes, 0) << off.swap_space().why;
+  EXPECT_FALSE(off.stats().host_swap_enabled);
 }
 
 }  // namespace

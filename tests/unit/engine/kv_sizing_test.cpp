@@ -106,13 +106,20 @@ TEST(KvSizing, SplitGivesTheFullLayersWhatTheSlidingPoolLeaves) {
   EXPECT_EQ(split_kv_pool(tiny, whole, full, sliding, 1380, 66, 0).num_sliding_blocks, 66);  // one step's, at least
 }
 
-// The swap space: given bytes as they are; 0 and the default off (measured slower than recompute
-// on an H100, kv_sizing.h).
-TEST(KvSizing, SwapSpaceIsOnlyWhatIsAskedFor) {
-  EXPECT_EQ(swap_space(3 * kGiB).bytes, 3 * kGiB);
-  EXPECT_EQ(swap_space(0).bytes, 0);
-  EXPECT_EQ(swap_space(-1).bytes, 0);
-  EXPECT_NE(swap_space(-1).why.find("--swap-space"), std::string::npos);
+// The swap space: given bytes as they are, 0 off; the default (-1) is the device pool's size on a
+// GPU, bounded by kAutoSwapCap and a quarter of free host memory, and off on the CPU.
+TEST(KvSizing, SwapSpaceIsAskedForOrThePoolsSizeOnAGpu) {
+  for (bool device : {false, true}) {
+    EXPECT_EQ(swap_space(3 * kGiB, device, kGiB, 64 * kGiB).bytes, 3 * kGiB);
+    EXPECT_EQ(swap_space(0, device, kGiB, 64 * kGiB).bytes, 0);
+  }
+  EXPECT_EQ(swap_space(-1, false, kGiB, 64 * kGiB).bytes, 0);
+  EXPECT_NE(swap_space(-1, false, kGiB, 64 * kGiB).why.find("CPU"), std::string::npos);
+  EXPECT_EQ(swap_space(-1, true, kGiB, 64 * kGiB).bytes, kGiB);               // the pool's size
+  EXPECT_EQ(swap_space(-1, true, 40 * kGiB, 64 * kGiB).bytes, kAutoSwapCap);  // capped
+  EXPECT_EQ(swap_space(-1, true, 40 * kGiB, 8 * kGiB).bytes, 2 * kGiB);       // a quarter of the host's
+  EXPECT_EQ(swap_space(-1, true, kGiB, 0).bytes, 0);
+  EXPECT_NE(swap_space(-1, true, kGiB, 64 * kGiB).why.find("--swap-space"), std::string::npos);
 }
 
 }  // namespace
