@@ -176,39 +176,60 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
       for (int p = 0; p < kChunkVectors; ++p) v[p] = p < vectors ? unit[p * 32 + lane] : make_uint4(0, 0, 0, 0);
       const unsigned char* area = scale_areas + static_cast<size_t>(slot) * sh.scale_area;
       float2* tile_sums = round_sums + (i / upt) * num_segments * M * 4;
-#pragma unroll
-      for (int sg = 0; sg < kUnitSegments; ++sg) {
-        const int seg = ui * kUnitSegments + sg;
-        if (seg >= num_segments) break;
-        float acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int k = 0; k < kSegmentUnits; ++k) {
-          const int cu = sg * kSegmentUnits + k;  // the 32-column unit within the ring unit
-          const int unit_index = seg * kSegmentUnits + k;
-          if (unit_index >= sh.kp_count) break;
-          const uint4 vu = v[cu / kUnitsPerVector];
-          const uint32_t words[4] = {vu.x, vu.y, vu.z, vu.w};
-          float s[2] = {1.f, 1.f}, b[2] = {0.f, 0.f};
-          if constexpr (kGrouped) {
-            const int q0 = (cu * 32) >> group_shift, q1 = small_groups ? (cu * 32 + 16) >> group_shift : q0;
-            s[0] = shared_quant_scale<kScale>(area, q0 * 8 + g);
-            s[1] = small_groups ? shared_quant_scale<kScale>(area, q1 * 8 + g) : s[0];
-            if constexpr (kAffine) {
-              b[0] = shared_quant_scale<kScale>(area + bias_offset, q0 * 8 + g);
-              b[1] = small_groups ? shared_quant_scale<kScale>(area + bias_offset, q1 * 8 + g) : b[0];
-            }
-          }
-          uint32_t breg[4];
-          quant_fragment<kKind>(words, cu % kUnitsPerVector, s, b, breg);
-#pragma unroll
-          for (int t = 0; t < 2; ++t) {
-            const int kt = unit_index * 2 + t;
-            uint32_t a[4] = {0u, 0u, 0u, 0u};
-            if (g < M) a[0] = x_lane[8 * kt], a[2] = x_lane[8 * kt + 4];
-            mma_bf16(acc, a, breg[2 * t], breg[2 * t + 1]);
+      // 32-column unit k of the ring unit's segment sg: its B fragment, then its two k-tiles' MMAs.
+      const auto step = [&](int sg, int k, float(&acc)[4]) {
+        const int cu = sg * kSegmentUnits + k;  // the 32-column unit within the ring unit
+        const int unit_index = (ui * kUnitSegments + sg) * kSegmentUnits + k;
+        const uint4 vu = v[cu / kUnitsPerVector];
+        const uint32_t words[4] = {vu.x, vu.y, vu.z, vu.w};
+        float s[2] = {1.f, 1.f}, b[2] = {0.f, 0.f};
+        if constexpr (kGrouped) {
+          const int q0 = (cu * 32) >> group_shift, q1 = small_groups ? (cu * 32 + 16) >> group_shift : q0;
+          s[0] = shared_quant_scale<kScale>(area, q0 * 8 + g);
+          s[1] = small_groups ? shared_quant_scale<kScale>(area, q1 * 8 + g) : s[0];
+          if constexpr (kAffine) {
+            b[0] = shared_quant_scale<kScale>(area + bias_offset, q0 * 8 + g);
+            b[1] = small_groups ? shared_quant_scale<kScale>(area + bias_offset, q1 * 8 + g) : b[0];
           }
         }
-        if (g < M) tile_sums[seg * M * 4 + lane] = make_float2(acc[0], acc[1]);
+        uint32_t breg[4];
+        quant_fragment<kKind>(words, cu % kUnitsPerVector, s, b, breg);
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          const int kt = unit_index * 2 + t;
+          uint32_t a[4] = {0u, 0u, 0u, 0u};
+          if (g < M) a[0] = x_lane[8 * kt], a[2] = x_lane[8 * kt + 4];
+          mma_bf16(acc, a, breg[2 * t], breg[2 * t + 1]);
+        }
+      };
+      if ((ui + 1) * kUnitSegments * kSegmentUnits <= sh.kp_count) {
+        // Every segment of the unit is whole: the segments' chains interleaved (32-column unit k of
+        // each in turn), so kUnitSegments MMAs are in flight and nothing branches between steps;
+        // each chain keeps its own order, so its sum has the bits of the chains run one by one.
+        float acc[kUnitSegments][4];
+#pragma unroll
+        for (int sg = 0; sg < kUnitSegments; ++sg) acc[sg][0] = acc[sg][1] = acc[sg][2] = acc[sg][3] = 0.f;
+#pragma unroll
+        for (int k = 0; k < kSegmentUnits; ++k)
+#pragma unroll
+          for (int sg = 0; sg < kUnitSegments; ++sg) step(sg, k, acc[sg]);
+        if (g < M)
+#pragma unroll
+          for (int sg = 0; sg < kUnitSegments; ++sg)
+            tile_sums[(ui * kUnitSegments + sg) * M * 4 + lane] = make_float2(acc[sg][0], acc[sg][1]);
+      } else {  // the row tile's last unit, partly past its columns: chain by chain, up to kp_count
+#pragma unroll
+        for (int sg = 0; sg < kUnitSegments; ++sg) {
+          const int seg = ui * kUnitSegments + sg;
+          if (seg >= num_segments) break;
+          float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+          for (int k = 0; k < kSegmentUnits; ++k) {
+            if (seg * kSegmentUnits + k >= sh.kp_count) break;
+            step(sg, k, acc);
+          }
+          if (g < M) tile_sums[seg * M * 4 + lane] = make_float2(acc[0], acc[1]);
+        }
       }
       __syncwarp();  // every lane's reads of the slot (codes and scales) are done
       if (lane == 0) mbar_arrive(&empty[slot]);

@@ -78,6 +78,14 @@ __device__ __forceinline__ void quant_fragment(const uint32_t (&words)[4], int u
 #pragma unroll
       for (int h = 0; h < 2; ++h) b[2 * t + h] = pack_bf16x2(value(2 * h), value(2 * h + 1));
     }
+  } else if constexpr (kKind == kQuantMxfp4) {
+    float q[8];  // quant_value's product on e2m1_values' codes
+    e2m1_values(words[unit_in_vector], q);
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        b[2 * t + h] = pack_bf16x2(mul_rn(q[4 * t + 2 * h], s[t]), mul_rn(q[4 * t + 2 * h + 1], s[t]));
   } else if constexpr (kKind == kQuantFp8) {
     // Codes j and j + 1 (j even) are neighbouring bytes of one word: one paired conversion.
 #pragma unroll

@@ -86,6 +86,20 @@ TACHYON_HD float e2m1_value(uint32_t code) {
   return (code & 8u) ? -mag : mag;
 }
 
+// The 8 e2m1 codes of a 4-bit unit word (nibble j: slot j), e2m1_value's values without its
+// branches: the magnitude bits e1 e0 m placed as an f32's lowest exponent bits and its top mantissa
+// bit are the value times 2^−126 (e = 0: the subnormal m·2^−127), the sign bit moves to bit 31,
+// and one exact multiplication by 2^126 gives the value (subnormals are kept: no flush to zero).
+TACHYON_HD void e2m1_values(uint32_t word, float (&q)[8]) {
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+  for (int j = 0; j < 8; ++j) {
+    const uint32_t code = (word >> (4 * j)) & 0xfu;
+    q[j] = bits_to_f32(((code & 7u) << 22) | ((code & 8u) << 28)) * 0x1p126f;
+  }
+}
+
 // e4m3fn (exact in f16).
 TACHYON_HD float e4m3_value(uint32_t code) {
   const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);

@@ -192,6 +192,14 @@ TEST(CudaQuantValue, EveryCodeIsItsScalarDefinition) {
       ASSERT_EQ(signed_q[j], static_cast<float>(static_cast<int8_t>(c)));
     }
   }
+  // The e2m1 word path (e2m1_values: subnormal f32 bits scaled by 2^126): every code in every nibble.
+  for (uint32_t code = 0; code < 16; ++code) {
+    const uint32_t word = 0x11111111u * code ^ 0x0f0f0000u;
+    float q[8];
+    cuda::e2m1_values(word, q);
+    for (int j = 0; j < 8; ++j)
+      ASSERT_TRUE(same_float(q[j], cuda::e2m1_value((word >> (4 * j)) & 0xfu))) << std::hex << word << " " << j;
+  }
   // The decode kernels' paired e4m3 conversion: every pair of codes gives e4m3_value's values
   // (NaN codes: NaN). On the host the pair is two single conversions: this pins the byte order.
   for (uint32_t pair = 0; pair < 0x10000u; ++pair) {
