@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "kernels/cpu/isa/cpu_features.h"
 #include "kernels/cpu/isa/matmul_int8.h"
 #include "kernels/cpu/quant_pack.h"
 #include "quant_test_data.h"
@@ -106,7 +107,7 @@ struct Kernel {
 std::vector<Kernel> kernels_here() {
   std::vector<Kernel> ks{{cpu::matmul_int8_portable, "portable"}};
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) ks.push_back({cpu::matmul_int8_avx2, "avx2"});
+  if (__builtin_cpu_supports("avx2") && cpu::cpu_has_f16c()) ks.push_back({cpu::matmul_int8_avx2, "avx2"});
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512vnni")) {
     ks.push_back({cpu::matmul_int8_avx512, "avx512-vnni"});
