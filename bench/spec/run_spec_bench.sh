@@ -14,9 +14,9 @@ commit="$(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet ||
 out="$root/bench/results/spec-$commit.md"
 
 median() { sort -g | sed -n 3p; }
-run_line() {  # prompt, method flags... → the run summary line
-  local prompt="$1"; shift
-  "$tachyon" run "$prompt" -n 384 --temperature 0 "$@" 2>&1 >/dev/null | grep "generated," | tail -1
+run_line() {  # prompt ids (comma-separated), method flags... → the run summary line
+  local ids="$1"; shift
+  "$tachyon" run --ids "$ids" -n 384 --temperature 0 "$@" 2>&1 >/dev/null | grep "generated," | tail -1
 }
 tok_s() { run_line "$@" | sed -n 's/.* generated, \([0-9.]*\) tok\/s decode.*/\1/p'; }
 
@@ -30,7 +30,9 @@ tok_s() { run_line "$@" | sed -n 's/.* generated, \([0-9.]*\) tok\/s decode.*/\1
   echo "| workload | method | tok/s | ratio | tokens per verify step | gate |"
   echo "|---|---|---:|---:|---:|---|"
   for w in code_completion code_edit prose agent_loop; do
-    p="$(cat "$root/bench/spec/prompts/$w.txt")"
+    # The exact ids of the prompt (bench/spec/prompts/*.ids): "$(cat FILE.txt)" would drop its
+    # trailing newline and change what the model continues.
+    p="$(tr -s ' \n' ',,' < "$root/bench/spec/prompts/$w.ids" | sed 's/^,//; s/,$//')"
     base=""
     for method in none default ngram suffix draft mtp; do
       case $method in
