@@ -7,7 +7,7 @@
 Each slice runs one target (at `nice -n 19`, so it only takes CPU nobody else wants) for --slice
 wall seconds over its corpus <corpus>/<target>, which starts from the seed corpus of
 tests/fuzz/targets.tsv and keeps every input that found new coverage. The next target is always the
-one with the fewest CPU-seconds booked in the ledger so far (all sessions), so the hours spread evenly.
+one with the fewest CPU-seconds booked in the ledger so far (every run), so the hours spread evenly.
 
 The ledger (bench/results/fuzz-ledger.tsv) gets one row per slice: the fuzzer process's own CPU
 seconds (user + system from wait4's rusage, not wall time), executions, crashes (files libFuzzer
@@ -47,7 +47,7 @@ def read_targets():
 
 
 def booked_cpu(ledger):
-    """CPU-seconds per target over every row of the ledger (all sessions)."""
+    """CPU-seconds per target over every row of the ledger."""
     cpu = {}
     if os.path.exists(ledger):
         with open(ledger) as f:
