@@ -109,12 +109,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int bias_offset = sh.scale_area / 2;  // Affine: biases in the second half of a slot's area
   if (threadIdx.x < kTileIdSlots) ids[threadIdx.x] = ~uint64_t{0};  // a tag no post has
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < slots; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
-    fence_mbarrier_init();
-  }
-  __syncthreads();
-  pdl_launch_dependents();  // the next kernel waits for this one's completion before reading out
+  start_ring(full, empty, slots);
 
   if (warp == kStreamConsumerWarps) {  // producer: weights are constant, streamed before the wait
     if (lane != 0) return;

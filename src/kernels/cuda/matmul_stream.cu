@@ -141,13 +141,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   auto* sums = reinterpret_cast<float2*>(xs + M * row_words);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x < kTileIdSlots) ids[threadIdx.x] = ~uint64_t{0};  // a tag no post has
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < slots; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
-    fence_mbarrier_init();
-  }
-  __syncthreads();
-  // The next kernel may be scheduled now: it waits for this one's completion before reading out.
-  pdl_launch_dependents();
+  start_ring(full, empty, slots);
 
   if (warp == kStreamConsumerWarps) {
     // Producer: weights are constant, so they stream before pdl_wait (during the previous kernel).
@@ -308,12 +302,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   const auto round_width = [&](int round) {
     return min(kStreamConsumerWarps, my_tiles - round * kStreamConsumerWarps);
   };
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < slots; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
-    fence_mbarrier_init();
-  }
-  __syncthreads();
-  pdl_launch_dependents();  // the next kernel waits for this one's completion before reading out
+  start_ring(full, empty, slots);
 
   if (warp == kStreamConsumerWarps) {  // producer: weights are constant, streamed before the wait
     if (lane != 0) return;

@@ -54,6 +54,18 @@ int first_static_tiles(int n_tiles, int grid, int units_per_tile, int slots);
 TileSchedule tile_schedule(int n_tiles, int grid, int units_per_tile, int slots, cudaStream_t stream);
 
 #ifdef __CUDACC__
+// The ring's start, by every thread of the CTA: each slot's full and empty barriers armed for one
+// arrival and made visible to the bulk copies, then the next kernel may be scheduled (it waits for
+// this one's completion before it reads the output).
+__device__ __forceinline__ void start_ring(uint64_t* full, uint64_t* empty, int slots) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < slots; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
+    fence_mbarrier_init();
+  }
+  __syncthreads();
+  pdl_launch_dependents();
+}
+
 // Entry j of the producer's posts: its j-th n-tile (-1 past the last) tagged with j, so that a
 // consumer can tell it from an older post in the same entry.
 __device__ __forceinline__ void post_tile(uint64_t* ids, int j, int tile) {
