@@ -25,7 +25,8 @@
 # node_modules.tar.xz (~46 MB); call 2, sent at once (the machine is given back after 30 s idle), runs
 # `bench e2e` with the demo model in the tree and carries ASSETS/fixtures. Call 1 took 433 s on an H100,
 # `bench` ~110-150 s for one workload at 1/8/32/64 clients on both engines, `e2e` 43 s.
-# Environment: ASSETS, LEVELS, RUNS (measured runs per level, default 2), WORKLOADS (default
+# Environment: TESTS (test targets the build phase also builds in the same build folder, whose
+# libraries the server shares: one CUDA compile for both), ASSETS, LEVELS, RUNS (measured runs per level, default 2), WORKLOADS (default
 # chat_prose,code_completion), SLOT_CTX (context per client, default 4096), TACHYON_ARGS (extra
 # `tachyon serve` flags), COMMIT (the tree's commit, for the results' names), LLAMA_VERSION (the llama.cpp
 # commit staged; its source carries no git metadata, default d32676d7, ../shared/peers/README.md).
@@ -51,9 +52,11 @@ phase_build() {
   rm -rf "$llsrc" && mkdir -p "$llsrc" && xz -dc "$ASSETS/llama.tar.xz" | tar -x -C "$llsrc" || return 1
   stamp "unpacked"
   (
-    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTACHYON_SERVER=ON -DTACHYON_TESTS=OFF \
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTACHYON_SERVER=ON \
+      -DTACHYON_TESTS="$([ -n "${TESTS:-}" ] && echo ON || echo OFF)" \
       -DTACHYON_CUDA=ON -DTACHYON_CUDA_SM90A_ONLY=ON "${SERVER_DEPS_CMAKE_ARGS[@]}" &&
-    ninja -C "$build" -j10 tachyon
+    ninja -C "$build" -j10 tachyon &&
+    { [ -z "${TESTS:-}" ] || ninja -C "$build" -j10 -k 0 ${TESTS}; }
   ) > "$OUT/tachyon-build.log" 2>&1 &
   local tb=$!
   (

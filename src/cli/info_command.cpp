@@ -271,7 +271,9 @@ Command add_info_command(CLI::App& app) {
                  {"quantize_decode", decode_copies ? opt->quantize_decode : "none"},
                  {"int8_activations", {{"option", opt->int8_activations.empty() ? "auto" : opt->int8_activations},
                                        {"weights", backend->int8_activation_weights()},
-                                       {"kernel", backend->int8_activation_weights() > 0 ? kernels::cpu::matmul_int8_kernel_name() : "-"}}}};
+                                       {"kernel", backend->int8_activation_weights() > 0 ? kernels::cpu::matmul_int8_kernel_name() : "-"}}},
+                 {"f32_stored_as_bf16", {{"tensors", backend->f32_weights_stored_as_bf16().tensors},
+                                         {"bytes_saved", backend->f32_weights_stored_as_bf16().bytes_saved}}}};
     auto bytes_report = [](const BytesPerFormat& per_format, int64_t& total) {
       Json out = Json::object();
       for (const auto& [format, bc] : per_format) {
@@ -354,6 +356,9 @@ Command add_info_command(CLI::App& app) {
                 int8_weights > 0 ? fmt::format(": {} integer matmul weights on int8 x int8 dot products ({})",
                                                int8_weights, kernels::cpu::matmul_int8_kernel_name()).c_str()
                                  : "");
+    if (const auto narrowed = backend->f32_weights_stored_as_bf16(); narrowed.tensors > 0)
+      std::printf("f32 as bf16      %lld F32 matrices hold only bf16 values: stored as bf16, %.2f MiB less\n",
+                  static_cast<long long>(narrowed.tensors), static_cast<double>(narrowed.bytes_saved) / (1 << 20));
     if (decode_copies) {
       std::printf("decode copies    %.2f MiB (decode and verify rows read these; footprint %.2f MiB)\n",
                   static_cast<double>(decode_total) / (1 << 20),

@@ -171,9 +171,24 @@ class EngineLoop : public KvAllocator {
         state_{config_, engine.max_context(), model_, kv_, scheduler_, active_, policy_, stats_},
         runner_(state_),
         commit_(state_) {
-    if (config.swap_space_bytes > 0) kv_.attach_host_tier(config.swap_space_bytes);
+    if (config.swap_space_bytes > 0) attach_swap_space(engine);
     if (config.prefix_cache && !config.prefix_cache_dir.empty()) attach_disk_tier();
     thread_ = std::thread([this] { run(); });
+  }
+
+  // A host slot holds a block of every layer plus a hybrid model's state snapshot, so a small
+  // pool's auto-sized swap space can hold no slot: then the tier is off, not a start-up error.
+  // A size the user gave still fails naming both sizes (KvCache::attach_host_tier).
+  void attach_swap_space(Engine& engine) {
+    const auto slot = static_cast<int64_t>(kv_.host_slot_bytes());
+    if (engine.swap_space_.automatic && config_.swap_space_bytes < slot) {
+      engine.swap_space_ = {0, fmt::format("off: the auto size ({}) holds no block of this model ({} a block with its "
+                                           "state); --swap-space BYTES sets it",
+                                           format_byte_size(config_.swap_space_bytes), format_byte_size(slot))};
+      engine.config_.swap_space_bytes = 0;
+      return;
+    }
+    kv_.attach_host_tier(config_.swap_space_bytes);
   }
 
   ~EngineLoop() override {

@@ -110,9 +110,11 @@ SwapSpace swap_space(int64_t requested, bool device_backend, int64_t pool_bytes,
   if (!device_backend) return {0, "off on the CPU, where the KV pool is host memory already: preempted requests recompute"};
   const int64_t bytes = std::min({pool_bytes, kAutoSwapCap, host_available / 4});
   if (bytes <= 0) return {0, "off: no host memory to spare for it; preempted requests recompute"};
-  return {bytes, fmt::format("{} pinned (auto on a GPU: the KV pool's size, at most {} and a quarter of free host "
-                             "memory; --swap-space BYTES sets it, 0 turns it off)",
-                             format_byte_size(bytes), format_byte_size(kAutoSwapCap))};
+  return {bytes,
+          fmt::format("{} pinned (auto on a GPU: the KV pool's size, at most {} and a quarter of free host "
+                      "memory; --swap-space BYTES sets it, 0 turns it off)",
+                      format_byte_size(bytes), format_byte_size(kAutoSwapCap)),
+          true};
 }
 
 }  // namespace tachyon::engine

@@ -82,6 +82,7 @@ constexpr int64_t kAutoSwapCap = int64_t{4} << 30;
 struct SwapSpace {
   int64_t bytes = 0;  // 0: no host tier
   std::string why;    // one line for the start-up log and `info`
+  bool automatic = false;  // sized by the default rule, not by --swap-space
 };
 SwapSpace swap_space(int64_t requested, bool device_backend, int64_t pool_bytes, int64_t host_available);
 

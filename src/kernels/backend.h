@@ -70,6 +70,12 @@ class Backend {
   virtual bool supports_int8_activations() const { return false; }
   // How many weights were uploaded in the mode (their matmuls run on int8 activations).
   virtual int64_t int8_activation_weights() const { return 0; }
+  // F32 matrices whose every value is a bf16 value, stored as bf16 (the same values, half the
+  // bytes), and the bytes that saved.
+  struct NarrowedWeights {
+    int64_t tensors = 0, bytes_saved = 0;
+  };
+  virtual NarrowedWeights f32_weights_stored_as_bf16() const { return {}; }
   virtual void copy_to_host(void* host_dst, const void* device_src, size_t bytes) = 0;
   virtual void copy_to_device(void* device_dst, const void* host_src, size_t bytes) = 0;
   // A read the caller collects later, so that the host can prepare the next step while the

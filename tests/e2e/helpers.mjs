@@ -124,5 +124,11 @@ export async function startOwnServer(flags, modelDir = process.env.TACHYON_MODEL
     });
     server.on('exit', (code, signal) => reject(new Error(`tachyon serve exited (${code ?? signal}):\n${log}`)));
   });
+  // A server that dies while its tests run shows up as "fetch failed" in the next test: print
+  // its log, the only evidence of why (a clean exit after the tests' SIGTERM is code 0).
+  server.on('exit', (code, signal) => {
+    if (code !== 0 && signal !== 'SIGKILL' && signal !== 'SIGTERM')
+      process.stderr.write(`tachyon serve ${flags.join(' ')} exited (${code ?? signal}); its log:\n${log.slice(-20000)}\n`);
+  });
   return { server, port, log: () => log };
 }

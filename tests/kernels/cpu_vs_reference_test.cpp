@@ -146,7 +146,7 @@ TEST_P(Kernels, EmbeddingFromPackedTableMatchesReference) {
 
 TEST(KernelsDraftWeights, AMatrixWithANonFiniteWeightStaysAsStored) {
   auto cpu = make_backend("cpu");
-  std::vector<float> w(8 * 16, 0.25f);
+  std::vector<float> w(8 * 16, 0.3f);  // not a bf16 value: the F32 matrix is not narrowed either
   w[37] = INFINITY;
   const Weight draft = cpu->upload_draft_weight(Weight{w.data(), DType::F32, 8, 16});
   EXPECT_EQ(draft.dtype, DType::F32);
@@ -162,6 +162,32 @@ TEST(KernelsDraftWeights, OtherBackendsKeepDraftWeightsExact) {
   const Weight draft = ref->upload_draft_weight(w.view);
   EXPECT_EQ(draft.dtype, DType::BF16);
   EXPECT_EQ(draft.scales, nullptr);
+}
+
+// An F32 matrix holding only bf16 values (an F32 file converted up from bf16) is stored as bf16:
+// half the bytes, and every output bit for bit what the bf16 matrix gives. One value off a bf16
+// keeps the matrix F32.
+TEST(KernelsF32Weights, ABf16ExactMatrixIsStoredAsBf16WithTheSameOutputs) {
+  auto cpu = make_backend("cpu");
+  std::mt19937 rng(11);
+  const int64_t rows = 5, n = 70, k = 131;
+  auto w = random_weight(DType::BF16, n, k, rng);
+  std::vector<float> widened(w.half.size());
+  for (size_t i = 0; i < widened.size(); ++i) widened[i] = bf16_to_f32(w.half[i]);
+  const Weight from_f32 = cpu->upload_weight(Weight{widened.data(), DType::F32, n, k});
+  EXPECT_EQ(from_f32.dtype, DType::BF16);
+  EXPECT_EQ(cpu->f32_weights_stored_as_bf16().tensors, 1);
+  EXPECT_EQ(cpu->f32_weights_stored_as_bf16().bytes_saved, n * k * 2);
+  const Weight from_bf16 = cpu->upload_weight(w.view);
+  auto x = random_vec(static_cast<size_t>(rows * k), rng);
+  std::vector<float> a(static_cast<size_t>(rows * n)), b(a.size());
+  cpu->matmul(x.data(), rows, from_f32, nullptr, a.data());
+  cpu->matmul(x.data(), rows, from_bf16, nullptr, b.data());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+
+  widened[100] = std::nextafter(widened[100], 1.f);
+  EXPECT_EQ(cpu->upload_weight(Weight{widened.data(), DType::F32, n, k}).dtype, DType::F32);
+  EXPECT_EQ(cpu->f32_weights_stored_as_bf16().tensors, 1);
 }
 
 // Every ISA path (AVX-512 tiles of up to 6 rows, AVX2 tiles of 3 and 1, portable) computes

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "base/error.h"
@@ -79,9 +80,35 @@ Weight CpuBackend::upload_weight(const Weight& host) {
   return upload_packed(host);
 }
 
+namespace {
+// The bf16 bits of an F32 row-major matrix whose every value is a bf16 value (low 16 bits zero),
+// else nothing: an F32 file converted up from a bf16 checkpoint, as most F32 GGUFs are.
+std::optional<std::vector<uint16_t>> bf16_exact_bits(const Weight& host) {
+  const auto* bits = static_cast<const uint32_t*>(host.data);
+  const size_t n = static_cast<size_t>(host.rows * host.cols);
+  uint32_t low = 0;
+  for (size_t i = 0; i < n; ++i) low |= bits[i] & 0xffffu;
+  if (low != 0) return std::nullopt;
+  std::vector<uint16_t> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint16_t>(bits[i] >> 16);
+  return out;
+}
+}  // namespace
+
 Weight CpuBackend::upload_packed(const Weight& host) {
   if (host.quantized()) return upload_quantized(host);
   if (host.rows <= 1) return ReferenceBackend::upload_weight(host);  // vectors stay as they are
+  // Stored as bf16 where that is lossless: the matmul chain reads each weight as its f32 value
+  // (cpu/dot.h), so the bits of every output are unchanged and decode streams half the bytes.
+  if (host.dtype == DType::F32 && host.layout == WeightLayout::RowMajor && !host.scales)
+    if (const auto narrowed = bf16_exact_bits(host)) {
+      narrowed_f32_.tensors += 1;
+      narrowed_f32_.bytes_saved += static_cast<int64_t>(narrowed->size() * sizeof(uint16_t));
+      Weight as_bf16 = host;
+      as_bf16.data = narrowed->data();
+      as_bf16.dtype = DType::BF16;
+      return upload_packed(as_bf16);
+    }
   const size_t bytes = static_cast<size_t>(cpu::panel64_padded_rows(host.rows) * host.cols) * dtype_size(host.dtype);
   void* packed = allocate(bytes);
   cpu::pack_panel64(host, packed);

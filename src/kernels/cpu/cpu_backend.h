@@ -31,6 +31,7 @@ class CpuBackend : public ReferenceBackend {
   // accepts are packed as Panel64Dot and their matmuls run cpu/isa/matmul_int8.h.
   bool supports_int8_activations() const override { return true; }
   int64_t int8_activation_weights() const override { return int8_dot_weights_; }
+  NarrowedWeights f32_weights_stored_as_bf16() const override { return narrowed_f32_; }
 
   void embedding(const Weight& table, const int32_t* ids, int64_t rows, float scale, float* out) override;
   void top_two(const float* x, int64_t rows, int64_t n, TopTwo* out) override;  // cpu/top_two_row.h
@@ -70,6 +71,7 @@ class CpuBackend : public ReferenceBackend {
   void matmul_int8(const cpu::Int8Rows& a, const Weight& w, const Weight* bias, float* out);
   cpu::Int8Activations int8_x_;  // matmul's quantized input rows, grow-only
   int64_t int8_dot_weights_ = 0;  // weights uploaded as Panel64Dot
+  NarrowedWeights narrowed_f32_;  // F32 matrices upload_packed stored as bf16 (all values bf16)
   // moe_experts scratch (host memory is device memory here), grow-only.
   std::vector<float> moe_x_, moe_gate_up_, moe_act_, moe_y_;
   std::vector<int32_t> moe_count_, moe_by_expert_, moe_fill_;

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/error.h"
 #include "engine/engine.h"
 #include "golden_device.h"
 #include "kernels/kv_format.h"
@@ -159,6 +160,25 @@ TEST(HostSwap, TheSwapSpaceIsOnByDefaultOnAGpuAndOffWhenAskedTo) {
   engine::Engine off(*model, {.max_concurrent = 2, .num_blocks = 16, .swap_space_bytes = 0});
   EXPECT_EQ(off.swap_space().bytes, 0) << off.swap_space().why;
   EXPECT_FALSE(off.stats().host_swap_enabled);
+}
+
+// The auto size is the pool's bytes; a host slot also carries a hybrid model's recurrent state.
+// A pool of two blocks beside Qwen3-Next's state holds no slot: the engine starts with the tier
+// off (it used to refuse to start), while the same too-small size given by the user still fails.
+TEST(HostSwap, AnAutoSwapSpaceTooSmallForOneSlotIsOffNotAnError) {
+  if (!golden_on_cuda() || !golden_device_available()) GTEST_SKIP() << "the auto swap space is a GPU default";
+  auto backend = kernels::make_backend(kGoldenDevice);
+  const auto model = model::load_model(std::string(TACHYON_SOURCE_DIR) + "/tests/fixtures/hf/qwen3_next", *backend);
+  engine::Engine tiny(*model, {.max_concurrent = 1, .num_blocks = 2});
+  const engine::EngineStats stats = tiny.stats();
+  if (stats.host_swap_enabled) {  // this fixture's state fits beside two blocks after all: a slot at least
+    EXPECT_GE(stats.swap_blocks, 1);
+    GTEST_SKIP() << "two blocks of this fixture hold a slot: " << tiny.swap_space().why;
+  }
+  EXPECT_EQ(tiny.swap_space().bytes, 0);
+  EXPECT_NE(tiny.swap_space().why.find("holds no block"), std::string::npos) << tiny.swap_space().why;
+  EXPECT_THROW(engine::Engine(*model, {.max_concurrent = 1, .num_blocks = 2, .swap_space_bytes = 4096}),
+               tachyon::Error);
 }
 
 }  // namespace
