@@ -137,7 +137,10 @@ __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const 
   float* ks = reinterpret_cast<float*>(qs + group * qk_stride(D));
   float* vs = ks + decode_k_words(D, group);
   float* v_new = nullptr;  // K and V apart: the new key's V row
+  // K and V apart: K first, in batches of 4 loads per thread (8 spilled: ptxas held the kernel to
+  // 168 registers), V after the scores.
   constexpr ChunkRows kFirstRows = kKvApart ? ChunkRows::K : ChunkRows::KV;
+  constexpr int kFirstBatch = kKvApart ? kStageBatch / 2 : kStageBatch;
   if constexpr (kKvApart) {
     v_new = ks + decode_score_words(group);
     ks = vs = v_new + v_stride(D);
@@ -148,7 +151,7 @@ __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const 
   // the older keys' rows and the zero rows; after the wait only q and the new keys' copies.
   const int new_lo = max(k_begin, first_new);
   lookup_chunk_slots(kv, table, s.block_size, kvh, D, c0, k_begin, k_end, key_position);
-  copy_chunk_rows<kStageBatch, kFirstRows>(kv, D, c0, 0, kChunkKeys, new_lo, k_end, ks, vs);
+  copy_chunk_rows<kFirstBatch, kFirstRows>(kv, D, c0, 0, kChunkKeys, new_lo, k_end, ks, vs);
   cp_async_commit();
   constexpr int PL = kPrologueLanes<DK>;
   HeadConstants<PL> cq, ck;
@@ -170,7 +173,7 @@ __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const 
             D, qs);
   }
   if (new_lo <= k_end)
-    copy_chunk_rows<kStageBatch, kFirstRows>(kv, D, c0, new_lo - c0, k_end - c0 + 1, has_key ? pos : 1,
+    copy_chunk_rows<kFirstBatch, kFirstRows>(kv, D, c0, new_lo - c0, k_end - c0 + 1, has_key ? pos : 1,
                                              has_key ? pos : 0, ks, vs);
   cp_async_commit();
   cp_async_wait<0>();
