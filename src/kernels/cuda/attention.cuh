@@ -76,6 +76,22 @@ struct QkPrologue {
 };
 static_assert(sizeof(QkPrologue) == 4 * sizeof(void*) + 10 * 4, "QkPrologue must have no padding");
 
+// K and V apart: the attention kernels' variant for small shared memory (query tiles and decode).
+// A CTA stages a chunk's K, computes its scores, then stages the chunk's V into the same buffer
+// for p·v: one 64-key buffer of 64 · (head_dim + 4) floats where the other variants hold K and V
+// together, the same 64-key chunks and arithmetic, so the same bits. Chosen only where K and V do
+// not fit the GPU's shared memory per block together: head_dim above ~168 at 99 KB (sm_86, sm_89;
+// head_dim 256 needs 130 KB for both, 65 KB for one).
+// Tests: force_attention_kv_apart(true) makes every query-tile and decode launch take it (false:
+// only where needed); attention_kv_apart_launches counts the launches that took it, process-wide.
+void force_attention_kv_apart(bool on);
+bool attention_kv_apart_forced();
+struct KvApartLaunches {
+  uint64_t query_tiles = 0, decode = 0;
+};
+KvApartLaunches attention_kv_apart_launches();
+void count_attention_kv_apart_launch(bool decode);
+
 }  // namespace tachyon::kernels::cuda
 
 #include "kernels/cuda/attention_decode.cuh"

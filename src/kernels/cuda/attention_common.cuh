@@ -118,7 +118,10 @@ __device__ __forceinline__ void load_head_record8(const KvPair& kv, int64_t key,
 // chunk at head_dim 128 over 128 threads); the query-tile kernel, whose accumulators are live
 // while it stages the next chunk, with 2 (8 spilled its head_dim 128 and 256 variants).
 constexpr int kStageBatch = 8, kTileStageBatch = 2;
-template <KvCodec KC, KvCodec VC, int kBatch>
+// Which rows of the chunk a staging call copies: K and V, or one of them (the K-and-V-apart
+// variant, attention.cuh: K before the scores, V after them, into the same buffer).
+enum class ChunkRows { KV, K, V };
+template <KvCodec KC, KvCodec VC, int kBatch, ChunkRows kRows = ChunkRows::KV>
 __device__ __forceinline__ void copy_coded_rows(const KvPair& kv, int D, int c0, int jj_begin, int jj_end,
                                                 int skip_lo, int skip_hi, float* ks, float* vs) {
   const int units = D / 8, KS = qk_stride(D), VS = v_stride(D), end = jj_end * units;
@@ -129,8 +132,8 @@ __device__ __forceinline__ void copy_coded_rows(const KvPair& kv, int D, int c0,
       const int i = base + b * blockDim.x, jj = i / units, e0 = 8 * (i % units);
       const int64_t key = i < end ? chunk_slot_s[jj] : -1;
       if (key >= 0 && !(c0 + jj >= skip_lo && c0 + jj <= skip_hi)) {
-        rk[b] = load_unit<KC>(kv.k, key, e0);
-        rv[b] = load_unit<VC>(kv.v, key, e0);
+        if constexpr (kRows != ChunkRows::V) rk[b] = load_unit<KC>(kv.k, key, e0);
+        if constexpr (kRows != ChunkRows::K) rv[b] = load_unit<VC>(kv.v, key, e0);
       }
     }
 #pragma unroll
@@ -142,24 +145,25 @@ __device__ __forceinline__ void copy_coded_rows(const KvPair& kv, int D, int c0,
 #pragma unroll
         for (int e = 0; e < 8; ++e) k[e] = v[e] = 0.f;
       } else {
-        decode_unit<KC>(rk[b], k);
-        decode_unit<VC>(rv[b], v);
+        if constexpr (kRows != ChunkRows::V) decode_unit<KC>(rk[b], k);
+        if constexpr (kRows != ChunkRows::K) decode_unit<VC>(rv[b], v);
       }
-      store_operands8(k, ks + jj * KS + e0);
-      store_operands8(v, vs + jj * VS + e0);
+      if constexpr (kRows != ChunkRows::V) store_operands8(k, ks + jj * KS + e0);
+      if constexpr (kRows != ChunkRows::K) store_operands8(v, vs + jj * VS + e0);
     }
   }
 }
 // Rows [jj_begin, jj_end) of the chunk but the keys in [skip_lo, skip_hi]: copies of the looked-up
 // slots, zeros for the rest; no commit. f32: cp.async (the rows land at the next cp_async_wait);
-// the other formats: loads, dequantized in registers, stored.
-template <int kBatch = kStageBatch>
+// the other formats: loads, dequantized in registers, stored. kRows: K and V, or one of them (the
+// other's pointer is not used).
+template <int kBatch = kStageBatch, ChunkRows kRows = ChunkRows::KV>
 __device__ __forceinline__ void copy_chunk_rows(const KvPair& kv, int D, int c0, int jj_begin, int jj_end,
                                                 int skip_lo, int skip_hi, float* ks, float* vs) {
   if (!kv.f32())
     return with_codecs(kv.format(), [&](auto kc, auto vc) {
-      copy_coded_rows<decltype(kc)::value, decltype(vc)::value, kBatch>(kv, D, c0, jj_begin, jj_end, skip_lo,
-                                                                         skip_hi, ks, vs);
+      copy_coded_rows<decltype(kc)::value, decltype(vc)::value, kBatch, kRows>(kv, D, c0, jj_begin, jj_end,
+                                                                                skip_lo, skip_hi, ks, vs);
     });
   const float* __restrict__ k_cache = reinterpret_cast<const float*>(kv.k.base);
   const float* __restrict__ v_cache = reinterpret_cast<const float*>(kv.v.base);
@@ -171,20 +175,22 @@ __device__ __forceinline__ void copy_chunk_rows(const KvPair& kv, int D, int c0,
     float* vd = vs + jj * VS + 4 * c;
     const int64_t slot = chunk_slot_s[jj];
     if (slot < 0) {
-      *reinterpret_cast<float4*>(kd) = make_float4(0.f, 0.f, 0.f, 0.f);
-      *reinterpret_cast<float4*>(vd) = make_float4(0.f, 0.f, 0.f, 0.f);
+      if constexpr (kRows != ChunkRows::V) *reinterpret_cast<float4*>(kd) = make_float4(0.f, 0.f, 0.f, 0.f);
+      if constexpr (kRows != ChunkRows::K) *reinterpret_cast<float4*>(vd) = make_float4(0.f, 0.f, 0.f, 0.f);
       continue;
     }
-    cp_async16(kd, k_cache + slot + 4 * c);
-    cp_async16(vd, v_cache + slot + 4 * c);
+    if constexpr (kRows != ChunkRows::V) cp_async16(kd, k_cache + slot + 4 * c);
+    if constexpr (kRows != ChunkRows::K) cp_async16(vd, v_cache + slot + 4 * c);
   }
 }
-template <typename KeyPosition>
+// The query-tile kernel's staging of a chunk (K and V, or K alone: its V follows by copy_chunk_rows
+// of ChunkRows::V, over the slots looked up here).
+template <ChunkRows kRows = ChunkRows::KV, typename KeyPosition>
 __device__ __forceinline__ void stage_chunk(const KvPair& kv, const int32_t* table, int block_size, int kvh, int D,
                                             int c0, int k_begin, int k_end, KeyPosition key_position, float* ks,
                                             float* vs) {
   lookup_chunk_slots(kv, table, block_size, kvh, D, c0, k_begin, k_end, key_position);
-  copy_chunk_rows<kTileStageBatch>(kv, D, c0, 0, kChunkKeys, 1, 0, ks, vs);
+  copy_chunk_rows<kTileStageBatch, kRows>(kv, D, c0, 0, kChunkKeys, 1, 0, ks, vs);
   cp_async_commit();
 }
 

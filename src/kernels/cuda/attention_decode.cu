@@ -29,14 +29,23 @@ constexpr int kDecodeScoreRunsPerWarp = (kMaxGroup / 16) * kDecodeScoreRunsPerTi
 static_assert(kChunkTiles % kDecodeScoreRun == 0 && kDecodeScoreRunsPerTile % kDecodeWarps == 0,
               "every warp takes the same number of runs per pair tile");
 
-// Words of a decode CTA's K rows: the chunk's keys, then its scores (per 16-pair tile, 8 key
-// tiles x 32 lanes x 4 floats), which need more than the keys only at small head_dim.
+// Words of a decode CTA's scores: per 16-pair tile, 8 key tiles x 32 lanes x 4 floats.
+__host__ __device__ inline int decode_score_words(int group) { return (group + 15) / 16 * kChunkTiles * 32 * 4; }
+// Words of a decode CTA's K rows: the chunk's keys, then its scores, which need more than the
+// keys only at small head_dim.
 __host__ __device__ inline int decode_k_words(int D, int group) {
-  const int key_words = kChunkKeys * qk_stride(D), score_words = (group + 15) / 16 * kChunkTiles * 32 * 4;
+  const int key_words = kChunkKeys * qk_stride(D), score_words = decode_score_words(group);
   return key_words > score_words ? key_words : score_words;
 }
 
-size_t decode_smem_bytes(int D, int group, bool cluster) {
+// K and V together: q, K (then the scores), V, the cluster's chunk states. K and V apart
+// (attention.cuh; never in a cluster): q, the scores, the new key's V row (the fused prologue's),
+// then one buffer for K, then V: at head_dim 256 and 4 query heads per KV head, 74 KB instead of 134.
+size_t decode_smem_bytes(int D, int group, bool cluster, bool kv_apart) {
+  if (kv_apart)
+    return static_cast<size_t>(group * qk_stride(D) + decode_score_words(group) + v_stride(D) +
+                               kChunkKeys * std::max(qk_stride(D), v_stride(D))) *
+           4;
   const int states = cluster ? group * (D + 2) : 0;  // the chunk state of each query head: m, l, o
   return static_cast<size_t>(group * qk_stride(D) + decode_k_words(D, group) + kChunkKeys * v_stride(D) + states) *
          4;
@@ -113,9 +122,11 @@ __device__ __forceinline__ void decode_prologue(const float* __restrict__ x, con
 // fused: q is the fused projection's output and the CTA runs the prologue of its q heads and,
 // in the row's newest chunk, of the row's key (decode_prologue): every row is then the only one
 // of its sequence in the step, so the row's key is the chunk's only new one.
+// kKvApart (attention.cuh): K is staged so, then V over it once the scores are in their own
+// words; the new key's V row waits in a row of its own meanwhile.
 template <int DK>
 constexpr int kPrologueLanes = DK > 0 ? (8 * DK + 31) / 32 : 8;  // decode_prologue's PL
-template <int DK>
+template <int DK, bool kKvApart>
 __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const QkPrologue& pro, bool fused,
                                              const DeviceAttentionMeta& meta, int r, const KvPair& kv,
                                              const AttentionShape& s,
@@ -125,13 +136,22 @@ __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const 
   uint32_t* qs = reinterpret_cast<uint32_t*>(smem4);  // the group's q heads only (70 KB in all at d 128: 3 CTAs/SM)
   float* ks = reinterpret_cast<float*>(qs + group * qk_stride(D));
   float* vs = ks + decode_k_words(D, group);
+  float* v_new = nullptr;  // K and V apart: the new key's V row
+  // K and V apart: K first, in batches of 4 loads per thread (8 spilled: ptxas held the kernel to
+  // 168 registers), V after the scores.
+  constexpr ChunkRows kFirstRows = kKvApart ? ChunkRows::K : ChunkRows::KV;
+  constexpr int kFirstBatch = kKvApart ? kStageBatch / 2 : kStageBatch;
+  if constexpr (kKvApart) {
+    v_new = ks + decode_score_words(group);
+    ks = vs = v_new + v_stride(D);
+  }
   const int32_t* table = meta.block_tables + meta.block_table_offsets[meta.row_seq[r]];
   const auto key_position = [&](int j) { return tree_position(meta, r, j); };
   // Every slot, this step's keys' too (the block tables are the step's staged metadata), then
   // the older keys' rows and the zero rows; after the wait only q and the new keys' copies.
   const int new_lo = max(k_begin, first_new);
   lookup_chunk_slots(kv, table, s.block_size, kvh, D, c0, k_begin, k_end, key_position);
-  copy_chunk_rows(kv, D, c0, 0, kChunkKeys, new_lo, k_end, ks, vs);
+  copy_chunk_rows<kFirstBatch, kFirstRows>(kv, D, c0, 0, kChunkKeys, new_lo, k_end, ks, vs);
   cp_async_commit();
   constexpr int PL = kPrologueLanes<DK>;
   HeadConstants<PL> cq, ck;
@@ -147,13 +167,14 @@ __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const 
     const int64_t row_stride = static_cast<int64_t>(s.num_heads + 2 * s.num_kv_heads) * D;
     decode_prologue(q + r * row_stride, pro, cq, ck, kvh, group, pro.positions[r], has_key,
                     has_key ? chunk_slot_s[pos - c0] : 0, kv, qs, ks + (pos - c0) * qk_stride(D),
-                    vs + (pos - c0) * v_stride(D));
+                    kKvApart ? v_new : vs + (pos - c0) * v_stride(D));
   } else {
     stage_q([&](int p) { return q + (static_cast<int64_t>(r) * s.num_heads + kvh * group + p) * D; }, group, group,
             D, qs);
   }
   if (new_lo <= k_end)
-    copy_chunk_rows(kv, D, c0, new_lo - c0, k_end - c0 + 1, has_key ? pos : 1, has_key ? pos : 0, ks, vs);
+    copy_chunk_rows<kFirstBatch, kFirstRows>(kv, D, c0, new_lo - c0, k_end - c0 + 1, has_key ? pos : 1,
+                                             has_key ? pos : 0, ks, vs);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
@@ -174,7 +195,8 @@ __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const 
                        kDecodeScoreRun * (run % kDecodeScoreRunsPerTile));
   }
   __syncthreads();  // every warp's reads of K done
-  float4* shared_scores = reinterpret_cast<float4*>(ks);  // [pair tile][key tile][lane]
+  // [pair tile][key tile][lane]; K and V apart: in their own words
+  float4* shared_scores = reinterpret_cast<float4*>(kKvApart ? reinterpret_cast<float*>(qs + group * qk_stride(D)) : ks);
 #pragma unroll
   for (int n = 0; n < kDecodeScoreRunsPerWarp; ++n) {
     const int run = warp + n * kDecodeWarps;
@@ -183,6 +205,15 @@ __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const 
       for (int j = 0; j < kDecodeScoreRun; ++j)
         shared_scores[(run * kDecodeScoreRun + j) * 32 + lane] =
             make_float4(run_scores[n][j][0], run_scores[n][j][1], run_scores[n][j][2], run_scores[n][j][3]);
+  }
+  if constexpr (kKvApart) {
+    // V over K (the slots looked up above; the scores' registers free again), the new key's row
+    // from the prologue.
+    copy_chunk_rows<kStageBatch, ChunkRows::V>(kv, D, c0, 0, kChunkKeys, has_key ? pos : 1, has_key ? pos : 0, vs, vs);
+    cp_async_commit();
+    if (has_key)
+      for (int i = threadIdx.x; i < D; i += blockDim.x) vs[(pos - c0) * v_stride(D) + i] = v_new[i];
+    cp_async_wait<0>();
   }
   __syncthreads();
   const int d_tiles = D / 8, per_part = (d_tiles + kDecodeWarps - 1) / kDecodeWarps;
@@ -291,8 +322,9 @@ __device__ __forceinline__ void merge_chunks(const DeviceAttentionMeta& meta, in
 // heads, rows) in clusters of all a (row, KV head)'s chunks, the states stay in shared memory
 // and the cluster's first CTA merges; else the grid is (rows, KV heads, chunks), the states go
 // to `partial` and the last CTA to finish, counted on `counters`, merges. fused: q is the fused
-// projection's output and the kernel runs the attention prologue itself (decode_chunk).
-template <int DK, bool kCluster>  // DK: head_dim / 8 when fixed at compile time, else 0
+// projection's output and the kernel runs the attention prologue itself (decode_chunk). kKvApart:
+// K and V staged apart (attention.cuh; not in a cluster).
+template <int DK, bool kCluster, bool kKvApart = false>  // DK: head_dim / 8 when fixed at compile time, else 0
 __global__ void __launch_bounds__(128) attention_decode_kernel(
     const float* __restrict__ q, const __grid_constant__ QkPrologue prologue, bool fused, DeviceAttentionMeta meta,
     const int32_t* __restrict__ rows, const __grid_constant__ KvPair kv, AttentionShape s,
@@ -306,6 +338,7 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(
   // step's first kernel (the embedding) waits before it releases, so the
   // chain of releases from the step's start passes through a kernel that waited for every copy
   // before it. A kernel that released the next one before its own wait would break that chain.
+  static_assert(!(kCluster && kKvApart), "a cluster's chunk states follow K and V together");
   extern __shared__ float4 smem4[];
   __shared__ bool last;
   const int group = s.num_heads / s.num_kv_heads, D = s.head_dim;
@@ -330,7 +363,7 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(
     head_stride = static_cast<int64_t>(max_chunks) * (D + 2);
   }
   if (k_begin <= k_end) {
-    decode_chunk<DK>(q, prologue, fused, meta, r, kv, s, states, head_stride, smem4, kvh, c0, k_begin, k_end,
+    decode_chunk<DK, kKvApart>(q, prologue, fused, meta, r, kv, s, states, head_stride, smem4, kvh, c0, k_begin, k_end,
                      first_new);
     cta_timeline_mark(kTimelineComputed);  // thread 0's share of the chunk state
   } else {
@@ -377,7 +410,8 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(
 }  // namespace
 
 bool attention_decode_fits(int head_dim, int group) {
-  return decode_smem_bytes(head_dim, group, false) <= device_arch().smem_per_block;
+  return std::min(decode_smem_bytes(head_dim, group, false, false), decode_smem_bytes(head_dim, group, false, true)) <=
+         device_arch().smem_per_block;
 }
 
 int decode_chunks(int32_t max_position) { return max_position / kChunkKeys + 1; }
@@ -398,13 +432,16 @@ void attention_decode(const float* q, const QkPrologue* prologue, const DeviceAt
   check_head_dim(D);
   if (group > kMaxGroup) fail_unsupported("decode attention query heads per KV head", group);
   const DeviceArch& arch = device_arch();
+  // K and V apart only where they do not fit together (or forced: tests).
+  const bool kv_apart =
+      attention_kv_apart_forced() || decode_smem_bytes(D, group, false, false) > arch.smem_per_block;
   // Clusters (Hopper) only while every CTA has an SM of its own: with more, a cluster's CTAs are
   // placed together and hold their SMs until the merging CTA has read them, so later CTAs start
   // later (H200, batch 8, 512 CTAs: decode 2-4% slower than merging through global memory).
   const int64_t ctas = static_cast<int64_t>(num_rows) * shape.num_kv_heads * max_chunks;
-  const bool cluster = arch.hopper && max_chunks <= kMaxDecodeCluster && ctas <= arch.sms &&
-                       decode_smem_bytes(D, group, true) <= arch.smem_per_block;
-  const size_t smem = decode_smem_bytes(D, group, cluster);
+  const bool cluster = !kv_apart && arch.hopper && max_chunks <= kMaxDecodeCluster && ctas <= arch.sms &&
+                       decode_smem_bytes(D, group, true, false) <= arch.smem_per_block;
+  const size_t smem = decode_smem_bytes(D, group, cluster, kv_apart);
   if (smem > arch.smem_per_block)
     fail_unsupported("decode attention shared memory per block on this GPU (query heads per KV head x head_dim), bytes",
                      static_cast<int64_t>(smem));
@@ -416,6 +453,13 @@ void attention_decode(const float* q, const QkPrologue* prologue, const DeviceAt
     launch_clustered(kernel, grid, 128, smem, stream, cluster_x, q, prologue ? *prologue : QkPrologue{},
                      prologue != nullptr, meta, rows, kv, shape, max_chunks, workspace, counters, out);
   };
+  if (kv_apart) {
+    count_attention_kv_apart_launch(true);
+    const dim3 grid(rows_u, heads_u, chunks_u);
+    if (D == 256) decode(attention_decode_kernel<32, false, true>, grid, 1u);
+    else decode(attention_decode_kernel<0, false, true>, grid, 1u);
+    return;
+  }
   auto pick = [&](auto dk) {
     constexpr int DK = decltype(dk)::value;
     if (cluster) decode(attention_decode_kernel<DK, true>, dim3(chunks_u, heads_u, rows_u), chunks_u);

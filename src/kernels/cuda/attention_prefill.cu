@@ -23,10 +23,12 @@ namespace {
 // (128 pairs, half the L2 reads of K and V per FLOP) with two chunk buffers ran 10-12% faster
 // than 4 warps with one; 4 warps with two buffers (one CTA per SM) ran 1.7x slower. Where the
 // GPU's shared memory per block is smaller, tile_variant takes one buffer, then 2 warps (head_dim
-// 128 at sm_86/89's 99 KB, 256 at sm_80's 163 KB); the 4-warp kernels are no longer built (the
-// 2-warp ones took their place: the same number of instantiations, so no longer a compile).
+// 128 at sm_86/89's 99 KB, 256 at sm_80's 163 KB), then 2 warps with K and V apart (attention.cuh:
+// head_dim 256 at 99 KB: 82 KB where K and V together take 147 KB); the 4-warp kernels are no
+// longer built (the 2-warp ones took their place: the same number of instantiations).
 struct TileVariant {
   int warps, stages;
+  bool kv_apart = false;  // one buffer, K then V (2 warps, 1 stage)
 };
 TileVariant g_tile_variant{8, 2};
 
@@ -34,38 +36,47 @@ __host__ __device__ inline int d_parts(int D) { return (D / 8 + kMaxDTilesPerWar
 __host__ __device__ inline int tile_pairs(int D, int warps) { return 16 * (warps / d_parts(D)); }
 
 __host__ __device__ inline int chunk_smem_words(int D) { return kChunkKeys * (qk_stride(D) + v_stride(D)); }
+// The buffer that holds a chunk's K, then its V (K and V apart).
+__host__ __device__ inline int apart_chunk_smem_words(int D) { return kChunkKeys * max(qk_stride(D), v_stride(D)); }
 // Dynamic and static shared memory of a CTA of `v`'s shape (the static arrays: the tile's key
 // windows and the chunk's slots, attention_kernel and attention_common.cuh).
 size_t tile_smem_bytes(int D, TileVariant v) {
-  return (static_cast<size_t>(tile_pairs(D, v.warps)) * qk_stride(D) + static_cast<size_t>(v.stages) * chunk_smem_words(D)) *
-         4;
+  const size_t chunks = v.kv_apart ? apart_chunk_smem_words(D) : static_cast<size_t>(v.stages) * chunk_smem_words(D);
+  return (static_cast<size_t>(tile_pairs(D, v.warps)) * qk_stride(D) + chunks) * 4;
 }
 size_t tile_static_smem_bytes(TileVariant v) { return 2 * 16 * v.warps * sizeof(int32_t) + kChunkKeys * sizeof(int64_t); }
 // The variant set (g_tile_variant) where the device's shared memory per block holds it, else the
-// largest that fits: one chunk buffer, then fewer warps (Ampere and Ada hold 163 / 99 KB, not
-// Hopper's 227: head_dim 128 on 99 KB takes 2 warps and one buffer). The bits do not depend on it.
+// largest that fits: one chunk buffer, then fewer warps, then K and V apart (Ampere and Ada hold
+// 163 / 99 KB, not Hopper's 227: head_dim 128 on 99 KB takes 2 warps and one buffer, head_dim 256
+// K and V apart). force_attention_kv_apart: K and V apart wherever it fits. The bits do not
+// depend on the variant.
 bool tile_fits(int D, TileVariant v) {
   return tile_smem_bytes(D, v) + tile_static_smem_bytes(v) <= device_arch().smem_per_block;
 }
 std::optional<TileVariant> fitting_tile_variant(int D) {
+  constexpr TileVariant kApart{2, 1, true};
+  if (attention_kv_apart_forced()) return tile_fits(D, kApart) ? std::optional(kApart) : std::nullopt;
   TileVariant v = g_tile_variant;
   if (tile_fits(D, v)) return v;
   v.stages = 1;
   if (!tile_fits(D, v)) v.warps = 2;
+  if (!tile_fits(D, v)) v = kApart;
   if (!tile_fits(D, v)) return std::nullopt;
   return v;
 }
 TileVariant tile_variant(int D) {
   const std::optional<TileVariant> v = fitting_tile_variant(D);
   if (!v)
-    fail_unsupported("prefill attention head_dim on this GPU's shared memory per block (one 64-key chunk of K and V)", D);
+    fail_unsupported("prefill attention head_dim on this GPU's shared memory per block (one 64-key chunk of K)", D);
   return *v;
 }
 int tile_pairs(int D) { return tile_pairs(D, tile_variant(D).warps); }
 
 // DT: d tiles per warp (head_dim <= 8 · DT · d_parts); DK: head_dim / 8 when fixed at compile
-// time (constant strides and unrolled loops), 0 to read it from the shape.
-template <int DT, int WARPS, int DK>
+// time (constant strides and unrolled loops), 0 to read it from the shape. kKvApart: one chunk
+// buffer that holds K for the scores, then V for p·v (attention.cuh; `stages` is 1), else K and V
+// staged together in `stages` buffers.
+template <int DT, int WARPS, int DK, bool kKvApart = false>
 __global__ void __launch_bounds__(32 * WARPS, 8 / WARPS) attention_kernel(
     const float* __restrict__ q, DeviceAttentionMeta meta, const QueryTile* __restrict__ tiles,
     const __grid_constant__ KvPair kv, AttentionShape s, int heads_per_chunk, int stages, float* __restrict__ out) {
@@ -94,6 +105,73 @@ __global__ void __launch_bounds__(32 * WARPS, 8 / WARPS) attention_kernel(
   float M[2] = {-INFINITY, -INFINITY}, L[2] = {0.f, 0.f}, A[DT][4];
 #pragma unroll
   for (int i = 0; i < DT; ++i) A[i][0] = A[i][1] = A[i][2] = A[i][3] = 0.f;
+
+  if constexpr (kKvApart) {
+    // Per chunk: K staged, the scores and p; every warp's reads of K done, V staged over it; p·v.
+    // The next chunk's K is staged once every warp has read V (no copy in flight during MMAs).
+    // The windows, scores, merge and p·v are the arithmetic of the loop of K and V together below,
+    // written out again so that the code of the variants Hopper runs stays as it was.
+    // The chunk's state merged into the running one (M, L, A) and its p·v accumulated: the lane's
+    // rows whose chunk has a valid key (m > -inf).
+    auto accumulate = [&](const float(&p)[kChunkTiles][4], const float(&m)[2], const float(&l)[2], const float* vs) {
+      float fo[2], fn[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        fo[i] = 1.f, fn[i] = 0.f;
+        if (m[i] != -INFINITY) merge_factors(M[i], L[i], m[i], l[i], fo[i], fn[i]);
+      }
+      constexpr int G = DT < 8 ? DT : 8;  // d tiles per group of interleaved p·v chains
+#pragma unroll
+      for (int i0 = 0; i0 < DT; i0 += G) {
+        if (nt_begin + i0 >= nt_end) break;
+        float o[G][4];
+        chunk_pv<G>(p, vs, D, nt_begin + i0, nt_end, o);
+#pragma unroll
+        for (int i = 0; i < G; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (m[e / 2] != -INFINITY) A[i0 + i][e] = fmaf(o[i][e], fn[e / 2], A[i0 + i][e] * fo[e / 2]);
+      }
+    };
+    // The lane's rows' keys in chunk c0 (lo > hi: none); whether any lane of the warp has one.
+    auto chunk_windows = [&](int c0) {
+      bool any = false;
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        lo[i] = max(row_lo[i], c0) - c0;
+        hi[i] = min(row_pos[i], c0 + kChunkKeys - 1) - c0;
+        any |= lo[i] <= hi[i];
+      }
+      return __any_sync(0xffffffffu, any);
+    };
+    auto stage_k = [&](int c0) {
+      stage_chunk<ChunkRows::K>(kv, table, s.block_size, kvh, D, c0, kmin, kmax, [](int j) { return j; }, chunk_buf,
+                                chunk_buf);
+    };
+    const int c_first = kmin / kChunkKeys * kChunkKeys;
+    stage_k(c_first);
+    for (int c0 = c_first; c0 <= kmax; c0 += kChunkKeys) {
+      cp_async_wait<0>();
+      __syncthreads();
+      const bool any = chunk_windows(c0);
+      float p[kChunkTiles][4], m[2], l[2];
+      if (any) {
+        chunk_scores<DK>(qs + pair0 * qk_stride(D), 16, chunk_buf, D, p);
+        chunk_softmax(p, lo, hi, s.scale, s.softcap, m, l);
+      }
+      __syncthreads();
+      // The slots stage_k looked up (chunk_slot_s) serve V too.
+      copy_chunk_rows<kTileStageBatch, ChunkRows::V>(kv, D, c0, 0, kChunkKeys, 1, 0, chunk_buf, chunk_buf);
+      cp_async_commit();
+      cp_async_wait<0>();
+      __syncthreads();
+      if (any) accumulate(p, m, l, chunk_buf);
+      __syncthreads();
+      if (c0 + kChunkKeys <= kmax) stage_k(c0 + kChunkKeys);
+    }
+    write_tile_rows(tp, pair0, s, D, nt_begin, nt_end, M, L, A, out);
+    return;
+  }
 
   auto stage = [&](int c0, int buffer) {
     float* ks = chunk_buf + buffer * chunk_smem_words(D);
@@ -184,7 +262,7 @@ void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile*
   const int group = shape.num_heads / shape.num_kv_heads, hpc = heads_per_chunk(group, D);
   // The wgmma kernel reads f32, bf16 and f16 caches; the other formats take the mma.sync kernel,
   // which dequantizes as it stages (the same bits either way).
-  if (attention_wgmma_reads(kv.format()) && attention_wgmma_supported(D))
+  if (attention_wgmma_reads(kv.format()) && attention_wgmma_supported(D) && !attention_kv_apart_forced())
     return attention_wgmma(q, meta, tiles, num_tiles, kv, shape, hpc, out, stream);
   const int chunks = (group + hpc - 1) / hpc;
   const TileVariant variant = tile_variant(D);
@@ -205,8 +283,15 @@ void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile*
     else if (D <= 64) go(attention_kernel<8, W, 0>, W);
     else go(attention_kernel<kMaxDTilesPerWarp, W, 0>, W);
   };
-  if (variant.warps == 8) pick(std::integral_constant<int, 8>{});
-  else pick(std::integral_constant<int, 2>{});
+  if (variant.kv_apart) {
+    count_attention_kv_apart_launch(false);
+    if (D == 256) go(attention_kernel<16, 2, 32, true>, 2);
+    else go(attention_kernel<kMaxDTilesPerWarp, 2, 0, true>, 2);
+  } else if (variant.warps == 8) {
+    pick(std::integral_constant<int, 8>{});
+  } else {
+    pick(std::integral_constant<int, 2>{});
+  }
 }
 
 bool attention_fits(int head_dim, int group) {

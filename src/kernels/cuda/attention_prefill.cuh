@@ -24,8 +24,9 @@ void attention(const float* q, const DeviceAttentionMeta& meta, const QueryTile*
                const KvPair& kv, const AttentionShape& shape, float* out, cudaStream_t stream);
 
 // Whether this GPU's shared memory per block holds the attention kernels' smallest shapes for
-// head_dim and `group` query heads per KV head (one 64-key chunk of f32 K and V: head_dim 256
-// needs more than sm_86 / sm_89's 99 KB); attention and attention_decode fail clearly elsewhere.
+// head_dim and `group` query heads per KV head (K and V apart, attention.cuh: one 64-key chunk of
+// f32 K, then V; every head_dim up to 256 on sm_86 / sm_89's 99 KB, the decode kernel up to 16
+// query heads per KV head there at head_dim 256); attention and attention_decode fail clearly elsewhere.
 bool attention_fits(int head_dim, int group);
 
 // Lab switch for cuda_bench: warps per query-tile CTA (2 or 8) and chunk buffers (1, or 2 where

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -226,8 +227,9 @@ struct FilledCache {
 TEST_F(CudaKernels, AttentionReadsEveryKvFormatLikeTheReference) {
   for (const KvFormat format : kFormats)
     for (const int64_t d : {64, 128, 256}) {
-      if (!cuda::attention_fits(static_cast<int>(d), 4)) continue;  // head_dim 256 on 99 KB (TACHYON_CUDA_ARCH=86, 89)
       SCOPED_TRACE(name(format) + ", head_dim " + std::to_string(d));
+      // Every head_dim fits, on 99 KB with K and V apart (TACHYON_CUDA_ARCH=86, 89).
+      ASSERT_TRUE(cuda::attention_fits(static_cast<int>(d), 4));
       const int64_t heads = 8, kv_heads = 2, blocks = 64;
       const int32_t bs = 16;
       FilledCache cache(*ref, *gpu, format, bs, kv_heads, d, blocks, rng);
@@ -297,6 +299,139 @@ TEST_F(CudaKernels, AttentionReadsEveryKvFormatLikeTheReference) {
         EXPECT_EQ(0, std::memcmp(short_run.data(), got.data(), short_run.size() * sizeof(float)))
             << "short run vs query tiles";
       }
+    }
+}
+
+// The inputs of the K-and-V-apart comparison (head_dim d, 8 query heads over 2 KV heads): a call
+// of a 70-row prefill (query tiles) and a decode row at 700, a decode row at 300 alone, and
+// attention_from_qkv on decode rows at 350 and 90 (the prologue inside the decode kernel).
+struct ApartInputs {
+  int64_t d, heads = 8, kv_heads = 2;
+  std::vector<int32_t> positions, row_seq, tables, offsets = {0};
+  std::vector<int32_t> fused_positions = {350, 90}, fused_row_seq = {0, 1}, fused_tables, fused_offsets = {0};
+  std::vector<float> q, qkv, k_norm;
+  RopeTable rope;
+};
+ApartInputs apart_inputs(int64_t d, int64_t blocks, std::mt19937& rng) {
+  ApartInputs in;
+  in.d = d;
+  const int32_t bs = 16;
+  const std::vector<std::pair<int, int>> seqs = {{0, 70}, {700, 701}};
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    for (int b = 0; b <= seqs[s].second / bs; ++b) in.tables.push_back(static_cast<int32_t>((b * 13 + 7 * s + 5) % blocks));
+    in.offsets.push_back(static_cast<int32_t>(in.tables.size()));
+    for (int p = seqs[s].first; p < seqs[s].second; ++p) in.positions.push_back(p), in.row_seq.push_back(static_cast<int32_t>(s));
+  }
+  for (size_t s = 0; s < in.fused_positions.size(); ++s) {
+    for (int b = 0; b <= in.fused_positions[s] / bs; ++b)
+      in.fused_tables.push_back(static_cast<int32_t>((b * 11 + 3 * s + 1) % blocks));
+    in.fused_offsets.push_back(static_cast<int32_t>(in.fused_tables.size()));
+  }
+  in.q = random_vec(static_cast<size_t>(std::ssize(in.positions) * in.heads * d), rng);
+  in.qkv = random_vec(static_cast<size_t>(2 * (in.heads + 2 * in.kv_heads) * d), rng);
+  in.k_norm = random_vec(static_cast<size_t>(d), rng);
+  in.rope = test_rope(d);
+  return in;
+}
+
+// The outputs of the three calls of ApartInputs on `be` over a fresh device copy of `cache`, and
+// the K and V caches after them (the fused call writes its rows' keys).
+std::vector<std::vector<uint8_t>> run_apart_calls(Backend& be, Cache& cache, const ApartInputs& in) {
+  DeviceBytes bytes(be);
+  const PagedKv kv{bytes.copy(cache.k), bytes.copy(cache.v), cache.bs, in.kv_heads, in.d, cache.format};
+  auto floats = [](const std::vector<float>& v) {
+    std::vector<uint8_t> b(v.size() * sizeof(float));
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  };
+  auto poisoned = [&](int64_t n) {
+    return static_cast<float*>(bytes.copy(floats(std::vector<float>(static_cast<size_t>(n), NAN))));
+  };
+  AttentionParams params;
+  params.num_heads = in.heads;
+  params.scale = 1.f / std::sqrt(static_cast<float>(in.d));
+  const int64_t rows = std::ssize(in.positions), head_floats = in.heads * in.d;
+  const auto* q = static_cast<const float*>(bytes.copy(floats(in.q)));
+  std::vector<std::vector<uint8_t>> out;
+  float* o = poisoned(rows * head_floats);
+  be.attention(q, rows, kv, AttentionMeta{in.positions.data(), in.row_seq.data(), in.tables.data(), in.offsets.data()},
+               params, o);
+  out.push_back(bytes.download(o, static_cast<size_t>(rows * head_floats) * sizeof(float)));
+  const int32_t mid = 300, zero = 0;
+  const std::vector<int32_t> mid_offsets = {0, in.offsets[2] - in.offsets[1]};
+  float* o_mid = poisoned(head_floats);
+  be.attention(q, 1, kv, AttentionMeta{&mid, &zero, in.tables.data() + in.offsets[1], mid_offsets.data()}, params, o_mid);
+  out.push_back(bytes.download(o_mid, static_cast<size_t>(head_floats) * sizeof(float)));
+  const Weight k_norm = be.upload_weight(Weight{in.k_norm.data(), DType::F32, 1, in.d});
+  const QkvPrologue p{in.heads, nullptr, &k_norm, 1e-6f, 0.f, &in.rope, in.fused_positions.data()};
+  const int64_t kv_floats = 2 * in.kv_heads * in.d;
+  float* o_fused = poisoned(2 * head_floats);
+  be.attention_from_qkv(static_cast<const float*>(bytes.copy(floats(in.qkv))), 2, p, kv,
+                        AttentionMeta{in.fused_positions.data(), in.fused_row_seq.data(), in.fused_tables.data(),
+                                      in.fused_offsets.data()},
+                        params, poisoned(2 * head_floats), poisoned(kv_floats), poisoned(kv_floats), o_fused);
+  out.push_back(bytes.download(o_fused, static_cast<size_t>(2 * head_floats) * sizeof(float)));
+  out.push_back(bytes.download(kv.k, cache.k.size()));
+  out.push_back(bytes.download(kv.v, cache.v.size()));
+  be.synchronize();
+  return out;
+}
+
+// K and V staged apart (attention.cuh: one chunk buffer, K for the scores, then V; what 99 KB of
+// shared memory per block (sm_86, sm_89) takes at head_dim 256) give the bits of K and V staged
+// together, in the query tiles and the decode kernel (with and without its prologue, whose new
+// key's V row waits apart), over f32 and coded caches: forced on this GPU by
+// force_attention_kv_apart, and chosen by itself under an sm_89's shared memory (CudaOptions::arch
+// 89). The default takes it only where K and V do not fit together; the launch counts say which ran.
+TEST_F(CudaKernels, KvApartStagingGivesTheBitsOfKAndVTogether) {
+  struct Restore {  // process-wide switches: the tests after this one run the defaults
+    ~Restore() {
+      cuda::force_attention_kv_apart(false);
+      cuda::force_device_arch(0);
+    }
+  } restore;
+  const bool arch_from_environment = CudaOptions::from_environment().arch != 0;
+  const int64_t blocks = 64;
+  for (const KvFormat format : {KvFormat::F32, KvFormat::BF16, KvFormat::Int8})
+    for (const int64_t d : {40, 256}) {
+      if (kv_format_unsupported(format, d)) continue;
+      SCOPED_TRACE(name(format) + ", head_dim " + std::to_string(d));
+      FilledCache cache(*ref, *gpu, format, 16, 2, d, blocks, rng);
+      const ApartInputs in = apart_inputs(d, blocks, rng);
+      // Only head_dim 256 on 99 KB (sm_86, sm_89): 163 KB (sm_80) and 227 KB hold K and V together.
+      const bool needs_apart = d == 256 && cuda::device_arch().smem_per_block < 128 * 1024;
+      cuda::KvApartLaunches before = cuda::attention_kv_apart_launches();
+      const auto expect = run_apart_calls(*gpu, cache.host, in);
+      cuda::KvApartLaunches after = cuda::attention_kv_apart_launches();
+      EXPECT_EQ(after.query_tiles > before.query_tiles, needs_apart) << "query tiles, the default variant";
+      EXPECT_EQ(after.decode > before.decode, needs_apart) << "decode, the default variant";
+      auto expect_same = [&](const std::vector<std::vector<uint8_t>>& got) {
+        const char* names[] = {"prefill and decode rows", "decode row alone", "fused prologue and decode", "K cache",
+                               "V cache"};
+        ASSERT_EQ(got.size(), expect.size());
+        for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(first_difference(got[i], expect[i]), "") << names[i];
+      };
+      // Forced: one query-tile launch, three decode launches (the row at 700, at 300, the fused rows).
+      cuda::force_attention_kv_apart(true);
+      before = cuda::attention_kv_apart_launches();
+      const auto apart = run_apart_calls(*gpu, cache.host, in);
+      after = cuda::attention_kv_apart_launches();
+      cuda::force_attention_kv_apart(false);
+      EXPECT_EQ(after.query_tiles, before.query_tiles + 1) << "forced: the query tiles did not take K and V apart";
+      EXPECT_EQ(after.decode, before.decode + 3) << "forced: the decode launches did not take K and V apart";
+      expect_same(apart);
+      // An sm_89's 99 KB, emulated on this GPU (as TACHYON_CUDA_ARCH=89 does): head_dim 256 takes K
+      // and V apart by itself, with the bits this GPU's own variant gave.
+      if (arch_from_environment || needs_apart || d != 256) continue;
+      auto ada = cuda_backend_with([](CudaOptions& o) { o.arch = 89; });
+      before = cuda::attention_kv_apart_launches();
+      const auto at_99kb = run_apart_calls(*ada, cache.host, in);
+      after = cuda::attention_kv_apart_launches();
+      ada.reset();
+      cuda::force_device_arch(0);
+      EXPECT_EQ(after.query_tiles, before.query_tiles + 1) << "99 KB: the query tiles did not take K and V apart";
+      EXPECT_EQ(after.decode, before.decode + 3) << "99 KB: the decode launches did not take K and V apart";
+      expect_same(at_99kb);
     }
 }
 
