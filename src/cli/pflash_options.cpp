@@ -70,7 +70,7 @@ std::unique_ptr<engine::PromptScorer> PflashOptions::apply(const std::string& mo
     throw Error("PFlash scorer model {}: vocab_size {} differs from the target's {}", dir,
                 scorer_model_loaded->config().vocab_size, model.config().vocab_size);
   auto built = std::make_unique<engine::AttentionScorer>(std::move(scorer_model_loaded),
-                                                         engine::AttentionScorer::kDefaultQueryWindow, scorer_chunk);
+                                                         engine::AttentionScorerOptions{.chunk = scorer_chunk});
   config.pflash_scorer = built.get();
   log::info("PFlash {}: attention scorer {}", mode, dir);
   return built;

@@ -28,14 +28,25 @@
 
 namespace tachyon::engine {
 
+// How the scorer reads a prompt (defaults: AttentionScorer's k* constants).
+struct AttentionScorerOptions {
+  int32_t query_window = 64;  // the prompt's last tokens whose attention ranks the blocks
+  int32_t chunk = 512;        // the longest forward (see above); 0: the whole prompt in one
+  // The cheap read (model::AttentionProbe): only the scorer's first `layers` decoder layers run
+  // and are probed (0: all), and while reading the prompt each row attends to its last
+  // `read_window` keys only (0: all), the probe's query rows still to every key.
+  int32_t layers = 0, read_window = 0;
+  int32_t first_layer = 0;  // the first layer probed (the ones before it run unprobed)
+};
+
 class AttentionScorer final : public PromptScorer {
  public:
   static constexpr int32_t kDefaultQueryWindow = 64, kDefaultChunk = 512, kChunkSink = 4, kTopTokens = 4;
 
   // `scorer` runs on its own KV (sized per prompt); any model with the target's vocabulary.
-  // Throws tachyon::Error when the chunk cannot hold the sink, the window and a token.
-  explicit AttentionScorer(std::unique_ptr<model::Model> scorer, int32_t query_window = kDefaultQueryWindow,
-                           int32_t chunk = kDefaultChunk);
+  // Throws tachyon::Error when the chunk cannot hold the sink, the window and a token, or for a
+  // negative layer count or read window.
+  explicit AttentionScorer(std::unique_ptr<model::Model> scorer, AttentionScorerOptions options = {});
 
   std::string name() const override { return "attention"; }
   PflashShape default_shape() const override { return {64, 128, 32}; }
@@ -47,6 +58,10 @@ class AttentionScorer final : public PromptScorer {
   const std::vector<float>& last_token_mass() const { return mass_; }
   const std::vector<float>& last_token_peak() const { return peak_; }
   const model::Model& model() const { return *model_; }
+  const AttentionScorerOptions& options() const { return options_; }
+  // The decoder layers the last forward ran (the cheap read's early stop engaged when fewer
+  // than the model's).
+  int32_t last_layers_run() const { return layers_run_; }
 
  private:
   // Adds the probe's mass of one forward over `tokens` (from position 0) to mass_[where[i]]
@@ -54,7 +69,8 @@ class AttentionScorer final : public PromptScorer {
   void probe(std::span<const int32_t> tokens, std::span<const int32_t> where);
 
   std::unique_ptr<model::Model> model_;
-  int32_t query_window_, chunk_;
+  AttentionScorerOptions options_;
+  int32_t layers_run_ = 0;
   std::vector<float> mass_, peak_;
 };
 
