@@ -13,6 +13,8 @@
 //       fixes, 5 after the first round and 6 before the second)
 //       [--scorer-layers L] [--read-window W] (the scorer's cheap read: its first L layers only, each row
 //       attending to its last W keys while reading; a full-read row is added for reference)
+//       [--also-read L:W] (repeatable: one more attention row, original positions, reading the first L
+//       layers (0: all) with read window W (0: none))
 //
 // Recall, two ways: needle kept (every needle token survived compression; the scorer's plan)
 // and answered (the greedy answer holds the code). The ratio is uncompressed TTFT over
@@ -55,6 +57,7 @@ struct Args {
   int32_t scorer_layers = engine::AttentionScorerOptions{}.layers,
           read_window = engine::AttentionScorerOptions{}.read_window,
           first_layer = engine::AttentionScorerOptions{}.first_layer;
+  std::vector<std::pair<int32_t, int32_t>> also_read;  // --also-read L:W
   bool recall_only = false;  // only the scorers' needle recall, no engine runs
   bool explain = false;      // with recall_only: each prompt's 12 best blocks, their text
   bool held_out = false;     // 5 more needle prompts of other facts and question forms
@@ -89,6 +92,11 @@ Args parse(int argc, char** argv) {
     else if (k == "--scorer-layers") a.scorer_layers = std::stoi(v);
     else if (k == "--read-window") a.read_window = std::stoi(v);
     else if (k == "--first-layer") a.first_layer = std::stoi(v);
+    else if (k == "--also-read") {
+      const size_t colon = v.find(':');
+      if (colon == std::string::npos) throw Error("--also-read takes LAYERS:WINDOW, got {}", v);
+      a.also_read.emplace_back(std::stoi(v.substr(0, colon)), std::stoi(v.substr(colon + 1)));
+    }
     else throw Error("unknown option {}", k);
   }
   if (a.scorer.empty()) a.scorer = a.model + "/drafter";
@@ -226,12 +234,26 @@ int run(int argc, char** argv) {
                                                                .first_layer = args.first_layer});
   // The same scorer model reading every layer with full attention (the cheap read's reference).
   const bool cheap = args.scorer_layers > 0 || args.read_window > 0;
-  std::unique_ptr<engine::AttentionScorer> full_read;
-  if (cheap && !args.recall_only) {
-    const kernels::DraftWeights scope(*backend);
-    full_read = std::make_unique<engine::AttentionScorer>(
-        model::load_model(args.scorer, *backend),
-        engine::AttentionScorerOptions{.query_window = args.query_window, .chunk = args.scorer_chunk});
+  auto read_name = [](int32_t layers, int32_t window) {
+    if (layers == 0 && window == 0) return std::string("full read");
+    return fmt::format("first {} layers{}", layers > 0 ? std::to_string(layers) : "all",
+                       window > 0 ? fmt::format(", read window {}", window) : "");
+  };
+  std::vector<std::pair<std::string, std::unique_ptr<engine::AttentionScorer>>> other_reads;
+  if (!args.recall_only) {
+    std::vector<std::pair<int32_t, int32_t>> reads = args.also_read;
+    if (cheap) reads.insert(reads.begin(), {0, 0});  // the full read, for reference
+    for (const auto& [layers, window] : reads) {
+      const kernels::DraftWeights scope(*backend);
+      other_reads.emplace_back(read_name(layers, window),
+                               std::make_unique<engine::AttentionScorer>(
+                                   model::load_model(args.scorer, *backend),
+                                   engine::AttentionScorerOptions{.query_window = args.query_window,
+                                                                  .chunk = args.scorer_chunk,
+                                                                  .layers = layers,
+                                                                  .read_window = window,
+                                                                  .first_layer = args.first_layer}));
+    }
   }
   engine::LexicalScorer lexical;
   std::vector<Item> items = make_items(tok, args.filler, args.held_out);
@@ -295,11 +317,9 @@ int run(int argc, char** argv) {
                                          .tail = 128};
   std::vector<Config> configs;
   configs.push_back({"uncompressed", {}, nullptr});
-  const std::string read =
-      cheap ? fmt::format("first {} layers{}", args.scorer_layers > 0 ? std::to_string(args.scorer_layers) : "all",
-                          args.read_window > 0 ? fmt::format(", read window {}", args.read_window) : "")
-            : std::string("full read");
-  if (full_read) configs.push_back({"attention (full read), original positions", attention_cfg, full_read.get()});
+  const std::string read = read_name(args.scorer_layers, args.read_window);
+  for (auto& [name, scorer] : other_reads)
+    configs.push_back({"attention (" + name + "), original positions", attention_cfg, scorer.get()});
   configs.push_back({"attention (" + read + "), original positions", attention_cfg, &attention});
   configs.push_back({"attention (" + read + "), compacted positions", compacted_cfg, &attention});
   configs.push_back({"lexical (sink 64, tail 128), original positions", lexical_cfg, &lexical});

@@ -296,5 +296,40 @@ TEST_F(PflashEngineCuda, Attention_probe_matches_the_cpu_and_keeps_the_needle) {
   EXPECT_GE(common, on_cpu.kept.size() * 9 / 10) << "the GPU keeps other blocks than the CPU";
 }
 
+// The cheap read on the GPU (AttentionScorerOptions::layers, read_window): the read window
+// reaches the GPU's attention (its peaks are the CPU's with the same window, not the full
+// read's), the forward stops after the probed layers, and the needle is kept.
+TEST_F(PflashEngineCuda, Cheap_read_engages_on_the_gpu_and_keeps_the_needle) {
+  Fixture& f = fixture();
+  const pflash_test::NeedlePrompt p = pflash_test::needle_prompt(
+      f.tok, 3000, "To open the Zephyr strongroom, type the combination 4158-GLACIER.", 0.5,
+      "What is the access code for the Zephyr vault? Answer with the code only.");
+  const PflashConfig config{.mode = PflashMode::Always, .keep_ratio = 0.2};
+  const AttentionScorerOptions cheap{.chunk = 0, .read_window = 128};
+  AttentionScorer cpu(model::load_model(kDemo + "/drafter", *f.backend), cheap);
+  AttentionScorer gpu(CudaFixture::load_drafter(*cuda_fixture().backend), cheap);
+  AttentionScorer gpu_full(CudaFixture::load_drafter(*cuda_fixture().backend), {.chunk = 0});
+  ASSERT_TRUE(plan_compression(p.tokens, config, cpu).compressed());
+  const PflashPlan on_gpu = plan_compression(p.tokens, config, gpu);
+  ASSERT_TRUE(on_gpu.compressed()) << on_gpu.refused;
+  ASSERT_TRUE(plan_compression(p.tokens, config, gpu_full).compressed());
+  const std::vector<float>&a = cpu.last_token_peak(), &b = gpu.last_token_peak(), &full = gpu_full.last_token_peak();
+  ASSERT_EQ(a.size(), b.size());
+  float worst = 0.f, largest = 0.f, from_full = 0.f;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::abs(a[i] - b[i]));
+    from_full = std::max(from_full, std::abs(full[i] - b[i]));
+    largest = std::max(largest, a[i]);
+  }
+  EXPECT_LE(worst, 0.02f * largest) << "the GPU's windowed peaks differ from the CPU's";
+  EXPECT_GT(from_full, 4 * worst) << "the read window did not reach the GPU's attention";
+  for (int32_t i = p.needle_begin; i < p.needle_end; ++i)
+    EXPECT_TRUE(std::binary_search(on_gpu.kept.begin(), on_gpu.kept.end(), i)) << "needle token " << i << " dropped";
+  AttentionScorer first_layer(CudaFixture::load_drafter(*cuda_fixture().backend), {.chunk = 0, .layers = 1});
+  ASSERT_TRUE(plan_compression(p.tokens, config, first_layer).compressed());
+  EXPECT_EQ(first_layer.last_layers_run(), 1);
+  EXPECT_EQ(gpu.last_layers_run(), 2);
+}
+
 }  // namespace
 }  // namespace tachyon::engine
