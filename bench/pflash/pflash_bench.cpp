@@ -268,7 +268,9 @@ int run(int argc, char** argv) {
                                            .sink = args.sink, .tail = args.tail, .block = args.block};
   if (args.recall_only) {
     for (const Item& item : items) {
+      const auto t0 = Clock::now();
       const engine::PflashPlan plan = engine::plan_compression(item.tokens, attention_cfg, attention);
+      const double scored_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       bool kept = true;
       for (int32_t i = item.needle_begin; i < item.needle_end && kept; ++i)
         kept = std::binary_search(plan.kept.begin(), plan.kept.end(), i);
@@ -284,9 +286,10 @@ int run(int argc, char** argv) {
           const auto better = std::count_if(scores.begin(), scores.end(), [&](double s) { return s > scores[b]; });
           ranks += fmt::format(" {}:{:.3f}(#{})", b, scores[b], better + 1);
         }
-      std::printf("%-12s %-10s depth %.2f needle [%d, %d): %s; its blocks of %zu, score (rank):%s\n", item.kind.c_str(),
-                  item.name.c_str(), item.depth, item.needle_begin, item.needle_end, kept ? "kept" : "DROPPED",
-                  blocks.size(), ranks.c_str());
+      std::printf("%-12s %-10s depth %.2f needle [%d, %d): %s; its blocks of %zu, score (rank):%s; scored %zu tokens "
+                  "in %.1f ms\n",
+                  item.kind.c_str(), item.name.c_str(), item.depth, item.needle_begin, item.needle_end,
+                  kept ? "kept" : "DROPPED", blocks.size(), ranks.c_str(), item.tokens.size(), scored_ms);
       if (args.explain) {
         std::vector<size_t> order(blocks.size());
         for (size_t b = 0; b < order.size(); ++b) order[b] = b;

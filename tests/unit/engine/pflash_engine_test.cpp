@@ -297,22 +297,20 @@ TEST_F(PflashEngineCuda, Attention_probe_matches_the_cpu_and_keeps_the_needle) {
 }
 
 // The cheap read on the GPU (AttentionScorerOptions::layers, read_window): the read window
-// reaches the GPU's attention (its peaks are the CPU's with the same window, not the full
-// read's), the forward stops after the probed layers, and the needle is kept.
+// reaches the GPU's attention (with 16 keys its peaks are the CPU's with that window, far from
+// the full read's), the forward stops after the probed layers, and a 128-key window keeps the
+// needle.
 TEST_F(PflashEngineCuda, Cheap_read_engages_on_the_gpu_and_keeps_the_needle) {
   Fixture& f = fixture();
+  kernels::Backend& cuda = *cuda_fixture().backend;
   const pflash_test::NeedlePrompt p = pflash_test::needle_prompt(
       f.tok, 3000, "To open the Zephyr strongroom, type the combination 4158-GLACIER.", 0.5,
       "What is the access code for the Zephyr vault? Answer with the code only.");
   const PflashConfig config{.mode = PflashMode::Always, .keep_ratio = 0.2};
-  const AttentionScorerOptions cheap{.chunk = 0, .read_window = 128};
-  AttentionScorer cpu(model::load_model(kDemo + "/drafter", *f.backend), cheap);
-  AttentionScorer gpu(CudaFixture::load_drafter(*cuda_fixture().backend), cheap);
-  AttentionScorer gpu_full(CudaFixture::load_drafter(*cuda_fixture().backend), {.chunk = 0});
-  ASSERT_TRUE(plan_compression(p.tokens, config, cpu).compressed());
-  const PflashPlan on_gpu = plan_compression(p.tokens, config, gpu);
-  ASSERT_TRUE(on_gpu.compressed()) << on_gpu.refused;
-  ASSERT_TRUE(plan_compression(p.tokens, config, gpu_full).compressed());
+  AttentionScorer cpu(model::load_model(kDemo + "/drafter", *f.backend), {.read_window = 16});
+  AttentionScorer gpu(CudaFixture::load_drafter(cuda), {.read_window = 16});
+  AttentionScorer gpu_full(CudaFixture::load_drafter(cuda), {.read_window = 0});
+  for (AttentionScorer* s : {&cpu, &gpu, &gpu_full}) ASSERT_TRUE(plan_compression(p.tokens, config, *s).compressed());
   const std::vector<float>&a = cpu.last_token_peak(), &b = gpu.last_token_peak(), &full = gpu_full.last_token_peak();
   ASSERT_EQ(a.size(), b.size());
   float worst = 0.f, largest = 0.f, from_full = 0.f;
@@ -322,13 +320,16 @@ TEST_F(PflashEngineCuda, Cheap_read_engages_on_the_gpu_and_keeps_the_needle) {
     largest = std::max(largest, a[i]);
   }
   EXPECT_LE(worst, 0.02f * largest) << "the GPU's windowed peaks differ from the CPU's";
-  EXPECT_GT(from_full, 4 * worst) << "the read window did not reach the GPU's attention";
+  EXPECT_GT(from_full, 0.2f * largest) << "the read window did not reach the GPU's attention";
+  AttentionScorer gpu_128(CudaFixture::load_drafter(cuda), {.read_window = 128});
+  const PflashPlan on_gpu = plan_compression(p.tokens, config, gpu_128);
+  ASSERT_TRUE(on_gpu.compressed()) << on_gpu.refused;
   for (int32_t i = p.needle_begin; i < p.needle_end; ++i)
     EXPECT_TRUE(std::binary_search(on_gpu.kept.begin(), on_gpu.kept.end(), i)) << "needle token " << i << " dropped";
-  AttentionScorer first_layer(CudaFixture::load_drafter(*cuda_fixture().backend), {.chunk = 0, .layers = 1});
+  EXPECT_EQ(gpu_128.last_layers_run(), 2);
+  AttentionScorer first_layer(CudaFixture::load_drafter(cuda), {.layers = 1});
   ASSERT_TRUE(plan_compression(p.tokens, config, first_layer).compressed());
   EXPECT_EQ(first_layer.last_layers_run(), 1);
-  EXPECT_EQ(gpu.last_layers_run(), 2);
 }
 
 }  // namespace

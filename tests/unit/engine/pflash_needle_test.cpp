@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "base/error.h"
@@ -145,18 +146,25 @@ TEST(PflashCheapRead, The_forward_stops_after_the_probed_layers) {
 TEST(PflashCheapRead, A_read_window_engages_and_keeps_the_needle) {
   Fixture& f = fixture();
   const NeedlePrompt p = needle_prompt(f.tok, kFiller, kParaphrasedNeedle, 0.5, kQuestion);
-  // One forward over the whole prompt, so that the window is narrower than what the rows see.
   auto scorer = [&](int32_t window) {
-    return AttentionScorer(model::load_model(kDemo + "/drafter", *f.backend), {.chunk = 0, .read_window = window});
+    return AttentionScorer(model::load_model(kDemo + "/drafter", *f.backend), {.read_window = window});
   };
-  AttentionScorer full = scorer(0), wide = scorer(static_cast<int32_t>(p.tokens.size())), narrow = scorer(128);
+  // Pieces of at most 512 tokens (the default chunk): a 512-key window changes nothing there; a
+  // 16-key one changes what layer 1's rows are made of (not a rounding difference).
+  AttentionScorer full = scorer(0), wide = scorer(AttentionScorerOptions{}.chunk), narrow = scorer(16);
   for (AttentionScorer* s : {&full, &wide, &narrow}) ASSERT_TRUE(plan_compression(p.tokens, attention_config(), *s).compressed());
-  EXPECT_EQ(wide.last_token_peak(), full.last_token_peak());  // a window over every row changes nothing
-  EXPECT_NE(narrow.last_token_peak(), full.last_token_peak());
-  // The default read, in 512-token pieces, keeps the needle (NeedleDepth covers the depths).
-  AttentionScorer windowed(model::load_model(kDemo + "/drafter", *f.backend),
-                           {.read_window = AttentionScorerOptions{}.read_window > 0 ? AttentionScorerOptions{}.read_window : 128});
-  const PflashPlan plan = plan_compression(p.tokens, attention_config(), windowed);
+  EXPECT_EQ(wide.last_token_peak(), full.last_token_peak());
+  float moved = 0.f, largest = 0.f;
+  for (size_t i = 0; i < full.last_token_peak().size(); ++i) {
+    moved = std::max(moved, std::abs(narrow.last_token_peak()[i] - full.last_token_peak()[i]));
+    largest = std::max(largest, full.last_token_peak()[i]);
+  }
+  EXPECT_GT(moved, 0.2f * largest) << "largest peak " << largest;
+  // The default read is windowed (NeedleDepth's needles are kept with it); a 128-key window
+  // keeps this one too.
+  EXPECT_GT(AttentionScorerOptions{}.read_window, 0);
+  AttentionScorer window_128 = scorer(128);
+  const PflashPlan plan = plan_compression(p.tokens, attention_config(), window_128);
   ASSERT_TRUE(plan.compressed()) << plan.refused;
   EXPECT_TRUE(needle_kept(p, plan));
 }
