@@ -5,7 +5,8 @@
 // any layer gives it (the heads that look a fact up put nearly all of theirs on it; summed mass
 // is dominated by position), each row's weighted by its place in the window (rising linearly to
 // 1 at the last token: the request is at the end, the window's first rows are often context that
-// attends to text like its own), then by its rarity in the prompt. A block scores by the mean of
+// attends to text like its own), then by the rarity of the pair it ends and by the share of the
+// pair's copies its piece read (score_blocks says why). A block scores by the mean of
 // its kTopTokens best tokens, or, if better, of what its tokens carry from the block-length span
 // before the block, fading with the distance (what a fact says follows what names it: the answer
 // may lie in the block after the name the question attends to), plus half its better
