@@ -3,11 +3,15 @@
 # random Qwen3-8B-shaped checkpoint, uncompressed against PFlash at keep 0.2 (the attention
 # scorer with a random Qwen3-0.6B-shaped draft model reading the whole prompt in one forward,
 # and the lexical scorer), in one process with the configurations interleaved; prints the
-# ratios. Random weights: only the TTFT columns mean anything (the needle columns are the
+# ratios and each row's scorer time. The attention scorer's rows: the full read (all 28 layers,
+# full attention), the cheap read with all layers (read window READ_WINDOW), and the cheap read
+# of the first SCORER_LAYERS layers (with that window; original and compacted positions).
+# Random weights: only the TTFT and scorer columns mean anything (the needle columns are the
 # scorer's luck on random attention).
 #   bench/cuda/run_pflash_ttft.sh BUILD_DIR   (a build with pflash_bench, e.g. run_cuda_tests.sh's /tmp/b)
 # Env: CKPT_DIR (default /dev/shm: the checkpoints are written there, 16.4 + 1.5 GB, and kept
-# for a second run), FILLER (32000), ITEMS (2 prompts), REPS (1), KEEP (0.2), OUT (the record;
+# for a second run), FILLER (32000), ITEMS (2 prompts), REPS (1), KEEP (0.2), READ_WINDOW (256, the
+# AttentionScorerOptions default), SCORER_LAYERS (14, half the scorer's), OUT (the record;
 # default /tmp/pflash-ttft), MACHINE (what the record names; default nvidia-smi's GPU name).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -31,6 +35,7 @@ commit="${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 "$build/bench/pflash_bench" --device cuda --model "$ckpt/pflash-qwen3-8b" --scorer "$ckpt/pflash-qwen3-0.6b" \
   --tokenizer models/tachyon-demo --filler "${FILLER:-32000}" --items "${ITEMS:-2}" --reps "${REPS:-1}" \
   --keep "${KEEP:-0.2}" --max-tokens 1 --scorer-chunk 0 \
+  --scorer-layers "${SCORER_LAYERS:-14}" --read-window "${READ_WINDOW:-256}" --also-read "0:${READ_WINDOW:-256}" \
   --machine "${MACHINE:-$gpu, random Qwen3-8B-shaped target, random Qwen3-0.6B-shaped scorer}" \
   --out "$out/pflash-cuda-$commit.md"
 echo "done in $(( $(date +%s) - t0 )) s"

@@ -9,7 +9,12 @@
 //       [--sink N --tail N --block N] (the attention rows; 0: the scorer's) [--recall-only 1] (needle recall only)
 //       [--items N] (the first N needle prompts, alternating kinds; 0: all 10) [--query-window N]
 //       [--explain 1] (with --recall-only: the rank of the needle's blocks and the best blocks' text)
-//       [--held-out 1] (5 more needle prompts: other facts and question forms, written after the scorer's fixes)
+//       [--held-out 1] (11 more needle prompts: other facts and question forms, written after the scorer's
+//       fixes, 5 after the first round and 6 before the second)
+//       [--scorer-layers L] [--read-window W] (the scorer's cheap read: its first L layers only, each row
+//       attending to its last W keys while reading; a full-read row is added for reference)
+//       [--also-read L:W] (repeatable: one more attention row, original positions, reading the first L
+//       layers (0: all) with read window W (0: none))
 //
 // Recall, two ways: needle kept (every needle token survived compression; the scorer's plan)
 // and answered (the greedy answer holds the code). The ratio is uncompressed TTFT over
@@ -47,6 +52,12 @@ struct Args {
   std::string machine = "unnamed machine", out;
   int32_t query_window = engine::AttentionScorer::kDefaultQueryWindow;
   int32_t filler = 3300, reps = 3, max_tokens = 12, scorer_chunk = 512, sink = 0, tail = 0, block = 0, items = 0;
+  // The attention scorer's read (engine::AttentionScorerOptions); a row with the full read (every
+  // layer, full attention) is added when these differ from it.
+  int32_t scorer_layers = engine::AttentionScorerOptions{}.layers,
+          read_window = engine::AttentionScorerOptions{}.read_window,
+          first_layer = engine::AttentionScorerOptions{}.first_layer;
+  std::vector<std::pair<int32_t, int32_t>> also_read;  // --also-read L:W
   bool recall_only = false;  // only the scorers' needle recall, no engine runs
   bool explain = false;      // with recall_only: each prompt's 12 best blocks, their text
   bool held_out = false;     // 5 more needle prompts of other facts and question forms
@@ -78,6 +89,14 @@ Args parse(int argc, char** argv) {
     else if (k == "--out") a.out = v;
     else if (k == "--items") a.items = std::stoi(v);
     else if (k == "--query-window") a.query_window = std::stoi(v);
+    else if (k == "--scorer-layers") a.scorer_layers = std::stoi(v);
+    else if (k == "--read-window") a.read_window = std::stoi(v);
+    else if (k == "--first-layer") a.first_layer = std::stoi(v);
+    else if (k == "--also-read") {
+      const size_t colon = v.find(':');
+      if (colon == std::string::npos) throw Error("--also-read takes LAYERS:WINDOW, got {}", v);
+      a.also_read.emplace_back(std::stoi(v.substr(0, colon)), std::stoi(v.substr(colon + 1)));
+    }
     else throw Error("unknown option {}", k);
   }
   if (a.scorer.empty()) a.scorer = a.model + "/drafter";
@@ -151,6 +170,24 @@ std::vector<Item> make_items(const tokenizer::Tokenizer& tok, int32_t filler, bo
     };
     for (const Fact& f : facts)
       items.push_back(make({f.name, "held-out", f.answer, f.depth, {}, 0, 0}, f.needle, f.question));
+    // A second held-out set, written before the scorer's second round of fixes was run on it
+    // (induction-bigram rarity, the cheap read): other facts and question forms, all paraphrased.
+    const Fact later[] = {
+        {"Ostrander", "The Ostrander shipment was rerouted through the harbor at Port Nessa.",
+         "Through which port will the Ostrander cargo travel? Answer briefly.", "Port Nessa", 0.1},
+        {"Lindqvist", "Professor Lindqvist keeps her archive in a locked cabinet behind the organ.",
+         "Where does Lindqvist store her records? Answer briefly.", "organ", 0.3},
+        {"Kestrel", "The Kestrel project's budget was cut to forty thousand crowns.",
+         "How much money does the Kestrel initiative have now? Answer briefly.", "forty thousand", 0.45},
+        {"Moravec", "Captain Moravec ordered the crew to anchor beside the red lighthouse.",
+         "Where did Moravec tell the sailors to stop the ship? Answer briefly.", "red lighthouse", 0.6},
+        {"Thornbury", "The Thornbury choir will rehearse in the old granary every Thursday.",
+         "On which day does the Thornbury singing group practise? Answer briefly.", "Thursday", 0.8},
+        {"Abernathy", "Nurse Abernathy swapped her night shifts with the surgeon from Ward 9.",
+         "Who took over Abernathy's evening duty? Answer briefly.", "surgeon", 0.92},
+    };
+    for (const Fact& f : later)
+      items.push_back(make({f.name, "held-out-2", f.answer, f.depth, {}, 0, 0}, f.needle, f.question));
   }
   return items;
 }
@@ -160,7 +197,7 @@ struct Config {
   engine::PflashConfig pflash;
   engine::PromptScorer* scorer = nullptr;
   std::unique_ptr<engine::Engine> engine;
-  std::vector<double> ttft;
+  std::vector<double> ttft, scoring;  // per measured run: TTFT, and the scorer's share of it
   int32_t kept = 0, answered = 0, runs = 0, dropped = 0, prompt = 0;
 };
 
@@ -190,7 +227,34 @@ int run(int argc, char** argv) {
     const kernels::DraftWeights scope(*backend);  // as `tachyon serve` loads it
     scorer_model = model::load_model(args.scorer, *backend);
   }
-  engine::AttentionScorer attention(std::move(scorer_model), args.query_window, args.scorer_chunk);
+  engine::AttentionScorer attention(std::move(scorer_model), {.query_window = args.query_window,
+                                                               .chunk = args.scorer_chunk,
+                                                               .layers = args.scorer_layers,
+                                                               .read_window = args.read_window,
+                                                               .first_layer = args.first_layer});
+  // The same scorer model reading every layer with full attention (the cheap read's reference).
+  const bool cheap = args.scorer_layers > 0 || args.read_window > 0;
+  auto read_name = [](int32_t layers, int32_t window) {
+    if (layers == 0 && window == 0) return std::string("full read");
+    return fmt::format("first {} layers{}", layers > 0 ? std::to_string(layers) : "all",
+                       window > 0 ? fmt::format(", read window {}", window) : "");
+  };
+  std::vector<std::pair<std::string, std::unique_ptr<engine::AttentionScorer>>> other_reads;
+  if (!args.recall_only) {
+    std::vector<std::pair<int32_t, int32_t>> reads = args.also_read;
+    if (cheap) reads.insert(reads.begin(), {0, 0});  // the full read, for reference
+    for (const auto& [layers, window] : reads) {
+      const kernels::DraftWeights scope(*backend);
+      other_reads.emplace_back(read_name(layers, window),
+                               std::make_unique<engine::AttentionScorer>(
+                                   model::load_model(args.scorer, *backend),
+                                   engine::AttentionScorerOptions{.query_window = args.query_window,
+                                                                  .chunk = args.scorer_chunk,
+                                                                  .layers = layers,
+                                                                  .read_window = window,
+                                                                  .first_layer = args.first_layer}));
+    }
+  }
   engine::LexicalScorer lexical;
   std::vector<Item> items = make_items(tok, args.filler, args.held_out);
   if (args.items > 0 && args.items < static_cast<int32_t>(items.size())) {
@@ -204,7 +268,9 @@ int run(int argc, char** argv) {
                                            .sink = args.sink, .tail = args.tail, .block = args.block};
   if (args.recall_only) {
     for (const Item& item : items) {
+      const auto t0 = Clock::now();
       const engine::PflashPlan plan = engine::plan_compression(item.tokens, attention_cfg, attention);
+      const double scored_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       bool kept = true;
       for (int32_t i = item.needle_begin; i < item.needle_end && kept; ++i)
         kept = std::binary_search(plan.kept.begin(), plan.kept.end(), i);
@@ -220,9 +286,10 @@ int run(int argc, char** argv) {
           const auto better = std::count_if(scores.begin(), scores.end(), [&](double s) { return s > scores[b]; });
           ranks += fmt::format(" {}:{:.3f}(#{})", b, scores[b], better + 1);
         }
-      std::printf("%-12s %-10s depth %.2f needle [%d, %d): %s; its blocks of %zu, score (rank):%s\n", item.kind.c_str(),
-                  item.name.c_str(), item.depth, item.needle_begin, item.needle_end, kept ? "kept" : "DROPPED",
-                  blocks.size(), ranks.c_str());
+      std::printf("%-12s %-10s depth %.2f needle [%d, %d): %s; its blocks of %zu, score (rank):%s; scored %zu tokens "
+                  "in %.1f ms\n",
+                  item.kind.c_str(), item.name.c_str(), item.depth, item.needle_begin, item.needle_end,
+                  kept ? "kept" : "DROPPED", blocks.size(), ranks.c_str(), item.tokens.size(), scored_ms);
       if (args.explain) {
         std::vector<size_t> order(blocks.size());
         for (size_t b = 0; b < order.size(); ++b) order[b] = b;
@@ -232,7 +299,14 @@ int run(int argc, char** argv) {
           std::vector<int32_t> t(item.tokens.begin() + b0, item.tokens.begin() + b1);
           std::string text = tok.decode(t);
           for (char& c : text) if (c == '\n') c = ' ';
-          std::printf("   #%zu block %zu %.3f |%s|\n", r + 1, order[r], scores[order[r]], text.c_str());
+          // The block's most attended token (the rarity-weighted peak) and its text.
+          int32_t best = b0;
+          for (int32_t i = b0; i < b1; ++i)
+            if (attention.last_token_peak()[static_cast<size_t>(i)] > attention.last_token_peak()[static_cast<size_t>(best)])
+              best = i;
+          std::string top = tok.decode(std::span<const int32_t>(&item.tokens[static_cast<size_t>(best)], 1));
+          std::printf("   #%zu block %zu %.3f |%s| peak %.3f at '%s'\n", r + 1, order[r], scores[order[r]], text.c_str(),
+                      attention.last_token_peak()[static_cast<size_t>(best)], top.c_str());
         }
       }
     }
@@ -246,8 +320,11 @@ int run(int argc, char** argv) {
                                          .tail = 128};
   std::vector<Config> configs;
   configs.push_back({"uncompressed", {}, nullptr});
-  configs.push_back({"attention, original positions", attention_cfg, &attention});
-  configs.push_back({"attention, compacted positions", compacted_cfg, &attention});
+  const std::string read = read_name(args.scorer_layers, args.read_window);
+  for (auto& [name, scorer] : other_reads)
+    configs.push_back({"attention (" + name + "), original positions", attention_cfg, scorer.get()});
+  configs.push_back({"attention (" + read + "), original positions", attention_cfg, &attention});
+  configs.push_back({"attention (" + read + "), compacted positions", compacted_cfg, &attention});
   configs.push_back({"lexical (sink 64, tail 128), original positions", lexical_cfg, &lexical});
   const int32_t longest = static_cast<int32_t>(
       std::max_element(items.begin(), items.end(), [](auto& a, auto& b) { return a.tokens.size() < b.tokens.size(); })
@@ -268,6 +345,7 @@ int run(int argc, char** argv) {
     r.max_tokens = args.max_tokens;
     r.sampling.temperature = 0.f;
     r.speculate = false;
+    const double scored_before = c.engine->stats().pflash_scoring_seconds;
     const auto t0 = Clock::now();
     auto stream = c.engine->submit(r);
     std::vector<int32_t> out;
@@ -283,6 +361,7 @@ int run(int argc, char** argv) {
     }
     if (!measured) return;
     c.ttft.push_back(ttft);
+    c.scoring.push_back(c.engine->stats().pflash_scoring_seconds - scored_before);
     ++c.runs;
     c.prompt += static_cast<int32_t>(item.tokens.size());
     c.dropped += dropped;
@@ -312,16 +391,17 @@ int run(int argc, char** argv) {
   const auto lexical_items = std::count_if(items.begin(), items.end(), [](const Item& i) { return i.kind == "lexical"; });
   md += fmt::format("Machine: {}. {} needle prompts of about {} tokens ({} repeat the question's words, {} "
                     "paraphrase it; depths 0.05 to 0.95), keep {}, greedy answers of {} tokens, {} runs of each, "
-                    "configurations interleaved; scorer {} (chunk {}).\n\n",
+                    "configurations interleaved; scorer {} (chunk {}, query window {}).\n\n",
                     args.machine, items.size(), args.filler + 25, lexical_items, items.size() - static_cast<size_t>(lexical_items),
                     args.keep,
-                    args.max_tokens, args.reps, args.scorer, args.scorer_chunk);
-  md += "| configuration | prompt tok | computed tok | TTFT ms (median) | TTFT ratio | needle kept | answered |\n"
-        "|---|---:|---:|---:|---:|---:|---:|\n";
+                    args.max_tokens, args.reps, args.scorer, args.scorer_chunk, args.query_window);
+  md += "| configuration | prompt tok | computed tok | TTFT ms (median) | scorer ms (median) | TTFT ratio | needle kept | "
+        "answered |\n|---|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const Config& c : configs) {
     const double t = median(c.ttft);
-    md += fmt::format("| {} | {} | {} | {:.1f} | {:.2f}x | {}/{} | {}/{} |\n", c.name, c.prompt / c.runs,
-                      (c.prompt - c.dropped) / c.runs, t * 1e3, base / t, c.kept, items.size(), c.answered, c.runs);
+    md += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.2f}x | {}/{} | {}/{} |\n", c.name, c.prompt / c.runs,
+                      (c.prompt - c.dropped) / c.runs, t * 1e3, median(c.scoring) * 1e3, base / t, c.kept, items.size(),
+                      c.answered, c.runs);
   }
   std::map<std::string, std::pair<int, int>> by_kind;  // attention scorer, needle kept, per kind
   for (const Item& item : items) {

@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "base/error.h"
 #include "base/logging.h"
 #include "cli/default_model.h"
@@ -26,6 +28,13 @@ void PflashOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--pflash-scorer-chunk", scorer_chunk,
                  "The attention scorer reads the prompt in pieces of at most this many tokens (its training "
                  "context; default 512; 0: the whole prompt in one forward)");
+  cmd.add_option("--pflash-scorer-layers", scorer_layers,
+                 "The attention scorer runs and probes only its first N layers (0: all; which layers find what a "
+                 "question asks depends on the scorer model)");
+  cmd.add_option("--pflash-scorer-window", scorer_window,
+                 fmt::format("While reading the prompt, the attention scorer's rows attend to their last W keys only, "
+                             "the question's to all (0: full attention; default {})",
+                             engine::AttentionScorerOptions{}.read_window));
   cmd.add_option("--pflash-positions", positions,
                  "original (kept tokens keep the uncompressed prompt's positions) or compacted (default original)");
 }
@@ -70,7 +79,9 @@ std::unique_ptr<engine::PromptScorer> PflashOptions::apply(const std::string& mo
     throw Error("PFlash scorer model {}: vocab_size {} differs from the target's {}", dir,
                 scorer_model_loaded->config().vocab_size, model.config().vocab_size);
   auto built = std::make_unique<engine::AttentionScorer>(std::move(scorer_model_loaded),
-                                                         engine::AttentionScorer::kDefaultQueryWindow, scorer_chunk);
+                                                         engine::AttentionScorerOptions{.chunk = scorer_chunk,
+                                                                                        .layers = scorer_layers,
+                                                                                        .read_window = scorer_window});
   config.pflash_scorer = built.get();
   log::info("PFlash {}: attention scorer {}", mode, dir);
   return built;

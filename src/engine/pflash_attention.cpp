@@ -11,14 +11,21 @@
 
 namespace tachyon::engine {
 
-AttentionScorer::AttentionScorer(std::unique_ptr<model::Model> scorer, int32_t query_window, int32_t chunk)
-    : model_(std::move(scorer)), query_window_(query_window), chunk_(chunk) {
+AttentionScorer::AttentionScorer(std::unique_ptr<model::Model> scorer, AttentionScorerOptions options)
+    : model_(std::move(scorer)), options_(options) {
   TACHYON_CHECK(model_ != nullptr, "AttentionScorer needs a model");
-  if (query_window_ < 1) throw Error("PFlash attention query window must be at least 1, got {}", query_window_);
-  if (chunk_ < 0 || (chunk_ > 0 && chunk_ <= kChunkSink + query_window_))
+  const int32_t window = options_.query_window, chunk = options_.chunk;
+  if (window < 1) throw Error("PFlash attention query window must be at least 1, got {}", window);
+  if (chunk < 0 || (chunk > 0 && chunk <= kChunkSink + window))
     throw Error("PFlash scorer chunk of {} tokens cannot hold the {} sink tokens, the {}-token query window and a "
                 "block (0: the whole prompt at once)",
-                chunk_, kChunkSink, query_window_);
+                chunk, kChunkSink, window);
+  if (options_.layers < 0) throw Error("PFlash scorer layers must not be negative (0: all), got {}", options_.layers);
+  if (options_.first_layer < 0 || (options_.layers > 0 && options_.first_layer >= options_.layers))
+    throw Error("PFlash scorer: first probed layer {} is not within the {} layers read", options_.first_layer,
+                options_.layers);
+  if (options_.read_window < 0)
+    throw Error("PFlash scorer read window must not be negative (0: full attention), got {}", options_.read_window);
 }
 
 void AttentionScorer::probe(std::span<const int32_t> tokens, std::span<const int32_t> where) {
@@ -32,7 +39,10 @@ void AttentionScorer::probe(std::span<const int32_t> tokens, std::span<const int
   const kv::SeqId seq = kv.add_sequence();
   TACHYON_CHECK(kv.reserve(seq, n), "the PFlash scorer's KV cache is too small");
   model::AttentionProbe probe;
-  probe.query_rows = std::min(query_window_, n);
+  probe.query_rows = std::min(options_.query_window, n);
+  probe.layers = options_.layers;
+  probe.read_window = options_.read_window;
+  probe.first_layer = options_.first_layer;
   probe.key_mass.assign(static_cast<size_t>(n), 0.f);
   probe.key_peak.assign(static_cast<size_t>(n), 0.f);
   // The request is at the prompt's end; the window's first rows are often the context before it
@@ -46,6 +56,7 @@ void AttentionScorer::probe(std::span<const int32_t> tokens, std::span<const int
   batch.attention_probe = &probe;
   model_->forward(batch, kv);
   model_->backend().synchronize();
+  layers_run_ = probe.layers_run;
   for (int32_t i = 0; i < n; ++i)
     if (where[static_cast<size_t>(i)] >= 0) {
       mass_[static_cast<size_t>(where[static_cast<size_t>(i)])] += probe.key_mass[static_cast<size_t>(i)];
@@ -59,13 +70,14 @@ std::vector<double> AttentionScorer::score_blocks(std::span<const int32_t> promp
   mass_.assign(static_cast<size_t>(n), 0.f);
   peak_.assign(static_cast<size_t>(n), 0.f);
   std::vector<int32_t> where;
-  if (chunk_ == 0 || blocks.empty()) {
+  std::vector<int32_t> piece_of(static_cast<size_t>(n), 0);  // the piece that read each middle token
+  if (options_.chunk == 0 || blocks.empty()) {
     where.resize(static_cast<size_t>(n));
     for (int32_t i = 0; i < n; ++i) where[static_cast<size_t>(i)] = i;
     probe(prompt, where);
   } else {
-    const int32_t window = std::min(query_window_, n), sink = std::min(kChunkSink, n - window);
-    const int32_t room = chunk_ - sink - window;
+    const int32_t window = std::min(options_.query_window, n), sink = std::min(kChunkSink, n - window);
+    const int32_t room = options_.chunk - sink - window;
     // The pieces: as many whole blocks as fit the room, but spread evenly over as many pieces as
     // that takes, so that every piece holds nearly the same number of keys. A softmax over fewer
     // keys gives each of them more: a short last piece (up to a block against 13) would lift its
@@ -78,6 +90,7 @@ std::vector<double> AttentionScorer::score_blocks(std::span<const int32_t> promp
       }
     }
     std::vector<int32_t> tokens;
+    std::fill(piece_of.begin(), piece_of.end(), -1);  // the sink and the tail: read by none
     for (int32_t p = 0; p < pieces; ++p) {
       const size_t b0 = static_cast<size_t>(static_cast<int64_t>(nb) * p / pieces),
                    b1 = static_cast<size_t>(static_cast<int64_t>(nb) * (p + 1) / pieces);
@@ -88,6 +101,7 @@ std::vector<double> AttentionScorer::score_blocks(std::span<const int32_t> promp
       for (int32_t i = first; i < last; ++i) {
         tokens.push_back(prompt[static_cast<size_t>(i)]);
         where.push_back(i);
+        piece_of[static_cast<size_t>(i)] = p;
       }
       tokens.insert(tokens.end(), prompt.end() - window, prompt.end());
       where.resize(tokens.size(), -1);
@@ -95,12 +109,28 @@ std::vector<double> AttentionScorer::score_blocks(std::span<const int32_t> promp
     }
   }
   // Attention on a token that recurs all over the prompt says little about where it is: each
-  // token's peak is weighted by its rarity in the prompt.
-  std::unordered_map<int32_t, int32_t> count;
-  for (int32_t t : prompt) ++count[t];
+  // token's peak is weighted by its rarity in the prompt, counted as the pair of it and the token
+  // before it. The heads that find a needle are induction heads (in the demo drafter, layer 1's
+  // head 0 carries all of it: pflash_bench --explain, one head at a time): a query row attends to
+  // the token after an earlier occurrence of its own token, so what such a head picks is a pair.
+  // Read in pieces, the peak is also put back on the scale of one softmax over the whole prompt:
+  // a row that finds a pair k times in the prompt would share its probability k ways there, but
+  // each piece's copies (c of them) share it only c ways; the peak is scaled by c / k. (The
+  // filler before the question recurs in the middle, and its rows, copying it, put nearly all
+  // their probability on the same pair in every piece: the Brightwater needle lost to them.)
+  std::unordered_map<uint64_t, int32_t> count, in_piece;
+  auto pair_of = [&](int32_t i) {
+    const uint32_t before = i > 0 ? static_cast<uint32_t>(prompt[static_cast<size_t>(i - 1)]) : ~0u;
+    return static_cast<uint64_t>(before) << 32 | static_cast<uint32_t>(prompt[static_cast<size_t>(i)]);
+  };
+  // The pair and the piece that read it (a hash key; a collision only merges two counts).
+  auto in_piece_key = [&](int32_t i) {
+    return pair_of(i) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(piece_of[static_cast<size_t>(i)]);
+  };
+  for (int32_t i = 0; i < n; ++i) ++count[pair_of(i)], ++in_piece[in_piece_key(i)];
   for (int32_t i = 0; i < n; ++i) {
-    const double rarity = std::log(1.0 + static_cast<double>(n) / count[prompt[static_cast<size_t>(i)]]);
-    peak_[static_cast<size_t>(i)] *= static_cast<float>(rarity);
+    const double k = count[pair_of(i)], c = in_piece[in_piece_key(i)];
+    peak_[static_cast<size_t>(i)] *= static_cast<float>(std::log(1.0 + n / k) * c / k);
   }
   // A block scores by the mean of its kTopTokens best tokens.
   std::vector<float> top;

@@ -70,6 +70,20 @@ struct AttentionProbe {
   // [query_rows] or empty (all 1): each query row's probabilities are scaled by its weight before
   // they count towards key_peak (not key_mass).
   std::vector<float> query_weights;
+  // A cheaper read of the prompt (the probe asks for no logits, so what follows the probed
+  // layers is of no use): 0 runs and probes every decoder layer; L > 0 only the first L, and the
+  // forward stops after them (the later layers never run, nor the final norm).
+  int32_t layers = 0;
+  // Layers before this one run but are not probed: a small model's first layers attend by
+  // spelling and position, not yet by what the question asks (engine/pflash_attention.h).
+  int32_t first_layer = 0;
+  int32_t layer = 0;  // set by the forward: the decoder layer running now
+  // 0: every row attends as the model says; W > 0: while reading the prompt each row attends to
+  // at most its last W keys (a sliding window, on top of the layer's own), which makes the read
+  // linear in the prompt's length. The probe's own softmax for its query rows still spans every
+  // key the layer lets them see.
+  int32_t read_window = 0;
+  int32_t layers_run = 0;  // out: the decoder layers the forward ran (tests: the early stop engaged)
 };
 
 struct Batch {

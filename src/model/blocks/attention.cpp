@@ -112,6 +112,10 @@ void attention_forward(StepContext& ctx, Workspace& ws, const AttentionWeights& 
   params.num_heads = o.num_heads;
   params.scale = o.scale;
   params.sliding_window = o.sliding_window;
+  // A probe's cheap read (AttentionProbe::read_window): the rows attend over a narrower window.
+  if (const AttentionProbe* p = ctx.batch.attention_probe; p && p->read_window > 0 &&
+                                                          (o.sliding_window == 0 || p->read_window < o.sliding_window))
+    params.sliding_window = p->read_window;
   params.softcap = o.softcap;
   params.sinks = w.sinks.empty() ? nullptr : static_cast<const float*>(w.sinks.data);
   // A probe reads the rotated q and k, which only the unfused steps leave in q and k.
@@ -140,7 +144,8 @@ void attention_forward(StepContext& ctx, Workspace& ws, const AttentionWeights& 
     apply_rope(ctx, o, k, o.num_kv_heads);
     be.write_kv(k, v, rows, kv, meta);
     be.attention(q, rows, kv, meta, params, attn);
-    if (probe) add_attention_mass(be, q, k, rows, o, *ctx.batch.attention_probe);
+    if (probe && ctx.batch.attention_probe->layer >= ctx.batch.attention_probe->first_layer)
+      add_attention_mass(be, q, k, rows, o, *ctx.batch.attention_probe);
   }
   if (!w.gate.empty()) {
     float* gate = ws.get(Workspace::kScratch5, rows * q_dim);  // [rows, H·D] f32

@@ -140,7 +140,15 @@ class DecoderModel final : public Model {
           backend_.gather_rows(x, batch.hidden_rows.data(), num_hidden, hidden,
                                layer_hidden + static_cast<int64_t>(i) * num_hidden * hidden);
     };
-    for (int64_t l = 0; l < num_layers; ++l) {
+    // An attention probe that reads only the first layers (AttentionProbe::layers) stops after
+    // them: it asks for no logits, and nothing after its last probed layer changes its result.
+    AttentionProbe* probe = batch.attention_probe;
+    const int64_t run_layers = probe && probe->layers > 0 ? std::min<int64_t>(probe->layers, num_layers) : num_layers;
+    if (probe) probe->layers_run = static_cast<int32_t>(run_layers);
+    TACHYON_CHECK(!probe || probe->first_layer < run_layers, "attention probe from layer {} of a model of {} layers",
+                  probe ? probe->first_layer : 0, num_layers);
+    for (int64_t l = 0; l < run_layers; ++l) {
+      if (probe) probe->layer = static_cast<int32_t>(l);
       layers_[l].forward(ctx, ws_, kv, x, h, y);  // h = input_norm(x) on entry
       if (l + 1 < num_layers) {  // x += y; h = the next layer's input_norm(x)
         const RmsNormSpec& n = spec_.layers[l + 1].input_norm;

@@ -36,6 +36,13 @@ StepContext::StepContext(kernels::Backend& b, const Batch& batch_, const kv::KvC
     TACHYON_CHECK(probe.query_rows > 0 && probe.query_rows <= rows, "attention probe: {} query rows of {}",
                   probe.query_rows, rows);
     TACHYON_CHECK(batch.tree_base.empty(), "an attention probe cannot read a draft tree");
+    TACHYON_CHECK(probe.layers >= 0 && probe.read_window >= 0 && probe.first_layer >= 0 &&
+                      (probe.layers == 0 || probe.first_layer < probe.layers),
+                  "attention probe: layers {} from layer {}, read window {}", probe.layers, probe.first_layer,
+                  probe.read_window);
+    TACHYON_CHECK(probe.layers == 0 || (batch.logit_rows.empty() && batch.hidden_rows.empty()),
+                  "an attention probe that stops after {} layers leaves no logits or hidden states to return",
+                  probe.layers);
   }
   block_table_offsets.push_back(0);
   for (kv::SeqId seq : batch.seqs) {

@@ -296,5 +296,41 @@ TEST_F(PflashEngineCuda, Attention_probe_matches_the_cpu_and_keeps_the_needle) {
   EXPECT_GE(common, on_cpu.kept.size() * 9 / 10) << "the GPU keeps other blocks than the CPU";
 }
 
+// The cheap read on the GPU (AttentionScorerOptions::layers, read_window): the read window
+// reaches the GPU's attention (with 16 keys its peaks are the CPU's with that window, far from
+// the full read's), the forward stops after the probed layers, and a 128-key window keeps the
+// needle.
+TEST_F(PflashEngineCuda, Cheap_read_engages_on_the_gpu_and_keeps_the_needle) {
+  Fixture& f = fixture();
+  kernels::Backend& cuda = *cuda_fixture().backend;
+  const pflash_test::NeedlePrompt p = pflash_test::needle_prompt(
+      f.tok, 3000, "To open the Zephyr strongroom, type the combination 4158-GLACIER.", 0.5,
+      "What is the access code for the Zephyr vault? Answer with the code only.");
+  const PflashConfig config{.mode = PflashMode::Always, .keep_ratio = 0.2};
+  AttentionScorer cpu(model::load_model(kDemo + "/drafter", *f.backend), {.read_window = 16});
+  AttentionScorer gpu(CudaFixture::load_drafter(cuda), {.read_window = 16});
+  AttentionScorer gpu_full(CudaFixture::load_drafter(cuda), {.read_window = 0});
+  for (AttentionScorer* s : {&cpu, &gpu, &gpu_full}) ASSERT_TRUE(plan_compression(p.tokens, config, *s).compressed());
+  const std::vector<float>&a = cpu.last_token_peak(), &b = gpu.last_token_peak(), &full = gpu_full.last_token_peak();
+  ASSERT_EQ(a.size(), b.size());
+  float worst = 0.f, largest = 0.f, from_full = 0.f;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::abs(a[i] - b[i]));
+    from_full = std::max(from_full, std::abs(full[i] - b[i]));
+    largest = std::max(largest, a[i]);
+  }
+  EXPECT_LE(worst, 0.02f * largest) << "the GPU's windowed peaks differ from the CPU's";
+  EXPECT_GT(from_full, 0.2f * largest) << "the read window did not reach the GPU's attention";
+  AttentionScorer gpu_128(CudaFixture::load_drafter(cuda), {.read_window = 128});
+  const PflashPlan on_gpu = plan_compression(p.tokens, config, gpu_128);
+  ASSERT_TRUE(on_gpu.compressed()) << on_gpu.refused;
+  for (int32_t i = p.needle_begin; i < p.needle_end; ++i)
+    EXPECT_TRUE(std::binary_search(on_gpu.kept.begin(), on_gpu.kept.end(), i)) << "needle token " << i << " dropped";
+  EXPECT_EQ(gpu_128.last_layers_run(), 2);
+  AttentionScorer first_layer(CudaFixture::load_drafter(cuda), {.layers = 1});
+  ASSERT_TRUE(plan_compression(p.tokens, config, first_layer).compressed());
+  EXPECT_EQ(first_layer.last_layers_run(), 1);
+}
+
 }  // namespace
 }  // namespace tachyon::engine

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
+#include "base/error.h"
 #include "engine/pflash.h"
 #include "engine/pflash_attention.h"
 #include "engine/pflash_lexical.h"
@@ -97,6 +99,74 @@ TEST(PflashNeedles, Attention_scorer_keeps_paraphrased_needles_at_3600_tokens) {
     ASSERT_TRUE(plan.compressed()) << plan.refused;
     EXPECT_TRUE(needle_kept(p, plan)) << name << " at depth " << depth;
   }
+}
+
+// The filler just before the question recurs in the middle; the question window's rows that
+// copy it put nearly all their probability on the same token pairs in every 512-token piece,
+// where one softmax over the whole prompt would share it among all the copies. Before the peaks
+// were weighted by the pair's rarity and its share of copies in the piece, these needles lost
+// to that filler (Brightwater: ranked 10th-15th).
+TEST(PflashNeedles, Attention_scorer_keeps_needles_against_copied_filler) {
+  Fixture& f = fixture();
+  const struct {
+    int32_t filler;
+    const char *needle, *question;
+    double depth;
+  } cases[] = {
+      {2500, "The Brightwater festival was postponed until the ninth of October.",
+       "When will the Brightwater celebration take place? Answer briefly.", 0.85},
+      {2750, "The Brightwater festival was postponed until the ninth of October.",
+       "When will the Brightwater celebration take place? Answer briefly.", 0.85},
+  };
+  for (const auto& c : cases) {
+    const NeedlePrompt p = needle_prompt(f.tok, c.filler, c.needle, c.depth, c.question);
+    const PflashPlan plan = plan_compression(p.tokens, attention_config(), f.attention);
+    ASSERT_TRUE(plan.compressed()) << plan.refused;
+    EXPECT_TRUE(needle_kept(p, plan)) << c.filler << " tokens: " << c.needle;
+  }
+}
+
+// The cheap read (AttentionScorerOptions::layers, read_window): the forward stops after the
+// layers it probes, and a read window narrows what the prompt's rows attend to while the probe's
+// query rows still see every key.
+TEST(PflashCheapRead, The_forward_stops_after_the_probed_layers) {
+  Fixture& f = fixture();
+  const NeedlePrompt p = needle_prompt(f.tok, kFiller, kParaphrasedNeedle, 0.5, kQuestion);
+  AttentionScorer first_layer(model::load_model(kDemo + "/drafter", *f.backend), {.layers = 1});
+  ASSERT_TRUE(plan_compression(p.tokens, attention_config(), first_layer).compressed());
+  EXPECT_EQ(first_layer.last_layers_run(), 1);
+  ASSERT_TRUE(plan_compression(p.tokens, attention_config(), f.attention).compressed());
+  EXPECT_EQ(f.attention.last_layers_run(), 2);
+  EXPECT_NE(first_layer.last_token_peak(), f.attention.last_token_peak());  // layer 1's probe is gone
+  EXPECT_THROW(AttentionScorer(model::load_model(kDemo + "/drafter", *f.backend), {.layers = 1, .first_layer = 1}),
+               Error);
+  EXPECT_THROW(AttentionScorer(model::load_model(kDemo + "/drafter", *f.backend), {.read_window = -1}), Error);
+}
+
+TEST(PflashCheapRead, A_read_window_engages_and_keeps_the_needle) {
+  Fixture& f = fixture();
+  const NeedlePrompt p = needle_prompt(f.tok, kFiller, kParaphrasedNeedle, 0.5, kQuestion);
+  auto scorer = [&](int32_t window) {
+    return AttentionScorer(model::load_model(kDemo + "/drafter", *f.backend), {.read_window = window});
+  };
+  // Pieces of at most 512 tokens (the default chunk): a 512-key window changes nothing there; a
+  // 16-key one changes what layer 1's rows are made of (not a rounding difference).
+  AttentionScorer full = scorer(0), wide = scorer(AttentionScorerOptions{}.chunk), narrow = scorer(16);
+  for (AttentionScorer* s : {&full, &wide, &narrow}) ASSERT_TRUE(plan_compression(p.tokens, attention_config(), *s).compressed());
+  EXPECT_EQ(wide.last_token_peak(), full.last_token_peak());
+  float moved = 0.f, largest = 0.f;
+  for (size_t i = 0; i < full.last_token_peak().size(); ++i) {
+    moved = std::max(moved, std::abs(narrow.last_token_peak()[i] - full.last_token_peak()[i]));
+    largest = std::max(largest, full.last_token_peak()[i]);
+  }
+  EXPECT_GT(moved, 0.2f * largest) << "largest peak " << largest;
+  // The default read is windowed (NeedleDepth's needles are kept with it); a 128-key window
+  // keeps this one too.
+  EXPECT_GT(AttentionScorerOptions{}.read_window, 0);
+  AttentionScorer window_128 = scorer(128);
+  const PflashPlan plan = plan_compression(p.tokens, attention_config(), window_128);
+  ASSERT_TRUE(plan.compressed()) << plan.refused;
+  EXPECT_TRUE(needle_kept(p, plan));
 }
 
 // Negative control: the same needles, but the question asks about something else. Neither
