@@ -6,7 +6,9 @@
 // in the same run). The claim it checks: decode reads the quantized copy (the speed of
 // --quantize), prefill keeps bf16's speed.
 // Protocol: one warm-up run discarded, median of --runs. Prints a Markdown table.
-// Usage: quantize_decode_bench [--runs 3] [--decode-tokens 32] [--prefill-tokens 512] MODEL_DIR...
+// Usage: quantize_decode_bench [--runs 3] [--decode-tokens 32] [--prefill-tokens 512] [--mode NAME]... MODEL_DIR...
+// --mode (repeatable) measures only the named load modes (the table's first column, e.g. "bf16" or
+// "--quantize int8 --int8-activations on"); the ratios need bf16 among them.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -113,16 +115,17 @@ Measured measure(const std::string& dir, const Mode& mode, int runs, int decode_
 
 int main(int argc, char** argv) {
   int runs = 3, decode_tokens = 32, prefill_tokens = 512;
-  std::vector<std::string> models;
+  std::vector<std::string> models, only;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--runs" && i + 1 < argc) runs = std::atoi(argv[++i]);
     else if (a == "--decode-tokens" && i + 1 < argc) decode_tokens = std::atoi(argv[++i]);
     else if (a == "--prefill-tokens" && i + 1 < argc) prefill_tokens = std::atoi(argv[++i]);
+    else if (a == "--mode" && i + 1 < argc) only.push_back(argv[++i]);
     else models.push_back(a);
   }
   if (models.empty() || runs < 1) {
-    std::fprintf(stderr, "usage: quantize_decode_bench [--runs N] [--decode-tokens N] [--prefill-tokens N] MODEL_DIR...\n");
+    std::fprintf(stderr, "usage: quantize_decode_bench [--runs N] [--decode-tokens N] [--prefill-tokens N] [--mode NAME]... MODEL_DIR...\n");
     return 2;
   }
   std::fprintf(stderr, "measuring machine ceilings (%zu threads)...\n", ThreadPool::global().num_threads());
@@ -147,6 +150,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     Measured bf16;
     for (const Mode& mode : modes) {
+      if (!only.empty() && std::find(only.begin(), only.end(), mode.name) == only.end()) continue;
       const Measured m = measure(dir, mode, runs, decode_tokens, prefill_tokens);
       if (mode.quantize == QuantizeMode::None && mode.decode == QuantizeMode::None) bf16 = m;
       const double roof = ceil.read_gbps * 1e9 / m.decode_bytes;
