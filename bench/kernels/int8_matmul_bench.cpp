@@ -124,13 +124,13 @@ int main(int argc, char** argv) {
         cpu::Int8Activations acts;
         const double t_f32 = time_min(runs, [&] { isa.matmul_range(x.data(), rows, f32w.w, 0, shape[0], out.data(), shape[0]); });
         const double t_int8 = time_min(runs, [&] {
-          cpu::matmul_int8_kernel()(acts.quantize(x.data(), rows, shape[1]), dotw.w, 0, shape[0], out.data(), shape[0]);
+          cpu::matmul_int8_kernel()(acts.quantize(x.data(), rows, shape[1], cpu::int8_activation_block(dotw.w)), dotw.w, 0, shape[0], out.data(), shape[0]);
         });
         double t_vnni = 0;
 #if defined(__x86_64__)
         if (vnni)
           t_vnni = time_min(runs, [&] {
-            cpu::matmul_int8_avx512(acts.quantize(x.data(), rows, shape[1]), dotw.w, 0, shape[0], out.data(), shape[0]);
+            cpu::matmul_int8_avx512(acts.quantize(x.data(), rows, shape[1], cpu::int8_activation_block(dotw.w)), dotw.w, 0, shape[0], out.data(), shape[0]);
           });
 #endif
         std::printf("| %s | %lld x %lld | %lld | %.0f | %.0f | %.2fx | %.0f | %.2fx |\n", f.name,

@@ -145,7 +145,8 @@ void CpuBackend::matmul(const float* x, int64_t rows, const Weight& w, const Wei
         CpuBackend::matmul(x + first * w.cols, n, w.of_kind(decode), bias, out + first * w.rows);
       }))
     return;
-  if (w.layout == WeightLayout::Panel64Dot) return matmul_int8(int8_x_.quantize(x, rows, w.cols), w, bias, out);
+  if (w.layout == WeightLayout::Panel64Dot)
+    return matmul_int8(int8_x_.quantize(x, rows, w.cols, cpu::int8_activation_block(w)), w, bias, out);
   const auto& isa = cpu::isa_kernels();
   const auto matmul_range = w.layout == WeightLayout::Panel64 ? isa.matmul_range : cpu::matmul_range_portable;
   // Threads split the output features in whole panels; a small matmul stays on one thread,
