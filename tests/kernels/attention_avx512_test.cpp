@@ -87,7 +87,7 @@ TEST(AttentionAvx512, TreeRowsInOneCallAreBitIdentical) {
 }
 
 // A prompt's rows of one KV head handed over together are attended in shared passes (each key
-// read once for up to 3 rows): bit for bit the portable kernel's one row at a time, for rows whose
+// read once for up to 6 rows): bit for bit the portable kernel's one row at a time, for rows whose
 // key counts differ (the common keys, then each row's own), head dims with and without a tail,
 // odd and even groups, sinks and softcap; rows with another first key (a sliding window) or in
 // another order still match. The shared path must have run.
@@ -95,8 +95,8 @@ TEST(AttentionAvx512, PromptRowsInSharedPassesAreBitIdentical) {
   if (!has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
 #if defined(__x86_64__)
   std::mt19937 rng(11);
-  const int64_t kv_heads = 2, bs = 4, blocks = 12;
-  std::vector<int32_t> table = {4, 9, 0, 2, 11, 7, 1, 3, 8, 10, 5, 6};
+  const int64_t kv_heads = 2, bs = 4, blocks = 24;
+  std::vector<int32_t> table = {4, 9, 0, 2, 11, 7, 1, 3, 8, 10, 5, 6, 23, 12, 20, 14, 19, 13, 22, 15, 18, 17, 21, 16};
   const int64_t shared_before = cpu::attention_shared_rows_run();
   for (const Case c : {Case{128, 2, false, 0.f}, Case{64, 3, true, 0.f}, Case{20, 4, false, 2.5f},
                        Case{8, 1, true, 0.f}, Case{72, 7, false, 0.f}}) {
@@ -104,8 +104,9 @@ TEST(AttentionAvx512, PromptRowsInSharedPassesAreBitIdentical) {
     auto kc = random_vec(static_cast<size_t>(blocks * bs * kv_heads * d), rng), vc = random_vec(kc.size(), rng);
     const PagedKv kv{kc.data(), vc.data(), static_cast<int32_t>(bs), kv_heads, d};
     const auto sinks = random_vec(static_cast<size_t>(g), rng);
-    // Rows at these positions, in this order (the last ones: a sliding window's other first key).
-    const std::vector<int32_t> positions = {0, 1, 2, 3, 17, 18, 19, 30, 41, 46, 47, 25};
+    // Rows at these positions, in this order (the last one: a sliding window's other first key);
+    // the third group's common keys span three value tiles.
+    const std::vector<int32_t> positions = {0, 1, 2, 3, 17, 18, 19, 30, 41, 46, 47, 70, 71, 72, 80, 93, 95, 25};
     const size_t rows = positions.size();
     const auto q = random_vec(rows * static_cast<size_t>(g * d), rng, 0.5f);
     std::vector<float> a(q.size()), b(q.size());

@@ -297,7 +297,9 @@ void attend_item_avx512(const AttentionItem& it, Scratch& sc) {
     for (int64_t i = 0; i < d; ++i) it.out[h * d + i] = sc.acc[h * d + i] * sc.inv[h];
 }
 
-constexpr size_t kSharedRows = 3;  // rows of one KV head per shared pass (3 head pairs: 24 accumulators)
+// Rows of one KV head attended together: each 8-key block's keys are loaded from L2 once and
+// reread from L1 by every pass of 3 (row, head pair) score registers (24 accumulators).
+constexpr size_t kSharedRows = 6;
 std::atomic<int64_t> shared_rows_run{0};
 
 // Whether items a and b can share one pass: the same f32 KV head and block table, the same
@@ -401,16 +403,24 @@ void attend_rows_avx512(const AttentionItem* items, size_t rows, Scratch& sc) {
   // Values: the common keys for every (row, head) four at a time, unscaled into sc.acc; then each
   // row's own last keys continue its sums and the scale is applied.
   sc.acc.resize(static_cast<size_t>(heads * d));
-  // Six (row, head) sums per pass where there are six (3 rows of a group of 2: each value read
-  // once for all of them; 24 accumulators), then four at a time.
-  int64_t h0 = 0;
-  for (; h0 + 6 <= heads; h0 += 6)
-    for (int64_t c0 = 0; c0 < d; c0 += 64)
-      accumulate_values<6>(s + h0 * stride, stride, sc.vp.data(), n_min, c0, d, nullptr, sc.acc.data() + h0 * d);
-  for (; h0 < heads; h0 += 4) {
-    const int hb = static_cast<int>(std::min<int64_t>(4, heads - h0));
-    for (int64_t c0 = 0; c0 < d; c0 += 64)
-      accumulate_heads(hb, s + h0 * stride, stride, sc.vp.data(), n_min, c0, d, nullptr, sc.acc.data() + h0 * d, nullptr);
+  // A tile of kValueTile keys at a time (its values stay in L1 for every pass), six (row, head)
+  // sums per pass (24 accumulators), then four at a time; the sums continue from sc.acc between
+  // tiles (the same chains).
+  for (int64_t t0 = 0; t0 < n_min; t0 += kValueTile) {
+    const int64_t nt = std::min<int64_t>(kValueTile, n_min - t0);
+    const float* acc_in = t0 > 0 ? sc.acc.data() : nullptr;
+    const float* const* vt = sc.vp.data() + t0;
+    int64_t h0 = 0;
+    for (; h0 + 6 <= heads; h0 += 6)
+      for (int64_t c0 = 0; c0 < d; c0 += 64)
+        accumulate_values<6>(s + h0 * stride + t0, stride, vt, nt, c0, d, nullptr, sc.acc.data() + h0 * d,
+                             acc_in ? acc_in + h0 * d : nullptr);
+    for (; h0 < heads; h0 += 4) {
+      const int hb = static_cast<int>(std::min<int64_t>(4, heads - h0));
+      for (int64_t c0 = 0; c0 < d; c0 += 64)
+        accumulate_heads(hb, s + h0 * stride + t0, stride, vt, nt, c0, d, nullptr, sc.acc.data() + h0 * d,
+                         acc_in ? acc_in + h0 * d : nullptr);
+    }
   }
   for (size_t r = 0; r < rows; ++r) {
     const AttentionItem& it = items[r];
