@@ -50,7 +50,9 @@ struct Format {
   WeightFormat format;
   int bits, group;
 };
-const Format kFormats[] = {{"q8_0 (Symmetric 8-bit g32 F16)", WeightFormat::Symmetric, 8, 32},
+// group 0: one scale per row, as --quantize int8's rows (128-column activation blocks).
+const Format kFormats[] = {{"int8 rows (Symmetric 8-bit, a scale per row, as --quantize int8)", WeightFormat::Symmetric, 8, 0},
+                           {"q8_0 (Symmetric 8-bit g32 F16)", WeightFormat::Symmetric, 8, 32},
                            {"q4_0 (Symmetric 4-bit g32 F16)", WeightFormat::Symmetric, 4, 32},
                            {"int4 (Affine 4-bit g64 F16, --quantize int4)", WeightFormat::Affine, 4, 64},
                            {"q4_k-like (Affine 4-bit g32 F16)", WeightFormat::Affine, 4, 32}};
@@ -64,7 +66,7 @@ Host make_host(const Format& f, int64_t rows, int64_t cols, std::mt19937& rng) {
   h.w = Weight{nullptr, DType::U8, rows, cols};
   h.w.format = f.format;
   h.w.quant.bits = static_cast<uint8_t>(f.bits);
-  h.w.quant.group = f.group;
+  h.w.quant.group = f.group > 0 ? f.group : cols;
   h.w.quant.scale_dtype = DType::F16;
   h.codes.resize(static_cast<size_t>(quant_code_bytes(h.w)));
   for (auto& b : h.codes) b = static_cast<uint8_t>(rng());

@@ -1,13 +1,13 @@
 // AMX-INT8 int8-activation matmul (cpu/isa/matmul_int8.h) for prefill: 16 rows x 16 outputs per
 // step, their f32 accumulators in 16 registers across the blocks. Per activation block (32, 64 or
 // 128 columns) the tiles multiply the activations' A tile (16 rows x 32 or 64 signed bytes) by a
-// B tile (8 or 16 quad rows of 16 outputs x 4 codes: a Panel64Dot quad row is 256 bytes, 64 per
-// 16 outputs) into one 16x16 int32 tile with tdpbssd (Symmetric) or tdpbsud (Affine), exact in
-// any order; the tile is stored once per block and each row's sums take the canonical float step
-// with AVX-512, as in the VNNI kernel. A block of 128 columns thus costs two tile products but one
-// store and one float step: the store and the float step, not tdpbssd, bound the 32-column
-// blocks (docs/perf/cpu.md). Each panel's codes are widened once to one signed (or, Affine,
-// unsigned) byte per code. Rows past the last multiple of 16 run the VNNI tiles: the same bits.
+// B tile (8 or 16 quad rows of 16 outputs x 4 codes) into one 16x16 int32 tile with tdpbssd
+// (Symmetric) or tdpbsud (Affine), exact in any order; the tile is stored once per block and each
+// row's sums take the canonical float step with AVX-512, as in the VNNI kernel. A 128-column
+// block costs two tile products but one store and one float step: per 32 columns the store and
+// the float step, not tdpbssd, bound the kernel (docs/perf/cpu.md). Panels are widened per call
+// to one signed (or, Affine, unsigned) byte per code, regrouped by 16 outputs, a few panels at a
+// time. Rows past the last multiple of 16 run the VNNI tiles: the same bits.
 #include <cpuid.h>
 #include <immintrin.h>
 #include <sys/syscall.h>
@@ -71,10 +71,8 @@ TileConfig tile_config(int64_t width) {
 // o's low nibbles are quad 2o, its high ones 2o + 1. The buffer starts at a 64-byte boundary.
 constexpr int64_t kGroupRowBytes = 64;  // one quad row of a 16-output group
 template <int Bits, bool Affine>
-const uint8_t* widen_panel(const uint8_t* codes, int64_t k, std::vector<uint8_t>& buffer) {
+void widen_panel(const uint8_t* codes, int64_t k, uint8_t* dst) {
   const int64_t quads = k / 4, group_bytes = quads * kGroupRowBytes;
-  buffer.resize(static_cast<size_t>(k * kPanel64 + 64));
-  uint8_t* dst = buffer.data() + (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64;
   const __m512i low_nibbles = _mm512_set1_epi8(0x0f), z0 = _mm512_set1_epi8(Bits == 8 ? -128 : 8);
   const auto to_code = [&](__m512i u) { return Affine ? u : _mm512_sub_epi8(u, z0); };
   const auto put = [&](int64_t quad, int j, __m512i v) { _mm512_store_si512(dst + j * group_bytes + quad * kGroupRowBytes, v); };
@@ -89,8 +87,13 @@ const uint8_t* widen_panel(const uint8_t* codes, int64_t k, std::vector<uint8_t>
         put(2 * o + 1, j, to_code(_mm512_and_si512(_mm512_srli_epi16(raw, 4), low_nibbles)));
       }
   }
-  return dst;
 }
+
+// Panels widened together (their bytes, k · 64 each, within kWidenedBytes): each row block's 16
+// activation rows are then reused from L1 across them, and its outputs are written as longer
+// runs of each row (one panel at a time, the stores of 16 rows x 64 outputs scattered over a
+// large output were a fifth of the kernel's time).
+constexpr int64_t kWidenedBytes = 512 << 10;
 
 // One block's integer sums for 16 rows x 16 outputs into `isum` (row stride 16), in tile C (the
 // tile intrinsics take literal tile numbers: one function per C): `steps` products of `width`
@@ -130,46 +133,55 @@ void run(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, flo
   const TileConfig cfg = tile_config(width);
   _tile_loadconfig(&cfg);
   thread_local std::vector<uint8_t> widened;
+  const int64_t panel_bytes = k * kPanel64, group_panels = std::max<int64_t>(1, kWidenedBytes / panel_bytes);
+  widened.resize(static_cast<size_t>(group_panels * panel_bytes + 64));
+  uint8_t* const wide = widened.data() + (64 - reinterpret_cast<uintptr_t>(widened.data()) % 64) % 64;
   alignas(64) int32_t isum[2][kTileRows * 16];
-  for (int64_t n0 = n_begin; n0 < n_end; n0 += kPanel64) {
-    const int valid = static_cast<int>(std::min<int64_t>(kPanel64, n_end - n0));
-    const uint8_t* codes = static_cast<const uint8_t*>(w.data) + (n0 / kPanel64) * k * kPanel64 * Bits / 8;
-    if (tiled_rows > 0) codes = widen_panel<Bits, Affine>(codes, k, widened);
-    const int64_t scale_base = (n0 / kPanel64) * (k / w.quant.group) * kPanel64;
+  for (int64_t g0 = n_begin; tiled_rows > 0 && g0 < n_end; g0 += group_panels * kPanel64) {
+    const int64_t g1 = std::min(n_end, g0 + group_panels * kPanel64);
+    for (int64_t n0 = g0; n0 < g1; n0 += kPanel64)
+      widen_panel<Bits, Affine>(static_cast<const uint8_t*>(w.data) + (n0 / kPanel64) * k * kPanel64 * Bits / 8, k,
+                                wide + (n0 - g0) / kPanel64 * panel_bytes);
     for (int64_t m0 = 0; m0 < tiled_rows; m0 += kTileRows) {
       const int8_t* a0 = a.q + m0 * k;
       const float* d = a.scale + m0 * blocks;
       const float* ds = a.scaled_sum + m0 * blocks;
-      // 16 outputs at a time, their 16 rows' accumulators in registers across every block.
-      for (int j = 0; j < 4 && 16 * j < valid; ++j) {
-        __m512 acc[kTileRows];
+      for (int64_t n0 = g0; n0 < g1; n0 += kPanel64) {
+        const int valid = static_cast<int>(std::min<int64_t>(kPanel64, n_end - n0));
+        const uint8_t* codes = wide + (n0 - g0) / kPanel64 * panel_bytes;
+        const int64_t scale_base = (n0 / kPanel64) * (k / w.quant.group) * kPanel64;
+        // 16 outputs at a time, their 16 rows' accumulators in registers across every block.
+        for (int j = 0; j < 4 && 16 * j < valid; ++j) {
+          __m512 acc[kTileRows];
 #pragma GCC unroll 16
-        for (int r = 0; r < kTileRows; ++r) acc[r] = _mm512_setzero_ps();
-        int64_t scale_at = scale_base + 16 * j, in_group = 0;  // the block's group scale, no division per block
-        for (int64_t b = 0; b < blocks; ++b) {
-          int32_t* sums = isum[b & 1];
-          const uint8_t* pb = codes + j * (k / 4) * kGroupRowBytes + b * bw / 4 * kGroupRowBytes;
-          if (b & 1) block_sums_1<Affine>(a0 + b * bw, k, pb, width, steps, b * steps, sums);
-          else block_sums_0<Affine>(a0 + b * bw, k, pb, width, steps, b * steps, sums);
-          const __m512 s = load_scales16<S>(w.quant.scales, scale_at);
+          for (int r = 0; r < kTileRows; ++r) acc[r] = _mm512_setzero_ps();
+          int64_t scale_at = scale_base + 16 * j, in_group = 0;  // the block's group scale, no division per block
+          for (int64_t b = 0; b < blocks; ++b) {
+            int32_t* sums = isum[b & 1];
+            const uint8_t* pb = codes + j * (k / 4) * kGroupRowBytes + b * bw / 4 * kGroupRowBytes;
+            if (b & 1) block_sums_1<Affine>(a0 + b * bw, k, pb, width, steps, b * steps, sums);
+            else block_sums_0<Affine>(a0 + b * bw, k, pb, width, steps, b * steps, sums);
+            const __m512 s = load_scales16<S>(w.quant.scales, scale_at);
 #pragma GCC unroll 16
-          for (int r = 0; r < kTileRows; ++r) {
-            const __m512 sd = _mm512_mul_ps(s, _mm512_set1_ps(d[r * blocks + b]));
-            acc[r] = _mm512_fmadd_ps(sd, _mm512_cvtepi32_ps(_mm512_load_si512(sums + 16 * r)), acc[r]);
-          }
-          if constexpr (Affine) {
-            const __m512 bias = load_scales16<S>(w.quant.biases, scale_at);
+            for (int r = 0; r < kTileRows; ++r) {
+              const __m512 sd = _mm512_mul_ps(s, _mm512_set1_ps(d[r * blocks + b]));
+              acc[r] = _mm512_fmadd_ps(sd, _mm512_cvtepi32_ps(_mm512_load_si512(sums + 16 * r)), acc[r]);
+            }
+            if constexpr (Affine) {
+              const __m512 bias = load_scales16<S>(w.quant.biases, scale_at);
 #pragma GCC unroll 16
-            for (int r = 0; r < kTileRows; ++r) acc[r] = _mm512_fmadd_ps(bias, _mm512_set1_ps(ds[r * blocks + b]), acc[r]);
+              for (int r = 0; r < kTileRows; ++r)
+                acc[r] = _mm512_fmadd_ps(bias, _mm512_set1_ps(ds[r * blocks + b]), acc[r]);
+            }
+            if (++in_group == group_blocks) {
+              in_group = 0;
+              scale_at += kPanel64;
+            }
           }
-          if (++in_group == group_blocks) {
-            in_group = 0;
-            scale_at += kPanel64;
-          }
+          const int left = valid - 16 * j;
+          const __mmask16 keep = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+          for (int r = 0; r < kTileRows; ++r) _mm512_mask_storeu_ps(out + (m0 + r) * ldo + n0 + 16 * j, keep, acc[r]);
         }
-        const int left = valid - 16 * j;
-        const __mmask16 keep = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
-        for (int r = 0; r < kTileRows; ++r) _mm512_mask_storeu_ps(out + (m0 + r) * ldo + n0 + 16 * j, keep, acc[r]);
       }
     }
   }
