@@ -4,11 +4,15 @@
 // N-token prompt, each as a ratio to the bf16 load measured in the same run, and decode next to
 // the roofline of the weight bytes a decode row reads in that mode (STREAM read bandwidth measured
 // in the same run). The claim it checks: decode reads the quantized copy (the speed of
-// --quantize), prefill keeps bf16's speed.
+// --quantize), prefill keeps bf16's speed. The last column is the accuracy cost: the prompt's
+// last-row logits against bf16's, max abs difference / max abs bf16 logit.
 // Protocol: one warm-up run discarded, median of --runs. Prints a Markdown table.
-// Usage: quantize_decode_bench [--runs 3] [--decode-tokens 32] [--prefill-tokens 512] MODEL_DIR...
+// Usage: quantize_decode_bench [--runs 3] [--decode-tokens 32] [--prefill-tokens 512] [--mode NAME]... MODEL_DIR...
+// --mode (repeatable) measures only the named load modes (the table's first column, e.g. "bf16" or
+// "--quantize int8 --int8-activations on"); the ratios need bf16 among them.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <random>
@@ -41,6 +45,7 @@ struct Mode {
 
 struct Measured {
   double decode_tps = 0, prefill_tps = 0;
+  std::vector<float> prefill_logits;  // the prompt's last row
   double prefill_bytes = 0, decode_bytes = 0;  // weight bytes prefill rows and decode rows read
 };
 
@@ -97,8 +102,9 @@ Measured measure(const std::string& dir, const Mode& mode, int runs, int decode_
     batch.clear();
     batch.add(seq, prompt, 0);
     const double t1 = now();
-    model->forward(batch, kv);
+    auto prefill_out = model->forward(batch, kv);
     const double prefill_s = now() - t1;
+    if (r == 0) m.prefill_logits = prefill_out.logits;
     kv.remove_sequence(seq);
     if (r == 0) continue;  // warm-up
     decode_tps.push_back(decode_tokens / decode_s);
@@ -113,16 +119,17 @@ Measured measure(const std::string& dir, const Mode& mode, int runs, int decode_
 
 int main(int argc, char** argv) {
   int runs = 3, decode_tokens = 32, prefill_tokens = 512;
-  std::vector<std::string> models;
+  std::vector<std::string> models, only;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--runs" && i + 1 < argc) runs = std::atoi(argv[++i]);
     else if (a == "--decode-tokens" && i + 1 < argc) decode_tokens = std::atoi(argv[++i]);
     else if (a == "--prefill-tokens" && i + 1 < argc) prefill_tokens = std::atoi(argv[++i]);
+    else if (a == "--mode" && i + 1 < argc) only.push_back(argv[++i]);
     else models.push_back(a);
   }
   if (models.empty() || runs < 1) {
-    std::fprintf(stderr, "usage: quantize_decode_bench [--runs N] [--decode-tokens N] [--prefill-tokens N] MODEL_DIR...\n");
+    std::fprintf(stderr, "usage: quantize_decode_bench [--runs N] [--decode-tokens N] [--prefill-tokens N] [--mode NAME]... MODEL_DIR...\n");
     return 2;
   }
   std::fprintf(stderr, "measuring machine ceilings (%zu threads)...\n", ThreadPool::global().num_threads());
@@ -142,17 +149,23 @@ int main(int argc, char** argv) {
                          kernels::Int8ActivationMode::On}};
   for (const auto& dir : models) {
     std::printf("%s\n\n| load | weights read per decode token (MiB) | decode tok/s | vs bf16 | of read roofline | "
-                "prefill-%d tok/s | vs bf16 |\n|---|---|---|---|---|---|---|\n",
+                "prefill-%d tok/s | vs bf16 | last logits: max abs diff / max abs bf16 |\n|---|---|---|---|---|---|---|---|\n",
                 dir.c_str(), prefill_tokens);
     std::fflush(stdout);
     Measured bf16;
     for (const Mode& mode : modes) {
+      if (!only.empty() && std::find(only.begin(), only.end(), mode.name) == only.end()) continue;
       const Measured m = measure(dir, mode, runs, decode_tokens, prefill_tokens);
       if (mode.quantize == QuantizeMode::None && mode.decode == QuantizeMode::None) bf16 = m;
       const double roof = ceil.read_gbps * 1e9 / m.decode_bytes;
-      std::printf("| %s | %.1f | %.2f | %.2fx | %.0f%% | %.1f | %.2fx |\n", mode.name, m.decode_bytes / (1 << 20),
+      double max_ref = 0, max_diff = 0;
+      for (size_t i = 0; i < bf16.prefill_logits.size() && i < m.prefill_logits.size(); ++i) {
+        max_ref = std::max(max_ref, std::fabs(double(bf16.prefill_logits[i])));
+        max_diff = std::max(max_diff, std::fabs(double(m.prefill_logits[i]) - bf16.prefill_logits[i]));
+      }
+      std::printf("| %s | %.1f | %.2f | %.2fx | %.0f%% | %.1f | %.2fx | %.4f |\n", mode.name, m.decode_bytes / (1 << 20),
                   m.decode_tps, m.decode_tps / bf16.decode_tps, 100 * m.decode_tps / roof, m.prefill_tps,
-                  m.prefill_tps / bf16.prefill_tps);
+                  m.prefill_tps / bf16.prefill_tps, max_ref > 0 ? max_diff / max_ref : 0.0);
       std::fflush(stdout);
     }
     std::printf("\n");

@@ -50,7 +50,9 @@ struct Format {
   WeightFormat format;
   int bits, group;
 };
-const Format kFormats[] = {{"q8_0 (Symmetric 8-bit g32 F16)", WeightFormat::Symmetric, 8, 32},
+// group 0: one scale per row, as --quantize int8's rows (128-column activation blocks).
+const Format kFormats[] = {{"int8 rows (Symmetric 8-bit, a scale per row, as --quantize int8)", WeightFormat::Symmetric, 8, 0},
+                           {"q8_0 (Symmetric 8-bit g32 F16)", WeightFormat::Symmetric, 8, 32},
                            {"q4_0 (Symmetric 4-bit g32 F16)", WeightFormat::Symmetric, 4, 32},
                            {"int4 (Affine 4-bit g64 F16, --quantize int4)", WeightFormat::Affine, 4, 64},
                            {"q4_k-like (Affine 4-bit g32 F16)", WeightFormat::Affine, 4, 32}};
@@ -64,7 +66,7 @@ Host make_host(const Format& f, int64_t rows, int64_t cols, std::mt19937& rng) {
   h.w = Weight{nullptr, DType::U8, rows, cols};
   h.w.format = f.format;
   h.w.quant.bits = static_cast<uint8_t>(f.bits);
-  h.w.quant.group = f.group;
+  h.w.quant.group = f.group > 0 ? f.group : cols;
   h.w.quant.scale_dtype = DType::F16;
   h.codes.resize(static_cast<size_t>(quant_code_bytes(h.w)));
   for (auto& b : h.codes) b = static_cast<uint8_t>(rng());
@@ -124,13 +126,13 @@ int main(int argc, char** argv) {
         cpu::Int8Activations acts;
         const double t_f32 = time_min(runs, [&] { isa.matmul_range(x.data(), rows, f32w.w, 0, shape[0], out.data(), shape[0]); });
         const double t_int8 = time_min(runs, [&] {
-          cpu::matmul_int8_kernel()(acts.quantize(x.data(), rows, shape[1]), dotw.w, 0, shape[0], out.data(), shape[0]);
+          cpu::matmul_int8_kernel()(acts.quantize(x.data(), rows, shape[1], cpu::int8_activation_block(dotw.w)), dotw.w, 0, shape[0], out.data(), shape[0]);
         });
         double t_vnni = 0;
 #if defined(__x86_64__)
         if (vnni)
           t_vnni = time_min(runs, [&] {
-            cpu::matmul_int8_avx512(acts.quantize(x.data(), rows, shape[1]), dotw.w, 0, shape[0], out.data(), shape[0]);
+            cpu::matmul_int8_avx512(acts.quantize(x.data(), rows, shape[1], cpu::int8_activation_block(dotw.w)), dotw.w, 0, shape[0], out.data(), shape[0]);
           });
 #endif
         std::printf("| %s | %lld x %lld | %lld | %.0f | %.0f | %.2fx | %.0f | %.2fx |\n", f.name,

@@ -24,8 +24,9 @@ void add_int8_activations_option(CLI::App& command, std::string& value) {
   command
       .add_option("--int8-activations", value,
                   "Matmuls over integer weights (GGUF Q8_0/Q4_0/..., --quantize int8|int4, int8/int4 checkpoints) "
-                  "quantize their inputs to int8 per 32 values and use integer dot products (VNNI, AMX-INT8), as "
-                  "llama.cpp does: auto (default: on for GGUF files), on, off. CPU backend")
+                  "quantize their inputs to int8 per 32 values as llama.cpp does (per the weight's group up to 128 "
+                  "for wider groups: --quantize int8 128, int4 64) and use integer dot products (VNNI, AMX-INT8): "
+                  "auto (default: on for GGUF files), on, off. CPU backend")
       ->check(CLI::IsMember({"auto", "on", "off"}));
 }
 

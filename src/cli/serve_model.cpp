@@ -230,9 +230,11 @@ std::shared_ptr<const server::ServedModel> build_served_model(const io::Resolved
     if (!options.quantize_decode.empty() && options.quantize_decode != "none")
       engine_config.model_fingerprint =
           hash64_combine(engine_config.model_fingerprint, hash64("decode:" + options.quantize_decode));
-    // KV written with int8 activations differs from KV written without them.
+    // KV written with int8 activations differs from KV written without them, and from KV written
+    // when every activation block was 32 columns (now the weight's group, up to 128: matmul_int8.h).
     if (owned->backend->int8_activation_weights() > 0)
-      engine_config.model_fingerprint = hash64_combine(engine_config.model_fingerprint, hash64("int8-activations"));
+      engine_config.model_fingerprint =
+          hash64_combine(engine_config.model_fingerprint, hash64("int8-activations, blocks by weight group"));
   }
   owned->drafters = spec.apply(dir, *owned->model, owned->model->backend(), engine_config);
   owned->pflash_scorer = progress.stage("PFlash scorer", [&] {

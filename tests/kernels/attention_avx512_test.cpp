@@ -86,5 +86,45 @@ TEST(AttentionAvx512, TreeRowsInOneCallAreBitIdentical) {
 #endif
 }
 
+// A prompt's rows of one KV head handed over together are attended in shared passes (each key
+// read once for up to 6 rows): bit for bit the portable kernel's one row at a time, for rows whose
+// key counts differ (the common keys, then each row's own), head dims with and without a tail,
+// odd and even groups, sinks and softcap; rows with another first key (a sliding window) or in
+// another order still match. The shared path must have run.
+TEST(AttentionAvx512, PromptRowsInSharedPassesAreBitIdentical) {
+  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+#if defined(__x86_64__)
+  std::mt19937 rng(11);
+  const int64_t kv_heads = 2, bs = 4, blocks = 24;
+  std::vector<int32_t> table = {4, 9, 0, 2, 11, 7, 1, 3, 8, 10, 5, 6, 23, 12, 20, 14, 19, 13, 22, 15, 18, 17, 21, 16};
+  const int64_t shared_before = cpu::attention_shared_rows_run();
+  for (const Case c : {Case{128, 2, false, 0.f}, Case{64, 3, true, 0.f}, Case{20, 4, false, 2.5f},
+                       Case{8, 1, true, 0.f}, Case{72, 7, false, 0.f}}) {
+    const int64_t d = c.d, g = c.group;
+    auto kc = random_vec(static_cast<size_t>(blocks * bs * kv_heads * d), rng), vc = random_vec(kc.size(), rng);
+    const PagedKv kv{kc.data(), vc.data(), static_cast<int32_t>(bs), kv_heads, d};
+    const auto sinks = random_vec(static_cast<size_t>(g), rng);
+    // Rows at these positions, in this order (the last one: a sliding window's other first key);
+    // the third group's common keys span three value tiles.
+    const std::vector<int32_t> positions = {0, 1, 2, 3, 17, 18, 19, 30, 41, 46, 47, 70, 71, 72, 80, 93, 95, 25};
+    const size_t rows = positions.size();
+    const auto q = random_vec(rows * static_cast<size_t>(g * d), rng, 0.5f);
+    std::vector<float> a(q.size()), b(q.size());
+    std::vector<cpu::AttentionItem> items;
+    for (size_t r = 0; r < rows; ++r)
+      items.push_back(cpu::AttentionItem{q.data() + r * g * d, &kv, table.data(), 1, g, r + 1 < rows ? 0 : 5,
+                                         positions[r], 0.3f, c.softcap, c.sinks ? sinks.data() : nullptr,
+                                         a.data() + r * g * d});
+    cpu::attend_items_avx512(items.data(), items.size());
+    for (auto& it : items) it.out = b.data() + (it.out - a.data());
+    for (const auto& it : items) cpu::attend_items_portable(&it, 1);
+    for (size_t r = 0; r < rows; ++r)
+      ASSERT_EQ(0, std::memcmp(a.data() + r * g * d, b.data() + r * g * d, static_cast<size_t>(g * d) * sizeof(float)))
+          << "d " << d << " group " << g << " row at " << positions[r];
+  }
+  EXPECT_GT(cpu::attention_shared_rows_run(), shared_before);
+#endif
+}
+
 }  // namespace
 }  // namespace tachyon::kernels

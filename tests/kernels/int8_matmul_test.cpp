@@ -36,23 +36,26 @@ PackedDot pack_dot(const Weight& host) {
   return p;
 }
 
-// The activation quantization written out independently (std::nearbyint: round to nearest even).
+// The activation quantization written out independently (std::nearbyint: round to nearest even),
+// per `block` columns.
 struct RefActivations {
   std::vector<int32_t> q, sum;
   std::vector<float> scale, scaled_sum;
+  int64_t block = 32;
 };
-RefActivations reference_activations(const std::vector<float>& x, int64_t rows, int64_t k) {
+RefActivations reference_activations(const std::vector<float>& x, int64_t rows, int64_t k, int64_t block) {
   RefActivations r;
-  const int64_t blocks = k / 32;
+  r.block = block;
+  const int64_t blocks = k / block;
   r.q.resize(x.size());
   for (int64_t i = 0; i < rows * blocks; ++i) {
     float amax = 0.f;
-    for (int t = 0; t < 32; ++t) amax = std::max(amax, std::fabs(x[i * 32 + t]));
+    for (int64_t t = 0; t < block; ++t) amax = std::max(amax, std::fabs(x[i * block + t]));
     const float d = amax / 127.f, inverse = d != 0.f ? 1.f / d : 0.f;
     int32_t sum = 0;
-    for (int t = 0; t < 32; ++t) {
-      const int32_t q = std::clamp(static_cast<int32_t>(std::nearbyint(x[i * 32 + t] * inverse)), -127, 127);
-      r.q[i * 32 + t] = q;
+    for (int64_t t = 0; t < block; ++t) {
+      const int32_t q = std::clamp(static_cast<int32_t>(std::nearbyint(x[i * block + t] * inverse)), -127, 127);
+      r.q[i * block + t] = q;
       sum += q;
     }
     r.scale.push_back(d);
@@ -64,14 +67,14 @@ RefActivations reference_activations(const std::vector<float>& x, int64_t rows, 
 
 // The header's definition over the row-major host weight (Dense I8: its row scales).
 std::vector<float> reference_matmul(const RefActivations& a, int64_t rows, const Weight& w) {
-  const int64_t k = w.cols, blocks = k / 32, n = w.rows;
+  const int64_t k = w.cols, bw = a.block, blocks = k / bw, n = w.rows;
   std::vector<float> out(static_cast<size_t>(rows * n));
   for (int64_t m = 0; m < rows; ++m)
     for (int64_t j = 0; j < n; ++j) {
       float acc = 0.f;
       for (int64_t b = 0; b < blocks; ++b) {
         int32_t isum = 0;
-        for (int64_t t = b * 32; t < b * 32 + 32; ++t) {
+        for (int64_t t = b * bw; t < b * bw + bw; ++t) {
           int32_t code;
           if (w.format == WeightFormat::Dense) code = static_cast<const int8_t*>(w.data)[j * k + t];
           else if (w.format == WeightFormat::Affine) code = static_cast<int32_t>(code_at(w, j, t));
@@ -80,10 +83,10 @@ std::vector<float> reference_matmul(const RefActivations& a, int64_t rows, const
         }
         const float s = w.format == WeightFormat::Dense
                             ? w.scales[j]
-                            : load_scale_value(w.quant.scales, w.quant.scale_dtype, scale_index(w, j, b * 32));
+                            : load_scale_value(w.quant.scales, w.quant.scale_dtype, scale_index(w, j, b * bw));
         acc = std::fma(s * a.scale[m * blocks + b], static_cast<float>(isum), acc);
         if (w.format == WeightFormat::Affine)
-          acc = std::fma(load_scale_value(w.quant.biases, w.quant.scale_dtype, scale_index(w, j, b * 32)),
+          acc = std::fma(load_scale_value(w.quant.biases, w.quant.scale_dtype, scale_index(w, j, b * bw)),
                          a.scaled_sum[m * blocks + b], acc);
       }
       out[m * n + j] = acc;
@@ -124,12 +127,14 @@ void expect_every_kernel_matches(const Weight& host, const Weight& packed, int64
   auto x = random_vec(static_cast<size_t>(rows * k), rng);
   for (int64_t t = 0; t < 32 && rows > 1; ++t) x[k + t] = 0.f;
   x[0] = 40.f;
-  const RefActivations ref = reference_activations(x, rows, k);
+  const int64_t block = cpu::int8_activation_block(host);
+  EXPECT_EQ(block, cpu::int8_activation_block(packed));
+  const RefActivations ref = reference_activations(x, rows, k, block);
   const std::vector<float> want = reference_matmul(ref, rows, host);
   cpu::Int8Activations acts;
-  const cpu::Int8Rows a = acts.quantize(x.data(), rows, k);
+  const cpu::Int8Rows a = acts.quantize(x.data(), rows, k, block);
   for (int64_t i = 0; i < rows * k; ++i) ASSERT_EQ(ref.q[i], a.q[i]) << "activation " << i;
-  for (int64_t i = 0; i < rows * (k / 32); ++i) {
+  for (int64_t i = 0; i < rows * (k / block); ++i) {
     ASSERT_EQ(0, std::memcmp(&ref.scale[i], &a.scale[i], 4)) << "scale " << i;
     ASSERT_EQ(ref.sum[i], a.sum[i]);
     ASSERT_EQ(0, std::memcmp(&ref.scaled_sum[i], &a.scaled_sum[i], 4));
@@ -173,15 +178,19 @@ TEST_P(Int8Matmul, EveryIsaGivesTheReferenceBits) {
 INSTANTIATE_TEST_SUITE_P(Formats, Int8Matmul, ::testing::ValuesIn(int8_cases()),
                          [](const auto& info) { return info.param.name(); });
 
+// Rows of 96 columns (32-column activation blocks) and of 256 (128-column blocks: two 64-column
+// AMX tile products per block).
 TEST(Int8MatmulDense, DenseI8RowScalesRunAsOneGroupPerRow) {
   std::mt19937 rng(3);
-  const int64_t n = 100, k = 96;
-  const auto wf = random_vec(static_cast<size_t>(n * k), rng);
-  const QuantizedWeight qw = quantize_int8(Weight{wf.data(), DType::F32, n, k});
-  ASSERT_TRUE(cpu::int8_dot_eligible(qw.weight));
-  const PackedDot p = pack_dot(qw.weight);
-  EXPECT_EQ(WeightFormat::Symmetric, p.w.format);
-  for (int64_t rows : {1, 5, 17}) expect_every_kernel_matches(qw.weight, p.w, rows, rng);
+  for (const int64_t k : {96, 256}) {
+    const int64_t n = 100;
+    const auto wf = random_vec(static_cast<size_t>(n * k), rng);
+    const QuantizedWeight qw = quantize_int8(Weight{wf.data(), DType::F32, n, k});
+    ASSERT_TRUE(cpu::int8_dot_eligible(qw.weight));
+    const PackedDot p = pack_dot(qw.weight);
+    EXPECT_EQ(WeightFormat::Symmetric, p.w.format);
+    for (int64_t rows : {1, 5, 17, 33}) expect_every_kernel_matches(qw.weight, p.w, rows, rng);
+  }
 }
 
 TEST(Int8MatmulDense, ActivationQuantizersAgree) {
@@ -189,30 +198,47 @@ TEST(Int8MatmulDense, ActivationQuantizersAgree) {
   if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl"))
     GTEST_SKIP() << "no AVX-512 here";
   std::mt19937 rng(7);
-  const int64_t blocks = 64;
-  auto x = random_vec(static_cast<size_t>(blocks * 32), rng);
-  for (int t = 0; t < 32; ++t) x[32 + t] = 0.f;               // an all-zero block
-  for (int t = 0; t < 32; ++t) x[64 + t] = 0.5f * float(t - 16);  // ties at ±0.5 steps
-  x[100] = -1e30f;
-  x[200] = 1e-30f;
-  std::vector<int8_t> q[2];
-  std::vector<float> scale[2], scaled[2];
-  std::vector<int32_t> sum[2];
-  for (int i = 0; i < 2; ++i) {
-    q[i].resize(x.size());
-    scale[i].resize(blocks);
-    scaled[i].resize(blocks);
-    sum[i].resize(blocks);
-    (i == 0 ? cpu::quantize_blocks_portable : cpu::quantize_blocks_avx512)(x.data(), blocks, q[i].data(), scale[i].data(),
-                                                                         sum[i].data(), scaled[i].data());
+  const int64_t values = 64 * 32;
+  auto x = random_vec(static_cast<size_t>(values), rng);
+  for (int t = 0; t < 128; ++t) x[128 + t] = 0.f;              // an all-zero block at every width
+  for (int t = 0; t < 32; ++t) x[320 + t] = 0.5f * float(t - 16);  // ties at ±0.5 steps
+  x[600] = -1e30f;
+  x[900] = 1e-30f;
+  for (const int64_t block : {32, 64, 128}) {
+    const int64_t blocks = values / block;
+    std::vector<int8_t> q[2];
+    std::vector<float> scale[2], scaled[2];
+    std::vector<int32_t> sum[2];
+    for (int i = 0; i < 2; ++i) {
+      q[i].resize(x.size());
+      scale[i].resize(blocks);
+      scaled[i].resize(blocks);
+      sum[i].resize(blocks);
+      (i == 0 ? cpu::quantize_blocks_portable : cpu::quantize_blocks_avx512)(x.data(), blocks, block, q[i].data(),
+                                                                           scale[i].data(), sum[i].data(), scaled[i].data());
+    }
+    EXPECT_EQ(q[0], q[1]) << block;
+    EXPECT_EQ(sum[0], sum[1]) << block;
+    EXPECT_EQ(0, std::memcmp(scale[0].data(), scale[1].data(), blocks * 4)) << block;
+    EXPECT_EQ(0, std::memcmp(scaled[0].data(), scaled[1].data(), blocks * 4)) << block;
   }
-  EXPECT_EQ(q[0], q[1]);
-  EXPECT_EQ(sum[0], sum[1]);
-  EXPECT_EQ(0, std::memcmp(scale[0].data(), scale[1].data(), blocks * 4));
-  EXPECT_EQ(0, std::memcmp(scaled[0].data(), scaled[1].data(), blocks * 4));
 #else
   GTEST_SKIP() << "x86-64 only";
 #endif
+}
+
+// The activation block is the largest of 128, 64, 32 dividing the weight's group (Dense I8: its
+// row): GGUF's 32-column groups keep llama.cpp's 32.
+TEST(Int8MatmulDense, ActivationBlockFollowsTheWeightGroup) {
+  std::mt19937 rng(8);
+  for (const auto& [group, block] : std::vector<std::pair<int, int64_t>>{{32, 32}, {64, 64}, {128, 128}, {256, 128}, {96, 32}}) {
+    const QuantHost h = random_quant({WeightFormat::Symmetric, 4, group, DType::F16}, 64, 768, rng);
+    EXPECT_EQ(block, cpu::int8_activation_block(h.w)) << group;
+  }
+  for (const auto& [cols, block] : std::vector<std::pair<int64_t, int64_t>>{{1024, 128}, {96, 32}, {192, 64}}) {
+    const auto wf = random_vec(static_cast<size_t>(8 * cols), rng);
+    EXPECT_EQ(block, cpu::int8_activation_block(quantize_int8(Weight{wf.data(), DType::F32, 8, cols}).weight)) << cols;
+  }
 }
 
 TEST(Int8MatmulDense, IneligibleWeightsAreNamed) {
@@ -237,7 +263,7 @@ TEST(Int8MatmulDense, CloseToTheFloatProduct) {
   const std::vector<float> exact = canonical_matmul(x.data(), rows, dequantized(h.w), 64, 512);
   cpu::Int8Activations acts;
   std::vector<float> out(exact.size());
-  cpu::matmul_int8_kernel()(acts.quantize(x.data(), rows, 512), p.w, 0, 64, out.data(), 64);
+  cpu::matmul_int8_kernel()(acts.quantize(x.data(), rows, 512, cpu::int8_activation_block(p.w)), p.w, 0, 64, out.data(), 64);
   float max_ref = 0.f, max_diff = 0.f;
   for (size_t i = 0; i < out.size(); ++i) {
     max_ref = std::max(max_ref, std::fabs(exact[i]));
@@ -257,6 +283,13 @@ TEST(Int8MatmulDense, AmxTilesEngageWhereTheCpuHasThem) {
   const int64_t before = cpu::amx_int8_rows_run();
   expect_every_kernel_matches(h.w, p.w, 20, rng);
   EXPECT_EQ(before + 32, cpu::amx_int8_rows_run());  // 16 rows, twice (from panel 0 and from panel 1)
+  // --quantize int8's rows: 128-column activation blocks through the 64-column tiles.
+  const auto wf = random_vec(128 * 256, rng);
+  const QuantizedWeight qw = quantize_int8(Weight{wf.data(), DType::F32, 128, 256});
+  const PackedDot dense = pack_dot(qw.weight);
+  ASSERT_EQ(128, cpu::int8_activation_block(dense.w));
+  expect_every_kernel_matches(qw.weight, dense.w, 20, rng);
+  EXPECT_EQ(before + 64, cpu::amx_int8_rows_run());
 #else
   GTEST_SKIP() << "AMX is x86-64 only";
 #endif

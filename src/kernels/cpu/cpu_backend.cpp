@@ -172,7 +172,8 @@ void CpuBackend::matmul(const float* x, int64_t rows, const Weight& w, const Wei
         CpuBackend::matmul(x + first * w.cols, n, w.of_kind(decode), bias, out + first * w.rows);
       }))
     return;
-  if (w.layout == WeightLayout::Panel64Dot) return matmul_int8(int8_x_.quantize(x, rows, w.cols), w, bias, out);
+  if (w.layout == WeightLayout::Panel64Dot)
+    return matmul_int8(int8_x_.quantize(x, rows, w.cols, cpu::int8_activation_block(w)), w, bias, out);
   const auto& isa = cpu::isa_kernels();
   const auto matmul_range = w.layout == WeightLayout::Panel64 ? isa.matmul_range : cpu::matmul_range_portable;
   // Threads split the output features in whole panels; a small matmul stays on one thread,
@@ -218,10 +219,16 @@ void CpuBackend::attention(const float* q, int64_t rows, const PagedKv& kv, cons
                            const AttentionParams& p, float* out) {
   const auto& isa = cpu::isa_kernels();
   const int64_t d = kv.head_dim, group = p.num_heads / kv.num_kv_heads;
-  // One work item per (row, KV head): the group's query heads share each key/value read.
+  // One work item per (row, KV head): the group's query heads share each key/value read. Items
+  // run KV-head-major, so a thread's consecutive rows reread one head's keys and values from its
+  // own cache (a 512-token prompt's K and V of one head is 512 KiB; of all heads, 4 MiB).
   pool().parallel_for(rows * kv.num_kv_heads, [&](size_t b, size_t e) {
+    // Handed over a few at a time: the kernel may attend consecutive rows of one KV head together.
+    constexpr size_t kBatch = 12;
+    cpu::AttentionItem batch[kBatch];
+    size_t count = 0;
     for (size_t item = b; item < e; ++item) {
-      const int64_t r = static_cast<int64_t>(item) / kv.num_kv_heads, kvh = static_cast<int64_t>(item) % kv.num_kv_heads;
+      const int64_t r = static_cast<int64_t>(item) % rows, kvh = static_cast<int64_t>(item) / rows;
       const int32_t pos = meta.positions[r];
       const int32_t lo =
           p.sliding_window > 0 ? std::max<int32_t>(0, pos - static_cast<int32_t>(p.sliding_window) + 1) : 0;
@@ -232,8 +239,13 @@ void CpuBackend::attention(const float* q, int64_t rows, const PagedKv& kv, cons
                                   out + (r * p.num_heads + h0) * d,
                                   meta.tree_base ? meta.tree_base[r] : -1,
                                   meta.tree_base ? meta.tree_path + r * kMaxTreeDepth : nullptr};
-      isa.attend(&it, 1);
+      batch[count++] = it;
+      if (count == kBatch) {
+        isa.attend(batch, count);
+        count = 0;
+      }
     }
+    if (count > 0) isa.attend(batch, count);
   });
 }
 

@@ -69,14 +69,18 @@ void CpuBackend::moe_experts(const float* x, int64_t rows, const int32_t* ids, c
     std::vector<std::pair<int32_t, int32_t>>& items = moe_items_;  // (expert, panel)
     items.clear();
     bool int8_experts = false;
+    int64_t int8_block = cpu::kInt8MaxBlock;  // the narrowest experts' block divides every other's group
     for (int64_t ex = 0; ex < e.num_experts; ++ex)
       if (count[ex + 1] > count[ex]) {
-        int8_experts = int8_experts || ws[ex].layout == WeightLayout::Panel64Dot;
+        if (ws[ex].layout == WeightLayout::Panel64Dot) {
+          int8_experts = true;
+          int8_block = std::min(int8_block, cpu::int8_activation_block(ws[ex]));
+        }
         for (int64_t p = 0; p * Weight::kPanel < ws[ex].rows; ++p) items.emplace_back(ex, p);
       }
     // Int8-activation experts: every slot's row quantized once (a row's blocks do not depend on
     // the rows beside it).
-    const cpu::Int8Rows int8_in = int8_experts ? moe_int8_.quantize(in, slots, in_width) : cpu::Int8Rows{};
+    const cpu::Int8Rows int8_in = int8_experts ? moe_int8_.quantize(in, slots, in_width, int8_block) : cpu::Int8Rows{};
     const cpu::MatmulInt8Fn int8_kernel = cpu::matmul_int8_kernel();
     pool().parallel_for(items.size(), [&](size_t b, size_t en) {
       for (size_t i = b; i < en; ++i) {

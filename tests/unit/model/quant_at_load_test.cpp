@@ -80,11 +80,13 @@ INSTANTIATE_TEST_SUITE_P(Modes, QuantizeAtLoad,
 
 // `--quantize int8|int4 --int8-activations on` on the CPU backend: every quantized matmul weight
 // (and the tied embedding / LM head) runs on int8 activations, and the model still follows bf16.
+// Activation blocks follow the weight group (cpu/isa/matmul_int8.h): --quantize int8's row scales
+// take 128-column blocks, int4's 64-column groups 64-column blocks.
 // Measured (2-core Sapphire Rapids VM, AMX-INT8; every ISA gives the same bits): greedy tokens equal
 // to bf16's int8 24 ("code") and 24 ("chat"), int4 24 and 20 (as without the mode); logits
-// max|d| / max|bf16| int8 0.0181 / 0.0133, int4 0.1293 / 0.1090 (without the mode, reference
-// backend: 0.0131 / 0.0099 and 0.1273 / 0.1101). Bounds: the measured counts, the logits within
-// ~1.3x the measured error.
+// max|d| / max|bf16| int8 0.0227 / 0.0178 (with 32-column blocks: 0.0181 / 0.0133), int4 0.1271 /
+// 0.1120 (32-column: 0.1293 / 0.1090; without the mode, reference backend: 0.0131 / 0.0099 and
+// 0.1273 / 0.1101). Bounds: the measured counts, the logits within ~1.3x the measured error.
 TEST(QuantizeAtLoad, Int8ActivationsFollowBf16) {
   struct Case {
     kernels::QuantizeMode mode;
@@ -93,7 +95,7 @@ TEST(QuantizeAtLoad, Int8ActivationsFollowBf16) {
   };
   ModelRunner bf16(kDemo, "reference");
   const auto golden = io::Checkpoint::open_file(kDemo + "/golden.safetensors");
-  for (const Case c : {Case{kernels::QuantizeMode::Int8, 24, 0.024}, Case{kernels::QuantizeMode::Int4, 20, 0.16}}) {
+  for (const Case c : {Case{kernels::QuantizeMode::Int8, 24, 0.03}, Case{kernels::QuantizeMode::Int4, 20, 0.16}}) {
     const std::string name(kernels::quantize_mode_name(c.mode));
     ModelRunner quantized(kDemo, kernels::make_backend("cpu"));
     model::LoadOptions options;

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -296,12 +297,158 @@ void attend_item_avx512(const AttentionItem& it, Scratch& sc) {
     for (int64_t i = 0; i < d; ++i) it.out[h * d + i] = sc.acc[h * d + i] * sc.inv[h];
 }
 
+// Rows of one KV head attended together: each 8-key block's keys are loaded from L2 once and
+// reread from L1 by every pass of 3 (row, head pair) score registers (24 accumulators).
+constexpr size_t kSharedRows = 6;
+std::atomic<int64_t> shared_rows_run{0};
+
+// Whether items a and b can share one pass: the same f32 KV head and block table, the same
+// first key, no tree rows, and the same attention parameters.
+bool can_share(const AttentionItem& a, const AttentionItem& b) {
+  return a.kv == b.kv && a.kv->format == KvFormat::F32 && a.table == b.table && a.kv_head == b.kv_head &&
+         a.group == b.group && a.lo == b.lo && a.scale == b.scale && a.softcap == b.softcap && a.sinks == b.sinks &&
+         a.tree_base < 0 && b.tree_base < 0;
+}
+
+// Several rows of one sequence and KV head (prompt rows), each key and value vector read once for
+// all of them. Per row, every score, exp, denominator and value sum is the operation sequence of
+// attend_item_avx512 (each lane's chain is its own; a key past a row's last is computed in
+// lanes the row never reads, and the value sums run over the rows' common keys, then each row's
+// own last keys continue them: the same chain), so the bits are those of one row at a time.
+void attend_rows_avx512(const AttentionItem* items, size_t rows, Scratch& sc) {
+  const AttentionItem& it0 = items[0];
+  const int64_t d = it0.kv->head_dim, width = it0.kv->num_kv_heads * d, g = it0.group, d8 = d / 8;
+  const int64_t pairs = (g + 1) / 2, combos = static_cast<int64_t>(rows) * pairs;
+  int64_t n_max = 0, n_min = INT64_MAX;
+  for (size_t r = 0; r < rows; ++r) {
+    n_max = std::max<int64_t>(n_max, items[r].pos - items[r].lo + 1);
+    n_min = std::min<int64_t>(n_min, items[r].pos - items[r].lo + 1);
+  }
+  const int64_t stride = (n_max + 15) / 16 * 16;
+  sc.kp.resize(static_cast<size_t>(stride));
+  sc.vp.resize(static_cast<size_t>(stride));
+  for (int64_t j = 0; j < stride; ++j) {
+    const int64_t slot = item_slot(it0, it0.lo + static_cast<int32_t>(std::min(j, n_max - 1)));
+    sc.kp[j] = it0.kv->k_f32() + slot * width + it0.kv_head * d;
+    sc.vp[j] = it0.kv->v_f32() + slot * width + it0.kv_head * d;
+  }
+  // Query pairs of every row, combo c = row · pairs + pair.
+  sc.qq.resize(static_cast<size_t>(combos * std::max<int64_t>(d8, 1) * 16));
+  for (size_t r = 0; r < rows; ++r)
+    for (int64_t p = 0; p < pairs; ++p) {
+      const float* qa = items[r].q + 2 * p * d;
+      const float* qb = items[r].q + std::min(2 * p + 1, g - 1) * d;
+      float* dst = sc.qq.data() + 16 * ((static_cast<int64_t>(r) * pairs + p) * d8);
+      for (int64_t c = 0; c < d8; ++c) {
+        std::copy(qa + 8 * c, qa + 8 * c + 8, dst + 16 * c);
+        std::copy(qb + 8 * c, qb + 8 * c + 8, dst + 16 * c + 8);
+      }
+    }
+  // Scores [row · g + head, stride].
+  sc.s.resize(static_cast<size_t>(static_cast<int64_t>(rows) * g * stride));
+  float* s = sc.s.data();
+  const __m512 scale = _mm512_set1_ps(it0.scale);
+  for (int64_t j0 = 0; j0 < n_max; j0 += kKeys) {
+    const float* const* kp = sc.kp.data() + j0;
+    for (int64_t c0 = 0; c0 < combos; c0 += 3) {
+      const int np = static_cast<int>(std::min<int64_t>(3, combos - c0));
+      __m512 r[3];
+      const float* qq = sc.qq.data() + 16 * c0 * d8;
+      if (np == 3) score_block<3>(qq, d8, kp, r);
+      else if (np == 2) score_block<2>(qq, d8, kp, r);
+      else score_block<1>(qq, d8, kp, r);
+      for (int p = 0; p < np; ++p) {
+        const int64_t row = (c0 + p) / pairs, pair = (c0 + p) % pairs, ha = 2 * pair, hb = ha + 1;
+        const float* q0 = items[row].q;
+        if (d % 8 != 0) {  // the canonical tail, as attend_item_avx512
+          alignas(64) float lanes[16];
+          _mm512_store_ps(lanes, r[p]);
+          for (int m = 0; m < 16; ++m) {
+            const float* q = q0 + (m < 8 ? ha : std::min(hb, g - 1)) * d;
+            const float* k = kp[m % 8];
+            for (int64_t t = 8 * d8; t < d; ++t) lanes[m] = std::fma(q[t], k[t], lanes[m]);
+          }
+          r[p] = _mm512_load_ps(lanes);
+        }
+        r[p] = _mm512_mul_ps(r[p], scale);
+        float* srow = s + row * g * stride;
+        _mm256_storeu_ps(srow + ha * stride + j0, _mm512_castps512_ps256(r[p]));
+        if (hb < g)
+          _mm256_storeu_ps(srow + hb * stride + j0, _mm512_castps512_ps256(_mm512_shuffle_f32x4(r[p], r[p], _MM_SHUFFLE(3, 2, 3, 2))));
+      }
+    }
+  }
+  // Softmax per row over its own keys, as attend_item_avx512.
+  const int64_t heads = static_cast<int64_t>(rows) * g;
+  sc.mx.resize(static_cast<size_t>(heads));
+  sc.inv.resize(static_cast<size_t>(heads));
+  for (int64_t hh = 0; hh < heads; ++hh) {
+    const AttentionItem& it = items[hh / g];
+    const int64_t h = hh % g, n = it.pos - it.lo + 1;
+    float* sh = s + hh * stride;
+    if (it.softcap > 0)
+      for (int64_t j = 0; j < n; ++j) sh[j] = it.softcap * std::tanh(sh[j] / it.softcap);
+    const float lowest = -std::numeric_limits<float>::infinity();
+    __m512 m = _mm512_set1_ps(it.sinks ? it.sinks[h] : lowest);
+    for (int64_t j = 0; j < n; j += 16)
+      m = _mm512_max_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(lowest), tail_mask(n - j), sh + j), m);
+    const float mx = _mm512_reduce_max_ps(m);
+    sc.mx[hh] = mx;
+    const __m512 vmx = _mm512_set1_ps(mx);
+    for (int64_t j = 0; j < n; j += 16) _mm512_storeu_ps(sh + j, exp16(_mm512_sub_ps(_mm512_loadu_ps(sh + j), vmx)));
+    float sum = it.sinks ? exp_canonical(it.sinks[h] - mx) : 0.f;
+    for (int64_t j = 0; j < n; ++j) sum += sh[j];
+    sc.inv[hh] = 1.f / sum;
+  }
+  // Values: the common keys for every (row, head) four at a time, unscaled into sc.acc; then each
+  // row's own last keys continue its sums and the scale is applied.
+  sc.acc.resize(static_cast<size_t>(heads * d));
+  // A tile of kValueTile keys at a time (its values stay in L1 for every pass), six (row, head)
+  // sums per pass (24 accumulators), then four at a time; the sums continue from sc.acc between
+  // tiles (the same chains).
+  for (int64_t t0 = 0; t0 < n_min; t0 += kValueTile) {
+    const int64_t nt = std::min<int64_t>(kValueTile, n_min - t0);
+    const float* acc_in = t0 > 0 ? sc.acc.data() : nullptr;
+    const float* const* vt = sc.vp.data() + t0;
+    int64_t h0 = 0;
+    for (; h0 + 6 <= heads; h0 += 6)
+      for (int64_t c0 = 0; c0 < d; c0 += 64)
+        accumulate_values<6>(s + h0 * stride + t0, stride, vt, nt, c0, d, nullptr, sc.acc.data() + h0 * d,
+                             acc_in ? acc_in + h0 * d : nullptr);
+    for (; h0 < heads; h0 += 4) {
+      const int hb = static_cast<int>(std::min<int64_t>(4, heads - h0));
+      for (int64_t c0 = 0; c0 < d; c0 += 64)
+        accumulate_heads(hb, s + h0 * stride + t0, stride, vt, nt, c0, d, nullptr, sc.acc.data() + h0 * d,
+                         acc_in ? acc_in + h0 * d : nullptr);
+    }
+  }
+  for (size_t r = 0; r < rows; ++r) {
+    const AttentionItem& it = items[r];
+    const int64_t n = it.pos - it.lo + 1, row_head = static_cast<int64_t>(r) * g;
+    for (int64_t h0 = 0; h0 < g; h0 += 4) {
+      const int hb = static_cast<int>(std::min<int64_t>(4, g - h0));
+      for (int64_t c0 = 0; c0 < d; c0 += 64)
+        accumulate_heads(hb, s + (row_head + h0) * stride + n_min, stride, sc.vp.data() + n_min, n - n_min, c0, d,
+                         sc.inv.data() + row_head + h0, it.out + h0 * d, sc.acc.data() + (row_head + h0) * d);
+    }
+  }
+  shared_rows_run.fetch_add(static_cast<int64_t>(rows), std::memory_order_relaxed);
+}
+
 }  // namespace
 
 void attend_items_avx512(const AttentionItem* items, size_t count) {
   thread_local Scratch scratch;
-  for (size_t i = 0; i < count; ++i) attend_item_avx512(items[i], scratch);
+  for (size_t i = 0; i < count;) {
+    size_t rows = 1;
+    while (rows < kSharedRows && i + rows < count && can_share(items[i], items[i + rows])) ++rows;
+    if (rows > 1) attend_rows_avx512(items + i, rows, scratch);
+    else attend_item_avx512(items[i], scratch);
+    i += rows;
+  }
 }
+
+int64_t attention_shared_rows_run() { return shared_rows_run.load(std::memory_order_relaxed); }
 
 TopTwo top_two_row_avx512(const float* row, int64_t n) { return top_two_row(row, n); }
 

@@ -1,14 +1,20 @@
 // The int8-activation matmul (the CPU backend's int8-activation mode, kernels/backend.h) over
 // Panel64Dot weights (kernels/weight.h): integer formats whose products are integer dot products.
 //
-// Numerics (llama.cpp's Q8_0 activations, one fixed float order):
-//  - each input row is quantized per block of 32 columns: d = max|x| / 127, q = clamp(rne(x · (1/d)),
+// Numerics (llama.cpp's Q8_0 activations, one fixed float order), with B = int8_activation_block(w)
+// columns per activation block: the largest of 128, 64 and 32 that divides the weight's group
+// (Dense I8: its row), so a block never spans two weight scales:
+//  - each input row is quantized per block of B columns: d = max|x| / 127, q = clamp(rne(x · (1/d)),
 //    ±127) (d = 0: q = 0), d kept in f32; per block sum = Σ q, ds = d · f32(sum) (Int8Activations);
 //  - per output (m, n) and block b, in order of b: isum = Σ_k q_w(n, k) · q(m, k), exact in int32
-//    (|isum| < 2^21, so f32(isum) is exact too), where q_w is the signed code (Symmetric) or the
-//    unsigned one (Affine); then acc = fma(s · d, f32(isum), acc) and, Affine only,
-//    acc = fma(bias, ds, acc), with s and bias the weight's group scale and bias as f32 and acc
-//    starting at 0.f. A Dense I8 weight (--quantize int8) is Symmetric 8-bit with one group per row.
+//    (|isum| <= 128 · 127 · 128 < 2^24, so f32(isum) is exact too), where q_w is the signed code
+//    (Symmetric) or the unsigned one (Affine); then acc = fma(s · d, f32(isum), acc) and, Affine
+//    only, acc = fma(bias, ds, acc), with s and bias the weight's group scale and bias as f32 and
+//    acc starting at 0.f. A Dense I8 weight (--quantize int8) is Symmetric 8-bit with one group
+//    per row.
+// B = 32 (GGUF Q8_0 / Q4_0 and other 32-column groups) is llama.cpp's activation block; wider
+// groups take wider blocks (--quantize int8: 128, int4: 64), a coarser activation scale for a
+// quarter (half) of the float steps, which bound the AMX path (docs/perf/cpu.md).
 // Integer sums do not depend on the order of their terms, so VNNI (vpdpbusd), AVX2 (vpmaddubsw)
 // and AMX (tdpbsud) tiles, any tile height and any thread split give these bits: decode, verify
 // and prefill rows and every ISA agree inside the mode.
@@ -23,27 +29,30 @@
 
 namespace tachyon::kernels::cpu {
 
-constexpr int64_t kInt8Block = 32;  // activation columns per int8 scale
+constexpr int64_t kInt8Block = 32;      // the narrowest activation block (columns per int8 scale)
+constexpr int64_t kInt8MaxBlock = 128;  // the widest
 
 // Matmul input rows quantized per 32-column block (pointers into an Int8Activations).
 struct Int8Rows {
   const int8_t* q = nullptr;           // [rows, cols]
-  const float* scale = nullptr;        // [rows, cols / 32] d
-  const int32_t* sum = nullptr;        // [rows, cols / 32] Σ q
-  const float* scaled_sum = nullptr;   // [rows, cols / 32] d · f32(Σ q)
+  const float* scale = nullptr;        // [rows, cols / block] d
+  const int32_t* sum = nullptr;        // [rows, cols / block] Σ q
+  const float* scaled_sum = nullptr;   // [rows, cols / block] d · f32(Σ q)
   int64_t rows = 0, cols = 0;
-  int64_t blocks() const { return cols / kInt8Block; }
+  int64_t block = kInt8Block;          // columns per scale (B)
+  int64_t blocks() const { return cols / block; }
   Int8Rows from(int64_t m) const {
     const int64_t b = m * blocks();
-    return Int8Rows{q + m * cols, scale + b, sum + b, scaled_sum + b, rows - m, cols};
+    return Int8Rows{q + m * cols, scale + b, sum + b, scaled_sum + b, rows - m, cols, block};
   }
 };
 
 // Owns the buffers (grow-only, reused across calls).
 class Int8Activations {
  public:
-  // Quantizes rows x [rows, cols] (cols a multiple of 32) as the header says.
-  Int8Rows quantize(const float* x, int64_t rows, int64_t cols);
+  // Quantizes rows x [rows, cols] per `block` columns (32, 64 or 128, dividing cols) as the
+  // header says.
+  Int8Rows quantize(const float* x, int64_t rows, int64_t cols, int64_t block);
 
  private:
   std::vector<int8_t> q_;
@@ -51,19 +60,25 @@ class Int8Activations {
   std::vector<int32_t> sum_;
 };
 
-// Quantizes `blocks` consecutive 32-value blocks of x as the header says (one implementation per
-// ISA, the same bits: a max, one multiply, the round-to-nearest-even and a clamp per value).
-using QuantizeBlocksFn = void (*)(const float* x, int64_t blocks, int8_t* q, float* scale, int32_t* sum,
-                                  float* scaled_sum);
-void quantize_blocks_portable(const float* x, int64_t blocks, int8_t* q, float* scale, int32_t* sum, float* scaled_sum);
+// Quantizes `blocks` consecutive blocks of `block` values (a multiple of 32) of x as the header
+// says (one implementation per ISA, the same bits: a max, one multiply, the round-to-nearest-even
+// and a clamp per value).
+using QuantizeBlocksFn = void (*)(const float* x, int64_t blocks, int64_t block, int8_t* q, float* scale,
+                                  int32_t* sum, float* scaled_sum);
+void quantize_blocks_portable(const float* x, int64_t blocks, int64_t block, int8_t* q, float* scale, int32_t* sum,
+                              float* scaled_sum);
 #if defined(__x86_64__)
-void quantize_blocks_avx512(const float* x, int64_t blocks, int8_t* q, float* scale, int32_t* sum, float* scaled_sum);
+void quantize_blocks_avx512(const float* x, int64_t blocks, int64_t block, int8_t* q, float* scale, int32_t* sum,
+                            float* scaled_sum);
 #endif
 
 // Whether a host (row-major) weight runs in the mode: Symmetric / Affine codes of 4 or 8 bits with
 // a group that is a multiple of 32 and F32/F16/BF16 scales, or Dense I8 with row scales; cols a
 // multiple of 32. Other weights keep their f32 kernels.
 bool int8_dot_eligible(const Weight& host);
+// The activation block B of a weight in the mode (host or Panel64Dot): the largest of 128, 64
+// and 32 that divides its group (Dense I8: its row).
+int64_t int8_activation_block(const Weight& w);
 // The stored-code offset z0 of a Panel64Dot weight (weight.h): 128, 8 or 0.
 inline int32_t dot_code_offset(const Weight& w) {
   if (w.format != WeightFormat::Symmetric) return 0;
@@ -93,7 +108,7 @@ void with_int8_weight_kind(const Weight& w, Kernel&& kernel) {
 }
 
 // out[m, n] for the rows of `a`, n in [n_begin, n_end) (n_begin a multiple of 64), `ldo` out's row
-// stride. The weight is Panel64Dot.
+// stride. The weight is Panel64Dot and a.block is int8_activation_block(w).
 using MatmulInt8Fn = void (*)(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
                               int64_t ldo);
 void matmul_int8_portable(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out,

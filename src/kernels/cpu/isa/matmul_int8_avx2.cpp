@@ -42,9 +42,9 @@ inline __m256i dot4_signed(__m256i acc, __m256i codes, __m256i act) {  // codes 
 }
 
 template <int Bits, bool Affine, DType S>
-void row_panel(const int8_t* q, const float* d, const int32_t* sums, const float* ds, const Weight& w, int64_t n0,
-               float* out, int valid) {
-  const int64_t k = w.cols, blocks = k / kInt8Block, group_blocks = w.quant.group / kInt8Block;
+void row_panel(const int8_t* q, const float* d, const int32_t* sums, const float* ds, int64_t bw, const Weight& w,
+               int64_t n0, float* out, int valid) {
+  const int64_t k = w.cols, blocks = k / bw, group_blocks = w.quant.group / bw;
   const int64_t groups = k / w.quant.group;
   const uint8_t* codes = static_cast<const uint8_t*>(w.data) + (n0 / kPanel) * k * kPanel * Bits / 8;
   const int64_t scale_base = (n0 / kPanel) * groups * kPanel;
@@ -55,24 +55,27 @@ void row_panel(const int8_t* q, const float* d, const int32_t* sums, const float
   for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
   const __m256i low_nibbles = _mm256_set1_epi8(0x0f), flip = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < blocks; ++b) {
-    const int8_t* qb = q + b * kInt8Block;
     const int64_t scale_at = scale_base + (b / group_blocks) * kPanel;
     const __m256 d_b = _mm256_set1_ps(d[b]);
     const __m256i correction = _mm256_set1_epi32(add_back * sums[b]);
     for (int j = 0; j < 8; ++j) {
       __m256i isum = _mm256_setzero_si256();
-      if constexpr (Bits == 8) {
-        const uint8_t* p = codes + b * kInt8Block * kPanel + 32 * j;
-        for (int o = 0; o < 8; ++o) {
-          const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + o * 256));
-          isum = dot4_signed(isum, _mm256_xor_si256(u, flip), broadcast4(qb + 4 * o));
-        }
-      } else {
-        const uint8_t* p = codes + b * kInt8Block * kPanel / 2 + 32 * j;
-        for (int o = 0; o < 4; ++o) {
-          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + o * 256));
-          isum = dot4_small(isum, _mm256_and_si256(raw, low_nibbles), broadcast4(qb + 8 * o));
-          isum = dot4_small(isum, _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_nibbles), broadcast4(qb + 8 * o + 4));
+      // The block's 32-column steps, into the same exact int32 sum.
+      for (int64_t k0 = b * bw; k0 < (b + 1) * bw; k0 += kInt8Block) {
+        const int8_t* qb = q + k0;
+        if constexpr (Bits == 8) {
+          const uint8_t* p = codes + k0 * kPanel + 32 * j;
+          for (int o = 0; o < 8; ++o) {
+            const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + o * 256));
+            isum = dot4_signed(isum, _mm256_xor_si256(u, flip), broadcast4(qb + 4 * o));
+          }
+        } else {
+          const uint8_t* p = codes + k0 * kPanel / 2 + 32 * j;
+          for (int o = 0; o < 4; ++o) {
+            const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + o * 256));
+            isum = dot4_small(isum, _mm256_and_si256(raw, low_nibbles), broadcast4(qb + 8 * o));
+            isum = dot4_small(isum, _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_nibbles), broadcast4(qb + 8 * o + 4));
+          }
         }
       }
       isum = _mm256_add_epi32(isum, correction);
@@ -94,13 +97,14 @@ void run(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, flo
     const int valid = static_cast<int>(std::min<int64_t>(kPanel, n_end - n0));
     for (int64_t m = 0; m < a.rows; ++m)
       row_panel<Bits, Affine, S>(a.q + m * a.cols, a.scale + m * blocks, a.sum + m * blocks,
-                                 a.scaled_sum + m * blocks, w, n0, out + m * ldo + n0, valid);
+                                 a.scaled_sum + m * blocks, a.block, w, n0, out + m * ldo + n0, valid);
   }
 }
 
 }  // namespace
 
 void matmul_int8_avx2(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out, int64_t ldo) {
+  if (w.quant.group % a.block != 0) std::abort();
   with_int8_weight_kind(w, [&](auto bits, auto affine, auto scale) {
     run<decltype(bits)::value, decltype(affine)::value, decltype(scale)::value>(a, w, n_begin, n_end, out, ldo);
   });

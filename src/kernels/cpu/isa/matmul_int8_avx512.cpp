@@ -25,7 +25,7 @@ inline __m512i broadcast4(const int8_t* p) {
 
 template <int Bits, bool Affine, DType S, int MR>
 void tile(const Int8Rows& a, const Weight& w, int64_t n0, float* out, int64_t ldo, int valid) {
-  const int64_t k = w.cols, blocks = k / kInt8Block, group_blocks = w.quant.group / kInt8Block;
+  const int64_t k = w.cols, bw = a.block, blocks = k / bw, group_blocks = w.quant.group / bw;
   const uint8_t* codes = static_cast<const uint8_t*>(w.data) + (n0 / kPanel64) * k * kPanel64 * Bits / 8;
   const int64_t scale_base = (n0 / kPanel64) * (k / w.quant.group) * kPanel64;
   constexpr int32_t z0 = Affine ? 0 : (Bits == 8 ? 128 : 8);
@@ -37,34 +37,37 @@ void tile(const Int8Rows& a, const Weight& w, int64_t n0, float* out, int64_t ld
     __m512i isum[MR][4];
     for (int i = 0; i < MR; ++i)
       for (int j = 0; j < 4; ++j) isum[i][j] = _mm512_setzero_si512();
-    if constexpr (Bits == 8) {
-      const uint8_t* p = codes + b * kInt8Block * kPanel64;
-      _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes + 1024, _MM_HINT_T0);
-      for (int o = 0; o < 8; ++o) {
-        __m512i u[4];
-        for (int j = 0; j < 4; ++j) u[j] = _mm512_loadu_si512(p + o * 256 + 64 * j);
-        for (int i = 0; i < MR; ++i) {
-          const __m512i x = broadcast4(a.q + i * k + b * kInt8Block + 4 * o);
-          for (int j = 0; j < 4; ++j) isum[i][j] = _mm512_dpbusd_epi32(isum[i][j], u[j], x);
+    // The block's 32-column steps, into the same exact int32 sums.
+    for (int64_t k0 = b * bw; k0 < (b + 1) * bw; k0 += kInt8Block) {
+      if constexpr (Bits == 8) {
+        const uint8_t* p = codes + k0 * kPanel64;
+        _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes + 1024, _MM_HINT_T0);
+        for (int o = 0; o < 8; ++o) {
+          __m512i u[4];
+          for (int j = 0; j < 4; ++j) u[j] = _mm512_loadu_si512(p + o * 256 + 64 * j);
+          for (int i = 0; i < MR; ++i) {
+            const __m512i x = broadcast4(a.q + i * k + k0 + 4 * o);
+            for (int j = 0; j < 4; ++j) isum[i][j] = _mm512_dpbusd_epi32(isum[i][j], u[j], x);
+          }
         }
-      }
-    } else {
-      const uint8_t* p = codes + b * kInt8Block * kPanel64 / 2;
-      _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
-      for (int o = 0; o < 4; ++o) {
-        __m512i lo[4], hi[4];
-        for (int j = 0; j < 4; ++j) {
-          const __m512i raw = _mm512_loadu_si512(p + o * 256 + 64 * j);
-          lo[j] = _mm512_and_si512(raw, low_nibbles);
-          hi[j] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low_nibbles);
-        }
-        for (int i = 0; i < MR; ++i) {
-          const int8_t* x = a.q + i * k + b * kInt8Block + 8 * o;
-          const __m512i xl = broadcast4(x), xh = broadcast4(x + 4);
+      } else {
+        const uint8_t* p = codes + k0 * kPanel64 / 2;
+        _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+        for (int o = 0; o < 4; ++o) {
+          __m512i lo[4], hi[4];
           for (int j = 0; j < 4; ++j) {
-            isum[i][j] = _mm512_dpbusd_epi32(isum[i][j], lo[j], xl);
-            isum[i][j] = _mm512_dpbusd_epi32(isum[i][j], hi[j], xh);
+            const __m512i raw = _mm512_loadu_si512(p + o * 256 + 64 * j);
+            lo[j] = _mm512_and_si512(raw, low_nibbles);
+            hi[j] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low_nibbles);
+          }
+          for (int i = 0; i < MR; ++i) {
+            const int8_t* x = a.q + i * k + k0 + 8 * o;
+            const __m512i xl = broadcast4(x), xh = broadcast4(x + 4);
+            for (int j = 0; j < 4; ++j) {
+              isum[i][j] = _mm512_dpbusd_epi32(isum[i][j], lo[j], xl);
+              isum[i][j] = _mm512_dpbusd_epi32(isum[i][j], hi[j], xh);
+            }
           }
         }
       }
@@ -113,32 +116,36 @@ void run(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, flo
 
 }  // namespace
 
-void quantize_blocks_avx512(const float* x, int64_t blocks, int8_t* q, float* scale, int32_t* sum, float* scaled_sum) {
+void quantize_blocks_avx512(const float* x, int64_t blocks, int64_t block, int8_t* q, float* scale, int32_t* sum,
+                            float* scaled_sum) {
   const __m512 round = _mm512_set1_ps(12582912.f);
   const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  const int64_t vectors = block / 16;
   for (int64_t i = 0; i < blocks; ++i) {
-    const float* xb = x + i * kInt8Block;
-    const __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
+    const float* xb = x + i * block;
     // max is exact: any order gives the portable loop's value.
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+    __m512 m = _mm512_abs_ps(_mm512_loadu_ps(xb));
+    for (int64_t v = 1; v < vectors; ++v) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * v)));
+    const float amax = _mm512_reduce_max_ps(m);
     const float d = amax / 127.f, inverse = d != 0.f ? 1.f / d : 0.f;
     const __m512 inv = _mm512_set1_ps(inverse);
-    const auto codes = [&](__m512 v) {
-      const __m512 rounded = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(v, inv), round), round);
-      return _mm512_min_epi32(_mm512_max_epi32(_mm512_cvttps_epi32(rounded), lo), hi);
-    };
-    const __m512i c0 = codes(x0), c1 = codes(x1);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i * kInt8Block), _mm512_cvtepi32_epi8(c0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i * kInt8Block + 16), _mm512_cvtepi32_epi8(c1));
-    const int32_t total = _mm512_reduce_add_epi32(_mm512_add_epi32(c0, c1));
+    __m512i total = _mm512_setzero_si512();
+    for (int64_t v = 0; v < vectors; ++v) {
+      const __m512 rounded = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(xb + 16 * v), inv), round), round);
+      const __m512i c = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvttps_epi32(rounded), lo), hi);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i * block + 16 * v), _mm512_cvtepi32_epi8(c));
+      total = _mm512_add_epi32(total, c);
+    }
+    const int32_t sum_q = _mm512_reduce_add_epi32(total);
     scale[i] = d;
-    sum[i] = total;
-    scaled_sum[i] = d * static_cast<float>(total);
+    sum[i] = sum_q;
+    scaled_sum[i] = d * static_cast<float>(sum_q);
   }
 }
 
 void matmul_int8_avx512(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out, int64_t ldo) {
   if (a.rows <= 0) return;
+  if (w.quant.group % a.block != 0) std::abort();
   with_int8_weight_kind(w, [&](auto bits, auto affine, auto scale) {
     run<decltype(bits)::value, decltype(affine)::value, decltype(scale)::value>(a, w, n_begin, n_end, out, ldo);
   });

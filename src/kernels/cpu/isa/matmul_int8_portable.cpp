@@ -13,17 +13,18 @@
 
 namespace tachyon::kernels::cpu {
 
-void quantize_blocks_portable(const float* x, int64_t blocks, int8_t* q, float* scale, int32_t* sum, float* scaled_sum) {
+void quantize_blocks_portable(const float* x, int64_t blocks, int64_t block, int8_t* q, float* scale, int32_t* sum,
+                              float* scaled_sum) {
   for (int64_t i = 0; i < blocks; ++i) {
-    const float* xb = x + i * kInt8Block;
+    const float* xb = x + i * block;
     float amax = 0.f;
-    for (int64_t t = 0; t < kInt8Block; ++t) amax = std::max(amax, std::fabs(xb[t]));
+    for (int64_t t = 0; t < block; ++t) amax = std::max(amax, std::fabs(xb[t]));
     // As llama.cpp's quantize_row_q8_0, except that d stays f32 (llama.cpp stores it as f16,
     // subnormal below 6e-5: measured farther from llama.cpp's own logits on the gemma3 fixture).
     const float d = amax / 127.f, inverse = d != 0.f ? 1.f / d : 0.f;
-    int8_t* qb = q + i * kInt8Block;
+    int8_t* qb = q + i * block;
     int32_t total = 0;
-    for (int64_t t = 0; t < kInt8Block; ++t) {
+    for (int64_t t = 0; t < block; ++t) {
       // Round to nearest even by the 1.5·2^23 trick (|v| <= 127.5): the same bits as vcvtps2dq.
       const float v = xb[t] * inverse;
       const float rounded = (v + 12582912.f) - 12582912.f;
@@ -37,7 +38,7 @@ void quantize_blocks_portable(const float* x, int64_t blocks, int8_t* q, float* 
   }
 }
 
-Int8Rows Int8Activations::quantize(const float* x, int64_t rows, int64_t cols) {
+Int8Rows Int8Activations::quantize(const float* x, int64_t rows, int64_t cols, int64_t block) {
   static const QuantizeBlocksFn quantize_blocks = [] {
 #if defined(__x86_64__)
     if (isa_ceiling() >= IsaCeiling::Avx512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -46,13 +47,21 @@ Int8Rows Int8Activations::quantize(const float* x, int64_t rows, int64_t cols) {
 #endif
     return quantize_blocks_portable;
   }();
-  const int64_t blocks = cols / kInt8Block;
+  if (block % kInt8Block != 0 || block > kInt8MaxBlock || cols % block != 0) std::abort();
+  const int64_t blocks = cols / block;
   q_.resize(static_cast<size_t>(rows * cols));
   scale_.resize(static_cast<size_t>(rows * blocks));
   sum_.resize(scale_.size());
   scaled_sum_.resize(scale_.size());
-  quantize_blocks(x, rows * blocks, q_.data(), scale_.data(), sum_.data(), scaled_sum_.data());
-  return Int8Rows{q_.data(), scale_.data(), sum_.data(), scaled_sum_.data(), rows, cols};
+  quantize_blocks(x, rows * blocks, block, q_.data(), scale_.data(), sum_.data(), scaled_sum_.data());
+  return Int8Rows{q_.data(), scale_.data(), sum_.data(), scaled_sum_.data(), rows, cols, block};
+}
+
+int64_t int8_activation_block(const Weight& w) {
+  const int64_t group = w.format == WeightFormat::Dense ? w.cols : w.quant.group;
+  for (int64_t block = kInt8MaxBlock; block > kInt8Block; block /= 2)
+    if (group % block == 0) return block;
+  return kInt8Block;
 }
 
 bool int8_dot_eligible(const Weight& w) {
@@ -66,8 +75,8 @@ bool int8_dot_eligible(const Weight& w) {
 
 void matmul_int8_portable(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
                           int64_t ldo) {
-  if (w.layout != WeightLayout::Panel64Dot) std::abort();
-  const int64_t k = w.cols, blocks = a.blocks();
+  if (w.layout != WeightLayout::Panel64Dot || w.quant.group % a.block != 0) std::abort();
+  const int64_t k = w.cols, blocks = a.blocks(), bw = a.block;
   const bool affine = w.format == WeightFormat::Affine;
   thread_local std::vector<int32_t> codes;
   codes.resize(static_cast<size_t>(k));
@@ -83,8 +92,8 @@ void matmul_int8_portable(const Int8Rows& a, const Weight& w, int64_t n_begin, i
       float acc = 0.f;
       for (int64_t b = 0; b < blocks; ++b) {
         int32_t isum = 0;
-        for (int64_t t = b * kInt8Block; t < (b + 1) * kInt8Block; ++t) isum += codes[t] * q[t];
-        const int64_t s = scale_index(w, n, b * kInt8Block);
+        for (int64_t t = b * bw; t < (b + 1) * bw; ++t) isum += codes[t] * q[t];
+        const int64_t s = scale_index(w, n, b * bw);
         const float scale = load_scale_value(w.quant.scales, w.quant.scale_dtype, s);
         acc = std::fma(scale * a.scale[m * blocks + b], static_cast<float>(isum), acc);
         if (affine)
