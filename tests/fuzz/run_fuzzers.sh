@@ -10,7 +10,7 @@
 # becomes a regression test by copying its file into the target's seed corpus in tests/fuzz,
 # which the ctest replay driver runs). The summary table (target, wall and CPU seconds, runs,
 # corpus size, crashes) goes to stdout and, with --record, is appended to FILE.
-# Needs: apt-get install -y clang libfuzzer-14-dev (clang 14 or newer).
+# Needs: apt-get install -y clang libclang-rt-dev (clang 14 or newer and its sanitizer and libFuzzer runtimes).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 

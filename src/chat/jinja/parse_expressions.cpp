@@ -348,6 +348,12 @@ ExprPtr Parser::parse_subscript(ExprPtr node) {
   }
   advance();
   if (subs.empty()) fail_at("expected subscript expression", at);
+  // A slice is only ever the whole subscript: Jinja2 compiles `x[::, 1]` to Python that does not
+  // parse, and a slice inside a tuple has no object (args[0]) to slice (a null dereference when
+  // the tuple was evaluated; found by chat_jinja_fuzz).
+  if (subs.size() > 1)
+    for (const auto& sub : subs)
+      if (sub->kind == ExprKind::kSlice) fail_at("a slice cannot be one item of a tuple subscript", at);
   ExprPtr index;
   if (subs.size() == 1) {
     index = std::move(subs[0]);

@@ -137,6 +137,13 @@ TEST(chat_jinja_errors, CarryLineAndColumn) {
   EXPECT_EQ(e.kind(), ErrorKind::kAssertion);
   EXPECT_EQ(render("{% if false %}{{ x | no_such_filter }}{% endif %}ok"), "ok");
   EXPECT_EQ(error_of("{% if true %}{{ x | no_such_filter }}{% endif %}").kind(), ErrorKind::kRuntime);
+  // A slice inside a tuple subscript is a syntax error, as in Jinja2 (it once dereferenced a null
+  // object: chat_jinja_fuzz, tests/fuzz/chat/corpus/jinja/regression-slice-in-tuple-subscript).
+  e = error_of("{{ messages[::,1][0] ~ 'x' }}", R"({"messages": [[1, 2]]})");
+  EXPECT_EQ(e.kind(), ErrorKind::kSyntax);
+  EXPECT_NE(std::string(e.what()).find("slice"), std::string::npos) << e.what();
+  EXPECT_EQ(error_of("{{ m[0, 1:2] }}").kind(), ErrorKind::kSyntax);
+  EXPECT_EQ(render("{{ m[1:] }} {{ d[1, 2] is defined }}", R"({"m": [1, 2], "d": {}})"), "[2] False");
   e = error_of("{{ 'unterminated }}");
   EXPECT_EQ(e.kind(), ErrorKind::kSyntax);
   EXPECT_EQ(e.column(), 4);
