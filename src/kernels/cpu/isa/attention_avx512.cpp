@@ -93,6 +93,21 @@ inline __m512 exp16(__m512 x) {
 
 inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1); }
 
+// One head's scores in place: softcap, then exp(s - max) with the max over the scores and the
+// sink (order-free), as attend_item does. Returns the max for the sink's own term.
+inline float shifted_exp_row(float* sh, int64_t n, float softcap, const float* sink) {
+  if (softcap > 0)
+    for (int64_t j = 0; j < n; ++j) sh[j] = softcap * std::tanh(sh[j] / softcap);
+  const float lowest = -std::numeric_limits<float>::infinity();
+  __m512 m = _mm512_set1_ps(sink ? *sink : lowest);
+  for (int64_t j = 0; j < n; j += 16)
+    m = _mm512_max_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(lowest), tail_mask(n - j), sh + j), m);
+  const float mx = _mm512_reduce_max_ps(m);
+  const __m512 vmx = _mm512_set1_ps(mx);
+  for (int64_t j = 0; j < n; j += 16) _mm512_storeu_ps(sh + j, exp16(_mm512_sub_ps(_mm512_loadu_ps(sh + j), vmx)));
+  return mx;
+}
+
 // out[h] = Σ_j s[h][j] · v_j (from +0, or from acc_in[h] when given, in key order, multiply then
 // add), times inv[h] when given, for HB heads and the dimensions [c0, c0 + 64) ∩ [0, d). A sum
 // continued from acc_in over the next keys is the same chain as one pass over all of them.
@@ -238,19 +253,8 @@ void attend_item_avx512(const AttentionItem& it, Scratch& sc) {
   // denominators as sequential sums in key order, four heads' chains interleaved.
   sc.mx.resize(static_cast<size_t>(g));
   sc.inv.resize(static_cast<size_t>(g));
-  for (int64_t h = 0; h < g; ++h) {
-    float* sh = s + h * stride;
-    if (it.softcap > 0)
-      for (int64_t j = 0; j < n; ++j) sh[j] = it.softcap * std::tanh(sh[j] / it.softcap);
-    const float lowest = -std::numeric_limits<float>::infinity();
-    __m512 m = _mm512_set1_ps(it.sinks ? it.sinks[h] : lowest);
-    for (int64_t j = 0; j < n; j += 16)
-      m = _mm512_max_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(lowest), tail_mask(n - j), sh + j), m);
-    const float mx = _mm512_reduce_max_ps(m);
-    sc.mx[h] = mx;
-    const __m512 vmx = _mm512_set1_ps(mx);
-    for (int64_t j = 0; j < n; j += 16) _mm512_storeu_ps(sh + j, exp16(_mm512_sub_ps(_mm512_loadu_ps(sh + j), vmx)));
-  }
+  for (int64_t h = 0; h < g; ++h)
+    sc.mx[h] = shifted_exp_row(s + h * stride, n, it.softcap, it.sinks ? it.sinks + h : nullptr);
   for (int64_t h0 = 0; h0 < g; h0 += 4) {
     const float* r[4];
     float sum[4];
@@ -386,16 +390,8 @@ void attend_rows_avx512(const AttentionItem* items, size_t rows, Scratch& sc) {
     const AttentionItem& it = items[hh / g];
     const int64_t h = hh % g, n = it.pos - it.lo + 1;
     float* sh = s + hh * stride;
-    if (it.softcap > 0)
-      for (int64_t j = 0; j < n; ++j) sh[j] = it.softcap * std::tanh(sh[j] / it.softcap);
-    const float lowest = -std::numeric_limits<float>::infinity();
-    __m512 m = _mm512_set1_ps(it.sinks ? it.sinks[h] : lowest);
-    for (int64_t j = 0; j < n; j += 16)
-      m = _mm512_max_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(lowest), tail_mask(n - j), sh + j), m);
-    const float mx = _mm512_reduce_max_ps(m);
+    const float mx = shifted_exp_row(sh, n, it.softcap, it.sinks ? it.sinks + h : nullptr);
     sc.mx[hh] = mx;
-    const __m512 vmx = _mm512_set1_ps(mx);
-    for (int64_t j = 0; j < n; j += 16) _mm512_storeu_ps(sh + j, exp16(_mm512_sub_ps(_mm512_loadu_ps(sh + j), vmx)));
     float sum = it.sinks ? exp_canonical(it.sinks[h] - mx) : 0.f;
     for (int64_t j = 0; j < n; ++j) sum += sh[j];
     sc.inv[hh] = 1.f / sum;
