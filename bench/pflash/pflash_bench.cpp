@@ -150,44 +150,38 @@ std::vector<Item> make_items(const tokenizer::Tokenizer& tok, int32_t filler, bo
                            "What is the access code for the " + name + " vault? Answer with the code only."));
     }
   if (held_out) {
-    // Written after the scorer's fixes, never used to develop them: other facts, other question
-    // forms, paraphrased, at other depths.
+    // "held-out": written after the scorer's fixes, never used to develop them: other facts, other
+    // question forms, paraphrased, at other depths. "held-out-2": written before the scorer's second
+    // round of fixes was run on it (induction-bigram rarity, the cheap read), all paraphrased.
     struct Fact {
-      const char *name, *needle, *question, *answer;
+      const char *set, *name, *needle, *question, *answer;
       double depth;
     };
     const Fact facts[] = {
-        {"Halvorsen", "Dr. Halvorsen's lecture was moved to the east auditorium on the fourth floor.",
+        {"held-out", "Halvorsen", "Dr. Halvorsen's lecture was moved to the east auditorium on the fourth floor.",
          "Where will Dr. Halvorsen give the talk? Answer briefly.", "east auditorium", 0.15},
-        {"Quillan", "The ferry to Quillan Island now leaves from pier 17 at dawn.",
+        {"held-out", "Quillan", "The ferry to Quillan Island now leaves from pier 17 at dawn.",
          "From which pier does the boat to Quillan Island depart? Answer briefly.", "17", 0.35},
-        {"Teodora", "Agent Teodora keeps the spare key under the blue ceramic frog.",
+        {"held-out", "Teodora", "Agent Teodora keeps the spare key under the blue ceramic frog.",
          "Where is Teodora's extra key hidden? Answer briefly.", "frog", 0.55},
-        {"Wexley", "For the Wexley account, the password was changed to heron-mosaic-42.",
+        {"held-out", "Wexley", "For the Wexley account, the password was changed to heron-mosaic-42.",
          "What is the new login secret of the Wexley account? Answer briefly.", "heron-mosaic-42", 0.7},
-        {"Brightwater", "The Brightwater festival was postponed until the ninth of October.",
+        {"held-out", "Brightwater", "The Brightwater festival was postponed until the ninth of October.",
          "When will the Brightwater celebration take place? Answer briefly.", "ninth of October", 0.85},
-    };
-    for (const Fact& f : facts)
-      items.push_back(make({f.name, "held-out", f.answer, f.depth, {}, 0, 0}, f.needle, f.question));
-    // A second held-out set, written before the scorer's second round of fixes was run on it
-    // (induction-bigram rarity, the cheap read): other facts and question forms, all paraphrased.
-    const Fact later[] = {
-        {"Ostrander", "The Ostrander shipment was rerouted through the harbor at Port Nessa.",
+        {"held-out-2", "Ostrander", "The Ostrander shipment was rerouted through the harbor at Port Nessa.",
          "Through which port will the Ostrander cargo travel? Answer briefly.", "Port Nessa", 0.1},
-        {"Lindqvist", "Professor Lindqvist keeps her archive in a locked cabinet behind the organ.",
+        {"held-out-2", "Lindqvist", "Professor Lindqvist keeps her archive in a locked cabinet behind the organ.",
          "Where does Lindqvist store her records? Answer briefly.", "organ", 0.3},
-        {"Kestrel", "The Kestrel project's budget was cut to forty thousand crowns.",
+        {"held-out-2", "Kestrel", "The Kestrel project's budget was cut to forty thousand crowns.",
          "How much money does the Kestrel initiative have now? Answer briefly.", "forty thousand", 0.45},
-        {"Moravec", "Captain Moravec ordered the crew to anchor beside the red lighthouse.",
+        {"held-out-2", "Moravec", "Captain Moravec ordered the crew to anchor beside the red lighthouse.",
          "Where did Moravec tell the sailors to stop the ship? Answer briefly.", "red lighthouse", 0.6},
-        {"Thornbury", "The Thornbury choir will rehearse in the old granary every Thursday.",
+        {"held-out-2", "Thornbury", "The Thornbury choir will rehearse in the old granary every Thursday.",
          "On which day does the Thornbury singing group practise? Answer briefly.", "Thursday", 0.8},
-        {"Abernathy", "Nurse Abernathy swapped her night shifts with the surgeon from Ward 9.",
+        {"held-out-2", "Abernathy", "Nurse Abernathy swapped her night shifts with the surgeon from Ward 9.",
          "Who took over Abernathy's evening duty? Answer briefly.", "surgeon", 0.92},
     };
-    for (const Fact& f : later)
-      items.push_back(make({f.name, "held-out-2", f.answer, f.depth, {}, 0, 0}, f.needle, f.question));
+    for (const Fact& f : facts) items.push_back(make({f.name, f.set, f.answer, f.depth, {}, 0, 0}, f.needle, f.question));
   }
   return items;
 }
