@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
                                          static_cast<int32_t>(r), 0.088f, 0.f, nullptr,
                                          out.data() + (r * kHeads + h * group) * kDim});
   const auto& isa = cpu::isa_kernels();
-  constexpr size_t kBatch = 12;  // as CpuBackend::attention
+  constexpr size_t kBatch = 16;  // as CpuBackend::attention
   auto run = [&] {
     for (size_t i = 0; i < items.size(); i += kBatch) isa.attend(items.data() + i, std::min(kBatch, items.size() - i));
   };

@@ -171,12 +171,6 @@ void CpuBackend::rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, c
   }, 8);
 }
 
-void CpuBackend::gated_activation(const float* gate_up, int64_t rows, int64_t dim, Activation act, float* out) {
-  pool().parallel_for(rows, [&](size_t b, size_t e) {
-    for (size_t r = b; r < e; ++r) rowwise::gated_activation_row(gate_up + r * 2 * dim, dim, act, out + r * dim);
-  }, 4);
-}
-
 void CpuBackend::attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
                            const AttentionParams& p, float* out) {
   const auto& isa = cpu::isa_kernels();
@@ -186,7 +180,7 @@ void CpuBackend::attention(const float* q, int64_t rows, const PagedKv& kv, cons
   // own cache (a 512-token prompt's K and V of one head is 512 KiB; of all heads, 4 MiB).
   pool().parallel_for(rows * kv.num_kv_heads, [&](size_t b, size_t e) {
     // Handed over a few at a time: the kernel may attend consecutive rows of one KV head together.
-    constexpr size_t kBatch = 12;
+    constexpr size_t kBatch = 16;
     cpu::AttentionItem batch[kBatch];
     size_t count = 0;
     for (size_t item = b; item < e; ++item) {

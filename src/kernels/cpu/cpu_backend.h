@@ -46,8 +46,9 @@ class CpuBackend : public ReferenceBackend {
   void copy_strided(const float* src, int64_t src_stride, int64_t rows, int64_t width, float* dst,
                     int64_t dst_stride) override;
   void write_kv(const float* k, const float* v, int64_t rows, const PagedKv& kv, const AttentionMeta& meta) override;
-  // One pass per chunk of rows (split, q/k norms, RoPE, cache write) instead of eight ops, each
-  // reading the rows back from memory.
+  // One pass per chunk of rows (q/k norms read from qkv, one cos/sin per position for q and k,
+  // RoPE, cache write; v goes to the cache from qkv, its scratch is not written) instead of eight
+  // ops, each reading the rows back from memory.
   void qkv_norm_rope_write_kv(const float* qkv, int64_t rows, const QkvPrologue& p, const PagedKv& kv,
                               const AttentionMeta& meta, float* q, float* k, float* v) override;
   void rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const RopeTable& table,
