@@ -305,6 +305,78 @@ TEST_P(Kernels, RmsNormIsBitIdenticalForAnyRowCountAndInPlace) {
   }
 }
 
+// The steps between the matmuls (residual add, add + norm, gated activation, column splits, the attention prologue
+// and the cache write) split over the pool by rows: a prefill-sized batch (several chunks per
+// thread, a tail) gives the reference backend's bits: with and without q/k norms, full, partial and
+// interleaved rotations, an F32 and a BF16 cache.
+TEST_P(Kernels, RowStepsSplitOverThreadsMatchReference) {
+  const int64_t rows = 83, dim = 48, heads = 4, kv_heads = 2, d = 16, bs = 4;
+  auto w = random_weight(GetParam(), 1, dim, rng);
+  const Weight packed = cpu->upload_weight(w.view);
+  const auto x0 = random_vec(static_cast<size_t>(rows * dim), rng), y = random_vec(x0.size(), rng);
+  auto xa = x0, xb = x0;
+  cpu->add(xa.data(), y.data(), rows * dim);
+  ref->add(xb.data(), y.data(), rows * dim);
+  EXPECT_EQ(xa, xb);
+  std::vector<float> na(x0.size()), nb(x0.size());
+  cpu->add_rms_norm(xa.data(), y.data(), packed, rows, dim, 1e-6f, 1.f, na.data());
+  ref->add_rms_norm(xb.data(), y.data(), w.view, rows, dim, 1e-6f, 1.f, nb.data());
+  EXPECT_EQ(0, std::memcmp(xa.data(), xb.data(), xa.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(na.data(), nb.data(), na.size() * sizeof(float)));
+  std::vector<float> ca(static_cast<size_t>(rows * 20), -1.f), cb = ca;
+  cpu->copy_strided(x0.data() + 7, dim, rows, 13, ca.data() + 2, 20);
+  ref->copy_strided(x0.data() + 7, dim, rows, 13, cb.data() + 2, 20);
+  EXPECT_EQ(ca, cb);
+  const int64_t inter = 300;  // a 256-element span and a tail
+  const auto gu = random_vec(static_cast<size_t>(rows * 2 * inter), rng, 4.f);
+  std::vector<float> ga(static_cast<size_t>(rows * inter)), gb(ga.size());
+  for (auto act : {Activation::SiLU, Activation::GeluTanh}) {
+    cpu->gated_activation(gu.data(), rows, inter, act, ga.data());
+    ref->gated_activation(gu.data(), rows, inter, act, gb.data());
+    EXPECT_EQ(0, std::memcmp(ga.data(), gb.data(), ga.size() * sizeof(float)));
+  }
+
+  const int64_t qkv_dim = (heads + 2 * kv_heads) * d, blocks = (rows + bs - 1) / bs + 2;
+  const auto qkv = random_vec(static_cast<size_t>(rows * qkv_dim), rng);
+  auto qn = random_weight(GetParam(), 1, d, rng), kn = random_weight(GetParam(), 1, d, rng);
+  const Weight qn_cpu = cpu->upload_weight(qn.view), kn_cpu = cpu->upload_weight(kn.view);
+  std::vector<int32_t> positions(static_cast<size_t>(rows)), row_seq(static_cast<size_t>(rows), 0), offsets = {0, 0};
+  std::vector<int32_t> table(static_cast<size_t>(blocks));
+  for (int64_t i = 0; i < blocks; ++i) table[static_cast<size_t>(i)] = static_cast<int32_t>((i * 5 + 3) % blocks);
+  offsets[1] = static_cast<int32_t>(blocks);
+  for (int64_t r = 0; r < rows; ++r) positions[static_cast<size_t>(r)] = static_cast<int32_t>(r + 3);
+  const AttentionMeta meta{positions.data(), row_seq.data(), table.data(), offsets.data()};
+  // F32 cache, q/k norms, full rotation; BF16 cache, no norms, a partial rotation; interleaved pairs.
+  for (int variant = 0; variant < 3; ++variant) {
+    const KvFormat format = variant == 1 ? KvFormat::BF16 : KvFormat::F32;
+    RopeTable rope;
+    rope.rotary_dim = variant == 1 ? d / 2 : d;
+    rope.interleaved = variant == 2;
+    rope.attention_scaling = variant == 1 ? 1.25f : 1.f;
+    for (int64_t i = 0; i < rope.rotary_dim / 2; ++i)
+      rope.inv_freq.push_back(std::pow(10000.f, -2.f * static_cast<float>(i) / static_cast<float>(rope.rotary_dim)));
+    const bool norms = variant != 1;
+    const size_t cache_bytes = static_cast<size_t>(blocks * bs * kv_heads * d) * sizeof(float);
+    std::vector<uint8_t> ka(cache_bytes, 0), va(cache_bytes, 0), kb(cache_bytes, 0), vb(cache_bytes, 0);
+    const PagedKv kv_a{ka.data(), va.data(), static_cast<int32_t>(bs), kv_heads, d, format};
+    const PagedKv kv_b{kb.data(), vb.data(), static_cast<int32_t>(bs), kv_heads, d, format};
+    std::vector<float> qa(static_cast<size_t>(rows * heads * d)), qb(qa.size());
+    std::vector<float> sa(static_cast<size_t>(rows * kv_heads * d)), sb(sa.size()), ta(sa.size()), tb(sa.size());
+    QkvPrologue pa{heads, norms ? &qn_cpu : nullptr, norms ? &kn_cpu : nullptr, 1e-6f, 0.f, &rope, positions.data()};
+    QkvPrologue pb{heads, norms ? &qn.view : nullptr, norms ? &kn.view : nullptr, 1e-6f, 0.f, &rope, positions.data()};
+    cpu->qkv_norm_rope_write_kv(qkv.data(), rows, pa, kv_a, meta, qa.data(), sa.data(), ta.data());
+    ref->qkv_norm_rope_write_kv(qkv.data(), rows, pb, kv_b, meta, qb.data(), sb.data(), tb.data());
+    EXPECT_EQ(0, std::memcmp(qa.data(), qb.data(), qa.size() * sizeof(float))) << "q, variant " << variant;
+    EXPECT_EQ(0, std::memcmp(ka.data(), kb.data(), ka.size())) << "k cache, variant " << variant;
+    EXPECT_EQ(0, std::memcmp(va.data(), vb.data(), va.size())) << "v cache, variant " << variant;
+    std::fill(ka.begin(), ka.end(), 0);
+    std::fill(kb.begin(), kb.end(), 0);
+    cpu->write_kv(sb.data(), tb.data(), rows, kv_a, meta);
+    ref->write_kv(sb.data(), tb.data(), rows, kv_b, meta);
+    EXPECT_EQ(0, std::memcmp(ka.data(), kb.data(), ka.size())) << "write_kv, variant " << variant;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, Kernels, ::testing::Values(DType::F32, DType::BF16, DType::F16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 

@@ -227,6 +227,26 @@ TEST(Int8MatmulDense, ActivationQuantizersAgree) {
 #endif
 }
 
+// CpuBackend::matmul quantizes a prefill's rows split over threads (prepare, then quantize_rows
+// per part): the parts give the bits of one whole quantize, at every block width.
+TEST(Int8MatmulDense, RowsQuantizedInPartsAreTheWholeBits) {
+  std::mt19937 rng(9);
+  const int64_t rows = 37, cols = 256;
+  const auto x = random_vec(static_cast<size_t>(rows * cols), rng);
+  for (const int64_t block : {32, 64, 128}) {
+    cpu::Int8Activations whole_acts, part_acts;
+    const cpu::Int8Rows whole = whole_acts.quantize(x.data(), rows, cols, block);
+    const cpu::Int8Rows parts = part_acts.prepare(rows, cols, block);
+    for (const auto& [first, count] : std::vector<std::pair<int64_t, int64_t>>{{20, 17}, {0, 3}, {3, 17}})
+      part_acts.quantize_rows(x.data(), parts, first, count);
+    const size_t blocks = static_cast<size_t>(rows * cols / block);
+    EXPECT_EQ(0, std::memcmp(whole.q, parts.q, static_cast<size_t>(rows * cols))) << block;
+    EXPECT_EQ(0, std::memcmp(whole.scale, parts.scale, blocks * sizeof(float))) << block;
+    EXPECT_EQ(0, std::memcmp(whole.sum, parts.sum, blocks * sizeof(int32_t))) << block;
+    EXPECT_EQ(0, std::memcmp(whole.scaled_sum, parts.scaled_sum, blocks * sizeof(float))) << block;
+  }
+}
+
 // The activation block is the largest of 128, 64, 32 dividing the weight's group (Dense I8: its
 // row): GGUF's 32-column groups keep llama.cpp's 32.
 TEST(Int8MatmulDense, ActivationBlockFollowsTheWeightGroup) {

@@ -18,39 +18,6 @@ namespace tachyon::kernels {
 namespace {
 ThreadPool& pool() { return ThreadPool::global(); }
 
-// rowwise::rms_norm_row over rows [b, e), restructured: the weights (plus offset) are decoded
-// once per call instead of once per element, and four rows' sums of squares are interleaved:
-// each sum is one sequential chain (the canonical order), and a small batch (a verify step's
-// rows, one row's per-head q/k norms) runs on one thread. Same operations per row.
-void rms_norm_rows(const float* x, const Weight& w, size_t b, size_t e, int64_t dim, float eps, float weight_offset,
-                   float* out) {
-  thread_local std::vector<float> scale;  // [dim] weight_offset + w
-  scale.resize(static_cast<size_t>(dim));
-  for (int64_t i = 0; i < dim; ++i) scale[i] = weight_offset + rowwise::load_weight(w, i);
-  auto normalize = [&](const float* xr, float sum, float* o) {
-    const float inv = 1.f / std::sqrt(sum / static_cast<float>(dim) + eps);
-    for (int64_t i = 0; i < dim; ++i) o[i] = scale[i] * (xr[i] * inv);
-  };
-  size_t r = b;
-  for (; r + 4 <= e; r += 4) {
-    const float* xr[4] = {x + r * dim, x + (r + 1) * dim, x + (r + 2) * dim, x + (r + 3) * dim};
-    float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
-    for (int64_t i = 0; i < dim; ++i) {
-      s0 += xr[0][i] * xr[0][i];
-      s1 += xr[1][i] * xr[1][i];
-      s2 += xr[2][i] * xr[2][i];
-      s3 += xr[3][i] * xr[3][i];
-    }
-    const float sums[4] = {s0, s1, s2, s3};
-    for (int j = 0; j < 4; ++j) normalize(xr[j], sums[j], out + (r + j) * dim);
-  }
-  for (; r < e; ++r) {
-    const float* xr = x + r * dim;
-    float sum = 0.f;
-    for (int64_t i = 0; i < dim; ++i) sum += xr[i] * xr[i];
-    normalize(xr, sum, out + r * dim);
-  }
-}
 }  // namespace
 
 std::string CpuBackend::name() const { return std::string("cpu/") + cpu::isa_kernels().name; }
@@ -68,11 +35,6 @@ void CpuBackend::embedding(const Weight& table, const int32_t* ids, int64_t rows
 void CpuBackend::top_two(const float* x, int64_t rows, int64_t n, TopTwo* out) {
   const auto& isa = cpu::isa_kernels();
   for (int64_t r = 0; r < rows; ++r) out[r] = isa.top_two_row(x + r * n, n);
-}
-
-void CpuBackend::rms_norm(const float* x, const Weight& w, int64_t rows, int64_t dim, float eps, float weight_offset,
-                          float* out) {
-  pool().parallel_for(rows, [&](size_t b, size_t e) { rms_norm_rows(x, w, b, e, dim, eps, weight_offset, out); }, 16);
 }
 
 Weight CpuBackend::upload_weight(const Weight& host) {
@@ -172,8 +134,15 @@ void CpuBackend::matmul(const float* x, int64_t rows, const Weight& w, const Wei
         CpuBackend::matmul(x + first * w.cols, n, w.of_kind(decode), bias, out + first * w.rows);
       }))
     return;
-  if (w.layout == WeightLayout::Panel64Dot)
-    return matmul_int8(int8_x_.quantize(x, rows, w.cols, cpu::int8_activation_block(w)), w, bias, out);
+  if (w.layout == WeightLayout::Panel64Dot) {
+    // The rows are quantized split over the pool (on the caller alone, a fifth of the matmul's
+    // wall time at prefill): each block on its own, so the same bits.
+    const cpu::Int8Rows a = int8_x_.prepare(rows, w.cols, cpu::int8_activation_block(w));
+    pool().parallel_for(rows, [&](size_t b, size_t e) {
+      int8_x_.quantize_rows(x, a, static_cast<int64_t>(b), static_cast<int64_t>(e - b));
+    }, 16);
+    return matmul_int8(a, w, bias, out);
+  }
   const auto& isa = cpu::isa_kernels();
   const auto matmul_range = w.layout == WeightLayout::Panel64 ? isa.matmul_range : cpu::matmul_range_portable;
   // Threads split the output features in whole panels; a small matmul stays on one thread,
@@ -209,12 +178,6 @@ void CpuBackend::rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, c
   }, 8);
 }
 
-void CpuBackend::gated_activation(const float* gate_up, int64_t rows, int64_t dim, Activation act, float* out) {
-  pool().parallel_for(rows, [&](size_t b, size_t e) {
-    for (size_t r = b; r < e; ++r) rowwise::gated_activation_row(gate_up + r * 2 * dim, dim, act, out + r * dim);
-  }, 4);
-}
-
 void CpuBackend::attention(const float* q, int64_t rows, const PagedKv& kv, const AttentionMeta& meta,
                            const AttentionParams& p, float* out) {
   const auto& isa = cpu::isa_kernels();
@@ -224,7 +187,7 @@ void CpuBackend::attention(const float* q, int64_t rows, const PagedKv& kv, cons
   // own cache (a 512-token prompt's K and V of one head is 512 KiB; of all heads, 4 MiB).
   pool().parallel_for(rows * kv.num_kv_heads, [&](size_t b, size_t e) {
     // Handed over a few at a time: the kernel may attend consecutive rows of one KV head together.
-    constexpr size_t kBatch = 12;
+    constexpr size_t kBatch = 16;
     cpu::AttentionItem batch[kBatch];
     size_t count = 0;
     for (size_t item = b; item < e; ++item) {

@@ -38,6 +38,19 @@ class CpuBackend : public ReferenceBackend {
   void rms_norm(const float* x, const Weight& w, int64_t rows, int64_t dim, float eps, float weight_offset,
                 float* out) override;
   void matmul(const float* x, int64_t rows, const Weight& w, const Weight* bias, float* out) override;
+  // The element- and row-wise steps between the matmuls, split over the pool by rows (the reference
+  // backend runs them on the caller's thread alone); each row's operations are the reference's.
+  void add(float* x, const float* y, int64_t n) override;
+  void add_rms_norm(float* x, const float* y, const Weight& w, int64_t rows, int64_t dim, float eps,
+                    float weight_offset, float* out) override;
+  void copy_strided(const float* src, int64_t src_stride, int64_t rows, int64_t width, float* dst,
+                    int64_t dst_stride) override;
+  void write_kv(const float* k, const float* v, int64_t rows, const PagedKv& kv, const AttentionMeta& meta) override;
+  // One pass per chunk of rows (q/k norms read from qkv, one cos/sin per position for q and k,
+  // RoPE, cache write; v goes to the cache from qkv, its scratch is not written) instead of eight
+  // ops, each reading the rows back from memory.
+  void qkv_norm_rope_write_kv(const float* qkv, int64_t rows, const QkvPrologue& p, const PagedKv& kv,
+                              const AttentionMeta& meta, float* q, float* k, float* v) override;
   void rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const RopeTable& table,
             const int32_t* positions) override;
   void gated_activation(const float* gate_up, int64_t rows, int64_t dim, Activation act, float* out) override;

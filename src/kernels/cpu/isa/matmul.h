@@ -66,7 +66,7 @@ TopTwo top_two_row_avx2(const float* row, int64_t n);
 void matmul_range_avx512(const float* x, int64_t rows, const Weight& w, int64_t n_begin, int64_t n_end, float* out,
                          int64_t ldo);
 // Consecutive items of one sequence's rows and KV head (same first key, f32 cache, no tree) are
-// attended together, each key read once for up to 6 rows; the bits are those of one at a time.
+// attended together, each key read once for up to 16 rows; the bits are those of one at a time.
 void attend_items_avx512(const AttentionItem* items, size_t count);
 // Rows that went through a shared pass in this process (tests check that the path engaged).
 int64_t attention_shared_rows_run();

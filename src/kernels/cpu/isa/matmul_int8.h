@@ -53,6 +53,11 @@ class Int8Activations {
   // Quantizes rows x [rows, cols] per `block` columns (32, 64 or 128, dividing cols) as the
   // header says.
   Int8Rows quantize(const float* x, int64_t rows, int64_t cols, int64_t block);
+  // The same in parts (a prefill's rows split over threads; each block is quantized alone, so the
+  // bits do not depend on the split): prepare sizes the buffers for rows x [rows, cols] and returns
+  // the view, then quantize_rows fills rows [first, first + count) of it (x: all the rows).
+  Int8Rows prepare(int64_t rows, int64_t cols, int64_t block);
+  void quantize_rows(const float* x, const Int8Rows& view, int64_t first, int64_t count);
 
  private:
   std::vector<int8_t> q_;

@@ -38,7 +38,8 @@ void quantize_blocks_portable(const float* x, int64_t blocks, int64_t block, int
   }
 }
 
-Int8Rows Int8Activations::quantize(const float* x, int64_t rows, int64_t cols, int64_t block) {
+namespace {
+QuantizeBlocksFn quantize_blocks_kernel() {
   static const QuantizeBlocksFn quantize_blocks = [] {
 #if defined(__x86_64__)
     if (isa_ceiling() >= IsaCeiling::Avx512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -47,14 +48,31 @@ Int8Rows Int8Activations::quantize(const float* x, int64_t rows, int64_t cols, i
 #endif
     return quantize_blocks_portable;
   }();
+  return quantize_blocks;
+}
+}  // namespace
+
+Int8Rows Int8Activations::prepare(int64_t rows, int64_t cols, int64_t block) {
   if (block % kInt8Block != 0 || block > kInt8MaxBlock || cols % block != 0) std::abort();
   const int64_t blocks = cols / block;
   q_.resize(static_cast<size_t>(rows * cols));
   scale_.resize(static_cast<size_t>(rows * blocks));
   sum_.resize(scale_.size());
   scaled_sum_.resize(scale_.size());
-  quantize_blocks(x, rows * blocks, block, q_.data(), scale_.data(), sum_.data(), scaled_sum_.data());
   return Int8Rows{q_.data(), scale_.data(), sum_.data(), scaled_sum_.data(), rows, cols, block};
+}
+
+void Int8Activations::quantize_rows(const float* x, const Int8Rows& v, int64_t first, int64_t count) {
+  const int64_t blocks = v.blocks();
+  quantize_blocks_kernel()(x + first * v.cols, count * blocks, v.block, q_.data() + first * v.cols,
+                           scale_.data() + first * blocks, sum_.data() + first * blocks,
+                           scaled_sum_.data() + first * blocks);
+}
+
+Int8Rows Int8Activations::quantize(const float* x, int64_t rows, int64_t cols, int64_t block) {
+  const Int8Rows view = prepare(rows, cols, block);
+  quantize_rows(x, view, 0, rows);
+  return view;
 }
 
 int64_t int8_activation_block(const Weight& w) {
