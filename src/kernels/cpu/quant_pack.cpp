@@ -1,5 +1,6 @@
 #include "kernels/cpu/quant_pack.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -97,28 +98,38 @@ bool same_bits(float a, float b) {
 }
 
 // One factor f and int8 multipliers m[i] with f32(f · f32(m[i])) == v[i] bit for bit (signs of
-// zero included), or false. A value of smallest magnitude is f times some ±t, t in [1, 127] (for a
-// K-quant span, t = its smallest sub-scale gives ggml's f16 d), so those are the candidates.
+// zero included), or false. A value of smallest magnitude is f times some ±t, t in [1, 128] (for
+// a K-quant span, t = its smallest sub-scale gives ggml's f16 d), and the largest, f times at
+// most 128, bounds t by 128·|smallest| / |largest|: those are the candidates, each checked on
+// the largest value first (where a wrong one fails).
 bool factor_span(const float* v, int n, float* factor, int8_t* multipliers) {
-  int smallest = -1;
+  int smallest = -1, largest = 0;
   for (int i = 0; i < n; ++i) {
     if (!std::isfinite(v[i])) return false;
     if (v[i] != 0.f && (smallest < 0 || std::fabs(v[i]) < std::fabs(v[smallest]))) smallest = i;
+    if (std::fabs(v[i]) > std::fabs(v[largest])) largest = i;
   }
+  const auto multiplier = [&](int i, float f, int8_t* m) {
+    const float x = v[i] / f;
+    if (!(x >= -128.5f && x <= 127.5f)) return false;
+    // Round to nearest even (|x| < 2^22) without a libm call; the stored integer (a zero has no
+    // sign) times f is what the kernels compute.
+    const auto k = static_cast<int8_t>(static_cast<int32_t>((x + 12582912.f) - 12582912.f));
+    *m = k;
+    return same_bits(f * static_cast<float>(k), v[i]);
+  };
   const auto fits = [&](float f) {
-    for (int i = 0; i < n; ++i) {
-      const float k = std::nearbyint(v[i] / f);
-      if (!(k >= -128.f && k <= 127.f)) return false;
-      // What the kernels compute: the stored integer (a zero has no sign) times f.
-      const auto m = static_cast<int8_t>(k);
-      if (!same_bits(f * static_cast<float>(m), v[i])) return false;
-      multipliers[i] = m;
-    }
+    int8_t m;
+    if (!multiplier(largest, f, &m)) return false;
+    for (int i = 0; i < n; ++i)
+      if (!multiplier(i, f, &multipliers[i])) return false;
     *factor = f;
     return true;
   };
   if (smallest < 0) return fits(1.f) || fits(-1.f);  // all zeros: the factor's sign gives theirs
-  for (int t = 1; t <= 127; ++t)
+  const double bound = 128.0 * std::fabs(static_cast<double>(v[smallest])) / std::fabs(static_cast<double>(v[largest]));
+  const int t_max = static_cast<int>(std::min(128.0, std::floor(bound) + 1.0));
+  for (int t = 1; t <= t_max; ++t)
     if (fits(v[smallest] / static_cast<float>(t)) || fits(v[smallest] / static_cast<float>(-t))) return true;
   return false;
 }
@@ -269,11 +280,16 @@ Weight expand_panel64_dot(const Weight& w, int64_t n_begin, int64_t n_end, Stand
       return dst.data();
     }
     dst.resize(static_cast<size_t>(entries) * 4);
-    auto* f = reinterpret_cast<float*>(dst.data());
+    auto* out = reinterpret_cast<float*>(dst.data());
+    const auto* m = static_cast<const int8_t*>(values);
+    const auto* factors = reinterpret_cast<const float*>(static_cast<const uint8_t*>(values) + factor_offset(w));
+    const int64_t spans = k / kFactorSpan, per_span = kFactorSpan / w.quant.group;
     for (int64_t p = p0; p < p1; ++p)
-      for (int64_t g = 0; g < groups; ++g)
-        for (int64_t j = 0; j < Weight::kPanel; ++j)
-          f[((p - p0) * groups + g) * Weight::kPanel + j] = group_value(w, values, p * Weight::kPanel + j, g * w.quant.group);
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t at = (p * groups + g) * Weight::kPanel, from = (p * spans + g / per_span) * Weight::kPanel;
+        float* o = out + ((p - p0) * groups + g) * Weight::kPanel;
+        for (int64_t j = 0; j < Weight::kPanel; ++j) o[j] = factors[from + j] * static_cast<float>(m[at + j]);  // group_value's
+      }
     return dst.data();
   };
   view.quant.scales = expand(w.quant.scales, buffers.scales);
