@@ -109,8 +109,10 @@ bool factor_span(const float* v, int n, float* factor, int8_t* multipliers) {
     if (v[i] != 0.f && (smallest < 0 || std::fabs(v[i]) < std::fabs(v[smallest]))) smallest = i;
     if (std::fabs(v[i]) > std::fabs(v[largest])) largest = i;
   }
+  float inverse = 0.f;  // of the candidate f: v·(1/f) rounds to the same integer as v/f here,
+                       // and every multiplier is checked by the product anyway
   const auto multiplier = [&](int i, float f, int8_t* m) {
-    const float x = v[i] / f;
+    const float x = v[i] * inverse;
     if (!(x >= -128.5f && x <= 127.5f)) return false;
     // Round to nearest even (|x| < 2^22) without a libm call; the stored integer (a zero has no
     // sign) times f is what the kernels compute.
@@ -119,6 +121,7 @@ bool factor_span(const float* v, int n, float* factor, int8_t* multipliers) {
     return same_bits(f * static_cast<float>(k), v[i]);
   };
   const auto fits = [&](float f) {
+    inverse = 1.f / f;
     int8_t m;
     if (!multiplier(largest, f, &m)) return false;
     for (int i = 0; i < n; ++i)
@@ -127,10 +130,15 @@ bool factor_span(const float* v, int n, float* factor, int8_t* multipliers) {
     return true;
   };
   if (smallest < 0) return fits(1.f) || fits(-1.f);  // all zeros: the factor's sign gives theirs
-  const double bound = 128.0 * std::fabs(static_cast<double>(v[smallest])) / std::fabs(static_cast<double>(v[largest]));
-  const int t_max = static_cast<int>(std::min(128.0, std::floor(bound) + 1.0));
-  for (int t = 1; t <= t_max; ++t)
+  const double ratio = static_cast<double>(v[largest]) / static_cast<double>(v[smallest]);
+  const int t_max = static_cast<int>(std::min(128.0, std::floor(128.0 / std::fabs(ratio)) + 1.0));
+  for (int t = 1; t <= t_max; ++t) {
+    // The largest value is t·ratio times the factor: skip t where that is no integer (a
+    // multiply, where the full check costs divisions).
+    const double x = t * ratio, nearest = (x + 6755399441055744.0) - 6755399441055744.0;  // |x| <= 128.5
+    if (std::fabs(x - nearest) > 1e-3) continue;
     if (fits(v[smallest] / static_cast<float>(t)) || fits(v[smallest] / static_cast<float>(-t))) return true;
+  }
   return false;
 }
 
@@ -153,22 +161,10 @@ bool factor_values(const Weight& w, const void* values, std::vector<int8_t>* mul
   return true;
 }
 
-bool factorable(const Weight& w) {
+bool factorable_layout(const Weight& w) {
   // At least 4 groups per span (a factor per 1 or 2 would save little or cost bytes).
-  if (w.quant.scale_dtype != DType::F32 || w.cols % kFactorSpan != 0 || kFactorSpan % w.quant.group != 0 ||
-      w.quant.group > kFactorSpan / 4)
-    return false;
-  if (!factor_values(w, w.quant.scales, nullptr, nullptr)) return false;
-  return w.format != WeightFormat::Affine || factor_values(w, w.quant.biases, nullptr, nullptr);
-}
-
-// The packed (Panel64Dot) form's bits and scale dtype for a (symmetric-viewed) host weight.
-Weight dot_form(const Weight& w) {
-  Weight packed = w;
-  packed.layout = WeightLayout::Panel64Dot;
-  if (codes_fit_six_bits(w)) packed.quant.bits = 6;
-  if (factorable(w)) packed.quant.scale_dtype = DType::I8;
-  return packed;
+  return w.quant.scale_dtype == DType::F32 && w.cols % kFactorSpan == 0 && kFactorSpan % w.quant.group == 0 &&
+         w.quant.group <= kFactorSpan / 4;
 }
 
 QuantPanelBytes dot_bytes(const Weight& packed) {
@@ -183,8 +179,10 @@ QuantPanelBytes dot_bytes(const Weight& packed) {
   return b;
 }
 
-// Scales or biases of `host` into `dst` in the packed weight's form (standard or factored).
-void pack_dot_values(const Weight& host, const Weight& packed, const void* values, void* dst) {
+// Scales or biases into `dst` in the packed weight's form: as stored, or (factored) the plan's
+// multipliers and factors.
+void pack_dot_values(const Weight& host, const Weight& packed, const void* values, const std::vector<int8_t>& multipliers,
+                     const std::vector<float>& factors, void* dst) {
   const int64_t group = host.quant.group, groups = host.cols / group;
   if (packed.quant.scale_dtype != DType::I8) {
     const size_t esize = dtype_size(host.quant.scale_dtype);
@@ -194,9 +192,6 @@ void pack_dot_values(const Weight& host, const Weight& packed, const void* value
                     static_cast<const uint8_t*>(values) + static_cast<size_t>(r * groups + g) * esize, esize);
     return;
   }
-  std::vector<int8_t> multipliers;
-  std::vector<float> factors;
-  if (!factor_values(host, values, &multipliers, &factors)) std::abort();  // dot_form checked them
   auto* m = static_cast<int8_t*>(dst);
   auto* f = reinterpret_cast<float*>(static_cast<uint8_t*>(dst) + factor_offset(packed));
   const int64_t spans = host.cols / kFactorSpan;
@@ -209,20 +204,38 @@ void pack_dot_values(const Weight& host, const Weight& packed, const void* value
 
 }  // namespace
 
-QuantPanelBytes quant_panel64_dot_bytes(const Weight& w) { return dot_bytes(dot_form(as_symmetric(w))); }
+PanelDotPlan plan_panel64_dot(const Weight& row_major) {
+  PanelDotPlan plan;
+  const Weight w = as_symmetric(row_major);
+  plan.form = w;
+  plan.form.layout = WeightLayout::Panel64Dot;
+  if (codes_fit_six_bits(w)) plan.form.quant.bits = 6;
+  if (factorable_layout(w) && factor_values(w, w.quant.scales, &plan.scale_multipliers, &plan.scale_factors) &&
+      (w.format != WeightFormat::Affine || factor_values(w, w.quant.biases, &plan.bias_multipliers, &plan.bias_factors)))
+    plan.form.quant.scale_dtype = DType::I8;
+  plan.bytes = dot_bytes(plan.form);
+  return plan;
+}
+
+QuantPanelBytes quant_panel64_dot_bytes(const Weight& w) { return plan_panel64_dot(w).bytes; }
 
 Weight pack_quant_panel64_dot(const Weight& row_major, void* codes, void* scales, void* biases) {
+  return pack_quant_panel64_dot(plan_panel64_dot(row_major), row_major, codes, scales, biases);
+}
+
+Weight pack_quant_panel64_dot(const PanelDotPlan& plan, const Weight& row_major, void* codes, void* scales,
+                              void* biases) {
   const Weight w = as_symmetric(row_major);
-  Weight packed = dot_form(w);
-  const QuantPanelBytes sizes = dot_bytes(packed);
+  Weight packed = plan.form;
+  const QuantPanelBytes& sizes = plan.bytes;
   packed.data = codes;
   packed.quant.scales = scales;
   packed.quant.biases = w.format == WeightFormat::Affine ? biases : nullptr;
   std::memset(codes, 0, sizes.codes);
   std::memset(scales, 0, sizes.scales);
   if (packed.quant.biases) std::memset(biases, 0, sizes.biases);
-  pack_dot_values(w, packed, w.quant.scales, scales);
-  if (packed.quant.biases) pack_dot_values(w, packed, w.quant.biases, biases);
+  pack_dot_values(w, packed, w.quant.scales, plan.scale_multipliers, plan.scale_factors, scales);
+  if (packed.quant.biases) pack_dot_values(w, packed, w.quant.biases, plan.bias_multipliers, plan.bias_factors, biases);
   auto* out = static_cast<uint8_t*>(codes);
   const uint32_t z0 = static_cast<uint32_t>(dot_code_offset(w));  // u = q + z0: flips the sign bit
   for (int64_t r = 0; r < w.rows; ++r) {

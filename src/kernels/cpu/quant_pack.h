@@ -32,6 +32,17 @@ Weight pack_quant_panel64(const Weight& row_major, void* codes, void* scales, vo
 // 4.75 instead of 6 bits per weight; Q6_K: 6.6 instead of 10).
 QuantPanelBytes quant_panel64_dot_bytes(const Weight& row_major);
 Weight pack_quant_panel64_dot(const Weight& row_major, void* codes, void* scales, void* biases);
+// The same in two steps, deciding the form once (the two calls above each decide it: a scan of
+// every code and scale): the form, its buffer sizes, and the factored scales if it has them.
+struct PanelDotPlan {
+  Weight form;  // the packed weight without its buffers
+  QuantPanelBytes bytes;
+  std::vector<int8_t> scale_multipliers, bias_multipliers;  // row-major, as the host's scales
+  std::vector<float> scale_factors, bias_factors;           // [rows, cols / 256]
+};
+PanelDotPlan plan_panel64_dot(const Weight& row_major);
+Weight pack_quant_panel64_dot(const PanelDotPlan& plan, const Weight& row_major, void* codes, void* scales,
+                              void* biases);
 
 // A standard Panel64Dot copy (4- or 8-bit codes, scales as stored or F32 for factored ones) of
 // the panels holding outputs [n_begin, n_end) (n_begin a multiple of 64) of a compact weight,
