@@ -106,11 +106,12 @@ void matmul_int8_portable(const Int8Rows& a, const Weight& w, int64_t n_begin, i
 namespace {
 #if defined(__x86_64__)
 // AMX tiles for standard weights; a compact one (cpu/quant_pack.h) runs them over a standard copy
-// of its panels when its activation blocks fit the tiles and there are rows enough to fill one,
-// else the VNNI kernel reads it as it is.
+// of its panels when there are rows enough to fill one, else the VNNI kernel reads it as it is.
+// 16-column activation blocks (Q6_K's groups) have no tile path: VNNI.
 void matmul_int8_amx_any(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out, int64_t ldo) {
+  if (a.block < kInt8Block) return matmul_int8_avx512(a, w, n_begin, n_end, out, ldo);
   if (!compact_dot_weight(w)) return matmul_int8_amx(a, w, n_begin, n_end, out, ldo);
-  if (a.rows < kAmxTileRows || a.block < kInt8Block) return matmul_int8_avx512(a, w, n_begin, n_end, out, ldo);
+  if (a.rows < kAmxTileRows) return matmul_int8_avx512(a, w, n_begin, n_end, out, ldo);
   thread_local StandardPanels standard;
   const Weight view = expand_panel64_dot(w, n_begin, n_end, standard);
   matmul_int8_amx(a, view, 0, view.rows, out + n_begin, ldo);
