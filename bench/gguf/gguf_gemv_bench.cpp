@@ -12,7 +12,11 @@
 // Last column: the kernel's own ceiling, one thread, one-row GEMV over the first 256 outputs of
 // the matrix hot in L2 (thread CPU time, so load on the machine slows it little): where it is far
 // above a thread's share of the read pass, the GEMV is memory-bound.
-// Protocol: one warm-up, min of --runs. Usage: gguf_gemv_bench [--runs 5]
+// With --prefill: one thread, 512 rows against the first 256 outputs (thread CPU time, ms): the
+// int8 kernel the backend runs (activation quantization included) and the f32 kernels over the
+// same matrix packed as Panel64 (the path Q6_K and the mixed q/k/v took before they ran in the
+// int8 mode).
+// Protocol: one warm-up, min of --runs. Usage: gguf_gemv_bench [--runs 5] [--prefill]
 #include <time.h>
 
 #include <algorithm>
@@ -28,6 +32,7 @@
 #include "base/dtype.h"
 #include "base/thread_pool.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/isa/matmul.h"
 #include "kernels/cpu/isa/matmul_int8.h"
 #include "kernels/cpu/quant_pack.h"
 
@@ -134,9 +139,48 @@ struct ReadPass {
 
 int main(int argc, char** argv) {
   int runs = 5;
-  for (int i = 1; i + 1 < argc; i += 2)
-    if (!std::strcmp(argv[i], "--runs")) runs = std::atoi(argv[i + 1]);
+  bool prefill = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) runs = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--prefill")) prefill = true;
+  }
   std::mt19937 rng(1);
+  if (prefill) {
+    std::printf("| type | matrix | 512 rows x 256 outputs, 1 thread: int8 mode ms | f32 kernels ms |\n|---|---|---|---|\n");
+    for (const Type& type : kTypes)
+      for (const Shape& s : kShapes) {
+        if (std::strcmp(s.name, "down") != 0 && std::strcmp(s.name, "qkv") != 0) continue;
+        if (type.kind == Kind::MixedQkv && std::strcmp(s.name, "qkv") != 0) continue;
+        const Host h = make_host(type.kind, 256, s.cols, rng);
+        const cpu::PanelDotPlan plan = cpu::plan_panel64_dot(h.w);
+        std::vector<uint8_t> c(plan.bytes.codes), sc(plan.bytes.scales), bi(plan.bytes.biases);
+        const Weight dot = cpu::pack_quant_panel64_dot(plan, h.w, c.data(), sc.data(), bi.empty() ? nullptr : bi.data());
+        const cpu::QuantPanelBytes pb = cpu::quant_panel64_bytes(h.w);
+        std::vector<uint8_t> c2(pb.codes), sc2(pb.scales), bi2(pb.biases);
+        const Weight panel = cpu::pack_quant_panel64(h.w, c2.data(), sc2.data(), bi2.empty() ? nullptr : bi2.data());
+        std::vector<float> x(static_cast<size_t>(512 * s.cols)), out(512 * 256);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * static_cast<float>(static_cast<int>(i % 23) - 11);
+        cpu::Int8Activations acts;
+        const auto time_of = [&](auto&& fn) {
+          double best = 1e30;
+          for (int i = 0; i <= runs; ++i) {
+            const double t0 = thread_seconds();
+            fn();
+            if (i > 0) best = std::min(best, thread_seconds() - t0);
+          }
+          return best;
+        };
+        const double t8 = time_of([&] {
+          cpu::matmul_int8_kernel()(acts.quantize(x.data(), 512, s.cols, cpu::int8_activation_block(dot)), dot, 0, 256,
+                                    out.data(), 256);
+        });
+        const double t32 = time_of([&] { cpu::isa_kernels().matmul_range(x.data(), 512, panel, 0, 256, out.data(), 256); });
+        std::printf("| %s | %s 256x%lld | %.2f | %.2f |\n", type.name, s.name, static_cast<long long>(s.cols), 1e3 * t8,
+                    1e3 * t32);
+        std::fflush(stdout);
+      }
+    return 0;
+  }
   std::printf("int8 kernel %s, %zu threads; one row per matrix, copies of it up to 256 MB\n\n",
               cpu::matmul_int8_kernel_name(), ThreadPool::global().num_threads());
   std::printf("| type | matrix | bits/weight streamed | µs per GEMV | GB/s | read pass GB/s | of read | L2-hot GB/s, 1 thread |\n");
