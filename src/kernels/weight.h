@@ -32,6 +32,18 @@
 //             bytes, byte 4j + k % 4 holds k % 8 < 4 in its low nibble, else in its high one.
 //             Codes are stored unsigned, u = q + z0 (z0 = 128 Symmetric 8-bit, 8 Symmetric 4-bit,
 //             0 Affine) so that u8 x s8 instructions take them; scales and biases as Panel64.
+//             Compact forms (the packer picks them when they hold the same values exactly, so a
+//             GGUF K-quant streams about its file's bytes instead of 8-bit codes and F32 scales):
+//             6-bit (quant.bits = 6): 8-bit codes that fit 6 bits, u = q + 32 Symmetric (Q6_K,
+//             Q5_0) or q Affine (Q5_K, Q5_1): per 16 columns k0 of panel p, at (p·cols + k0)·48
+//             bytes, 512 bytes of low nibbles as the 4-bit form's two octets, then 256 bytes
+//             whose byte 4j + c % 4 holds, in bits 2·(c % 16 / 4) and up, the top two bits of
+//             output j's code at column c. Factored scales (quant.scale_dtype = I8): F32 scales
+//             (and biases) that are an int8 multiple of one F32 factor per row and 256 columns
+//             (K-quants' d·sc and dmin·m): scales holds the int8 multipliers where Panel64 holds
+//             a scale, then, at byte factor_offset (weight_dequant.h), one F32 factor per
+//             (panel, 256 columns, output) at ((p·cols / 256 + c / 256)·64 + r % 64); the
+//             scale is f32(factor · f32(multiplier)), the stored F32 value bit for bit.
 //   MmaFragments  (CUDA) bf16, rows padded to 128 and cols to 64 with zeros, stored as the B
 //             operands of mma.m16n8k16: units of 8 rows x 32 cols, unit (r/8, c/32) at
 //             ((r/8)·(cols64/32) + c/32)·256 elements; inside a unit, lane (r%8)·4 + (c%8)/2

@@ -40,6 +40,13 @@ inline uint32_t code_at(const Weight& w, int64_t r, int64_t c) {
     const int64_t j = r % Weight::kPanel, base = (r / Weight::kPanel) * w.cols;
     const bool symmetric = w.format == WeightFormat::Symmetric;
     if (w.quant.bits == 8) return bytes[(base + c - c % 4) * Weight::kPanel + 4 * j + c % 4] ^ (symmetric ? 0x80u : 0u);
+    if (w.quant.bits == 6) {  // the 8-bit code it stands for
+      const uint8_t* step = bytes + (base + c - c % 16) * 48;
+      const uint8_t nibble = step[(c % 16 / 8) * 256 + 4 * j + c % 4];
+      const uint32_t top = (step[512 + 4 * j + c % 4] >> (2 * (c % 16 / 4))) & 3u;
+      const uint32_t u = ((c % 8 < 4) ? (nibble & 0xfu) : (nibble >> 4)) | (top << 4);
+      return symmetric ? static_cast<uint8_t>(static_cast<int32_t>(u) - 32) : u;
+    }
     const uint8_t byte = bytes[(base + c - c % 8) * (Weight::kPanel / 2) + 4 * j + c % 4];
     return ((c % 8 < 4) ? (byte & 0xfu) : (byte >> 4)) ^ (symmetric ? 8u : 0u);
   }
@@ -65,6 +72,22 @@ inline int64_t scale_index(const Weight& w, int64_t r, int64_t c) {
   return r * (w.cols / group) + c / group;
 }
 
+// Columns sharing one factor of factored (I8) scales, and where the factors start in the scales
+// (biases) buffer of a Panel64Dot weight (weight.h).
+constexpr int64_t kFactorSpan = 256;
+inline int64_t factor_offset(const Weight& w) {
+  const int64_t padded = (w.rows + Weight::kPanel - 1) / Weight::kPanel * Weight::kPanel;
+  return (padded * ((w.cols + quant_group(w) - 1) / quant_group(w)) + 63) / 64 * 64;
+}
+// The f32 scale (or bias: `values` = quant.biases) of element (r, c), whatever its storage.
+inline float group_value(const Weight& w, const void* values, int64_t r, int64_t c) {
+  const int64_t s = scale_index(w, r, c);
+  if (w.quant.scale_dtype != DType::I8) return load_scale_value(values, w.quant.scale_dtype, s);
+  const auto* factors = reinterpret_cast<const float*>(static_cast<const uint8_t*>(values) + factor_offset(w));
+  const int64_t f = ((r / Weight::kPanel) * (w.cols / kFactorSpan) + c / kFactorSpan) * Weight::kPanel + r % Weight::kPanel;
+  return factors[f] * static_cast<float>(static_cast<const int8_t*>(values)[s]);
+}
+
 // Element (r, c) of a weight in a quantized format (WeightFormat other than Dense), row-major,
 // Panel64 or Panel64Dot.
 inline float dequantize_element(const Weight& w, int64_t r, int64_t c) {
@@ -73,11 +96,10 @@ inline float dequantize_element(const Weight& w, int64_t r, int64_t c) {
   const int64_t s = scale_index(w, r, c);
   switch (w.format) {
     case WeightFormat::Affine:
-      return std::fma(static_cast<float>(code), load_scale_value(q.scales, q.scale_dtype, s),
-                      load_scale_value(q.biases, q.scale_dtype, s));
+      return std::fma(static_cast<float>(code), group_value(w, q.scales, r, c), group_value(w, q.biases, r, c));
     case WeightFormat::Symmetric: {
-      const int32_t value = q.bits == 8 ? static_cast<int8_t>(code) : static_cast<int32_t>(code ^ 8u) - 8;
-      return static_cast<float>(value) * load_scale_value(q.scales, q.scale_dtype, s);
+      const int32_t value = q.bits >= 6 ? static_cast<int8_t>(code) : static_cast<int32_t>(code ^ 8u) - 8;
+      return static_cast<float>(value) * group_value(w, q.scales, r, c);
     }
     case WeightFormat::Fp8Block:
       return tachyon::fp8_e4m3_to_f32(static_cast<uint8_t>(code)) * static_cast<const float*>(q.scales)[s];

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 
 #include "kernels/cpu/isa/cpu_features.h"
 #include "kernels/cpu/isa/matmul_int8.h"
@@ -140,6 +141,8 @@ void expect_every_kernel_matches(const Weight& host, const Weight& packed, int64
     ASSERT_EQ(0, std::memcmp(&ref.scaled_sum[i], &a.scaled_sum[i], 4));
   }
   for (const Kernel& kernel : kernels_here()) {
+    // The AMX tiles read standard weights only (the backend's kernel copies compact panels first).
+    if (cpu::compact_dot_weight(packed) && std::string(kernel.name) == "amx-int8") continue;
     std::vector<float> out(want.size());
     kernel.fn(a, packed, 0, n, out.data(), n);
     EXPECT_TRUE(same_bits(out, want)) << kernel.name << ", rows " << rows;
@@ -204,7 +207,7 @@ TEST(Int8MatmulDense, ActivationQuantizersAgree) {
   for (int t = 0; t < 32; ++t) x[320 + t] = 0.5f * float(t - 16);  // ties at ±0.5 steps
   x[600] = -1e30f;
   x[900] = 1e-30f;
-  for (const int64_t block : {32, 64, 128}) {
+  for (const int64_t block : {16, 32, 64, 128}) {
     const int64_t blocks = values / block;
     std::vector<int8_t> q[2];
     std::vector<float> scale[2], scaled[2];
@@ -247,11 +250,12 @@ TEST(Int8MatmulDense, RowsQuantizedInPartsAreTheWholeBits) {
   }
 }
 
-// The activation block is the largest of 128, 64, 32 dividing the weight's group (Dense I8: its
-// row): GGUF's 32-column groups keep llama.cpp's 32.
+// The activation block is the largest of 128, 64, 32, 16 dividing the weight's group (Dense I8:
+// its row): GGUF's 32-column groups keep llama.cpp's 32, Q6_K's 16-column ones take 16.
 TEST(Int8MatmulDense, ActivationBlockFollowsTheWeightGroup) {
   std::mt19937 rng(8);
-  for (const auto& [group, block] : std::vector<std::pair<int, int64_t>>{{32, 32}, {64, 64}, {128, 128}, {256, 128}, {96, 32}}) {
+  for (const auto& [group, block] :
+       std::vector<std::pair<int, int64_t>>{{32, 32}, {64, 64}, {128, 128}, {256, 128}, {96, 32}, {16, 16}, {48, 16}}) {
     const QuantHost h = random_quant({WeightFormat::Symmetric, 4, group, DType::F16}, 64, 768, rng);
     EXPECT_EQ(block, cpu::int8_activation_block(h.w)) << group;
   }
@@ -263,8 +267,8 @@ TEST(Int8MatmulDense, ActivationBlockFollowsTheWeightGroup) {
 
 TEST(Int8MatmulDense, IneligibleWeightsAreNamed) {
   std::mt19937 rng(4);
-  const QuantHost g16 = random_quant({WeightFormat::Symmetric, 4, 16, DType::F16}, 64, 256, rng);
-  EXPECT_FALSE(cpu::int8_dot_eligible(g16.w));  // Q6_K's 16-column scales: the f32 kernels
+  const QuantHost g8 = random_quant({WeightFormat::Symmetric, 4, 8, DType::F16}, 64, 256, rng);
+  EXPECT_FALSE(cpu::int8_dot_eligible(g8.w));  // 8-column scales: no 16-column activation block
   const QuantHost mx = random_quant({WeightFormat::Mxfp4, 4, 32, DType::U8}, 64, 256, rng);
   EXPECT_FALSE(cpu::int8_dot_eligible(mx.w));
   const auto wf = random_vec(64 * 40, rng);
@@ -313,6 +317,142 @@ TEST(Int8MatmulDense, AmxTilesEngageWhereTheCpuHasThem) {
 #else
   GTEST_SKIP() << "AMX is x86-64 only";
 #endif
+}
+
+// GGUF K-quants as gguf_repack.h repacks them (F32 scales d·sc and biases −dmin·m, one f16 d
+// and dmin per 256 columns; Q6_K's 8-bit codes q − 32 in 16-column groups; Q5_K's 5-bit codes;
+// a fused q/k/v mixing Q4_K and Q6_K parts, widened to Affine 8-bit g16), and Q5_0's codes.
+enum class KQuant { Q4K, Q5K, Q6K, MixedQ4KQ6K, Q5_0 };
+struct KQuantHost {
+  std::vector<uint8_t> codes;
+  std::vector<float> scales, biases;
+  std::vector<uint16_t> f16_scales;
+  Weight w;
+};
+KQuantHost kquant_like(KQuant kind, int64_t rows, int64_t cols, std::mt19937& rng) {
+  KQuantHost h;
+  const bool eight = kind != KQuant::Q4K, affine = kind != KQuant::Q6K && kind != KQuant::Q5_0;
+  const int group = kind == KQuant::Q6K || kind == KQuant::MixedQ4KQ6K ? 16 : 32;
+  std::uniform_int_distribution<int> u6(0, 63), s8(-128, 127), u4(0, 15), u5(0, 31), s6(-32, 31), s5(-16, 15);
+  std::uniform_real_distribution<float> unit(0.5f, 2.f);
+  const auto f16 = [](float v) { return f16_to_f32(f32_to_f16(v)); };
+  h.codes.assign(static_cast<size_t>(eight ? rows * cols : rows * cols / 2), 0);
+  const int64_t groups = cols / group;
+  h.scales.resize(static_cast<size_t>(rows * groups));
+  if (affine) h.biases.resize(h.scales.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const bool q6 = kind == KQuant::Q6K || (kind == KQuant::MixedQ4KQ6K && r % 3 == 2);
+    for (int64_t t = 0; t < cols / 256; ++t) {
+      const float d = f16(0.01f * unit(rng) * (q6 && r % 5 == 0 ? -1.f : 1.f)), dmin = f16(0.003f * unit(rng));
+      int q4_sc = 0, q4_m = 0;
+      for (int64_t g = t * (256 / group); g < (t + 1) * (256 / group); ++g) {
+        const size_t at = static_cast<size_t>(r * groups + g);
+        if (q6) {
+          const float s = d * static_cast<float>(g % 7 == 3 ? 0 : s8(rng));
+          h.scales[at] = s;
+          if (affine) h.biases[at] = -32.f * s;  // the widened Q6_K part: u = q + 32
+        } else {
+          // A 16-column group of the mixed weight repeats its Q4_K sub-block's 32-column pair.
+          if (group == 32 || g % 2 == 0) q4_sc = g % 11 == 4 ? 0 : u6(rng), q4_m = g % 13 == 6 ? 0 : u6(rng);
+          h.scales[at] = d * static_cast<float>(q4_sc);
+          if (affine) h.biases[at] = -(dmin * static_cast<float>(q4_m));
+        }
+      }
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      const size_t i = static_cast<size_t>(r * cols + c);
+      int code;
+      switch (kind) {
+        case KQuant::Q4K: code = u4(rng); break;
+        case KQuant::Q5K: code = u5(rng); break;
+        case KQuant::Q6K: code = s6(rng); break;
+        case KQuant::Q5_0: code = s5(rng); break;
+        default: code = q6 ? s6(rng) + 32 : u4(rng); break;
+      }
+      if (eight) h.codes[i] = static_cast<uint8_t>(code);
+      else h.codes[i / 2] |= static_cast<uint8_t>(i % 2 == 0 ? code : code << 4);
+    }
+  }
+  h.w = Weight{h.codes.data(), DType::U8, rows, cols};
+  h.w.format = affine ? WeightFormat::Affine : WeightFormat::Symmetric;
+  h.w.quant.bits = static_cast<uint8_t>(eight ? 8 : 4);
+  h.w.quant.group = group;
+  h.w.quant.scales = h.scales.data();
+  h.w.quant.biases = affine ? h.biases.data() : nullptr;
+  if (kind == KQuant::Q5_0) {  // F16 scales: 6-bit codes only
+    for (float s : h.scales) h.f16_scales.push_back(f32_to_f16(s * 0.01f));
+    h.w.quant.scale_dtype = DType::F16;
+    h.w.quant.scales = h.f16_scales.data();
+  }
+  return h;
+}
+
+std::string kquant_name(KQuant kind) {
+  static const char* kNames[] = {"Q4_K", "Q5_K", "Q6_K", "MixedQ4_KQ6_K", "Q5_0"};
+  return kNames[static_cast<int>(kind)];
+}
+
+class Int8CompactForms : public ::testing::TestWithParam<KQuant> {};
+
+// The compact Panel64Dot forms engage for K-quant data (6-bit codes, factored scales, fewer
+// bytes), keep every element's value, and every kernel gives the reference's bits on odd shapes
+// (131 outputs: a panel tail; 512 columns: two factor spans).
+TEST_P(Int8CompactForms, EngageAndGiveTheReferenceBits) {
+  const KQuant kind = GetParam();
+  std::mt19937 rng(11 + static_cast<int>(kind));
+  const KQuantHost h = kquant_like(kind, 131, 512, rng);
+  ASSERT_TRUE(cpu::int8_dot_eligible(h.w));
+  const PackedDot p = pack_dot(h.w);
+  EXPECT_EQ(kind == KQuant::Q4K ? 4 : 6, p.w.quant.bits);
+  EXPECT_EQ(kind == KQuant::Q5_0 ? DType::F16 : DType::I8, p.w.quant.scale_dtype);
+  EXPECT_TRUE(cpu::compact_dot_weight(p.w));
+  // Bytes per weight: Q4_K 4.75 (F32 form: 6), Q6_K 6.625 (8-bit g16 F32: 10).
+  const double bits = 8.0 * static_cast<double>(p.codes.size() + p.scales.size() + p.biases.size()) / (192.0 * 512.0);
+  if (kind == KQuant::Q4K) {
+    EXPECT_LT(bits, 4.8);
+  }
+  if (kind == KQuant::Q6K) {
+    EXPECT_LT(bits, 6.7);
+  }
+  for (int64_t r = 0; r < h.w.rows; ++r)
+    for (int64_t c = 0; c < h.w.cols; ++c) {
+      const float a = dequantize_element(h.w, r, c), b = dequantize_element(p.w, r, c);
+      ASSERT_EQ(0, std::memcmp(&a, &b, 4)) << r << "," << c << ": " << a << " vs " << b << ", codes " << code_at(h.w, r, c)
+                                           << " / " << code_at(p.w, r, c);
+    }
+  for (int64_t rows : {1, 2, 3, 4, 16, 35}) expect_every_kernel_matches(h.w, p.w, rows, rng);
+  // The kernel the backend runs: on AMX CPUs, tiles over a standard copy of the panels for
+  // 32-column activation blocks, the VNNI kernel for Q6_K's 16.
+  auto x = random_vec(static_cast<size_t>(35 * 512), rng);
+  const int64_t block = cpu::int8_activation_block(p.w);
+  const std::vector<float> want = reference_matmul(reference_activations(x, 35, 512, block), 35, h.w);
+  cpu::Int8Activations acts;
+  std::vector<float> out(want.size());
+#if defined(__x86_64__)
+  const int64_t before = cpu::amx_int8_enabled() ? cpu::amx_int8_rows_run() : 0;
+#endif
+  cpu::matmul_int8_kernel()(acts.quantize(x.data(), 35, 512, block), p.w, 64, 131, out.data(), 131);
+  for (int64_t m = 0; m < 35; ++m)
+    EXPECT_EQ(0, std::memcmp(out.data() + m * 131 + 64, want.data() + m * 131 + 64, 67 * 4)) << "row " << m;
+#if defined(__x86_64__)
+  if (std::string(cpu::matmul_int8_kernel_name()) == "amx-int8") {
+    EXPECT_EQ(before + (block >= 32 ? 32 : 0), cpu::amx_int8_rows_run());
+  }
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(KQuants, Int8CompactForms,
+                         ::testing::Values(KQuant::Q4K, KQuant::Q5K, KQuant::Q6K, KQuant::MixedQ4KQ6K, KQuant::Q5_0),
+                         [](const auto& info) { return kquant_name(info.param); });
+
+// Scales that are no int8 multiple of one factor per 256 columns (random F32) keep their F32 form.
+TEST(Int8CompactForms, UnfactorableScalesStayF32) {
+  std::mt19937 rng(12);
+  const QuantHost h = random_quant({WeightFormat::Affine, 4, 32, DType::F32}, 64, 512, rng);
+  const PackedDot p = pack_dot(h.w);
+  EXPECT_EQ(DType::F32, p.w.quant.scale_dtype);
+  EXPECT_EQ(4, p.w.quant.bits);
+  EXPECT_FALSE(cpu::compact_dot_weight(p.w));
 }
 
 }  // namespace

@@ -101,7 +101,8 @@ Weight CpuBackend::upload_quantized(const Weight& host) {
 
 Weight CpuBackend::upload_int8_dot(const Weight& host) {
   if (host.quantized()) check_quantized_weight(host);
-  const cpu::QuantPanelBytes bytes = cpu::quant_panel64_dot_bytes(host);
+  const cpu::PanelDotPlan plan = cpu::plan_panel64_dot(host);
+  const cpu::QuantPanelBytes& bytes = plan.bytes;
   void* buffers[3] = {nullptr, nullptr, nullptr};
   const size_t sizes[3] = {bytes.codes, bytes.scales, bytes.biases};
   for (int i = 0; i < 3; ++i)
@@ -110,7 +111,7 @@ Weight CpuBackend::upload_int8_dot(const Weight& host) {
       owned_.push_back(buffers[i]);
     }
   ++int8_dot_weights_;
-  return cpu::pack_quant_panel64_dot(host, buffers[0], buffers[1], buffers[2]);
+  return cpu::pack_quant_panel64_dot(plan, host, buffers[0], buffers[1], buffers[2]);
 }
 
 Weight CpuBackend::upload_draft_weight(const Weight& host) {

@@ -313,7 +313,19 @@ HostTensor widen_to_affine8(const HostTensor& t, int32_t group) {
   const std::string name = "widened";
   Packer p(w.rows, w.cols, 8, group, DType::F32, true, name);
   const int64_t groups_per_row = w.cols / group, split = w.quant.group / group;
-  const int64_t offset = int64_t{1} << (w.quant.bits - 1);
+  // The offset that makes every code non-negative: 2^(bits − 1), or 32 for 8-bit codes in
+  // [−32, 31] (Q6_K, Q5_0), whose widened codes then fit 6 bits (the CPU int8 mode streams them
+  // as such: cpu/quant_pack.h).
+  int64_t offset = int64_t{1} << (w.quant.bits - 1);
+  if (w.format == WeightFormat::Symmetric && w.quant.bits == 8) {
+    bool six = true;
+    for (int64_t r = 0; r < w.rows && six; ++r)
+      for (int64_t c = 0; c < w.cols && six; ++c) {
+        const int32_t q = static_cast<int8_t>(kernels::code_at(w, r, c));
+        six = q >= -32 && q < 32;
+      }
+    if (six) offset = 32;
+  }
   for (int64_t r = 0; r < w.rows; ++r) {
     for (int64_t g = 0; g < groups_per_row; ++g) {
       const int64_t src = r * (w.cols / w.quant.group) + g / split, dst = r * groups_per_row + g;

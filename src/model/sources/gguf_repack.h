@@ -50,7 +50,8 @@ HostTensor repack_ggml_rows(io::GgmlType type, const uint8_t* data, int64_t rows
 
 // The same values as Affine 8-bit codes with F32 scales and biases in groups of `group` columns
 // (which must divide the tensor's group): exact for every Affine and Symmetric input (a signed
-// code q becomes q + 2^(bits−1) with bias −2^(bits−1)·s, whose fma rounds once to f32(q·s)).
+// code q becomes q + z with bias −z·s, z = 2^(bits−1) or 32 where every q is in [−32, 31], whose
+// fma rounds once to f32(q·s)).
 // Used when the parts of one fused weight (q/k/v, gate/up) come in different GGUF types.
 HostTensor widen_to_affine8(const HostTensor& t, int32_t group);
 

@@ -4,6 +4,8 @@
 // ones (fma vs ggml's d·q − m). Refused types are named with the supported list.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 
@@ -89,6 +91,14 @@ TEST(GgufRepack, WideningAndPermutationAreExact) {
         ASSERT_EQ(kernels::dequantize_element(perm.weight, (r + 1) % 3, c), v) << r << "," << c;
         ASSERT_EQ(static_cast<const float*>(dense.weight.data)[r * cols + c], v);
       }
+    // Q6_K's and Q5_0's codes q in [−32, 31] widen to q + 32 (6 bits: the CPU int8 mode's compact
+    // codes); Q8_0's to q + 128.
+    uint32_t widest = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) widest = std::max(widest, kernels::code_at(wide.weight, r, c));
+    if (std::string(name) == "Q6_K" || std::string(name) == "Q5_0") {
+      EXPECT_LT(widest, 64u);
+    }
   }
 }
 

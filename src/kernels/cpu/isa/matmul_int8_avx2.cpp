@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "kernels/cpu/isa/matmul_int8.h"
+#include "kernels/weight_dequant.h"
 
 namespace tachyon::kernels::cpu {
 
@@ -18,8 +19,16 @@ namespace {
 
 constexpr int64_t kPanel = Weight::kPanel;
 
+// 8 scales (or biases) at entry `index`; factored ones (S = I8): the int8 multipliers times the
+// f32 factors at `factors` (weight.h), as weight_dequant.h's group_value computes them.
 template <DType S>
-inline __m256 load_scales8(const void* base, int64_t index) {
+inline __m256 load_scales8(const void* base, int64_t index, const float* factors, int64_t factor_index) {
+  if constexpr (S == DType::I8) {
+    const __m128i m = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(static_cast<const int8_t*>(base) + index));
+    return _mm256_mul_ps(_mm256_loadu_ps(factors + factor_index), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(m)));
+  }
+  (void)factors;
+  (void)factor_index;
   if constexpr (S == DType::F32) return _mm256_loadu_ps(static_cast<const float*>(base) + index);
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + index));
   if constexpr (S == DType::F16) return _mm256_cvtph_ps(h);
@@ -48,41 +57,61 @@ void row_panel(const int8_t* q, const float* d, const int32_t* sums, const float
   const int64_t groups = k / w.quant.group;
   const uint8_t* codes = static_cast<const uint8_t*>(w.data) + (n0 / kPanel) * k * kPanel * Bits / 8;
   const int64_t scale_base = (n0 / kPanel) * groups * kPanel;
+  const int64_t spans = k / kFactorSpan, factor_base = (n0 / kPanel) * spans * kPanel;
+  const auto factors_of = [&](const void* values) {
+    return S == DType::I8 ? reinterpret_cast<const float*>(static_cast<const uint8_t*>(values) + factor_offset(w)) : nullptr;
+  };
+  const float* scale_factors = factors_of(w.quant.scales);
+  const float* bias_factors = Affine ? factors_of(w.quant.biases) : nullptr;
   // Σ u·q = Σ q_w·q + z0·Σq; the 8-bit path computes Σ (u − 128)·q.
-  const int32_t z0 = Affine ? 0 : (Bits == 8 ? 128 : 8);
+  const int32_t z0 = Affine ? 0 : (Bits == 8 ? 128 : Bits == 6 ? 32 : 8);
   const int32_t add_back = (Bits == 8 ? 128 : 0) - z0;
   __m256 acc[8];
   for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
   const __m256i low_nibbles = _mm256_set1_epi8(0x0f), flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i top_bits = _mm256_set1_epi8(0x30);
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t scale_at = scale_base + (b / group_blocks) * kPanel;
     const __m256 d_b = _mm256_set1_ps(d[b]);
     const __m256i correction = _mm256_set1_epi32(add_back * sums[b]);
+    const int64_t factor_at = factor_base + (b * bw / kFactorSpan) * kPanel;
     for (int j = 0; j < 8; ++j) {
       __m256i isum = _mm256_setzero_si256();
-      // The block's 32-column steps, into the same exact int32 sum.
-      for (int64_t k0 = b * bw; k0 < (b + 1) * bw; k0 += kInt8Block) {
+      // The block's 16-column steps, into the same exact int32 sum.
+      for (int64_t k0 = b * bw; k0 < (b + 1) * bw; k0 += kInt8MinBlock) {
         const int8_t* qb = q + k0;
+        const uint8_t* p = codes + k0 * kPanel * Bits / 8 + 32 * j;
         if constexpr (Bits == 8) {
-          const uint8_t* p = codes + k0 * kPanel + 32 * j;
-          for (int o = 0; o < 8; ++o) {
+          for (int o = 0; o < 4; ++o) {
             const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + o * 256));
             isum = dot4_signed(isum, _mm256_xor_si256(u, flip), broadcast4(qb + 4 * o));
           }
-        } else {
-          const uint8_t* p = codes + k0 * kPanel / 2 + 32 * j;
-          for (int o = 0; o < 4; ++o) {
+        } else if constexpr (Bits == 4) {
+          for (int o = 0; o < 2; ++o) {
             const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + o * 256));
             isum = dot4_small(isum, _mm256_and_si256(raw, low_nibbles), broadcast4(qb + 8 * o));
             isum = dot4_small(isum, _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_nibbles), broadcast4(qb + 8 * o + 4));
           }
+        } else {  // 6-bit codes (<= 63): a nibble joined by its quad's two top bits (weight.h)
+          const __m256i top = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 512));
+          for (int o = 0; o < 2; ++o) {
+            const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + o * 256));
+            const __m256i lo_top = o == 0 ? _mm256_slli_epi16(top, 4) : top;
+            const __m256i hi_top = o == 0 ? _mm256_slli_epi16(top, 2) : _mm256_srli_epi16(top, 2);
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, low_nibbles), _mm256_and_si256(lo_top, top_bits));
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), low_nibbles),
+                                               _mm256_and_si256(hi_top, top_bits));
+            isum = dot4_small(isum, lo, broadcast4(qb + 8 * o));
+            isum = dot4_small(isum, hi, broadcast4(qb + 8 * o + 4));
+          }
         }
       }
       isum = _mm256_add_epi32(isum, correction);
-      const __m256 s = load_scales8<S>(w.quant.scales, scale_at + 8 * j);
+      const __m256 s = load_scales8<S>(w.quant.scales, scale_at + 8 * j, scale_factors, factor_at + 8 * j);
       acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(s, d_b), _mm256_cvtepi32_ps(isum), acc[j]);
       if constexpr (Affine)
-        acc[j] = _mm256_fmadd_ps(load_scales8<S>(w.quant.biases, scale_at + 8 * j), _mm256_set1_ps(ds[b]), acc[j]);
+        acc[j] = _mm256_fmadd_ps(load_scales8<S>(w.quant.biases, scale_at + 8 * j, bias_factors, factor_at + 8 * j),
+                                 _mm256_set1_ps(ds[b]), acc[j]);
     }
   }
   alignas(32) float lanes[kPanel];
@@ -105,7 +134,7 @@ void run(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, flo
 
 void matmul_int8_avx2(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out, int64_t ldo) {
   if (w.quant.group % a.block != 0) std::abort();
-  with_int8_weight_kind(w, [&](auto bits, auto affine, auto scale) {
+  with_any_int8_weight_kind(w, [&](auto bits, auto affine, auto scale) {
     run<decltype(bits)::value, decltype(affine)::value, decltype(scale)::value>(a, w, n_begin, n_end, out, ldo);
   });
 }

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/isa/cpu_features.h"
 #include "kernels/cpu/isa/matmul.h"
+#include "kernels/cpu/quant_pack.h"
 #include "kernels/weight_dequant.h"
 
 namespace tachyon::kernels::cpu {
@@ -53,7 +54,7 @@ QuantizeBlocksFn quantize_blocks_kernel() {
 }  // namespace
 
 Int8Rows Int8Activations::prepare(int64_t rows, int64_t cols, int64_t block) {
-  if (block % kInt8Block != 0 || block > kInt8MaxBlock || cols % block != 0) std::abort();
+  if (block % kInt8MinBlock != 0 || block > kInt8MaxBlock || cols % block != 0) std::abort();
   const int64_t blocks = cols / block;
   q_.resize(static_cast<size_t>(rows * cols));
   scale_.resize(static_cast<size_t>(rows * blocks));
@@ -77,9 +78,9 @@ Int8Rows Int8Activations::quantize(const float* x, int64_t rows, int64_t cols, i
 
 int64_t int8_activation_block(const Weight& w) {
   const int64_t group = w.format == WeightFormat::Dense ? w.cols : w.quant.group;
-  for (int64_t block = kInt8MaxBlock; block > kInt8Block; block /= 2)
+  for (int64_t block = kInt8MaxBlock; block > kInt8MinBlock; block /= 2)
     if (group % block == 0) return block;
-  return kInt8Block;
+  return kInt8MinBlock;
 }
 
 bool int8_dot_eligible(const Weight& w) {
@@ -87,7 +88,7 @@ bool int8_dot_eligible(const Weight& w) {
   if (w.format == WeightFormat::Dense) return w.dtype == DType::I8 && w.scales != nullptr;
   if (w.format != WeightFormat::Symmetric && w.format != WeightFormat::Affine) return false;
   const DType s = w.quant.scale_dtype;
-  return (w.quant.bits == 4 || w.quant.bits == 8) && w.quant.group > 0 && w.quant.group % kInt8Block == 0 &&
+  return (w.quant.bits == 4 || w.quant.bits == 8) && w.quant.group > 0 && w.quant.group % kInt8MinBlock == 0 &&
          (s == DType::F32 || s == DType::F16 || s == DType::BF16);
 }
 
@@ -102,7 +103,7 @@ void matmul_int8_portable(const Int8Rows& a, const Weight& w, int64_t n_begin, i
     // The signed code (Symmetric) or the unsigned one (Affine) of every k.
     for (int64_t t = 0; t < k; ++t) {
       const uint32_t c = code_at(w, n, t);
-      codes[t] = !affine ? (w.quant.bits == 8 ? static_cast<int8_t>(c) : static_cast<int32_t>(c ^ 8u) - 8)
+      codes[t] = !affine ? (w.quant.bits >= 6 ? static_cast<int8_t>(c) : static_cast<int32_t>(c ^ 8u) - 8)
                          : static_cast<int32_t>(c);
     }
     for (int64_t m = 0; m < a.rows; ++m) {
@@ -111,11 +112,9 @@ void matmul_int8_portable(const Int8Rows& a, const Weight& w, int64_t n_begin, i
       for (int64_t b = 0; b < blocks; ++b) {
         int32_t isum = 0;
         for (int64_t t = b * bw; t < (b + 1) * bw; ++t) isum += codes[t] * q[t];
-        const int64_t s = scale_index(w, n, b * bw);
-        const float scale = load_scale_value(w.quant.scales, w.quant.scale_dtype, s);
+        const float scale = group_value(w, w.quant.scales, n, b * bw);
         acc = std::fma(scale * a.scale[m * blocks + b], static_cast<float>(isum), acc);
-        if (affine)
-          acc = std::fma(load_scale_value(w.quant.biases, w.quant.scale_dtype, s), a.scaled_sum[m * blocks + b], acc);
+        if (affine) acc = std::fma(group_value(w, w.quant.biases, n, b * bw), a.scaled_sum[m * blocks + b], acc);
       }
       out[m * ldo + n] = acc;
     }
@@ -123,6 +122,20 @@ void matmul_int8_portable(const Int8Rows& a, const Weight& w, int64_t n_begin, i
 }
 
 namespace {
+#if defined(__x86_64__)
+// AMX tiles for standard weights; a compact one (cpu/quant_pack.h) runs them over a standard copy
+// of its panels when there are rows enough to fill one, else the VNNI kernel reads it as it is.
+// 16-column activation blocks (Q6_K's groups) have no tile path: VNNI.
+void matmul_int8_amx_any(const Int8Rows& a, const Weight& w, int64_t n_begin, int64_t n_end, float* out, int64_t ldo) {
+  if (a.block < kInt8Block) return matmul_int8_avx512(a, w, n_begin, n_end, out, ldo);
+  if (!compact_dot_weight(w)) return matmul_int8_amx(a, w, n_begin, n_end, out, ldo);
+  if (a.rows < kAmxTileRows) return matmul_int8_avx512(a, w, n_begin, n_end, out, ldo);
+  thread_local StandardPanels standard;
+  const Weight view = expand_panel64_dot(w, n_begin, n_end, standard);
+  matmul_int8_amx(a, view, 0, view.rows, out + n_begin, ldo);
+}
+#endif
+
 struct Int8Choice {
   MatmulInt8Fn fn;
   const char* name;
@@ -133,7 +146,7 @@ const Int8Choice& int8_choice() {
 #if defined(__x86_64__)
     if (ceiling >= IsaCeiling::Avx512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") && cpu_has_f16c()) {
-      if (ceiling == IsaCeiling::Any && amx_int8_enabled()) return {matmul_int8_amx, "amx-int8"};
+      if (ceiling == IsaCeiling::Any && amx_int8_enabled()) return {matmul_int8_amx_any, "amx-int8"};
       return {matmul_int8_avx512, "avx512-vnni"};
     }
     if (ceiling >= IsaCeiling::Avx2 && __builtin_cpu_supports("avx2") && cpu_has_f16c()) return {matmul_int8_avx2, "avx2"};
