@@ -141,6 +141,7 @@ struct Scratch {
   std::vector<KeyRecords> records;   // other formats: [n] each key's K and V records
   std::vector<float> kdec, vdec;     // quantized formats: [kKeys, d] keys, [kValueTile, d] values decoded
   std::vector<float> acc;            // quantized formats: [group, d] value sums between tiles
+  std::vector<float> kall, vall;     // shared rows over other formats: [n, d] keys, values decoded once
   std::vector<float> rotated;        // turbo: [group, d] the rotated query heads
   std::vector<float> qq;             // [pairs, d8, 16] two heads' query dims [8c, 8c + 8) side by side
   std::vector<float> s;              // [group, stride] scores, then probabilities
@@ -302,10 +303,19 @@ void attend_item_avx512(const AttentionItem& it, Scratch& sc) {
 constexpr size_t kSharedRows = 6;
 std::atomic<int64_t> shared_rows_run{0};
 
-// Whether items a and b can share one pass: the same f32 KV head and block table, the same
-// first key, no tree rows, and the same attention parameters.
+// Keys a shared pass over a cache in another format than f32 decodes up front ([n, d] keys and
+// values, 4 MiB at head_dim 64): longer rows are attended one at a time, decoding in tiles.
+constexpr int64_t kMaxDecodedKeys = 8192;
+
+// Whether items a and b can share one pass: the same KV head and block table, the same first
+// key, no tree rows, and the same attention parameters; a cache in f32 (read in place) or in a
+// format whose keys decode as they are (not turbo, whose queries are rotated), at most
+// kMaxDecodedKeys keys.
 bool can_share(const AttentionItem& a, const AttentionItem& b) {
-  return a.kv == b.kv && a.kv->format == KvFormat::F32 && a.table == b.table && a.kv_head == b.kv_head &&
+  const bool shareable_format =
+      a.kv->format == KvFormat::F32 ||
+      (!kv_format_rotates_keys(a.kv->format) && std::max(a.pos, b.pos) - a.lo < kMaxDecodedKeys);
+  return a.kv == b.kv && shareable_format && a.table == b.table && a.kv_head == b.kv_head &&
          a.group == b.group && a.lo == b.lo && a.scale == b.scale && a.softcap == b.softcap && a.sinks == b.sinks &&
          a.tree_base < 0 && b.tree_base < 0;
 }
@@ -327,10 +337,27 @@ void attend_rows_avx512(const AttentionItem* items, size_t rows, Scratch& sc) {
   const int64_t stride = (n_max + 15) / 16 * 16;
   sc.kp.resize(static_cast<size_t>(stride));
   sc.vp.resize(static_cast<size_t>(stride));
-  for (int64_t j = 0; j < stride; ++j) {
-    const int64_t slot = item_slot(it0, it0.lo + static_cast<int32_t>(std::min(j, n_max - 1)));
-    sc.kp[j] = it0.kv->k_f32() + slot * width + it0.kv_head * d;
-    sc.vp[j] = it0.kv->v_f32() + slot * width + it0.kv_head * d;
+  if (it0.kv->format == KvFormat::F32) {
+    for (int64_t j = 0; j < stride; ++j) {
+      const int64_t slot = item_slot(it0, it0.lo + static_cast<int32_t>(std::min(j, n_max - 1)));
+      sc.kp[j] = it0.kv->k_f32() + slot * width + it0.kv_head * d;
+      sc.vp[j] = it0.kv->v_f32() + slot * width + it0.kv_head * d;
+    }
+  } else {
+    // Every key and value decoded once for all the rows (one at a time, attend_item_avx512
+    // decodes them again per row): the same f32 values, so the passes below give its bits.
+    const KvTensorLayout kl = it0.kv->k_layout(), vl = it0.kv->v_layout();
+    sc.kall.resize(static_cast<size_t>(n_max * d));
+    sc.vall.resize(static_cast<size_t>(n_max * d));
+    for (int64_t j = 0; j < n_max; ++j) {
+      const KeyRecords r = key_records(it0, kl, vl, item_slot(it0, it0.lo + static_cast<int32_t>(j)));
+      decode_kv_avx512(kl.codec, r.k_codes, r.k_params, d, sc.kall.data() + j * d);
+      decode_kv_avx512(vl.codec, r.v_codes, r.v_params, d, sc.vall.data() + j * d);
+    }
+    for (int64_t j = 0; j < stride; ++j) {
+      sc.kp[j] = sc.kall.data() + std::min(j, n_max - 1) * d;
+      sc.vp[j] = sc.vall.data() + std::min(j, n_max - 1) * d;
+    }
   }
   // Query pairs of every row, combo c = row · pairs + pair.
   sc.qq.resize(static_cast<size_t>(combos * std::max<int64_t>(d8, 1) * 16));
