@@ -233,7 +233,7 @@ TEST(KernelsIsa, EveryIsaMatmulIsBitIdentical) {
     Weight packed = w.view;
     packed.data = packed_bytes.data();
     packed.layout = WeightLayout::Panel64;
-    for (int64_t rows : {1, 2, 4, 5, 6, 7, 13}) {
+    for (int64_t rows : {1, 2, 4, 5, 6, 7, 8, 9, 12, 13}) {
       auto x = random_vec(static_cast<size_t>(rows * 45), rng);
       const size_t n = static_cast<size_t>(rows * 129);
       std::vector<float> a(n), b(n), c(n), e(n);
