@@ -41,7 +41,9 @@ class Backend {
   // DraftWeights scope lives, see below). A backend may store it lossily: drafts are verified by
   // the target, so a drafter's precision changes how many drafts are accepted, never the output.
   // The CPU quantizes it to int8 per row (half the bytes of bf16: a CPU drafter's forward streams
-  // its weights from memory, so its cost follows their bytes); the default is upload_weight.
+  // its weights from memory, so its cost follows their bytes) and, where its rows are whole
+  // 32-column blocks, runs it on int8 activations (integer dot products: a block drafter's
+  // forward over 8 rows is compute-bound); the default is upload_weight.
   virtual Weight upload_draft_weight(const Weight& host) { return upload_weight(host); }
   // upload_weight for a matrix that only router_logits reads (a MoE router, [num_experts, hidden]):
   // kept so that op computes in f32 from the stored values (never bf16-rounded or int8). The

@@ -123,10 +123,24 @@ std::pair<size_t, uint64_t> truncate(RankedCandidates& c, const TokenSampling& s
 }  // namespace
 
 int32_t argmax_token(std::span<const float> logits) {
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i)
-    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
-  return best;
+  // The first index whose value equals the largest (NaN never wins; a NaN first logit does, as
+  // in "replace the best on a strictly greater value"): the max in 16 independent lanes, which
+  // vectorises (a verify step takes one argmax per row over the vocabulary: the one-chain loop
+  // cost 26 us per 8192 logits, a tenth of a demo-model decode step), then one search for it.
+  const size_t n = logits.size();
+  if (n == 0 || !(logits[0] == logits[0])) return 0;
+  constexpr size_t kLanes = 16;
+  float lanes[kLanes];
+  for (float& l : lanes) l = logits[0];
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t l = 0; l < kLanes; ++l) lanes[l] = logits[i + l] > lanes[l] ? logits[i + l] : lanes[l];
+  float best = lanes[0];
+  for (const float l : lanes) best = l > best ? l : best;
+  for (; i < n; ++i) best = logits[i] > best ? logits[i] : best;
+  for (size_t j = 0; j < n; ++j)
+    if (logits[j] == best) return static_cast<int32_t>(j);
+  return 0;
 }
 
 std::vector<TokenCandidate> truncated_distribution(std::span<const float> logits, const TokenSampling& s) {

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "base/error.h"
+#include "kernels/token_sampling.h"
 #include "kv/kv_cache.h"
 #include "spec/block_tree.h"
 #include "spec/per_request_kv.h"
@@ -47,10 +48,8 @@ class DFlashDrafter final : public Drafter {
     if (logits.empty()) return drafts;
     const int64_t v = head_->draft_vocabulary();
     const int32_t n = std::min<int32_t>(k, head_->block_size() - 1);
-    for (int32_t j = 0; j < n; ++j) {
-      const float* row = logits.data() + j * v;
-      drafts.push_back(static_cast<int32_t>(std::max_element(row, row + v) - row));
-    }
+    for (int32_t j = 0; j < n; ++j)
+      drafts.push_back(kernels::argmax_token({logits.data() + j * v, static_cast<size_t>(v)}));
     return drafts;
   }
 

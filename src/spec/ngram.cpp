@@ -74,6 +74,11 @@ class NgramDrafter final : public Drafter {
     return ngram_propose_tree(tokens, max_depth, max_nodes, config_);
   }
   bool proposes_trees() const override { return true; }
+  // Auto mode measures its trees against its chains (TreeOrChain): since a tree's verify rows
+  // share their attention passes on the CPU (cpu/isa/attention_avx512.cpp), several earlier
+  // occurrences' continuations in one tree emit more tokens per second of step time on code
+  // (bench/results/drafter-choice-*.md, "ngram-tree").
+  bool trees_by_default() const override { return true; }
 
  private:
   NgramConfig config_;

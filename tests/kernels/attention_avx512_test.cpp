@@ -8,6 +8,7 @@
 #include <random>
 
 #include "kernels/cpu/isa/matmul.h"
+#include "kernels/kv_quant.h"
 #include "test_data.h"
 
 namespace tachyon::kernels {
@@ -123,6 +124,74 @@ TEST(AttentionAvx512, PromptRowsInSharedPassesAreBitIdentical) {
           << "d " << d << " group " << g << " row at " << positions[r];
   }
   EXPECT_GT(cpu::attention_shared_rows_run(), shared_before);
+#endif
+}
+
+// The rows of a verify step over a bf16 (the CPU's default), fp8 or int8 cache share their passes
+// too (every key and value decoded once for all of them), and so do a draft tree's rows: bit for
+// bit the portable kernel's one row at a time, which decodes them per row.
+TEST(AttentionAvx512, VerifyRowsOverQuantizedCachesShareTheirPasses) {
+  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+#if defined(__x86_64__)
+  std::mt19937 rng(13);
+  const int64_t kv_heads = 2, bs = 16, blocks = 8, d = 64, g = 3;
+  std::vector<int32_t> table = {3, 0, 6, 1, 7, 2, 5, 4};
+  for (const KvFormat format : {KvFormat::F32, KvFormat::BF16, KvFormat::FP8, KvFormat::Int8}) {
+    PagedKv kv{nullptr, nullptr, static_cast<int32_t>(bs), kv_heads, d, format};
+    const KvTensorLayout kl = kv.k_layout(), vl = kv.v_layout();
+    std::vector<uint8_t> kc(static_cast<size_t>(blocks * kl.block_bytes)), vc(static_cast<size_t>(blocks * vl.block_bytes));
+    for (int64_t slot = 0; slot < blocks * bs; ++slot)
+      for (int64_t h = 0; h < kv_heads; ++h) {
+        const auto kx = random_vec(static_cast<size_t>(d), rng), vx = random_vec(static_cast<size_t>(d), rng);
+        kv_quantize(kl.codec, kx.data(), d, kc.data() + kl.code_offset(slot, h), kc.data() + kl.param_offset(slot, h));
+        kv_quantize(vl.codec, vx.data(), d, vc.data() + vl.code_offset(slot, h), vc.data() + vl.param_offset(slot, h));
+      }
+    kv.k = kc.data();
+    kv.v = vc.data();
+    // A verify step of 7 rows after 100 committed tokens, then a prompt's rows from the start.
+    for (const int32_t first : {100, 0}) {
+      const size_t rows = 7;
+      const auto q = random_vec(rows * static_cast<size_t>(g * d), rng, 0.5f);
+      std::vector<float> a(q.size()), b(q.size());
+      std::vector<cpu::AttentionItem> items;
+      for (size_t r = 0; r < rows; ++r)
+        items.push_back(cpu::AttentionItem{q.data() + r * g * d, &kv, table.data(), 1, g, 0,
+                                           first + static_cast<int32_t>(r), 0.125f, 0.f, nullptr, a.data() + r * g * d});
+      const int64_t shared_before = cpu::attention_shared_rows_run();
+      cpu::attend_items_avx512(items.data(), items.size());
+      EXPECT_GT(cpu::attention_shared_rows_run(), shared_before) << "format " << static_cast<int>(format);
+      for (auto& it : items) it.out = b.data() + (it.out - a.data());
+      for (const auto& it : items) cpu::attend_items_portable(&it, 1);
+      ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+          << "format " << static_cast<int>(format) << " rows from " << first;
+    }
+    // A draft tree's 7 rows (kernels/ops.h kMaxTreeDepth): they share the keys before the tree's
+    // base and read their own paths past it; bases on and off an 8-key block, and at the first key.
+    const std::vector<std::vector<int32_t>> paths = {{0}, {0, 1}, {0, 2}, {0, 1, 3}, {0, 1, 4}, {0, 1, 3, 5}, {0, 2, 6}};
+    std::vector<int32_t> path_table(paths.size() * kMaxTreeDepth, 0);
+    for (size_t r = 0; r < paths.size(); ++r) std::copy(paths[r].begin(), paths[r].end(), path_table.begin() + r * kMaxTreeDepth);
+    for (const int32_t base : {101, 96, 0}) {
+      const size_t rows = paths.size();
+      const auto q = random_vec(rows * static_cast<size_t>(g * d), rng, 0.5f);
+      std::vector<float> a(q.size()), b(q.size());
+      std::vector<cpu::AttentionItem> items;
+      for (size_t r = 0; r < rows; ++r) {
+        cpu::AttentionItem it{q.data() + r * g * d, &kv, table.data(), 0, g, 0,
+                              base + static_cast<int32_t>(paths[r].size()) - 1, 0.125f, 0.f, nullptr,
+                              a.data() + r * g * d};
+        it.tree_base = base;
+        it.tree_path = path_table.data() + r * kMaxTreeDepth;
+        items.push_back(it);
+      }
+      const int64_t shared_before = cpu::attention_shared_rows_run();
+      cpu::attend_items_avx512(items.data(), items.size());
+      EXPECT_GT(cpu::attention_shared_rows_run(), shared_before) << "format " << static_cast<int>(format);
+      for (auto& it : items) it.out = b.data() + (it.out - a.data());
+      for (const auto& it : items) cpu::attend_items_portable(&it, 1);
+      ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+          << "format " << static_cast<int>(format) << " tree at " << base;
+    }
+  }
 #endif
 }
 

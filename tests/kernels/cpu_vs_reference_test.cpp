@@ -102,6 +102,28 @@ TEST_P(Kernels, DraftWeightsAreInt8PerRowWithinTheQuantisationError) {
   }
 }
 
+// A drafter's matrix whose rows are whole 32-column blocks (every real drafter's) runs on int8
+// activations (cpu/isa/matmul_int8.h: VNNI or AMX integer dot products, a quarter of the f32
+// FMAs' instructions): within the two quantisations' error of the exact product, and every row's
+// bits independent of the batch.
+TEST_P(Kernels, DraftWeightsOfWholeBlocksRunOnInt8Activations) {
+  const int64_t n = 131, k = 256;
+  auto w = random_weight(GetParam(), n, k, rng);
+  const Weight draft = cpu->upload_draft_weight(w.view);
+  ASSERT_EQ(draft.layout, WeightLayout::Panel64Dot);
+  const int64_t rows = 9;
+  auto x = random_vec(static_cast<size_t>(rows * k), rng);
+  std::vector<float> exact(static_cast<size_t>(rows * n)), lossy(exact.size());
+  ref->matmul(x.data(), rows, w.view, nullptr, exact.data());
+  cpu->matmul(x.data(), rows, draft, nullptr, lossy.data());
+  EXPECT_LT(max_rel(lossy, exact), 3e-2);
+  for (int64_t r : {0, 5, 8}) {
+    std::vector<float> alone(static_cast<size_t>(n));
+    cpu->matmul(x.data() + r * k, 1, draft, nullptr, alone.data());
+    EXPECT_EQ(0, std::memcmp(alone.data(), lossy.data() + r * n, n * sizeof(float))) << "row " << r;
+  }
+}
+
 // Backend::top_two on the CPU (cpu/top_two_row.h): the definition's ids, its probabilities within
 // 1e-5 (a float sum instead of a double one), the same bits on every ISA path.
 TEST(KernelsIsa, TopTwoMatchesTheDefinitionOnEveryIsa) {
@@ -211,7 +233,7 @@ TEST(KernelsIsa, EveryIsaMatmulIsBitIdentical) {
     Weight packed = w.view;
     packed.data = packed_bytes.data();
     packed.layout = WeightLayout::Panel64;
-    for (int64_t rows : {1, 2, 4, 5, 6, 7, 13}) {
+    for (int64_t rows : {1, 2, 4, 5, 6, 7, 8, 9, 12, 13}) {
       auto x = random_vec(static_cast<size_t>(rows * 45), rng);
       const size_t n = static_cast<size_t>(rows * 129);
       std::vector<float> a(n), b(n), c(n), e(n);

@@ -42,6 +42,32 @@ TEST(TokenSampling, DrawsTheCandidateWhoseCumulativeProbabilityPassesU) {
   EXPECT_EQ(sample_token(logits, at(0.99, 0.f)), 2);  // temperature 0: the argmax
 }
 
+// argmax_token is "replace the best on a strictly greater logit" over the row: the lowest id
+// among equal maxima (-0 equals +0), NaN skipped unless it is the first logit, rows shorter and
+// longer than its 16 lanes, the maximum in the lanes' part and in the tail.
+TEST(TokenSampling, ArgmaxIsTheFirstLargestLogit) {
+  auto definition = [](std::span<const float> x) {
+    int32_t best = 0;
+    for (size_t i = 1; i < x.size(); ++i)
+      if (x[i] > x[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+    return best;
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> small(-3, 3);
+  for (const size_t n : {1, 5, 16, 17, 33, 8192, 8191}) {
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<float> x(n);
+      for (float& v : x) v = static_cast<float>(small(rng));  // many ties
+      if (trial % 4 == 1) x[rng() % n] = nan;
+      if (trial % 4 == 2) x[0] = nan;
+      if (trial % 4 == 3) x[rng() % n] = -0.f, x[rng() % n] = 3.f;
+      if (trial == 5) std::fill(x.begin(), x.end(), -inf);
+      EXPECT_EQ(argmax_token(x), definition(x)) << "n " << n << " trial " << trial;
+    }
+  }
+}
+
 TEST(TokenSampling, TruncationKeepsTheRightPrefix) {
   const auto logits = four_way();
   TokenSampling s = at(0.99);

@@ -49,6 +49,27 @@ TEST(BlockTree, TopKLogProbsAreTheLargestLogSoftmaxValues) {
   EXPECT_NEAR(t.log_probs[2], 2.0 - std::log(z), 1e-5);
 }
 
+// Over a whole vocabulary with ties: the ids a full sort ranks first (larger logit, then lower
+// id), their log-softmax values within 1e-5 of the double-precision definition.
+TEST(BlockTree, TopKLogProbsOverAVocabularyMatchTheDefinition) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> level(-400, 40);
+  for (const int32_t k : {1, 4, 9}) {
+    std::vector<float> logits(8192 + 5);
+    for (float& x : logits) x = 0.05f * static_cast<float>(level(rng));  // many equal values
+    std::vector<int32_t> ids(logits.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+    std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+    double z = 0;
+    for (float x : logits) z += std::exp(static_cast<double>(x) - logits[static_cast<size_t>(ids[0])]);
+    const double log_z = logits[static_cast<size_t>(ids[0])] + std::log(z);
+    const PositionTopK t = top_k_log_probs(logits, k);
+    ASSERT_EQ(t.tokens, std::vector<int32_t>(ids.begin(), ids.begin() + k));
+    for (int32_t i = 0; i < k; ++i)
+      EXPECT_NEAR(t.log_probs[static_cast<size_t>(i)], logits[static_cast<size_t>(ids[static_cast<size_t>(i)])] - log_z, 1e-5);
+  }
+}
+
 TEST(BlockTree, HoldsExactlyTheBestScoringPrefixesParentsFirst) {
   std::mt19937 rng(3);
   for (int trial = 0; trial < 20; ++trial) {

@@ -156,6 +156,9 @@ struct Scratch {
   std::vector<KeyRecords> records;   // other formats: [n] each key's K and V records
   std::vector<float> kdec, vdec;     // quantized formats: [kKeys, d] keys, [kValueTile, d] values decoded
   std::vector<float> acc;            // quantized formats: [group, d] value sums between tiles
+  std::vector<float> kall, vall;     // shared rows over other formats: [n, d] keys, values decoded once
+  std::vector<const float*> row_kp, row_vp;  // shared tree rows: [rows, span] each row's own keys, values
+  std::vector<float> row_kdec, row_vdec;     // ... decoded (other formats): [rows, span, d]
   std::vector<float> rotated;        // turbo: [group, d] the rotated query heads
   std::vector<float> qq;             // [pairs, d8, 16] two heads' query dims [8c, 8c + 8) side by side
   std::vector<float> s;              // [group, stride] scores, then probabilities
@@ -306,35 +309,96 @@ void attend_item_avx512(const AttentionItem& it, Scratch& sc) {
 constexpr size_t kSharedRows = 16;  // prefill_attention_bench, one thread: 6 rows 0.61, 12 0.54, 16 0.53, 24 0.57 CPU-s
 std::atomic<int64_t> shared_rows_run{0};
 
-// Whether items a and b can share one pass: the same f32 KV head and block table, the same
-// first key, no tree rows, and the same attention parameters.
+// Keys a shared pass over a cache in another format than f32 decodes up front ([n, d] keys and
+// values, 4 MiB at head_dim 64): longer rows are attended one at a time, decoding in tiles.
+constexpr int64_t kMaxDecodedKeys = 8192;
+
+// Whether items a and b can share one pass: the same KV head and block table, the same first
+// key, the same tree (or none), and the same attention parameters; a cache in f32 (read in
+// place) or in a format whose keys decode as they are (not turbo, whose queries are rotated), at
+// most kMaxDecodedKeys keys.
 bool can_share(const AttentionItem& a, const AttentionItem& b) {
-  return a.kv == b.kv && a.kv->format == KvFormat::F32 && a.table == b.table && a.kv_head == b.kv_head &&
+  const bool shareable_format =
+      a.kv->format == KvFormat::F32 ||
+      (!kv_format_rotates_keys(a.kv->format) && std::max(a.pos, b.pos) - a.lo < kMaxDecodedKeys);
+  return a.kv == b.kv && shareable_format && a.table == b.table && a.kv_head == b.kv_head &&
          a.group == b.group && a.lo == b.lo && a.scale == b.scale && a.softcap == b.softcap && a.sinks == b.sinks &&
-         a.tree_base < 0 && b.tree_base < 0;
+         a.tree_base == b.tree_base;
 }
 
-// Several rows of one sequence and KV head (prompt rows), each key and value vector read once for
-// all of them. Per row, every score, exp, denominator and value sum is the operation sequence of
+// Where row `it`'s keys j in [first, end) sit (key j: position lo + min(j, last)), as pointers
+// from kp / vp on: read in place (f32), or decoded into kbuf / vbuf ([end - first, d]).
+void row_key_pointers(const AttentionItem& it, int64_t first, int64_t end, int64_t last, const float** kp,
+                      const float** vp, float* kbuf, float* vbuf) {
+  const int64_t d = it.kv->head_dim, width = it.kv->num_kv_heads * d;
+  const KvTensorLayout kl = it.kv->k_layout(), vl = it.kv->v_layout();
+  for (int64_t j = first; j < end; ++j) {
+    const int64_t slot = item_slot(it, it.lo + static_cast<int32_t>(std::min(j, last)));
+    const int64_t i = j - first;
+    if (it.kv->format == KvFormat::F32) {
+      kp[i] = it.kv->k_f32() + slot * width + it.kv_head * d;
+      vp[i] = it.kv->v_f32() + slot * width + it.kv_head * d;
+    } else if (j > last && i > 0) {  // past the row's last key: repeat it
+      kp[i] = kp[i - 1];
+      vp[i] = vp[i - 1];
+    } else {
+      const KeyRecords r = key_records(it, kl, vl, slot);
+      decode_kv_avx512(kl.codec, r.k_codes, r.k_params, d, kbuf + i * d);
+      decode_kv_avx512(vl.codec, r.v_codes, r.v_params, d, vbuf + i * d);
+      kp[i] = kbuf + i * d;
+      vp[i] = vbuf + i * d;
+    }
+  }
+}
+
+// Several rows of one sequence and KV head (prompt rows, verify rows, a draft tree's rows), each
+// key and value vector read (and, in another format than f32, decoded) once for all of them. Per
+// row, every score, exp, denominator and value sum is the operation sequence of
 // attend_item_avx512 (each lane's chain is its own; a key past a row's last is computed in
 // lanes the row never reads, and the value sums run over the rows' common keys, then each row's
 // own last keys continue them: the same chain), so the bits are those of one row at a time.
+// Tree rows share the keys before their tree's base; the keys from there on (each row's own
+// path) are scored and summed per row.
 void attend_rows_avx512(const AttentionItem* items, size_t rows, Scratch& sc) {
   const AttentionItem& it0 = items[0];
-  const int64_t d = it0.kv->head_dim, width = it0.kv->num_kv_heads * d, g = it0.group, d8 = d / 8;
+  const int64_t d = it0.kv->head_dim, g = it0.group, d8 = d / 8;
   const int64_t pairs = (g + 1) / 2, combos = static_cast<int64_t>(rows) * pairs;
   int64_t n_max = 0, n_min = INT64_MAX;
   for (size_t r = 0; r < rows; ++r) {
     n_max = std::max<int64_t>(n_max, items[r].pos - items[r].lo + 1);
     n_min = std::min<int64_t>(n_min, items[r].pos - items[r].lo + 1);
   }
+  // Keys [0, shared_end) are scored in shared passes (every row reads them at the same slots);
+  // a tree's rows score the keys from the last 8-key block boundary before its base on per row.
+  const bool tree = it0.tree_base >= 0;
+  const int64_t n_common = tree ? std::clamp<int64_t>(it0.tree_base - it0.lo, 0, n_min) : n_min;
+  const int64_t shared_end = tree ? n_common / kKeys * kKeys : n_max;
+  const int64_t row_first = std::min(shared_end, n_common);  // per-row pointers from here (trees)
   const int64_t stride = (n_max + 15) / 16 * 16;
+  const int64_t shared_keys = tree ? n_common : n_max;
   sc.kp.resize(static_cast<size_t>(stride));
   sc.vp.resize(static_cast<size_t>(stride));
-  for (int64_t j = 0; j < stride; ++j) {
-    const int64_t slot = item_slot(it0, it0.lo + static_cast<int32_t>(std::min(j, n_max - 1)));
-    sc.kp[j] = it0.kv->k_f32() + slot * width + it0.kv_head * d;
-    sc.vp[j] = it0.kv->v_f32() + slot * width + it0.kv_head * d;
+  if (shared_keys > 0) {
+    if (it0.kv->format != KvFormat::F32) {
+      sc.kall.resize(static_cast<size_t>(shared_keys * d));
+      sc.vall.resize(static_cast<size_t>(shared_keys * d));
+    }
+    row_key_pointers(it0, 0, stride, shared_keys - 1, sc.kp.data(), sc.vp.data(), sc.kall.data(), sc.vall.data());
+  }
+  // Tree rows: each row's own pointers for its keys [row_first, its end rounded up to 8 keys).
+  const int64_t row_span = stride - row_first;
+  if (tree) {
+    sc.row_kp.resize(static_cast<size_t>(static_cast<int64_t>(rows) * row_span));
+    sc.row_vp.resize(sc.row_kp.size());
+    if (it0.kv->format != KvFormat::F32) {
+      sc.row_kdec.resize(static_cast<size_t>(static_cast<int64_t>(rows) * row_span * d));
+      sc.row_vdec.resize(sc.row_kdec.size());
+    }
+    for (size_t r = 0; r < rows; ++r) {
+      const int64_t n = items[r].pos - items[r].lo + 1, o = static_cast<int64_t>(r) * row_span;
+      row_key_pointers(items[r], row_first, stride, n - 1, sc.row_kp.data() + o, sc.row_vp.data() + o,
+                       sc.row_kdec.data() + o * d, sc.row_vdec.data() + o * d);
+    }
   }
   // Query pairs of every row, combo c = row · pairs + pair.
   sc.qq.resize(static_cast<size_t>(combos * std::max<int64_t>(d8, 1) * 16));
@@ -352,36 +416,44 @@ void attend_rows_avx512(const AttentionItem* items, size_t rows, Scratch& sc) {
   sc.s.resize(static_cast<size_t>(static_cast<int64_t>(rows) * g * stride));
   float* s = sc.s.data();
   const __m512 scale = _mm512_set1_ps(it0.scale);
-  for (int64_t j0 = 0; j0 < n_max; j0 += kKeys) {
-    const float* const* kp = sc.kp.data() + j0;
-    for (int64_t c0 = 0; c0 < combos; c0 += 3) {
-      const int np = static_cast<int>(std::min<int64_t>(3, combos - c0));
-      __m512 r[3];
-      const float* qq = sc.qq.data() + 16 * c0 * d8;
-      if (np == 3) score_block<3>(qq, d8, kp, r);
-      else if (np == 2) score_block<2>(qq, d8, kp, r);
-      else score_block<1>(qq, d8, kp, r);
-      for (int p = 0; p < np; ++p) {
-        const int64_t row = (c0 + p) / pairs, pair = (c0 + p) % pairs, ha = 2 * pair, hb = ha + 1;
-        const float* q0 = items[row].q;
-        if (d % 8 != 0) {  // the canonical tail, as attend_item_avx512
-          alignas(64) float lanes[16];
-          _mm512_store_ps(lanes, r[p]);
-          for (int m = 0; m < 16; ++m) {
-            const float* q = q0 + (m < 8 ? ha : std::min(hb, g - 1)) * d;
-            const float* k = kp[m % 8];
-            for (int64_t t = 8 * d8; t < d; ++t) lanes[m] = std::fma(q[t], k[t], lanes[m]);
-          }
-          r[p] = _mm512_load_ps(lanes);
+  // Scores of np combos from c0 on against the 8 keys kp (from key j0), stored per row and head.
+  auto score_combos = [&](int64_t c0, int np, const float* const* kp, int64_t j0) {
+    __m512 r[3];
+    const float* qq = sc.qq.data() + 16 * c0 * d8;
+    if (np == 3) score_block<3>(qq, d8, kp, r);
+    else if (np == 2) score_block<2>(qq, d8, kp, r);
+    else score_block<1>(qq, d8, kp, r);
+    for (int p = 0; p < np; ++p) {
+      const int64_t row = (c0 + p) / pairs, pair = (c0 + p) % pairs, ha = 2 * pair, hb = ha + 1;
+      const float* q0 = items[row].q;
+      if (d % 8 != 0) {  // the canonical tail, as attend_item_avx512
+        alignas(64) float lanes[16];
+        _mm512_store_ps(lanes, r[p]);
+        for (int m = 0; m < 16; ++m) {
+          const float* q = q0 + (m < 8 ? ha : std::min(hb, g - 1)) * d;
+          const float* k = kp[m % 8];
+          for (int64_t t = 8 * d8; t < d; ++t) lanes[m] = std::fma(q[t], k[t], lanes[m]);
         }
-        r[p] = _mm512_mul_ps(r[p], scale);
-        float* srow = s + row * g * stride;
-        _mm256_storeu_ps(srow + ha * stride + j0, _mm512_castps512_ps256(r[p]));
-        if (hb < g)
-          _mm256_storeu_ps(srow + hb * stride + j0, _mm512_castps512_ps256(_mm512_shuffle_f32x4(r[p], r[p], _MM_SHUFFLE(3, 2, 3, 2))));
+        r[p] = _mm512_load_ps(lanes);
       }
+      r[p] = _mm512_mul_ps(r[p], scale);
+      float* srow = s + row * g * stride;
+      _mm256_storeu_ps(srow + ha * stride + j0, _mm512_castps512_ps256(r[p]));
+      if (hb < g)
+        _mm256_storeu_ps(srow + hb * stride + j0, _mm512_castps512_ps256(_mm512_shuffle_f32x4(r[p], r[p], _MM_SHUFFLE(3, 2, 3, 2))));
     }
-  }
+  };
+  for (int64_t j0 = 0; j0 < shared_end; j0 += kKeys)
+    for (int64_t c0 = 0; c0 < combos; c0 += 3)
+      score_combos(c0, static_cast<int>(std::min<int64_t>(3, combos - c0)), sc.kp.data() + j0, j0);
+  if (tree)
+    for (size_t r = 0; r < rows; ++r) {
+      const int64_t n = items[r].pos - items[r].lo + 1, c_first = static_cast<int64_t>(r) * pairs;
+      const float* const* kp = sc.row_kp.data() + static_cast<int64_t>(r) * row_span - row_first;
+      for (int64_t j0 = shared_end; j0 < n; j0 += kKeys)
+        for (int64_t c0 = c_first; c0 < c_first + pairs; c0 += 3)
+          score_combos(c0, static_cast<int>(std::min<int64_t>(3, c_first + pairs - c0)), kp + j0, j0);
+    }
   // Softmax per row over its own keys, as attend_item_avx512.
   const int64_t heads = static_cast<int64_t>(rows) * g;
   sc.mx.resize(static_cast<size_t>(heads));
@@ -433,8 +505,8 @@ void attend_rows_avx512(const AttentionItem* items, size_t rows, Scratch& sc) {
   // A tile of kValueTile keys at a time (its values stay in L1 for every pass), six (row, head)
   // sums per pass (24 accumulators), then four at a time; the sums continue from sc.acc between
   // tiles (the same chains).
-  for (int64_t t0 = 0; t0 < n_min; t0 += kValueTile) {
-    const int64_t nt = std::min<int64_t>(kValueTile, n_min - t0);
+  for (int64_t t0 = 0; t0 < n_common; t0 += kValueTile) {
+    const int64_t nt = std::min<int64_t>(kValueTile, n_common - t0);
     const float* acc_in = t0 > 0 ? sc.acc.data() : nullptr;
     const float* const* vt = sc.vp.data() + t0;
     int64_t h0 = 0;
@@ -452,11 +524,14 @@ void attend_rows_avx512(const AttentionItem* items, size_t rows, Scratch& sc) {
   for (size_t r = 0; r < rows; ++r) {
     const AttentionItem& it = items[r];
     const int64_t n = it.pos - it.lo + 1, row_head = static_cast<int64_t>(r) * g;
+    const float* const* vp = tree ? sc.row_vp.data() + static_cast<int64_t>(r) * row_span + (n_common - row_first)
+                                  : sc.vp.data() + n_common;
     for (int64_t h0 = 0; h0 < g; h0 += 4) {
       const int hb = static_cast<int>(std::min<int64_t>(4, g - h0));
       for (int64_t c0 = 0; c0 < d; c0 += 64)
-        accumulate_heads(hb, s + (row_head + h0) * stride + n_min, stride, sc.vp.data() + n_min, n - n_min, c0, d,
-                         sc.inv.data() + row_head + h0, it.out + h0 * d, sc.acc.data() + (row_head + h0) * d);
+        accumulate_heads(hb, s + (row_head + h0) * stride + n_common, stride, vp, n - n_common, c0, d,
+                         sc.inv.data() + row_head + h0, it.out + h0 * d,
+                         n_common > 0 ? sc.acc.data() + (row_head + h0) * d : nullptr);
     }
   }
   shared_rows_run.fetch_add(static_cast<int64_t>(rows), std::memory_order_relaxed);

@@ -1,7 +1,7 @@
 // AVX-512 matmul over Panel64 weights. Compiled with -mavx512f -mavx512bw -mavx512vl -mf16c -mfma;
 // only called when the CPU has AVX-512F/BW (isa_kernels()). 32 vector registers hold a whole
-// panel row (64 outputs = 4 vectors) for up to 6 rows of x at once, so a verify step of up to
-// 5 drafts, or any prefill, reads each weight once per 6 rows: decode is bandwidth-bound and
+// panel row (64 outputs = 4 vectors) for up to 6 rows of x at once (7 for a 7-row matmul), so a
+// verify step of up to 6 drafts, or any prefill, reads each weight once per 6 rows: decode is bandwidth-bound and
 // speculation's extra rows ride on the same weight stream. Lane j of an accumulator is output
 // n's sequential fma chain over k (cpu/dot.h): any tile, thread split or batch size gives the
 // same bits as every other ISA path.
@@ -55,7 +55,7 @@ inline void load64(const void* base, int64_t index, __m512 v[4]) {
 template <DType WT, int MR>
 void tile(const float* x, int64_t k, const void* w, int64_t panel, float* out, int64_t ldo, int valid) {
   __m512 acc[MR][4];
-#pragma GCC unroll 6
+#pragma GCC unroll 7
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
@@ -67,7 +67,7 @@ void tile(const float* x, int64_t k, const void* w, int64_t panel, float* out, i
     for (int64_t line = 0; line < kPanel * esize; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
     __m512 wv[4];
     load64<WT>(w, base, wv);
-#pragma GCC unroll 6
+#pragma GCC unroll 7
     for (int i = 0; i < MR; ++i) {
       const __m512 xb = _mm512_set1_ps(x[i * k + t]);
 #pragma GCC unroll 4
@@ -92,6 +92,15 @@ void matmul_panels(const float* x, int64_t rows, const Weight& w, int64_t n_begi
   for (int64_t n0 = n_begin; n0 < n_end; n0 += kPanel) {
     const int64_t panel = (n0 / kPanel) * k * kPanel;
     const int valid = static_cast<int>(std::min<int64_t>(kPanel, n_end - n0));
+    // 7 rows (a verify step of 6 drafts, a 7-node draft tree, a DFlash block's logits): one tile
+    // of 28 accumulators (the compiler takes the rows' broadcasts from memory). 6 rows and a
+    // second pass for the 7th converted every weight again: that row cost four rows inside a tile.
+    // (Half-panel tiles for 8 to 12 rows measured slower than 6 + the rest: a forward streams its
+    // weights from memory, and two passes over every other cache line defeat the prefetchers.)
+    if (rows == kMaxRows + 1) {
+      tile<WT, kMaxRows + 1>(x, k, w.data, panel, out + n0, ldo, valid);
+      continue;
+    }
     for (int64_t m = 0; m < rows; m += kMaxRows) {
       const int mr = static_cast<int>(std::min<int64_t>(kMaxRows, rows - m));
       tiles[mr](x + m * k, k, w.data, panel, out + m * ldo + n0, ldo, valid);
