@@ -117,7 +117,8 @@ int main(int argc, char** argv) {
     for (const auto& shape : shapes) {
       const Host h = make_host(f, shape[0], shape[1], rng);
       const Packed f32w = pack(h.w, cpu::quant_panel64_bytes, cpu::pack_quant_panel64);
-      const Packed dotw = pack(h.w, cpu::quant_panel64_dot_bytes, cpu::pack_quant_panel64_dot);
+      const Packed dotw = pack(h.w, cpu::quant_panel64_dot_bytes,
+                                 static_cast<Weight (*)(const Weight&, void*, void*, void*)>(cpu::pack_quant_panel64_dot));
       for (int64_t rows : {1, 4, 512}) {
         std::vector<float> x(static_cast<size_t>(rows * shape[1]));
         std::normal_distribution<float> normal(0.f, 1.f);
