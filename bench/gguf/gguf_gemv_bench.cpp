@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
         const Host h = make_host(type.kind, 256, s.cols, rng);
         const cpu::PanelDotPlan plan = cpu::plan_panel64_dot(h.w);
         std::vector<uint8_t> c(plan.bytes.codes), sc(plan.bytes.scales), bi(plan.bytes.biases);
-        const Weight dot = cpu::pack_quant_panel64_dot(plan, h.w, c.data(), sc.data(), bi.empty() ? nullptr : bi.data());
+        const Weight dot = cpu::pack_planned_panel64_dot(plan, h.w, c.data(), sc.data(), bi.empty() ? nullptr : bi.data());
         const cpu::QuantPanelBytes pb = cpu::quant_panel64_bytes(h.w);
         std::vector<uint8_t> c2(pb.codes), sc2(pb.scales), bi2(pb.biases);
         const Weight panel = cpu::pack_quant_panel64(h.w, c2.data(), sc2.data(), bi2.empty() ? nullptr : bi2.data());

@@ -111,7 +111,7 @@ Weight CpuBackend::upload_int8_dot(const Weight& host) {
       owned_.push_back(buffers[i]);
     }
   ++int8_dot_weights_;
-  return cpu::pack_quant_panel64_dot(plan, host, buffers[0], buffers[1], buffers[2]);
+  return cpu::pack_planned_panel64_dot(plan, host, buffers[0], buffers[1], buffers[2]);
 }
 
 Weight CpuBackend::upload_draft_weight(const Weight& host) {

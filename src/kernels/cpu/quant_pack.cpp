@@ -220,11 +220,11 @@ PanelDotPlan plan_panel64_dot(const Weight& row_major) {
 QuantPanelBytes quant_panel64_dot_bytes(const Weight& w) { return plan_panel64_dot(w).bytes; }
 
 Weight pack_quant_panel64_dot(const Weight& row_major, void* codes, void* scales, void* biases) {
-  return pack_quant_panel64_dot(plan_panel64_dot(row_major), row_major, codes, scales, biases);
+  return pack_planned_panel64_dot(plan_panel64_dot(row_major), row_major, codes, scales, biases);
 }
 
-Weight pack_quant_panel64_dot(const PanelDotPlan& plan, const Weight& row_major, void* codes, void* scales,
-                              void* biases) {
+Weight pack_planned_panel64_dot(const PanelDotPlan& plan, const Weight& row_major, void* codes, void* scales,
+                               void* biases) {
   const Weight w = as_symmetric(row_major);
   Weight packed = plan.form;
   const QuantPanelBytes& sizes = plan.bytes;

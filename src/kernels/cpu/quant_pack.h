@@ -41,8 +41,8 @@ struct PanelDotPlan {
   std::vector<float> scale_factors, bias_factors;           // [rows, cols / 256]
 };
 PanelDotPlan plan_panel64_dot(const Weight& row_major);
-Weight pack_quant_panel64_dot(const PanelDotPlan& plan, const Weight& row_major, void* codes, void* scales,
-                              void* biases);
+Weight pack_planned_panel64_dot(const PanelDotPlan& plan, const Weight& row_major, void* codes, void* scales,
+                               void* biases);
 
 // A standard Panel64Dot copy (4- or 8-bit codes, scales as stored or F32 for factored ones) of
 // the panels holding outputs [n_begin, n_end) (n_begin a multiple of 64) of a compact weight,
