@@ -482,6 +482,17 @@ int main(int argc, char** argv) {
                      static_cast<unsigned long long>(m.trees), static_cast<unsigned long long>(m.multi_source_trees),
                      members.c_str());
       }
+      const auto last = std::max_element(results.begin(), results.end(), [](const RunResult& a, const RunResult& b) {
+        return a.stats.requests_finished < b.stats.requests_finished;
+      });
+      if (method == "choice")  // what the choice ranked by, for this workload's kind, after its runs
+        for (const engine::DrafterKindFigures& f : last->stats.drafter_figures)
+          if (f.kind == median.spec.kind)
+            std::fprintf(stderr, "%s choice figures: %s on %s: %llu chosen, %llu measured, %.2f tokens/step, "
+                         "cost %.2f plain steps, speed-up %.2f (log spread %.2f)\n", workload.c_str(),
+                         f.drafter.c_str(), f.kind.c_str(), static_cast<unsigned long long>(f.figures.chosen),
+                         static_cast<unsigned long long>(f.figures.measured), f.figures.tokens_per_step,
+                         f.figures.cost_ratio, f.figures.speedup, f.figures.speedups.spread());
       if (const std::string after = graph_counters(*backend); after != graphs_before)
         std::fprintf(stderr, "%s %s: CUDA graphs (cumulative) %s; per run captures+direct:%s\n", workload.c_str(),
                      method.c_str(), after.c_str(), per_run.c_str());

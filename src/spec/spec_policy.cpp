@@ -18,6 +18,7 @@ constexpr int32_t kThroughputEvidenceTokens = 64;
 // Auto-k: the first steps, and every kExploreEvery-th, draft k_max.
 constexpr int32_t kFirstStepsAtKMax = 2, kExploreEvery = 8;
 constexpr int32_t kPromptGateMinTokens = 64;  // the prompt gate judges prompts this long
+constexpr int32_t kPlainProbes = 4, kProbeEvery = 4;  // plain steps the throughput gate measures, and their spacing
 }  // namespace
 
 namespace {
@@ -222,8 +223,11 @@ const char* SpecPolicy::record_verification(SpecState& s, int32_t num_drafted, i
   if (!config_.gates) return nullptr;
   // Throughput gate (sticky): speculation stays only while it emits more tokens per second
   // than plain decoding of the same request, both measured.
-  if (s.usage.num_steps % 4 == 0 && s.plain_tokens < 4) s.probe_plain = 4;
-  if (s.spec_tokens >= kThroughputEvidenceTokens && s.plain_tokens >= 4 && s.spec_seconds > 0 &&
+  // Plain probes, one every kProbeEvery verifications until kPlainProbes are timed: spread over the
+  // request's first steps rather than back to back, so that one burst of the host's load does not
+  // set the request's plain rate (the drafter choice ranks drafters by their steps' cost in these).
+  if (s.usage.num_steps % kProbeEvery == 0 && s.plain_tokens < kPlainProbes) s.probe_plain = 1;
+  if (s.spec_tokens >= kThroughputEvidenceTokens && s.plain_tokens >= kPlainProbes && s.spec_seconds > 0 &&
       s.plain_seconds > 0 && s.spec_tokens / s.spec_seconds < s.plain_tokens / s.plain_seconds) {
     s.off = true;
     s.usage.stopped_by = "throughput_gate";

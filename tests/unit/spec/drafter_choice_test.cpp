@@ -7,6 +7,9 @@
 
 #include <map>
 #include <numeric>
+#include <random>
+#include <cmath>
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -44,16 +47,95 @@ TEST(DrafterChoice, TriesEachEligibleDrafterThenTakesTheFastest) {
       ++best;
     } else {
       EXPECT_STREQ(d.why, "explore");
-      EXPECT_NE(d.drafter, 1) << "exploration goes to the drafter tried longest ago";
+      EXPECT_NE(d.drafter, 1) << "exploration goes to another drafter";
       ++explored;
     }
+    choice.record(RequestKind::CodeNovel, d.drafter, ran_at(speedups[d.drafter]));
   }
-  EXPECT_EQ(explored, 4) << "one request in kExploreEvery";
-  EXPECT_EQ(best, 28);
-  EXPECT_NEAR(choice.figures(RequestKind::CodeNovel, 1).speedup, 1.8, 1e-9);
-  EXPECT_NEAR(choice.figures(RequestKind::CodeNovel, 1).accepted_per_step, 1.5, 1e-9);
-  EXPECT_NEAR(choice.figures(RequestKind::CodeNovel, 1).seconds_per_step, 0.5 / 1.8 / 20, 1e-9);
-  EXPECT_NEAR(choice.figures(RequestKind::CodeNovel, 1).tokens_per_second, 180, 1e-6);
+  // Explorations after 3, 4, 5, 6, 7 requests (decisions 9, 13, 18, 24, 31), then 8 apart.
+  EXPECT_EQ(explored, 5);
+  EXPECT_EQ(best, 27);
+  const DrafterFigures& f = choice.figures(RequestKind::CodeNovel, 1);
+  EXPECT_NEAR(f.speedup, 1.8, 1e-9);
+  EXPECT_NEAR(f.tokens_per_step, 2.5, 1e-9) << "50 tokens in 20 steps";
+  EXPECT_NEAR(f.cost_ratio, 2.5 / 1.8, 1e-9) << "a speculative step's seconds over a plain one's";
+  EXPECT_NEAR(f.accepted_per_step, 1.5, 1e-9);
+  EXPECT_NEAR(f.seconds_per_step, 0.5 / 1.8 / 20, 1e-9);
+  EXPECT_NEAR(f.tokens_per_second, 180, 1e-6);
+}
+
+// A synthetic server on a loaded host: five drafters with code completion's measured tokens per
+// step and step cost ratios (bench/results/drafter-choice-4e3d528.md: speed-ups 1.77, 1.91, 1.32,
+// 1.64, 1.42: the best two 8% apart), each request's 4 plain probes timed with the load's noise
+// (log spread 0.15 of their mean), its 100 speculative steps with little. The best drafter (1, the
+// merged tree) must take most requests once the choice has seen a few: ranking by the last
+// requests' rates let one slow probe put prompt lookup (0) ahead until the next exploration.
+constexpr double kPlainNoise = 0.15;
+class NoisyLanes {
+ public:
+  explicit NoisyLanes(uint32_t seed) : random_(seed) {}
+  RequestMeasurement run(int32_t lane) {
+    static constexpr double kTokensPerStep[] = {3.08, 4.11, 3.35, 3.41, 2.50};
+    static constexpr double kCostRatio[] = {1.74, 2.15, 2.54, 2.08, 1.76};
+    const double plain_step = 1e-3 * std::exp(kPlainNoise * normal());
+    const double spec_step = 1e-3 * kCostRatio[lane] * std::exp(0.05 * normal());
+    const int32_t steps = 100;
+    return {.verify_steps = steps, .accepted = static_cast<int32_t>((kTokensPerStep[lane] - 1) * steps),
+            .spec_steps = steps, .spec_tokens = static_cast<int32_t>(kTokensPerStep[lane] * steps),
+            .spec_seconds = spec_step * steps, .plain_tokens = 4, .plain_seconds = 4 * plain_step};
+  }
+
+ private:
+  // Roughly standard normal, from mt19937's fully specified output (Irwin-Hall of 12 uniforms).
+  double normal() {
+    double sum = 0;
+    for (int i = 0; i < 12; ++i) sum += static_cast<double>(random_()) / 4294967296.0;
+    return sum - 6;
+  }
+  std::mt19937 random_;
+};
+
+TEST(DrafterChoice, TheBestOfCloseDraftersWinsUnderTimingNoise) {
+  static constexpr double kSpeedups[] = {3.08 / 1.74, 4.11 / 2.15, 3.35 / 2.54, 3.41 / 2.08, 2.50 / 1.76};
+  constexpr uint32_t kSeeds = 16;
+  double best_share = 0, of_best = 0;
+  for (uint32_t seed = 1; seed <= kSeeds; ++seed) {
+    DrafterChoice choice(5);
+    NoisyLanes lanes(seed);
+    const std::vector<bool> all(5, true);
+    int best_lane = 0, later = 0;
+    double achieved = 0;
+    for (int i = 0; i < 160; ++i) {
+      const auto d = choice.choose(RequestKind::CodeNovel, all);
+      ASSERT_GE(d.drafter, 0);
+      choice.record(RequestKind::CodeNovel, d.drafter, lanes.run(d.drafter));
+      if (i >= 40) ++later, best_lane += d.drafter == 1, achieved += kSpeedups[d.drafter];
+    }
+    best_share += static_cast<double>(best_lane) / later / kSeeds;
+    of_best += achieved / later / kSpeedups[1] / kSeeds;
+  }
+  // Requests 40-160, mean over 16 seeds: 0.88 of them at 0.980 of the merged tree's speed-up here;
+  // the ranking by the last requests' rates (EMA 0.25, the oldest drafter explored 1 request in
+  // 8) gave it 0.78 of them at 0.967.
+  EXPECT_GE(best_share, 0.85) << "the merged tree's share of requests";
+  EXPECT_GE(of_best, 0.975) << "speed-up achieved over the merged tree's";
+}
+
+TEST(DrafterChoice, ExplorationIsASmallDecayingShare) {
+  DrafterChoice choice(3);
+  const std::vector<bool> all(3, true);
+  const double speedups[] = {1.2, 1.8, 0.7};
+  int early = 0, late = 0, losing = 0;
+  for (int i = 0; i < 200; ++i) {
+    const auto d = choice.choose(RequestKind::ProseNovel, all);
+    if (std::string(d.why) == "explore") (i < 100 ? early : late) += 1;
+    if (i >= 6) losing += d.drafter == 2;
+    choice.record(RequestKind::ProseNovel, d.drafter, ran_at(speedups[d.drafter]));
+  }
+  EXPECT_GT(early, late);
+  EXPECT_LE(late, 100 / static_cast<int>(DrafterChoice::kMaxExploreGap) + 1);
+  EXPECT_GT(late, 0) << "a drafter may get better with the text: it is measured again now and then";
+  EXPECT_LE(losing, 8) << "the drafter slower than plain decoding runs only when explored";
 }
 
 TEST(DrafterChoice, KindsAreMeasuredApartAndIneligibleDraftersSkipped) {
@@ -79,8 +161,17 @@ TEST(DrafterChoice, PlainDecodingWhenEveryDrafterMeasuredSlower) {
     choice.record(RequestKind::TextNovel, d.drafter, ran_at(0.8));
   }
   int plain = 0;
-  for (int i = 0; i < 16; ++i) plain += choice.choose(RequestKind::TextNovel, {true, true}).drafter < 0;
-  EXPECT_EQ(plain, 14) << "all but the exploring requests decode plainly";
+  for (int i = 0; i < 16; ++i) {
+    const auto d = choice.choose(RequestKind::TextNovel, {true, true});
+    if (d.drafter < 0) {
+      EXPECT_STREQ(d.why, "plain_faster");
+      ++plain;
+    } else {
+      EXPECT_STREQ(d.why, "explore");
+      choice.record(RequestKind::TextNovel, d.drafter, ran_at(0.8));
+    }
+  }
+  EXPECT_EQ(plain, 13) << "all but the exploring requests (after 3, 4 and 5 requests) decode plainly";
 }
 
 TEST(DrafterChoice, ShortRequestsDoNotCountAsMeasured) {

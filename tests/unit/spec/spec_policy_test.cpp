@@ -121,5 +121,27 @@ TEST(SpecPolicy, SpeculationSlowerThanPlainStepsIsStoppedByTheThroughputGate) {
   EXPECT_GE(s.spec_tokens, 64);
 }
 
+// The request's plain steps, which the throughput gate and the drafter choice compare its
+// speculative steps with, are spread over its first steps: one every 4 verifications, not four in
+// a row that one burst of the host's load would all slow down.
+TEST(SpecPolicy, PlainProbesAreSpreadOverTheFirstSteps) {
+  FixedDrafter drafter;
+  SpecPolicy policy(&drafter, model_free(), false);
+  SpecState s;
+  policy.admit(s, std::vector<int32_t>(100, 7), true, true, -1, {});
+  std::vector<int> plain_at;  // step numbers of the plain steps
+  for (int step = 0; step < 40; ++step) {
+    if (policy.plan_drafts(s, {.max_k = 4, .num_tokens = 100, .max_new = 1000}).k == 0) {
+      plain_at.push_back(step);
+      policy.time_step(s, true, true, 0.001, /*plain_decode_row=*/true);
+      policy.finish_step(s, 0);
+    } else {
+      ASSERT_EQ(verify_step(policy, s, 4, 3, 0.002), nullptr);
+    }
+  }
+  EXPECT_EQ(s.plain_tokens, 4);
+  EXPECT_EQ(plain_at, (std::vector<int>{4, 9, 14, 19}));
+}
+
 }  // namespace
 }  // namespace tachyon::spec
