@@ -95,7 +95,7 @@ std::string render_metrics(const std::string& model, const engine::EngineStats& 
         {"tachyon_spec_drafter_tokens_per_second", "Tokens per second on speculative steps (EMA over requests).",
          [](const engine::DrafterFigures& f) { return f.tokens_per_second; }},
         {"tachyon_spec_drafter_speedup",
-         "Speculative over plain tokens per second of the same requests (EMA; 0: not measured).",
+         "Speculative over plain speed of the same requests (geometric mean over ~32 requests; 0: not measured).",
          [](const engine::DrafterFigures& f) { return f.speedup; }},
     };
     for (const Series& series : kSeries) {
