@@ -93,6 +93,27 @@ inline __m512 exp16(__m512 x) {
 
 inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1); }
 
+// A score_block pair's 16 lanes (heads ha and hb = ha + 1 over 8 keys) finished as attend_item
+// does: the canonical tail past the last 8-lane step, the scale, then each head's 8 scores into its
+// row of `s` (stride apart) at key j0.
+inline void store_score_pair(__m512 r, const float* q0, const float* const* kp, int64_t ha, int64_t g, int64_t d,
+                             int64_t d8, __m512 scale, float* s, int64_t stride, int64_t j0) {
+  const int64_t hb = ha + 1;
+  if (d % 8 != 0) {
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, r);
+    for (int m = 0; m < 16; ++m) {
+      const float* q = q0 + (m < 8 ? ha : std::min(hb, g - 1)) * d;
+      const float* k = kp[m % 8];
+      for (int64_t t = 8 * d8; t < d; ++t) lanes[m] = std::fma(q[t], k[t], lanes[m]);
+    }
+    r = _mm512_load_ps(lanes);
+  }
+  r = _mm512_mul_ps(r, scale);
+  _mm256_storeu_ps(s + ha * stride + j0, _mm512_castps512_ps256(r));
+  if (hb < g) _mm256_storeu_ps(s + hb * stride + j0, _mm512_castps512_ps256(_mm512_shuffle_f32x4(r, r, _MM_SHUFFLE(3, 2, 3, 2))));
+}
+
 // One head's scores in place: softcap, then exp(s - max) with the max over the scores and the
 // sink (order-free), as attend_item does. Returns the max for the sink's own term.
 inline float shifted_exp_row(float* sh, int64_t n, float softcap, const float* sink) {
@@ -233,22 +254,7 @@ void attend_item_avx512(const AttentionItem& it, Scratch& sc) {
       if (np == 3) score_block<3>(qq, d8, kp, r);
       else if (np == 2) score_block<2>(qq, d8, kp, r);
       else score_block<1>(qq, d8, kp, r);
-      for (int p = 0; p < np; ++p) {
-        const int64_t ha = 2 * (p0 + p), hb = ha + 1;
-        if (d % 8 != 0) {  // the canonical tail: one fma per dimension past the last 8-lane step
-          alignas(64) float lanes[16];
-          _mm512_store_ps(lanes, r[p]);
-          for (int m = 0; m < 16; ++m) {
-            const float* q = q0 + (m < 8 ? ha : std::min(hb, g - 1)) * d;
-            const float* k = kp[m % 8];
-            for (int64_t t = 8 * d8; t < d; ++t) lanes[m] = std::fma(q[t], k[t], lanes[m]);
-          }
-          r[p] = _mm512_load_ps(lanes);
-        }
-        r[p] = _mm512_mul_ps(r[p], scale);
-        _mm256_storeu_ps(s + ha * stride + j0, _mm512_castps512_ps256(r[p]));
-        if (hb < g) _mm256_storeu_ps(s + hb * stride + j0, _mm512_castps512_ps256(_mm512_shuffle_f32x4(r[p], r[p], _MM_SHUFFLE(3, 2, 3, 2))));
-      }
+      for (int p = 0; p < np; ++p) store_score_pair(r[p], q0, kp, 2 * (p0 + p), g, d, d8, scale, s, stride, j0);
     }
   }
 
@@ -424,23 +430,8 @@ void attend_rows_avx512(const AttentionItem* items, size_t rows, Scratch& sc) {
     else if (np == 2) score_block<2>(qq, d8, kp, r);
     else score_block<1>(qq, d8, kp, r);
     for (int p = 0; p < np; ++p) {
-      const int64_t row = (c0 + p) / pairs, pair = (c0 + p) % pairs, ha = 2 * pair, hb = ha + 1;
-      const float* q0 = items[row].q;
-      if (d % 8 != 0) {  // the canonical tail, as attend_item_avx512
-        alignas(64) float lanes[16];
-        _mm512_store_ps(lanes, r[p]);
-        for (int m = 0; m < 16; ++m) {
-          const float* q = q0 + (m < 8 ? ha : std::min(hb, g - 1)) * d;
-          const float* k = kp[m % 8];
-          for (int64_t t = 8 * d8; t < d; ++t) lanes[m] = std::fma(q[t], k[t], lanes[m]);
-        }
-        r[p] = _mm512_load_ps(lanes);
-      }
-      r[p] = _mm512_mul_ps(r[p], scale);
-      float* srow = s + row * g * stride;
-      _mm256_storeu_ps(srow + ha * stride + j0, _mm512_castps512_ps256(r[p]));
-      if (hb < g)
-        _mm256_storeu_ps(srow + hb * stride + j0, _mm512_castps512_ps256(_mm512_shuffle_f32x4(r[p], r[p], _MM_SHUFFLE(3, 2, 3, 2))));
+      const int64_t row = (c0 + p) / pairs, pair = (c0 + p) % pairs;
+      store_score_pair(r[p], items[row].q, kp, 2 * pair, g, d, d8, scale, s + row * g * stride, stride, j0);
     }
   };
   for (int64_t j0 = 0; j0 < shared_end; j0 += kKeys)
