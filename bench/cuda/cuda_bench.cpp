@@ -54,6 +54,8 @@
 #include "model/model.h"
 #include "check_cuda.h"
 #include "clock_spy.h"
+#include "copy_bandwidth.h"
+#include "timeline_csv.h"
 #ifdef TACHYON_BENCH_ENGINE
 #include "engine_decode.h"
 #endif
@@ -102,18 +104,6 @@ double time_events(F&& f, int iters, int reps = 5) {
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   return median(t);
-}
-
-double measure_copy_gbps() {
-  const size_t bytes = size_t{4} << 30;
-  void *src, *dst;
-  CHECK_CUDA(cudaMalloc(&src, bytes));
-  CHECK_CUDA(cudaMalloc(&dst, bytes));
-  CHECK_CUDA(cudaMemset(src, 1, bytes));
-  const double s = time_events([&] { CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice)); }, 5);
-  cudaFree(src);
-  cudaFree(dst);
-  return 2.0 * bytes / s / 1e9;
 }
 
 // bf16 values copied into new device memory (cudaFree it).
@@ -411,20 +401,6 @@ int gemm_clock_blocks(kernels::Backend& backend, const io::ModelConfig& c) {
   CHECK_CUDA(cudaStreamDestroy(cublas_stream));
   return 0;
 }
-
-namespace {
-// The step timeline's records, one CSV row each (times in ns from the first record).
-void write_timeline(const std::vector<kernels::cuda::TimelineRecord>& records, const std::string& path) {
-  uint64_t t0 = UINT64_MAX;
-  for (const auto& r : records) t0 = std::min(t0, r.t_call);
-  std::ofstream f(path);
-  f << "t_call,t_return,sm,block,grid,threads,smem,kind\n";
-  for (const auto& r : records)
-    f << r.t_call - t0 << ',' << r.t_return - t0 << ',' << r.sm << ',' << r.block << ',' << r.grid << ',' << r.threads
-      << ',' << r.smem << ',' << r.kind << '\n';
-  std::printf("timeline: %zu records to %s\n", records.size(), path.c_str());
-}
-}  // namespace
 
 int main(int argc, char** argv) {
   int runs = 3, decode_variant = kernels::cuda::kDecodeAuto;
