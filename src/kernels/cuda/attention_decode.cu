@@ -21,6 +21,10 @@ namespace {
 // L2 loads, ~3.3 of the kernel's 7.3 us at batch 1 on the H200 (docs/perf/cuda.md).
 constexpr int kMaxGroup = 64;
 constexpr int kMaxDecodeCluster = 8;  // the portable cluster size
+// A chunk state of one query head: m, l, two words of padding (each state 16-byte aligned, so
+// that the merge stages them with 16-byte copies), then o.
+constexpr int kStateHeader = 4;
+__host__ __device__ inline int state_words(int D) { return D + kStateHeader; }
 // A decode CTA's scores are computed in runs of kDecodeScoreRun key tiles, one warp per run
 // (decode_chunk): at most kMaxGroup / 16 pair tiles of kChunkTiles / kDecodeScoreRun runs each.
 constexpr int kDecodeScoreRun = 2;
@@ -46,7 +50,7 @@ size_t decode_smem_bytes(int D, int group, bool cluster, bool kv_apart) {
     return static_cast<size_t>(group * qk_stride(D) + decode_score_words(group) + v_stride(D) +
                                kChunkKeys * std::max(qk_stride(D), v_stride(D))) *
            4;
-  const int states = cluster ? group * (D + 2) : 0;  // the chunk state of each query head: m, l, o
+  const int states = cluster ? group * state_words(D) : 0;  // the chunk state of each query head
   return static_cast<size_t>(group * qk_stride(D) + decode_k_words(D, group) + kChunkKeys * v_stride(D) + states) *
          4;
 }
@@ -247,22 +251,15 @@ __device__ __forceinline__ void decode_chunk(const float* __restrict__ q, const 
 #pragma unroll
         for (int k = 0; k < G; ++k)
           if (nt0 + k < nt_end)
-            *reinterpret_cast<float2*>(st + 2 + 8 * (nt0 + k) + 2 * t) = make_float2(o[k][2 * i], o[k][2 * i + 1]);
+            *reinterpret_cast<float2*>(st + kStateHeader + 8 * (nt0 + k) + 2 * t) = make_float2(o[k][2 * i], o[k][2 * i + 1]);
         if (nt0 == 0 && t == 0) st[0] = m[i], st[1] = l[i];
       }
     }
   }
 }
 
-// Where a decode CTA's chunk states are merged from: global memory, written by other CTAs
-// (read through L2), or the shared memory of the cluster's CTAs (the chunk's CTA is the
+// The cluster's chunk states, merged from the shared memory of its CTAs (the chunk's CTA is the
 // cluster's CTA of that rank).
-struct GlobalChunkStates {
-  const float* head;  // chunk 0's state of the merged head
-  int64_t chunk_stride;
-  __device__ const float* state(int c) const { return head + c * chunk_stride; }
-  __device__ static float load(const float* p) { return __ldcg(p); }
-};
 #if !TACHYON_PRE_HOPPER_DEVICE_CODE  // clusters are Hopper's
 struct ClusterChunkStates {
   float* head;  // the merged head's state in this CTA's shared memory
@@ -275,6 +272,8 @@ struct ClusterChunkStates {
 
 // One warp: head h of decode row r merges its chunk states in chunk order (merge_factors),
 // then finishes (finish_factors): the query-tile kernel's arithmetic, so the bits are its.
+// (The cluster's merge: up to kMaxDecodeCluster chunks. merge_global_chunks below merges any
+// number from global memory with the same bits.)
 template <int DPL, typename ChunkStates>
 __device__ __forceinline__ void merge_chunks(const DeviceAttentionMeta& meta, int r, const AttentionShape& s, int h,
                                              int lane, const ChunkStates& states, float* __restrict__ out) {
@@ -297,7 +296,7 @@ __device__ __forceinline__ void merge_chunks(const DeviceAttentionMeta& meta, in
       ms[w] = in ? states.load(st) : 0.f;
       ls[w] = in ? states.load(st + 1) : 0.f;
 #pragma unroll
-      for (int k = 0; k < DPL; ++k) vals[w][k] = in && lane + 32 * k < D ? states.load(st + 2 + lane + 32 * k) : 0.f;
+      for (int k = 0; k < DPL; ++k) vals[w][k] = in && lane + 32 * k < D ? states.load(st + kStateHeader + lane + 32 * k) : 0.f;
     }
 #pragma unroll
     for (int w = 0; w < kWindow; ++w) {
@@ -316,6 +315,87 @@ __device__ __forceinline__ void merge_chunks(const DeviceAttentionMeta& meta, in
     if (lane + 32 * k < D) out[(static_cast<int64_t>(r) * s.num_heads + h) * D + lane + 32 * k] = A[k] * rescale * inv;
 }
 
+// The last CTA of (row, KV head) merges its group's chunk states from global memory (written by
+// the other CTAs, read through L2), kDecodeWarps heads at a time, one warp per head, and writes
+// the heads' outputs. The states stream through the CTA's shared memory (free once its own chunk
+// is done) in stages of up to 32 chunks, two stages in flight (cp.async): loading a few chunks per
+// round trip, the merge of a 32k context waited for ~128 dependent L2 round trips per head.
+// The bits are merge_chunks': the running maximum before and after each chunk is a prefix maximum
+// of the chunks' m (fmaxf is exact, so any grouping gives it), so each chunk's two exp2f get the
+// arguments they get in the sequential merge and are computed lane-parallel (lane j: the stage's
+// chunk j); L's and A's chains then run in chunk order with the same multiply and fmaf.
+template <int DPL>
+__device__ __forceinline__ void merge_global_chunks(const DeviceAttentionMeta& meta, int r, const AttentionShape& s,
+                                                    int head0, int group, const float* __restrict__ states0,
+                                                    int64_t head_stride, float4* smem4, float* __restrict__ out) {
+  const int D = s.head_dim, SW = state_words(D), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int32_t pos = meta.positions[r];
+  const int lo = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
+  const int c_begin = lo / kChunkKeys, c_end = pos / kChunkKeys + 1;
+  unsigned smem_bytes;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(smem_bytes));
+  // Two stages of kDecodeWarps heads' states fit: at least 64 rows of head_dim words (the chunk's V).
+  const int per_stage = min(32, static_cast<int>(smem_bytes / 4) / (2 * kDecodeWarps * SW));
+  const int stages = (c_end - c_begin + per_stage - 1) / per_stage;
+  float* const buffers = reinterpret_cast<float*>(smem4);
+  for (int round = 0; round < group; round += kDecodeWarps) {
+    const int heads = min(kDecodeWarps, group - round);
+    // Chunks [c0, c0 + per_stage) of the round's heads into buffer stage % 2: [head][chunk][SW].
+    const auto issue = [&](int stage) {
+      const int c0 = c_begin + stage * per_stage, units = min(per_stage, c_end - c0) * SW / 4;
+      float* dst = buffers + (stage & 1) * kDecodeWarps * per_stage * SW;
+      for (int u = threadIdx.x; u < heads * units; u += blockDim.x) {
+        const int hh = u / units, at = 4 * (u % units);
+        cp_async16(dst + hh * per_stage * SW + at, states0 + (round + hh) * head_stride + static_cast<int64_t>(c0) * SW + at);
+      }
+      cp_async_commit();
+    };
+    float M = -INFINITY, L = 0.f, A[DPL];
+#pragma unroll
+    for (int k = 0; k < DPL; ++k) A[k] = 0.f;
+    issue(0);
+    if (stages > 1) issue(1);
+    for (int stage = 0; stage < stages; ++stage) {
+      if (stage + 1 < stages) cp_async_wait<1>();
+      else cp_async_wait<0>();
+      __syncthreads();  // every thread's copies of this stage landed
+      if (warp < heads) {
+        const int n = min(per_stage, c_end - (c_begin + stage * per_stage));
+        const float* buf = buffers + ((stage & 1) * kDecodeWarps + warp) * per_stage * SW;
+        const float m = lane < n ? buf[lane * SW] : -INFINITY, l = lane < n ? buf[lane * SW + 1] : 0.f;
+        float P = m;  // lane j: max(M, m_0 .. m_j), the running maximum after chunk j
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+          const float o = __shfl_up_sync(~0u, P, d);
+          if (lane >= d) P = fmaxf(P, o);
+        }
+        P = fmaxf(M, P);
+        float before = __shfl_up_sync(~0u, P, 1);  // the running maximum before chunk j
+        if (lane == 0) before = M;
+        const float fo = exp2f(before - P), fn = exp2f(m - P);  // merge_factors' for chunk j
+        for (int j = 0; j < n; ++j) {
+          const float fo_j = __shfl_sync(~0u, fo, j), fn_j = __shfl_sync(~0u, fn, j), l_j = __shfl_sync(~0u, l, j);
+          L = fmaf(l_j, fn_j, L * fo_j);
+#pragma unroll
+          for (int k = 0; k < DPL; ++k)
+            if (lane + 32 * k < D) A[k] = fmaf(buf[j * SW + kStateHeader + lane + 32 * k], fn_j, A[k] * fo_j);
+        }
+        M = __shfl_sync(~0u, P, n - 1);
+      }
+      __syncthreads();  // every warp done with the buffer before it is filled again
+      if (stage + 2 < stages) issue(stage + 2);
+    }
+    if (warp < heads) {
+      const int h = head0 + round + warp;
+      float rescale, inv;
+      finish_factors(M, L, s.sinks, h, rescale, inv);
+#pragma unroll
+      for (int k = 0; k < DPL; ++k)
+        if (lane + 32 * k < D) out[(static_cast<int64_t>(r) * s.num_heads + h) * D + lane + 32 * k] = A[k] * rescale * inv;
+    }
+  }
+}
+
 // CTA (row, KV head, chunk): the chunk's state (decode_chunk; chunks outside the row's keys
 // have none), then one CTA of (row, KV head) merges the states of the group's heads
 // (merge_chunks): one launch, no separate combine kernel. kCluster: the grid is (chunks, KV
@@ -324,8 +404,12 @@ __device__ __forceinline__ void merge_chunks(const DeviceAttentionMeta& meta, in
 // to `partial` and the last CTA to finish, counted on `counters`, merges. fused: q is the fused
 // projection's output and the kernel runs the attention prologue itself (decode_chunk). kKvApart:
 // K and V staged apart (attention.cuh; not in a cluster).
+// Three CTAs per SM outside clusters (168 registers; 69.7 KB of shared memory each at head_dim 128
+// and 4 query heads per KV head): a long context's thousands of chunk CTAs are latency-bound, and at
+// the 226 registers ptxas took unbounded only two fit (H100, 32k context: 0.5 CTAs resident per SM
+// on average, bench/cuda/attention_timeline.py). A cluster's CTAs have an SM each.
 template <int DK, bool kCluster, bool kKvApart = false>  // DK: head_dim / 8 when fixed at compile time, else 0
-__global__ void __launch_bounds__(128) attention_decode_kernel(
+__global__ void __launch_bounds__(128, kCluster ? 1 : 3) attention_decode_kernel(
     const float* __restrict__ q, const __grid_constant__ QkPrologue prologue, bool fused, DeviceAttentionMeta meta,
     const int32_t* __restrict__ rows, const __grid_constant__ KvPair kv, AttentionShape s,
     int max_chunks, float* __restrict__ partial, unsigned* __restrict__ counters, float* __restrict__ out) {
@@ -357,10 +441,10 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(
   // in `partial` at (row, head, chunk).
   float* states =
       reinterpret_cast<float*>(smem4) + group * qk_stride(D) + decode_k_words(D, group) + kChunkKeys * v_stride(D);
-  int64_t head_stride = D + 2;
+  int64_t head_stride = state_words(D);
   if constexpr (!kCluster) {
-    states = partial + ((static_cast<int64_t>(i) * s.num_heads + kvh * group) * max_chunks + chunk) * (D + 2);
-    head_stride = static_cast<int64_t>(max_chunks) * (D + 2);
+    states = partial + ((static_cast<int64_t>(i) * s.num_heads + kvh * group) * max_chunks + chunk) * state_words(D);
+    head_stride = static_cast<int64_t>(max_chunks) * state_words(D);
   }
   if (k_begin <= k_end) {
     decode_chunk<DK, kKvApart>(q, prologue, fused, meta, r, kv, s, states, head_stride, smem4, kvh, c0, k_begin, k_end,
@@ -383,7 +467,7 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(
     if (chunk == 0) {
       cta_timeline_mark(kTimelineCounted);
       for (int hh = warp; hh < group; hh += kDecodeWarps)
-        merge_chunks<kDpl>(meta, r, s, kvh * group + hh, lane, ClusterChunkStates{states + hh * (D + 2)}, out);
+        merge_chunks<kDpl>(meta, r, s, kvh * group + hh, lane, ClusterChunkStates{states + hh * state_words(D)}, out);
       cta_timeline_mark(kTimelineDone);  // warp 0's heads merged
     }
     cluster.sync();
@@ -401,10 +485,9 @@ __global__ void __launch_bounds__(128) attention_decode_kernel(
   if (!last) return;
   cta_timeline_mark(kTimelineCounted);
   __threadfence();
-  for (int hh = warp; hh < group; hh += kDecodeWarps) {
-    const float* head = partial + (static_cast<int64_t>(i) * s.num_heads + kvh * group + hh) * max_chunks * (D + 2);
-    merge_chunks<kDpl>(meta, r, s, kvh * group + hh, lane, GlobalChunkStates{head, D + 2}, out);
-  }
+  merge_global_chunks<kDpl>(meta, r, s, kvh * group, group,
+                            partial + (static_cast<int64_t>(i) * s.num_heads + kvh * group) * max_chunks * state_words(D),
+                            static_cast<int64_t>(max_chunks) * state_words(D), smem4, out);
   cta_timeline_mark(kTimelineDone);  // warp 0's heads merged
 }
 }  // namespace
@@ -417,7 +500,7 @@ bool attention_decode_fits(int head_dim, int group) {
 int decode_chunks(int32_t max_position) { return max_position / kChunkKeys + 1; }
 
 size_t decode_workspace_bytes(int64_t rows, int num_heads, int head_dim, int max_chunks) {
-  return static_cast<size_t>(rows * num_heads * max_chunks * (head_dim + 2)) * sizeof(float);
+  return static_cast<size_t>(rows * num_heads * max_chunks * state_words(head_dim)) * sizeof(float);
 }
 
 void attention_decode(const float* q, const QkPrologue* prologue, const DeviceAttentionMeta& meta,
