@@ -91,6 +91,17 @@ inline __m512 exp16(__m512 x) {
   return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lim, _CMP_NLT_UQ), v);  // 0 where x < −87
 }
 
+// Software prefetch, kPrefetchKeys keys ahead of the loops over keys. One head's rows are not
+// contiguous in the cache: the slots are token-major (an f32 slot holds every KV head, a coded
+// record sits between the other heads' records of its token), so consecutive keys are 1-4 KiB
+// apart and the L2 streamer, which stays inside a 4 KiB page, fetched none of them ahead: at 8k
+// context every key row was a DRAM round trip, and attention ran at a fifth of its in-cache rate.
+constexpr int64_t kPrefetchKeys = 16;
+inline void prefetch_bytes(const void* p, int64_t bytes) {
+  const auto first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63}, end = reinterpret_cast<uintptr_t>(p) + bytes;
+  for (uintptr_t line = first; line < end; line += 64) _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+}
+
 inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1); }
 
 // A score_block pair's 16 lanes (heads ha and hb = ha + 1 over 8 keys) finished as attend_item
@@ -234,6 +245,14 @@ void attend_item_avx512(const AttentionItem& it, Scratch& sc) {
   // Scores, 8 keys × up to 3 head pairs per pass (24 accumulators).
   const __m512 scale = _mm512_set1_ps(it.scale);
   for (int64_t j0 = 0; j0 < n; j0 += kKeys) {
+    for (int64_t j = j0 + kPrefetchKeys; j < std::min(j0 + kPrefetchKeys + kKeys, n); ++j) {
+      if (direct) {
+        prefetch_bytes(sc.kp[j], d * 4);
+      } else {
+        prefetch_bytes(sc.records[j].k_codes, kl.code_bytes);
+        prefetch_bytes(sc.records[j].k_params, kl.param_bytes);
+      }
+    }
     const float* decoded[kKeys];
     if (!direct) {
       for (int j = 0; j < kKeys; ++j) {
@@ -278,26 +297,31 @@ void attend_item_avx512(const AttentionItem& it, Scratch& sc) {
     for (int i = 0; i < 4 && h0 + i < g; ++i) sc.inv[h0 + i] = 1.f / a[i];
   }
 
-  // Values: up to 4 heads × 64 dimensions per pass over the keys.
-  if (direct) {
-    for (int64_t h0 = 0; h0 < g; h0 += 4) {
-      const int hb = static_cast<int>(std::min<int64_t>(4, g - h0));
-      for (int64_t c0 = 0; c0 < d; c0 += 64)
-        accumulate_heads(hb, s + h0 * stride, stride, sc.vp.data(), n, c0, d, sc.inv.data() + h0, it.out + h0 * d, nullptr);
-    }
-    return;
-  }
-  // Quantized values: a tile of kValueTile keys decoded once for every head and dimension, the
-  // sums carried between tiles in sc.acc (the same per-lane chains), scaled at the end.
+  // Values: a tile of kValueTile keys at a time (read in place, or decoded once), summed for every
+  // head and dimension while it is in L1 (up to 4 heads × 64 dimensions per pass), the sums
+  // carried between tiles in sc.acc (the same per-lane chains), scaled at the end. (Passes over
+  // all the keys per 64 dimensions read every value row from memory once per pass.)
   sc.acc.assign(static_cast<size_t>(g * d), 0.f);
   const float* vtile[kValueTile];
   for (int64_t t0 = 0; t0 < n; t0 += kValueTile) {
     const int64_t nt = std::min<int64_t>(kValueTile, n - t0);
-    for (int64_t j = 0; j < nt; ++j)
-    {
-      const KeyRecords& r = sc.records[t0 + j];
-      decode_kv_avx512(vl.codec, r.v_codes, r.v_params, d, sc.vdec.data() + j * d);
-      vtile[j] = sc.vdec.data() + j * d;
+    for (int64_t j = 0; j < nt; ++j) {
+      if (t0 + j + kPrefetchKeys < n) {
+        if (direct) {
+          prefetch_bytes(sc.vp[t0 + j + kPrefetchKeys], d * 4);
+        } else {
+          const KeyRecords& ahead = sc.records[t0 + j + kPrefetchKeys];
+          prefetch_bytes(ahead.v_codes, vl.code_bytes);
+          prefetch_bytes(ahead.v_params, vl.param_bytes);
+        }
+      }
+      if (direct) {
+        vtile[j] = sc.vp[t0 + j];
+      } else {
+        const KeyRecords& r = sc.records[t0 + j];
+        decode_kv_avx512(vl.codec, r.v_codes, r.v_params, d, sc.vdec.data() + j * d);
+        vtile[j] = sc.vdec.data() + j * d;
+      }
     }
     for (int64_t h0 = 0; h0 < g; h0 += 4) {
       const int hb = static_cast<int>(std::min<int64_t>(4, g - h0));
@@ -341,6 +365,14 @@ void row_key_pointers(const AttentionItem& it, int64_t first, int64_t end, int64
   for (int64_t j = first; j < end; ++j) {
     const int64_t slot = item_slot(it, it.lo + static_cast<int32_t>(std::min(j, last)));
     const int64_t i = j - first;
+    if (it.kv->format != KvFormat::F32 && j + kPrefetchKeys <= last) {
+      const KeyRecords ahead =
+          key_records(it, kl, vl, item_slot(it, it.lo + static_cast<int32_t>(j + kPrefetchKeys)));
+      prefetch_bytes(ahead.k_codes, kl.code_bytes);
+      prefetch_bytes(ahead.k_params, kl.param_bytes);
+      prefetch_bytes(ahead.v_codes, vl.code_bytes);
+      prefetch_bytes(ahead.v_params, vl.param_bytes);
+    }
     if (it.kv->format == KvFormat::F32) {
       kp[i] = it.kv->k_f32() + slot * width + it.kv_head * d;
       vp[i] = it.kv->v_f32() + slot * width + it.kv_head * d;
@@ -434,9 +466,14 @@ void attend_rows_avx512(const AttentionItem* items, size_t rows, Scratch& sc) {
       store_score_pair(r[p], items[row].q, kp, 2 * pair, g, d, d8, scale, s + row * g * stride, stride, j0);
     }
   };
-  for (int64_t j0 = 0; j0 < shared_end; j0 += kKeys)
+  const bool in_place = it0.kv->format == KvFormat::F32;  // else decoded above, in order
+  for (int64_t j0 = 0; j0 < shared_end; j0 += kKeys) {
+    if (in_place)
+      for (int64_t j = j0 + kPrefetchKeys; j < std::min(j0 + kPrefetchKeys + kKeys, shared_end); ++j)
+        prefetch_bytes(sc.kp[j], d * 4);
     for (int64_t c0 = 0; c0 < combos; c0 += 3)
       score_combos(c0, static_cast<int>(std::min<int64_t>(3, combos - c0)), sc.kp.data() + j0, j0);
+  }
   if (tree)
     for (size_t r = 0; r < rows; ++r) {
       const int64_t n = items[r].pos - items[r].lo + 1, c_first = static_cast<int64_t>(r) * pairs;
@@ -500,6 +537,8 @@ void attend_rows_avx512(const AttentionItem* items, size_t rows, Scratch& sc) {
     const int64_t nt = std::min<int64_t>(kValueTile, n_common - t0);
     const float* acc_in = t0 > 0 ? sc.acc.data() : nullptr;
     const float* const* vt = sc.vp.data() + t0;
+    if (in_place)  // the next tile's rows, while this one is summed
+      for (int64_t j = t0 + kValueTile; j < std::min(t0 + 2 * kValueTile, n_common); ++j) prefetch_bytes(sc.vp[j], d * 4);
     int64_t h0 = 0;
     for (; h0 + 6 <= heads; h0 += 6)
       for (int64_t c0 = 0; c0 < d; c0 += 64)
