@@ -6,12 +6,13 @@ For every launch in the file (grouped by grid, block and shared memory) it print
 first CTA's start to the last mark, then per CTA, as percentiles over the CTAs: start to wait
 return, to staged (its K and V rows in shared memory), to computed (its chunk state written),
 and, for the CTAs that merged, counted to done (the merge). Then how many CTAs were resident per
-SM on average over the span, and when CTAs started (the waves).
+SM on average over the span and at most at once (the occupancy it got), and when CTAs started (the waves).
 
-    attention_timeline.py kv-bf16-b1.csv [--gbps 3350 --bytes 134e6]
+    attention_timeline.py kv-bf16-b1.csv[.gz] [--gbps 3350 --bytes 134e6]
 """
 import argparse
 import csv
+import gzip
 import statistics
 from collections import defaultdict
 
@@ -33,7 +34,7 @@ def main():
     ap.add_argument("--bytes", type=float, default=0, help="bytes the launch must read")
     args = ap.parse_args()
     launches = defaultdict(lambda: defaultdict(dict))  # signature -> block -> kind -> record
-    with open(args.csv) as f:
+    with (gzip.open(args.csv, "rt") if args.csv.endswith(".gz") else open(args.csv)) as f:
         for row in csv.DictReader(f):
             r = {k: int(v) for k, v in row.items()}
             launches[(r["grid"], r["threads"], r["smem"])][(r["block"], r["sm"])][r["kind"]] = r
@@ -72,6 +73,22 @@ def main():
         if busy:
             mean = statistics.mean(busy.values()) / (t1 - t0)
             print(f"  CTAs resident per SM over the span: mean {mean:.2f} ({len(busy)} SMs)")
+        # The most CTAs one SM held at once (each from its wait to its last mark): the occupancy the
+        # kernel got, which registers and shared memory bound.
+        events = defaultdict(list)
+        for (block, sm), c in ctas.items():
+            if WAIT in c and len(c) > 1:
+                events[sm] += [(c[WAIT]["t_call"], 1), (max(m["t_call"] for k, m in c.items() if k != WAIT), -1)]
+        most = defaultdict(int)
+        for sm, ev in events.items():
+            cur = peak = 0
+            for _, step in sorted(ev):
+                cur += step
+                peak = max(peak, cur)
+            most[peak] += 1
+        if most:
+            print("  most CTAs resident on one SM at once: " +
+                  ", ".join(f"{k} on {v} SMs" for k, v in sorted(most.items())))
         first = sorted(starts)
         bins = 10
         width = max(1, (t1 - t0) // bins)
