@@ -33,6 +33,49 @@ void ContentSink::finish(ParseDelta& out) {
   pending_ws_.clear();
 }
 
+void DelimitedCallScanner::feed(std::string_view text, ParseDelta& out) {
+  buf_.append(text);
+  while (true) {
+    if (!inside_) {
+      MarkerHit hit = find_marker(buf_, {open_});
+      if (hit.pos == std::string::npos) {
+        size_t n = safe_length(buf_, {open_});
+        sink_.write(std::string_view(buf_).substr(0, n), out);
+        buf_.erase(0, n);
+        return;
+      }
+      sink_.write(std::string_view(buf_).substr(0, hit.pos), out);
+      sink_.begin_tool_call();
+      buf_.erase(0, hit.pos + open_.size());
+      inside_ = true;
+    } else {
+      size_t end = buf_.find(close_);
+      if (end == std::string::npos) return;  // a call is released only when complete
+      emit(buf_.substr(0, end), true, out);
+      buf_.erase(0, end + close_.size());
+      inside_ = false;
+    }
+  }
+}
+
+void DelimitedCallScanner::finish(ParseDelta& out) {
+  if (inside_) {
+    emit(buf_, false, out);  // the model stopped before the closing marker
+  } else {
+    sink_.write(buf_, out);
+  }
+  buf_.clear();
+  sink_.finish(out);
+}
+
+void DelimitedCallScanner::emit(const std::string& body, bool closed, ParseDelta& out) {
+  if (parse_calls(body, out)) {
+    sink_.end_tool_call();
+    return;
+  }
+  sink_.write(std::string(open_) + body + (closed ? std::string(close_) : ""), out);
+}
+
 ToolCall tool_call_from_json(std::string name, const nlohmann::ordered_json& arguments) {
   ToolCall call;
   call.id = random_call_id();

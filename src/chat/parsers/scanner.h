@@ -34,6 +34,29 @@ class ToolCallScanner {
   virtual void finish(ParseDelta& out) = 0;
 };
 
+// Tool calls written between an opening and a closing marker (Hermes' <tool_call> ... </tool_call>,
+// Gemma's ```tool_code ... ```): text outside the markers streams as content, a call is released
+// only once closed (or at the end of the output), and a body that parse_calls does not read as
+// calls goes back to the content as written, markers included.
+class DelimitedCallScanner : public ToolCallScanner {
+ public:
+  DelimitedCallScanner(std::string_view open, std::string_view close) : open_(open), close_(close) {}
+  void feed(std::string_view text, ParseDelta& out) override;
+  void finish(ParseDelta& out) override;
+
+ protected:
+  // Appends the calls `body` holds to out.tool_calls; false where it is not calls.
+  virtual bool parse_calls(const std::string& body, ParseDelta& out) = 0;
+
+ private:
+  void emit(const std::string& body, bool closed, ParseDelta& out);
+
+  std::string_view open_, close_;
+  std::string buf_;
+  bool inside_ = false;
+  ContentSink sink_;
+};
+
 std::unique_ptr<ToolCallScanner> make_plain_scanner();
 std::unique_ptr<ToolCallScanner> make_hermes_scanner();
 std::unique_ptr<ToolCallScanner> make_llama3_scanner();
