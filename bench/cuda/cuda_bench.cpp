@@ -52,6 +52,7 @@
 #include "kernels/cuda/step_timeline.h"
 #include "kernels/token_sampling.h"
 #include "model/model.h"
+#include "backend_timing.h"
 #include "check_cuda.h"
 #include "clock_spy.h"
 #include "copy_bandwidth.h"
@@ -63,12 +64,6 @@
 using namespace tachyon;
 
 namespace {
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Uniform in [-a, a] with a = sigma·sqrt(3) (the same variance as N(0, sigma²)); a cheap
 // generator, since the LM head alone is 622M values.
@@ -156,39 +151,15 @@ struct Shape {
 
 }  // namespace
 
-// Median over 5 repetitions of the wall time of `iters` calls of f, the backend synchronised.
-template <typename F>
-double time_calls(kernels::Backend& backend, F&& f, int iters) {
-  f();
-  backend.synchronize();
-  std::vector<double> t;
-  for (int r = 0; r < 5; ++r) {
-    const double t0 = now();
-    for (int i = 0; i < iters; ++i) f();
-    backend.synchronize();
-    t.push_back((now() - t0) / iters);
-  }
-  return median(t);
-}
-
 // Attention of one layer of the config's shape over a paged cache of random K and V: decode rows
 // at context 256, and prefills of 512 and 4096 tokens. Needs only config.json (--attention-only
 // loads no weights: a profiler run of it takes seconds).
 void attention_table(kernels::Backend& backend, const io::ModelConfig& c, bool lab, Json& rows) {
   const int64_t heads = c.num_attention_heads, kvh = c.num_key_value_heads, d = c.head_dim, bs = 16;
   const int64_t blocks = 4096 / bs * 2, max_rows = 4096;
-  const auto random_device_floats = [&](size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> dist(0.f, 1.f);
-    std::vector<float> host(n);
-    for (auto& v : host) v = dist(rng);
-    auto* p = static_cast<float*>(backend.allocate(n * sizeof(float)));
-    backend.copy_to_device(p, host.data(), n * sizeof(float));
-    return p;
-  };
-  float* q = random_device_floats(size_t(max_rows * heads * d), 1);
-  float* kc = random_device_floats(size_t(blocks * bs * kvh * d), 2);
-  float* vc = random_device_floats(size_t(blocks * bs * kvh * d), 3);
+  float* q = random_device_floats(backend, size_t(max_rows * heads * d), 1);
+  float* kc = random_device_floats(backend, size_t(blocks * bs * kvh * d), 2);
+  float* vc = random_device_floats(backend, size_t(blocks * bs * kvh * d), 3);
   float* out = static_cast<float*>(backend.allocate(size_t(max_rows * heads * d) * sizeof(float)));
   std::printf("\n| attention (one layer) | rows | context | time us | TFLOP/s | KV GB/s |\n|---|---|---|---|---|---|\n");
   for (auto [nseq, rows_per_seq, ctx] : {std::tuple{1, 1, 256}, {64, 1, 256}, {1, 512, 512}, {1, 4096, 4096}}) {
@@ -265,17 +236,6 @@ int sampling_table(kernels::Backend& backend) {
   return 0;
 }
 
-// `count` floats drawn from N(0, 1) (seed 5) in backend memory: the matmul tables' x.
-float* random_device_floats(kernels::Backend& backend, size_t count) {
-  auto* x = static_cast<float*>(backend.allocate(count * sizeof(float)));
-  std::mt19937 rng(5);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  std::vector<float> host(count);
-  for (auto& v : host) v = dist(rng);
-  backend.copy_to_device(x, host.data(), host.size() * sizeof(float));
-  return x;
-}
-
 // --gemm-only: the prefill matmuls of the model's shapes (config.json only) at 512 and 4096 rows, at
 // each wgmma tile width and the width chosen by shape, next to cuBLAS's rate of the same run.
 int prefill_gemm_table(kernels::Backend& backend, const io::ModelConfig& c, double mm_tflops) {
@@ -283,7 +243,7 @@ int prefill_gemm_table(kernels::Backend& backend, const io::ModelConfig& c, doub
                 kv_dim = c.num_key_value_heads * c.head_dim;
   const Shape shapes[] = {{"qkv_proj", q_dim + 2 * kv_dim, h}, {"o_proj", h, q_dim}, {"gate_up", 2 * inter, h},
                           {"down", h, inter}};
-  float* x = random_device_floats(backend, size_t(4096) * inter);
+  float* x = random_device_floats(backend, size_t(4096) * inter, 5);
   auto* out = static_cast<float*>(backend.allocate(size_t(4096) * 2 * inter * sizeof(float)));
   std::printf("| prefill matmul [n x k] | M | tile columns | time us | TFLOP/s | of cuBLAS %.0f |\n|---|---|---|---|---|---|\n",
               mm_tflops);
@@ -463,7 +423,7 @@ int main(int argc, char** argv) {
     const Shape shapes[] = {{"qkv_proj", q_dim + 2 * kv_dim, h}, {"q_proj", q_dim, h}, {"k_proj", kv_dim, h},
                             {"o_proj", h, q_dim}, {"gate_up", 2 * inter, h}, {"down", h, inter},
                             {"lm_head", c.vocab_size, h}};
-    float* x = random_device_floats(*backend, size_t(4096) * 2 * inter);
+    float* x = random_device_floats(*backend, size_t(4096) * 2 * inter, 5);
     float* out = static_cast<float*>(backend->allocate(size_t(4096) * c.vocab_size * sizeof(float)));
     auto time_backend = [&](auto&& f, int iters) { return time_calls(*backend, f, iters); };
     for (const auto& s : shapes) {

@@ -32,6 +32,7 @@
 #include "kernels/cuda/step_timeline.h"
 #include "kernels/kv_format.h"
 #include "kv/kv_cache.h"
+#include "backend_timing.h"
 #include "check_cuda.h"
 #include "copy_bandwidth.h"
 #include "timeline_csv.h"
@@ -46,34 +47,6 @@ constexpr int32_t kBlock = 16;
 constexpr kernels::KvFormat kFormats[] = {kernels::KvFormat::BF16, kernels::KvFormat::F32,  kernels::KvFormat::F16,
                                           kernels::KvFormat::FP8,  kernels::KvFormat::Int8, kernels::KvFormat::Int4,
                                           kernels::KvFormat::Turbo};
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-// Median over 5 repetitions of the wall time of `iters` calls of f, the backend synchronised.
-template <typename F>
-double time_calls(kernels::Backend& backend, F&& f, int iters) {
-  f();
-  backend.synchronize();
-  std::vector<double> t;
-  for (int r = 0; r < 5; ++r) {
-    const double t0 = now();
-    for (int i = 0; i < iters; ++i) f();
-    backend.synchronize();
-    t.push_back((now() - t0) / iters);
-  }
-  std::sort(t.begin(), t.end());
-  return t[2];
-}
-
-float* device_random(kernels::Backend& be, size_t n, uint32_t seed, float sd = 1.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.f, sd);
-  std::vector<float> host(n);
-  for (float& x : host) x = dist(rng);
-  auto* p = static_cast<float*>(be.allocate(n * sizeof(float)));
-  be.copy_to_device(p, host.data(), n * sizeof(float));
-  return p;
-}
 
 // A bf16 weight [rows, cols] of random values on the device (upload_weight's layout).
 kernels::Weight random_weight(kernels::Backend& be, int64_t rows, int64_t cols, uint32_t seed) {
@@ -198,8 +171,8 @@ int main(int argc, char** argv) {
   rope.rotary_dim = kHeadDim;
 
   const int64_t max_batch = 32;
-  float* x = device_random(be, static_cast<size_t>(max_batch * kMlp), 11);
-  float* qkv = device_random(be, static_cast<size_t>(max_batch * qkv_rows), 12);
+  float* x = random_device_floats(be, static_cast<size_t>(max_batch * kMlp), 11);
+  float* qkv = random_device_floats(be, static_cast<size_t>(max_batch * qkv_rows), 12);
   float* y = static_cast<float*>(be.allocate(static_cast<size_t>(max_batch * 2 * kMlp) * sizeof(float)));
   float* logits = static_cast<float*>(be.allocate(static_cast<size_t>(max_batch * kVocab) * sizeof(float)));
   float* q = static_cast<float*>(be.allocate(static_cast<size_t>(max_batch * kHeads * kHeadDim) * sizeof(float)));
