@@ -14,15 +14,42 @@ void SuffixTrie::add(std::span<const int32_t> tokens, int32_t delta) {
       int32_t child;
       if (it == nodes_[node].children.end()) {
         if (delta < 0) break;  // removing something never added
-        child = static_cast<int32_t>(nodes_.size());
+        child = new_node();
         nodes_[node].children.emplace(tokens[i], child);
-        nodes_.emplace_back();
       } else {
         child = it->second;
       }
       nodes_[child].count += delta;
+      if (nodes_[child].count <= 0) {
+        // Every stored suffix through a node passes through its parent, so a count never exceeds
+        // the parent's: with none left here, its whole subtree is empty too.
+        nodes_[node].children.erase(tokens[i]);
+        release(child);
+        break;
+      }
       node = child;
     }
+  }
+}
+
+int32_t SuffixTrie::new_node() {
+  if (!free_.empty()) {
+    const int32_t n = free_.back();
+    free_.pop_back();
+    return n;
+  }
+  nodes_.emplace_back();
+  return static_cast<int32_t>(nodes_.size() - 1);
+}
+
+void SuffixTrie::release(int32_t subtree) {
+  std::vector<int32_t> pending = {subtree};
+  while (!pending.empty()) {
+    const int32_t n = pending.back();
+    pending.pop_back();
+    for (const auto& [token, child] : nodes_[n].children) pending.push_back(child);
+    nodes_[n] = Node{};  // gives the children map's memory back
+    free_.push_back(n);
   }
 }
 
@@ -139,11 +166,6 @@ class SuffixDrafter final : public Drafter {
       global_.add(history_.front(), -1);
       stored_ -= static_cast<int64_t>(history_.front().size());
       history_.pop_front();
-    }
-    // Evicted suffixes leave zero-count nodes behind; rebuild when they dominate.
-    if (static_cast<int64_t>(global_.num_nodes()) > 4 * config_.max_depth * std::max<int64_t>(stored_, 1024)) {
-      global_ = SuffixTrie(config_.max_depth);
-      for (const auto& h : history_) global_.add(h);
     }
   }
 

@@ -25,7 +25,9 @@ struct SuffixConfig {
 class SuffixTrie {
  public:
   explicit SuffixTrie(int32_t max_depth) : max_depth_(max_depth) { nodes_.emplace_back(); }
-  void add(std::span<const int32_t> tokens, int32_t delta = 1);  // every suffix, truncated at max_depth
+  // Every suffix, truncated at max_depth; delta -1 takes back an earlier add of the same tokens,
+  // and a node no stored suffix passes through any more is freed with its subtree (reused later).
+  void add(std::span<const int32_t> tokens, int32_t delta = 1);
   // Longest suffix of `context` (>= min_match tokens) present in the trie, then up to k tokens
   // along the most frequent children. Returns {match length, draft}.
   std::pair<int32_t, std::vector<int32_t>> propose(std::span<const int32_t> context, int32_t k, int32_t min_match) const;
@@ -33,7 +35,7 @@ class SuffixTrie {
   // probability (the product of the branch frequencies along the path), best first.
   std::pair<int32_t, DraftTree> propose_tree(std::span<const int32_t> context, int32_t max_depth, int32_t max_nodes,
                                              int32_t min_match) const;
-  size_t num_nodes() const { return nodes_.size(); }
+  size_t num_nodes() const { return nodes_.size() - free_.size(); }  // live, the root included
 
  private:
   struct Node {
@@ -42,8 +44,11 @@ class SuffixTrie {
   };
   int32_t find(std::span<const int32_t> path) const;  // node index or -1
   int32_t longest_match(std::span<const int32_t> context, int32_t min_match, int32_t& length) const;
+  int32_t new_node();
+  void release(int32_t subtree);
   int32_t max_depth_;
   std::vector<Node> nodes_;
+  std::vector<int32_t> free_;  // released nodes, reset
 };
 
 std::unique_ptr<Drafter> make_suffix_drafter(const SuffixConfig& config);

@@ -113,5 +113,36 @@ TEST(SuffixTree, BranchesByFrequencyWithinTheBudget) {
   EXPECT_EQ(chain, (std::vector<int32_t>{3, 4}));
 }
 
+// The server's trie takes back its oldest outputs (SuffixConfig::max_global_tokens): their nodes
+// must go with them, or a server that runs for days holds every suffix it ever produced.
+TEST(SuffixTree, TakenBackSuffixesFreeTheirNodes) {
+  SuffixTrie trie(8);
+  const auto sequence = [](int32_t i) {
+    std::vector<int32_t> t(12);
+    for (int32_t j = 0; j < 12; ++j) t[static_cast<size_t>(j)] = 1000 * i + j;  // no suffix shared between i
+    return t;
+  };
+  SuffixTrie one(8);
+  one.add(sequence(0));
+  const size_t per_sequence = one.num_nodes() - 1;  // the root aside
+  trie.add(sequence(0));
+  for (int32_t i = 1; i <= 200; ++i) {
+    trie.add(sequence(i));
+    trie.add(sequence(i - 1), -1);
+    ASSERT_EQ(trie.num_nodes(), 1 + per_sequence) << "after " << i << " replacements";
+  }
+  // The last sequence still drafts; the taken-back ones do not.
+  EXPECT_EQ(trie.propose(std::vector<int32_t>{200000, 200001}, 3, 2).second, (std::vector<int32_t>{200002, 200003, 200004}));
+  EXPECT_TRUE(trie.propose(std::vector<int32_t>{199000, 199001}, 3, 2).second.empty());
+  // A suffix stored twice stays after one copy is taken back.
+  SuffixTrie twice(8);
+  twice.add(std::vector<int32_t>{5, 6, 7});
+  twice.add(std::vector<int32_t>{5, 6, 7});
+  twice.add(std::vector<int32_t>{5, 6, 7}, -1);
+  EXPECT_EQ(twice.propose(std::vector<int32_t>{5, 6}, 1, 2).second, (std::vector<int32_t>{7}));
+  twice.add(std::vector<int32_t>{5, 6, 7}, -1);
+  EXPECT_EQ(twice.num_nodes(), 1u);
+}
+
 }  // namespace
 }  // namespace tachyon::spec
