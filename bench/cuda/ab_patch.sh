@@ -15,8 +15,9 @@
 # where only=MODE+MODE limits the modes it runs; variants with the same patches share one build,
 # and "@ENV=VALUE" alone is A's build; empty PATCH: B is A's binary run with B_ENV), B_ENV
 # (environment of every variant's runs but A's, e.g. "TACHYON_CUDA_FUSION=0"), MODES (default
-# "attention prefill"; also "decode", "gemm", and "clocks": cuBLAS and our GEMM per SM cycle under
-# nvidia-smi, bench/cuda/gemm_clocks.py), ROUNDS (2; ROUNDS_<mode> for one mode), TESTS ("kernel"
+# "attention prefill"; also "decode", "gemm", "kv": cuda_kv_bench's attention per layer by KV format at
+# batch 1 / 32k and batch 32 / 8k (KV_FORMATS, default bf16,int8,int4), and "clocks": cuBLAS and our GEMM
+# per SM cycle under nvidia-smi, bench/cuda/gemm_clocks.py), ROUNDS (2; ROUNDS_<mode> for one mode), TESTS ("kernel"
 # default, "all" adds the golden tests, "none"), TEST_ENVS (';'-separated "ENV=VALUE gtest-filter"
 # entries: more kernel-test runs of each variant, also with TESTS=none), BUILD (default /tmp/ab).
 # Results under $OUT (or bench/results): ab.md (the runs, then medians per variant and their ratios
@@ -62,6 +63,7 @@ build_tree() {
     ninja -C "$dir" -j"$(nproc)" "$@" > "$logs/build-$label.log" 2>&1 ||
     { echo "build $label failed"; grep -E "error|FAILED" "$logs/cmake-$label.log" "$logs/build-$label.log" | head -20; exit 1; }
 }
+benches="cuda_bench$([[ " $modes " = *" kv "* ]] && echo " cuda_kv_bench" || true)"
 tests="cuda_kernel_tests$([ "${TESTS:-kernel}" = all ] && echo " hf_cuda_golden_tests" || true)"
 [ "${TESTS:-kernel}" = none ] && tests="$([ -n "${TEST_ENVS:-}" ] && echo cuda_kernel_tests || true)"
 # The variants: A, then one per word of PATCH (B, C, ...; "x.patch+y.patch" applies both), or
@@ -102,9 +104,9 @@ for ((i = 0; i < ${#labels[@]}; ++i)); do
         [[ "$f" = /* ]] || f="$root/$f"
         (cd "${srcs[$i]}" && patch -p1 --quiet < "$f") || { echo "$f does not apply"; exit 1; }
       done
-      build_tree "${srcs[$i]}" "${dirs[$i]}" "${labels[$i]}" cuda_bench $tests
+      build_tree "${srcs[$i]}" "${dirs[$i]}" "${labels[$i]}" $benches $tests
     else
-      build_tree "${srcs[$i]}" "${dirs[$i]}" "${labels[$i]}" cuda_bench
+      build_tree "${srcs[$i]}" "${dirs[$i]}" "${labels[$i]}" $benches
     fi
   ) &
   pids+=($!)
@@ -150,6 +152,10 @@ run_mode() {
     prefill) env $2 timeout 120 "$1" --engine-only --prefill-quick "$ckpt" 2>&1 | grep -E "^\| prefill" ;;
     decode) env $2 timeout 150 "$1" --engine-only --decode-quick "$ckpt" 2>&1 | grep -E "^\| decode" ;;
     gemm) env $2 timeout 150 "$1" --gemm-only "$ckpt" 2>&1 | grep -E "^\|" ;;
+    kv)  # each format's row, named by its scenario ("## batch 1, 32k context" -> "b1 32k bf16")
+      env $2 timeout 150 "$(dirname "$1")/cuda_kv_bench" --formats "${KV_FORMATS:-bf16,int8,int4}" 2>&1 |
+        awk '/^## / { s = "" } /^## batch [0-9]+, [0-9]+k context/ { s = "b" $3 " " $4; sub(/,/, "", s) }
+             /^\| [a-z0-9]+ \| [0-9.]+ \|/ && s != "" { sub(/^\| /, "| " s " "); print }' ;;
     clocks)  # cuBLAS and ours in blocks, nvidia-smi sampling meanwhile, joined per block
       nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
         --format=csv,noheader,nounits -lms 20 > "$build/smi.csv" 2>&1 &
