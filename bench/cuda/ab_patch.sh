@@ -63,7 +63,9 @@ build_tree() {
     ninja -C "$dir" -j"$(nproc)" "$@" > "$logs/build-$label.log" 2>&1 ||
     { echo "build $label failed"; grep -E "error|FAILED" "$logs/cmake-$label.log" "$logs/build-$label.log" | head -20; exit 1; }
 }
-benches="cuda_bench$([[ " $modes " = *" kv "* ]] && echo " cuda_kv_bench" || true)"
+# cuda_bench (and the model and engine it links) only where a mode runs it: kv runs cuda_kv_bench alone.
+benches="$([[ " $modes " = *" kv "* ]] && echo cuda_kv_bench || true)"
+for mode in $modes; do [ "$mode" != kv ] && benches="cuda_bench $benches" && break; done
 tests="cuda_kernel_tests$([ "${TESTS:-kernel}" = all ] && echo " hf_cuda_golden_tests" || true)"
 [ "${TESTS:-kernel}" = none ] && tests="$([ -n "${TEST_ENVS:-}" ] && echo cuda_kernel_tests || true)"
 # The variants: A, then one per word of PATCH (B, C, ...; "x.patch+y.patch" applies both), or

@@ -13,29 +13,14 @@
 #include "kernels/cpu/isa/cpu_features.h"
 #include "kernels/cpu/isa/matmul_int8.h"
 #include "kernels/cpu/quant_pack.h"
+#include "quant_panels.h"
 #include "quant_test_data.h"
 #include "test_data.h"
 
 namespace tachyon::kernels {
 namespace {
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-struct PackedDot {
-  std::vector<uint8_t> codes, scales, biases;
-  Weight w;
-};
-PackedDot pack_dot(const Weight& host) {
-  PackedDot p;
-  const cpu::QuantPanelBytes bytes = cpu::quant_panel64_dot_bytes(host);
-  p.codes.resize(bytes.codes);
-  p.scales.resize(bytes.scales);
-  p.biases.resize(bytes.biases);
-  p.w = cpu::pack_quant_panel64_dot(host, p.codes.data(), p.scales.data(), p.biases.empty() ? nullptr : p.biases.data());
-  return p;
-}
+QuantHost pack_dot(const Weight& host) { return pack_panels(host, cpu::quant_panel64_dot_bytes, cpu::pack_quant_panel64_dot); }
 
 // The activation quantization written out independently (std::nearbyint: round to nearest even),
 // per `block` columns.
@@ -162,7 +147,7 @@ TEST_P(Int8Matmul, PackedElementsAreTheScalarDefinition) {
   std::mt19937 rng(1);
   const QuantHost h = random_quant(GetParam(), 70, 256, rng);
   ASSERT_TRUE(cpu::int8_dot_eligible(h.w));
-  const PackedDot p = pack_dot(h.w);
+  const QuantHost p = pack_dot(h.w);
   EXPECT_EQ(WeightLayout::Panel64Dot, p.w.layout);
   for (int64_t r = 0; r < h.w.rows; ++r)
     for (int64_t c = 0; c < h.w.cols; ++c) {
@@ -174,7 +159,7 @@ TEST_P(Int8Matmul, PackedElementsAreTheScalarDefinition) {
 TEST_P(Int8Matmul, EveryIsaGivesTheReferenceBits) {
   std::mt19937 rng(2);
   const QuantHost h = random_quant(GetParam(), 131, 256, rng);
-  const PackedDot p = pack_dot(h.w);
+  const QuantHost p = pack_dot(h.w);
   for (int64_t rows : {1, 2, 3, 4, 16, 35}) expect_every_kernel_matches(h.w, p.w, rows, rng);
 }
 
@@ -190,7 +175,7 @@ TEST(Int8MatmulDense, DenseI8RowScalesRunAsOneGroupPerRow) {
     const auto wf = random_vec(static_cast<size_t>(n * k), rng);
     const QuantizedWeight qw = quantize_int8(Weight{wf.data(), DType::F32, n, k});
     ASSERT_TRUE(cpu::int8_dot_eligible(qw.weight));
-    const PackedDot p = pack_dot(qw.weight);
+    const QuantHost p = pack_dot(qw.weight);
     EXPECT_EQ(WeightFormat::Symmetric, p.w.format);
     for (int64_t rows : {1, 5, 17, 33}) expect_every_kernel_matches(qw.weight, p.w, rows, rng);
   }
@@ -281,7 +266,7 @@ TEST(Int8MatmulDense, IneligibleWeightsAreNamed) {
 TEST(Int8MatmulDense, CloseToTheFloatProduct) {
   std::mt19937 rng(5);
   const QuantHost h = random_quant({WeightFormat::Symmetric, 8, 32, DType::F16}, 64, 512, rng);
-  const PackedDot p = pack_dot(h.w);
+  const QuantHost p = pack_dot(h.w);
   const int64_t rows = 4;
   const auto x = random_vec(static_cast<size_t>(rows * 512), rng);
   const std::vector<float> exact = canonical_matmul(x.data(), rows, dequantized(h.w), 64, 512);
@@ -303,14 +288,14 @@ TEST(Int8MatmulDense, AmxTilesEngageWhereTheCpuHasThem) {
   EXPECT_STREQ("amx-int8", cpu::matmul_int8_kernel_name());
   std::mt19937 rng(6);
   const QuantHost h = random_quant({WeightFormat::Symmetric, 4, 32, DType::F16}, 128, 128, rng);
-  const PackedDot p = pack_dot(h.w);
+  const QuantHost p = pack_dot(h.w);
   const int64_t before = cpu::amx_int8_rows_run();
   expect_every_kernel_matches(h.w, p.w, 20, rng);
   EXPECT_EQ(before + 32, cpu::amx_int8_rows_run());  // 16 rows, twice (from panel 0 and from panel 1)
   // --quantize int8's rows: 128-column activation blocks through the 64-column tiles.
   const auto wf = random_vec(128 * 256, rng);
   const QuantizedWeight qw = quantize_int8(Weight{wf.data(), DType::F32, 128, 256});
-  const PackedDot dense = pack_dot(qw.weight);
+  const QuantHost dense = pack_dot(qw.weight);
   ASSERT_EQ(128, cpu::int8_activation_block(dense.w));
   expect_every_kernel_matches(qw.weight, dense.w, 20, rng);
   EXPECT_EQ(before + 64, cpu::amx_int8_rows_run());
@@ -402,7 +387,7 @@ TEST_P(Int8CompactForms, EngageAndGiveTheReferenceBits) {
   std::mt19937 rng(11 + static_cast<int>(kind));
   const KQuantHost h = kquant_like(kind, 131, 512, rng);
   ASSERT_TRUE(cpu::int8_dot_eligible(h.w));
-  const PackedDot p = pack_dot(h.w);
+  const QuantHost p = pack_dot(h.w);
   EXPECT_EQ(kind == KQuant::Q4K ? 4 : 6, p.w.quant.bits);
   EXPECT_EQ(kind == KQuant::Q5_0 ? DType::F16 : DType::I8, p.w.quant.scale_dtype);
   EXPECT_TRUE(cpu::compact_dot_weight(p.w));
@@ -449,7 +434,7 @@ INSTANTIATE_TEST_SUITE_P(KQuants, Int8CompactForms,
 TEST(Int8CompactForms, UnfactorableScalesStayF32) {
   std::mt19937 rng(12);
   const QuantHost h = random_quant({WeightFormat::Affine, 4, 32, DType::F32}, 64, 512, rng);
-  const PackedDot p = pack_dot(h.w);
+  const QuantHost p = pack_dot(h.w);
   EXPECT_EQ(DType::F32, p.w.quant.scale_dtype);
   EXPECT_EQ(4, p.w.quant.bits);
   EXPECT_FALSE(cpu::compact_dot_weight(p.w));

@@ -13,36 +13,21 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/isa/matmul.h"
 #include "kernels/cpu/quant_pack.h"
+#include "quant_panels.h"
 #include "quant_test_data.h"
 #include "test_data.h"
 
 namespace tachyon::kernels {
 namespace {
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-struct Packed {
-  std::vector<uint8_t> codes, scales, biases;
-  Weight w;
-};
-Packed pack(const Weight& host) {
-  Packed p;
-  const cpu::QuantPanelBytes bytes = cpu::quant_panel64_bytes(host);
-  p.codes.resize(bytes.codes);
-  p.scales.resize(bytes.scales);
-  p.biases.resize(bytes.biases);
-  p.w = cpu::pack_quant_panel64(host, p.codes.data(), p.scales.data(), p.biases.empty() ? nullptr : p.biases.data());
-  return p;
-}
+QuantHost pack(const Weight& host) { return pack_panels(host, cpu::quant_panel64_bytes, cpu::pack_quant_panel64); }
 
 class QuantMatmul : public ::testing::TestWithParam<QuantCase> {};
 
 TEST_P(QuantMatmul, PackedElementsAreTheScalarDefinition) {
   std::mt19937 rng(1);
   const QuantHost h = random_quant(GetParam(), 131, 256, rng);
-  const Packed p = pack(h.w);
+  const QuantHost p = pack(h.w);
   for (int64_t r = 0; r < h.w.rows; ++r)
     for (int64_t c = 0; c < h.w.cols; ++c) {
       const float a = dequantize_element(h.w, r, c), b = dequantize_element(p.w, r, c);
@@ -56,7 +41,7 @@ TEST_P(QuantMatmul, EveryIsaGivesTheCanonicalBits) {
   // Fp8Block's blocks may be partial: 200 columns. Other formats: 256 (every group divides it).
   const int64_t n = 131, k = qc.format == WeightFormat::Fp8Block ? 200 : 256;
   const QuantHost h = random_quant(qc, n, k, rng);
-  const Packed p = pack(h.w);
+  const QuantHost p = pack(h.w);
   const std::vector<float> w = dequantized(h.w);
 #if defined(__x86_64__)
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -207,7 +192,7 @@ TEST(QuantMatmulNaN, NaNCodesAndScalesPropagate) {
       if (qc.format == WeightFormat::Fp8Block) h.codes[static_cast<size_t>(r * k + r % k)] = r % 2 ? 0xff : 0x7f;
       else h.scales[static_cast<size_t>(r * (k / 32))] = 255;
     }
-    const Packed p = pack(h.w);
+    const QuantHost p = pack(h.w);
     const auto x = random_vec(static_cast<size_t>(7 * k), rng);
     std::vector<cpu::MatmulRangeFn> paths = {cpu::matmul_range_portable};
 #if defined(__x86_64__)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -27,6 +28,11 @@ inline double max_rel(const float* a, const float* b, size_t n) {
 // The same over two vectors; infinite when their sizes differ.
 inline double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() ? max_rel(a.data(), b.data(), a.size()) : INFINITY;
+}
+
+// Whether two vectors hold the same floats, bit for bit.
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 }  // namespace tachyon::kernels
