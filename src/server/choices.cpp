@@ -5,6 +5,9 @@
 #include <mutex>
 #include <thread>
 
+#include "server/api_error.h"
+#include "server/handlers.h"
+
 namespace tachyon::server {
 
 Choices::Choices(const ServedModel& model, const ParsedRequest& request, Admission& admission) {
@@ -96,6 +99,33 @@ GenerationOutcome combined_usage(const std::vector<GenerationOutcome>& outcomes)
     total.spec.num_steps += o.spec.num_steps;
   }
   return total;
+}
+
+void stream_openai_choices(Choices& choices, SseWriter& sse, const OpenAiStream& stream,
+                           const std::function<void()>& start, const Choices::Sink& sink,
+                           const Choices::Done& finish) {
+  bool failed = false, aborted = false;
+  try {
+    start();
+    const std::vector<GenerationOutcome> outcomes =
+        choices.run(sink, [&](size_t i, const GenerationOutcome& outcome) {
+          if (outcome.finish == engine::FinishReason::Error) {
+            if (!failed)
+              sse.data(error_body(ApiError(ErrorKind::Internal, "generation failed: " + outcome.error), ApiFlavor::OpenAI));
+            failed = true;
+          } else if (outcome.finish == engine::FinishReason::Abort) {
+            aborted = true;
+          } else if (!failed) {
+            finish(i, outcome);
+          }
+        });
+    if (!failed && !aborted && stream.include_usage)
+      sse.data({{"id", stream.id}, {"object", stream.object}, {"created", stream.created}, {"model", stream.model},
+                {"choices", Json::array()}, {"usage", openai_usage(combined_usage(outcomes))}});
+  } catch (const std::exception& e) {
+    sse.data(error_body(ApiError(ErrorKind::Internal, e.what()), ApiFlavor::OpenAI));
+  }
+  sse.done();
 }
 
 }  // namespace tachyon::server

@@ -10,11 +10,14 @@
 //                               [&](size_t i, const GenerationOutcome& o) { ... });
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "server/generation.h"
+#include "server/sse.h"
 
 namespace tachyon::server {
 
@@ -41,5 +44,22 @@ class Choices {
 // The usage of all choices: the prompt counted once, the completions summed, cached tokens as
 // the choice that found most in the prefix cache, speculation summed.
 GenerationOutcome combined_usage(const std::vector<GenerationOutcome>& outcomes);
+
+// An OpenAI stream of the choices' chunks (object "chat.completion.chunk" or "text_completion"):
+// `start` sends each choice's opening chunks, `sink` its text, and `finish` the last chunks of a
+// choice that completed. The first engine error sends the stream's error event, after which no
+// choice is finished; a choice whose client left ends silently. Then, unless either happened,
+// the usage chunk where the request asked for it (stream_options.include_usage); an exception
+// becomes the error event. Ends the SSE stream.
+struct OpenAiStream {
+  std::string id;
+  const char* object;
+  int64_t created;
+  std::string model;
+  bool include_usage;
+};
+void stream_openai_choices(Choices& choices, SseWriter& sse, const OpenAiStream& stream,
+                           const std::function<void()>& start, const Choices::Sink& sink,
+                           const Choices::Done& finish);
 
 }  // namespace tachyon::server

@@ -151,34 +151,20 @@ void handle_chat_completions(HandlerContext ctx, const std::string& body, httpli
       }
       return sse.ok();
     };
-    bool failed = false, aborted = false;
-    try {
-      for (size_t i = 0; i < choices->size(); ++i) chunk(i, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr);
-      const std::vector<GenerationOutcome> outcomes = choices->run(
-          [&](size_t i, std::string_view text, std::span<const engine::TokenLogprob> lps) {
-            Json logprobs = want_logprobs && !lps.empty() ? Json{{"content", chat_logprobs(*c.model.tokenizer, lps)}}
-                                                          : Json();
-            return send_delta(i, parsers[i]->feed(text), std::move(logprobs));
-          },
-          [&](size_t i, const GenerationOutcome& outcome) {
-            if (outcome.finish == engine::FinishReason::Error) {
-              if (!failed)
-                sse.data(error_body(ApiError(ErrorKind::Internal, "generation failed: " + outcome.error), ApiFlavor::OpenAI));
-              failed = true;
-            } else if (outcome.finish == engine::FinishReason::Abort) {
-              aborted = true;
-            } else if (!failed) {
-              send_delta(i, parsers[i]->finish(), nullptr);
-              chunk(i, Json::object(), openai_finish_reason(outcome, num_tool_calls[i] > 0), nullptr);
-            }
-          });
-      if (!failed && !aborted && include_usage)
-        sse.data({{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", c.model.id},
-                  {"choices", Json::array()}, {"usage", openai_usage(combined_usage(outcomes))}});
-    } catch (const std::exception& e) {
-      sse.data(error_body(ApiError(ErrorKind::Internal, e.what()), ApiFlavor::OpenAI));
-    }
-    sse.done();
+    stream_openai_choices(
+        *choices, sse, {id, "chat.completion.chunk", created, c.model.id, include_usage},
+        [&] {
+          for (size_t i = 0; i < choices->size(); ++i) chunk(i, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr);
+        },
+        [&](size_t i, std::string_view text, std::span<const engine::TokenLogprob> lps) {
+          Json logprobs =
+              want_logprobs && !lps.empty() ? Json{{"content", chat_logprobs(*c.model.tokenizer, lps)}} : Json();
+          return send_delta(i, parsers[i]->feed(text), std::move(logprobs));
+        },
+        [&](size_t i, const GenerationOutcome& outcome) {
+          send_delta(i, parsers[i]->finish(), nullptr);
+          chunk(i, Json::object(), openai_finish_reason(outcome, num_tool_calls[i] > 0), nullptr);
+        });
     sink.done();
     return true;
   });

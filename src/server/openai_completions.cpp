@@ -91,40 +91,24 @@ void handle_completions(HandlerContext ctx, const std::string& body, httplib::Re
       if (include_usage) out["usage"] = nullptr;
       return sse.data(out);
     };
-    bool failed = false, aborted = false;
-    try {
-      if (echo)
-        for (size_t i = 0; i < choices->size(); ++i) {
-          offsets[i] += choices->front().prompt_text().size();
-          chunk(i, choices->front().prompt_text(), nullptr, nullptr);
-        }
-      const std::vector<GenerationOutcome> outcomes = choices->run(
-          [&](size_t i, std::string_view text, std::span<const engine::TokenLogprob> lps) {
-            Json logprobs;
-            if (want_logprobs) {
-              logprobs = empty_legacy_logprobs();
-              append_legacy_logprobs(*c.model.tokenizer, lps, false, offsets[i], logprobs);
+    stream_openai_choices(
+        *choices, sse, {id, "text_completion", created, c.model.id, include_usage},
+        [&] {
+          if (echo)
+            for (size_t i = 0; i < choices->size(); ++i) {
+              offsets[i] += choices->front().prompt_text().size();
+              chunk(i, choices->front().prompt_text(), nullptr, nullptr);
             }
-            return chunk(i, std::string(text), std::move(logprobs), nullptr);
-          },
-          [&](size_t i, const GenerationOutcome& outcome) {
-            if (outcome.finish == engine::FinishReason::Error) {
-              if (!failed)
-                sse.data(error_body(ApiError(ErrorKind::Internal, "generation failed: " + outcome.error), ApiFlavor::OpenAI));
-              failed = true;
-            } else if (outcome.finish == engine::FinishReason::Abort) {
-              aborted = true;
-            } else if (!failed) {
-              chunk(i, "", nullptr, openai_finish_reason(outcome, false));
-            }
-          });
-      if (!failed && !aborted && include_usage)
-        sse.data({{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", c.model.id},
-                  {"choices", Json::array()}, {"usage", openai_usage(combined_usage(outcomes))}});
-    } catch (const std::exception& e) {
-      sse.data(error_body(ApiError(ErrorKind::Internal, e.what()), ApiFlavor::OpenAI));
-    }
-    sse.done();
+        },
+        [&](size_t i, std::string_view text, std::span<const engine::TokenLogprob> lps) {
+          Json logprobs;
+          if (want_logprobs) {
+            logprobs = empty_legacy_logprobs();
+            append_legacy_logprobs(*c.model.tokenizer, lps, false, offsets[i], logprobs);
+          }
+          return chunk(i, std::string(text), std::move(logprobs), nullptr);
+        },
+        [&](size_t i, const GenerationOutcome& outcome) { chunk(i, "", nullptr, openai_finish_reason(outcome, false)); });
     sink.done();
     return true;
   });
