@@ -14,6 +14,7 @@
 
 #include "kv/disk_prefix_store.h"
 #include "kv/kv_cache.h"
+#include "hybrid_snapshots.h"
 
 namespace tachyon::kv {
 namespace {
@@ -147,9 +148,7 @@ TEST(KvCacheDiskTier, ALayoutWithOtherBytesHasAnotherFingerprint) {
 TEST(KvCacheDiskTier, AHybridModelsSnapshotTravelsWithItsBlock) {
   TempDir dir;
   auto backend = kernels::make_backend("cpu");
-  KvLayout layout{.num_layers = 1, .num_kv_heads = 1, .head_dim = 64, .block_size = 4, .num_blocks = 4,
-                  .format = KvFormat::BF16, .num_state_layers = 2, .state_floats = 8, .max_sequences = 2,
-                  .state_snapshot_interval = 1, .state_rollback_rows = 1};
+  const KvLayout layout = hybrid_snapshot_layout();
   const std::vector<int32_t> t = prompt(9);
   std::vector<float> expected;
   {
@@ -157,17 +156,7 @@ TEST(KvCacheDiskTier, AHybridModelsSnapshotTravelsWithItsBlock) {
     kv.attach_disk_tier(open_store(dir, kv));
     const SeqId s = kv.add_sequence();
     ASSERT_TRUE(kv.reserve(s, 8));
-    kv.prepare_state(s, 0, 8);  // what a forward over [0, 8) claims; its rows would write the snapshots
-    for (int64_t l = 0; l < 2; ++l)
-      for (int b = 0; b < 2; ++b) {
-        std::vector<float> st(8);
-        for (int i = 0; i < 8; ++i) st[static_cast<size_t>(i)] = static_cast<float>(l * 100 + b * 10 + i);
-        const int32_t slot = kv.row_state_slot(s, b * 4 + 3);  // where the row ending the block puts its state
-        ASSERT_GE(slot, 0);
-        backend->copy_to_device(kv.state(l) + slot * 8, st.data(), st.size() * sizeof(float));
-        if (b == 1) expected.insert(expected.end(), st.begin(), st.end());
-      }
-    kv.commit_state(s, 0, 8);
+    expected = write_hybrid_snapshots(*backend, kv, s);
     kv.register_blocks(s, t, 8);
     kv.remove_sequence(s);
     EXPECT_EQ(kv.spill_to_disk(), 2);
@@ -177,15 +166,7 @@ TEST(KvCacheDiskTier, AHybridModelsSnapshotTravelsWithItsBlock) {
   const SeqId s = restarted.add_sequence();
   EXPECT_EQ(restarted.match_prefix(s, t), 8);  // a hybrid prefix needs the snapshot of its last block
   EXPECT_EQ(restarted.resume_position(s, 8), 8);
-  const int32_t slot = restarted.snapshot_slot(restarted.block_table(s)[1]);
-  ASSERT_GE(slot, 0);
-  std::vector<float> got;
-  for (int64_t l = 0; l < 2; ++l) {
-    std::vector<float> st(8);
-    backend->copy_to_host(st.data(), restarted.state(l) + slot * 8, st.size() * sizeof(float));
-    got.insert(got.end(), st.begin(), st.end());
-  }
-  EXPECT_EQ(got, expected);
+  EXPECT_EQ(read_resumed_snapshot(*backend, restarted, s), expected);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kv/host_block_index.h"
 #include "kv/kv_cache.h"
+#include "hybrid_snapshots.h"
 
 namespace tachyon::kv {
 namespace {
@@ -229,26 +230,13 @@ TEST(KvCacheHostTier, RefusesAByteBoundBelowOneBlockAndASplitLayout) {
 
 TEST(KvCacheHostTier, AHybridModelsSnapshotTravelsWithItsBlock) {
   auto backend = kernels::make_backend("cpu");
-  KvLayout layout{.num_layers = 1, .num_kv_heads = 1, .head_dim = 64, .block_size = 4, .num_blocks = 4,
-                  .format = KvFormat::BF16, .num_state_layers = 2, .state_floats = 8, .max_sequences = 2,
-                  .state_snapshot_interval = 1, .state_rollback_rows = 1};
+  const KvLayout layout = hybrid_snapshot_layout();
   const std::vector<int32_t> t = prompt(9, 100);
-  std::vector<float> expected;
   KvCache kv(*backend, layout);
   kv.attach_host_tier(8 * static_cast<int64_t>(kv.host_slot_bytes()));
   const SeqId s = kv.add_sequence();
   ASSERT_TRUE(kv.reserve(s, 8));
-  kv.prepare_state(s, 0, 8);
-  for (int64_t l = 0; l < 2; ++l)
-    for (int b = 0; b < 2; ++b) {
-      std::vector<float> st(8);
-      for (int i = 0; i < 8; ++i) st[static_cast<size_t>(i)] = static_cast<float>(l * 100 + b * 10 + i);
-      const int32_t slot = kv.row_state_slot(s, b * 4 + 3);
-      ASSERT_GE(slot, 0);
-      backend->copy_to_device(kv.state(l) + slot * 8, st.data(), st.size() * sizeof(float));
-      if (b == 1) expected.insert(expected.end(), st.begin(), st.end());
-    }
-  kv.commit_state(s, 0, 8);
+  const std::vector<float> expected = write_hybrid_snapshots(*backend, kv, s);
   kv.register_blocks(s, t, 8);
   kv.remove_sequence(s);
   take_every_block(kv);  // the snapshot blocks' slots are recycled by the new owner...
@@ -256,15 +244,7 @@ TEST(KvCacheHostTier, AHybridModelsSnapshotTravelsWithItsBlock) {
   const SeqId r = kv.add_sequence();
   EXPECT_EQ(kv.match_prefix(r, t), 8);  // ... but the snapshots came back with the blocks
   EXPECT_EQ(kv.resume_position(r, 8), 8);
-  const int32_t slot = kv.snapshot_slot(kv.block_table(r)[1]);
-  ASSERT_GE(slot, 0);
-  std::vector<float> got;
-  for (int64_t l = 0; l < 2; ++l) {
-    std::vector<float> st(8);
-    backend->copy_to_host(st.data(), kv.state(l) + slot * 8, st.size() * sizeof(float));
-    got.insert(got.end(), st.begin(), st.end());
-  }
-  EXPECT_EQ(got, expected);
+  EXPECT_EQ(read_resumed_snapshot(*backend, kv, r), expected);
 }
 
 }  // namespace
