@@ -57,6 +57,21 @@ void expect_in_grammar(const Grammar& grammar, const Result& r) {
   else EXPECT_EQ(r.finish, FinishReason::Length) << text;
 }
 
+// The requests run as one batch: every output stays inside its request's grammar, some finish
+// (complete), and each of the first `greedy` requests (temperature 0) gives alone what it gave
+// in the batch.
+void expect_batch_in_grammars(Engine& engine, const std::vector<GenerationRequest>& requests, size_t greedy) {
+  const auto results = run(engine, requests);
+  int completed = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    SCOPED_TRACE(i);
+    expect_in_grammar(*requests[i].grammar, results[i]);
+    completed += results[i].finish == FinishReason::Stop;
+  }
+  EXPECT_GT(completed, 0);
+  for (size_t i = 0; i < greedy; ++i) EXPECT_EQ(run(engine, {requests[i]})[0].tokens, results[i].tokens) << i;
+}
+
 TEST(ConstrainedEngine, OutputsStayInTheGrammarGreedySampledAndBatched) {
   auto json = std::make_shared<const Grammar>(Grammar::json_object());
   Grammar call;
@@ -84,16 +99,7 @@ TEST(ConstrainedEngine, OutputsStayInTheGrammarGreedySampledAndBatched) {
     r.grammar = i % 3 == 2 ? tool : json;
     requests.push_back(r);
   }
-  const auto results = run(engine, requests);
-  int completed = 0;
-  for (size_t i = 0; i < results.size(); ++i) {
-    SCOPED_TRACE(i);
-    expect_in_grammar(*requests[i].grammar, results[i]);
-    completed += results[i].finish == FinishReason::Stop;
-  }
-  EXPECT_GT(completed, 0);
-  // Greedy and batched equals greedy alone.
-  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(run(engine, {requests[i]})[0].tokens, results[i].tokens) << i;
+  expect_batch_in_grammars(engine, requests, 4);
 }
 
 // JSON Schema grammars (the pushdown automaton, shared by the requests of the engine's thread):
@@ -124,15 +130,7 @@ TEST(ConstrainedEngine, SchemaGrammarsInABatch) {
     r.grammar = i % 5 == 4 ? choice : person;
     requests.push_back(r);
   }
-  const auto results = run(engine, requests);
-  int completed = 0;
-  for (size_t i = 0; i < results.size(); ++i) {
-    SCOPED_TRACE(i);
-    expect_in_grammar(*requests[i].grammar, results[i]);
-    completed += results[i].finish == FinishReason::Stop;
-  }
-  EXPECT_GT(completed, 0);
-  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(run(engine, {requests[i]})[0].tokens, results[i].tokens) << i;
+  expect_batch_in_grammars(engine, requests, 4);
 }
 
 TEST(ConstrainedEngine, RefusesAGrammarWithoutVocabulary) {
