@@ -25,6 +25,7 @@
 #include "io/safetensors.h"
 #include "kernels/backend.h"
 #include "model/model.h"
+#include "greedy_decode.h"
 #include "roofline.h"
 
 using namespace tachyon;
@@ -161,26 +162,13 @@ int main(int argc, char** argv) {
     std::vector<double> decode_tps, prefill_tps;
     for (int r = 0; r <= runs; ++r) {
       // Decode: a 16-token prompt, then decode_tokens single-token steps (greedy).
-      auto seq = kv.add_sequence();
-      kv.reserve(seq, decode_prompt);
-      model::Batch batch;
-      batch.add(seq, std::span<const int32_t>(prompt.data(), decode_prompt), 0);
-      auto out = model->forward(batch, kv);
-      int32_t pos = decode_prompt;
-      const double t0 = now();
-      for (int i = 0; i < decode_tokens; ++i) {
-        const int32_t next = static_cast<int32_t>(std::max_element(out.logits.begin(), out.logits.end()) - out.logits.begin());
-        kv.reserve(seq, pos + 1);
-        batch.clear();
-        batch.add(seq, std::span<const int32_t>(&next, 1), pos++);
-        out = model->forward(batch, kv);
-      }
-      const double decode_s = now() - t0;
-      kv.remove_sequence(seq);
+      const double decode_s =
+          bench::time_greedy_decode(*model, kv, std::span<const int32_t>(prompt.data(), decode_prompt), decode_tokens,
+                                    /*mark_decode_rows=*/false);
       // Prefill: the whole prompt in one forward.
-      seq = kv.add_sequence();
+      const auto seq = kv.add_sequence();
       kv.reserve(seq, prefill_tokens);
-      batch.clear();
+      model::Batch batch;
       batch.add(seq, prompt, 0);
       const double t1 = now();
       model->forward(batch, kv);
