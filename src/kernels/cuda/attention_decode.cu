@@ -1,7 +1,10 @@
 // Decode attention: rows alone in their sequence, split-KV (one CTA per row, KV head and 64-key
-// chunk), the chunk states merged in chunk order in the same launch; optionally with the attention
-// prologue of its rows fused in (Backend::attention_from_qkv).
+// chunk), the chunk states merged in chunk order in the same launch (from 64 chunks on by a merge
+// kernel of their own); optionally with the attention prologue of its rows fused in
+// (Backend::attention_from_qkv).
 #include "kernels/cuda/attention_decode.cuh"
+
+#include <atomic>
 
 #include "kernels/cuda/attention_common.cuh"
 
@@ -18,7 +21,8 @@ namespace {
 // chunk state in its shared memory and, after a cluster barrier, the cluster's first CTA merges
 // them through distributed shared memory. Beyond that the states go through global memory and
 // the last CTA to finish, counted by an atomic, merges them: a fence, an atomic and the states'
-// L2 loads, ~3.3 of the kernel's 7.3 us at batch 1 on the H200 (docs/perf/cuda.md).
+// L2 loads, ~3.3 of the kernel's 7.3 us at batch 1 on the H200 (docs/perf/cuda.md). From
+// kMergeApartMinChunks chunks on, attention_decode_merge_kernel merges them instead.
 constexpr int kMaxGroup = 64;
 constexpr int kMaxDecodeCluster = 8;  // the portable cluster size
 // A chunk state of one query head: m, l, two words of padding (each state 16-byte aligned, so
@@ -315,6 +319,25 @@ __device__ __forceinline__ void merge_chunks(const DeviceAttentionMeta& meta, in
     if (lane + 32 * k < D) out[(static_cast<int64_t>(r) * s.num_heads + h) * D + lane + 32 * k] = A[k] * rescale * inv;
 }
 
+// Lane j of a warp merging a stage of up to 32 chunks after a running maximum M (m: chunk j's
+// maximum, -inf past the stage's chunks): returns max(M, m_0 .. m_j), the running maximum after
+// chunk j, and sets chunk j's merge_factors (fo, fn). fmaxf is exact, so the prefix maximum is
+// the sequential merge's and so are the exp2f arguments.
+__device__ __forceinline__ float stage_merge_factors(float M, float m, int lane, float& fo, float& fn) {
+  float P = m;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const float o = __shfl_up_sync(~0u, P, d);
+    if (lane >= d) P = fmaxf(P, o);
+  }
+  P = fmaxf(M, P);
+  float before = __shfl_up_sync(~0u, P, 1);  // the running maximum before chunk j
+  if (lane == 0) before = M;
+  fo = exp2f(before - P);
+  fn = exp2f(m - P);
+  return P;
+}
+
 // The last CTA of (row, KV head) merges its group's chunk states from global memory (written by
 // the other CTAs, read through L2), kDecodeWarps heads at a time, one warp per head, and writes
 // the heads' outputs. The states stream through the CTA's shared memory (free once its own chunk
@@ -363,16 +386,8 @@ __device__ __forceinline__ void merge_global_chunks(const DeviceAttentionMeta& m
         const int n = min(per_stage, c_end - (c_begin + stage * per_stage));
         const float* buf = buffers + ((stage & 1) * kDecodeWarps + warp) * per_stage * SW;
         const float m = lane < n ? buf[lane * SW] : -INFINITY, l = lane < n ? buf[lane * SW + 1] : 0.f;
-        float P = m;  // lane j: max(M, m_0 .. m_j), the running maximum after chunk j
-#pragma unroll
-        for (int d = 1; d < 32; d <<= 1) {
-          const float o = __shfl_up_sync(~0u, P, d);
-          if (lane >= d) P = fmaxf(P, o);
-        }
-        P = fmaxf(M, P);
-        float before = __shfl_up_sync(~0u, P, 1);  // the running maximum before chunk j
-        if (lane == 0) before = M;
-        const float fo = exp2f(before - P), fn = exp2f(m - P);  // merge_factors' for chunk j
+        float fo, fn;
+        const float P = stage_merge_factors(M, m, lane, fo, fn);
         for (int j = 0; j < n; ++j) {
           const float fo_j = __shfl_sync(~0u, fo, j), fn_j = __shfl_sync(~0u, fn, j), l_j = __shfl_sync(~0u, l, j);
           L = fmaf(l_j, fn_j, L * fo_j);
@@ -474,6 +489,7 @@ __global__ void __launch_bounds__(128, kCluster ? 1 : 3) attention_decode_kernel
     return;
 #endif
   }
+  if (counters == nullptr) return;  // merged by attention_decode_merge_kernel (long contexts)
   __threadfence();  // this CTA's chunk state, before it is counted
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -490,7 +506,67 @@ __global__ void __launch_bounds__(128, kCluster ? 1 : 3) attention_decode_kernel
                             static_cast<int64_t>(max_chunks) * state_words(D), smem4, out);
   cta_timeline_mark(kTimelineDone);  // warp 0's heads merged
 }
+// Long contexts: the chunk states of (row i, head h) merged after the chunk kernel, by one warp per
+// 32 of the head's dimensions (lane: one dimension), so that thousands of states load through
+// every SM instead of the last chunk CTA's (at 32k keys and batch 1, 1 MB per KV head through one
+// SM: ~60 of the layer's ~184 us on an H100, bench/results/cuda-kv-decode-attention-h100-ac3dd74.md).
+// The bits are merge_global_chunks': the same prefix maxima, exp2f arguments and chains in chunk
+// order. The next stage's states are loaded before this stage's chain runs.
+__global__ void __launch_bounds__(32) attention_decode_merge_kernel(DeviceAttentionMeta meta,
+                                                                     const int32_t* __restrict__ rows,
+                                                                     AttentionShape s, int max_chunks,
+                                                                     const float* __restrict__ partial,
+                                                                     float* __restrict__ out) {
+  pdl_enter();  // the chunk states
+  const int i = blockIdx.x, h = blockIdx.y, lane = threadIdx.x, d = blockIdx.z * 32 + lane;
+  const int D = s.head_dim, SW = state_words(D);
+  const int r = rows[i];
+  const int32_t pos = meta.positions[r];
+  const int lo = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
+  const int c_begin = lo / kChunkKeys, c_end = pos / kChunkKeys + 1;
+  const float* __restrict__ states = partial + (static_cast<int64_t>(i) * s.num_heads + h) * max_chunks * SW;
+  float m_cur, l_cur, o_cur[32], m_next = -INFINITY, l_next = 0.f, o_next[32] = {};
+  const auto load = [&](int c0, float& m, float& l, float(&o)[32]) {
+    const int n = min(32, c_end - c0);
+    m = lane < n ? states[static_cast<int64_t>(c0 + lane) * SW] : -INFINITY;
+    l = lane < n ? states[static_cast<int64_t>(c0 + lane) * SW + 1] : 0.f;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) o[j] = j < n && d < D ? states[static_cast<int64_t>(c0 + j) * SW + kStateHeader + d] : 0.f;
+  };
+  float M = -INFINITY, L = 0.f, A = 0.f;
+  load(c_begin, m_cur, l_cur, o_cur);
+  for (int c0 = c_begin; c0 < c_end; c0 += 32) {
+    if (c0 + 32 < c_end) load(c0 + 32, m_next, l_next, o_next);
+    const int n = min(32, c_end - c0);
+    float fo, fn;
+    const float P = stage_merge_factors(M, m_cur, lane, fo, fn);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      if (j >= n) break;
+      const float fo_j = __shfl_sync(~0u, fo, j), fn_j = __shfl_sync(~0u, fn, j), l_j = __shfl_sync(~0u, l_cur, j);
+      L = fmaf(l_j, fn_j, L * fo_j);
+      A = fmaf(o_cur[j], fn_j, A * fo_j);
+    }
+    M = __shfl_sync(~0u, P, n - 1);
+    m_cur = m_next;
+    l_cur = l_next;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) o_cur[j] = o_next[j];
+  }
+  float rescale, inv;
+  finish_factors(M, L, s.sinks, h, rescale, inv);
+  if (d < D) out[(static_cast<int64_t>(r) * s.num_heads + h) * D + d] = A * rescale * inv;
+}
+
+// Chunks from which the states are merged by attention_decode_merge_kernel: one launch more, so
+// only where the last CTA's merge outweighs it. H100, the Qwen3-8B shape: 512 chunks at batch 1
+// (32k keys) 181.7 -> 120.8 us per layer, 128 chunks at batch 32 (8k keys) 833 -> 790 us.
+constexpr int kMergeApartMinChunks = 64;
+
+std::atomic<int64_t> g_merge_launches{0};
 }  // namespace
+
+int64_t attention_decode_merge_launches() { return g_merge_launches.load(); }
 
 bool attention_decode_fits(int head_dim, int group) {
   return std::min(decode_smem_bytes(head_dim, group, false, false), decode_smem_bytes(head_dim, group, false, true)) <=
@@ -524,6 +600,7 @@ void attention_decode(const float* q, const QkPrologue* prologue, const DeviceAt
   const int64_t ctas = static_cast<int64_t>(num_rows) * shape.num_kv_heads * max_chunks;
   const bool cluster = !kv_apart && arch.hopper && max_chunks <= kMaxDecodeCluster && ctas <= arch.sms &&
                        decode_smem_bytes(D, group, true, false) <= arch.smem_per_block;
+  const bool merge_apart = !cluster && max_chunks >= kMergeApartMinChunks;
   const size_t smem = decode_smem_bytes(D, group, cluster, kv_apart);
   if (smem > arch.smem_per_block)
     fail_unsupported("decode attention shared memory per block on this GPU (query heads per KV head x head_dim), bytes",
@@ -534,13 +611,21 @@ void attention_decode(const float* q, const QkPrologue* prologue, const DeviceAt
     if (smem > 48 * 1024)
       TACHYON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     launch_clustered(kernel, grid, 128, smem, stream, cluster_x, q, prologue ? *prologue : QkPrologue{},
-                     prologue != nullptr, meta, rows, kv, shape, max_chunks, workspace, counters, out);
+                     prologue != nullptr, meta, rows, kv, shape, max_chunks, workspace,
+                     merge_apart ? nullptr : counters, out);
+  };
+  const auto merge = [&] {
+    if (!merge_apart) return;
+    g_merge_launches.fetch_add(1);
+    launch(attention_decode_merge_kernel, dim3(rows_u, static_cast<unsigned>(shape.num_heads), static_cast<unsigned>(D + 31) / 32), 32, 0,
+           stream, meta, rows, shape, max_chunks, static_cast<const float*>(workspace), out);
   };
   if (kv_apart) {
     count_attention_kv_apart_launch(true);
     const dim3 grid(rows_u, heads_u, chunks_u);
     if (D == 256) decode(attention_decode_kernel<32, false, true>, grid, 1u);
     else decode(attention_decode_kernel<0, false, true>, grid, 1u);
+    merge();
     return;
   }
   auto pick = [&](auto dk) {
@@ -552,6 +637,7 @@ void attention_decode(const float* q, const QkPrologue* prologue, const DeviceAt
   else if (D == 128) pick(std::integral_constant<int, 16>{});
   else if (D == 256) pick(std::integral_constant<int, 32>{});
   else pick(std::integral_constant<int, 0>{});
+  merge();
 }
 
 }  // namespace tachyon::kernels::cuda

@@ -12,7 +12,8 @@
 namespace tachyon::kernels::cuda {
 
 // Decode rows (the only row of their sequence in the call): split-KV flash decoding, one
-// CTA per (row, KV head, 64-key chunk); the last CTA of each (row, KV head) merges. Bit-identical
+// CTA per (row, KV head, 64-key chunk); the last CTA of each (row, KV head) merges (from 64 chunks
+// on, a merge kernel of one warp per (row, head, 32 dimensions)). Bit-identical
 // to `attention` for the same row. max_chunks = decode_chunks(largest position among `rows`);
 // workspace of decode_workspace_bytes(num_rows, num_heads, head_dim, max_chunks); counters:
 // num_rows * num_kv_heads zeroed unsigned (left zeroed). With `prologue` (prologue_supported),
@@ -26,6 +27,8 @@ void attention_decode(const float* q, const QkPrologue* prologue, const DeviceAt
                       const int32_t* rows, int num_rows, int max_chunks, const KvPair& kv,
                       const AttentionShape& shape, float* workspace, unsigned* counters, float* out,
                       cudaStream_t stream);
+// Launches (process-wide) that merged their chunk states in a kernel of their own (long contexts).
+int64_t attention_decode_merge_launches();
 // Whether a decode CTA (without the cluster's states) fits this GPU's shared memory per block.
 bool attention_decode_fits(int head_dim, int group);
 

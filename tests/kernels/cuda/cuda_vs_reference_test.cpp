@@ -16,6 +16,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/tf32_chunk_attention.h"
 #include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/attention_wgmma.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/device_arch.h"
@@ -30,6 +31,13 @@ namespace {
 // epilogues); the pre-Hopper kernels (an older GPU, or TACHYON_CUDA_ARCH) run those ops unfused,
 // with the same bits.
 bool hopper_fusions() { return cuda::device_arch().hopper; }
+
+// A cache as write_kv leaves it: values rounded to the attention's operand format.
+std::vector<float> operand_cache(size_t n, std::mt19937& rng) {
+  auto cache = random_vec(n, rng);
+  for (float& x : cache) x = cpu::round_attention_operand(x);
+  return cache;
+}
 
 // Attention against the f32 reference: a TACHYON_ATTENTION_BF16 build (7-bit mantissa operands)
 // is held 8x looser than the tf32 one (10-bit).
@@ -682,11 +690,8 @@ TEST_F(CudaKernels, AttentionMatchesReferenceAndIsRowInvariant) {
     cuda::set_attention_tile_variant(warps, stages);
     SCOPED_TRACE(testing::Message() << "tile variant " << warps << "x" << stages);
     const int64_t heads = 8, kv_heads = 2, bs = 16, blocks = 96, width = kv_heads * d;
-    // The cache as write_kv leaves it: K and V rounded to the operand format.
-    auto kc = random_vec(static_cast<size_t>(blocks * bs * width), rng);
-    auto vc = random_vec(kc.size(), rng);
-    for (float& x : kc) x = cpu::round_attention_operand(x);
-    for (float& x : vc) x = cpu::round_attention_operand(x);
+    const auto kc = operand_cache(static_cast<size_t>(blocks * bs * width), rng);
+    const auto vc = operand_cache(kc.size(), rng);
     std::vector<int32_t> tables, offsets = {0};
     std::vector<int32_t> positions, row_seq;
     // seq 0: rows for positions 0..69 (prefill: query tiles); seq 1: one decode row at 700
@@ -787,6 +792,51 @@ TEST_F(CudaKernels, AttentionMatchesReferenceAndIsRowInvariant) {
   }
 }
 
+// A long context: rows 4180..4199 of one sequence take query tiles together; alone, each is a
+// decode row whose 66 chunks' states are merged by their own kernel. The same bits, with and
+// without a sliding window (the merge then starts past chunk 0) and sinks.
+TEST_F(CudaKernels, LongContextDecodeRowsMergedApartGiveTheQueryTilesBits) {
+  for (int64_t d : {64, 128, 256}) {
+    const int64_t heads = 8, kv_heads = 2, bs = 16, blocks = 64, width = kv_heads * d;
+    const auto kc = operand_cache(static_cast<size_t>(blocks * bs * width), rng);
+    const auto vc = operand_cache(kc.size(), rng);
+    const int32_t first = 4180, n = 20;
+    std::vector<int32_t> table;  // 263 blocks of context over the 64 of the cache, each used ~4 times
+    for (int b = 0; b <= (first + n) / static_cast<int>(bs); ++b) table.push_back((b * 17 + 5) % static_cast<int>(blocks));
+    const std::vector<int32_t> offsets = {0, static_cast<int32_t>(table.size())};
+    std::vector<int32_t> positions(n), seqs(n, 0);
+    for (int i = 0; i < n; ++i) positions[i] = first + i;
+    const auto q = random_vec(static_cast<size_t>(n * heads * d), rng);
+    float* dk = upload(kc);
+    float* dv = upload(vc);
+    float* dq = upload(q);
+    const PagedKv gkv{dk, dv, static_cast<int32_t>(bs), kv_heads, d};
+    const std::vector<float> sinks = {0.5f, -1.f, 2.f, 0.f, 1.f, 1.f, -3.f, 0.25f};
+    const float* d_sinks = upload(sinks);
+    for (int variant = 0; variant < 3; ++variant) {
+      AttentionParams p;
+      p.num_heads = heads;
+      p.scale = 1.f / std::sqrt(float(d));
+      if (variant == 1) p.sliding_window = 1000;
+      if (variant == 2) p.sinks = d_sinks;
+      const AttentionMeta meta{positions.data(), seqs.data(), table.data(), offsets.data()};
+      float* out = poisoned(q.size());
+      gpu->attention(dq, n, gkv, meta, p, out);
+      const auto tiles = download(out, q.size());
+      for (int i : {0, n - 1}) {
+        const int64_t merges = cuda::attention_decode_merge_launches();
+        const AttentionMeta alone{positions.data() + i, seqs.data(), table.data(), offsets.data()};
+        float* out1 = poisoned(static_cast<size_t>(heads * d));
+        gpu->attention(dq + i * heads * d, 1, gkv, alone, p, out1);
+        const auto row = download(out1, static_cast<size_t>(heads * d));
+        EXPECT_EQ(cuda::attention_decode_merge_launches(), merges + 1) << "the states were not merged apart";
+        EXPECT_EQ(0, std::memcmp(row.data(), tiles.data() + i * heads * d, row.size() * sizeof(float)))
+            << "d " << d << " variant " << variant << " row " << positions[i];
+      }
+    }
+  }
+}
+
 // The wgmma query-tile kernel (sm_90a, head_dim 64 and 128) against the mma.sync one over a long
 // chunked prefill: 300 rows at positions 200..499 of one sequence (8 chunks of keys, both K
 // buffers reused, tiles that straddle chunk boundaries, a ragged last tile), then the last 16
@@ -799,10 +849,8 @@ TEST_F(CudaKernels, WgmmaQueryTilesGiveTheBitsOfTheMmaSyncKernel) {
     if (!cuda::attention_wgmma_supported(d)) GTEST_SKIP() << "no sm_90 device: the wgmma attention kernel is not used";
     SCOPED_TRACE(testing::Message() << heads << " heads, " << kv_heads << " KV heads");
     const int64_t bs = 16, first = 200, rows = 300, blocks = (first + rows) / bs + 1;
-    auto kc = random_vec(static_cast<size_t>(blocks * bs * kv_heads * d), rng);
-    auto vc = random_vec(kc.size(), rng);
-    for (float& x : kc) x = cpu::round_attention_operand(x);
-    for (float& x : vc) x = cpu::round_attention_operand(x);
+    auto kc = operand_cache(static_cast<size_t>(blocks * bs * kv_heads * d), rng);
+    auto vc = operand_cache(kc.size(), rng);
     std::vector<int32_t> table(static_cast<size_t>(blocks)), offsets = {0, static_cast<int32_t>(blocks)};
     for (int64_t b = 0; b < blocks; ++b) table[b] = static_cast<int32_t>((b * 7 + 3) % blocks);
     std::vector<int32_t> positions(static_cast<size_t>(rows)), row_seq(static_cast<size_t>(rows), 0);
