@@ -21,6 +21,7 @@
 #include "kernels/cpu/isa/matmul_int8.h"
 #include "kernels/cpu/quant_pack.h"
 #include "kernels/quantize.h"
+#include "quant_panels.h"  // tests/kernels: packing into owned buffers
 
 using namespace tachyon;
 using namespace tachyon::kernels;
@@ -57,12 +58,8 @@ const Format kFormats[] = {{"int8 rows (Symmetric 8-bit, a scale per row, as --q
                            {"int4 (Affine 4-bit g64 F16, --quantize int4)", WeightFormat::Affine, 4, 64},
                            {"q4_k-like (Affine 4-bit g32 F16)", WeightFormat::Affine, 4, 32}};
 
-struct Host {
-  std::vector<uint8_t> codes, scales, biases;
-  Weight w;
-};
-Host make_host(const Format& f, int64_t rows, int64_t cols, std::mt19937& rng) {
-  Host h;
+QuantHost make_host(const Format& f, int64_t rows, int64_t cols, std::mt19937& rng) {
+  QuantHost h;
   h.w = Weight{nullptr, DType::U8, rows, cols};
   h.w.format = f.format;
   h.w.quant.bits = static_cast<uint8_t>(f.bits);
@@ -83,21 +80,6 @@ Host make_host(const Format& f, int64_t rows, int64_t cols, std::mt19937& rng) {
   return h;
 }
 
-struct Packed {
-  std::vector<uint8_t> codes, scales, biases;
-  Weight w;
-};
-template <class BytesFn, class PackFn>
-Packed pack(const Weight& host, BytesFn bytes_fn, PackFn pack_fn) {
-  Packed p;
-  const cpu::QuantPanelBytes b = bytes_fn(host);
-  p.codes.resize(b.codes);
-  p.scales.resize(b.scales);
-  p.biases.resize(b.biases);
-  p.w = pack_fn(host, p.codes.data(), p.scales.data(), p.biases.empty() ? nullptr : p.biases.data());
-  return p;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,9 +97,9 @@ int main(int argc, char** argv) {
   const int64_t shapes[2][2] = {{6144, 1024}, {1024, 3072}};
   for (const Format& f : kFormats)
     for (const auto& shape : shapes) {
-      const Host h = make_host(f, shape[0], shape[1], rng);
-      const Packed f32w = pack(h.w, cpu::quant_panel64_bytes, cpu::pack_quant_panel64);
-      const Packed dotw = pack(h.w, cpu::quant_panel64_dot_bytes,
+      const QuantHost h = make_host(f, shape[0], shape[1], rng);
+      const QuantHost f32w = pack_panels(h.w, cpu::quant_panel64_bytes, cpu::pack_quant_panel64);
+      const QuantHost dotw = pack_panels(h.w, cpu::quant_panel64_dot_bytes,
                                  static_cast<Weight (*)(const Weight&, void*, void*, void*)>(cpu::pack_quant_panel64_dot));
       for (int64_t rows : {1, 4, 512}) {
         std::vector<float> x(static_cast<size_t>(rows * shape[1]));
