@@ -115,6 +115,11 @@ ModelConfig parse_model_config(const Json& j, const std::string& path) {
   c.num_key_value_heads = json_int_or(j, "num_key_value_heads", c.num_attention_heads, path);
   if (c.num_attention_heads <= 0 || c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.vocab_size <= 0)
     throw Error("{}: vocab_size, hidden_size, num_hidden_layers and num_attention_heads must be positive", path);
+  // Per-layer lists are built from num_hidden_layers before any tensor is read: a crafted count
+  // would allocate without bound (found by fuzzing). The largest published models have ~160 layers.
+  if (c.num_hidden_layers > kMaxHiddenLayers)
+    throw Error("{}: num_hidden_layers {} is more than the {} layers tachyon loads", path, c.num_hidden_layers,
+                kMaxHiddenLayers);
   c.head_dim = json_int_or(j, "head_dim", c.hidden_size / c.num_attention_heads, path);
   if (c.num_key_value_heads <= 0 || c.num_attention_heads % c.num_key_value_heads != 0)
     throw Error("{}: num_attention_heads ({}) must be a multiple of num_key_value_heads ({})", path,

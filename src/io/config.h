@@ -57,6 +57,9 @@ struct ModelConfig {
   const RopeParams& rope_for(const std::string& layer_type) const;
 };
 
+// The most decoder layers a config may declare (refused beyond, before anything is sized by it).
+inline constexpr int64_t kMaxHiddenLayers = 4096;
+
 // Reads and validates a config.json. Unknown `model_type`s are accepted here; the model
 // registry rejects them with the list of supported ones.
 ModelConfig parse_model_config(const Json& config, const std::string& path);

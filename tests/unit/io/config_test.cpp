@@ -43,5 +43,23 @@ TEST(ConfigJsonInt, NumbersPastInt64AreOutOfRange) {
   }
 }
 
+// Found by fuzzing config.json (tests/fuzz/io/corpus/regression-config-huge-layer-count): a
+// num_hidden_layers of 2.9e15 sized the derived layer_types list until the process ran out of
+// memory. Refused, naming the field; the largest count allowed still parses.
+TEST(ModelConfig, AHugeLayerCountIsRefusedBeforeAnythingIsSizedByIt) {
+  Json config = Json::parse(R"({"model_type": "qwen3", "vocab_size": 512, "hidden_size": 64,
+                                "num_attention_heads": 4, "num_hidden_layers": 2888888888888888})");
+  try {
+    parse_model_config(config, "config.json");
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("config.json: num_hidden_layers 2888888888888888 is more than the 4096"),
+              std::string::npos)
+        << e.what();
+  }
+  config["num_hidden_layers"] = kMaxHiddenLayers;
+  EXPECT_EQ(parse_model_config(config, "config.json").layer_types.size(), static_cast<size_t>(kMaxHiddenLayers));
+}
+
 }  // namespace
 }  // namespace tachyon::io
