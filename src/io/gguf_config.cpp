@@ -252,6 +252,8 @@ Json gguf_hf_config(const GgufFile& file) {
   const int64_t layers = m.uniform_int("block_count");
   if (hidden <= 0 || heads <= 0 || layers <= 0)
     throw Error("{}: embedding_length, attention.head_count and block_count must be positive", file.path());
+  if (layers > kMaxHiddenLayers)  // per-layer lists below are sized by it
+    throw Error("{}: block_count {} is more than the {} layers tachyon loads", file.path(), layers, kMaxHiddenLayers);
   j["hidden_size"] = hidden;
   j["num_hidden_layers"] = layers;
   j["num_attention_heads"] = heads;

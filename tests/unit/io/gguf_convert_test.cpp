@@ -221,6 +221,14 @@ TEST(GgufConfig, RefusesUnknownArchitectureAndMissingKeysByName) {
               .f32("llama.rope.scaling.factor", 4.0f)
               .tensor("token_embd.weight", GgmlType::F32, {64, 2}, std::vector<uint8_t>(512)),
           "rope scaling type 'longrope' is not supported");
+  // A crafted layer count is refused before the per-layer lists are sized by it.
+  refused(io::testing::GgufBuilder()
+              .str("general.architecture", "gemma3")
+              .u32("gemma3.embedding_length", 64)
+              .u32("gemma3.attention.head_count", 4)
+              .u32("gemma3.block_count", 4000000000u)
+              .u32("gemma3.attention.sliding_window", 16),
+          "block_count 4000000000 is more than the 4096 layers tachyon loads");
 }
 
 // deepseek2 files tachyon cannot run the way llama.cpp does are refused naming the key or tensor.
