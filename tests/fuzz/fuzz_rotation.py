@@ -63,6 +63,18 @@ def count_files(folder):
     return sum(len(files) for _, _, files in os.walk(folder)) if os.path.isdir(folder) else 0
 
 
+# What libFuzzer writes for a finding. Its slow-unit- files are reports of wall time (over 10 s), which
+# a fuzzer at nice 19 beside a build reaches on inputs that replay in well under a second (two such
+# files counted as crashes on 2026-12-07); a real hang is a timeout- file (-timeout below).
+FINDING_PREFIXES = ("crash-", "leak-", "timeout-", "oom-")
+
+
+def count_findings(folder):
+    if not os.path.isdir(folder):
+        return 0
+    return sum(1 for name in os.listdir(folder) if name.startswith(FINDING_PREFIXES) and not name.endswith(".log"))
+
+
 def executions(log_path):
     """Executions of a slice: libFuzzer's final stats, else the last progress line's count."""
     final, last = None, None
@@ -90,7 +102,7 @@ class Slice:
             if not os.path.exists(dst):
                 with open(os.path.join(ROOT, seed_dir, name), "rb") as src, open(dst, "wb") as out:
                     out.write(src.read())
-        self.crashes_before = count_files(self.artifacts)
+        self.crashes_before = count_findings(self.artifacts)
         binary = os.path.join(args.build, "tests", "fuzz", seed_dir.split("/")[2], target)
         cmd = ["nice", "-n", "19", binary, f"-max_total_time={args.slice}", "-timeout=25",
                "-rss_limit_mb=2048", "-print_final_stats=1", f"-artifact_prefix={self.artifacts}/",
@@ -108,7 +120,7 @@ class Slice:
         return usage
 
     def finish(self, usage, ledger, note):
-        crashes = count_files(self.artifacts) - self.crashes_before
+        crashes = count_findings(self.artifacts) - self.crashes_before
         row = [datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M"), self.commit,
                self.target, f"{time.time() - self.start:.0f}", f"{usage.ru_utime + usage.ru_stime:.1f}",
                str(executions(self.log)), str(crashes), str(count_files(self.dir)),
