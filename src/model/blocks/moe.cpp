@@ -1,9 +1,19 @@
 #include "model/blocks/moe.h"
 
+#include "base/error.h"
+
 namespace tachyon::model {
+
+// More experts than any published MoE has (512) by far. The expert lists below are sized by the
+// config's count before any tensor is checked, so a crafted count must not reach them.
+constexpr int64_t kMaxExperts = 4096;
 
 void bind_moe(WeightBinder& b, MoeWeights& w, const std::string& p, const MoeOptions& o) {
   const int64_t E = o.routing.num_experts, H = o.hidden, I = o.intermediate;
+  if (E < 1 || E > kMaxExperts)
+    throw Error("{}: the config's expert count {} is outside 1..{}", p + o.router, E, kMaxExperts);
+  if (o.routing.top_k < 1 || o.routing.top_k > E)
+    throw Error("{}: num_experts_per_tok {} is outside 1..{} (the experts)", p + o.router, o.routing.top_k, E);
   b.bind(&w.router, p + o.router + ".weight", {E, H}, WeightBinder::Use::Router);
   if (o.router_bias) b.bind(&w.router_bias, p + o.router + ".bias", {E});
   if (o.correction_bias)

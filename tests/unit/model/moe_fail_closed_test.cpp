@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <functional>
 
 #include "base/error.h"
+#include "base/json.h"
 #include "io/safetensors.h"
 #include "kernels/backend.h"
 #include "model/model.h"
@@ -18,11 +20,15 @@ namespace fs = std::filesystem;
 // A copy of tests/fixtures/hf/<arch> whose model.safetensors is rewritten by `edit`.
 class EditedFixture {
  public:
-  EditedFixture(const std::string& arch, const std::function<void(std::vector<io::TensorToWrite>&)>& edit)
+  // edit_config: changes to config.json (none by default).
+  EditedFixture(const std::string& arch, const std::function<void(std::vector<io::TensorToWrite>&)>& edit,
+                const std::function<void(Json&)>& edit_config = nullptr)
       : dir_(fs::temp_directory_path() / ("tachyon-moe-" + arch + "-" + std::to_string(::getpid()))) {
     const fs::path src = fs::path(TACHYON_SOURCE_DIR) / "tests/fixtures/hf" / arch;
     fs::create_directories(dir_);
-    fs::copy_file(src / "config.json", dir_ / "config.json", fs::copy_options::overwrite_existing);
+    Json config = parse_json(read_file((src / "config.json").string()), "config.json");
+    if (edit_config) edit_config(config);
+    std::ofstream((dir_ / "config.json").string()) << config.dump();
     const auto ckpt = io::Checkpoint::open_file((src / "model.safetensors").string());
     std::vector<io::TensorToWrite> tensors;
     for (const auto& [name, t] : ckpt.tensors()) tensors.push_back({name, t.dtype, t.shape, t.data});
@@ -88,6 +94,17 @@ TEST(MoeFailClosed, Qwen3NextMissingSharedExpertGateAndConvAreNamed) {
   const std::string msg = f.load_error();
   EXPECT_NE(msg.find("'model.layers.2.mlp.shared_expert_gate.weight' is missing"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'model.layers.0.linear_attn.conv1d.weight' is missing"), std::string::npos) << msg;
+}
+
+// The expert lists are sized by the config's count before any tensor is checked: a crafted
+// count (10^12) is refused, naming it, instead of exhausting memory; so is a top-k beyond it.
+TEST(MoeFailClosed, AnExpertCountNoModelHasIsRefusedBeforeAnythingIsSizedByIt) {
+  EditedFixture huge("qwen3_moe", [](auto&) {}, [](Json& c) { c["num_experts"] = int64_t{1000000000000}; });
+  std::string msg = huge.load_error();
+  EXPECT_NE(msg.find("the config's expert count 1000000000000 is outside 1..4096"), std::string::npos) << msg;
+  EditedFixture top_k("qwen3_moe", [](auto&) {}, [](Json& c) { c["num_experts_per_tok"] = 100000; });
+  msg = top_k.load_error();
+  EXPECT_NE(msg.find("num_experts_per_tok 100000 is outside 1.."), std::string::npos) << msg;
 }
 
 TEST(MoeFailClosed, IntactFixtureLoads) {
