@@ -24,6 +24,10 @@ namespace {
 // L2 loads, ~3.3 of the kernel's 7.3 us at batch 1 on the H200 (docs/perf/cuda.md). From
 // kMergeApartMinChunks chunks on, attention_decode_merge_kernel merges them instead.
 constexpr int kMaxGroup = 64;
+// The first key a row at position `pos` attends to: its sliding window's, else key 0.
+__device__ __forceinline__ int first_key(int32_t pos, const AttentionShape& s) {
+  return s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
+}
 constexpr int kMaxDecodeCluster = 8;  // the portable cluster size
 // A chunk state of one query head: m, l, two words of padding (each state 16-byte aligned, so
 // that the merge stages them with 16-byte copies), then o.
@@ -283,7 +287,7 @@ __device__ __forceinline__ void merge_chunks(const DeviceAttentionMeta& meta, in
                                              int lane, const ChunkStates& states, float* __restrict__ out) {
   const int D = s.head_dim;
   const int32_t pos = meta.positions[r];
-  const int lo = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
+  const int lo = first_key(pos, s);
   float M = -INFINITY, L = 0.f, A[DPL];
 #pragma unroll
   for (int k = 0; k < DPL; ++k) A[k] = 0.f;
@@ -353,7 +357,7 @@ __device__ __forceinline__ void merge_global_chunks(const DeviceAttentionMeta& m
                                                     int64_t head_stride, float4* smem4, float* __restrict__ out) {
   const int D = s.head_dim, SW = state_words(D), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int32_t pos = meta.positions[r];
-  const int lo = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
+  const int lo = first_key(pos, s);
   const int c_begin = lo / kChunkKeys, c_end = pos / kChunkKeys + 1;
   unsigned smem_bytes;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(smem_bytes));
@@ -444,7 +448,7 @@ __global__ void __launch_bounds__(128, kCluster ? 1 : 3) attention_decode_kernel
   const int i = kCluster ? blockIdx.z : blockIdx.x, kvh = blockIdx.y, chunk = kCluster ? blockIdx.x : blockIdx.z;
   const int r = rows[i];
   const int32_t pos = meta.positions[r];
-  const int lo_key = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
+  const int lo_key = first_key(pos, s);
   const int c0 = chunk * kChunkKeys;
   const int k_begin = max(lo_key, c0), k_end = min(pos, c0 + kChunkKeys - 1);
   // This step's keys of the row's sequence: its rows are consecutive and in position order,
@@ -522,7 +526,7 @@ __global__ void __launch_bounds__(32) attention_decode_merge_kernel(DeviceAttent
   const int D = s.head_dim, SW = state_words(D);
   const int r = rows[i];
   const int32_t pos = meta.positions[r];
-  const int lo = s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
+  const int lo = first_key(pos, s);
   const int c_begin = lo / kChunkKeys, c_end = pos / kChunkKeys + 1;
   const float* __restrict__ states = partial + (static_cast<int64_t>(i) * s.num_heads + h) * max_chunks * SW;
   float m_cur, l_cur, o_cur[32], m_next = -INFINITY, l_next = 0.f, o_next[32] = {};
