@@ -5,19 +5,37 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { OpenAI, model, startOwnServer } from './helpers.mjs';
+import { OpenAI, model, openai as shared, startOwnServer } from './helpers.mjs';
 
 // EOS pushed out of reach, so only a limit ends these generations (the demo's context is 4096).
 const endless = { model, max_tokens: 4000, temperature: 0, logit_bias: { 8179: -100, 8181: -100 },
   messages: [{ role: 'user', content: 'Write a long Python module.' }] };
+
+// The time limit the tests set, in seconds: 0.5, or less where the machine would generate all of
+// `endless` within it (a GPU writes the 4000 tokens in under half a second): a quarter of the time
+// 1000 tokens take at the speed the shared server shows on 256 of them, first token included, so
+// the limit ends the generation after some output and long before its end. At least 50 ms.
+async function limitSeconds() {
+  const t0 = performance.now();
+  const r = await shared.chat.completions.create({ ...endless, max_tokens: 256 });
+  const perToken = (performance.now() - t0) / 1000 / r.usage.completion_tokens;
+  return Math.max(0.05, Math.min(0.5, 250 * perToken)).toFixed(3);
+}
+
+// A first short request, so that the timed ones do not carry the new server's first-use costs.
+async function warmUp(client) {
+  await client.chat.completions.create({ ...endless, max_tokens: 2 });
+}
 const metric = async (base, name) => Number((await (await fetch(`${base}/metrics`)).text())
   .match(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\d+)`, 'm'))[1]);
 
 test('--request-timeout ends generations with their output so far', async () => {
-  const { server, port } = await startOwnServer(['--request-timeout', '0.5', '--kv-blocks', '512']);
+  const limit = await limitSeconds();
+  const { server, port } = await startOwnServer(['--request-timeout', limit, '--kv-blocks', '512']);
   const base = `http://127.0.0.1:${port}`;
   try {
     const openai = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'none', maxRetries: 0 });
+    await warmUp(openai);
     const t0 = Date.now();
     const whole = await openai.chat.completions.create(endless);
     assert.equal(whole.choices[0].finish_reason, 'timeout');
@@ -43,8 +61,9 @@ test('--request-timeout ends generations with their output so far', async () => 
 });
 
 test('SIGTERM drains within --shutdown-timeout and exits 0', async () => {
-  const { server, port } = await startOwnServer(['--shutdown-timeout', '0.5', '--kv-blocks', '512']);
+  const { server, port } = await startOwnServer(['--shutdown-timeout', await limitSeconds(), '--kv-blocks', '512']);
   const openai = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'none', maxRetries: 0 });
+  await warmUp(openai);
   const exited = new Promise((resolve) => server.on('exit', (code) => resolve(code)));
   let text = '', finish = null, sent = false;
   for await (const chunk of await openai.chat.completions.create({ ...endless, stream: true })) {
