@@ -500,6 +500,10 @@ uint64_t cuda_quant_stream_matmuls(Backend& backend) {
   return as_cuda_backend(backend, "cuda_quant_stream_matmuls")->quant_stream_matmuls();
 }
 
+uint64_t cuda_quant_pair_stream_matmuls(Backend& backend) {
+  return as_cuda_backend(backend, "cuda_quant_pair_stream_matmuls")->quant_pair_stream_matmuls();
+}
+
 uint64_t cuda_fused_gated_mlps(Backend& backend) {
   return as_cuda_backend(backend, "cuda_fused_gated_mlps")->fused_gated_mlps();
 }

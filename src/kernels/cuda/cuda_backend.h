@@ -49,6 +49,8 @@ void cuda_graphs_enable(Backend& backend, bool on);
 uint64_t cuda_fused_norm_launches(Backend& backend);
 // How many quantized-weight matmuls ran on the streaming decode kernel (matmul_quant.cuh; tests).
 uint64_t cuda_quant_stream_matmuls(Backend& backend);
+// Of them, how many decoded their 4-bit codes as bf16 pairs (QuantMatrix::bf16_pairs; tests).
+uint64_t cuda_quant_pair_stream_matmuls(Backend& backend);
 // How many gated_mlp calls ran with the activation in the gate_up GEMM's epilogue (tests).
 uint64_t cuda_fused_gated_mlps(Backend& backend);
 // How many add_rms_norm calls at prefill rows wrote the next matmul's input themselves (tests).

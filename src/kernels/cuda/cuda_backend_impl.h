@@ -15,6 +15,7 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -83,6 +84,7 @@ class CudaBackend final : public Backend {
   double host_read_wait_seconds() const { return host_read_wait_seconds_; }
   uint64_t fused_norm_launches() const { return fused_norms_; }
   uint64_t quant_stream_matmuls() const { return quant_streams_; }
+  uint64_t quant_pair_stream_matmuls() const { return quant_pair_streams_; }
   uint64_t fused_gated_mlps() const { return fused_gated_mlps_; }
   uint64_t fused_prefill_norms() const { return fused_prefill_norms_; }
   uint64_t swap_launches() const { return swap_ ? swap_->launches() : 0; }
@@ -258,7 +260,7 @@ class CudaBackend final : public Backend {
   // host into WeightLayout::QuantFragments (vectors: dequantized to f32).
   Weight upload_quant_weight(const Weight& host);
   // The kernels' view of an uploaded quantized weight.
-  static cuda::QuantMatrix quant_matrix(const Weight& w);
+  cuda::QuantMatrix quant_matrix(const Weight& w) const;
   // matmul of a QuantFragments weight: the decode kernel at <= 64 rows, else a bf16 copy
   // (dequantized into quant_dense_) through the bf16 prefill GEMM.
   void quant_matmul(const float* x, int64_t rows, const Weight& w, const float* bias, float* out);
@@ -293,6 +295,10 @@ class CudaBackend final : public Backend {
   const int fused_norm_rows_;  // CudaOptions::fused_norm_rows
   uint64_t fused_norms_ = 0;  // launches of the fused path (tests)
   uint64_t quant_streams_ = 0;  // quantized matmuls by the streaming kernel (tests)
+  uint64_t quant_pair_streams_ = 0;  // of them, decoded as bf16 pairs (QuantMatrix::bf16_pairs)
+  // The codes of uploaded matrices whose QuantMatrix::bf16_pairs the packer set (weights are freed
+  // only with the backend, so an address never names two matrices).
+  std::unordered_set<const void*> bf16_pair_codes_;
   // The gated MLP with the activation in the gate_up GEMM's epilogue (CudaOptions); the calls
   // that took it.
   const bool gated_mlp_fusion_;

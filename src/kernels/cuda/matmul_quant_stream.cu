@@ -82,8 +82,9 @@ __device__ __forceinline__ float shared_quant_scale(const unsigned char* area, i
 // and the scales of their groups. Consumers take units round-robin (unit u: slot u % slots,
 // warp u % 8), each unit's segment sums go to shared memory, and per round of 8 n-tiles warp w
 // adds n-tile w's in segment order (double-buffered by round parity). Instantiated per kind and
-// scale type (kScale: a branch per scale load would sit in the decode loop).
-template <int kKind, int kScale>
+// scale type (kScale: a branch per scale load would sit in the decode loop), and with kPairs for
+// matrices with bf16_pairs (quant_pair_fragment's decode, the same bits).
+template <int kKind, int kScale, bool kPairs>
 __global__ void __launch_bounds__(kStreamThreads, 1)
     matmul_quant_stream_kernel(const float* __restrict__ x, QuantMatrix w, QuantStreamShape sh,
                                const float* __restrict__ bias, float* __restrict__ out, TileSchedule schedule) {
@@ -177,18 +178,31 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
         const int unit_index = (ui * kUnitSegments + sg) * kSegmentUnits + k;
         const uint4 vu = v[cu / kUnitsPerVector];
         const uint32_t words[4] = {vu.x, vu.y, vu.z, vu.w};
-        float s[2] = {1.f, 1.f}, b[2] = {0.f, 0.f};
-        if constexpr (kGrouped) {
-          const int q0 = (cu * 32) >> group_shift, q1 = small_groups ? (cu * 32 + 16) >> group_shift : q0;
-          s[0] = shared_quant_scale<kScale>(area, q0 * 8 + g);
-          s[1] = small_groups ? shared_quant_scale<kScale>(area, q1 * 8 + g) : s[0];
-          if constexpr (kAffine) {
-            b[0] = shared_quant_scale<kScale>(area + bias_offset, q0 * 8 + g);
-            b[1] = small_groups ? shared_quant_scale<kScale>(area + bias_offset, q1 * 8 + g) : b[0];
-          }
-        }
+        // The unit's two 16-column halves' groups (one unless groups are 16 columns).
+        const int q0 = (cu * 32) >> group_shift, q1 = small_groups ? (cu * 32 + 16) >> group_shift : q0;
         uint32_t breg[4];
-        quant_fragment<kKind>(words, cu % kUnitsPerVector, s, b, breg);
+        if constexpr (kPairs) {
+          uint32_t pairs[2][2] = {{0u, 0u}, {0x80008000u, 0x80008000u}};  // [scale, bias][half]; no bias: −0
+          const auto* bits = reinterpret_cast<const unsigned short*>(area);
+#pragma unroll
+          for (int a = 0; a < (kAffine ? 2 : 1); ++a) {
+            const unsigned short* values = a == 0 ? bits : bits + bias_offset / 2;
+            pairs[a][0] = bf16_pair_of(values[q0 * 8 + g]);
+            pairs[a][1] = small_groups ? bf16_pair_of(values[q1 * 8 + g]) : pairs[a][0];
+          }
+          quant_pair_fragment<kKind>(words[cu % kUnitsPerVector], pairs[0], pairs[1], breg);
+        } else {
+          float s[2] = {1.f, 1.f}, b[2] = {0.f, 0.f};
+          if constexpr (kGrouped) {
+            s[0] = shared_quant_scale<kScale>(area, q0 * 8 + g);
+            s[1] = small_groups ? shared_quant_scale<kScale>(area, q1 * 8 + g) : s[0];
+            if constexpr (kAffine) {
+              b[0] = shared_quant_scale<kScale>(area + bias_offset, q0 * 8 + g);
+              b[1] = small_groups ? shared_quant_scale<kScale>(area + bias_offset, q1 * 8 + g) : b[0];
+            }
+          }
+          quant_fragment<kKind>(words, cu % kUnitsPerVector, s, b, breg);
+        }
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
           const int kt = unit_index * 2 + t;
@@ -242,17 +256,17 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
 #endif
 }
 
-template <int kKind, int kScale>
+template <int kKind, int kScale, bool kPairs>
 void launch_quant_stream(int grid, size_t smem, cudaStream_t stream, const float* x, const QuantMatrix& w,
                          const QuantStreamShape& sh, const float* bias, float* out, const TileSchedule& schedule) {
   static const bool configured = [] {
-    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_quant_stream_kernel<kKind, kScale>,
+    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_quant_stream_kernel<kKind, kScale, kPairs>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(kStreamSmemLimit)));
     return true;
   }();
   (void)configured;
-  launch(matmul_quant_stream_kernel<kKind, kScale>, static_cast<unsigned>(grid), kStreamThreads, smem, stream, x, w,
+  launch(matmul_quant_stream_kernel<kKind, kScale, kPairs>, static_cast<unsigned>(grid), kStreamThreads, smem, stream, x, w,
          sh, bias, out, schedule);
 }
 
@@ -291,7 +305,7 @@ void matmul_quant_stream(const float* x, int64_t rows, const QuantMatrix& w, con
   with_quant_kind(w.kind, [&](auto kind) {
     constexpr int kKind = decltype(kind)::value;
     const auto run = [&](auto scale) {
-      launch_quant_stream<kKind, decltype(scale)::value>(grid, smem, stream, x, w, sh, bias, out, schedule);
+      launch_quant_stream<kKind, decltype(scale)::value, false>(grid, smem, stream, x, w, sh, bias, out, schedule);
     };
     // Fp8Block's scales are f32, Mxfp4's bf16 (quant_layout.h); Dense I8 has none.
     if constexpr (kKind == kQuantFp8 || kKind == kQuantInt8Rows) {
@@ -300,6 +314,9 @@ void matmul_quant_stream(const float* x, int64_t rows, const QuantMatrix& w, con
     } else if constexpr (kKind == kQuantMxfp4) {
       if (w.scale_type != kScaleBf16) fail_unsupported("Mxfp4 scale type", w.scale_type);
       run(std::integral_constant<int, kScaleBf16>{});
+    } else if (w.bf16_pairs && w.scale_type == kScaleBf16) {
+      launch_quant_stream<kKind, kScaleBf16, kKind == kQuantAffine4 || kKind == kQuantSymmetric4>(
+          grid, smem, stream, x, w, sh, bias, out, schedule);
     } else if (w.scale_type == kScaleF32) {
       run(std::integral_constant<int, kScaleF32>{});
     } else if (w.scale_type == kScaleF16) {

@@ -110,6 +110,38 @@ __device__ __forceinline__ void quant_fragment(const uint32_t (&words)[4], int u
   }
 }
 
+// fma.rn.bf16x2: per half, one rounding of the exact a·b + c (subnormals kept).
+__device__ __forceinline__ uint32_t fma_bf16x2(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+// A bf16 value in both halves of a bf16x2.
+__device__ __forceinline__ uint32_t bf16_pair_of(unsigned short bits) { return bits * 0x10001u; }
+
+// quant_fragment of a 4-bit unit word of a matrix with bf16_pairs (Affine4 or Symmetric4, bf16
+// scales), in bf16 pairs: the fragment's pair p (slots 2p, 2p + 1) is nibbles p and p + 4
+// (quant_layout.h), masked under the bf16 of 128 in both halves at once (0x4300 | q is 128 + q),
+// brought to q (Symmetric: (q ^ 8) − 8) by an exact fma, then one fma.bf16x2 with half t's scale
+// pair s2[t] (bf16_pair_of) and bias pair b2[t] (Symmetric: −0, so the product alone): bf16_rn of the
+// exact q·s + b, which bf16_pair_exact made quant_fragment's bits. Four operations per pair where
+// the f32 decode takes seven.
+template <int kKind>
+__device__ __forceinline__ void quant_pair_fragment(uint32_t word, const uint32_t (&s2)[2], const uint32_t (&b2)[2],
+                                                    uint32_t (&b)[4]) {
+  static_assert(kKind == kQuantAffine4 || kKind == kQuantSymmetric4, "4-bit integer codes");
+  constexpr bool kSigned = kKind == kQuantSymmetric4;
+  if (kSigned) word ^= 0x88888888u;
+  constexpr uint32_t kOnes = 0x3f803f80u, kOffset = kSigned ? 0xc308c308u : 0xc300c300u;  // 1; −136 or −128
+#pragma unroll
+  for (int p = 0; p < 4; ++p) {
+    const uint32_t biased = ((word >> (4 * p)) & 0x000f000fu) | 0x43004300u;
+    const uint32_t q = fma_bf16x2(biased, kOnes, kOffset);
+    b[p] = fma_bf16x2(q, s2[p / 2], kSigned ? 0x80008000u : b2[p / 2]);
+  }
+}
+
 // quant_fragment with the scales (and biases) loaded from global memory: `unit` is the unit's
 // index in the row (32 columns each); scale_base = w.scale_base(row).
 template <int kKind>

@@ -9,7 +9,10 @@
 // at a time: 2 units of 8-bit codes (8 bytes each) or 4 units of 4-bit codes (4 bytes each), so a
 // warp's load is 512 contiguous bytes and a segment of 512 columns (16 units) is 8 or 4 loads.
 //   vector (16 bytes) of lane l for unit u of row tile T: (T · vectors_per_tile + u / units_per_vector) · 32 + l
-//   8-bit: byte (u % 2) · 8 + j of that vector; 4-bit: byte (u % 4) · 4 + j / 2, low nibble for even j.
+//   8-bit: byte (u % 2) · 8 + j of that vector; 4-bit: nibble n = j / 2 + 4 (j % 2) of word u % 4, i.e.
+//   byte (u % 4) · 4 + n / 2, low nibble for even n. So slots 2p and 2p + 1 (neighbouring columns, one
+//   bf16 pair of the fragment) are nibbles p and p + 4, 16 bits apart: one mask takes both into
+//   the two halves of a bf16x2 (quant_common.cuh's pair decode).
 // Rows are padded to 128 and columns to 64 (as MmaFragments); padding codes are zero and padding
 // scales and biases are zero, so every padded element is exactly 0.
 //
@@ -53,6 +56,9 @@ enum QuantKind : int {
 // Storage of group scales and biases.
 enum QuantScale : int { kScaleF32 = 0, kScaleF16 = 1, kScaleBf16 = 2 };
 
+// The nibble of a 4-bit unit word that holds slot j (see above).
+constexpr TACHYON_HD int nibble_of_slot(int j) { return j / 2 + 4 * (j % 2); }
+
 constexpr TACHYON_HD int quant_kind_bits(int kind) {
   return kind == kQuantAffine4 || kind == kQuantSymmetric4 || kind == kQuantMxfp4 ? 4 : 8;
 }
@@ -67,6 +73,10 @@ struct QuantMatrix {
   int scale_type = kScaleF32;
   int64_t rows = 0, cols = 0;
   int64_t group = 32;  // columns per scale (a multiple of 16; Int8Rows: unused)
+  // 4-bit codes with bf16 scales whose every value bf16_rn(quant_value) is also one bf16 rounding
+  // of the exact q·s (+ b): the streaming kernel may decode them as bf16 pairs (quant_common.cuh).
+  // Set by the packer (bf16_pair_exact); false: the f32 decode.
+  bool bf16_pairs = false;
 
   TACHYON_HD int bits() const { return quant_kind_bits(kind); }
   TACHYON_HD int64_t rows_padded() const { return (rows + 127) / 128 * 128; }
@@ -115,8 +125,9 @@ struct QuantMatrix {
       shift = 0;
       return vector * 16 + (unit % upv) * 8 + j;
     }
-    shift = static_cast<int>(j % 2) * 4;
-    return vector * 16 + (unit % upv) * 4 + j / 2;
+    const int64_t n = nibble_of_slot(static_cast<int>(j));
+    shift = static_cast<int>(n % 2) * 4;
+    return vector * 16 + (unit % upv) * 4 + n / 2;
   }
 };
 
@@ -127,7 +138,7 @@ TACHYON_HD uint32_t lane_code(const uint32_t (&words)[4], int unit_in_vector, in
     const uint32_t word = words[unit_in_vector * 2 + j / 4];
     return (word >> (8 * (j % 4))) & 0xffu;
   }
-  return (words[unit_in_vector] >> (4 * j)) & 0xfu;
+  return (words[unit_in_vector] >> (4 * nibble_of_slot(j))) & 0xfu;
 }
 
 }  // namespace tachyon::kernels::cuda

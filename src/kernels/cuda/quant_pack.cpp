@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "kernels/cuda/quant_value.h"
 #include "kernels/weight_dequant.h"
 
 namespace tachyon::kernels::cuda {
@@ -56,6 +57,18 @@ void parallel_ranges(int64_t n, Fn fn) {
   const int64_t step = (n + threads - 1) / threads;
   for (int64_t first = 0; first < n; first += step) pool.emplace_back(fn, first, std::min(n, first + step));
   for (auto& t : pool) t.join();
+}
+
+// quant_layout.h's bf16_pairs: 4-bit codes, bf16 scales, every group bf16_pair_exact (padding
+// groups are zeros: exact).
+bool bf16_pairs_exact(const QuantHostCopy& p) {
+  const QuantMatrix& m = p.layout;
+  if (m.bits() != 4 || m.kind == kQuantMxfp4 || m.scale_type != kScaleBf16) return false;
+  const auto* s = reinterpret_cast<const uint16_t*>(p.scales.data());
+  const auto* b = p.biases.empty() ? nullptr : reinterpret_cast<const uint16_t*>(p.biases.data());
+  for (size_t i = 0; i < p.scales.size() / 2; ++i)
+    if (!bf16_pair_exact(s[i], b ? b[i] : uint16_t{0})) return false;
+  return true;
 }
 
 }  // namespace
@@ -181,6 +194,7 @@ QuantHostCopy pack_quant_weight(const Weight& w) {
         std::memcpy(out.scales.data() + to, static_cast<const uint8_t*>(q.scales) + from, scale_size);
         if (affine) std::memcpy(out.biases.data() + to, static_cast<const uint8_t*>(q.biases) + from, scale_size);
       }
+    out.layout.bf16_pairs = bf16_pairs_exact(out);
   }
   return out;
 }

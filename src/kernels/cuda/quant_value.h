@@ -37,25 +37,48 @@ TACHYON_HD float fma_rn(float a, float b, float c) {
 #endif
 }
 
-// The 8 nibbles of a 4-bit unit word (nibble j: slot j of lane_code) as f32, unsigned (Affine) or
-// as two's complement (Symmetric: (q ^ 8) − 8), the values of small_uint_to_f32 for each code, in
-// two operations per nibble instead of three: nibbles 0-4 are masked in place under 2^23's
-// exponent (2^23 + q·16^n) and brought back by an exact fma with 16^−n (every operand and the
-// result are exact: a small integer); nibbles 5-7 reach into the exponent bits, so they are
-// shifted down first (one shift for the three).
+// The 8 codes of a 4-bit unit word (q[j]: slot j of lane_code) as f32, unsigned (Affine) or as
+// two's complement (Symmetric: (q ^ 8) − 8), the values of small_uint_to_f32 for each code, in two
+// operations per nibble instead of three: nibbles 0-4 are masked in place under 2^23's exponent
+// (2^23 + q·16^n) and brought back by an exact fma with 16^−n (every operand and the result are
+// exact: a small integer); nibbles 5-7 reach into the exponent bits, so they are shifted down
+// first (one shift for the three).
 template <bool kSigned>
 TACHYON_HD void nibble_values(uint32_t word, float (&q)[8]) {
   if (kSigned) word ^= 0x88888888u;
   constexpr float kOffset = kSigned ? 8.f : 0.f;
   const uint32_t high = word >> 20;
-  q[0] = bits_to_f32(0x4b000000u | (word & 0xfu)) - (8388608.f + kOffset);
-  q[1] = fma_rn(bits_to_f32(0x4b000000u | (word & 0xf0u)), 0x1p-4f, -(0x1p19f + kOffset));
-  q[2] = fma_rn(bits_to_f32(0x4b000000u | (word & 0xf00u)), 0x1p-8f, -(0x1p15f + kOffset));
-  q[3] = fma_rn(bits_to_f32(0x4b000000u | (word & 0xf000u)), 0x1p-12f, -(0x1p11f + kOffset));
-  q[4] = fma_rn(bits_to_f32(0x4b000000u | (word & 0xf0000u)), 0x1p-16f, -(0x1p7f + kOffset));
-  q[5] = bits_to_f32(0x4b000000u | (high & 0xfu)) - (8388608.f + kOffset);
-  q[6] = fma_rn(bits_to_f32(0x4b000000u | (high & 0xf0u)), 0x1p-4f, -(0x1p19f + kOffset));
-  q[7] = fma_rn(bits_to_f32(0x4b000000u | (high & 0xf00u)), 0x1p-8f, -(0x1p15f + kOffset));
+  float n[8];  // by nibble
+  n[0] = bits_to_f32(0x4b000000u | (word & 0xfu)) - (8388608.f + kOffset);
+  n[1] = fma_rn(bits_to_f32(0x4b000000u | (word & 0xf0u)), 0x1p-4f, -(0x1p19f + kOffset));
+  n[2] = fma_rn(bits_to_f32(0x4b000000u | (word & 0xf00u)), 0x1p-8f, -(0x1p15f + kOffset));
+  n[3] = fma_rn(bits_to_f32(0x4b000000u | (word & 0xf000u)), 0x1p-12f, -(0x1p11f + kOffset));
+  n[4] = fma_rn(bits_to_f32(0x4b000000u | (word & 0xf0000u)), 0x1p-16f, -(0x1p7f + kOffset));
+  n[5] = bits_to_f32(0x4b000000u | (high & 0xfu)) - (8388608.f + kOffset);
+  n[6] = fma_rn(bits_to_f32(0x4b000000u | (high & 0xf0u)), 0x1p-4f, -(0x1p19f + kOffset));
+  n[7] = fma_rn(bits_to_f32(0x4b000000u | (high & 0xf00u)), 0x1p-8f, -(0x1p15f + kOffset));
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+  for (int j = 0; j < 8; ++j) q[j] = n[nibble_of_slot(j)];
+}
+
+// Whether, for every 4-bit code q, one bf16 rounding of the exact q·s + b (s and b: bf16 bits; b = 0
+// for Symmetric) is quant_value's bf16_rn(fma_f32(q, s, b)), so that the pair decode
+// (quant_common.cuh: fma.rn.bf16x2) gives the f32 decode's bits. It is where that f32 fma is exact:
+// q·s + b is a multiple of 2^lo (the lowest significand bit of s or b) below 2^hi (|q·s| < 2^(top(s)
+// + 4) for q < 16, the sum below twice the larger bound), so it needs hi − lo bits; at most 24 fit
+// an f32, and hi <= 127 keeps it finite. b alone (s = 0) always fits. Non-finite s or b: false.
+TACHYON_HD bool bf16_pair_exact(uint16_t s, uint16_t b) {
+  const auto finite = [](uint16_t x) { return (x & 0x7f80u) != 0x7f80u; };
+  if (!finite(s) || !finite(b)) return false;
+  if ((s & 0x7fffu) == 0) return true;
+  const auto exponent = [](uint16_t x) { const int e = (x >> 7) & 0xff; return (e == 0 ? 1 : e) - 127; };
+  const int top_s = exponent(s) + 1, top_b = exponent(b) + 1;  // |x| < 2^top
+  const bool no_b = (b & 0x7fffu) == 0;
+  const int hi = (no_b || top_s + 4 > top_b ? top_s + 4 : top_b) + 1;
+  const int lo = (no_b || exponent(s) < exponent(b) ? exponent(s) : exponent(b)) - 7;  // bf16: 7 bits below the top
+  return hi - lo <= 24 && hi <= 127;
 }
 
 // The 4 bytes of an 8-bit unit word (byte j: slot j % 4 of lane_code) as f32, unsigned (Affine) or
@@ -86,7 +109,7 @@ TACHYON_HD float e2m1_value(uint32_t code) {
   return (code & 8u) ? -mag : mag;
 }
 
-// The 8 e2m1 codes of a 4-bit unit word (nibble j: slot j), e2m1_value's values without its
+// The 8 e2m1 codes of a 4-bit unit word (q[j]: slot j), e2m1_value's values without its
 // branches: the magnitude bits e1 e0 m placed as an f32's lowest exponent bits and its top mantissa
 // bit are the value times 2^−126 (e = 0: the subnormal m·2^−127), the sign bit moves to bit 31,
 // and one exact multiplication by 2^126 gives the value (subnormals are kept: no flush to zero).
@@ -95,7 +118,7 @@ TACHYON_HD void e2m1_values(uint32_t word, float (&q)[8]) {
 #pragma unroll
 #endif
   for (int j = 0; j < 8; ++j) {
-    const uint32_t code = (word >> (4 * j)) & 0xfu;
+    const uint32_t code = (word >> (4 * nibble_of_slot(j))) & 0xfu;
     q[j] = bits_to_f32(((code & 7u) << 22) | ((code & 8u) << 28)) * 0x1p126f;
   }
 }

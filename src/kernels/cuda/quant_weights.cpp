@@ -36,11 +36,12 @@ Weight CudaBackend::upload_quant_weight(const Weight& host) {
   w.scales = static_cast<const float*>(to_device(packed.row_scales.data(), packed.row_scales.size() * sizeof(float)));
   if (host.format == WeightFormat::Fp8Block) w.quant.bits = 8;
   if (host.format == WeightFormat::Mxfp4) w.quant.bits = 4;
+  if (packed.layout.bf16_pairs) bf16_pair_codes_.insert(w.data);
   TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the host copies are freed on return
   return w;
 }
 
-QuantMatrix CudaBackend::quant_matrix(const Weight& w) {
+QuantMatrix CudaBackend::quant_matrix(const Weight& w) const {
   TACHYON_CHECK(w.layout == WeightLayout::QuantFragments, "a quantized weight must come from upload_weight");
   QuantMatrix m;
   m.codes = w.data;
@@ -50,6 +51,7 @@ QuantMatrix CudaBackend::quant_matrix(const Weight& w) {
   m.rows = w.rows;
   m.cols = w.cols;
   m.group = w.quant.group;
+  m.bf16_pairs = bf16_pair_codes_.count(w.data) > 0;
   m.scale_type = w.quant.scale_dtype == DType::F16    ? kScaleF16
                  : w.quant.scale_dtype == DType::BF16 ? kScaleBf16
                                                       : kScaleF32;
@@ -81,6 +83,7 @@ void CudaBackend::quant_matmul(const float* x, int64_t rows, const Weight& w, co
   prepare_matmul(rows, w);
   if (quant_stream_takes(m, rows)) {
     ++quant_streams_;
+    if (m.bf16_pairs) ++quant_pair_streams_;
     return matmul_quant_stream(x, rows, m, bias, out, stream_);
   }
   if (rows <= 64) return matmul_quant_decode(x, rows, m, bias, out, workspace_, counters_, stream_);

@@ -4,6 +4,8 @@
 // the upload's errors. Runs without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -171,7 +173,7 @@ TEST(CudaQuantValue, EveryCodeIsItsScalarDefinition) {
     cuda::nibble_values<false>(word, unsigned_q);
     cuda::nibble_values<true>(word, signed_q);
     for (int j = 0; j < 8; ++j) {
-      const uint32_t code = (word >> (4 * j)) & 0xfu;
+      const uint32_t code = (word >> (4 * cuda::nibble_of_slot(j))) & 0xfu;
       ASSERT_TRUE(same_float(unsigned_q[j], cuda::small_uint_to_f32(code, 8388608.f))) << std::hex << word << " " << j;
       ASSERT_TRUE(same_float(signed_q[j], cuda::small_uint_to_f32(code ^ 8u, 8388616.f)))
           << std::hex << word << " " << j;
@@ -198,7 +200,8 @@ TEST(CudaQuantValue, EveryCodeIsItsScalarDefinition) {
     float q[8];
     cuda::e2m1_values(word, q);
     for (int j = 0; j < 8; ++j)
-      ASSERT_TRUE(same_float(q[j], cuda::e2m1_value((word >> (4 * j)) & 0xfu))) << std::hex << word << " " << j;
+      ASSERT_TRUE(same_float(q[j], cuda::e2m1_value((word >> (4 * cuda::nibble_of_slot(j))) & 0xfu)))
+          << std::hex << word << " " << j;
   }
   // The decode kernels' paired e4m3 conversion: every pair of codes gives e4m3_value's values
   // (NaN codes: NaN). On the host the pair is two single conversions: this pins the byte order.
@@ -229,6 +232,104 @@ TEST(CudaQuantValue, EveryCodeIsItsScalarDefinition) {
 // and its scale at the index the consumer computes from the unit's first scale (the 16-column half
 // of its 32-column unit, shifted by the group) inside the unit's run of scales, which starts and
 // ends on 16-byte boundaries (bulk copies). Shapes with partial units, rows not a multiple of 8.
+// Whether q·s + b (bf16 s and b, q < 16 or q in −8..7) is exactly an f32, by double arithmetic:
+// q·s is exact in a double, and the sum is exact where TwoSum's error is zero.
+bool f32_fma_is_exact(float q, float s, float b) {
+  const double p = static_cast<double>(q) * s, sum = p + b, bv = sum - p, err = (p - (sum - bv)) + (b - bv);
+  return err == 0.0 && static_cast<double>(static_cast<float>(sum)) == sum;
+}
+
+// The streaming kernel's bf16 pair decode (quant_pair_fragment) against the f32 decode, on the
+// host: its masks take the fragment's pairs of slots from the layout's nibbles; bf16_pair_exact
+// only admits groups where quant_value's f32 fma is exact for every code (so that its bf16_rn is
+// the one rounding of fma.bf16x2), checked over random bf16 scales and biases of every exponent;
+// it admits real-looking groups; and where it refuses, the two roundings can differ.
+TEST(CudaQuantValue, Bf16PairDecodeHasTheF32DecodesBitsWhereTheChecksAdmitIt) {
+  std::mt19937 rng(17);
+  for (int trial = 0; trial < 4096; ++trial) {
+    const uint32_t words[4] = {static_cast<uint32_t>(rng()), 0u, 0u, 0u};
+    for (int p = 0; p < 4; ++p) {
+      const uint32_t pair = ((words[0] >> (4 * p)) & 0x000f000fu) | 0x43004300u;
+      ASSERT_EQ(pair & 0xffffu, 0x4300u | cuda::lane_code(words, 0, 2 * p, 4)) << std::hex << words[0] << " " << p;
+      ASSERT_EQ(pair >> 16, 0x4300u | cuda::lane_code(words, 0, 2 * p + 1, 4)) << std::hex << words[0] << " " << p;
+      ASSERT_EQ(bf16_to_f32(static_cast<uint16_t>(pair & 0xffffu)), 128.f + cuda::lane_code(words, 0, 2 * p, 4));
+    }
+  }
+  int64_t admitted = 0, refused_inexact = 0;
+  for (int trial = 0; trial < 200000; ++trial) {
+    uint16_t s = static_cast<uint16_t>(rng()), b = static_cast<uint16_t>(rng());
+    if (trial % 2 == 0) {  // b's exponent within 20 of s's, where exactness turns
+      const int e = std::clamp(static_cast<int>((s >> 7) & 0xffu) + static_cast<int>(rng() % 41) - 20, 0, 254);
+      b = static_cast<uint16_t>((b & 0x807fu) | (e << 7));
+    }
+    if (trial % 7 == 0) b = 0;
+    const bool exact_claimed = cuda::bf16_pair_exact(s, b);
+    bool all_exact = (s & 0x7f80u) != 0x7f80u && (b & 0x7f80u) != 0x7f80u;
+    for (int q = 0; q < 16 && all_exact; ++q)
+      all_exact = f32_fma_is_exact(static_cast<float>(q), bf16_to_f32(s), bf16_to_f32(b)) &&
+                  f32_fma_is_exact(static_cast<float>(q - 8), bf16_to_f32(s), 0.f);
+    if (exact_claimed) {
+      ASSERT_TRUE(all_exact) << std::hex << "s " << s << " b " << b;
+      ++admitted;
+    } else if (!all_exact) {
+      ++refused_inexact;
+    }
+  }
+  EXPECT_GT(admitted, 50000);
+  EXPECT_GT(refused_inexact, 1000);
+  // Real groups: b = −z·s with z near the middle of the codes, scales of any size.
+  int real_admitted = 0;
+  std::uniform_real_distribution<float> z(0.5f, 15.f), exponent(-40.f, 10.f);
+  for (int i = 0; i < 10000; ++i) {
+    const float scale = std::exp2(exponent(rng));
+    real_admitted += cuda::bf16_pair_exact(f32_to_bf16(scale), f32_to_bf16(-z(rng) * scale));
+  }
+  EXPECT_EQ(real_admitted, 10000);
+  // Refused, and rightly: 3·s is a bf16 tie whose even neighbour is below it, b a tiny positive;
+  // the f32 fma drops b and rounds the tie down, one rounding of the exact sum goes up.
+  const uint16_t s = 0x3f83, b = f32_to_bf16(std::ldexp(1.f, -30));
+  EXPECT_FALSE(cuda::bf16_pair_exact(s, b));
+  const float f32_decode = std::fma(3.f, bf16_to_f32(s), bf16_to_f32(b));
+  EXPECT_EQ(f32_to_bf16(f32_decode), 0x4044u);                      // 3.0625
+  EXPECT_GT(3.0 * bf16_to_f32(s) + bf16_to_f32(b), 3.0703125);     // above the tie: 3.078125 is nearest
+  EXPECT_NE(f32_to_bf16(f32_decode), 0x4045u);
+}
+
+// The packer allows the pair decode per matrix: 4-bit Affine or Symmetric codes with bf16 scales,
+// every group admitted; one group refused, f16 scales, 8-bit codes or Mxfp4 keep the f32 decode.
+TEST(CudaQuantLayout, ThePackerAllowsTheBf16PairDecodeOnlyWhereEveryGroupIsExact) {
+  std::mt19937 rng(23);
+  const auto packed_pairs = [&](WeightFormat format, int bits, DType scale_dtype, bool one_tiny_bias) {
+    const int64_t rows = 24, cols = 256, group = 32, groups = rows * cols / group;
+    std::vector<uint8_t> codes(static_cast<size_t>(rows * cols * bits / 8));
+    for (auto& c : codes) c = static_cast<uint8_t>(rng());
+    std::vector<uint16_t> scales(static_cast<size_t>(groups)), biases(static_cast<size_t>(groups));
+    std::uniform_real_distribution<float> unit(0.5f, 1.5f);
+    for (int64_t i = 0; i < groups; ++i) {
+      const float s = unit(rng) * 0.01f, b = -8.f * unit(rng) * s;
+      scales[static_cast<size_t>(i)] = scale_dtype == DType::F16 ? f32_to_f16(s) : f32_to_bf16(s);
+      biases[static_cast<size_t>(i)] = scale_dtype == DType::F16 ? f32_to_f16(b) : f32_to_bf16(b);
+    }
+    if (one_tiny_bias) biases[static_cast<size_t>(groups / 2)] = f32_to_bf16(1e-12f);
+    Weight w{codes.data(), DType::U8, rows, cols};
+    w.format = format;
+    w.quant = QuantParams{static_cast<uint8_t>(bits), static_cast<int32_t>(group), scale_dtype, scales.data(),
+                          format == WeightFormat::Affine ? biases.data() : nullptr};
+    return cuda::pack_quant_weight(w).layout.bf16_pairs;
+  };
+  EXPECT_TRUE(packed_pairs(WeightFormat::Affine, 4, DType::BF16, false));
+  EXPECT_TRUE(packed_pairs(WeightFormat::Symmetric, 4, DType::BF16, false));
+  EXPECT_FALSE(packed_pairs(WeightFormat::Affine, 4, DType::BF16, true));
+  EXPECT_FALSE(packed_pairs(WeightFormat::Affine, 4, DType::F16, false));
+  EXPECT_FALSE(packed_pairs(WeightFormat::Affine, 8, DType::BF16, false));
+  EXPECT_FALSE(packed_pairs(WeightFormat::Symmetric, 8, DType::BF16, false));
+  uint8_t codes[16] = {}, exponent = 127;
+  Weight mx{codes, DType::U8, 1, 32};
+  mx.format = WeightFormat::Mxfp4;
+  mx.quant = QuantParams{4, 32, DType::U8, &exponent, nullptr};
+  EXPECT_FALSE(cuda::pack_quant_weight(mx).layout.bf16_pairs);
+}
+
 TEST(CudaQuantLayout, StreamingUnitsHoldEveryCodeAndScaleInBulkCopyableRuns) {
   std::mt19937 rng(13);
   for (const QuantCase& qc : quant_cases()) {

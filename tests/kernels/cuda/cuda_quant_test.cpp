@@ -126,6 +126,8 @@ TEST_F(CudaQuant, StreamingDecodeTakesOneToEightRowsWithTheSplitKBits) {
       const HostQuant hq(qc, sh.n, sh.k, rng);
       const Weight w = gpu->upload_weight(hq.weight());
       const bool int8_rows = qc.format == WeightFormat::Dense;
+      // 4-bit integer codes with bf16 scales: HostQuant's biases (b = −z·s) admit every group.
+      const bool pairs = qc.bits == 4 && qc.scale_dtype == DType::BF16 && qc.format != WeightFormat::Mxfp4;
       const auto dense_host = int8_rows ? std::vector<uint16_t>() : hq.bf16_matrix();
       const Weight dense =
           int8_rows ? Weight{} : gpu->upload_weight(Weight{dense_host.data(), DType::BF16, sh.n, sh.k});
@@ -136,9 +138,10 @@ TEST_F(CudaQuant, StreamingDecodeTakesOneToEightRowsWithTheSplitKBits) {
         const size_t size = static_cast<size_t>(rows * sh.n);
         const float* dx = upload(random_vec(static_cast<size_t>(rows * sh.k), rng));
         float* out = poisoned(size);
-        const uint64_t before = cuda_quant_stream_matmuls(*gpu);
+        const uint64_t before = cuda_quant_stream_matmuls(*gpu), pairs_before = cuda_quant_pair_stream_matmuls(*gpu);
         gpu->matmul(dx, rows, w, &b, out);
         EXPECT_EQ(cuda_quant_stream_matmuls(*gpu) - before, hopper ? 1u : 0u);
+        EXPECT_EQ(cuda_quant_pair_stream_matmuls(*gpu) - pairs_before, hopper && pairs ? 1u : 0u) << "bf16 pairs";
         const auto got = download(out, size);
         cuda::set_quant_decode_stream(false);
         float* split = poisoned(size);

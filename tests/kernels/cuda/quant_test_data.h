@@ -27,6 +27,7 @@ struct QuantCase {
 inline std::vector<QuantCase> quant_cases() {
   return {{"affine4_g32_f16", WeightFormat::Affine, 4, 32, DType::F16},
           {"affine4_g128_bf16", WeightFormat::Affine, 4, 128, DType::BF16},
+          {"affine4_g16_bf16", WeightFormat::Affine, 4, 16, DType::BF16},
           {"affine8_g64_f32", WeightFormat::Affine, 8, 64, DType::F32},
           {"affine8_g16_f16", WeightFormat::Affine, 8, 16, DType::F16},
           {"symmetric4_g32_bf16", WeightFormat::Symmetric, 4, 32, DType::BF16},
