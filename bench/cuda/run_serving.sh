@@ -94,8 +94,11 @@ phase_e2e() {
   [ -x "$nodedir/bin/node" ] || { echo "no $nodedir/bin/node: run the node phase first"; return 1; }
   local f
   for f in "$ASSETS"/fixtures/*; do  # the GGUF fixture gguf.test.mjs serves, left out of the device copy
-    [ -e "$f" ] && [ ! -s "tests/fixtures/gguf/$(basename "$f")" ] && cp "$f" tests/fixtures/gguf/
+    [ -f "$f" ] && [ ! -s "tests/fixtures/gguf/$(basename "$f")" ] && cp "$f" tests/fixtures/gguf/
   done
+  # The embedding model of embeddings.test.mjs (bench/cuda/device_pack.sh leaves tests/fixtures/embedding out).
+  [ -d "$ASSETS/fixtures/embedding" ] && [ ! -d tests/fixtures/embedding/qwen3_embedding ] &&
+    mkdir -p tests/fixtures && cp -r "$ASSETS/fixtures/embedding" tests/fixtures/
   stamp "e2e SDK tests against tachyon serve (demo model, CUDA)"
   PATH="$nodedir/bin:$PATH" timeout 290 "$nodedir/bin/node" tests/e2e/run_e2e.mjs --tachyon "$build/tachyon" \
     --node-modules "$nodedir/node_modules" > "$OUT/e2e-sdk.log" 2>&1

@@ -17,7 +17,8 @@
 #   DIR/llama.tar.xz         llama.cpp's source (the peer, ../shared/peers/README.md) for llama-server
 #                            with CUDA: CMake files, ggml (CPU and CUDA backends), src, common, tools,
 #                            vendor, gguf-py and convert_hf_to_gguf.py
-#   DIR/fixtures/            the GGUF fixture the e2e tests serve (tests/fixtures/gguf/demo-q4_k_m.*), which
+#   DIR/fixtures/            the GGUF fixture the e2e tests serve (tests/fixtures/gguf/demo-q4_k_m.*) and the
+#                            embedding model with its goldens (tests/fixtures/embedding), which
 #                            the device copy of the tree leaves out
 #   DIR/qwen3-tokenizer.tar.xz  Qwen3's tokenizer.json and tokenizer_config.json (the random 8B
 #                            checkpoint's tokenizer, from .cache/npm-assets/tokenizers/qwen3)
@@ -90,6 +91,7 @@ stage_llama() {
 stage_fixtures() {
   rm -rf "$out/fixtures" && mkdir -p "$out/fixtures"
   cp "$root"/tests/fixtures/gguf/demo-q4_k_m.gguf "$root"/tests/fixtures/gguf/demo-q4_k_m.reference.safetensors "$out/fixtures/"
+  cp -r "$root"/tests/fixtures/embedding "$out/fixtures/"  # embeddings.test.mjs's model and goldens
   echo "fixtures: $(du -sh "$out/fixtures" | cut -f1)"
 }
 
