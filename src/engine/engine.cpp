@@ -508,8 +508,8 @@ class EngineLoop : public KvAllocator {
     const auto& r = a.request;
     const spec::RequestKind kind =
         spec::classify_request(a.tokens, a.constraint != nullptr, config_.vocabulary.get());
-    if (const char* gate = policy_.admit(a.spec, a.tokens, r.speculate.value_or(true), r.sampling.greedy(),
-                                         r.logprobs, r.num_speculative_tokens, kind)) {
+    if (const char* gate = policy_.admit(a.spec, a.tokens, r.speculate.value_or(true), r.logprobs,
+                                         r.num_speculative_tokens, kind)) {
       a.pending.spec = a.spec.usage;
       stats_.record_gate(gate);
     }

@@ -49,9 +49,8 @@ bool SpecPolicy::prompt_gate_fires(const DrafterLane& lane, std::span<const int3
          trigram_repetition(prompt) < config_.min_prompt_repetition;
 }
 
-const char* SpecPolicy::admit(SpecState& s, std::span<const int32_t> prompt, bool speculate, bool greedy,
-                              int32_t logprobs, std::optional<int32_t> num_speculative_tokens, RequestKind kind) {
-  s.greedy = greedy;
+const char* SpecPolicy::admit(SpecState& s, std::span<const int32_t> prompt, bool speculate, int32_t logprobs,
+                              std::optional<int32_t> num_speculative_tokens, RequestKind kind) {
   s.logprobs = logprobs >= 0;
   s.num_speculative_tokens = num_speculative_tokens;
   s.kind = kind;

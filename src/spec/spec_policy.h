@@ -9,7 +9,7 @@
 // SpecState; the engine's one call per point of the step:
 //
 //   SpecPolicy policy(lanes, config, has_recurrent_state);
-//   policy.admit(state, prompt, speculate, greedy, logprobs, k, kind);  // at admission
+//   policy.admit(state, prompt, speculate, logprobs, k, kind);  // at admission
 //   Drafter* d = policy.drafter(state);                                 // null: none
 //   auto d = policy.plan_drafts(state, room);     // before the step: k and tree nodes, or a gate
 //   policy.record_proposal(state, tokens, seconds, warmup);
@@ -56,7 +56,6 @@ struct SpecState {
   // The request, fixed at admission.
   int32_t lane = -1;                            // its drafter (SpecPolicy's lanes); -1: none
   RequestKind kind = RequestKind::TextNovel;    // its kind of text, for the drafter choice
-  bool greedy = true;                           // temperature 0 (drafting no longer depends on it)
   bool logprobs = false;                        // per-token logprobs: chains only
   std::optional<int32_t> num_speculative_tokens;  // per-request k (no auto-k)
 
@@ -108,7 +107,7 @@ class SpecPolicy {
   // repeat itself). Returns the gate that switched it off, or null. Constrained requests
   // speculate like any other (their drafts are checked against the grammar:
   // spec/grammar_drafts.h, spec/verify.h).
-  const char* admit(SpecState& s, std::span<const int32_t> prompt, bool speculate, bool greedy, int32_t logprobs,
+  const char* admit(SpecState& s, std::span<const int32_t> prompt, bool speculate, int32_t logprobs,
                     std::optional<int32_t> num_speculative_tokens, RequestKind kind = RequestKind::TextNovel);
 
   // The request's drafter, or null.

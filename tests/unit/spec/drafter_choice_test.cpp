@@ -237,7 +237,7 @@ TEST(SpecPolicyLanes, AdmissionChoosesADrafterPerRequestAndKeepsItsK) {
   std::iota(novel.begin(), novel.end(), 0);
   // Novel text: prompt lookup's prompt gate rules it out, the model drafter runs.
   SpecState a;
-  EXPECT_EQ(policy.admit(a, novel, true, true, -1, {}, RequestKind::TextNovel), nullptr);
+  EXPECT_EQ(policy.admit(a, novel, true, -1, {}, RequestKind::TextNovel), nullptr);
   EXPECT_EQ(policy.drafter(a), &model);
   EXPECT_EQ(a.usage.method, "draft");
   EXPECT_STREQ(a.usage.choice.c_str(), "only");
@@ -248,30 +248,13 @@ TEST(SpecPolicyLanes, AdmissionChoosesADrafterPerRequestAndKeepsItsK) {
   std::map<std::string, int> methods;
   for (int i = 0; i < 2; ++i) {
     SpecState s;
-    EXPECT_EQ(policy.admit(s, repeating, true, true, -1, {}, RequestKind::TextRepetitive), nullptr);
+    EXPECT_EQ(policy.admit(s, repeating, true, -1, {}, RequestKind::TextRepetitive), nullptr);
     ++methods[s.usage.method];
     if (policy.drafter(s) == &lookup) {
       EXPECT_EQ(policy.plan_drafts(s, {.max_k = 16, .num_tokens = 100, .max_new = 64}).k, 3);
     }
   }
   EXPECT_EQ(methods, (std::map<std::string, int>{{"draft", 1}, {"ngram", 1}}));
-}
-
-// A sampled request follows the drafter choice as a greedy one does: with position-keyed draws
-// the drafter changes how fast a seeded request's text comes, not the text.
-TEST(SpecPolicyLanes, SampledRequestsFollowTheChoiceAsGreedyOnesDo) {
-  NamedDrafter lookup("ngram"), model("draft");
-  SpecPolicy for_greedy({{&lookup, true, 3}, {&model, false, 6}}, {.auto_k = false, .max_tree_nodes = 0}, false);
-  SpecPolicy for_sampled({{&lookup, true, 3}, {&model, false, 6}}, {.auto_k = false, .max_tree_nodes = 0}, false);
-  const std::vector<int32_t> repeating(100, 7);
-  for (int i = 0; i < 4; ++i) {
-    SpecState g, s;
-    EXPECT_EQ(for_greedy.admit(g, repeating, true, /*greedy=*/true, -1, {}, RequestKind::TextRepetitive), nullptr);
-    EXPECT_EQ(for_sampled.admit(s, repeating, true, /*greedy=*/false, -1, {}, RequestKind::TextRepetitive), nullptr);
-    EXPECT_EQ(for_sampled.drafter(s)->name(), for_greedy.drafter(g)->name());
-    EXPECT_EQ(s.usage.choice, g.usage.choice);
-    EXPECT_NE(s.usage.choice, "first (sampled)");
-  }
 }
 
 }  // namespace

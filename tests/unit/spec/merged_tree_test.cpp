@@ -137,23 +137,20 @@ TEST(MergedDrafter, MergesItsMembersTreesAndLearnsFromTheTargetsTokens) {
   EXPECT_THROW(MergedDrafter({{&lookup, false}}), Error) << "one drafter is not a merge";
 }
 
-// Sampled requests too: their draws are keyed by position (sampling/sampler.h), so a tree's
-// verification emits plain sampling's tokens whatever it holds.
-TEST(MergedDrafter, ThePolicyLetsItSizeItsOwnTreesForGreedyAndSampledRequests) {
+// The policy leaves a merged drafter's tree size to it (admission takes no temperature: sampled
+// draws are keyed by position, sampling/sampler.h, so a tree's verification emits plain sampling's
+// tokens whatever it holds, and greedy and sampled requests speculate alike).
+TEST(MergedDrafter, ThePolicyLetsItSizeItsOwnTrees) {
   ListDrafter lookup("lookup", {1, 2, 3}), model("model", {1, 2, 4});
   MergedDrafter merged({{&lookup, false}, {&model, true}});
   SpecPolicy policy(&merged, {.num_speculative_tokens = 4, .auto_k = true, .max_tree_nodes = -1, .gates = false},
                     false);
   const std::vector<int32_t> prompt(100, 7);
-  SpecState greedy;
-  policy.admit(greedy, prompt, true, /*greedy=*/true, -1, {});
-  const DraftPlan tree = policy.plan_drafts(greedy, {.max_k = 10, .num_tokens = 100, .max_new = 50});
+  SpecState state;
+  policy.admit(state, prompt, true, -1, {});
+  const DraftPlan tree = policy.plan_drafts(state, {.max_k = 10, .num_tokens = 100, .max_new = 50});
   EXPECT_EQ(tree.k, 4);
   EXPECT_EQ(tree.num_tree_nodes, SpecPolicy::kOwnTreeNodesPerLevel * 4);
-  SpecState sampled;
-  policy.admit(sampled, prompt, true, /*greedy=*/false, -1, {});
-  EXPECT_EQ(policy.plan_drafts(sampled, {.max_k = 10, .num_tokens = 100, .max_new = 50}).num_tree_nodes,
-            SpecPolicy::kOwnTreeNodesPerLevel * 4);
 }
 
 }  // namespace

@@ -34,24 +34,24 @@ TEST(SpecPolicy, AdmissionDecidesWhoSpeculates) {
   FixedDrafter drafter;
   const std::vector<int32_t> prompt = non_repeating(100), repeating(100, 7);
   SpecState s;
-  EXPECT_EQ(SpecPolicy(nullptr, model_free(), false).admit(s, repeating, true, true, -1, {}), nullptr);
+  EXPECT_EQ(SpecPolicy(nullptr, model_free(), false).admit(s, repeating, true, -1, {}), nullptr);
   EXPECT_TRUE(s.off) << "no drafter";
   EXPECT_TRUE(s.usage.method.empty());
 
   SpecPolicy policy(&drafter, model_free(), false);
   s = {};
-  EXPECT_EQ(policy.admit(s, repeating, true, true, -1, {}), nullptr);
+  EXPECT_EQ(policy.admit(s, repeating, true, -1, {}), nullptr);
   EXPECT_FALSE(s.off);
   EXPECT_EQ(s.usage.method, "fixed");
   s = {};
-  EXPECT_EQ(policy.admit(s, repeating, /*speculate=*/false, true, -1, {}), nullptr);
+  EXPECT_EQ(policy.admit(s, repeating, /*speculate=*/false, -1, {}), nullptr);
   EXPECT_TRUE(s.off);
   s = {};
-  EXPECT_STREQ(policy.admit(s, prompt, true, true, -1, {}), "prompt_gate");
+  EXPECT_STREQ(policy.admit(s, prompt, true, -1, {}), "prompt_gate");
   EXPECT_TRUE(s.off);
   EXPECT_EQ(s.usage.stopped_by, "prompt_gate");
   s = {};
-  EXPECT_EQ(SpecPolicy(&drafter, model_free(/*gates=*/false), false).admit(s, prompt, true, true, -1, {}),
+  EXPECT_EQ(SpecPolicy(&drafter, model_free(/*gates=*/false), false).admit(s, prompt, true, -1, {}),
             nullptr);
   EXPECT_FALSE(s.off) << "gates off";
 }
@@ -61,14 +61,14 @@ TEST(SpecPolicy, KIsTheRequestsOrTheConfigsWithinItsRoom) {
   SpecPolicy policy(&drafter, model_free(), false);
   const std::vector<int32_t> prompt(100, 7);
   SpecState s;
-  policy.admit(s, prompt, true, true, -1, /*num_speculative_tokens=*/3);
+  policy.admit(s, prompt, true, -1, /*num_speculative_tokens=*/3);
   EXPECT_EQ(policy.plan_drafts(s, {.max_k = 10, .num_tokens = 100, .max_new = 50}).k, 3);
   EXPECT_EQ(policy.plan_drafts(s, {.max_k = 2, .num_tokens = 100, .max_new = 3}).k, 2);
   const DraftPlan none = policy.plan_drafts(s, {.max_k = 0, .num_tokens = 100, .max_new = 1});
   EXPECT_EQ(none.k, 0);
   EXPECT_EQ(none.gate, nullptr);
   SpecState t;
-  policy.admit(t, prompt, true, true, -1, {});
+  policy.admit(t, prompt, true, -1, {});
   const DraftPlan plan = policy.plan_drafts(t, {.max_k = 10, .num_tokens = 100, .max_new = 50});
   EXPECT_EQ(plan.k, 4);
   EXPECT_LE(plan.num_tree_nodes, plan.k) << "max_tree_nodes 0: chains";
@@ -89,7 +89,7 @@ TEST(SpecPolicy, DraftsThatAreNeverAcceptedAreStoppedByTheAcceptanceGate) {
   FixedDrafter drafter;
   SpecPolicy policy(&drafter, model_free(), false);
   SpecState s;
-  policy.admit(s, std::vector<int32_t>(100, 7), true, true, -1, {});
+  policy.admit(s, std::vector<int32_t>(100, 7), true, -1, {});
   const char* gate = nullptr;
   int32_t steps = 0;
   while (!gate && steps < 100) {
@@ -108,7 +108,7 @@ TEST(SpecPolicy, SpeculationSlowerThanPlainStepsIsStoppedByTheThroughputGate) {
   FixedDrafter drafter;
   SpecPolicy policy(&drafter, model_free(), false);
   SpecState s;
-  policy.admit(s, std::vector<int32_t>(100, 7), true, true, -1, {});
+  policy.admit(s, std::vector<int32_t>(100, 7), true, -1, {});
   for (int i = 0; i < 8; ++i) {  // plain decode: a token per millisecond
     policy.time_step(s, true, true, 0.001, /*plain_decode_row=*/true);
     policy.finish_step(s, 0);
@@ -128,7 +128,7 @@ TEST(SpecPolicy, PlainProbesAreSpreadOverTheFirstSteps) {
   FixedDrafter drafter;
   SpecPolicy policy(&drafter, model_free(), false);
   SpecState s;
-  policy.admit(s, std::vector<int32_t>(100, 7), true, true, -1, {});
+  policy.admit(s, std::vector<int32_t>(100, 7), true, -1, {});
   std::vector<int> plain_at;  // step numbers of the plain steps
   for (int step = 0; step < 40; ++step) {
     if (policy.plan_drafts(s, {.max_k = 4, .num_tokens = 100, .max_new = 1000}).k == 0) {
