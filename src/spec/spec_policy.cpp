@@ -139,6 +139,7 @@ DraftPlan SpecPolicy::plan_drafts(SpecState& s, const Room& room) {
   const int32_t k = std::min(choose_k(s), room.max_k);
   if (k <= 0) return plan;
   if (s.probe_plain > 0) {  // a few plain steps measure what speculation competes with
+    s.probe_warming = s.probe_plain > 1;
     --s.probe_plain;
     return plan;
   }
@@ -202,13 +203,14 @@ void SpecPolicy::time_step(SpecState& s, bool timed, bool decode_only, double sh
     }
     ++s.spec_steps;
     s.clock = SpecState::Clock::Spec;
-  } else if (s.step_timed && plain_decode_row && !s.off) {
+  } else if (s.step_timed && plain_decode_row && !s.off && !s.probe_warming) {
     s.plain_seconds += share;
     ++s.plain_tokens;
     s.clock = SpecState::Clock::Plain;
   }
   s.draft_seconds = 0;
   s.draft_warmup = false;
+  s.probe_warming = false;
 }
 
 const char* SpecPolicy::record_verification(SpecState& s, int32_t num_drafted, int32_t num_accepted,
@@ -225,7 +227,12 @@ const char* SpecPolicy::record_verification(SpecState& s, int32_t num_drafted, i
   // Plain probes, one every kProbeEvery verifications until kPlainProbes are timed: spread over the
   // request's first steps rather than back to back, so that one burst of the host's load does not
   // set the request's plain rate (the drafter choice ranks drafters by their steps' cost in these).
-  if (s.usage.num_steps % kProbeEvery == 0 && s.plain_tokens < kPlainProbes) s.probe_plain = 1;
+  // After a model drafter's forward the target's weights are partly out of the caches, so a
+  // plain step right after one runs slower than plain decoding does (5-37% on the demo, CPU:
+  // bench/results/drafter-choice-7a3cace.md), which flattered the drafter's cost ratio: its
+  // probes come in pairs, the first untimed.
+  if (s.usage.num_steps % kProbeEvery == 0 && s.plain_tokens < kPlainProbes)
+    s.probe_plain = lane(s).drafter.model_free ? 1 : 2;
   if (s.spec_tokens >= kThroughputEvidenceTokens && s.plain_tokens >= kPlainProbes && s.spec_seconds > 0 &&
       s.plain_seconds > 0 && s.spec_tokens / s.spec_seconds < s.plain_tokens / s.plain_seconds) {
     s.off = true;

@@ -74,6 +74,9 @@ struct SpecState {
   double draft_seconds = 0;    // this step's drafting
   bool draft_warmup = false;   // this step's drafting did one-time work (a catch-up, a graph captured)
   bool step_timed = true;      // this step's time counts for the throughput gate
+  // This plain step only brings the target's weights back into the caches after a model
+  // drafter's forward evicted them (the first of a probe pair): its time is not a plain step's.
+  bool probe_warming = false;
   enum class Clock { None, Spec, Plain } clock = Clock::None;  // the gate clock this step counts on
 
   // Throughput gate: seconds and tokens of the request's speculative steps (drafting included)
