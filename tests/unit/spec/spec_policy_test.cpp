@@ -143,5 +143,32 @@ TEST(SpecPolicy, PlainProbesAreSpreadOverTheFirstSteps) {
   EXPECT_EQ(plain_at, (std::vector<int>{4, 9, 14, 19}));
 }
 
+// A model drafter's forward pushes the target's weights out of the caches, so the plain step right
+// after one is slower than plain decoding (5-37% on the demo, CPU: bench/results/drafter-choice-
+// 7a3cace.md), which made its speculation look cheaper than it was against its probes. Its probes
+// come in pairs: the first brings the weights back and is not timed, the second is the plain step.
+TEST(SpecPolicy, AModelDraftersPlainProbesComeInPairsTheFirstUntimed) {
+  FixedDrafter drafter;
+  SpecPolicy policy(&drafter, {.num_speculative_tokens = 4, .auto_k = false, .max_tree_nodes = 0, .gates = true,
+                               .model_free_drafter = false},
+                    false);
+  SpecState s;
+  policy.admit(s, std::vector<int32_t>(100, 7), true, -1, {});
+  std::vector<int> plain_at;
+  for (int step = 0; step < 40; ++step) {
+    if (policy.plan_drafts(s, {.max_k = 4, .num_tokens = 100, .max_new = 1000}).k == 0) {
+      const bool first_of_pair = plain_at.size() % 2 == 0;
+      plain_at.push_back(step);
+      policy.time_step(s, true, true, first_of_pair ? 0.005 : 0.001, /*plain_decode_row=*/true);
+      policy.finish_step(s, 0);
+    } else {
+      ASSERT_EQ(verify_step(policy, s, 4, 3, 0.002), nullptr);
+    }
+  }
+  EXPECT_EQ(plain_at, (std::vector<int>{4, 5, 10, 11, 16, 17, 22, 23}));
+  EXPECT_EQ(s.plain_tokens, 4);
+  EXPECT_NEAR(s.plain_seconds, 0.004, 1e-12) << "only the second step of each pair is timed";
+}
+
 }  // namespace
 }  // namespace tachyon::spec
