@@ -32,6 +32,9 @@ namespace {
 // with the same bits.
 bool hopper_fusions() { return cuda::device_arch().hopper; }
 
+// Per-head attention sinks of the 8-head attention tests (gpt-oss style), of both signs and zero.
+const std::vector<float> kHeadSinks = {0.5f, -1.f, 2.f, 0.f, 1.f, 1.f, -3.f, 0.25f};
+
 // A cache as write_kv leaves it: values rounded to the attention's operand format.
 std::vector<float> operand_cache(size_t n, std::mt19937& rng) {
   auto cache = random_vec(n, rng);
@@ -708,13 +711,11 @@ TEST_F(CudaKernels, AttentionMatchesReferenceAndIsRowInvariant) {
     }
     const int64_t rows = static_cast<int64_t>(positions.size());
     const auto q = random_vec(static_cast<size_t>(rows * heads * d), rng);
-    float* dk = upload(kc);
-    float* dv = upload(vc);
     float* dq = upload(q);
-    const PagedKv gkv{dk, dv, static_cast<int32_t>(bs), kv_heads, d};
+    const PagedKv gkv{upload(kc), upload(vc), static_cast<int32_t>(bs), kv_heads, d};
     const PagedKv rkv{const_cast<float*>(kc.data()), const_cast<float*>(vc.data()), static_cast<int32_t>(bs), kv_heads, d};
     const AttentionMeta meta{positions.data(), row_seq.data(), tables.data(), offsets.data()};
-    std::vector<float> sinks = {0.5f, -1.f, 2.f, 0.f, 1.f, 1.f, -3.f, 0.25f};
+    const std::vector<float>& sinks = kHeadSinks;
     const float* d_sinks = upload(sinks);
     for (int variant = 0; variant < 4; ++variant) {
       AttentionParams p;
@@ -807,12 +808,9 @@ TEST_F(CudaKernels, LongContextDecodeRowsMergedApartGiveTheQueryTilesBits) {
     std::vector<int32_t> positions(n), seqs(n, 0);
     for (int i = 0; i < n; ++i) positions[i] = first + i;
     const auto q = random_vec(static_cast<size_t>(n * heads * d), rng);
-    float* dk = upload(kc);
-    float* dv = upload(vc);
     float* dq = upload(q);
-    const PagedKv gkv{dk, dv, static_cast<int32_t>(bs), kv_heads, d};
-    const std::vector<float> sinks = {0.5f, -1.f, 2.f, 0.f, 1.f, 1.f, -3.f, 0.25f};
-    const float* d_sinks = upload(sinks);
+    const PagedKv gkv{upload(kc), upload(vc), static_cast<int32_t>(bs), kv_heads, d};
+    const float* d_sinks = upload(kHeadSinks);
     for (int variant = 0; variant < 3; ++variant) {
       AttentionParams p;
       p.num_heads = heads;
