@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -47,6 +48,11 @@ class PromptScorer {
   // blocks[i] = [begin, end) token ranges of the middle, in order.
   virtual std::vector<double> score_blocks(std::span<const int32_t> prompt,
                                            std::span<const std::pair<int32_t, int32_t>> blocks) = 0;
+  // The device memory of the scorer's largest pass over prompts of up to `max_prompt` tokens,
+  // taken and held until the handle goes: the engine holds it while it measures the memory its
+  // KV pool may have, so that the pool leaves room for scoring. Null: the scorer takes no device
+  // memory (the lexical scorer, a model in host memory).
+  virtual std::shared_ptr<void> hold_peak_memory(int32_t /*max_prompt*/) { return nullptr; }
 };
 
 struct PflashPlan {

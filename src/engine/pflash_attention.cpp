@@ -33,9 +33,24 @@ void AttentionScorer::probe(std::span<const int32_t> tokens, std::span<const int
   if (n > model_->config().max_position_embeddings)
     throw Error("PFlash attention scorer: {} tokens in one forward, more than the scorer model's {} positions", n,
                 model_->config().max_position_embeddings);
-  constexpr int32_t kBlockSize = 16;
   // A cache for this forward alone: the scorer holds no memory between prompts.
-  kv::KvCache kv(model_->backend(), model_->kv_layout((n + kBlockSize - 1) / kBlockSize, kBlockSize));
+  const std::unique_ptr<kv::KvCache> kv = cache_for(n);
+  const model::AttentionProbe probe = read(tokens, *kv);
+  for (int32_t i = 0; i < n; ++i)
+    if (where[static_cast<size_t>(i)] >= 0) {
+      mass_[static_cast<size_t>(where[static_cast<size_t>(i)])] += probe.key_mass[static_cast<size_t>(i)];
+      peak_[static_cast<size_t>(where[static_cast<size_t>(i)])] = probe.key_peak[static_cast<size_t>(i)];
+    }
+}
+
+std::unique_ptr<kv::KvCache> AttentionScorer::cache_for(int32_t n) const {
+  constexpr int32_t kBlockSize = 16;
+  return std::make_unique<kv::KvCache>(model_->backend(),
+                                       model_->kv_layout((n + kBlockSize - 1) / kBlockSize, kBlockSize));
+}
+
+model::AttentionProbe AttentionScorer::read(std::span<const int32_t> tokens, kv::KvCache& kv) {
+  const int32_t n = static_cast<int32_t>(tokens.size());
   const kv::SeqId seq = kv.add_sequence();
   TACHYON_CHECK(kv.reserve(seq, n), "the PFlash scorer's KV cache is too small");
   model::AttentionProbe probe;
@@ -57,11 +72,17 @@ void AttentionScorer::probe(std::span<const int32_t> tokens, std::span<const int
   model_->forward(batch, kv);
   model_->backend().synchronize();
   layers_run_ = probe.layers_run;
-  for (int32_t i = 0; i < n; ++i)
-    if (where[static_cast<size_t>(i)] >= 0) {
-      mass_[static_cast<size_t>(where[static_cast<size_t>(i)])] += probe.key_mass[static_cast<size_t>(i)];
-      peak_[static_cast<size_t>(where[static_cast<size_t>(i)])] = probe.key_peak[static_cast<size_t>(i)];
-    }
+  return probe;
+}
+
+std::shared_ptr<void> AttentionScorer::hold_peak_memory(int32_t max_prompt) {
+  if (!model_->backend().device_memory()) return nullptr;
+  const int32_t longest = options_.chunk > 0 ? std::min(options_.chunk, max_prompt) : max_prompt;
+  const int32_t n = static_cast<int32_t>(
+      std::max<int64_t>(1, std::min<int64_t>(longest, model_->config().max_position_embeddings)));
+  std::shared_ptr<kv::KvCache> kv = cache_for(n);
+  read(std::vector<int32_t>(static_cast<size_t>(n), 0), *kv);
+  return kv;
 }
 
 std::vector<double> AttentionScorer::score_blocks(std::span<const int32_t> prompt,

@@ -25,6 +25,7 @@
 #include <memory>
 
 #include "engine/pflash.h"
+#include "kv/kv_cache.h"
 #include "model/model.h"
 
 namespace tachyon::engine {
@@ -59,6 +60,9 @@ class AttentionScorer final : public PromptScorer {
   PflashShape default_shape() const override { return {64, 128, 32}; }
   std::vector<double> score_blocks(std::span<const int32_t> prompt,
                                    std::span<const std::pair<int32_t, int32_t>> blocks) override;
+  // On a device backend: a KV cache for the longest forward (the chunk, or the whole prompt
+  // when chunk is 0, at most the scorer's positions) and one probed forward of that length.
+  std::shared_ptr<void> hold_peak_memory(int32_t max_prompt) override;
 
   // Per token of the last scored prompt: the probe's summed mass, and the rarity-weighted peak
   // that the blocks are scored by (tests and the bench).
@@ -74,6 +78,10 @@ class AttentionScorer final : public PromptScorer {
   // Adds the probe's mass of one forward over `tokens` (from position 0) to mass_[where[i]]
   // for each row i with where[i] >= 0.
   void probe(std::span<const int32_t> tokens, std::span<const int32_t> where);
+  // A KV cache holding one forward of n tokens.
+  std::unique_ptr<kv::KvCache> cache_for(int32_t n) const;
+  // The probed forward over `tokens` from position 0 in `kv` (empty).
+  model::AttentionProbe read(std::span<const int32_t> tokens, kv::KvCache& kv);
 
   std::unique_ptr<model::Model> model_;
   AttentionScorerOptions options_;

@@ -35,6 +35,18 @@ int device_attribute(cudaDeviceAttr attribute);
 // After every launch: a bad configuration surfaces here, not at the next synchronizing call.
 #define TACHYON_CUDA_LAUNCH_CHECK() TACHYON_CUDA_CHECK(cudaGetLastError())
 
+// `bytes` of device memory, or of pinned host memory; out of memory throws tachyon::Error.
+inline void* cuda_malloc(size_t bytes) {
+  void* p = nullptr;
+  TACHYON_CUDA_CHECK(cudaMalloc(&p, bytes));
+  return p;
+}
+inline void* cuda_malloc_host(size_t bytes) {
+  void* p = nullptr;
+  TACHYON_CUDA_CHECK(cudaMallocHost(&p, bytes));
+  return p;
+}
+
 __host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 __host__ __device__ inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/cuda/cuda_backend_impl.h"
+#include "kernels/cuda/grow_buffer.h"
 #include "kernels/cuda/quant_pack.h"
 
 namespace tachyon::kernels::cuda {
@@ -21,14 +22,14 @@ const void* DeviceMirror::get(const void* host, size_t bytes) {
   Slot& s = *std::min_element(slots_.begin(), slots_.end(),
                               [](const Slot& a, const Slot& b) { return a.last_use < b.last_use; });
   s.last_use = clock_;
-  if (s.capacity < bytes) {
-    if (s.device) {
-      TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      TACHYON_CUDA_CHECK(cudaFree(s.device));
-    }
-    s.capacity = std::max<size_t>(bytes, 2 * s.capacity);
-    TACHYON_CUDA_CHECK(cudaMalloc(&s.device, s.capacity));
-  }
+  s.host.clear();  // matches nothing until its new content is on the device
+  grow_buffer(
+      s.device, s.capacity, bytes, std::max<size_t>(bytes, 2 * s.capacity),
+      [&](void* old) {
+        TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        TACHYON_CUDA_CHECK(cudaFree(old));
+      },
+      [](size_t n) { return cuda_malloc(n); });
   s.host.assign(static_cast<const std::byte*>(host), static_cast<const std::byte*>(host) + bytes);
   // Stream-ordered after every kernel that read this slot's previous content.
   TACHYON_CUDA_CHECK(cudaMemcpyAsync(s.device, s.host.data(), bytes, cudaMemcpyHostToDevice, stream_));
@@ -37,11 +38,7 @@ const void* DeviceMirror::get(const void* host, size_t bytes) {
 
 // ---- CudaBackend: weights, buffers and copies
 
-void* CudaBackend::allocate(size_t bytes) {
-  void* p = nullptr;
-  TACHYON_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 1)));
-  return p;
-}
+void* CudaBackend::allocate(size_t bytes) { return cuda_malloc(std::max<size_t>(bytes, 1)); }
 
 std::optional<Backend::DeviceMemory> CudaBackend::device_memory() {
   synchronize();  // frees and workspace growth issued so far are accounted for
@@ -77,11 +74,9 @@ Weight CudaBackend::upload_weight(const Weight& host) {
   }
   TACHYON_CHECK(host.cols % 2 == 0, "the CUDA matmul needs an even number of input features, got {}", host.cols);
   const size_t src_bytes = static_cast<size_t>(host.rows * host.cols) * dtype_size(host.dtype);
-  if (staging_bytes_ < src_bytes) {
-    if (staging_) TACHYON_CUDA_CHECK(cudaFree(staging_));
-    staging_ = allocate(src_bytes);
-    staging_bytes_ = src_bytes;
-  }
+  grow_buffer(
+      staging_, staging_bytes_, src_bytes, src_bytes, [](void* old) { TACHYON_CUDA_CHECK(cudaFree(old)); },
+      [&](size_t n) { return allocate(n); });
   TACHYON_CUDA_CHECK(cudaMemcpyAsync(staging_, host.data, src_bytes, cudaMemcpyHostToDevice, stream_));
   void* packed = allocate(cuda::packed_weight_bytes(host.rows, host.cols));
   cuda::pack_weight(staging_, host.dtype, host.rows, host.cols, packed, stream_);
@@ -221,10 +216,9 @@ void CudaBackend::synchronize() {
 }
 
 void CudaBackend::grow_workspace(void*& buffer, size_t& bytes, size_t need) {
-  if (need <= bytes) return;
-  if (buffer) deallocate(buffer);
-  bytes = std::max(need, bytes * 3 / 2);
-  buffer = allocate(bytes);
+  grow_buffer(
+      buffer, bytes, need, std::max(need, bytes * 3 / 2), [&](void* old) { deallocate(old); },
+      [&](size_t n) { return allocate(n); });
 }
 
 float CudaBackend::load_host(const Weight& w, int64_t i) {
@@ -237,9 +231,13 @@ float CudaBackend::load_host(const Weight& w, int64_t i) {
 
 void CudaBackend::grow_zeroed_counters(unsigned*& counters, size_t& count, size_t need) {
   if (need <= count) return;
-  if (counters) deallocate(counters);
-  count = std::max(need, count * 2);
-  counters = static_cast<unsigned*>(allocate(count * sizeof(unsigned)));
+  const size_t grown = std::max(need, count * 2);
+  size_t bytes = count * sizeof(unsigned);
+  count = 0;  // none until the new counters exist
+  grow_buffer(
+      counters, bytes, need * sizeof(unsigned), grown * sizeof(unsigned), [&](unsigned* old) { deallocate(old); },
+      [&](size_t n) { return static_cast<unsigned*>(allocate(n)); });
+  count = grown;
   flush();  // before the zeroing (issued directly)
   TACHYON_CUDA_CHECK(cudaMemsetAsync(counters, 0, count * sizeof(unsigned), stream_));
 }

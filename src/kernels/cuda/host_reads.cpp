@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/grow_buffer.h"
 
 namespace tachyon::kernels::cuda {
 
@@ -22,11 +23,10 @@ HostReads::~HostReads() {
 void* HostReads::begin(void* dst, size_t bytes) {
   Slot& s = slots_[next_];
   if (s.pending) finish(s);  // never collected: its caller's buffer still gets the bytes
-  if (s.capacity < bytes) {
-    if (s.pinned) TACHYON_CUDA_CHECK(cudaFreeHost(s.pinned));  // no copy into it is in flight (finished)
-    s.capacity = std::max<size_t>(bytes, 256);
-    TACHYON_CUDA_CHECK(cudaMallocHost(&s.pinned, s.capacity));
-  }
+  grow_buffer(
+      s.pinned, s.capacity, bytes, std::max<size_t>(bytes, 256),
+      [](void* old) { TACHYON_CUDA_CHECK(cudaFreeHost(old)); },  // no copy into it is in flight (finished)
+      [](size_t n) { return cuda_malloc_host(n); });
   s.dst = dst;
   s.bytes = bytes;
   return s.pinned;

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/grow_buffer.h"
 #include "kernels/cuda/cuda_backend_impl.h"
 
 namespace tachyon::kernels::cuda {
@@ -104,18 +105,18 @@ void HostSwap::issue_locked() {
   Staging& staging = staging_[next_staging_];
   next_staging_ ^= 1;
   TACHYON_CUDA_CHECK(cudaEventSynchronize(staging.uploaded));
-  if (staging.capacity < n) {
-    if (staging.host) TACHYON_CUDA_CHECK(cudaFreeHost(staging.host));
-    staging.capacity = std::max(n, staging.capacity * 3 / 2);
-    TACHYON_CUDA_CHECK(cudaMallocHost(&staging.host, staging.capacity * sizeof(SwapSlice)));
-  }
+  grow_buffer(
+      staging.host, staging.capacity, n, std::max(n, staging.capacity * 3 / 2),
+      [](SwapSlice* old) { TACHYON_CUDA_CHECK(cudaFreeHost(old)); },
+      [](size_t count) { return static_cast<SwapSlice*>(cuda_malloc_host(count * sizeof(SwapSlice))); });
   std::memcpy(staging.host, queue_.data(), bytes);
-  if (device_capacity_ < n) {
-    TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the last launch may still read the old buffer
-    if (device_slices_) TACHYON_CUDA_CHECK(cudaFree(device_slices_));
-    device_capacity_ = std::max(n, device_capacity_ * 3 / 2);
-    TACHYON_CUDA_CHECK(cudaMalloc(&device_slices_, device_capacity_ * sizeof(SwapSlice)));
-  }
+  grow_buffer(
+      device_slices_, device_capacity_, n, std::max(n, device_capacity_ * 3 / 2),
+      [&](SwapSlice* old) {
+        TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the last launch may still read the old buffer
+        TACHYON_CUDA_CHECK(cudaFree(old));
+      },
+      [](size_t count) { return static_cast<SwapSlice*>(cuda_malloc(count * sizeof(SwapSlice))); });
   TACHYON_CUDA_CHECK(cudaEventRecord(compute_reached_, compute_));
   TACHYON_CUDA_CHECK(cudaStreamWaitEvent(stream_, compute_reached_, 0));
   TACHYON_CUDA_CHECK(cudaMemcpyAsync(device_slices_, staging.host, bytes, cudaMemcpyHostToDevice, stream_));

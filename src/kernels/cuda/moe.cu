@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/grow_buffer.h"
 #include "kernels/cuda/grouped_matmul.cuh"
 
 namespace tachyon::kernels::cuda {
@@ -214,15 +215,14 @@ MoeRunner::~MoeRunner() {
 void* MoeRunner::grow(size_t index, size_t bytes) {
   if (buffers_.size() <= index) buffers_.resize(index + 1, {nullptr, 0});
   auto& [ptr, capacity] = buffers_[index];
-  if (capacity < bytes) {  // grow-only, geometrically: a steady loop never reallocates
-    if (ptr) {
-      TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      TACHYON_CUDA_CHECK(cudaFree(ptr));
-    }
-    capacity = std::max(bytes, 2 * capacity);
-    TACHYON_CUDA_CHECK(cudaMalloc(&ptr, capacity));
-  }
-  return ptr;
+  // Grow-only, geometrically: a steady loop never reallocates.
+  return grow_buffer(
+      ptr, capacity, bytes, std::max(bytes, 2 * capacity),
+      [&](void* old) {
+        TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        TACHYON_CUDA_CHECK(cudaFree(old));
+      },
+      [](size_t n) { return cuda_malloc(n); });
 }
 
 const MoeRunner::Tables& MoeRunner::tables(const MoeExperts& e) {

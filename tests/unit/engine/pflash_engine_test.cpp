@@ -9,12 +9,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "engine/engine.h"
 #include "engine/pflash_attention.h"
 #include "engine/pflash_lexical.h"
 #include "engine_test_helpers.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "pflash_needles.h"
 
@@ -210,6 +212,73 @@ TEST(PflashEngine, A_budget_without_a_middle_is_refused_and_counted) {
   collect(*engine.submit(request(f.prompt)), &last);
   EXPECT_EQ(last.num_dropped_prompt_tokens, 0);
   EXPECT_EQ(idle_stats(engine).pflash_refused, 1u);
+}
+
+// A CPU backend that reports a device's memory (Backend::device_memory): a fixed total less
+// the bytes it has allocated and not yet freed, as a GPU sizes the KV pool.
+class MeteredBackend final : public kernels::CpuBackend {
+ public:
+  void* allocate(size_t bytes) override {
+    void* p = CpuBackend::allocate(bytes);
+    live_[p] = bytes;
+    in_use_ += bytes;
+    return p;
+  }
+  void deallocate(void* ptr) override {
+    if (auto it = live_.find(ptr); it != live_.end()) {
+      in_use_ -= it->second;
+      live_.erase(it);
+    }
+    CpuBackend::deallocate(ptr);
+  }
+  std::optional<DeviceMemory> device_memory() override {
+    return DeviceMemory{.free_bytes = kTotal - in_use_, .total_bytes = kTotal};
+  }
+  static constexpr size_t kTotal = size_t{1} << 30;
+
+ private:
+  std::map<void*, size_t> live_;
+  size_t in_use_ = 0;
+};
+
+// On a device the attention scorer reads prompts beside the target: the KV pool, sized from the
+// memory left after a warm-up, must leave room for the scorer's largest pass (its KV cache for
+// a whole prompt when it reads in one forward, for one chunk otherwise), or the first long prompt
+// runs the device out of memory (an H100 did: the scorer failed on every 32k-token prompt).
+TEST(PflashEngine, TheKvPoolLeavesDeviceMemoryForTheScorersLargestPass) {
+  MeteredBackend device;
+  const auto model = model::load_model(kDemo, device);
+  constexpr int32_t kContext = 2048;
+  const auto pool = [&](PromptScorer* scorer) {
+    EngineConfig ec{.max_concurrent = 2, .kv_format = kernels::KvFormat::F32, .max_context = kContext,
+                    .pflash = small_shape(PflashMode::Auto)};
+    ec.pflash_scorer = scorer;
+    return Engine(*model, ec).kv_pool();
+  };
+  const auto drafter = [&] { return model::load_model(kDemo + "/drafter", device); };
+  AttentionScorer whole(drafter(), {.chunk = 0});
+  AttentionScorer chunked(drafter(), {.chunk = 256});
+  // Weights are packed at a model's first forward and stay: every model runs once before the
+  // baseline, which then holds all their weights.
+  pool(nullptr);
+  whole.hold_peak_memory(kContext);
+  chunked.hold_peak_memory(kContext);
+  const KvPoolSize baseline = pool(nullptr);
+  const int64_t alone = baseline.bytes, pool_blocks = baseline.num_blocks;
+  // What one forward of n tokens keeps in the scorer's KV cache.
+  const auto scorer_kv_bytes = [&](int32_t n) {
+    const int32_t blocks = (n + 15) / 16;
+    return static_cast<int64_t>(whole.model().kv_layout(blocks, 16).bytes_per_block()) * blocks;
+  };
+  const int64_t left_for_whole = alone - pool(&whole).bytes, left_for_chunk = alone - pool(&chunked).bytes;
+  // The pool shrinks by whole blocks of the target's: within one block of the scorer's cache.
+  const int64_t target_block = alone / pool_blocks;
+  EXPECT_GT(left_for_whole + target_block, scorer_kv_bytes(kContext));
+  EXPECT_GT(left_for_chunk + target_block, scorer_kv_bytes(256));
+  EXPECT_LT(left_for_chunk, left_for_whole);  // a chunked read needs one chunk's cache, not a prompt's
+  // The lexical scorer takes no device memory.
+  LexicalScorer lexical;
+  EXPECT_EQ(pool(&lexical).bytes, alone);
 }
 
 // ---- The same on a CUDA device: the target and the scorer's drafter on the GPU (f32 KV, as
