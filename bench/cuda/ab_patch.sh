@@ -19,7 +19,8 @@
 # batch 1 / 32k and batch 32 / 8k (KV_FORMATS, default bf16,int8,int4), and "clocks": cuBLAS and our GEMM
 # per SM cycle under nvidia-smi, bench/cuda/gemm_clocks.py), ROUNDS (2; ROUNDS_<mode> for one mode), TESTS ("kernel"
 # default, "all" adds the golden tests, "none"), TEST_ENVS (';'-separated "ENV=VALUE gtest-filter"
-# entries: more kernel-test runs of each variant, also with TESTS=none), BUILD (default /tmp/ab).
+# entries: more kernel-test runs of each variant, also with TESTS=none), BUILD (default /tmp/ab), SHAPE (the
+# random checkpoint's shape, bench/cuda/make_checkpoint.py: default qwen3-8b; qwen3-30b-a3b for MoE decode, 61 GB).
 # Results under $OUT (or bench/results): ab.md (the runs, then medians per variant and their ratios
 # to A: bench/cuda/ab_summary.py), tests-<variant>.log, checkpoint.log. Round r runs the variants
 # starting from the r-th, so that no variant always runs first.
@@ -40,13 +41,14 @@ if [ -d "$root/.deps/root/usr" ]; then
   export PKG_CONFIG_PATH="$deps/lib/x86_64-linux-gnu/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 fi
 modes="${MODES:-attention prefill}"
-ckpt=/dev/shm/tachyon-qwen3-8b-random
+shape="${SHAPE:-qwen3-8b}"
+ckpt=/dev/shm/tachyon-$shape-random
 case " $modes " in
   *" prefill "* | *" decode "*)
-    python3 "$root/bench/cuda/make_checkpoint.py" "$ckpt" --shape qwen3-8b --max-gb 100 > "$results/checkpoint.log" 2>&1 & ;;
+    python3 "$root/bench/cuda/make_checkpoint.py" "$ckpt" --shape "$shape" --max-gb 100 > "$results/checkpoint.log" 2>&1 & ;;
   *)
-    ckpt=/dev/shm/tachyon-qwen3-8b-config
-    python3 "$root/bench/cuda/make_checkpoint.py" "$ckpt" --shape qwen3-8b --config-only > "$results/checkpoint.log" 2>&1 & ;;
+    ckpt=/dev/shm/tachyon-$shape-config
+    python3 "$root/bench/cuda/make_checkpoint.py" "$ckpt" --shape "$shape" --config-only > "$results/checkpoint.log" 2>&1 & ;;
 esac
 
 # Build logs stay on the machine (a call returns at most 8 files); a failure prints its errors. A
