@@ -37,18 +37,34 @@ KvCache::KvCache(kernels::Backend& backend, const KvLayout& layout)
 
 KvCache::Storage KvCache::allocate_storage(kernels::Backend& backend) const {
   Storage st{&backend, {}, {}, {}};
-  for (int64_t l = 0; l < layout_.num_layers; ++l) {  // each layer holds its group's blocks
-    const auto blocks = static_cast<size_t>(layout_.in_sliding_group(l) ? layout_.num_sliding_blocks : layout_.num_blocks);
-    st.k.push_back(backend.allocate(blocks * layout_.k_layout().block_bytes));
-    st.v.push_back(layout_.shared_kv ? st.k.back() : backend.allocate(blocks * layout_.v_layout().block_bytes));
-  }
-  if (has_state()) {
-    const size_t state_bytes =
-        static_cast<size_t>(first_snapshot_slot() + layout_.snapshot_slots()) * layout_.state_floats * sizeof(float);
-    for (int64_t l = 0; l < layout_.num_state_layers; ++l)
-      st.states.push_back(static_cast<float*>(backend.allocate(state_bytes)));
+  try {
+    for (int64_t l = 0; l < layout_.num_layers; ++l) {  // each layer holds its group's blocks
+      const auto blocks =
+          static_cast<size_t>(layout_.in_sliding_group(l) ? layout_.num_sliding_blocks : layout_.num_blocks);
+      st.k.push_back(backend.allocate(blocks * layout_.k_layout().block_bytes));
+      st.v.push_back(layout_.shared_kv ? st.k.back() : backend.allocate(blocks * layout_.v_layout().block_bytes));
+    }
+    if (has_state()) {
+      const size_t state_bytes =
+          static_cast<size_t>(first_snapshot_slot() + layout_.snapshot_slots()) * layout_.state_floats * sizeof(float);
+      for (int64_t l = 0; l < layout_.num_state_layers; ++l)
+        st.states.push_back(static_cast<float*>(backend.allocate(state_bytes)));
+    }
+  } catch (...) {
+    // Out of memory part-way (a device's KV for a long prompt): what was taken goes back, or
+    // every failed attempt would leak the layers allocated before it.
+    release_storage(st);
+    throw;
   }
   return st;
+}
+
+void KvCache::release_storage(Storage& st) const {
+  for (void* p : st.k) st.backend->deallocate(p);
+  if (!layout_.shared_kv)
+    for (void* p : st.v) st.backend->deallocate(p);
+  for (float* p : st.states) st.backend->deallocate(p);
+  st.k.clear(), st.v.clear(), st.states.clear();
 }
 
 void KvCache::add_replica(kernels::Backend& backend) {
@@ -69,12 +85,7 @@ const KvCache::Storage& KvCache::storage_on(const kernels::Backend& backend) con
 
 KvCache::~KvCache() {
   free_host_tier();
-  for (Storage& st : storages_) {
-    for (void* p : st.k) st.backend->deallocate(p);
-    if (!layout_.shared_kv)
-      for (void* p : st.v) st.backend->deallocate(p);
-    for (float* p : st.states) st.backend->deallocate(p);
-  }
+  for (Storage& st : storages_) release_storage(st);
 }
 
 SeqId KvCache::add_sequence() {

@@ -279,7 +279,8 @@ class KvCache {
     std::vector<void*> k, v;       // per layer: num_blocks blocks of k_layout() / v_layout()
     std::vector<float*> states;    // per state layer: [first_snapshot_slot() + snapshot_slots, state_floats]
   };
-  Storage allocate_storage(kernels::Backend& backend) const;
+  Storage allocate_storage(kernels::Backend& backend) const;  // all or nothing: a failure frees what it took
+  void release_storage(Storage& st) const;
   const Storage& storage_on(const kernels::Backend& backend) const;
 
   struct Sequence {

@@ -6,7 +6,9 @@
 #include <fstream>
 #include <unistd.h>
 
+#include "base/error.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kv/kv_cache.h"
 
 namespace tachyon::kv {
@@ -34,6 +36,40 @@ TEST(KvPoolMemory, ALargePoolIsNotResidentUntilWritten) {
   const size_t block_floats = static_cast<size_t>(16 * 2 * 64);
   for (size_t i = 0; i < block_floats; ++i) static_cast<float*>(layer.k)[i] = 1.f;  // the layout is f32
   EXPECT_LT(resident_bytes() - before, int64_t{16} << 20);
+}
+
+// Counts live allocations and runs out of memory at the allocation it is told to.
+class RunsOutBackend final : public kernels::CpuBackend {
+ public:
+  void* allocate(size_t bytes) override {
+    if (allocations_++ == fail_at) throw Error("out of memory (allocation {})", fail_at);
+    ++live;
+    return CpuBackend::allocate(bytes);
+  }
+  void deallocate(void* ptr) override {
+    --live;
+    CpuBackend::deallocate(ptr);
+  }
+  int64_t fail_at = -1, live = 0;
+
+ private:
+  int64_t allocations_ = 0;
+};
+
+// A KV cache too large for the device (the PFlash scorer's cache for a long prompt) runs out of
+// memory after some of its layers were allocated: the failure must hand them back, or every
+// such prompt leaks device memory until nothing fits.
+TEST(KvPoolMemory, ACacheThatRunsOutOfMemoryPartWayFreesWhatItTook) {
+  const KvLayout layout{.num_layers = 6, .num_kv_heads = 2, .head_dim = 64, .block_size = 16, .num_blocks = 64};
+  for (int64_t fail_at : {0, 1, 5, 11}) {  // 12 allocations: K and V of 6 layers
+    RunsOutBackend backend;
+    backend.fail_at = fail_at;
+    EXPECT_THROW(KvCache(backend, layout), Error) << "allocation " << fail_at;
+    EXPECT_EQ(backend.live, 0) << "allocation " << fail_at;
+  }
+  RunsOutBackend backend;
+  { KvCache kv(backend, layout); }
+  EXPECT_EQ(backend.live, 0);
 }
 
 }  // namespace
