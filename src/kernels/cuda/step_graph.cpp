@@ -52,8 +52,13 @@ const void* StepGraphs::stage(const void* host, size_t bytes) {
     if (current_ == segments.size()) {
       Segment seg;
       seg.capacity = std::max<size_t>({2 * bytes, size_t{1} << 20, segments.empty() ? 0 : segments.back().capacity});
-      TACHYON_CUDA_CHECK(cudaMallocHost(&seg.host, seg.capacity));
-      TACHYON_CUDA_CHECK(cudaMalloc(&seg.device, seg.capacity));
+      seg.host = static_cast<std::byte*>(cuda_malloc_host(seg.capacity));
+      try {
+        seg.device = static_cast<std::byte*>(cuda_malloc(seg.capacity));
+      } catch (...) {  // out of device memory: the pinned half goes back too
+        cudaFreeHost(seg.host);
+        throw;
+      }
       segments.push_back(seg);
     }
     Segment& seg = segments[current_];
