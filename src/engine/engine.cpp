@@ -93,13 +93,13 @@ std::optional<kernels::Backend::DeviceMemory> memory_after_warmup(model::Model& 
   // cache and workspaces) is held while the free memory is measured, so the pool leaves room
   // for it rather than the scorer running out of memory on the first long prompt.
   std::shared_ptr<void> scorer_peak;
-  if (config.pflash_scorer) try {
-      scorer_peak = config.pflash_scorer->hold_peak_memory(max_context);
-    } catch (const Error& e) {
-      throw Error("the PFlash {} scorer's largest pass ({}-token prompts) does not fit beside the model: {} (a "
-                  "smaller --pflash-scorer-chunk or --ctx-size needs less)",
-                  config.pflash_scorer->name(), max_context, e.what());
-    }
+  try {
+    if (config.pflash_scorer) scorer_peak = config.pflash_scorer->hold_peak_memory(max_context);
+  } catch (const Error& e) {
+    throw Error("the PFlash {} scorer's largest pass ({}-token prompts) does not fit beside the model: {} (a "
+                "smaller --pflash-scorer-chunk or --ctx-size needs less)",
+                config.pflash_scorer->name(), max_context, e.what());
+  }
   return backend.device_memory();
 }
 
