@@ -20,7 +20,8 @@
 # per SM cycle under nvidia-smi, bench/cuda/gemm_clocks.py), ROUNDS (2; ROUNDS_<mode> for one mode), TESTS ("kernel"
 # default, "all" adds the golden tests, "none"), TEST_ENVS (';'-separated "ENV=VALUE gtest-filter"
 # entries: more kernel-test runs of each variant, also with TESTS=none), BUILD (default /tmp/ab), SHAPE (the
-# random checkpoint's shape, bench/cuda/make_checkpoint.py: default qwen3-8b; qwen3-30b-a3b for MoE decode, 61 GB).
+# random checkpoint's shape, bench/cuda/make_checkpoint.py: default qwen3-8b; qwen3-30b-a3b for MoE decode, 61 GB), MAX_GB
+# (default 100: whole layers are dropped to stay under it; 40 lets qwen3-30b-a3b decode on an 80 GB H100).
 # Results under $OUT (or bench/results): ab.md (the runs, then medians per variant and their ratios
 # to A: bench/cuda/ab_summary.py), tests-<variant>.log, checkpoint.log. Round r runs the variants
 # starting from the r-th, so that no variant always runs first.
@@ -42,10 +43,11 @@ if [ -d "$root/.deps/root/usr" ]; then
 fi
 modes="${MODES:-attention prefill}"
 shape="${SHAPE:-qwen3-8b}"
-ckpt=/dev/shm/tachyon-$shape-random
+max_gb="${MAX_GB:-100}"
+ckpt=/dev/shm/tachyon-$shape-random-$max_gb
 case " $modes " in
   *" prefill "* | *" decode "*)
-    python3 "$root/bench/cuda/make_checkpoint.py" "$ckpt" --shape "$shape" --max-gb 100 > "$results/checkpoint.log" 2>&1 & ;;
+    python3 "$root/bench/cuda/make_checkpoint.py" "$ckpt" --shape "$shape" --max-gb "$max_gb" > "$results/checkpoint.log" 2>&1 & ;;
   *)
     ckpt=/dev/shm/tachyon-$shape-config
     python3 "$root/bench/cuda/make_checkpoint.py" "$ckpt" --shape "$shape" --config-only > "$results/checkpoint.log" 2>&1 & ;;
@@ -149,13 +151,14 @@ done
 wait
 elapsed checkpoint
 
-# One run of a mode by binary $1 with environment $2 (may be empty).
+# One run of a mode by binary $1 with environment $2 (may be empty); its whole output stays in
+# $build/last-run.log, whose tail names the error of a failed run.
 run_mode() {
   case "$3" in
-    attention) env $2 timeout 120 "$1" --attention-only "$ckpt" 2>&1 | grep -E "^\| (prefill|decode)" ;;
-    prefill) env $2 timeout 120 "$1" --engine-only --prefill-quick "$ckpt" 2>&1 | grep -E "^\| prefill" ;;
-    decode) env $2 timeout 150 "$1" --engine-only --decode-quick "$ckpt" 2>&1 | grep -E "^\| decode" ;;
-    gemm) env $2 timeout 150 "$1" --gemm-only "$ckpt" 2>&1 | grep -E "^\|" ;;
+    attention) env $2 timeout 120 "$1" --attention-only "$ckpt" 2>&1 | tee "$build/last-run.log" | grep -E "^\| (prefill|decode)" ;;
+    prefill) env $2 timeout 120 "$1" --engine-only --prefill-quick "$ckpt" 2>&1 | tee "$build/last-run.log" | grep -E "^\| prefill" ;;
+    decode) env $2 timeout 150 "$1" --engine-only --decode-quick "$ckpt" 2>&1 | tee "$build/last-run.log" | grep -E "^\| decode" ;;
+    gemm) env $2 timeout 150 "$1" --gemm-only "$ckpt" 2>&1 | tee "$build/last-run.log" | grep -E "^\|" ;;
     kv)  # each format's row, named by its scenario ("## batch 1, 32k context" -> "b1 32k bf16")
       env $2 timeout 150 "$(dirname "$1")/cuda_kv_bench" --formats "${KV_FORMATS:-bf16,int8,int4}" 2>&1 |
         awk '/^## / { s = "" } /^## batch [0-9]+, [0-9]+k context/ { s = "b" $3 " " $4; sub(/,/, "", s) }
@@ -194,7 +197,8 @@ run_mode() {
         echo "## $mode, round $r, ${labels[$i]^^}"
         env_i=""
         [ $i -gt 0 ] && env_i="${B_ENV:-} ${envs[$i]}"
-        run_mode "${dirs[$i]}/bench/cuda_bench" "$env_i" "$mode" || echo "(failed)"
+        run_mode "${dirs[$i]}/bench/cuda_bench" "$env_i" "$mode" ||
+          { echo "(failed)"; tail -n 3 "$build/last-run.log" 2>/dev/null | sed 's/^/    /'; }
       done
     done
   done
