@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "kernels/cuda/cuda_backend_impl.h"
-#include "kernels/cuda/grow_buffer.h"
+#include "base/grow_buffer.h"
 #include "kernels/cuda/quant_pack.h"
 
 namespace tachyon::kernels::cuda {

@@ -5,7 +5,7 @@
 
 #include "base/error.h"
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/grow_buffer.h"
+#include "base/grow_buffer.h"
 
 namespace tachyon::kernels::cuda {
 

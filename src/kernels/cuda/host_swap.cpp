@@ -6,7 +6,7 @@
 
 #include "base/error.h"
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/grow_buffer.h"
+#include "base/grow_buffer.h"
 #include "kernels/cuda/cuda_backend_impl.h"
 
 namespace tachyon::kernels::cuda {

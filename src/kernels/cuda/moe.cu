@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/grow_buffer.h"
+#include "base/grow_buffer.h"
 #include "kernels/cuda/grouped_matmul.cuh"
 
 namespace tachyon::kernels::cuda {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "base/grow_buffer.h"
 
 namespace tachyon::model {
 
@@ -12,13 +13,13 @@ Workspace::~Workspace() {
 }
 
 float* Workspace::get(Slot slot, int64_t num_floats) {
-  if (num_floats > sizes_[slot]) {
-    if (buffers_[slot]) backend_.deallocate(buffers_[slot]);
-    const int64_t size = std::max<int64_t>(num_floats, sizes_[slot] * 3 / 2);
-    buffers_[slot] = static_cast<float*>(backend_.allocate(static_cast<size_t>(size) * sizeof(float)));
-    sizes_[slot] = size;
-  }
-  return buffers_[slot];
+  // A device out of memory (a long prompt) throws from the allocation: the slot is left empty,
+  // not holding the released buffer that the next step would write and the destructor free again.
+  const auto need = static_cast<size_t>(std::max<int64_t>(num_floats, 0));
+  return grow_buffer(
+      buffers_[slot], sizes_[slot], need, std::max(need, sizes_[slot] * 3 / 2),
+      [&](float* old) { backend_.deallocate(old); },
+      [&](size_t n) { return static_cast<float*>(backend_.allocate(n * sizeof(float))); });
 }
 
 StepContext::StepContext(kernels::Backend& b, const Batch& batch_, const kv::KvCache& kv)

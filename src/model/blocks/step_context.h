@@ -34,7 +34,7 @@ class Workspace {
  private:
   kernels::Backend& backend_;
   std::array<float*, kNumSlots> buffers_{};
-  std::array<int64_t, kNumSlots> sizes_{};
+  std::array<size_t, kNumSlots> sizes_{};  // floats
 };
 
 struct StepContext {

@@ -10,6 +10,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kv/kv_cache.h"
+#include "../runs_out_backend.h"
 
 namespace tachyon::kv {
 namespace {
@@ -38,23 +39,7 @@ TEST(KvPoolMemory, ALargePoolIsNotResidentUntilWritten) {
   EXPECT_LT(resident_bytes() - before, int64_t{16} << 20);
 }
 
-// Counts live allocations and runs out of memory at the allocation it is told to.
-class RunsOutBackend final : public kernels::CpuBackend {
- public:
-  void* allocate(size_t bytes) override {
-    if (allocations_++ == fail_at) throw Error("out of memory (allocation {})", fail_at);
-    ++live;
-    return CpuBackend::allocate(bytes);
-  }
-  void deallocate(void* ptr) override {
-    --live;
-    CpuBackend::deallocate(ptr);
-  }
-  int64_t fail_at = -1, live = 0;
-
- private:
-  int64_t allocations_ = 0;
-};
+using test_support::RunsOutBackend;
 
 // A KV cache too large for the device (the PFlash scorer's cache for a long prompt) runs out of
 // memory after some of its layers were allocated: the failure must hand them back, or every

@@ -8,7 +8,7 @@
 
 #include <cstddef>
 
-namespace tachyon::kernels::cuda {
+namespace tachyon {
 
 // Makes `buffer` hold at least `need`: if it holds less, releases it and acquires `new_capacity`
 // (>= need). Capacities are in the caller's unit (bytes or elements), acquire(new_capacity)
@@ -26,4 +26,4 @@ T* grow_buffer(T*& buffer, size_t& capacity, size_t need, size_t new_capacity, R
   return buffer;
 }
 
-}  // namespace tachyon::kernels::cuda
+}  // namespace tachyon

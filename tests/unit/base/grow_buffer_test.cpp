@@ -1,15 +1,15 @@
-// The grow-only buffers of the CUDA backend (kernels/cuda/grow_buffer.h), on the CPU with a
-// counting allocator: an allocation that throws (out of device memory) must leave the buffer
-// empty, so that the next use allocates again instead of handing out, or freeing a second time,
-// the buffer released before the failed allocation. Runs without a GPU.
+// Grow-only buffers (base/grow_buffer.h: the CUDA backend's workspaces and staging, the model's
+// activation workspace), with a counting allocator: an allocation that throws (out of device
+// memory) must leave the buffer empty, so that the next use allocates again instead of handing
+// out, or freeing a second time, the buffer released before the failed allocation.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <stdexcept>
 
-#include "kernels/cuda/grow_buffer.h"
+#include "base/grow_buffer.h"
 
-namespace tachyon::kernels::cuda {
+namespace tachyon {
 namespace {
 
 // Hands out fake addresses, records what is live, and fails the allocations it is told to.
@@ -70,4 +70,4 @@ TEST(GrowBuffer, AFailedAllocationLeavesAnEmptyBufferNotTheReleasedOne) {
 }
 
 }  // namespace
-}  // namespace tachyon::kernels::cuda
+}  // namespace tachyon
