@@ -45,9 +45,23 @@ struct GroupedMatmul {
   float swiglu_limit = 7.f, swiglu_alpha = 1.702f;
 };
 
+// Scratch of the split-K kernel, which decode-sized launches take (at most kGroupedSplitKMaxTiles
+// tiles, k over two or more 512-k segments): the segment sums, and one counter per (tile,
+// n-group of 4 n-tiles) that must be zero when first used (each launch leaves them zero).
+constexpr int64_t kGroupedSplitKMaxTiles = 32;
+struct GroupedSplitK {
+  float* partial = nullptr;
+  unsigned* counters = nullptr;
+};
+struct GroupedSplitKSize {
+  size_t partial_bytes = 0, counters = 0;  // zero: the launch would not split k
+};
+GroupedSplitKSize grouped_splitk_size(const GroupedMatmul& p, int64_t max_tiles);
+
 // Runs `tiles` (device, max_tiles entries; the first *num_tiles are valid, or all when
-// num_tiles is null).
+// num_tiles is null). With `splitk` (sized by grouped_splitk_size) a decode-sized launch splits
+// k over CTAs; the output bits are the same either way.
 void grouped_matmul(const GroupedMatmul& p, const GroupTile* tiles, const int32_t* num_tiles, int64_t max_tiles,
-                    cudaStream_t stream);
+                    cudaStream_t stream, const GroupedSplitK* splitk = nullptr);
 
 }  // namespace tachyon::kernels::cuda

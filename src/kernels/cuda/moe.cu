@@ -225,6 +225,14 @@ void* MoeRunner::grow(size_t index, size_t bytes) {
       [](size_t n) { return cuda_malloc(n); });
 }
 
+void* MoeRunner::grow_zeroed(size_t index, size_t bytes) {
+  // Reallocated exactly when the capacity changes (the new block may reuse the old address).
+  const size_t before = index < buffers_.size() ? buffers_[index].second : 0;
+  void* p = grow(index, bytes);
+  if (buffers_[index].second != before) TACHYON_CUDA_CHECK(cudaMemsetAsync(p, 0, buffers_[index].second, stream_));
+  return p;
+}
+
 const MoeRunner::Tables& MoeRunner::tables(const MoeExperts& e) {
   const int64_t E = e.num_experts;
   std::vector<const void*> host(static_cast<size_t>(4 * E), nullptr);
@@ -285,12 +293,20 @@ void MoeRunner::run(const float* x, int64_t rows, const int32_t* ids, const floa
   gate_up.n = I, gate_up.k = H, gate_up.out = h, gate_up.out_row_stride = I;
   gate_up.gated = true, gate_up.clamped_swiglu = e.clamped_swiglu;
   gate_up.swiglu_limit = e.swiglu_limit, gate_up.swiglu_alpha = e.swiglu_alpha;
-  grouped_matmul(gate_up, tiles, num_tiles, max_tiles, stream_);
   GroupedMatmul down;
   down.x = h, down.x_row_stride = I;
   down.w_table = tab.down, down.bias_table = tab.down_bias;
   down.n = H, down.k = I, down.out = y, down.out_row_stride = H;
-  grouped_matmul(down, tiles, num_tiles, max_tiles, stream_);
+  // Decode-sized steps split k (grouped_matmul.cuh); both launches share the scratch, in stream order.
+  const GroupedSplitKSize gu_size = grouped_splitk_size(gate_up, max_tiles), d_size = grouped_splitk_size(down, max_tiles);
+  GroupedSplitK splitk;
+  if (gu_size.counters > 0 || d_size.counters > 0) {
+    splitk.partial = static_cast<float*>(grow(5, std::max(gu_size.partial_bytes, d_size.partial_bytes)));
+    splitk.counters =
+        static_cast<unsigned*>(grow_zeroed(6, std::max(gu_size.counters, d_size.counters) * sizeof(unsigned)));
+  }
+  grouped_matmul(gate_up, tiles, num_tiles, max_tiles, stream_, splitk.counters ? &splitk : nullptr);
+  grouped_matmul(down, tiles, num_tiles, max_tiles, stream_, splitk.counters ? &splitk : nullptr);
   launch(moe_combine_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(ceil_div(H, 256))), dim3(256), 0,
          stream_, y, ids, weights, pos, static_cast<int>(top_k), H, out);
   TACHYON_CUDA_LAUNCH_CHECK();

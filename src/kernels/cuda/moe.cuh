@@ -48,6 +48,7 @@ class MoeRunner {
   };
   const Tables& tables(const MoeExperts& e);
   void* grow(size_t index, size_t bytes);
+  void* grow_zeroed(size_t index, size_t bytes);  // grow, zero-filled whenever it was reallocated
 
   cudaStream_t stream_;
   std::map<std::vector<const void*>, Tables> tables_;  // by the experts' weight pointers

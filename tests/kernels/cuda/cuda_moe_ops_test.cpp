@@ -85,7 +85,9 @@ TEST_F(CudaNewOps, MoeExpertsMatchReferenceAndRowsAreBitIdenticalWhateverTheBatc
         ge.gate_up_bias = ex.gpu_gub.data(), ge.down_bias = ex.gpu_db.data();
         re.gate_up_bias = ex.ref_gub.data(), re.down_bias = ex.ref_db.data();
       }
-      for (auto [rows, k] : {std::pair<int64_t, int64_t>{1, 2}, {5, 3}, {40, 2}}) {  // 40: > 16 rows per expert
+      // 40: > 16 rows per expert; 200 x 2: more tiles than the split-K kernel takes, so its rows
+      // (grouped kernel) are compared with the same rows alone (split-K).
+      for (auto [rows, k] : {std::pair<int64_t, int64_t>{1, 2}, {5, 3}, {40, 2}, {200, 2}}) {
         const auto x = random_vec(static_cast<size_t>(rows * H), rng);
         std::vector<int32_t> ids(static_cast<size_t>(rows * k));
         const auto w = random_vec(ids.size(), rng);
