@@ -35,15 +35,20 @@ int device_attribute(cudaDeviceAttr attribute);
 // After every launch: a bad configuration surfaces here, not at the next synchronizing call.
 #define TACHYON_CUDA_LAUNCH_CHECK() TACHYON_CUDA_CHECK(cudaGetLastError())
 
+// Throws tachyon::Error for a failed allocation of `bytes`: how much was asked for and, on the
+// device, how much was free of how much, so that an out-of-memory names its size (a 32k prompt's
+// workspace, a KV pool) instead of only the allocating line (defined in cuda_backend.cpp).
+[[noreturn]] void fail_allocation(bool device, size_t bytes, cudaError_t err);
+
 // `bytes` of device memory, or of pinned host memory; out of memory throws tachyon::Error.
 inline void* cuda_malloc(size_t bytes) {
   void* p = nullptr;
-  TACHYON_CUDA_CHECK(cudaMalloc(&p, bytes));
+  if (const cudaError_t err = cudaMalloc(&p, bytes); err != cudaSuccess) fail_allocation(true, bytes, err);
   return p;
 }
 inline void* cuda_malloc_host(size_t bytes) {
   void* p = nullptr;
-  TACHYON_CUDA_CHECK(cudaMallocHost(&p, bytes));
+  if (const cudaError_t err = cudaMallocHost(&p, bytes); err != cudaSuccess) fail_allocation(false, bytes, err);
   return p;
 }
 

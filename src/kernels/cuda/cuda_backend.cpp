@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "base/byte_size.h"
 #include "base/error.h"
 #include "kernels/cuda/attention_probe.cuh"
 #include "kernels/cuda/cuda_backend_impl.h"
@@ -28,6 +29,17 @@ namespace cuda {
 
 void fail_cuda(const char* file, int line, const char* expr, cudaError_t err) {
   throw Error("{}:{}: {} failed: {}", file, line, expr, cudaGetErrorString(err));
+}
+void fail_allocation(bool device, size_t bytes, cudaError_t err) {
+  cudaGetLastError();  // an allocation's failure is not sticky: later calls must not report it again
+  const auto size = format_byte_size(static_cast<int64_t>(bytes));
+  if (!device) throw Error("pinned host memory: {} could not be allocated: {}", size, cudaGetErrorString(err));
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess)
+    throw Error("device memory: {} could not be allocated: {}", size, cudaGetErrorString(err));
+  throw Error("device memory: {} could not be allocated ({} free of {}): {}", size,
+              format_byte_size(static_cast<int64_t>(free)), format_byte_size(static_cast<int64_t>(total)),
+              cudaGetErrorString(err));
 }
 void fail_unsupported(const char* what, int64_t value) {
   throw Error("the CUDA backend does not support {} = {}", what, value);

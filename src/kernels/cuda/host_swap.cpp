@@ -139,8 +139,7 @@ void HostSwap::wait() {
 // ---- CudaBackend: host memory for swapped KV blocks
 
 void* CudaBackend::allocate_host(size_t bytes) {
-  void* p = nullptr;
-  TACHYON_CUDA_CHECK(cudaMallocHost(&p, std::max<size_t>(bytes, 1)));
+  void* p = cuda_malloc_host(std::max<size_t>(bytes, 1));
   // The swap kernel addresses pinned memory by its host address (unified addressing).
   cudaPointerAttributes attributes{};
   TACHYON_CUDA_CHECK(cudaPointerGetAttributes(&attributes, p));

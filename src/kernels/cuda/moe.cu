@@ -250,8 +250,7 @@ const MoeRunner::Tables& MoeRunner::tables(const MoeExperts& e) {
   auto it = tables_.find(host);
   if (it != tables_.end()) return it->second;
   // Once per layer (the first step): the tables are immutable afterwards.
-  void* d = nullptr;
-  TACHYON_CUDA_CHECK(cudaMalloc(&d, host.size() * sizeof(void*)));
+  void* d = cuda_malloc(host.size() * sizeof(void*));
   TACHYON_CUDA_CHECK(cudaMemcpyAsync(d, host.data(), host.size() * sizeof(void*), cudaMemcpyHostToDevice, stream_));
   TACHYON_CUDA_CHECK(cudaStreamSynchronize(stream_));
   table_memory_.push_back(d);
