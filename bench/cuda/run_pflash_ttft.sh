@@ -2,7 +2,7 @@
 # On a GPU machine (issue 49's device figure): time to first token of a 32k-token prompt on a
 # random Qwen3-8B-shaped checkpoint, uncompressed against PFlash at keep 0.2 (the attention
 # scorer with a random Qwen3-0.6B-shaped draft model reading the whole prompt in one forward,
-# and the lexical scorer), in one process with the configurations interleaved; prints the
+# and the lexical scorer), in one process, one configuration after another; prints the
 # ratios and each row's scorer time. The attention scorer's rows: the full read (all 28 layers,
 # full attention), the cheap read with all layers (read window READ_WINDOW), and the cheap read
 # of the first SCORER_LAYERS layers (with that window; original and compacted positions).

@@ -1,8 +1,10 @@
 // PFlash: time to first token and retrieval with prompt compression against the same prompts
 // uncompressed, through the engine. Needle prompts (bench/workloads/haystack.txt filler, one
 // needle sentence at a depth, then its question): half repeat the question's words, half
-// paraphrase them. Each configuration has its own engine (prefix cache off); the items run
-// interleaved over the configurations, so a busy machine slows them alike.
+// paraphrase them. Each configuration has its own engine (prefix cache off); on the CPU the items
+// run interleaved over the configurations, so a busy machine slows them alike; on a GPU one
+// configuration after another, one engine alive at a time (their KV pools at 32k do not fit
+// together beside an 8B model on an 80 GB card).
 //
 //   build/bench/pflash_bench [--model DIR] [--scorer DIR] [--tokenizer DIR] [--device cpu|cuda]
 //       [--filler 3300] [--keep 0.2] [--reps 3] [--max-tokens 12] [--scorer-chunk 512] [--machine TEXT] [--out FILE]
@@ -361,15 +363,24 @@ int run(int argc, char** argv) {
     c.dropped += dropped;
     if (tok.decode(out).find(item.answer) != std::string::npos) ++c.answered;
   };
-  // One engine at a time: each holds a KV pool for the longest prompt (4.8 GB of bf16 KV for an
-  // 8B model at 32k) and its own graphs and workspaces; six of them beside the model (with its
-  // wgmma copy) and the scorers ran an 80 GB H100 out of memory.
-  for (Config& c : configs) {
-    start_engine(c);
-    generate(c, items[0], false);  // warm-up
+  // On a device, one engine at a time: each holds a KV pool for the longest prompt (4.8 GB of
+  // bf16 KV for an 8B model at 32k) and its own graphs and workspaces; six of them beside the
+  // model (with its wgmma copy) and the scorers ran an 80 GB H100 out of memory.
+  const bool one_at_a_time = model->backend().device_memory().has_value();
+  if (one_at_a_time) {
+    for (Config& c : configs) {
+      start_engine(c);
+      generate(c, items[0], false);  // warm-up
+      for (int32_t rep = 0; rep < args.reps; ++rep)
+        for (const Item& item : items) generate(c, item, true);
+      c.engine.reset();
+    }
+  } else {
+    for (Config& c : configs) start_engine(c);
+    for (Config& c : configs) generate(c, items[0], false);  // warm-up
     for (int32_t rep = 0; rep < args.reps; ++rep)
-      for (const Item& item : items) generate(c, item, true);
-    c.engine.reset();
+      for (const Item& item : items)
+        for (Config& c : configs) generate(c, item, true);
   }
   // Needle kept: the plan the engine ran (deterministic), once per item.
   for (Config& c : configs) {
@@ -391,10 +402,12 @@ int run(int argc, char** argv) {
   const auto lexical_items = std::count_if(items.begin(), items.end(), [](const Item& i) { return i.kind == "lexical"; });
   md += fmt::format("Machine: {}. {} needle prompts of about {} tokens ({} repeat the question's words, {} "
                     "paraphrase it; depths 0.05 to 0.95), keep {}, greedy answers of {} tokens, {} runs of each, "
-                    "configurations interleaved; scorer {} (chunk {}, query window {}).\n\n",
+                    "{}; scorer {} (chunk {}, query window {}).\n\n",
                     args.machine, items.size(), args.filler + 25, lexical_items, items.size() - static_cast<size_t>(lexical_items),
-                    args.keep,
-                    args.max_tokens, args.reps, args.scorer, args.scorer_chunk, args.query_window);
+                    args.keep, args.max_tokens, args.reps,
+                    one_at_a_time ? "one configuration after another (one engine on the device at a time)"
+                                  : "configurations interleaved",
+                    args.scorer, args.scorer_chunk, args.query_window);
   md += "| configuration | prompt tok | computed tok | TTFT ms (median) | scorer ms (median) | TTFT ratio | needle kept | "
         "answered |\n|---|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const Config& c : configs) {
