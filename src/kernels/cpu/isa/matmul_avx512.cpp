@@ -11,6 +11,7 @@
 #include <cstdlib>
 
 #include "kernels/cpu/isa/matmul.h"
+#include "kernels/cpu/isa/panel_tile_avx512.h"
 
 namespace tachyon::kernels::cpu {
 
@@ -55,10 +56,7 @@ inline void load64(const void* base, int64_t index, __m512 v[4]) {
 template <DType WT, int MR>
 void tile(const float* x, int64_t k, const void* w, int64_t panel, float* out, int64_t ldo, int valid) {
   __m512 acc[MR][4];
-#pragma GCC unroll 7
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
+  zero_tile(acc);
   constexpr int64_t esize = WT == DType::F32 ? 4 : WT == DType::I8 ? 1 : 2;
   const char* ahead = static_cast<const char*>(w) + panel * esize + kPrefetchBytes;
   int64_t base = panel;
@@ -67,19 +65,9 @@ void tile(const float* x, int64_t k, const void* w, int64_t panel, float* out, i
     for (int64_t line = 0; line < kPanel * esize; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
     __m512 wv[4];
     load64<WT>(w, base, wv);
-#pragma GCC unroll 7
-    for (int i = 0; i < MR; ++i) {
-      const __m512 xb = _mm512_set1_ps(x[i * k + t]);
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_fmadd_ps(xb, wv[j], acc[i][j]);
-    }
+    fma_step(x, k, t, wv, acc);
   }
-  for (int j = 0; j < 4; ++j) {
-    const int c = 16 * j;
-    if (c >= valid) break;
-    const __mmask16 keep = valid - c >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (valid - c)) - 1);
-    for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(out + i * ldo + c, keep, acc[i][j]);
-  }
+  store_tile(acc, out, ldo, valid);
 }
 
 template <DType WT>

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/isa/matmul_quant.h"
+#include "kernels/cpu/isa/panel_tile_avx512.h"
 
 namespace tachyon::kernels::cpu {
 
@@ -109,10 +110,7 @@ inline void weights64(const uint8_t* p, __m512 table, const __m512 s[4], const _
 template <Codes C, DType S, int MR>
 void tile(const float* x, const PanelRef& pr, float* out, int64_t ldo, int valid) {
   __m512 acc[MR][4];
-#pragma GCC unroll 6
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
+  zero_tile(acc);
   const __m512 table = decode_table<C>();
   const int64_t k = pr.k;
   int64_t scale_at = pr.scale_index;
@@ -126,20 +124,10 @@ void tile(const float* x, const PanelRef& pr, float* out, int64_t ldo, int valid
       _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
       __m512 wv[4];
       weights64<C>(p, table, s, b, wv);
-#pragma GCC unroll 6
-      for (int i = 0; i < MR; ++i) {
-        const __m512 xb = _mm512_set1_ps(x[i * k + t]);
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_fmadd_ps(xb, wv[j], acc[i][j]);
-      }
+      fma_step(x, k, t, wv, acc);
     }
   }
-  for (int j = 0; j < 4; ++j) {
-    const int c = 16 * j;
-    if (c >= valid) break;
-    const __mmask16 keep = valid - c >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (valid - c)) - 1);
-    for (int i = 0; i < MR; ++i) _mm512_mask_storeu_ps(out + i * ldo + c, keep, acc[i][j]);
-  }
+  store_tile(acc, out, ldo, valid);
 }
 
 // The panel's f32 weights, k-major ([k][64], output order), for the dense f32 tiles.
