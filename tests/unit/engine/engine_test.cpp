@@ -21,24 +21,8 @@ namespace {
 
 using namespace test_helpers;
 
-const std::string kDemo = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo";
 
-struct Fixture {
-  std::unique_ptr<kernels::Backend> backend = kernels::make_backend("cpu");
-  std::unique_ptr<model::Model> model = model::load_model(kDemo, *backend);
-};
-Fixture& fixture() {
-  static Fixture f;
-  return f;
-}
-
-GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
-  GenerationRequest r;
-  r.prompt = std::move(prompt);
-  r.sampling.temperature = 0;
-  r.max_tokens = max_tokens;
-  return r;
-}
+DemoModel& fixture() { return demo_model(); }
 
 TEST(Engine, ConcurrentRequestsEqualTheSameRequestsAlone) {
   auto& f = fixture();

@@ -22,7 +22,6 @@ namespace {
 
 using namespace test_helpers;
 
-const std::string kDemo = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo";
 
 class LateReadBackend final : public kernels::CpuBackend {
  public:

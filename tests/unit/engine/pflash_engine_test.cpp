@@ -26,7 +26,7 @@ namespace {
 using test_helpers::collect;
 using test_helpers::idle_stats;
 
-const std::string kDemo = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo";
+using test_helpers::kDemo;
 
 struct Fixture {
   std::unique_ptr<kernels::Backend> backend = kernels::make_backend("cpu");
