@@ -14,6 +14,7 @@
 
 #include "kv/disk_prefix_store.h"
 #include "kv/kv_cache.h"
+#include "tier_test_blocks.h"
 #include "hybrid_snapshots.h"
 
 namespace tachyon::kv {
@@ -37,50 +38,14 @@ std::shared_ptr<DiskPrefixStore> open_store(const TempDir& dir, const KvCache& k
       DiskPrefixStore::Options{.dir = dir.path.string(), .max_bytes = 64 << 20, .fingerprint = kv.layout_fingerprint()});
 }
 
-// Fills every layer's K and V bytes of `block` with a pattern of `seed`.
-void fill_block(kernels::Backend& backend, const KvCache& kv, BlockId block, int seed) {
-  const auto k_bytes = static_cast<size_t>(kv.layout().k_layout().block_bytes);
-  const auto v_bytes = static_cast<size_t>(kv.layout().v_layout().block_bytes);
-  for (int64_t l = 0; l < kv.layout().num_layers; ++l) {
-    std::vector<unsigned char> k(k_bytes), v(v_bytes);
-    for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<unsigned char>(i * 13 + seed * 101 + l);
-    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<unsigned char>(i * 7 + seed * 59 + l * 3);
-    const kernels::PagedKv layer = kv.layer(l);
-    backend.copy_to_device(static_cast<std::byte*>(layer.k) + block * k_bytes, k.data(), k.size());
-    backend.copy_to_device(static_cast<std::byte*>(layer.v) + block * v_bytes, v.data(), v.size());
-  }
-}
-
-std::vector<int32_t> prompt(int32_t n) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  std::iota(t.begin(), t.end(), 100);
-  return t;
-}
-
-const KvLayout kLayout{.num_layers = 2, .num_kv_heads = 2, .head_dim = 64, .block_size = 4, .num_blocks = 4,
-                       .format = KvFormat::Int8};
-
-// A sequence of 3 full blocks (+ 1 token) with patterned bytes, registered, then removed: its
-// blocks are cached. Returns their payloads.
-std::vector<std::vector<std::byte>> cache_prompt(kernels::Backend& backend, KvCache& kv, const std::vector<int32_t>& t) {
-  const SeqId s = kv.add_sequence();
-  EXPECT_TRUE(kv.reserve(s, static_cast<int32_t>(t.size())));
-  std::vector<std::vector<std::byte>> payloads;
-  for (int b = 0; b < 3; ++b) {
-    fill_block(backend, kv, kv.block_table(s)[b], b + 1);
-    payloads.push_back(kv.block_payload(kv.block_table(s)[b]));
-  }
-  kv.register_blocks(s, t, static_cast<int32_t>(t.size()));
-  kv.remove_sequence(s);
-  return payloads;
-}
+const KvLayout kLayout = kTierLayout;
 
 TEST(KvCacheDiskTier, EvictedBlocksAreWrittenAndLoadedBackWithTheirBytes) {
   TempDir dir;
   auto backend = kernels::make_backend("cpu");
   KvCache kv(*backend, kLayout);
   kv.attach_disk_tier(open_store(dir, kv));
-  const std::vector<int32_t> t = prompt(13);
+  const std::vector<int32_t> t = tier_prompt(13);
   const auto payloads = cache_prompt(*backend, kv, t);
   EXPECT_EQ(kv.pool().num_cached(), 3);
   // Another sequence takes every block: the three cached ones are evicted, so written.
@@ -106,7 +71,7 @@ TEST(KvCacheDiskTier, EvictedBlocksAreWrittenAndLoadedBackWithTheirBytes) {
 TEST(KvCacheDiskTier, ANewCacheOnTheSameFolderReusesTheBlocksSpilledAtShutdown) {
   TempDir dir;
   auto backend = kernels::make_backend("cpu");
-  const std::vector<int32_t> t = prompt(13);
+  const std::vector<int32_t> t = tier_prompt(13);
   std::vector<std::vector<std::byte>> payloads;
   {
     KvCache kv(*backend, kLayout);
@@ -149,7 +114,7 @@ TEST(KvCacheDiskTier, AHybridModelsSnapshotTravelsWithItsBlock) {
   TempDir dir;
   auto backend = kernels::make_backend("cpu");
   const KvLayout layout = hybrid_snapshot_layout();
-  const std::vector<int32_t> t = prompt(9);
+  const std::vector<int32_t> t = tier_prompt(9);
   std::vector<float> expected;
   {
     KvCache kv(*backend, layout);

@@ -12,6 +12,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kv/host_block_index.h"
 #include "kv/kv_cache.h"
+#include "tier_test_blocks.h"
 #include "hybrid_snapshots.h"
 
 namespace tachyon::kv {
@@ -29,43 +30,7 @@ class SwapCountingBackend final : public kernels::CpuBackend {
   int outs = 0, ins = 0;
 };
 
-void fill_block(kernels::Backend& backend, const KvCache& kv, BlockId block, int seed) {
-  const auto k_bytes = static_cast<size_t>(kv.layout().k_layout().block_bytes);
-  const auto v_bytes = static_cast<size_t>(kv.layout().v_layout().block_bytes);
-  for (int64_t l = 0; l < kv.layout().num_layers; ++l) {
-    std::vector<unsigned char> k(k_bytes), v(v_bytes);
-    for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<unsigned char>(i * 13 + seed * 101 + l);
-    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<unsigned char>(i * 7 + seed * 59 + l * 3);
-    const kernels::PagedKv layer = kv.layer(l);
-    backend.copy_to_device(static_cast<std::byte*>(layer.k) + block * k_bytes, k.data(), k.size());
-    backend.copy_to_device(static_cast<std::byte*>(layer.v) + block * v_bytes, v.data(), v.size());
-  }
-}
-
-std::vector<int32_t> prompt(int32_t n, int32_t first) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  std::iota(t.begin(), t.end(), first);
-  return t;
-}
-
-const KvLayout kLayout{.num_layers = 2, .num_kv_heads = 2, .head_dim = 64, .block_size = 4, .num_blocks = 4,
-                       .format = KvFormat::Int8};
-
-// A sequence of 3 full blocks (+ 1 token) with patterned bytes, registered, then removed (as a
-// preempted or finished request's): its blocks are cached. Returns their payloads.
-std::vector<std::vector<std::byte>> cache_prompt(kernels::Backend& backend, KvCache& kv, const std::vector<int32_t>& t,
-                                                 int seed) {
-  const SeqId s = kv.add_sequence();
-  EXPECT_TRUE(kv.reserve(s, static_cast<int32_t>(t.size())));
-  std::vector<std::vector<std::byte>> payloads;
-  for (int b = 0; b < 3; ++b) {
-    fill_block(backend, kv, kv.block_table(s)[b], seed + b);
-    payloads.push_back(kv.block_payload(kv.block_table(s)[b]));
-  }
-  kv.register_blocks(s, t, static_cast<int32_t>(t.size()));
-  kv.remove_sequence(s);
-  return payloads;
-}
+const KvLayout kLayout = kTierLayout;
 
 // Another sequence takes every block: every cached one is evicted.
 void take_every_block(KvCache& kv) {
@@ -94,7 +59,7 @@ TEST(KvCacheHostTier, EvictedBlocksComeBackFromHostMemoryWithTheirBytes) {
   KvCache kv(backend, kLayout);
   kv.attach_host_tier(16 * static_cast<int64_t>(kv.host_slot_bytes()));
   EXPECT_EQ(kv.host_tier_stats().slots, 16);
-  const std::vector<int32_t> t = prompt(13, 100);
+  const std::vector<int32_t> t = tier_prompt(13, 100);
   const auto payloads = cache_prompt(backend, kv, t, 1);
   EXPECT_EQ(kv.host_tier_stats().swapped_out_blocks, 0u);  // nothing evicted yet
   take_every_block(kv);
@@ -120,7 +85,7 @@ TEST(KvCacheHostTier, AFullTierDropsTheOldestPrefixWhichIsThenRecomputed) {
   auto backend = kernels::make_backend("cpu");
   KvCache kv(*backend, kLayout);
   kv.attach_host_tier(3 * static_cast<int64_t>(kv.host_slot_bytes()));  // one prompt's blocks
-  const std::vector<int32_t> first = prompt(13, 100), second = prompt(13, 500);
+  const std::vector<int32_t> first = tier_prompt(13, 100), second = tier_prompt(13, 500);
   cache_prompt(*backend, kv, first, 1);
   take_every_block(kv);
   const auto payloads = cache_prompt(*backend, kv, second, 7);
@@ -146,7 +111,7 @@ TEST(KvCacheHostTier, NothingIsLoadedForAnAdmissionThatCannotFit) {
   SwapCountingBackend backend;
   KvCache kv(backend, kLayout);
   kv.attach_host_tier(16 * static_cast<int64_t>(kv.host_slot_bytes()));
-  const std::vector<int32_t> t = prompt(13, 100);  // 4 blocks once admitted
+  const std::vector<int32_t> t = tier_prompt(13, 100);  // 4 blocks once admitted
   cache_prompt(backend, kv, t, 1);
   take_every_block(kv);
   const SeqId running = kv.add_sequence();
@@ -171,7 +136,7 @@ TEST(KvCacheHostTier, ASingleSlotTierNeverReadsASlotItJustReused) {
   auto backend = kernels::make_backend("cpu");
   KvCache kv(*backend, kLayout);
   kv.attach_host_tier(static_cast<int64_t>(kv.host_slot_bytes()));
-  const std::vector<int32_t> t = prompt(5, 100);  // one full block
+  const std::vector<int32_t> t = tier_prompt(5, 100);  // one full block
   SeqId s = kv.add_sequence();
   ASSERT_TRUE(kv.reserve(s, 5));
   kv.register_blocks(s, t, 5);
@@ -179,7 +144,7 @@ TEST(KvCacheHostTier, ASingleSlotTierNeverReadsASlotItJustReused) {
   take_every_block(kv);
   ASSERT_EQ(kv.host_tier_stats().slots_used, 1);  // t's block
   // Every pool block cached with another prompt: loading t's block evicts one into the slot.
-  const std::vector<int32_t> other = prompt(17, 900);
+  const std::vector<int32_t> other = tier_prompt(17, 900);
   s = kv.add_sequence();
   ASSERT_TRUE(kv.reserve(s, 16));
   kv.register_blocks(s, other, 16);
@@ -201,7 +166,7 @@ TEST(KvCacheHostTier, AReplicaAddedLaterTravelsInTheSameSlots) {
   kv.add_replica(*rank1);
   EXPECT_EQ(kv.host_slot_bytes(), 2 * static_cast<size_t>(one_rank_slot));
   EXPECT_EQ(kv.host_tier_stats().slots, 4);
-  const std::vector<int32_t> t = prompt(13, 100);
+  const std::vector<int32_t> t = tier_prompt(13, 100);
   const SeqId s = kv.add_sequence();
   ASSERT_TRUE(kv.reserve(s, 13));
   std::vector<std::vector<std::byte>> payloads;
@@ -231,7 +196,7 @@ TEST(KvCacheHostTier, RefusesAByteBoundBelowOneBlockAndASplitLayout) {
 TEST(KvCacheHostTier, AHybridModelsSnapshotTravelsWithItsBlock) {
   auto backend = kernels::make_backend("cpu");
   const KvLayout layout = hybrid_snapshot_layout();
-  const std::vector<int32_t> t = prompt(9, 100);
+  const std::vector<int32_t> t = tier_prompt(9, 100);
   KvCache kv(*backend, layout);
   kv.attach_host_tier(8 * static_cast<int64_t>(kv.host_slot_bytes()));
   const SeqId s = kv.add_sequence();
