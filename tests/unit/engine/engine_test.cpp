@@ -14,6 +14,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "spec/ngram.h"
+#include "demo_runs.h"
 #include "engine_test_helpers.h"
 
 namespace tachyon::engine {
@@ -22,7 +23,8 @@ namespace {
 using namespace test_helpers;
 
 
-DemoModel& fixture() { return demo_model(); }
+using testing_demo::kDemo;
+testing_demo::Demo& fixture() { return testing_demo::demo(); }
 
 TEST(Engine, ConcurrentRequestsEqualTheSameRequestsAlone) {
   auto& f = fixture();

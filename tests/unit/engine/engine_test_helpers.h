@@ -1,33 +1,17 @@
-// Helpers of the engine tests: the demo model on the CPU, greedy requests, random prompts, a
-// request's tokens, the engine's stats once idle.
+// Helpers of the engine tests: greedy requests, random prompts, a request's tokens, the engine's
+// stats once idle. (The demo model itself: demo_runs.h.)
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <memory>
 #include <random>
-#include <string>
 #include <thread>
 #include <vector>
 
 #include "engine/engine.h"
-#include "kernels/backend.h"
-#include "model/model.h"
 
 namespace tachyon::engine::test_helpers {
-
-inline const std::string kDemo = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo";
-
-// The demo model on the CPU backend, loaded once per test binary.
-struct DemoModel {
-  std::unique_ptr<kernels::Backend> backend = kernels::make_backend("cpu");
-  std::unique_ptr<model::Model> model = model::load_model(kDemo, *backend);
-};
-inline DemoModel& demo_model() {
-  static DemoModel d;
-  return d;
-}
 
 inline GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
   GenerationRequest r;

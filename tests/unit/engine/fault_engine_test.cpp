@@ -10,6 +10,7 @@
 #include "engine/engine.h"
 #include "kernels/backend.h"
 #include "model/model.h"
+#include "demo_runs.h"
 #include "engine_test_helpers.h"
 
 namespace tachyon::engine {
@@ -19,7 +20,8 @@ using namespace test_helpers;
 
 constexpr int32_t kVictim = 7999;  // the first prompt token that marks a request the fault touches
 
-DemoModel& fixture() { return demo_model(); }
+using testing_demo::kDemo;
+testing_demo::Demo& fixture() { return testing_demo::demo(); }
 
 // Prompts 0..n-1; prompt `victim` starts with kVictim, the others never do.
 std::vector<std::vector<int32_t>> prompts_with_victim(size_t n, size_t victim) {

@@ -15,12 +15,14 @@
 #include "io/safetensors.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/model.h"
+#include "demo_runs.h"
 #include "engine_test_helpers.h"
 
 namespace tachyon::engine {
 namespace {
 
 using namespace test_helpers;
+using testing_demo::kDemo;
 
 
 class LateReadBackend final : public kernels::CpuBackend {

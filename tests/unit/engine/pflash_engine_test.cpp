@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "engine/pflash_attention.h"
 #include "engine/pflash_lexical.h"
+#include "demo_runs.h"
 #include "engine_test_helpers.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -26,7 +27,7 @@ namespace {
 using test_helpers::collect;
 using test_helpers::idle_stats;
 
-using test_helpers::kDemo;
+using testing_demo::kDemo;
 
 struct Fixture {
   std::unique_ptr<kernels::Backend> backend = kernels::make_backend("cpu");
