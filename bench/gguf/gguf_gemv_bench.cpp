@@ -35,18 +35,14 @@
 #include "kernels/cpu/isa/matmul.h"
 #include "kernels/cpu/isa/matmul_int8.h"
 #include "kernels/cpu/quant_pack.h"
+#include "../kernels/kernel_timing.h"
 
 using namespace tachyon;
 using namespace tachyon::kernels;
+using tachyon::bench::thread_seconds;
+using tachyon::bench::wall_seconds;
 
 namespace {
-
-double wall() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-double thread_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 
 enum class Kind { Q4K, Q4KF32, Q5K, Q6K, MixedQkv };
 struct Type {
@@ -203,11 +199,11 @@ int main(int argc, char** argv) {
       ReadPass read_pass(static_cast<size_t>(one * copies));
       double gemv = 1e30, read = 1e30;
       for (int i = 0; i <= runs; ++i) {
-        const double t0 = wall();
+        const double t0 = wall_seconds();
         for (const Weight& w : ws) be->matmul(x.data(), 1, w, nullptr, out.data());
-        const double t1 = wall();
+        const double t1 = wall_seconds();
         read_pass();
-        const double t2 = wall();
+        const double t2 = wall_seconds();
         if (i > 0) gemv = std::min(gemv, t1 - t0), read = std::min(read, t2 - t1);
       }
       const double bytes = static_cast<double>(one * copies), gbs = bytes / gemv / 1e9, read_gbs = bytes / read / 1e9;

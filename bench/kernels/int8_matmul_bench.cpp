@@ -21,6 +21,7 @@
 #include "kernels/cpu/isa/matmul_int8.h"
 #include "kernels/cpu/quant_pack.h"
 #include "kernels/quantize.h"
+#include "kernel_timing.h"
 #include "quant_panels.h"  // tests/kernels: packing into owned buffers
 
 using namespace tachyon;
@@ -28,22 +29,10 @@ using namespace tachyon::kernels;
 
 namespace {
 
-double thread_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
+// Thread CPU time: the kernels run on the calling thread alone.
 template <class Fn>
 double time_min(int runs, Fn&& fn) {
-  fn();
-  double best = 1e30;
-  for (int i = 0; i < runs; ++i) {
-    const double t0 = thread_seconds();
-    fn();
-    best = std::min(best, thread_seconds() - t0);
-  }
-  return best;
+  return bench::time_min(runs, fn, bench::thread_seconds);
 }
 
 struct Format {

@@ -26,27 +26,16 @@
 #include "base/thread_pool.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/isa/matmul.h"
+#include "kernel_timing.h"
 #include "kernels/cpu/quant_pack.h"
 #include "kernels/quantize.h"
 
 using namespace tachyon;
 using namespace tachyon::kernels;
+using tachyon::bench::time_min;
+using tachyon::bench::wall_seconds;
 
 namespace {
-
-double wall() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-template <class Fn>
-double time_min(int runs, Fn&& fn) {
-  fn();  // warm-up
-  double best = 1e30;
-  for (int i = 0; i < runs; ++i) {
-    const double t0 = wall();
-    fn();
-    best = std::min(best, wall() - t0);
-  }
-  return best;
-}
 
 struct Format {
   const char* name;
@@ -198,11 +187,11 @@ int main(int argc, char** argv) {
     ReadPass read_pass(static_cast<size_t>(bytes));
     double decode = 1e30, read = 1e30;
     for (int i = 0; i <= runs; ++i) {
-      const double t0 = wall();
+      const double t0 = wall_seconds();
       for (const Weight& w : model) be->matmul(x.data(), 1, w, nullptr, out.data());
-      const double t1 = wall();
+      const double t1 = wall_seconds();
       read_pass();
-      const double t2 = wall();
+      const double t2 = wall_seconds();
       if (i > 0) decode = std::min(decode, t1 - t0), read = std::min(read, t2 - t1);  // run 0: warm-up
     }
     const double read_gbs = bytes / read / 1e9;

@@ -17,25 +17,14 @@
 
 #include "base/dtype.h"
 #include "kernels/cpu/isa/matmul.h"
+#include "kernel_timing.h"
 
 using namespace tachyon;
 using namespace tachyon::kernels;
+using tachyon::bench::time_min;
+using tachyon::bench::wall_seconds;
 
 namespace {
-
-double wall() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-template <class Fn>
-double time_min(int runs, Fn&& fn) {
-  fn();  // warm-up
-  double best = 1e30;
-  for (int i = 0; i < runs; ++i) {
-    const double t0 = wall();
-    fn();
-    best = std::min(best, wall() - t0);
-  }
-  return best;
-}
 
 std::vector<float> random_vec(size_t n, std::mt19937& rng) {
   std::normal_distribution<float> dist(0.f, 1.f);
