@@ -28,7 +28,9 @@ inline constexpr size_t kMaxRepeatingDraftRows = 16;
 class DeviceLevels {
  public:
   explicit DeviceLevels(kernels::Backend& backend) : backend_(backend) {}
-  ~DeviceLevels() { backend_.deallocate(data_); }
+  ~DeviceLevels() {
+    if (data_) backend_.deallocate(data_);
+  }
   DeviceLevels(const DeviceLevels&) = delete;
   DeviceLevels& operator=(const DeviceLevels&) = delete;
 
@@ -43,7 +45,7 @@ class DeviceLevels {
  private:
   kernels::Backend& backend_;
   kernels::TopTwo* data_ = nullptr;
-  int32_t capacity_ = 0;
+  size_t capacity_ = 0;  // levels
 };
 
 class LevelDrafter : public Drafter {
