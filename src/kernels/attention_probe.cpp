@@ -10,24 +10,9 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/isa/matmul.h"
 
 namespace tachyon::kernels {
-namespace {
-
-// q·k as eight interleaved partial sums (lane i: dimensions i, i + 8, ...), then a fixed pairwise
-// sum: independent chains the compiler puts in vector registers, where one sequential sum waited
-// for each add (the probe reads every key once per query row: it was half of the scorer's time
-// on the CPU). A ranking heuristic, not a model output: no bit contract but determinism.
-float dot8(const float* q, const float* k, int64_t n) {
-  float part[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  int64_t d = 0;
-  for (; d + 8 <= n; d += 8)
-    for (int i = 0; i < 8; ++i) part[i] += q[d + i] * k[d + i];
-  for (int i = 0; d < n; ++d, ++i) part[i] += q[d] * k[d];
-  return ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
-}
-
-}  // namespace
 
 void Backend::attention_probe(const float* q, const float* k, int64_t rows, const AttentionProbeParams& o,
                               float* key_mass, float* key_peak) {
@@ -40,6 +25,10 @@ void Backend::attention_probe(const float* q, const float* k, int64_t rows, cons
   copy_to_host(host_q.data(), q + first_query * H * D, host_q.size() * sizeof(float));
   copy_to_host(host_k.data(), k, host_k.size() * sizeof(float));
   std::vector<float> mass(static_cast<size_t>(H * rows), 0.f), peak(static_cast<size_t>(H * rows), 0.f);
+  // The CPU's vectorised dot product (cpu/dot.h's canonical order; a sequential sum waited on
+  // each add and was half of the scorer's time on the CPU). The probe ranks blocks: it has no bit
+  // contract with the attention kernels, only determinism.
+  const cpu::DotF32Fn dot = cpu::isa_kernels().dot_f32;
   ThreadPool::global().parallel_for(static_cast<size_t>(H), [&](size_t begin, size_t end) {
     std::vector<float> scores(static_cast<size_t>(rows));
     for (size_t head = begin; head < end; ++head) {
@@ -54,7 +43,7 @@ void Backend::attention_probe(const float* q, const float* k, int64_t rows, cons
         float best = -INFINITY;
         for (int64_t j = lo; j <= row; ++j) {
           const float* kv = host_k.data() + (j * KV + h / group) * D;
-          float s = dot8(qv, kv, D);
+          float s = dot(qv, kv, D);
           s *= o.scale;
           if (o.softcap > 0.f) s = o.softcap * std::tanh(s / o.softcap);
           scores[static_cast<size_t>(j)] = s;

@@ -198,7 +198,8 @@ void CpuBackend::attention(const float* q, int64_t rows, const PagedKv& kv, cons
   // time, verify_kernels_bench). Split item by item, such a step's 10 items went to 8 chunks of 1-2
   // and were attended one row at a time. Each row's bits are the same either way.
   constexpr size_t kBatch = 16;
-  std::vector<std::pair<int64_t, int64_t>> runs;  // [first row, end row) of each unit
+  std::vector<std::pair<int64_t, int64_t>>& runs = attention_runs_;
+  runs.clear();
   for (int64_t r = 0; r < rows;) {
     int64_t e = r + 1;
     while (e < rows && e - r < static_cast<int64_t>(kBatch) && meta.row_seq[e] == meta.row_seq[r]) ++e;

@@ -85,6 +85,9 @@ class CpuBackend : public ReferenceBackend {
   cpu::Int8Activations int8_x_;  // matmul's quantized input rows, grow-only
   int64_t int8_dot_weights_ = 0;  // weights uploaded as Panel64Dot
   NarrowedWeights narrowed_f32_;  // F32 matrices upload_packed stored as bf16 (all values bf16)
+  // attention's work units, [first row, end row) of each run of one sequence's rows (reused: no
+  // allocation per layer and step once its capacity holds the batch).
+  std::vector<std::pair<int64_t, int64_t>> attention_runs_;
   // moe_experts scratch (host memory is device memory here), grow-only.
   std::vector<float> moe_x_, moe_gate_up_, moe_act_, moe_y_;
   std::vector<int32_t> moe_count_, moe_by_expert_, moe_fill_;

@@ -4,8 +4,8 @@
 #include <chrono>
 #include <cstring>
 
-#include "kernels/cuda/cuda_backend_impl.h"
 #include "base/grow_buffer.h"
+#include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/quant_pack.h"
 
 namespace tachyon::kernels::cuda {
@@ -231,13 +231,9 @@ float CudaBackend::load_host(const Weight& w, int64_t i) {
 
 void CudaBackend::grow_zeroed_counters(unsigned*& counters, size_t& count, size_t need) {
   if (need <= count) return;
-  const size_t grown = std::max(need, count * 2);
-  size_t bytes = count * sizeof(unsigned);
-  count = 0;  // none until the new counters exist
   grow_buffer(
-      counters, bytes, need * sizeof(unsigned), grown * sizeof(unsigned), [&](unsigned* old) { deallocate(old); },
-      [&](size_t n) { return static_cast<unsigned*>(allocate(n)); });
-  count = grown;
+      counters, count, need, std::max(need, count * 2), [&](unsigned* old) { deallocate(old); },
+      [&](size_t n) { return static_cast<unsigned*>(allocate(n * sizeof(unsigned))); });
   flush();  // before the zeroing (issued directly)
   TACHYON_CUDA_CHECK(cudaMemsetAsync(counters, 0, count * sizeof(unsigned), stream_));
 }

@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "base/error.h"
-#include "kernels/cuda/common.cuh"
 #include "base/grow_buffer.h"
+#include "kernels/cuda/common.cuh"
 
 namespace tachyon::kernels::cuda {
 

@@ -5,8 +5,8 @@
 #include <iterator>
 
 #include "base/error.h"
-#include "kernels/cuda/common.cuh"
 #include "base/grow_buffer.h"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_backend_impl.h"
 
 namespace tachyon::kernels::cuda {

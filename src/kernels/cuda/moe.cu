@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "kernels/cuda/common.cuh"
 #include "base/grow_buffer.h"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/grouped_matmul.cuh"
 
 namespace tachyon::kernels::cuda {
