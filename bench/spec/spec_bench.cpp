@@ -7,9 +7,10 @@
 // decoding warm the process up before anything is timed, then per method one warm-up
 // run discarded, median of --runs; every run of a method is served by one engine (as in a
 // server), except the suffix drafter's: a fresh drafter and engine per run (its trie would
-// otherwise learn the answer). Engine defaults otherwise (k = 4, auto-k, gates on). Plain method names
-// draft chains; a "-tree" suffix (ngram-tree, ...) drafts trees of --tree-nodes nodes
-// (default -1: the engine's automatic choice, the default of tachyon run/serve).
+// otherwise learn the answer). tachyon serve's defaults otherwise (k = 4; prompt lookup and suffix
+// trees k = 6; auto-k, gates on). Plain method names draft chains; a "-tree" suffix (ngram-tree,
+// ...) drafts trees of --tree-nodes nodes (default -1: the engine's automatic choice, the default
+// of tachyon run/serve).
 // "dflash": the DFlash block drafter in MODEL/dflash (k = its block - 1 unless --k). "choice":
 // one engine for the whole invocation holding the ngram, draft, mtp and dflash drafters, each
 // request drafting with the one the engine chooses for its kind of text (spec/drafter_choice.h),
@@ -127,6 +128,7 @@ engine::EngineConfig engine_config(spec::Drafter* drafter, bool model_free, int3
   engine::EngineConfig config{.max_concurrent = 1, .kv_memory_bytes = int64_t{1} << 30};
   config.drafter = drafter;
   if (options.k > 0) config.num_speculative_tokens = options.k;
+  else if (model_free) config.num_speculative_tokens = spec::kModelFreeMaxDrafts;  // as tachyon serve's default
   config.auto_k = !options.fixed_k;
   config.gates = options.gates;
   config.max_tree_nodes = tree_nodes;
@@ -318,7 +320,10 @@ int main(int argc, char** argv) {
     for (const std::string& name : merged_members)
       for (spec::Drafter* d : drafters)
         if (d && d->name() == name)
-          members.push_back({d, name != "ngram" && name != "suffix", options.k > 0 ? options.k : 4});
+          members.push_back({d, name != "ngram" && name != "suffix",
+                             options.k > 0                           ? options.k
+                             : name == "ngram" || name == "suffix" ? spec::kModelFreeMaxDrafts
+                                                                     : 4});
     return std::make_unique<spec::MergedDrafter>(std::move(members));
   };
   // "choice": its drafters and engine live for the whole invocation, as in a server.
@@ -334,7 +339,7 @@ int main(int argc, char** argv) {
       config.drafters.push_back({d.get(), model_free, lane_k});
       choice_drafters.push_back(std::move(d));
     };
-    add(spec::make_ngram_drafter({}), true, k);
+    add(spec::make_ngram_drafter({}), true, options.k > 0 ? options.k : spec::kModelFreeMaxDrafts);
     if (has_drafter) add(load_draft_model(), false, k);
     add(load_mtp(), false, k);
     if (has_dflash) add(load_dflash(), false, options.k > 0 ? options.k : 7);

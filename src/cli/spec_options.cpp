@@ -123,6 +123,7 @@ SpecDrafters SpecOptions::apply(const std::string& model_dir, const model::Model
     if (no_pld) throw Error("--speculative-config asks for method 'ngram' but --no-pld was given");
     drafter = spec::make_ngram_drafter({});
     config.model_free_drafter = true;
+    if (!k_given) config.num_speculative_tokens = spec::kModelFreeMaxDrafts;
   } else if (method == "mtp") {
     if (no_mtp) throw Error("--speculative-config asks for method 'mtp' but --no-mtp was given");
     if (!mtp_head) throw Error("method 'mtp': {} declares no MTP heads (mtp_num_hidden_layers)", model_dir);
@@ -141,6 +142,7 @@ SpecDrafters SpecOptions::apply(const std::string& model_dir, const model::Model
     if (no_suffix) throw Error("--speculative-config asks for method 'suffix' but --no-suffix was given");
     drafter = spec::make_suffix_drafter({});
     config.model_free_drafter = true;
+    if (!k_given) config.num_speculative_tokens = spec::kModelFreeMaxDrafts;
   } else if (!method.empty()) {
     throw Error("--speculative-config: unknown method '{}' (ngram, draft, mtp, suffix, dflash)", method);
   }
@@ -166,7 +168,7 @@ SpecDrafters SpecOptions::default_set(const std::string& model_dir, const std::s
     config.drafters.push_back({d.get(), model_free, lane_k});
     out.push_back(std::move(d));
   };
-  if (!no_pld) add(spec::make_ngram_drafter({}), true, k);
+  if (!no_pld) add(spec::make_ngram_drafter({}), true, k_given ? k : spec::kModelFreeMaxDrafts);
   if (!no_drafter && have_companion) {
     try {
       add(spec::make_draft_model_drafter(companion, model_dir, model, backend), false, k);
@@ -199,17 +201,18 @@ SpecDrafters SpecOptions::default_set(const std::string& model_dir, const std::s
     }
     if (members.size() >= 2) add(std::make_unique<spec::MergedDrafter>(std::move(members)), false, k);
   }
+  std::vector<std::string> names;  // with each lane's k_max
+  for (const spec::DrafterLane& lane : config.drafters)
+    names.push_back(fmt::format("{} (k {})", lane.drafter->name(), lane.num_speculative_tokens));
   if (config.drafters.size() == 1) {  // one: the engine's single-drafter fields, as a pinned method
     config.drafter = config.drafters.front().drafter;
     config.model_free_drafter = config.drafters.front().model_free;
     config.num_speculative_tokens = config.drafters.front().num_speculative_tokens;
     config.drafters.clear();
   }
-  std::vector<std::string> names;
-  for (const auto& d : out) names.push_back(d->name());
   if (!out.empty())
-    log::info("speculative decoding: {} held, the best measured per request kind (k = {}{})", fmt::join(names, ", "),
-              k, config.auto_k ? ", auto" : "");
+    log::info("speculative decoding: {} held, the best measured per request kind{}", fmt::join(names, ", "),
+              config.auto_k ? " (auto-k)" : "");
   return out;
 }
 

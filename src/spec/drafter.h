@@ -27,6 +27,15 @@ namespace tachyon::spec {
 
 using RequestKey = uint64_t;
 
+// Drafts per step at most (k_max) for drafters that run no forward to draft (prompt lookup,
+// suffix trees) where no k is given; the model drafters keep the engine's 4, and a block drafter
+// its block - 1. Their drafts cost only verify rows, and auto-k shortens k where acceptance runs
+// short: on the demo model (CPU) 6 against 4 raised prompt lookup's speed over plain decoding on
+// every workload (code completion 1.98x -> 2.08x, prose 2.13x -> 2.38x, JSON 2.45x -> 2.80x,
+// code edits 2.32x -> 2.75x, means of two rounds; bench/results/model-free-k-cpu-*.md), and 6
+// drafts and the anchor fill the CPU matmul's widest tile (7 rows); 8 and 12 gained no more.
+constexpr int32_t kModelFreeMaxDrafts = 6;
+
 class Drafter {
  public:
   virtual ~Drafter() = default;
