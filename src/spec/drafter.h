@@ -30,10 +30,10 @@ using RequestKey = uint64_t;
 // Drafts per step at most (k_max) for drafters that run no forward to draft (prompt lookup,
 // suffix trees) where no k is given; the model drafters keep the engine's 4, and a block drafter
 // its block - 1. Their drafts cost only verify rows, and auto-k shortens k where acceptance runs
-// short: on the demo model (CPU) 6 against 4 raised prompt lookup's speed over plain decoding on
-// every workload (code completion 1.98x -> 2.08x, prose 2.13x -> 2.38x, JSON 2.45x -> 2.80x,
-// code edits 2.32x -> 2.75x, means of two rounds; bench/results/model-free-k-cpu-*.md), and 6
-// drafts and the anchor fill the CPU matmul's widest tile (7 rows); 8 and 12 gained no more.
+// short. On the demo model (CPU, bench/results/model-free-k-cpu-d9472c6.md) 6 against 4 took the
+// default drafter choice from 1.95x to 2.21x plain decoding on code completion, 2.11x to 2.30x on
+// prose, 2.24x to 2.81x on JSON and 2.49x to 2.72x on code edits; 8 and 12 gained only on JSON,
+// and 6 drafts and the anchor fill the CPU matmul's widest tile (7 rows).
 constexpr int32_t kModelFreeMaxDrafts = 6;
 
 class Drafter {

@@ -62,7 +62,7 @@ b="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --speculative-config '{"metho
 # suffix only by method) and chooses per request
 b="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids 2> "$tmp/err")"
 [[ "$a" == "$b" ]] || fail "run with the default drafter set: '$a' vs '$b'"
-grep -q "speculative decoding: ngram, draft, mtp, dflash, merged held" "$tmp/err" || fail "default drafter set: $(cat "$tmp/err")"
+grep -q "speculative decoding: ngram (k 6), draft (k 4), mtp (k 4), dflash (k 7), merged (k 4) held" "$tmp/err" || fail "default drafter set: $(cat "$tmp/err")"
 # --drafter takes a model name too (here the alias of the embedded model)
 b="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --speculative-config '{"method":"draft"}' --drafter tachyon-demo 2> /dev/null)"
 [[ "$a" == "$b" ]] || fail "run --drafter ALIAS: '$a' vs '$b'"
