@@ -22,6 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 const std::string kDemo = std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo";
+// The target layers models/tachyon-demo/dflash/config.json names (dflash_config.target_layer_ids).
+const std::vector<int32_t> kDemoDrafterLayers = {1, 3, 4};
 const std::vector<int32_t> kPrompt = {785, 4213, 29, 1018, 11, 3051, 9, 264, 30, 77, 1203, 5, 900, 42, 6, 318, 12};
 
 // A Qwen3-32B-class DFlash drafter (tests/fixtures/dflash): the config is the one SpecForge
@@ -102,8 +104,8 @@ TEST(DFlashHead, FailsClosedOnAMismatchedTarget) {
   const auto head = model::DFlashHead::load(kDemo + "/dflash", kDemo, demo, *backend);
   EXPECT_EQ(head->block_size(), 8);
   EXPECT_EQ(head->mask_token(), 8191);
-  EXPECT_EQ(head->target_layer_ids(), (std::vector<int32_t>{1, 3}));
-  EXPECT_EQ(head->feature_size(), 2 * demo.hidden_size);
+  EXPECT_EQ(head->target_layer_ids(), kDemoDrafterLayers);
+  EXPECT_EQ(head->feature_size(), static_cast<int64_t>(kDemoDrafterLayers.size()) * demo.hidden_size);
 
   io::ModelConfig wider = demo;
   wider.hidden_size = 512;
@@ -125,14 +127,14 @@ TEST(DFlashHead, FailsClosedOnAMismatchedTarget) {
     fs::remove_all(fs::temp_directory_path() / ("tachyon-dflash-" + std::to_string(::getpid()) + "-" + key));
 }
 
-// The target's features of kPrompt + `more` at layers 1 and 3: [positions, 2·hidden].
+// The target's features of `tokens` at the demo drafter's layers: [positions, 3·hidden].
 std::vector<float> features(model::Model& target, kernels::Backend& backend, const std::vector<int32_t>& tokens) {
   kv::KvCache kv(backend, target.kv_layout(16));
   const auto seq = kv.add_sequence();
   EXPECT_TRUE(kv.reserve(seq, static_cast<int32_t>(tokens.size())));
   model::Batch batch;
   batch.add(seq, tokens, 0, model::LogitRows::Last, /*want_hidden=*/true);
-  batch.hidden_layers = {1, 3};
+  batch.hidden_layers = kDemoDrafterLayers;
   return target.forward(batch, kv).hidden;
 }
 
@@ -141,7 +143,7 @@ TEST(DFlashDrafter, AContextFedInPiecesDraftsWhatItDraftsFedAtOnce) {
   auto target = model::load_model(kDemo, *backend);
   auto load = [&] { return make_dflash_drafter(model::DFlashHead::load(kDemo + "/dflash", kDemo, target->config(), *backend), *backend); };
   auto once = load(), pieces = load();
-  EXPECT_EQ(once->hidden_layers(), (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(once->hidden_layers(), kDemoDrafterLayers);
   const std::vector<float> f = features(*target, *backend, kPrompt);
   const size_t width = f.size() / kPrompt.size();
   const int32_t n = static_cast<int32_t>(kPrompt.size()) - 1;  // the anchor: the last token
