@@ -17,6 +17,7 @@
 #include "engine/loop_state.h"
 #include "engine/pflash_lexical.h"
 #include "engine/stats_recorder.h"
+#include "engine/step_shares.h"
 #include "engine/step_runner.h"
 #include "kv/disk_prefix_store.h"
 #include "model/kv_format_choice.h"
@@ -352,10 +353,14 @@ class EngineLoop : public KvAllocator {
     const double step_seconds = seconds_between(step.t0, Clock::now());
     // Prefill chunks are not decode steps: their cost would inflate the plain step cost that
     // verify rows are compared with (and, early on, hide every draft's cost from the gates).
-    if (step.timed && step.decode_only) policy_.record_step_cost(step_seconds, num_chunks, step.step_drafts);
-    const double share = step_seconds / static_cast<double>(num_chunks);
+    const int64_t rows = step.plan.num_tokens();
+    if (step.timed && step.decode_only) {
+      policy_.record_step_cost(step_seconds, num_chunks, step.step_drafts);
+      step_shares_.record(rows, step_seconds);
+    }
     for (const auto& c : step.plan.chunks)
-      policy_.time_step(active_.at(c.id).spec, step.timed, step.decode_only, share, c.count == 1 && c.completes);
+      policy_.time_step(active_.at(c.id).spec, step.timed, step.decode_only,
+                        step_shares_.share(step_seconds, c.count, rows, num_chunks), c.count == 1 && c.completes);
     const Commit::Totals totals = commit_.commit_step(step.plan, runner_.batch(), step.out);
     // The rest of the iteration (scheduling, verification, sampling, emitting) is shared among
     // the step's requests. (Requests are only removed at delivery.)
@@ -570,6 +575,7 @@ class EngineLoop : public KvAllocator {
   Scheduler scheduler_;
   ActiveRequests active_;
   spec::SpecPolicy policy_;
+  StepShares step_shares_;  // each request's part of a batched step's time
   StatsRecorder stats_;
   LoopState state_;
   StepRunner runner_;
