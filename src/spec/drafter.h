@@ -33,7 +33,9 @@ using RequestKey = uint64_t;
 // short. On the demo model (CPU, bench/results/model-free-k-cpu-d9472c6.md) 6 against 4 took the
 // default drafter choice from 1.95x to 2.21x plain decoding on code completion, 2.11x to 2.30x on
 // prose, 2.24x to 2.81x on JSON and 2.49x to 2.72x on code edits; 8 and 12 gained only on JSON,
-// and 6 drafts and the anchor fill the CPU matmul's widest tile (7 rows).
+// and 6 drafts and the anchor fill the CPU matmul's widest tile (7 rows). Through the server with
+// 8 clients it holds only because each request pays for its own rows (engine/step_shares.h;
+// bench/results/serve-ngram-k-cpu-b40c09c.md).
 constexpr int32_t kModelFreeMaxDrafts = 6;
 
 class Drafter {
