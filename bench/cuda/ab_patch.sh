@@ -35,12 +35,7 @@ build="${BUILD:-/tmp/ab}"
 mkdir -p "$results"
 t0=$(date +%s)
 elapsed() { echo "[$(($(date +%s) - t0)) s] $*"; }
-if [ -d "$root/.deps/root/usr" ]; then
-  deps="$root/.deps/root/usr"
-  export CMAKE_PREFIX_PATH="$deps${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-  export LD_LIBRARY_PATH="$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  export PKG_CONFIG_PATH="$deps/lib/x86_64-linux-gnu/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-fi
+use_device_deps "$root"
 modes="${MODES:-attention prefill}"
 shape="${SHAPE:-qwen3-8b}"
 max_gb="${MAX_GB:-100}"

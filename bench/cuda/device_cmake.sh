@@ -8,3 +8,13 @@ device_cmake() {
   cmake -S "$src" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTACHYON_SERVER=OFF -DTACHYON_TESTS=ON \
     -DTACHYON_CUDA=ON -DTACHYON_CUDA_SM90A_ONLY=ON "$@"
 }
+
+# use_device_deps [ROOT]: the Debian packages extracted under ROOT/.deps/root (bench/cuda/device_unpack.sh; ROOT
+# defaults to the current folder) on the compiler's, the linker's and pkg-config's paths, where present.
+use_device_deps() {
+  local deps="${1:-$PWD}/.deps/root/usr"
+  [ -d "$deps" ] || return 0
+  export CMAKE_PREFIX_PATH="$deps${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  export LD_LIBRARY_PATH="$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export PKG_CONFIG_PATH="$deps/lib/x86_64-linux-gnu/pkgconfig:$deps/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+}

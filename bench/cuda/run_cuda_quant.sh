@@ -14,11 +14,7 @@ LOGS="${LOGS:-/tmp/cuda-quant}"
 BUILD="${BUILD:-build-device}"
 STAGE="${STAGE:-all}"
 mkdir -p "$LOGS"
-if [ -d .deps/root/usr ]; then  # the extracted Debian dependencies (bench/cuda/device_unpack.sh)
-  deps=$PWD/.deps/root/usr
-  export CMAKE_PREFIX_PATH=$deps LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu
-  export PKG_CONFIG_PATH=$deps/lib/x86_64-linux-gnu/pkgconfig:$deps/share/pkgconfig
-fi
+use_device_deps
 rc=0
 pack() { [ -n "${OUT:-}" ] && tar czf "$OUT/cuda-quant-logs.tar.gz" -C "$LOGS" . ; true; }
 run() {

@@ -13,11 +13,7 @@ cd "$(dirname "$0")/../.."
 . bench/cuda/device_cmake.sh
 out="${OUT:-/tmp/spec-choice}"
 mkdir -p "$out"
-if [ -d .deps/root/usr ]; then
-  deps=$PWD/.deps/root/usr
-  export CMAKE_PREFIX_PATH=$deps LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu
-  export PKG_CONFIG_PATH=$deps/lib/x86_64-linux-gnu/pkgconfig:$deps/share/pkgconfig
-fi
+use_device_deps
 t0=$(date +%s)
 device_cmake . /tmp/b "-DTACHYON_ONLY_MODULES=base;io;tokenizer;chat;kernels;kv;sampling;model;spec;engine" > "$out/cmake.log" 2>&1 ||
   { tail -30 "$out/cmake.log"; exit 1; }
