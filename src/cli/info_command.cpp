@@ -13,6 +13,7 @@
 #include "base/json.h"
 #include "chat/commands.h"
 #include "chat/parsers/output_parser.h"
+#include "engine/engine.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "cli/kv_report.h"
@@ -32,6 +33,7 @@
 #include "model/sources/weight_source.h"
 #include "model/sources/gguf_repack.h"
 #include "spec/draft_model.h"
+#include "spec/drafter.h"
 
 namespace tachyon::cli {
 
@@ -75,11 +77,13 @@ Json speculation_report(const std::string& dir, const model::Model& model, kerne
   }
   // DFlash: a block drafter in MODEL/dflash, checked against this target.
   const fs::path dflash = fs::path(dir) / "dflash";
+  int32_t dflash_block = 0;
   if (!fs::exists(dflash / "config.json")) {
     methods["dflash"] = {{"supported", true}, {"eligible", false}, {"why", "no dflash/ folder"}};
   } else {
     try {
       auto head = model::DFlashHead::load(dflash.string(), dir, model.config(), backend);
+      dflash_block = head->block_size();
       methods["dflash"] = {{"supported", true}, {"eligible", true},
                            {"why", fmt::format("dflash/: block {}, all {} tensors verified", head->block_size(),
                                                head->num_tensors())}};
@@ -107,6 +111,11 @@ Json speculation_report(const std::string& dir, const model::Model& model, kerne
   // with the best measured tokens per second on its kind of text. Live figures per drafter and
   // kind exist only in a running server: its /metrics (tachyon_spec_drafter_*).
   for (auto it = methods.begin(); it != methods.end(); ++it) (*it)["default"] = (*it)["eligible"].get<bool>();
+  // Drafts per step at most where no k is given (auto-k picks fewer where they do not pay).
+  const int32_t engine_k = engine::EngineConfig{}.num_speculative_tokens;
+  for (const char* name : {"ngram", "suffix"}) methods[name]["max_drafts"] = spec::kModelFreeMaxDrafts;
+  for (const char* name : {"draft", "mtp", "merged"}) methods[name]["max_drafts"] = engine_k;
+  if (methods["dflash"]["eligible"].get<bool>()) methods["dflash"]["max_drafts"] = dflash_block - 1;
   return methods;
 }
 
@@ -367,9 +376,12 @@ Command add_info_command(CLI::App& app) {
     }
     std::printf("speculation\n");
     for (const auto& [name, m] : info["speculation"].items())
-      std::printf("  %-7s %-13s %s\n", name.c_str(),
+      std::printf("  %-7s %-13s %s%s\n", name.c_str(),
                   !m["supported"].get<bool>() ? "unsupported" : (m["eligible"].get<bool>() ? "eligible" : "not eligible"),
-                  m["why"].get<std::string>().c_str());
+                  m["why"].get<std::string>().c_str(),
+                  m.contains("max_drafts") && m["eligible"].get<bool>()
+                      ? fmt::format("; up to {} drafts per step", m["max_drafts"].get<int>()).c_str()
+                      : "");
     std::printf("  %-7s %-13s %s\n", "trees", info["draft_trees"]["eligible"].get<bool>() ? "eligible" : "not eligible",
                 info["draft_trees"]["why"].get<std::string>().c_str());
     return 0;

@@ -90,7 +90,11 @@ b8="$("$tachyon" run --ids 1,2,3,4 -n 12 --show-ids --speculative-config '{"meth
 if "$tachyon" run --ids 1,2 -n 2 --kv-cache-dtype q5 > /dev/null 2>&1; then fail "--kv-cache-dtype q5 accepted"; fi
 "$tachyon" logits "$root/tests/fixtures/hf/qwen2" --ids 1,2,3 --kv-cache-dtype int4 --out "$tmp/l4.safetensors" 2> /dev/null ||
   fail "logits --kv-cache-dtype int4"
-"$tachyon" info --json | grep '"kv_formats"' > /dev/null || fail "info --json: kv_formats"
+"$tachyon" info --json > "$tmp/info.json" 2> /dev/null
+grep -q '"kv_formats"' "$tmp/info.json" || fail "info --json: kv_formats"
+# each drafter's default depth: prompt lookup 6, the model drafters 4, DFlash its block - 1
+/usr/bin/python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["speculation"]; sys.exit(0 if [s[m]["max_drafts"] for m in ("ngram","suffix","draft","mtp","dflash")] == [6,6,4,4,7] else 1)' "$tmp/info.json" ||
+  fail "info --json: max_drafts"
 
 # run's positionals: a lone model-shaped name that does not resolve is an error (never the demo's
 # prompt); plain text is the demo's prompt; an alias or path with --prompt is the model.
@@ -146,7 +150,7 @@ grep -q "holds no block" "$tmp/err" || fail "--kv-cache-memory 1K error: $(cat "
 # info --json names the speculation methods
 "$tachyon" info --json | grep '"MTP heads: 1, all 15 tensors verified"' > /dev/null || fail "info --json"
 "$tachyon" info --json | grep -A3 '"dflash"' | grep '"eligible": true' > /dev/null || fail "info --json: dflash"
-"$tachyon" info --json | grep -A4 '"merged"' | grep -q 'one tree from ngram + draft + mtp' || fail "info --json: merged"
+"$tachyon" info --json | grep -A6 '"merged"' | grep -q 'one tree from ngram + draft + mtp' || fail "info --json: merged"
 # info --json says where draft trees apply: not on a hybrid (recurrent-state) model
 "$tachyon" info --json | grep -A1 '"draft_trees"' | grep '"eligible": true' > /dev/null || fail "info --json: draft trees"
 "$tachyon" info --json "$root/tests/fixtures/hf/qwen3_next" 2> /dev/null | grep -A1 '"draft_trees"' |
