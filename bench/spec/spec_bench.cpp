@@ -319,11 +319,11 @@ int main(int argc, char** argv) {
     std::vector<spec::MergedMember> members;
     for (const std::string& name : merged_members)
       for (spec::Drafter* d : drafters)
-        if (d && d->name() == name)
-          members.push_back({d, name != "ngram" && name != "suffix",
-                             options.k > 0                           ? options.k
-                             : name == "ngram" || name == "suffix" ? spec::kModelFreeMaxDrafts
-                                                                     : 4});
+        if (d && d->name() == name) {
+          const bool model_free = name == "ngram" || name == "suffix";
+          const int32_t depth = options.k > 0 ? options.k : model_free ? spec::kModelFreeMaxDrafts : 4;
+          members.push_back({d, !model_free, depth});
+        }
     return std::make_unique<spec::MergedDrafter>(std::move(members));
   };
   // "choice": its drafters and engine live for the whole invocation, as in a server.
