@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 
 #include "kernels/backend.h"
 
@@ -87,31 +86,8 @@ VerifyResult verify_tree_greedy(const DraftTree& tree, const std::function<int32
 VerifyResult verify_tree(const DraftTree& tree, const LogitsRow& row, const sampling::Sampler& sampler,
                          std::span<const int32_t> prompt, std::span<const int32_t> generated,
                          sampling::TokenConstraint* grammar) {
-  VerifyResult result;
-  std::optional<sampling::TokenConstraint::Snapshot> grammar_before;
-  if (grammar) grammar_before = grammar->snapshot();
-  std::vector<int32_t> history(generated.begin(), generated.end());
-  std::vector<float> logits;
-  for (int32_t node = 0;;) {
-    const auto raw = row(static_cast<size_t>(node));
-    logits.assign(raw.begin(), raw.end());
-    if (grammar && grammar->mask_logits(logits) == 0) {
-      result.grammar_stuck = true;
-      break;
-    }
-    sampling::apply_processors(sampler.params(), {prompt, history}, logits);
-    const int32_t token = sampler.choose(logits, static_cast<int64_t>(history.size()));
-    result.tokens.push_back(token);
-    const int32_t next = tree.child(node, token);
-    if (next < 0) break;
-    result.nodes.push_back(next);
-    ++result.num_accepted;
-    history.push_back(token);
-    if (grammar) grammar->accept(token);  // allowed: the masked row chose it
-    node = next;
-  }
-  if (grammar) grammar->restore(*grammar_before);
-  return result;
+  return verify_walk([&](int32_t node, int32_t token) { return tree.child(node, token); }, true, row, sampler, prompt,
+                     generated, grammar);
 }
 
 }  // namespace tachyon::spec

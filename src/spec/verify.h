@@ -51,6 +51,14 @@ VerifyResult verify_chain(std::span<const int32_t> drafts, const LogitsRow& row,
                           std::span<const int32_t> prompt, std::span<const int32_t> generated,
                           sampling::TokenConstraint* grammar = nullptr);
 
+// What both verifications walk (a chain is a tree of one path): from row 0, the token plain
+// decoding emits at row i, then `next(i, token)`: the row that continues the accepted path (-1:
+// the token is the bonus or correction). `tree`: the rows are nodes, recorded in `nodes`.
+using NextRow = std::function<int32_t(int32_t, int32_t)>;
+VerifyResult verify_walk(const NextRow& next, bool tree, const LogitsRow& row, const sampling::Sampler& sampler,
+                         std::span<const int32_t> prompt, std::span<const int32_t> generated,
+                         sampling::TokenConstraint* grammar);
+
 // The same for plain greedy requests (SamplingParams::plain_greedy) when the step returned
 // only each row's argmax (model::StepOutputs::argmax): `argmax` holds drafts.size() + 1 ids.
 VerifyResult verify_chain_greedy(std::span<const int32_t> drafts, std::span<const int32_t> argmax);
