@@ -16,8 +16,6 @@ __device__ __forceinline__ uint32_t x_pair(const float* __restrict__ xr, int64_t
   return pack_bf16x2(xr[k], xr[k + 1]);
 }
 
-__device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }
-
 // The n-tile's outputs from its totals (segment sums in order): bias, the gated activation,
 // and the store of the tile's rows.
 template <int NT>
@@ -31,16 +29,8 @@ __device__ __forceinline__ void store_outputs(const GroupedMatmul& p, const Grou
     if (r >= tile.count || col >= p.n) continue;
     float* o = p.out + static_cast<int64_t>(tile.begin + r) * p.out_row_stride + tile.group * p.out_group_stride;
     float v = total[0][i] + (bias ? bias[col] : 0.f);
-    if constexpr (NT == 2) {
-      float u = total[1][i] + (bias ? bias[p.n + col] : 0.f);
-      if (p.clamped_swiglu) {
-        v = fminf(v, p.swiglu_limit);
-        u = fminf(fmaxf(u, -p.swiglu_limit), p.swiglu_limit);
-        v = (u + 1.f) * (v * sigmoidf_(v * p.swiglu_alpha));
-      } else {
-        v = v / (1.f + expf(-v)) * u;
-      }
-    }
+    if constexpr (NT == 2)
+      v = moe_gated(v, total[1][i] + (bias ? bias[p.n + col] : 0.f), p.clamped_swiglu, p.swiglu_limit, p.swiglu_alpha);
     o[col] = v;
   }
 }

@@ -45,6 +45,19 @@ struct GroupedMatmul {
   float swiglu_limit = 7.f, swiglu_alpha = 1.702f;
 };
 
+#ifdef __CUDACC__
+// The gated activation of an MoE expert's gate and up outputs (GroupedMatmul::gated), shared by
+// the grouped kernels' epilogue and the streamed experts (moe.cu), so both give the same bits.
+__device__ __forceinline__ float moe_gated(float g, float u, bool clamped_swiglu, float limit, float alpha) {
+  if (clamped_swiglu) {
+    g = fminf(g, limit);
+    u = fminf(fmaxf(u, -limit), limit);
+    return (u + 1.f) * (g * (1.f / (1.f + expf(-(g * alpha)))));
+  }
+  return g / (1.f + expf(-g)) * u;
+}
+#endif
+
 // Scratch of the split-K kernel, which decode-sized launches take (at most kGroupedSplitKMaxTiles
 // tiles, k over two or more 512-k segments): the segment sums, and one counter per (tile,
 // n-group of 4 n-tiles) that must be zero when first used (each launch leaves them zero).

@@ -121,15 +121,19 @@ __device__ void stage_added_norm(const StreamAddNorm& norm, int M, int K, const 
 // goes to shared memory; per round of 8 n-tiles the consumers meet at a barrier and warp w adds
 // n-tile w's segment sums in segment order (double-buffered by round parity, so one barrier per
 // round). The producer ends by posting -1 up to the end of the round after its last n-tile, so
-// every consumer learns where the n-tiles end from a post it waits for.
+// every consumer learns where the n-tiles end from a post it waits for. kGather: the n-tiles of
+// routed experts (StreamGather; w, N, bias and norm unused).
+template <bool kGather>
 __global__ void __launch_bounds__(kStreamThreads, 1)
     matmul_stream_kernel(const float* __restrict__ x, int M, int K, const uint4* __restrict__ w, int N, int kp_count,
                          int n_tiles, const float* __restrict__ bias, float* __restrict__ out, int slots,
-                         StreamAddNorm norm, TileSchedule schedule) {
+                         StreamAddNorm norm, TileSchedule schedule, StreamGather gather) {
 #if TACHYON_PRE_HOPPER_DEVICE_CODE  // Hopper-only (device_arch.h): never launched where this is compiled
   __trap();
 #else
   extern __shared__ __align__(128) uint4 smem_stream[];
+  __shared__ const void* slot_weights[kGather ? kStreamMaxGatherSlots : 1];  // each slot's expert matrix
+  const int tiles_per_slot = gather.n_local / 8;
   uint4* ring = smem_stream;
   auto* full = reinterpret_cast<uint64_t*>(smem_stream + static_cast<size_t>(slots) * kUnitBytes / sizeof(uint4));
   uint64_t* empty = full + slots;
@@ -144,19 +148,33 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
   start_ring(full, empty, slots);
 
   if (warp == kStreamConsumerWarps) {
-    // Producer: weights are constant, so they stream before pdl_wait (during the previous kernel).
+    // Producer: weights are constant, so they stream before pdl_wait (during the previous kernel),
+    // except routed experts, which the previous kernels choose.
+    if constexpr (kGather) {
+      pdl_wait();
+      for (int s = lane; s < gather.slots; s += 32) {
+        const int e = gather.ids[s];
+        slot_weights[s] = gather.table[e >= 0 && e < gather.experts ? e : 0];
+      }
+      __syncwarp();
+    }
     if (lane != 0) return;
     const uint64_t policy = l2_evict_first_policy();  // weights are read once per step
     int u = 0;                                         // units issued
     produce_stream_tiles(schedule, n_tiles, ids, [&](int j, int tile) {
+      const uint4* tile_w = w + static_cast<int64_t>(tile) * kp_count * 32;
+      if constexpr (kGather) {
+        const int slot = tile / tiles_per_slot;
+        tile_w = static_cast<const uint4*>(slot_weights[slot]) +
+                 static_cast<int64_t>(tile - slot * tiles_per_slot) * kp_count * 32;
+      }
       for (int seg = 0; seg < num_segments; ++seg, ++u) {
         const int slot = u % slots;
         if (u >= slots) mbar_wait(&empty[slot], ((u / slots) - 1) & 1);
         if (seg == 0) post_tile(ids, j, tile);  // before the arrive that releases the unit
         const uint32_t bytes = static_cast<uint32_t>(min(kUnitPairs, kp_count - seg * kUnitPairs) * 512);
         mbar_arrive_expect_tx(&full[slot], bytes);
-        bulk_load(ring + slot * (kUnitBytes / 16),
-                  w + (static_cast<int64_t>(tile) * kp_count + seg * kUnitPairs) * 32, bytes, &full[slot], policy);
+        bulk_load(ring + slot * (kUnitBytes / 16), tile_w + seg * kUnitPairs * 32, bytes, &full[slot], policy);
       }
     });
     return;
@@ -166,10 +184,11 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
 #pragma unroll
   for (int j = 0; j < kWideMaxVec; ++j) {
     const int i = threadIdx.x + kWideNormThreads * j;
-    norm_w[j] = norm.x && i < K / 4 ? reinterpret_cast<const float4*>(norm.w)[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+    norm_w[j] = !kGather && norm.x && i < K / 4 ? reinterpret_cast<const float4*>(norm.w)[i]
+                                                 : make_float4(0.f, 0.f, 0.f, 0.f);
   }
   pdl_wait();
-  if (norm.x) {
+  if (!kGather && norm.x) {
     stage_added_norm(norm, M, K, norm_w, xs, row_words, pair_count);
   } else {
     stage_rows(x, M, K, xs, row_words, pair_count);
@@ -214,8 +233,20 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     // Every post of the round has been made: its n-tiles' units were taken, or the -1s that end
     // them were posted through the round's end.
     const int tile = posted_tile(ids, first + warp);
-    if (tile >= 0)
-      write_tile_totals(round_sums + warp * num_segments * M * 4, num_segments, M, tile, N, bias, out);
+    if (tile >= 0) {
+      const float2* tile_sums = round_sums + warp * num_segments * M * 4;
+      if constexpr (kGather) {
+        // Slot s's outputs, from its x row alone (+ 0.f: the bits of the other kernels' absent bias).
+        const int slot = tile / tiles_per_slot;
+        if (g == slot / gather.slots_per_row) {
+          const float2 total = tile_total(tile_sums, num_segments, M);
+          float* o = out + static_cast<int64_t>(slot) * gather.n_local + (tile - slot * tiles_per_slot) * 8 + 2 * c;
+          o[0] = total.x + 0.f, o[1] = total.y + 0.f;
+        }
+      } else {
+        write_tile_totals(tile_sums, num_segments, M, tile, N, bias, out);
+      }
+    }
     if (posted_tile(ids, first + kStreamConsumerWarps - 1) < 0) break;  // the last round
   }
   cta_timeline_mark(kTimelineDone);
@@ -430,16 +461,25 @@ bool stream_matmul_takes(const float* x, int64_t rows, int64_t k) {
          (device_arch().hopper && window_slots(rows, k) > 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
 }
 
-void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_count, const float* bias, float* out,
-                   cudaStream_t stream, const StreamAddNorm& norm) {
+namespace {
+// The SM count, once the streaming kernels may take kStreamSmemLimit of dynamic shared memory.
+int stream_sm_count() {
   static const int sm_count = [] {
     const int count = device_attribute(cudaDevAttrMultiProcessorCount);
-    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(kStreamSmemLimit)));
-    TACHYON_CUDA_CHECK(cudaFuncSetAttribute(matmul_stream_window_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(kStreamSmemLimit)));
+    for (const void* kernel : {reinterpret_cast<const void*>(matmul_stream_kernel<false>),
+                               reinterpret_cast<const void*>(matmul_stream_kernel<true>),
+                               reinterpret_cast<const void*>(matmul_stream_window_kernel)})
+      TACHYON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(kStreamSmemLimit)));
     return count;
   }();
+  return sm_count;
+}
+}  // namespace
+
+void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_count, const float* bias, float* out,
+                   cudaStream_t stream, const StreamAddNorm& norm) {
+  const int sm_count = stream_sm_count();
   const int n_tiles = static_cast<int>(ceil_div(N, 8));
   const unsigned grid = static_cast<unsigned>(std::min(sm_count, n_tiles));
   if (!stream_matmul_holds_x(M, K)) {
@@ -452,9 +492,27 @@ void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_c
     return;
   }
   const int slots = norm.x ? normed_stream_slots(M, K, N) : stream_slots(M, K);
-  launch(matmul_stream_kernel, grid, kStreamThreads, stream_smem_bytes(M, K, slots), stream, x, M, K, w, N, kp_count,
-         n_tiles, bias, out, slots, norm,
-         tile_schedule(n_tiles, static_cast<int>(grid), bf16_units_per_tile(kp_count), slots, stream));
+  launch(matmul_stream_kernel<false>, grid, kStreamThreads, stream_smem_bytes(M, K, slots), stream, x, M, K, w, N,
+         kp_count, n_tiles, bias, out, slots, norm,
+         tile_schedule(n_tiles, static_cast<int>(grid), bf16_units_per_tile(kp_count), slots, stream), StreamGather{});
+}
+
+bool stream_gather_fits(int64_t rows, int64_t k, int64_t slots, int64_t n_local) {
+  return stream_matmul_holds_x(rows, k) && slots >= 1 && slots <= kStreamMaxGatherSlots && n_local > 0 &&
+         n_local % 8 == 0 && slots * (n_local / 8) <= (int64_t{1} << 30);
+}
+
+void matmul_stream_gathered(const float* x, int M, int K, int kp_count, const StreamGather& gather, float* out,
+                            cudaStream_t stream) {
+  if (!stream_gather_fits(M, K, gather.slots, gather.n_local))
+    fail_unsupported("gathered streaming matmul, slots", gather.slots);
+  const int n_tiles = gather.slots * (gather.n_local / 8);
+  const unsigned grid = static_cast<unsigned>(std::min(stream_sm_count(), n_tiles));
+  const int slots = stream_slots(M, K);
+  launch(matmul_stream_kernel<true>, grid, kStreamThreads, stream_smem_bytes(M, K, slots), stream, x, M, K,
+         static_cast<const uint4*>(nullptr), gather.n_local, kp_count, n_tiles, static_cast<const float*>(nullptr), out,
+         slots, StreamAddNorm{},
+         tile_schedule(n_tiles, static_cast<int>(grid), bf16_units_per_tile(kp_count), slots, stream), gather);
 }
 
 StreamTiles stream_tiles(int64_t rows, int64_t n, int64_t k) {

@@ -54,4 +54,21 @@ bool stream_tile_counters_are_zero(cudaStream_t stream);
 void matmul_stream(const float* x, int M, int K, const uint4* w, int N, int kp_count, const float* bias, float* out,
                    cudaStream_t stream, const StreamAddNorm& norm = {});
 
+// The routed experts of a decode-sized MoE call as one streamed matmul (moe.cu), so that they
+// stream at the dense kernel's rate: n-tile j belongs to slot s = j / (n_local / 8), whose weight
+// is table[ids[s]] (a fragment-packed [n_local, K] matrix; an id outside [0, experts) streams
+// expert 0, whose outputs the caller ignores), whose input is x's row s / slots_per_row, and whose
+// outputs go to out[s·n_local ..] (that row's alone). The routing writes ids, so the producer
+// starts streaming only after the programmatic wait.
+constexpr int kStreamMaxGatherSlots = 64;
+struct StreamGather {
+  const int32_t* ids = nullptr;        // [slots], on the device
+  const void* const* table = nullptr;  // [experts] weight pointers, on the device
+  int experts = 0, slots = 0, slots_per_row = 1, n_local = 0;
+};
+// Whether matmul_stream_gathered takes x [rows, k] and `slots` slots of n_local outputs.
+bool stream_gather_fits(int64_t rows, int64_t k, int64_t slots, int64_t n_local);
+void matmul_stream_gathered(const float* x, int M, int K, int kp_count, const StreamGather& gather, float* out,
+                            cudaStream_t stream);
+
 }  // namespace tachyon::kernels::cuda

@@ -1,10 +1,13 @@
 #include "kernels/cuda/moe.cuh"
 
 #include <algorithm>
+#include <atomic>
+#include <cub/block/block_scan.cuh>
 
 #include "base/grow_buffer.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/grouped_matmul.cuh"
+#include "kernels/cuda/matmul_stream.cuh"
 
 namespace tachyon::kernels::cuda {
 namespace {
@@ -22,25 +25,26 @@ __device__ __forceinline__ void keep_better(float& v, int& i, float ov, int oi) 
   if (oi >= 0 && (i < 0 || ov > v || (ov == v && oi < i))) v = ov, i = oi;
 }
 
-// picked[0:k] = indices of the k largest of v[0:n] (ties: lower index), largest first. One warp.
+// picked[0:k] = indices of the k largest of v[0:n] (ties: lower index), largest first. One warp;
+// n <= 32 * 32: lane l owns v[l + 32b] and marks the ones already picked in bit b of `taken`, so a
+// round is one pass over the lane's values and one warp argmax (no scan of the picked list).
 __device__ void warp_top_k(const float* v, int n, int k, int* picked) {
   const int lane = threadIdx.x % 32;
+  uint32_t taken = 0;
   for (int i = 0; i < k; ++i) {
     float bv = 0.f;
     int bi = -1;
-    for (int j = lane; j < n; j += 32) {
-      bool taken = false;
-      for (int t = 0; t < i; ++t) taken |= picked[t] == j;
-      if (!taken) keep_better(bv, bi, v[j], j);
-    }
+    for (int j = lane, b = 0; j < n; j += 32, ++b)
+      if (!(taken >> b & 1u)) keep_better(bv, bi, v[j], j);
     for (int o = 16; o > 0; o >>= 1) {
       const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
       const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
       keep_better(bv, bi, ov, oi);
     }
+    if (bi >= 0 && bi % 32 == lane) taken |= 1u << (bi / 32);
     if (lane == 0) picked[i] = bi;
-    __syncwarp();
   }
+  __syncwarp();
 }
 
 // Serial top-k for a few values (group selection), same rule.
@@ -131,48 +135,54 @@ __global__ void __launch_bounds__(kRouteWarps * 32) moe_route_kernel(const float
     for (int i = 0; i < k; ++i) w[i] *= p.routed_scaling_factor;
 }
 
-// One CTA: entries in expert-major order (placement inside an expert is in arrival order,
-// which does not matter: every entry is computed independently), tiles of <= 16 entries.
-__global__ void __launch_bounds__(1024) moe_plan_kernel(const int32_t* __restrict__ ids, int slots, int top_k,
-                                                        int experts, int32_t* __restrict__ pos,
-                                                        int32_t* __restrict__ entry_row, GroupTile* __restrict__ tiles,
-                                                        int32_t* __restrict__ num_tiles) {
-  extern __shared__ int plan_smem[];  // count, offset, tile offset, fill: [experts] each
-  int *count = plan_smem, *offset = count + experts, *tile_off = offset + experts, *fill = tile_off + experts;
+// One CTA of kPlanThreads, a thread per expert: entries in expert-major order (placement inside
+// an expert is in arrival order, which does not matter: every entry is computed independently),
+// tiles of <= 16 entries; the experts' entry and tile offsets are one block-wide scan.
+constexpr int kPlanThreads = kMaxExperts;
+__global__ void __launch_bounds__(kPlanThreads) moe_plan_kernel(const int32_t* __restrict__ ids, int slots, int top_k,
+                                                                int experts, int32_t* __restrict__ pos,
+                                                                int32_t* __restrict__ entry_row,
+                                                                GroupTile* __restrict__ tiles,
+                                                                int32_t* __restrict__ num_tiles) {
+  using Scan = cub::BlockScan<int2, kPlanThreads>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  __shared__ int count[kMaxExperts], offset[kMaxExperts];
   pdl_enter();
-  for (int e = threadIdx.x; e < experts; e += blockDim.x) count[e] = 0, fill[e] = 0;
+  const int e = threadIdx.x;
+  if (e < experts) count[e] = 0;
   __syncthreads();
   for (int s = threadIdx.x; s < slots; s += blockDim.x)
     if (ids[s] >= 0 && ids[s] < experts) atomicAdd(&count[ids[s]], 1);
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int entries = 0, t = 0;
-    for (int e = 0; e < experts; ++e) {
-      offset[e] = entries, tile_off[e] = t;
-      entries += count[e], t += (count[e] + kGroupTileRows - 1) / kGroupTileRows;
-    }
-    *num_tiles = t;
-  }
+  const int n = e < experts ? count[e] : 0;
+  int2 first, total;  // (entries, tiles) before this expert, and in all
+  Scan(scan_storage)
+      .ExclusiveScan(make_int2(n, (n + kGroupTileRows - 1) / kGroupTileRows), first, make_int2(0, 0),
+                     [](int2 x, int2 y) { return make_int2(x.x + y.x, x.y + y.y); }, total);
+  if (e < experts) offset[e] = first.x;
+  if (e == 0) *num_tiles = total.y;
+  for (int i = 0; i * kGroupTileRows < n; ++i)
+    tiles[first.y + i] = {e, first.x + i * kGroupTileRows, min(kGroupTileRows, n - i * kGroupTileRows), 0};
   __syncthreads();
-  for (int e = threadIdx.x; e < experts; e += blockDim.x)
-    for (int i = 0; i * kGroupTileRows < count[e]; ++i)
-      tiles[tile_off[e] + i] = {e, offset[e] + i * kGroupTileRows, min(kGroupTileRows, count[e] - i * kGroupTileRows), 0};
+  if (e < experts) count[e] = 0;  // now the fill of each expert
+  __syncthreads();
   for (int s = threadIdx.x; s < slots; s += blockDim.x) {
-    const int e = ids[s];
-    if (e < 0 || e >= experts) {
+    const int x = ids[s];
+    if (x < 0 || x >= experts) {
       pos[s] = -1;  // out of range: contributes nothing (moe_route never produces it)
       continue;
     }
-    const int p = offset[e] + atomicAdd(&fill[e], 1);
+    const int p = offset[x] + atomicAdd(&count[x], 1);
     pos[s] = p;
     entry_row[p] = s / top_k;
   }
 }
 
-// out[r, i] = Σ over the row's slots in ascending expert id of w · y[entry, i], from 0.f.
+// out[r, i] = Σ over the row's slots in ascending expert id of w · y[entry, i], from 0.f. The
+// entry of slot s is pos[s] (-1: none), or without pos s itself where its expert is in range.
 __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ ids,
                                    const float* __restrict__ weights, const int32_t* __restrict__ pos, int top_k,
-                                   int64_t hidden, float* __restrict__ out) {
+                                   int experts, int64_t hidden, float* __restrict__ out) {
   pdl_enter();
   const int64_t r = blockIdx.x, i = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
   if (i >= hidden) return;
@@ -184,10 +194,21 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* _
   }
   float acc = 0.f;
   for (int j = 0; j < top_k; ++j) {
-    const int s = order[j], p = pos[r * top_k + s];
-    if (p >= 0) acc += y[p * hidden + i] * weights[r * top_k + s];
+    const int64_t s = r * top_k + order[j];
+    const int64_t p = pos ? pos[s] : (ids[s] >= 0 && ids[s] < experts ? s : -1);
+    if (p >= 0) acc += y[p * hidden + i] * weights[s];
   }
   out[r * hidden + i] = acc;
+}
+
+// h[s, j] = the gated activation of gate_up[s, j] and gate_up[s, I + j] (the streamed experts).
+__global__ void moe_gated_kernel(const float* __restrict__ gate_up, int64_t slots, int64_t I, bool clamped_swiglu,
+                                 float limit, float alpha, float* __restrict__ h) {
+  pdl_enter();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= slots * I) return;
+  const int64_t s = i / I, j = i - s * I;
+  h[i] = moe_gated(gate_up[s * 2 * I + j], gate_up[s * 2 * I + I + j], clamped_swiglu, limit, alpha);
 }
 
 }  // namespace
@@ -266,6 +287,42 @@ const MoeRunner::Tables& MoeRunner::tables(const MoeExperts& e) {
   return tables_.emplace(std::move(host), tab).first->second;
 }
 
+std::atomic<uint64_t> g_streamed_calls{0};
+
+uint64_t moe_streamed_calls() { return g_streamed_calls.load(); }
+
+bool MoeRunner::streams(int64_t rows, int64_t slots, const Tables& tab, const MoeExperts& e) const {
+  return !tab.gate_up_bias && !tab.down_bias && slots <= kStreamMaxRows &&
+         stream_gather_fits(rows, e.hidden, slots, 2 * e.intermediate) &&
+         stream_gather_fits(slots, e.intermediate, slots, e.hidden);
+}
+
+void MoeRunner::run_streamed(const float* x, int64_t rows, const int32_t* ids, const float* weights, int64_t top_k,
+                             const MoeExperts& e, const Tables& tab, float* out) {
+  ++g_streamed_calls;
+  const int64_t slots = rows * top_k, I = e.intermediate, H = e.hidden;
+  auto* gate_up = static_cast<float*>(grow(7, slots * 2 * I * sizeof(float)));  // [slots, 2I]
+  auto* h = static_cast<float*>(grow(3, slots * I * sizeof(float)));            // [slots, I]
+  auto* y = static_cast<float*>(grow(4, slots * H * sizeof(float)));            // [slots, hidden]
+  StreamGather g;
+  g.ids = ids, g.experts = static_cast<int>(e.num_experts), g.slots = static_cast<int>(slots);
+  g.table = tab.gate_up, g.slots_per_row = static_cast<int>(top_k), g.n_local = static_cast<int>(2 * I);
+  matmul_stream_gathered(x, static_cast<int>(rows), static_cast<int>(H), static_cast<int>(round_up(H, kMmaColPad) / 32),
+                         g, gate_up, stream_);
+  TACHYON_CUDA_LAUNCH_CHECK();
+  launch(moe_gated_kernel, dim3(static_cast<unsigned>(ceil_div(slots * I, 256))), dim3(256), 0, stream_, gate_up,
+         slots, I, e.clamped_swiglu, e.swiglu_limit, e.swiglu_alpha, h);
+  TACHYON_CUDA_LAUNCH_CHECK();
+  g.table = tab.down, g.slots_per_row = 1, g.n_local = static_cast<int>(H);
+  matmul_stream_gathered(h, static_cast<int>(slots), static_cast<int>(I), static_cast<int>(round_up(I, kMmaColPad) / 32),
+                         g, y, stream_);
+  TACHYON_CUDA_LAUNCH_CHECK();
+  launch(moe_combine_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(ceil_div(H, 256))), dim3(256), 0,
+         stream_, y, ids, weights, static_cast<const int32_t*>(nullptr), static_cast<int>(top_k),
+         static_cast<int>(e.num_experts), H, out);
+  TACHYON_CUDA_LAUNCH_CHECK();
+}
+
 void MoeRunner::run(const float* x, int64_t rows, const int32_t* ids, const float* weights, int64_t top_k,
                     const MoeExperts& e, float* out) {
   if (rows == 0) return;
@@ -275,6 +332,7 @@ void MoeRunner::run(const float* x, int64_t rows, const int32_t* ids, const floa
   const int64_t max_tiles = ceil_div(slots, kGroupTileRows) + std::min(slots, e.num_experts);
   if (max_tiles > 65535) fail_unsupported("moe rows x top_k in one call", slots);
   const Tables& tab = tables(e);
+  if (streams(rows, slots, tab, e)) return run_streamed(x, rows, ids, weights, top_k, e, tab, out);
   auto* pos = static_cast<int32_t*>(grow(0, slots * sizeof(int32_t)));
   auto* entry_row = static_cast<int32_t*>(grow(1, slots * sizeof(int32_t)));
   auto* tiles = static_cast<GroupTile*>(grow(2, max_tiles * sizeof(GroupTile) + sizeof(GroupTile)));
@@ -282,7 +340,7 @@ void MoeRunner::run(const float* x, int64_t rows, const int32_t* ids, const floa
   auto* h = static_cast<float*>(grow(3, slots * I * sizeof(float)));  // [entries, I]
   auto* y = static_cast<float*>(grow(4, slots * H * sizeof(float)));  // [entries, hidden]
 
-  launch(moe_plan_kernel, dim3(1), dim3(1024), 4 * e.num_experts * sizeof(int), stream_, ids,
+  launch(moe_plan_kernel, dim3(1), dim3(kPlanThreads), 0, stream_, ids,
          static_cast<int>(slots), static_cast<int>(top_k), static_cast<int>(e.num_experts), pos, entry_row, tiles,
          num_tiles);
   TACHYON_CUDA_LAUNCH_CHECK();
@@ -307,7 +365,7 @@ void MoeRunner::run(const float* x, int64_t rows, const int32_t* ids, const floa
   grouped_matmul(gate_up, tiles, num_tiles, max_tiles, stream_, splitk.counters ? &splitk : nullptr);
   grouped_matmul(down, tiles, num_tiles, max_tiles, stream_, splitk.counters ? &splitk : nullptr);
   launch(moe_combine_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(ceil_div(H, 256))), dim3(256), 0,
-         stream_, y, ids, weights, pos, static_cast<int>(top_k), H, out);
+         stream_, y, ids, weights, pos, static_cast<int>(top_k), static_cast<int>(e.num_experts), H, out);
   TACHYON_CUDA_LAUNCH_CHECK();
 }
 

@@ -25,6 +25,9 @@ namespace tachyon::kernels::cuda {
 void moe_route(const float* logits, int64_t rows, const MoeRoutingParams& p, int32_t* ids, float* weights,
                cudaStream_t stream);
 
+// How many MoeRunner::run calls took the streamed experts path, process-wide (tests).
+uint64_t moe_streamed_calls();
+
 // The experts' part of a MoE layer, with its own grow-only device workspace (a steady decode
 // loop allocates nothing) and the device tables of each layer's expert weight pointers.
 class MoeRunner {
@@ -47,6 +50,12 @@ class MoeRunner {
     const float* const* down_bias = nullptr;
   };
   const Tables& tables(const MoeExperts& e);
+  // Decode-sized calls of bias-free experts (<= 8 routed slots, on Hopper): the routed experts'
+  // weights stream through the dense streaming kernel (matmul_stream.cuh, StreamGather), gate_up
+  // for the slots' rows, the gated activation, then down for each slot's own row.
+  bool streams(int64_t rows, int64_t slots, const Tables& tab, const MoeExperts& e) const;
+  void run_streamed(const float* x, int64_t rows, const int32_t* ids, const float* weights, int64_t top_k,
+                    const MoeExperts& e, const Tables& tab, float* out);
   void* grow(size_t index, size_t bytes);
   void* grow_zeroed(size_t index, size_t bytes);  // grow, zero-filled whenever it was reallocated
 

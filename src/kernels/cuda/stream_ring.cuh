@@ -151,19 +151,26 @@ __device__ __forceinline__ void stage_rows(const float* __restrict__ x, int M, i
   }
 }
 
-// Lane (g, c) of a consumer warp adds n-tile `tile`'s segment sums of row g in segment order (the
-// canonical order), from `tile_sums` ([segments][M rows x 4 lanes]), scales them (Dense I8's row
-// scales; null: none) and writes its two columns.
-__device__ __forceinline__ void write_tile_totals(const float2* tile_sums, int num_segments, int M, int tile, int N,
-                                                  const float* __restrict__ bias, float* __restrict__ out,
-                                                  const float* __restrict__ col_scales = nullptr) {
-  const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-  if (g >= M) return;
+// Lane (g, c) of a consumer warp: its two columns of row g of an n-tile, the segment sums added in
+// segment order (the canonical order) from `tile_sums` ([segments][M rows x 4 lanes]).
+__device__ __forceinline__ float2 tile_total(const float2* tile_sums, int num_segments, int M) {
+  const int lane = threadIdx.x % 32;
   float2 total = make_float2(0.f, 0.f);
   for (int seg = 0; seg < num_segments; ++seg) {
     const float2 v = tile_sums[seg * M * 4 + lane];
     total.x += v.x, total.y += v.y;
   }
+  return total;
+}
+
+// Lane (g, c) of a consumer warp adds n-tile `tile`'s segment sums of row g (tile_total), scales
+// them (Dense I8's row scales; null: none) and writes its two columns.
+__device__ __forceinline__ void write_tile_totals(const float2* tile_sums, int num_segments, int M, int tile, int N,
+                                                  const float* __restrict__ bias, float* __restrict__ out,
+                                                  const float* __restrict__ col_scales = nullptr) {
+  const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  if (g >= M) return;
+  float2 total = tile_total(tile_sums, num_segments, M);
   const int col = tile * 8 + 2 * c;
   if (col_scales) total.x = __fmul_rn(total.x, col_scales[col]), total.y = __fmul_rn(total.y, col_scales[col + 1]);
   if (col < N) out[static_cast<int64_t>(g) * N + col] = total.x + (bias ? bias[col] : 0.f);
