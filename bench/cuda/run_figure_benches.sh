@@ -2,8 +2,8 @@
 # On a GPU machine, one build for three records (the H200 figures issues 44, 46 and 48 ask for):
 # spec_bench's drafter choice on the demo model (bench/cuda/run_spec_choice.sh's run), cuda_kv_bench
 # (run_kv_bench.sh's) and cuda_quant_bench (run_cuda_quant.sh's bench), each under a time limit so
-# that the call ends within LIMIT seconds (default 560) of its start. Three builds would take ~6
-# minutes of a 10-minute call; one takes ~2.5 on 16 cores. Records go to $OUT (default
+# that the call ends within LIMIT seconds (default 560) of its start: the three scripts build a
+# tree each, which leaves little of a 10-minute call for running. Records go to $OUT (default
 # /tmp/figures): spec-choice.md, kv-bench.md, quant-bench.md, named by the GPU in their headers.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
