@@ -239,6 +239,12 @@ def prompts_of_file(job):
             ids = enc("".join(lines[s0:s0 + 80]))
             m = min(len(ids), int(math.exp(rng.uniform(math.log(16), math.log(p_max)))))
             if m >= 16: got["code"].append(ids[:m])
+        if rng.random() < 0.5:
+            # a file's top too: completion prompts often start there (imports, then the first class),
+            # and windows at random lines almost never do
+            ids = enc("".join(lines[:80]))
+            m = min(len(ids), int(math.exp(rng.uniform(math.log(16), math.log(p_max)))))
+            if m >= 16: got["code"].append(ids[:m])
         s0 = rng.randrange(0, max(1, len(lines) - 10))
         text = edit_prompt(lines[s0:s0 + rng.randrange(4, 15)], rng, os.path.basename(f))
         if text:

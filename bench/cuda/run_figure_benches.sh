@@ -5,6 +5,7 @@
 # that the call ends within LIMIT seconds (default 560) of its start: the three scripts build a
 # tree each, which leaves little of a 10-minute call for running. Records go to $OUT (default
 # /tmp/figures): spec-choice.md, kv-bench.md, quant-bench.md, named by the GPU in their headers.
+# BUILD_ONLY=1 stops after the build.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . bench/cuda/device_cmake.sh
@@ -20,6 +21,8 @@ device_cmake . /tmp/b "-DTACHYON_ONLY_MODULES=base;io;tokenizer;chat;kernels;kv;
 ninja -C /tmp/b -j"$(nproc)" spec_bench cuda_kv_bench cuda_quant_bench > "$OUT/build.log" 2>&1 ||
   { grep -B2 -A10 error "$OUT/build.log" | head -60; exit 1; }
 elapsed built
+# BUILD_ONLY=1: build now (beside other work on a warm machine), run the records in a later call
+[ -n "${BUILD_ONLY:-}" ] && exit 0
 p=bench/spec/prompts
 if [ "$(left)" -gt 120 ]; then
   timeout 100 /tmp/b/bench/spec_bench --device cuda --tokens 384 --runs 3 --paired --choice-warmup 24 \
