@@ -16,7 +16,8 @@
 # and "@ENV=VALUE" alone is A's build; empty PATCH: B is A's binary run with B_ENV), B_ENV
 # (environment of every variant's runs but A's, e.g. "TACHYON_CUDA_FUSION=0"), MODES (default
 # "attention prefill"; also "decode", "gemm", "kv": cuda_kv_bench's attention per layer by KV format at
-# batch 1 / 32k and batch 32 / 8k (KV_FORMATS, default bf16,int8,int4), and "clocks": cuBLAS and our GEMM
+# batch 1 / 32k and batch 32 / 8k (KV_FORMATS, default bf16,int8,int4), "delta": cuda_delta_rule_bench's
+# gated delta rule rows, and "clocks": cuBLAS and our GEMM
 # per SM cycle under nvidia-smi, bench/cuda/gemm_clocks.py), ROUNDS (2; ROUNDS_<mode> for one mode), TESTS ("kernel"
 # default, "all" adds the golden tests, "none"), TEST_ENVS (';'-separated "ENV=VALUE gtest-filter"
 # entries: more kernel-test runs of each variant, also with TESTS=none), BUILD (default /tmp/ab), SHAPE (the
@@ -64,7 +65,8 @@ build_tree() {
 }
 # cuda_bench (and the model and engine it links) only where a mode runs it: kv runs cuda_kv_bench alone.
 benches="$([[ " $modes " = *" kv "* ]] && echo cuda_kv_bench || true)"
-for mode in $modes; do [ "$mode" != kv ] && benches="cuda_bench $benches" && break; done
+[[ " $modes " = *" delta "* ]] && benches="cuda_delta_rule_bench $benches"
+for mode in $modes; do [ "$mode" != kv ] && [ "$mode" != delta ] && benches="cuda_bench $benches" && break; done
 tests="cuda_kernel_tests$([ "${TESTS:-kernel}" = all ] && echo " hf_cuda_golden_tests" || true)"
 [ "${TESTS:-kernel}" = none ] && tests="$([ -n "${TEST_ENVS:-}" ] && echo cuda_kernel_tests || true)"
 # The variants: A, then one per word of PATCH (B, C, ...; "x.patch+y.patch" applies both), or
@@ -158,6 +160,10 @@ run_mode() {
       env $2 timeout 150 "$(dirname "$1")/cuda_kv_bench" --formats "${KV_FORMATS:-bf16,int8,int4}" 2>&1 |
         awk '/^## / { s = "" } /^## batch [0-9]+, [0-9]+k context/ { s = "b" $3 " " $4; sub(/,/, "", s) }
              /^\| [a-z0-9]+ \| [0-9.]+ \|/ && s != "" { sub(/^\| /, "| " s " "); print }' ;;
+    delta)  # the gated delta rule's rows: decode by sequences, prefill by rows
+      env $2 timeout 120 "$(dirname "$1")/cuda_delta_rule_bench" 2>&1 | tee "$build/last-run.log" |
+        awk '/^## Decode/ { s = "decode seqs" } /^## Prefill/ { s = "prefill rows" }
+             /^\| [0-9]+ \|/ { sub(/^\| /, "| " s " "); print }' ;;
     clocks)  # cuBLAS and ours in blocks, nvidia-smi sampling meanwhile, joined per block
       nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
         --format=csv,noheader,nounits -lms 20 > "$build/smi.csv" 2>&1 &

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "base/dtype.h"
 #include "kernels/backend.h"
 
 inline double now() {
@@ -44,4 +45,15 @@ inline float* random_device_floats(tachyon::kernels::Backend& backend, size_t co
   auto* p = static_cast<float*>(backend.allocate(count * sizeof(float)));
   backend.copy_to_device(p, host.data(), count * sizeof(float));
   return p;
+}
+
+// A [rows, cols] bf16 matrix of uniform values in ±0.03 (xorshift from `seed`), uploaded.
+inline tachyon::kernels::Weight random_weight(tachyon::kernels::Backend& be, int64_t rows, int64_t cols, uint32_t seed) {
+  std::vector<uint16_t> host(static_cast<size_t>(rows * cols));
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (uint16_t& x : host) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    x = tachyon::f32_to_bf16((static_cast<float>(s >> 40) / 16777216.f * 2.f - 1.f) * 0.03f);
+  }
+  return be.upload_weight(tachyon::kernels::Weight{host.data(), tachyon::DType::BF16, rows, cols});
 }

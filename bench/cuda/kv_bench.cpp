@@ -48,17 +48,6 @@ constexpr kernels::KvFormat kFormats[] = {kernels::KvFormat::BF16, kernels::KvFo
                                           kernels::KvFormat::FP8,  kernels::KvFormat::Int8, kernels::KvFormat::Int4,
                                           kernels::KvFormat::Turbo};
 
-// A bf16 weight [rows, cols] of random values on the device (upload_weight's layout).
-kernels::Weight random_weight(kernels::Backend& be, int64_t rows, int64_t cols, uint32_t seed) {
-  std::vector<uint16_t> host(static_cast<size_t>(rows * cols));
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (uint16_t& x : host) {
-    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-    x = f32_to_bf16((static_cast<float>(s >> 40) / 16777216.f * 2.f - 1.f) * 0.03f);
-  }
-  return be.upload_weight(kernels::Weight{host.data(), DType::BF16, rows, cols});
-}
-
 struct Scenario {
   const char* name;
   int64_t batch, context;

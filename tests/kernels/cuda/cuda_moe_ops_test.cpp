@@ -165,9 +165,11 @@ TEST_F(CudaNewOps, GateMultiplyAndCopyStridedMatchReference) {
 }
 
 // Two sequences (rows 0-6 and 7-9) through conv1d + delta rule, with snapshot slots; the
-// shapes of the CPU test (kernels/moe_ops_test.cpp) plus Qwen3-Next's real head size.
+// shapes of the CPU test (kernels/moe_ops_test.cpp), Qwen3-Next's real head size, and one whose
+// k_dim ends inside a warp's rows and v_dim inside a CTA's columns (48 x 40: two warps, two CTAs).
 TEST_F(CudaNewOps, ConvAndDeltaRuleMatchReferenceIncludingSnapshots) {
-  for (auto [Hk, Hv, dk, dv] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 4, 8, 6}, {1, 2, 128, 128}}) {
+  for (auto [Hk, Hv, dk, dv] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 4, 8, 6}, {1, 2, 128, 128}, {2, 6, 48, 40}}) {
     const int64_t K = 4, C = 2 * Hk * dk + Hv * dv, slots = 6, rows = 10;
     const int64_t conv_floats = (K - 1) * C, state_floats = Hv * dk * dv;
     const auto x = random_vec(static_cast<size_t>(rows * C), rng), ba = random_vec(static_cast<size_t>(rows * 2 * Hv), rng);
@@ -198,7 +200,7 @@ TEST_F(CudaNewOps, ConvAndDeltaRuleMatchReferenceIncludingSnapshots) {
     EXPECT_LT(rel_l2(download(d_out, out.size()), out), 1e-5) << shape;
     EXPECT_LT(rel_l2(download(d_rec_state, rec_state.size()), rec_state), 1e-5) << shape;
 
-    // Sequence 0 again, split across two calls ([0, 3) then [3, 7)): the same bits.
+    // Sequence 0 again, split across calls of 1, 2 and 4 rows (decode, then verify-sized): the same bits.
     float* d_conv_b = upload(conv0);
     float* d_rec_b = upload(rec0);
     float* cb = poisoned(static_cast<size_t>(7 * C));
@@ -206,7 +208,7 @@ TEST_F(CudaNewOps, ConvAndDeltaRuleMatchReferenceIncludingSnapshots) {
     const Weight w = gpu->upload_weight(host_w);
     const float* dx = upload(x);
     const float* dba = upload(ba);
-    for (auto [b, e] : {std::pair<int32_t, int32_t>{0, 3}, {3, 7}}) {
+    for (auto [b, e] : {std::pair<int32_t, int32_t>{0, 1}, {1, 3}, {3, 7}}) {
       std::vector<int32_t> begin = {0, e - b}, slot = {4}, snap(snapshot.begin() + b, snapshot.begin() + e);
       const RecurrentMeta m{1, begin.data(), slot.data(), snap.data()};
       gpu->causal_conv1d_silu(dx + b * C, e - b, C, w, m, d_conv_b, conv_floats, cb + b * C);
