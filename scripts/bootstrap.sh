@@ -6,6 +6,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
+  ccache  # a clean clone (CI's) reuses the objects an earlier build on this machine made (CMakeLists.txt)
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcpp-httplib-dev
   libcli11-dev libspdlog-dev libfmt-dev libcurl4-openssl-dev libssl-dev libedit-dev

@@ -19,11 +19,11 @@ using tachyon::tokenizer::StreamingDecoder;
 using tachyon::tokenizer::Tokenizer;
 
 const Tokenizer& demo() {
-  static const Tokenizer t = Tokenizer::from_file(TACHYON_SOURCE_DIR "/models/tachyon-demo/tokenizer.json");
+  static const Tokenizer t = Tokenizer::from_file(std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo/tokenizer.json");
   return t;
 }
 const Tokenizer& metaspace() {
-  static const Tokenizer t = Tokenizer::from_file(TACHYON_SOURCE_DIR "/tests/fixtures/tokenizers/mini_metaspace.json");
+  static const Tokenizer t = Tokenizer::from_file(std::string(TACHYON_SOURCE_DIR) + "/tests/fixtures/tokenizers/mini_metaspace.json");
   return t;
 }
 

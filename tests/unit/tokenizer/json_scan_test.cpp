@@ -9,7 +9,7 @@ namespace {
 
 // The fast scanner must decode exactly what a JSON parser reads, escapes included.
 TEST(tokenizer_json_scan, AgreesWithTheJsonParser) {
-  const std::string text = read_file(TACHYON_SOURCE_DIR "/models/tachyon-demo/tokenizer.json");
+  const std::string text = read_file(std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo/tokenizer.json");
   ModelTables tables;
   ASSERT_TRUE(scan_model_tables(text, &tables));
   const Json doc = parse_json(text, "demo");

@@ -56,7 +56,7 @@ TEST(tokenizer_streaming, HoldsBackIncompleteCharacters) {
 }
 
 TEST(tokenizer_streaming, SkipsSpecialTokens) {
-  const Tokenizer tok = Tokenizer::from_file(TACHYON_SOURCE_DIR "/models/tachyon-demo/tokenizer.json");
+  const Tokenizer tok = Tokenizer::from_file(std::string(TACHYON_SOURCE_DIR) + "/models/tachyon-demo/tokenizer.json");
   const auto ids = tok.encode("<|im_start|>hello<|im_end|>");
   StreamingDecoder stream(tok);
   std::string out;

@@ -95,7 +95,7 @@ TEST(tokenizer_facade, EncodeIsThreadSafe) {
 }
 
 TEST(tokenizer_facade, PostProcessorOnlyWithSpecialTokens) {
-  const Tokenizer tok = Tokenizer::from_file(TACHYON_SOURCE_DIR "/tests/fixtures/tokenizers/mini_metaspace.json");
+  const Tokenizer tok = Tokenizer::from_file(std::string(TACHYON_SOURCE_DIR) + "/tests/fixtures/tokenizers/mini_metaspace.json");
   const auto with = tok.encode("Hello");
   const auto without = tok.encode("Hello", false);
   ASSERT_EQ(with.size(), without.size() + 2);
