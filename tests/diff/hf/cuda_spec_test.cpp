@@ -22,6 +22,7 @@
 #include "spec/draft_model.h"
 #include "spec/mtp.h"
 #include "spec/ngram.h"
+#include "../../unit/engine/engine_test_helpers.h"
 #include "model_runner.h"
 
 namespace tachyon::testing {
@@ -63,19 +64,7 @@ Outputs run_engine(model::Model& model, const std::vector<std::vector<int32_t>>&
     streams.push_back(engine.submit(r));
   }
   Outputs out;
-  for (auto& s : streams) {
-    std::vector<int32_t> tokens;
-    for (;;) {
-      auto o = s->next(std::chrono::seconds(120));
-      if (!o) {
-        ADD_FAILURE() << "timed out";
-        break;
-      }
-      tokens.insert(tokens.end(), o->tokens.begin(), o->tokens.end());
-      if (o->finish != engine::FinishReason::None) break;
-    }
-    out.tokens.push_back(tokens);
-  }
+  for (auto& s : streams) out.tokens.push_back(engine::test_helpers::collect(*s));
   out.stats = engine.stats();
   return out;
 }

@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "engine/engine.h"
+#include "../../unit/engine/engine_test_helpers.h"
 #include "golden_device.h"
 #include "kernels/kv_format.h"
 #include "model/model.h"
@@ -59,19 +60,7 @@ Run run(model::Model& model, const engine::EngineConfig& config, const std::vect
     streams.push_back(engine.submit(r));
   }
   Run out;
-  for (auto& s : streams) {
-    std::vector<int32_t> tokens;
-    for (;;) {
-      auto o = s->next(std::chrono::seconds(120));
-      if (!o) {
-        ADD_FAILURE() << "timed out";
-        break;
-      }
-      tokens.insert(tokens.end(), o->tokens.begin(), o->tokens.end());
-      if (o->finish != engine::FinishReason::None) break;
-    }
-    out.tokens.push_back(std::move(tokens));
-  }
+  for (auto& s : streams) out.tokens.push_back(engine::test_helpers::collect(*s));
   for (int i = 0; i < 200 && (engine.stats().running > 0 || engine.stats().queue_depth > 0); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   out.stats = engine.stats();
