@@ -25,9 +25,9 @@ void causal_conv1d_silu(const float* x, int64_t channels, const void* w, int64_t
                         const DeviceRecurrentMeta& meta, float* state, int64_t state_stride, float* out,
                         cudaStream_t stream);
 
-// One CTA per (sequence, value head), tokens in order: the head's state [dk, dv] in shared
-// memory, thread j owning column j (so the state needs no synchronisation), q and k staged
-// per token. Float arithmetic in the reference's order (the reference accumulates in double).
+// One CTA per (sequence, value head, 32 state columns), tokens in order, the state in registers
+// (linear_attention.cu says how). k_dim <= 128. Every row's arithmetic is fixed: the bits do not
+// depend on the batch or on where a sequence's forwards split.
 void gated_delta_rule(const float* qkv, int64_t qkv_stride, const float* ba, const DeltaRuleParams& p,
                       const DeviceRecurrentMeta& meta, float* state, int64_t state_stride, float* out,
                       cudaStream_t stream);

@@ -292,9 +292,10 @@ std::atomic<uint64_t> g_streamed_calls{0};
 uint64_t moe_streamed_calls() { return g_streamed_calls.load(); }
 
 bool MoeRunner::streams(int64_t rows, int64_t slots, const Tables& tab, const MoeExperts& e) const {
-  return !tab.gate_up_bias && !tab.down_bias && slots <= kStreamMaxRows &&
+  // Past 8 slots down runs once per 8 slots (its x rows); gate_up takes every slot at once.
+  return !tab.gate_up_bias && !tab.down_bias && slots <= kStreamMaxGatherSlots &&
          stream_gather_fits(rows, e.hidden, slots, 2 * e.intermediate) &&
-         stream_gather_fits(slots, e.intermediate, slots, e.hidden);
+         stream_gather_fits(std::min<int64_t>(slots, kStreamMaxRows), e.intermediate, kStreamMaxRows, e.hidden);
 }
 
 void MoeRunner::run_streamed(const float* x, int64_t rows, const int32_t* ids, const float* weights, int64_t top_k,
@@ -314,9 +315,13 @@ void MoeRunner::run_streamed(const float* x, int64_t rows, const int32_t* ids, c
          slots, I, e.clamped_swiglu, e.swiglu_limit, e.swiglu_alpha, h);
   TACHYON_CUDA_LAUNCH_CHECK();
   g.table = tab.down, g.slots_per_row = 1, g.n_local = static_cast<int>(H);
-  matmul_stream_gathered(h, static_cast<int>(slots), static_cast<int>(I), static_cast<int>(round_up(I, kMmaColPad) / 32),
-                         g, y, stream_);
-  TACHYON_CUDA_LAUNCH_CHECK();
+  for (int64_t first = 0; first < slots; first += kStreamMaxRows) {
+    const int n = static_cast<int>(std::min<int64_t>(kStreamMaxRows, slots - first));
+    g.ids = ids + first, g.slots = n;
+    matmul_stream_gathered(h + first * I, n, static_cast<int>(I), static_cast<int>(round_up(I, kMmaColPad) / 32), g,
+                           y + first * H, stream_);
+    TACHYON_CUDA_LAUNCH_CHECK();
+  }
   launch(moe_combine_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(ceil_div(H, 256))), dim3(256), 0,
          stream_, y, ids, weights, static_cast<const int32_t*>(nullptr), static_cast<int>(top_k),
          static_cast<int>(e.num_experts), H, out);

@@ -52,9 +52,10 @@ class MoeRunner {
     const float* const* down_bias = nullptr;
   };
   const Tables& tables(const MoeExperts& e);
-  // Decode-sized calls of bias-free experts (<= 8 routed slots, on Hopper): the routed experts'
-  // weights stream through the dense streaming kernel (matmul_stream.cuh, StreamGather), gate_up
-  // for the slots' rows, the gated activation, then down for each slot's own row.
+  // Decode-sized calls of bias-free experts (<= 8 rows, <= 64 routed slots, on Hopper): the routed
+  // experts' weights stream through the dense streaming kernel (matmul_stream.cuh, StreamGather),
+  // gate_up for the slots' rows, the gated activation, then down for each slot's own row, 8 slots
+  // per launch (an expert two slots share streams twice).
   bool streams(int64_t rows, int64_t slots, const Tables& tab, const MoeExperts& e) const;
   void run_streamed(const float* x, int64_t rows, const int32_t* ids, const float* weights, int64_t top_k,
                     const MoeExperts& e, const Tables& tab, float* out);
