@@ -16,6 +16,8 @@ ALLOWED = {"src/cli/default_model.cpp", "tests/source_dir.cpp", "bench/pflash/pf
 
 build, source = sys.argv[1], os.path.realpath(sys.argv[2])
 entries = json.load(open(os.path.join(build, "compile_commands.json")))
+if not entries:
+    sys.exit("compile_commands.json lists no sources")
 definition = re.compile(r"-D\w+=(\S+)")
 offending = set()
 for e in entries:
@@ -24,8 +26,6 @@ for e in entries:
         continue
     if any(source in value for value in definition.findall(e.get("command") or " ".join(e.get("arguments", [])))):
         offending.add(rel)
-if not entries:
-    sys.exit("compile_commands.json lists no sources")
 if offending:
     print(f"{len(offending)} sources define a macro holding {source} on their compile line, e.g.:")
     for rel in sorted(offending)[:10]:

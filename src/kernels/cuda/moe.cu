@@ -287,7 +287,7 @@ const MoeRunner::Tables& MoeRunner::tables(const MoeExperts& e) {
   return tables_.emplace(std::move(host), tab).first->second;
 }
 
-std::atomic<uint64_t> g_streamed_calls{0};
+static std::atomic<uint64_t> g_streamed_calls{0};
 
 uint64_t moe_streamed_calls() { return g_streamed_calls.load(); }
 

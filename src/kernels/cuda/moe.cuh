@@ -7,8 +7,8 @@
 //   gate_up:  grouped matmul over the tiles with the activation fused: h [entries, I].
 //   down:     grouped matmul: y [entries, hidden] (down bias included).
 //   combine:  out[r] = Σ over the row's slots in ascending expert id of w · y[entry].
-// Decode-sized calls (<= 8 slots) stream the routed experts instead (run_streamed): no plan, and
-// gate_up and down as gathered streaming matmuls (matmul_stream.cuh), with the same bits.
+// Decode-sized calls (<= 8 rows, <= 64 slots) stream the routed experts instead (run_streamed): no
+// plan, and gate_up and down as gathered streaming matmuls (matmul_stream.cuh), with the same bits.
 // Each entry's outputs follow the canonical matmul order, so a row's result does not depend
 // on the other rows of the call.
 #pragma once
