@@ -35,6 +35,11 @@ p.add_argument("--deadline", type=float, default=400.0,
                help="wall time of the whole run from start-up: training stops early enough to evaluate and save")
 p.add_argument("--prompts", type=int, default=48000, help="prompts to make (generation stops at --gen-seconds)")
 p.add_argument("--gen-batch", type=int, default=1024)
+p.add_argument("--data", help="the generated continuations: loaded from this file when it exists, else generated "
+               "and saved there (runs side by side on one GPU share one generation)")
+p.add_argument("--no-feature-cache", action="store_true",
+               help="recompute the target's features every step instead of once for every sequence (bf16, "
+                    "kept on the GPU when they fit)")
 p.add_argument("--eval-len", type=int, default=256, help="greedy tokens per --eval-ids prompt")
 p.add_argument("--init", help="start from this drafter folder instead of the target's layers "
                "(with --seconds 0: only evaluate it)")
@@ -160,7 +165,9 @@ def target_forward(ids, pos, key_ok, cache=None, start=0, collect=()):
         o = attend(q, k, v, mask).transpose(1, 2).reshape(B, T, H * HD)
         x = x + o @ W[pfx + "self_attn.o_proj.weight"].T
         x = x + mlp(rms(x, W[pfx + "post_attention_layernorm.weight"]), W, pfx)
-        if l in collect: feats.append(x)
+        if l in collect:
+            feats.append(x)
+            if l == max(collect): break  # the layers above feed nothing collected
     return x, feats
 
 def logits_of(h):
@@ -309,41 +316,56 @@ def make_prompts(n, p_max):
 P_MAX = 64 if args.smoke else args.prompt_max
 gen_batch = 16 if args.smoke else args.gen_batch
 n_prompts = 64 if args.smoke else args.prompts
-prompts, how = make_prompts(n_prompts, P_MAX)
+have_data = bool(args.data) and os.path.exists(args.data)
+prompts, how = ([], f"from {args.data}") if have_data else make_prompts(n_prompts, P_MAX)
 log(f"device {dev} ({torch.cuda.get_device_name() if dev == 'cuda' else 'cpu'}), torch {torch.__version__}; prompts: {how}")
-if "smoke" not in how:  # one prompt of each kind, as text
+if prompts and "smoke" not in how:  # one prompt of each kind, as text
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(os.path.join(args.target, "tokenizer.json"))
     for k in KINDS:
         example = next((ids for ids, kind in prompts if kind == k), None)
         if example: log(f"  {k}: {tok.decode(example)[-240:]!r}")
 gen_len = 24 if args.smoke else args.gen_len
-seqs, valid, kinds = [], [], []
-t_gen = time.time()
 WIDTH = P_MAX + gen_len
-for b in range(0, len(prompts), gen_batch):
-    # sort by length inside each slice to limit padding
-    chunk = sorted(prompts[b:b + gen_batch], key=lambda x: len(x[0]))
-    ids, ok = generate([x[0] for x in chunk], gen_len)
-    # pad every batch to one width (left) so that all sequences stack
-    pad = WIDTH - ids.shape[1]
-    ids = F.pad(ids, (pad, 0), value=8179); ok = F.pad(ok, (pad, 0), value=False)
-    # labels stop after the first EOS of the continuation
-    cont = ids[:, WIDTH - gen_len:]
-    is_eos = (cont == 8181) | (cont == 8179)
-    after = (is_eos.long().cumsum(1) - is_eos.long()) > 0
-    ok[:, WIDTH - gen_len:] &= ~after
-    seqs.append(ids.cpu()); valid.append(ok.cpu()); kinds += [KINDS.index(x[1]) for x in chunk]
-    if time.time() - t_gen > (20 if args.smoke else args.gen_seconds): break
-seqs, valid, kinds = torch.cat(seqs), torch.cat(valid), np.array(kinds)
+
+def generate_data():
+    seqs, valid, kinds = [], [], []
+    t_gen = time.time()
+    for b in range(0, len(prompts), gen_batch):
+        # sort by length inside each slice to limit padding
+        chunk = sorted(prompts[b:b + gen_batch], key=lambda x: len(x[0]))
+        ids, ok = generate([x[0] for x in chunk], gen_len)
+        # pad every batch to one width (left) so that all sequences stack
+        pad = WIDTH - ids.shape[1]
+        ids = F.pad(ids, (pad, 0), value=8179); ok = F.pad(ok, (pad, 0), value=False)
+        # labels stop after the first EOS of the continuation
+        cont = ids[:, WIDTH - gen_len:]
+        is_eos = (cont == 8181) | (cont == 8179)
+        after = (is_eos.long().cumsum(1) - is_eos.long()) > 0
+        ok[:, WIDTH - gen_len:] &= ~after
+        seqs.append(ids.cpu()); valid.append(ok.cpu()); kinds += [KINDS.index(x[1]) for x in chunk]
+        if time.time() - t_gen > (20 if args.smoke else args.gen_seconds): break
+    seqs, valid, kinds = torch.cat(seqs), torch.cat(valid), np.array(kinds)
+    log(f"generated {seqs.shape[0]} sequences x {gen_len} greedy tokens in {time.time() - t_gen:.1f}s "
+        f"({seqs.shape[0] * gen_len / (time.time() - t_gen):.0f} tok/s)")
+    return seqs, valid, kinds
+
+if have_data:
+    seqs, valid, kinds = torch.load(args.data)
+    kinds = np.array(kinds)
+    log(f"loaded {seqs.shape[0]} sequences from {args.data}")
+else:
+    seqs, valid, kinds = generate_data()
+    if args.data:  # written whole, then renamed: a run waiting for the file never reads half of it
+        torch.save((seqs, valid, kinds.tolist()), args.data + ".part")
+        os.replace(args.data + ".part", args.data)
 N_SEQ = seqs.shape[0]
 GEN0 = WIDTH - gen_len  # first generated position (the same in every row)
 n_eval = max(8, N_SEQ // 50)
 # the held-out rows: every kind, interleaved (the batches above are in random kind order)
 perm = np.random.default_rng(3).permutation(N_SEQ)
 seqs, valid, kinds = seqs[perm], valid[perm], kinds[perm]
-log(f"generated {N_SEQ} sequences x {gen_len} greedy tokens in {time.time() - t_gen:.1f}s "
-    f"({N_SEQ * gen_len / (time.time() - t_gen):.0f} tok/s); {n_eval} held out for evaluation")
+log(f"{N_SEQ} sequences, {n_eval} held out for evaluation")
 
 # ---------------------------------------------------------------- the drafter
 DL = args.layers
@@ -361,13 +383,35 @@ def init_drafter():
         Wd = {k: v.to(dev) for k, v in load_st(os.path.join(args.init, "model.safetensors")).items()}
     return {k: torch.nn.Parameter(v.float()) for k, v in Wd.items()}
 
-N_ANCH = 4 if args.smoke else args.anchors
-def batch_of(rows, rng):
-    ids = seqs[rows].to(dev); ok = valid[rows].to(dev)
+def features(ids, ok):
     with torch.no_grad():
         pos = (ok.long().cumsum(1) - 1).clamp(min=0)
         _, feats = target_forward(ids, pos, ok, None, 0, collect=set(LAYER_IDS))
-        ctx = torch.cat(feats, -1)  # layer order = LAYER_IDS order (sorted ascending)
+        return torch.cat(feats, -1), pos  # layer order = LAYER_IDS order (sorted ascending)
+
+# Training reads every sequence's features from one bf16 copy made up front: the drafter's autocast
+# rounds them to bf16 before its first matmul anyway, and the target's f32 forward was the larger
+# part of a training step. Evaluation recomputes them in f32, as the engine has them.
+FEAT = None
+if dev == "cuda" and not args.smoke and not args.no_feature_cache:
+    need = N_SEQ * WIDTH * D * len(LAYER_IDS) * 2
+    free = torch.cuda.mem_get_info()[0]
+    if need + 8e9 < free:
+        t_feat = time.time()
+        FEAT = torch.empty(N_SEQ, WIDTH, D * len(LAYER_IDS), dtype=torch.bfloat16, device=dev)
+        for b in range(0, N_SEQ, 64):
+            FEAT[b:b + 64] = features(seqs[b:b + 64].to(dev), valid[b:b + 64].to(dev))[0].to(torch.bfloat16)
+        log(f"features of {N_SEQ} sequences cached ({need / 1e9:.1f} GB) in {time.time() - t_feat:.1f}s")
+    else:
+        log(f"features recomputed every step: {need / 1e9:.1f} GB do not fit beside the {free / 1e9:.1f} GB free")
+
+N_ANCH = 4 if args.smoke else args.anchors
+def batch_of(rows, rng, cached=True):
+    ids = seqs[rows].to(dev); ok = valid[rows].to(dev)
+    if cached and FEAT is not None:
+        ctx, pos = FEAT[torch.from_numpy(rows).to(dev)], (ok.long().cumsum(1) - 1).clamp(min=0)
+    else:
+        ctx, pos = features(ids, ok)
     # anchors: the bonus token of a step is at a position >= GEN0 (the first generated token)
     hi = WIDTH - BLK
     anchors = torch.stack([torch.from_numpy(rng.choice(np.arange(GEN0, hi + 1), N_ANCH, replace=False))
@@ -482,7 +526,7 @@ with torch.no_grad():
     erng = np.random.default_rng(1)
     for b in range(0, n_eval, bs):
         rows = eval_rows[b:b + bs]
-        batch = batch_of(rows, erng)
+        batch = batch_of(rows, erng, cached=False)
         _, hit, lab_ok = loss_and_acc(Wq, batch)
         hits.append(hit); oks.append(lab_ok)
     hits, oks = torch.cat(hits), torch.cat(oks)

@@ -176,7 +176,10 @@ TEST(SpeculativeEngine, SamplingDistributionIsUnchangedByDrafting) {
 
 // Rejection sampling over DFlash block drafts: the demo model with its block drafter samples the
 // same distribution of 4-token continuations as without it (temperature 1, top-k 3), and the
-// drafts were accepted often enough for the test to mean something.
+// drafts were accepted often enough for the test to mean something: at least one per four
+// samples. (The drafter learns the target's greedy tokens, so the longer it trains the sharper its
+// proposals and the fewer a flat sampling distribution accepts: 1,586 drafts over the 2,000
+// samples for the 2-layer drafter of 6e0ae1b, 767 for the 3-layer one that replaced it.)
 TEST(SpeculativeEngine, DFlashBlockDraftsLeaveTheSamplingDistributionUnchanged) {
   auto drafter = spec::make_dflash_drafter(
       model::DFlashHead::load(kDemo + "/dflash", kDemo, demo().model->config(), *demo().backend), *demo().backend);
@@ -217,7 +220,7 @@ TEST(SpeculativeEngine, DFlashBlockDraftsLeaveTheSamplingDistributionUnchanged) 
   const double p = testing::homogeneity_p(counts[0], counts[1]);
   std::printf("DFlash, first-4-token outcomes: %zu plain, %zu speculative; %llu drafts accepted; homogeneity p = %.3f\n",
               counts[0].size(), counts[1].size(), static_cast<unsigned long long>(accepted), p);
-  EXPECT_GT(accepted, static_cast<uint64_t>(samples / 2)) << "too few accepted drafts for the test to mean anything";
+  EXPECT_GT(accepted, static_cast<uint64_t>(samples / 4)) << "too few accepted drafts for the test to mean anything";
   EXPECT_GT(p, 0.01);
 }
 
