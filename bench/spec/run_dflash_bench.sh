@@ -33,7 +33,8 @@ run_once() {  # prompt ids, text file, method flags... → the run summary line 
   echo "Greedy, 256 new tokens, 1 warm-up discarded, median of 3. tok/s = decode tok/s as \`tachyon run\` reports it;"
   echo "ratio = tok/s / plain tok/s of the same run; tokens/step = mean accepted length (accepted drafts + 1);"
   echo "same = the output text equals plain decoding's. Prompts: the token ids of bench/spec/prompts/*.ids."
-  echo "dflash_chain, dflash_ddtree: k = 7 every step (no auto-k, no gates): the drafter's accepted length at block 8;"
+  echo "dflash_chain, dflash_ddtree (16 nodes), dflash_ddtree32 (32 nodes): k = 7 every step (no auto-k, no gates): the"
+  echo "drafter's accepted length at block 8;"
   echo "dflash_auto, draft: engine defaults (auto-k, gates on)."
   echo
   echo "| workload | method | tok/s | ratio | tokens/step | same |"
@@ -42,11 +43,12 @@ run_once() {  # prompt ids, text file, method flags... → the run summary line 
   for w in code_completion code_edit prose; do
     ids="$(tr -s ' \n' ',,' < "$root/bench/spec/prompts/$w.ids" | sed 's/^,//; s/,$//')"
     base=""
-    for method in none dflash_chain dflash_ddtree dflash_auto draft; do
+    for method in none dflash_chain dflash_ddtree dflash_ddtree32 dflash_auto draft; do
       case $method in
         none) flags=(--no-pld --no-drafter --no-mtp) ;;
         dflash_chain) flags=(--speculative-config "{\"method\":\"dflash\",\"tree_nodes\":0,$full_block}") ;;
         dflash_ddtree) flags=(--speculative-config "{\"method\":\"dflash\",\"tree_nodes\":16,$full_block}") ;;
+        dflash_ddtree32) flags=(--speculative-config "{\"method\":\"dflash\",\"tree_nodes\":32,$full_block}") ;;
         dflash_auto) flags=(--speculative-config '{"method":"dflash"}') ;;
         draft) flags=(--speculative-config '{"method":"draft"}') ;;
       esac
