@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tachyon vs llama.cpp on the same GGUF files, one run each, same machine (issue #45 item 6):
+# tachyon vs llama.cpp on the same GGUF files, ROUNDS rounds each (engines alternating), same machine (issue #45 item 6):
 # decode (llama-bench tg128 / cpu_bench 32 tokens at batch 1) and prefill 512 tok/s of a random
 # Qwen3-0.6B-shaped checkpoint as BF16 and every type TYPES lists (default: the types of issue #45
 # item 2, Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K, and a Q4_K_M file).
@@ -31,6 +31,10 @@ tachyon_types="${TACHYON_TYPES:-BF16 $types}"
 threads="${THREADS:-$(nproc)}"
 gen="${GEN:-128}"              # llama-bench tg tokens (cpu_bench decodes 32)
 with_bf16="${WITH_BF16:-1}"    # 0: measure only the quantized files
+# Rounds per file, the two engines alternating: a single run of each, one after the other, moved
+# the ratio by 20-30% on the 2-core VM as an AMD EPYC, whose bandwidth drifts by the minute
+# (bench/results/gguf-cpu-b2113d3.md); the ratios table takes each figure's median.
+rounds="${ROUNDS:-3}"
 converter="${CONVERTER:-/work/shared/tools/hf_to_gguf_qwen3.py}"
 
 mkdir -p "$work"
@@ -59,18 +63,21 @@ out="$root/bench/results/gguf-cpu-$commit.md"
   echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $threads threads for both engines."
   echo "llama.cpp: $(git -C "$llama" rev-parse --short HEAD 2>/dev/null || echo "source d32676d7 (snapshot)"), llama-bench -p 512 -n $gen -r 1."
   echo "tachyon: bench/engine/cpu_bench --runs 1 (decode 32 tokens at batch 1, prefill 512), CPU backend."
+  echo "$rounds rounds per file, the engines alternating; the ratios below are of the medians."
   echo
   for f in "${files[@]}"; do
     echo "## $(basename "$f") ($(du -mL "$f" | cut -f1) MB)"
     echo
     echo '```'
-    "$llama/build/bin/llama-bench" -m "$f" -p 512 -n "$gen" -t "$threads" -r 1 -o md 2>/dev/null || echo "llama-bench failed"
     type="$(basename "$f" .gguf | sed 's/^qwen3-0\.6b-//' | tr 'a-z' 'A-Z')"
-    if [[ " $tachyon_types " == *" $type "* ]]; then
-      "$build/bench/cpu_bench" --runs 1 --prefill-tokens 512 "$f" 2>/dev/null || echo "tachyon cpu_bench failed"
-    else
-      echo "tachyon: $type not measured (TACHYON_TYPES=\"$tachyon_types\": the CPU backend does not run it yet)"
-    fi
+    for ((round = 1; round <= rounds; ++round)); do  # engine by engine, so both see the same bandwidth drift
+      "$llama/build/bin/llama-bench" -m "$f" -p 512 -n "$gen" -t "$threads" -r 1 -o md 2>/dev/null || echo "llama-bench failed"
+      if [[ " $tachyon_types " == *" $type "* ]]; then
+        "$build/bench/cpu_bench" --runs 1 --prefill-tokens 512 "$f" 2>/dev/null || echo "tachyon cpu_bench failed"
+      else
+        echo "tachyon: $type not measured (TACHYON_TYPES=\"$tachyon_types\": the CPU backend does not run it yet)"
+      fi
+    done
     echo '```'
     echo
   done
