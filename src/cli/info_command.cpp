@@ -124,8 +124,9 @@ Json draft_tree_report(const model::Model& model) {
   if (model.kv_layout(1).num_state_layers > 0)
     return {{"eligible", false}, {"why", "hybrid model: the recurrent state follows one branch, so drafts stay chains"}};
   return {{"eligible", true},
-          {"why", "greedy requests; draft/mtp runner-up trees where verify rows measure cheap (GPUs), chains on CPUs; "
-                  "any drafter with \"tree_nodes\":N"}};
+          {"why", "requests without per-token logprobs; draft/mtp runner-up trees where verify rows measure cheap "
+                  "(GPUs), chains on CPUs; DFlash DDTrees and merged trees sized per step from node probabilities "
+                  "and the measured verify cost; any drafter with \"tree_nodes\":N"}};
 }
 
 // Bytes of KV per 1k tokens in every storage format (what the pool holds per token, params

@@ -151,7 +151,9 @@ SpecDrafters SpecOptions::apply(const std::string& model_dir, const model::Model
     log::info("speculative decoding: {} (k = {}{}{})", drafter->name(), config.num_speculative_tokens,
               config.auto_k ? ", auto" : "",
               !drafter->proposes_trees() || config.max_tree_nodes == 0 ? std::string()
-              : config.max_tree_nodes < 0 ? std::string(", trees where verify rows measure cheap")
+              : config.max_tree_nodes < 0 ? std::string(drafter->scores_tree_nodes()
+                                                            ? ", trees sized by node probability and measured verify cost"
+                                                            : ", trees where verify rows measure cheap")
                                           : fmt::format(", trees of {} nodes", config.max_tree_nodes));
   SpecDrafters out;
   if (drafter) out.push_back(std::move(drafter));

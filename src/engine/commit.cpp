@@ -156,7 +156,7 @@ uint64_t Commit::verify_drafts(const ScheduledChunk& c, ActiveRequest& a, const 
   if (state_.config.prefix_cache && a.prefix_cacheable())
     kv.register_blocks(a.seq, a.tokens, cacheable_tokens(a, std::min<int32_t>(num_computed, a.tokens.size())));
   const char* gate = state_.policy.record_verification(a.spec, static_cast<int32_t>(num_drafted), result.num_accepted,
-                                                       static_cast<int32_t>(emitted));
+                                                       static_cast<int32_t>(emitted), result.nodes);
   a.pending.spec = a.spec.usage;
   if (gate) state_.stats.record_gate(gate);
   state_.stats.record_verification(static_cast<int32_t>(num_drafted), result.num_accepted, tree);

@@ -47,6 +47,7 @@ double propose_drafts(LoopState& state) {
       tree = spec::prune_to_grammar(std::move(tree), *a.constraint);
       state.stats.record_grammar_pruned_drafts(proposed - tree.size());
     }
+    if (!tree.node_scores.empty()) state.policy.size_tree(a.spec, tree, seconds_between(t0, Clock::now()));
     a.spec.draft_depth = tree.depth();
     if (!tree.is_chain()) a.spec.tree_parents = std::move(tree.parents);
     std::vector<int32_t> drafts = std::move(tree.tokens);

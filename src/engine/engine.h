@@ -97,7 +97,9 @@ struct EngineConfig {
   // drafter branches and the model has no recurrent state; at most num_speculative_tokens
   // deep. 0 or anything <= k: chains. -1 (auto): for drafters whose trees may pay
   // (Drafter::trees_by_default), trees of 2k nodes or chains, whichever emits more tokens per
-  // second of measured step cost (spec/spec_step_costs.h, TreeOrChain).
+  // second of measured step cost (spec/spec_step_costs.h, TreeOrChain); for drafters that score
+  // their nodes (DFlash) or size their own trees (merged), each tree cut to the node count with
+  // the most expected tokens per second of measured verify cost (SpecPolicy::size_tree).
   int32_t max_tree_nodes = -1;
   bool gates = true;                   // prompt, acceptance and throughput gates may turn speculation off
   bool model_free_drafter = false;     // apply the prompt-time repetition gate

@@ -65,6 +65,7 @@ DraftTree best_first_tree(const std::vector<PositionTopK>& positions, int32_t ma
     const Candidate c = frontier.top();
     frontier.pop();
     const int32_t node = tree.add(c.parent, positions[static_cast<size_t>(c.depth)].tokens[static_cast<size_t>(c.rank)]);
+    tree.node_scores.push_back(std::exp(c.score));  // popped best first: non-increasing
     push(node, c.score, c.depth + 1, 0);               // its best child
     push(c.parent, c.parent_score, c.depth, c.rank + 1);  // its next sibling
   }

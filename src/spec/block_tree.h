@@ -7,6 +7,7 @@
 // best token of the next position) and its next sibling (the next-ranked token at its own
 // position). Children never outscore their parent, so parents come before children and any
 // prefix of the nodes is a tree (spec/draft_tree.h). With max_nodes = depth it is the greedy chain.
+// Each node's exp(score), the drafter's probability of its path, goes to DraftTree::node_scores.
 #pragma once
 
 #include <cstdint>

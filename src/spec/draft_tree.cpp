@@ -36,6 +36,7 @@ int32_t DraftTree::add(int32_t parent, int32_t token) {
 void DraftTree::truncate(size_t num_nodes) {
   tokens.resize(std::min(tokens.size(), num_nodes));
   parents.resize(tokens.size());
+  if (node_scores.size() > tokens.size()) node_scores.resize(tokens.size());
 }
 
 DraftTree DraftTree::chain(std::vector<int32_t> tokens) {

@@ -27,6 +27,11 @@ namespace tachyon::spec {
 struct DraftTree {
   std::vector<int32_t> tokens;
   std::vector<int32_t> parents;
+  // Per node, where the drafter knows it: its probability under the drafter that the target's
+  // path reaches it, best first (non-increasing, so every prefix is the best tree of its size:
+  // a block drafter's best-first tree, spec/block_tree.h). Empty: unscored. truncate and
+  // prune_to_grammar keep it in step.
+  std::vector<double> node_scores;
 
   size_t size() const { return tokens.size(); }
   bool is_chain() const;

@@ -24,6 +24,7 @@ DraftTree prune_to_grammar(DraftTree tree, sampling::TokenConstraint& grammar) {
     state_after[i + 1] = grammar.snapshot();
     kept.tokens.push_back(tree.tokens[i]);
     kept.parents.push_back(kept_index[parent]);
+    if (i < tree.node_scores.size()) kept.node_scores.push_back(tree.node_scores[i]);
     kept_index[i + 1] = static_cast<int32_t>(kept.tokens.size());
   }
   grammar.restore(root);

@@ -34,14 +34,7 @@ MergedDrafter::Payoff& MergedDrafter::payoff(RequestKind kind, size_t member) {
 }
 
 double MergedDrafter::forward_seconds(int32_t nodes) const {
-  if (!forward_costs_) return 0;
-  const double plain = forward_costs_->plain(), cost = forward_costs_->cost(nodes);
-  if (nodes == 0 || plain <= 0 || cost <= 0) return nodes == 0 ? plain : cost;
-  // A verified row is never free and never dearer than a plain step (an accepted node saves
-  // one): a line fitted to noisy steps (a busy host) may say either, and would then keep every
-  // node or none.
-  const double per_row = std::clamp((cost - plain) / nodes, kMinRowCost * plain, kMaxRowCost * plain);
-  return plain + per_row * nodes;
+  return forward_costs_ ? forward_costs_->bounded_cost(nodes) : 0;
 }
 
 std::vector<int32_t> MergedDrafter::propose(RequestKey request, std::span<const int32_t> tokens, int32_t k) {

@@ -78,8 +78,6 @@ class MergedDrafter final : public Drafter {
   static constexpr uint64_t kExploreEvery = 16;
   static constexpr int32_t kMinGainSamples = 4;  // steps a costly member runs per case before its payoff judges
   static constexpr double kEmaWeight = 0.1;
-  // Bounds on a verified row's measured cost, in plain steps (forward_seconds).
-  static constexpr double kMinRowCost = 0.02, kMaxRowCost = 1.0;
 
  private:
   struct RequestState {

@@ -82,11 +82,15 @@ std::vector<double> score_nodes(const SourcedTree& t, const MergedFigures& figur
 int32_t best_node_count(const std::vector<double>& scores, const std::function<double(int32_t)>& step_seconds) {
   std::vector<double> sorted = scores;
   std::sort(sorted.begin(), sorted.end(), std::greater<>());
-  const auto all = static_cast<int32_t>(sorted.size());
+  return best_prefix_count(sorted, step_seconds);
+}
+
+int32_t best_prefix_count(const std::vector<double>& values, const std::function<double(int32_t)>& step_seconds) {
+  const auto all = static_cast<int32_t>(values.size());
   int32_t best = 0;
   double best_rate = 0, expected = 1;  // tokens of a step: the target's own one plus accepted nodes
   for (int32_t n = 0; n <= all; ++n) {
-    if (n > 0) expected += sorted[static_cast<size_t>(n - 1)];
+    if (n > 0) expected += values[static_cast<size_t>(n - 1)];
     const double seconds = step_seconds(n);
     if (seconds <= 0) return all;  // not measured yet: verify everything once
     if (expected / seconds > best_rate) best = n, best_rate = expected / seconds;

@@ -75,6 +75,10 @@ std::vector<double> score_nodes(const SourcedTree& tree, const MergedFigures& fi
 // (1 + the n best scores) / step_seconds(n). step_seconds(0) is a plain step; a step_seconds that
 // returns 0 (nothing measured) keeps every node.
 int32_t best_node_count(const std::vector<double>& scores, const std::function<double(int32_t)>& step_seconds);
+// The same over prefixes of `values` in their own order: the n whose first n values, added to the
+// target's own token, give the most tokens per step_seconds(n) (a scored tree's nodes, whose
+// prefixes are trees: DraftTree::node_scores).
+int32_t best_prefix_count(const std::vector<double>& values, const std::function<double(int32_t)>& step_seconds);
 
 // The `n` best-scored nodes (a tree: see above), in their original order.
 SourcedTree keep_best(const SourcedTree& tree, const std::vector<double>& scores, int32_t n);

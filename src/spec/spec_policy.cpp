@@ -1,8 +1,10 @@
 #include "spec/spec_policy.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "spec/ema.h"
+#include "spec/merged_tree.h"
 #include "spec/ngram.h"
 
 namespace tachyon::spec {
@@ -13,7 +15,6 @@ namespace {
 // step over its first 8-16 steps and ~1.4 over 384 tokens on the demo model): with 8 steps and
 // 16 tokens the gates stopped it at 1.0x where it runs at 1.47x (CPU, bench/results).
 constexpr int32_t kAcceptanceEvidenceSteps = 32;
-constexpr double kMinRowCost = 0.02;
 constexpr int32_t kThroughputEvidenceTokens = 64;
 // Auto-k: the first steps, and every kExploreEvery-th, draft k_max.
 constexpr int32_t kFirstStepsAtKMax = 2, kExploreEvery = 8;
@@ -98,7 +99,14 @@ bool SpecPolicy::trees_possible(const SpecState& s) const {
 // (TreeOrChain), for drafters whose trees are worth trying.
 bool SpecPolicy::auto_tree_eligible(const SpecState& s) const {
   return config_.max_tree_nodes < 0 && lane(s).drafter.drafter->trees_by_default() && trees_possible(s) &&
-         !sizes_own_trees(s);
+         !sizes_own_trees(s) && !sizes_scored_trees(s);
+}
+
+// Auto mode, a drafter that scores its nodes (DFlash): trees wherever possible, each sized by
+// size_tree (a tree of its best k nodes or fewer is at least as likely to be accepted as the chain
+// of k, so TreeOrChain has nothing left to choose).
+bool SpecPolicy::sizes_scored_trees(const SpecState& s) const {
+  return config_.max_tree_nodes < 0 && lane(s).drafter.drafter->scores_tree_nodes() && trees_possible(s);
 }
 
 // A drafter that sizes its own trees (the merged drafter) drafts trees wherever trees are
@@ -112,7 +120,7 @@ bool SpecPolicy::sizes_own_trees(const SpecState& s) const {
 int32_t SpecPolicy::tree_nodes(const SpecState& s, int32_t k) const {
   if (!trees_possible(s)) return 0;
   if (config_.max_tree_nodes >= 0) return config_.max_tree_nodes;
-  if (sizes_own_trees(s)) return kOwnTreeNodesPerLevel * k;
+  if (sizes_own_trees(s) || sizes_scored_trees(s)) return kOwnTreeNodesPerLevel * k;
   return s.tree_step ? 2 * k : 0;
 }
 
@@ -122,7 +130,8 @@ int32_t SpecPolicy::tree_nodes(const SpecState& s, int32_t k) const {
 // levels that shorter chains never reach.
 int32_t SpecPolicy::choose_k(const SpecState& s) const {
   const int32_t k_max = s.num_speculative_tokens.value_or(lane(s).drafter.num_speculative_tokens);
-  if (!config_.auto_k || s.num_speculative_tokens || sizes_own_trees(s) || s.acceptance.steps() < kFirstStepsAtKMax ||
+  if (!config_.auto_k || s.num_speculative_tokens || sizes_own_trees(s) || sizes_scored_trees(s) ||
+      s.acceptance.steps() < kFirstStepsAtKMax ||
       s.acceptance.steps() % kExploreEvery == 0)
     return k_max;
   const bool tree = tree_nodes(s, k_max) > k_max;
@@ -167,6 +176,32 @@ void SpecPolicy::record_proposal(SpecState& s, int64_t num_tokens, double second
   s.drafter_primed = true;
   s.draft_warmup = catch_up;
   if (!catch_up) s.draft_seconds += seconds;
+}
+
+void SpecPolicy::size_tree(SpecState& s, DraftTree& tree, double drafting_seconds) {
+  s.tree_scores.clear();
+  if (s.lane < 0 || !sizes_scored_trees(s) || tree.node_scores.size() != tree.size() || tree.size() == 0) return;
+  Lane& l = lane(s);
+  std::vector<double> expected(tree.node_scores.size());
+  for (size_t i = 0; i < expected.size(); ++i) expected[i] = l.calibration.expected(tree.node_scores[i]);
+  const int32_t n = best_prefix_count(expected, [&](int32_t nodes) {
+    // No drafts at all is not this choice (a tree keeps a node, below; the gates judge whether
+    // drafting pays), and without plain steps (gates off) its cost is not measured.
+    if (nodes == 0) return std::numeric_limits<double>::infinity();
+    const double forward = l.forward_costs.bounded_cost(nodes);
+    return forward > 0 ? forward + drafting_seconds : 0.0;
+  });
+  // Every kSizeExploreEvery-th tree of the lane is verified whole and the one half-way between at half
+  // the chosen size, so the cost line has points at both ends of the sizes it compares (without
+  // plain steps, gates off, a single count measured reads as a flat line, and every tree would
+  // stay whole).
+  const uint64_t turn = l.sized_trees++ % kSizeExploreEvery;
+  const int32_t size = static_cast<int32_t>(tree.size());
+  const int32_t keep = turn == 0 ? size : turn == kSizeExploreEvery / 2 ? (n + 1) / 2 : n;
+  // node_scores are best first: the prefix is the best `keep`. At least one node, so that a drafter
+  // whose scores look worthless is still verified (its calibration can recover; the gates judge it).
+  tree.truncate(static_cast<size_t>(std::max(1, keep)));
+  s.tree_scores = tree.node_scores;
 }
 
 // Step-cost model from measured forwards: per-request time of plain decode steps, and of
@@ -214,8 +249,17 @@ void SpecPolicy::time_step(SpecState& s, bool timed, bool decode_only, double sh
 }
 
 const char* SpecPolicy::record_verification(SpecState& s, int32_t num_drafted, int32_t num_accepted,
-                                            int32_t emitted) {
+                                            int32_t emitted, std::span<const int32_t> accepted_nodes) {
   s.acceptance.record(std::min(s.draft_depth, num_drafted), num_accepted);
+  if (!s.tree_scores.empty()) {
+    std::vector<bool> accepted(s.tree_scores.size(), false);
+    for (int32_t i = 0; i < num_accepted && accepted_nodes.empty() && i < static_cast<int32_t>(accepted.size()); ++i)
+      accepted[static_cast<size_t>(i)] = true;  // a chain: its first nodes
+    for (const int32_t node : accepted_nodes)
+      if (node >= 1 && static_cast<size_t>(node) <= accepted.size()) accepted[static_cast<size_t>(node - 1)] = true;
+    lane(s).calibration.record(s.tree_scores, accepted);
+    s.tree_scores.clear();
+  }
   s.usage.num_drafted += num_drafted;
   s.usage.num_accepted += num_accepted;
   ++s.usage.num_steps;
@@ -249,7 +293,7 @@ const char* SpecPolicy::record_verification(SpecState& s, int32_t num_drafted, i
     // with the ceiling, drafts that are always accepted are never stopped here, even where a
     // sample on a busy host made rows look dearer than steps; whether speculation still pays
     // then is the throughput gate's measurement.
-    const double row_cost = std::clamp(marginal_row_cost(), kMinRowCost, 1.0);
+    const double row_cost = std::clamp(marginal_row_cost(), SpecStepCosts::kMinRowCost, SpecStepCosts::kMaxRowCost);
     const double extra_cost = row_cost * static_cast<double>(s.usage.num_drafted) / s.usage.num_steps;
     if (accepted_per_step < extra_cost) {
       s.off = true;

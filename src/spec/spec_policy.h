@@ -12,6 +12,7 @@
 //   policy.admit(state, prompt, speculate, logprobs, k, kind);  // at admission
 //   Drafter* d = policy.drafter(state);                                 // null: none
 //   auto d = policy.plan_drafts(state, room);     // before the step: k and tree nodes, or a gate
+//   policy.size_tree(state, tree, drafting_seconds);  // a scored tree (Drafter::scores_tree_nodes)
 //   policy.record_proposal(state, tokens, seconds, warmup);
 //   policy.record_step_cost(seconds, num_requests, num_drafts);             // after the forward
 //   policy.time_step(state, timed, decode_only, share, plain_decode_row);
@@ -66,6 +67,7 @@ struct SpecState {
   int32_t draft_depth = 0;            // levels of the pending drafts (a chain: its length)
   bool tree_step = false;             // the pending drafts' shape, as chosen by TreeOrChain
   bool shape_measured = false;        // ... and the choice was TreeOrChain's (auto trees)
+  std::vector<double> tree_scores;    // a sized tree's node scores, for its lane's ScoreCalibration
   DraftAcceptance acceptance;         // per draft level, for auto-k
 
   // Timing of the current step.
@@ -102,6 +104,8 @@ class SpecPolicy {
   SpecPolicy(std::vector<DrafterLane> lanes, const SpecPolicyConfig& config, bool has_recurrent_state);
   // Nodes per draft level a drafter that sizes its own trees (the merged drafter) may propose.
   static constexpr int32_t kOwnTreeNodesPerLevel = 3;
+  // size_tree verifies one tree in this many whole, and one at half its chosen size.
+  static constexpr uint64_t kSizeExploreEvery = 16;
   // One drafter (or none), k and model_free_drafter from `config`.
   SpecPolicy(Drafter* drafter, const SpecPolicyConfig& config, bool has_recurrent_state);
 
@@ -129,6 +133,12 @@ class SpecPolicy {
   // The drafter proposed in `seconds`; warmup: it did one-time work (Backend::warmup_events).
   // A model drafter's first proposal is its catch-up over the prompt, kept out of per-token costs.
   void record_proposal(SpecState& s, int64_t num_tokens, double seconds, bool warmup);
+  // Auto mode, a drafter that scores its trees' nodes: trims `tree` to the prefix with the most
+  // expected tokens per second, each node's score calibrated by the lane's ScoreCalibration,
+  // against the lane's verify forward cost by drafts (SpecStepCosts::bounded_cost) plus this
+  // step's `drafting_seconds`; the whole tree until that cost is measured. Other trees are left
+  // as they are. (After any grammar pruning: the scores must be the verified tree's.)
+  void size_tree(SpecState& s, DraftTree& tree, double drafting_seconds);
 
   // A decode step's forward (timed, no one-time work): seconds over its requests and the drafts
   // it verified, for auto-k's step-cost model.
@@ -136,9 +146,11 @@ class SpecPolicy {
   // A request's share of the step's forward: counted on its speculative or plain gate clock.
   // plain_decode_row: its chunk is one completing row without drafts.
   void time_step(SpecState& s, bool timed, bool decode_only, double share, bool plain_decode_row);
-  // A verification committed `emitted` tokens, `num_accepted` of `num_drafted` drafts accepted.
+  // A verification committed `emitted` tokens, `num_accepted` of `num_drafted` drafts accepted
+  // (a tree's: the accepted nodes, spec/verify.h VerifyResult::nodes; a chain's are its first).
   // Returns the gate (throughput or acceptance) that switched speculation off, or null.
-  const char* record_verification(SpecState& s, int32_t num_drafted, int32_t num_accepted, int32_t emitted);
+  const char* record_verification(SpecState& s, int32_t num_drafted, int32_t num_accepted, int32_t emitted,
+                                  std::span<const int32_t> accepted_nodes = {});
   // The iteration's host work beyond the forward and drafting, this request's share: on its
   // gate clock, and on its step's tree-or-chain measurement.
   void finish_step(SpecState& s, double rest_share);
@@ -155,6 +167,8 @@ class SpecPolicy {
     SpecStepCosts spec_costs, tree_costs;
     SpecStepCosts forward_costs;  // the verify forward alone (chains and trees), for drafters that size their trees
     TreeOrChain tree_or_chain;  // auto trees: which shape emits faster
+    ScoreCalibration calibration;  // scored trees (size_tree): the drafter's node scores vs accepted drafts
+    uint64_t sized_trees = 0;      // trees size_tree cut, for its exploring turns
     DrafterPayoff payoff;       // whether a model drafter starts on a request
     uint64_t shape_decisions = 0;
   };
@@ -164,6 +178,7 @@ class SpecPolicy {
   bool trees_possible(const SpecState& s) const;
   bool auto_tree_eligible(const SpecState& s) const;
   bool sizes_own_trees(const SpecState& s) const;
+  bool sizes_scored_trees(const SpecState& s) const;
   int32_t tree_nodes(const SpecState& s, int32_t k) const;
   int32_t choose_k(const SpecState& s) const;
   double marginal_row_cost() const;

@@ -76,6 +76,36 @@ double SpecStepCosts::cost(int32_t k) const {
   return std::max(intercept + slope * static_cast<double>(k), 1e-9);
 }
 
+double SpecStepCosts::bounded_cost(int32_t drafts) const {
+  const double c = cost(drafts);
+  if (drafts == 0 || plain_ <= 0 || c <= 0) return drafts == 0 ? plain_ : c;
+  const double per_row = std::clamp((c - plain_) / drafts, kMinRowCost * plain_, kMaxRowCost * plain_);
+  return plain_ + per_row * drafts;
+}
+
+int ScoreCalibration::bin(double score) {
+  int b = 0;
+  for (double edge = 0.5; b + 1 < kBins && !(score > edge); edge *= 0.5) ++b;
+  return b;
+}
+
+void ScoreCalibration::record(std::span<const double> scores, const std::vector<bool>& accepted) {
+  for (size_t i = 0; i < scores.size(); ++i) {
+    Bin& b = bins_[static_cast<size_t>(bin(scores[i]))];
+    const double hit = i < accepted.size() && accepted[i] ? 1.0 : 0.0;
+    const double w = b.nodes == 0 ? 1.0 : kEmaWeight;
+    b.predicted += w * (scores[i] - b.predicted);
+    b.accepted += w * (hit - b.accepted);
+    ++b.nodes;
+  }
+}
+
+double ScoreCalibration::expected(double score) const {
+  const Bin& b = bins_[static_cast<size_t>(bin(score))];
+  if (b.nodes < kMinNodes || b.predicted <= 0) return score;
+  return std::min(1.0, score * b.accepted / b.predicted);
+}
+
 int32_t SpecStepCosts::best_k(const DraftAcceptance& acceptance, int32_t k_max,
                               const std::function<int32_t(int32_t)>& drafts_for) const {
   int32_t best = k_max;

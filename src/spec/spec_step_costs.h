@@ -23,8 +23,10 @@
 //   int32_t k = costs.best_k(acceptance, /*k_max=*/4);
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 namespace tachyon::spec {
@@ -55,6 +57,11 @@ class SpecStepCosts {
   // the measured draft counts (weighted by samples), or with one count measured the line from
   // the plain step through it. 0 while nothing is measured.
   double cost(int32_t k) const;
+  // cost(drafts) with each verified row's share held to [kMinRowCost, kMaxRowCost] of a plain
+  // step (the plain step for 0 drafts): a line fitted to noisy steps (a busy host) may call a row
+  // free or dearer than the plain step an accepted node saves, and would then keep every node or
+  // none. 0 while nothing is measured. For drafters that size trees by node (spec/merged_tree.h).
+  double bounded_cost(int32_t drafts) const;
   // The k in [1, k_max] with the most expected tokens per second of cost(drafts_for(k));
   // k_max while no cost is measured. drafts_for: the drafts verified at depth k (a tree's
   // nodes); null: k.
@@ -66,6 +73,7 @@ class SpecStepCosts {
   static constexpr int32_t kMinSamples = 3;         // before a sample may be clipped to its count's average
   static constexpr double kMaxStepOverAverage = 2;  // a sample counts at most this times the average
   static constexpr double kFullWeight = 16;          // samples beyond this do not weigh more in the line
+  static constexpr double kMinRowCost = 0.02, kMaxRowCost = 1.0;  // bounded_cost's, in plain steps
 
  private:
   struct Average {
@@ -74,6 +82,36 @@ class SpecStepCosts {
   };
   double plain_ = 0;                // EMA seconds per request of a plain decode step
   std::vector<Average> by_drafts_;  // [drafts] EMA seconds per request of a speculative step
+};
+
+// How far a drafter's own node probabilities (DraftTree::node_scores) are from what the target
+// accepts, by histogram binning: nodes are binned by score (bin b: scores in (2^-(b+1), 2^-b],
+// the last bin everything below), and each bin keeps EMAs of its nodes' scores and of whether the
+// target accepted them. A node's expected acceptance is its score times its bin's accepted over
+// predicted. A drafter trained on greedy labels is sharper than the target's acceptance, and not
+// evenly: on the demo's DFlash drafter a single factor left 21-node trees looking worth their rows
+// on a CPU where the chain of 7 emitted more per second.
+//
+//   ScoreCalibration c;
+//   c.record(tree.node_scores, accepted);  // accepted[i]: node i + 1 is on the target's path
+//   double e = c.expected(tree.node_scores[i]);
+class ScoreCalibration {
+ public:
+  void record(std::span<const double> scores, const std::vector<bool>& accepted);
+  // The score itself until its bin has kMinNodes nodes; then score · accepted / predicted, at most 1.
+  double expected(double score) const;
+
+  static constexpr int kBins = 8;
+  static constexpr int32_t kMinNodes = 16;
+  static constexpr double kEmaWeight = 0.05;  // per node
+
+ private:
+  struct Bin {
+    double predicted = 0, accepted = 0;  // EMAs of a node's score and of its acceptance (0 or 1)
+    int32_t nodes = 0;
+  };
+  static int bin(double score);
+  std::array<Bin, kBins> bins_{};
 };
 
 // Draft trees or chains, whichever emits more tokens per second of step cost, measured on the

@@ -134,6 +134,33 @@ TEST(SpeculativeEngine, AutoTreesMeasureTreesAndChainsAndStayExact) {
   EXPECT_GE(stats.spec_steps - stats.spec_tree_steps, static_cast<uint64_t>(spec::TreeOrChain::kMinSteps));
 }
 
+// DFlash in the automatic mode (max_tree_nodes -1, the default): every step drafts a DDTree cut to
+// the node count its node probabilities and the measured verify cost favour (SpecPolicy::size_tree,
+// whose arithmetic spec_policy_test checks on fixed costs). Trees are verified, drafts accepted,
+// and the output is plain decoding's. Gates off: on a slow CPU the throughput gate may stop DFlash
+// before the test has seen it run.
+TEST(SpeculativeEngine, DFlashAutoTreesAreVerifiedAndStayExact) {
+  auto ps = prompts();
+  ps.resize(4);
+  const auto plain = stored_plain_outputs("greedy", ps.size(), 96);
+  auto dflash = spec::make_dflash_drafter(
+      model::DFlashHead::load(kDemo + "/dflash", kDemo, demo().model->config(), *demo().backend), *demo().backend);
+  EngineConfig config{.max_concurrent = 1, .num_blocks = 1024};
+  config.drafter = dflash.get();
+  config.num_speculative_tokens = 7;
+  config.gates = false;
+  ASSERT_EQ(config.max_tree_nodes, -1);
+  EngineStats stats;
+  const auto outs = run_all(ps, config, 96, nullptr, &stats);
+  for (size_t i = 0; i < ps.size(); ++i) ASSERT_EQ(outs[i], plain[i]) << "prompt " << i;
+  EXPECT_GT(stats.spec_tree_steps, 0u);
+  EXPECT_GT(stats.spec_accepted_tokens, 0u);
+  std::printf("DFlash auto trees: %llu steps (%llu trees), %.1f nodes and %.2f accepted per step\n",
+              static_cast<unsigned long long>(stats.spec_steps), static_cast<unsigned long long>(stats.spec_tree_steps),
+              static_cast<double>(stats.spec_drafted_tokens) / static_cast<double>(stats.spec_steps),
+              static_cast<double>(stats.spec_accepted_tokens) / static_cast<double>(stats.spec_steps));
+}
+
 TEST(SpeculativeEngine, SamplingDistributionIsUnchangedByDrafting) {
   // A tiny model whose own greedy drafts are often accepted at temperature 1, top-k 4.
   const std::string tiny = std::string(TACHYON_SOURCE_DIR) + "/tests/fixtures/hf/qwen3";

@@ -1,6 +1,6 @@
 // DDTree's best-first tree over a block drafter's per-position top-k (spec/block_tree.h): it holds
-// exactly the max_nodes best-scoring prefixes, parents first, and a chain when the budget is the
-// depth and each position's best token leads.
+// exactly the max_nodes best-scoring prefixes, parents first, with their probabilities best first,
+// and a chain when the budget is the depth and each position's best token leads.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -88,6 +88,14 @@ TEST(BlockTree, HoldsExactlyTheBestScoringPrefixesParentsFirst) {
         const auto it = std::find(p.tokens.begin(), p.tokens.end(), tree.tokens[i]);
         ASSERT_NE(it, p.tokens.end());
         scores[i + 1] = scores[static_cast<size_t>(parent)] + p.log_probs[static_cast<size_t>(it - p.tokens.begin())];
+      }
+      // node_scores: each node's path probability, best first (the order size_tree trims in).
+      ASSERT_EQ(tree.node_scores.size(), tree.size());
+      for (size_t i = 0; i < tree.size(); ++i) {
+        EXPECT_NEAR(tree.node_scores[i], std::exp(scores[i + 1]), 1e-12);
+        if (i > 0) {
+          EXPECT_LE(tree.node_scores[i], tree.node_scores[i - 1]);
+        }
       }
       std::vector<double> got(scores.begin() + 1, scores.end());
       std::sort(got.rbegin(), got.rend());

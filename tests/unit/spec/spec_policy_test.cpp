@@ -170,5 +170,111 @@ TEST(SpecPolicy, AModelDraftersPlainProbesComeInPairsTheFirstUntimed) {
   EXPECT_NEAR(s.plain_seconds, 0.004, 1e-12) << "only the second step of each pair is timed";
 }
 
+// A drafter whose trees carry node probabilities (DFlash's DDTree: Drafter::scores_tree_nodes).
+class ScoredDrafter : public FixedDrafter {
+ public:
+  bool proposes_trees() const override { return true; }
+  bool scores_tree_nodes() const override { return true; }
+};
+
+// Root → 1 (.9) → 2 (.8) → 3 (.5); 4 (.3) under the root; 5 (.1) under node 2: best first.
+DraftTree scored_tree() {
+  DraftTree t;
+  t.tokens = {1, 2, 3, 4, 5};
+  t.parents = {0, 1, 2, 0, 2};
+  t.node_scores = {0.9, 0.8, 0.5, 0.3, 0.1};
+  return t;
+}
+
+// Verify forwards of `drafts` drafts measured at `seconds` each, after a plain step of 1 s.
+void measure(SpecPolicy& policy, SpecState& s, int32_t drafts, double seconds) {
+  policy.record_step_cost(1.0, 1, 0);
+  for (int i = 0; i < SpecStepCosts::kMinSamples; ++i) {
+    s.num_drafts = drafts;
+    policy.time_step(s, /*timed=*/true, /*decode_only=*/true, seconds, false);
+  }
+  s.num_drafts = 0;
+}
+
+// Issue #48's node budget "from measured step cost": in the automatic mode the policy asks a
+// scoring drafter for kOwnTreeNodesPerLevel nodes per level and keeps the prefix with the most
+// expected tokens (1 + Σ calibrated scores) per second of the lane's measured verify forward.
+TEST(SpecPolicy, ScoredTreesAreSizedByTheMeasuredRowCostAndCalibratedScores) {
+  ScoredDrafter drafter;
+  const SpecPolicyConfig automatic{.num_speculative_tokens = 4, .auto_k = true, .max_tree_nodes = -1, .gates = false};
+  const std::vector<int32_t> prompt(100, 7);
+  SpecPolicy policy(&drafter, automatic, false);
+  SpecState s;
+  policy.admit(s, prompt, true, -1, {});
+  const DraftPlan plan = policy.plan_drafts(s, {.max_k = 10, .num_tokens = 100, .max_new = 50});
+  EXPECT_EQ(plan.k, 4);
+  EXPECT_EQ(plan.num_tree_nodes, SpecPolicy::kOwnTreeNodesPerLevel * 4);
+
+  DraftTree tree = scored_tree();
+  policy.size_tree(s, tree, 0.0);
+  EXPECT_EQ(tree.size(), 5u) << "costs unmeasured: the whole tree";
+
+  // Rows at half a plain step (the CPU's shape): 1 + Σp over 1 + n/2 is best at 2 nodes
+  // (2.7 / 2.0); a third node adds .5 tokens for .5 s at a rate below that.
+  measure(policy, s, 4, 3.0);
+  tree = scored_tree();
+  policy.size_tree(s, tree, 0.0);
+  EXPECT_EQ(tree.tokens, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(tree.node_scores.size(), 2u);
+  EXPECT_EQ(s.tree_scores, (std::vector<double>{0.9, 0.8}));
+  // This step's drafting counts in every size's seconds: 20 s of it make rows relatively cheap.
+  tree = scored_tree();
+  policy.size_tree(s, tree, 20.0);
+  EXPECT_EQ(tree.size(), 5u);
+
+  // The target accepts none of what the drafter predicts: calibrated scores shrink the tree to
+  // one node (never none, so the calibration can still learn).
+  for (int i = 0; i < ScoreCalibration::kMinNodes; ++i) {
+    tree = scored_tree();
+    policy.size_tree(s, tree, 0.0);
+    policy.record_verification(s, static_cast<int32_t>(tree.size()), 0, 1);
+  }
+  tree = scored_tree();
+  policy.size_tree(s, tree, 0.0);
+  EXPECT_EQ(tree.size(), 1u);
+
+  // Its exploring turns: one tree in kSizeExploreEvery whole, one at half the chosen size, so that
+  // the cost line keeps points at both ends.
+  SpecPolicy exploring(&drafter, automatic, false);
+  SpecState e;
+  exploring.admit(e, prompt, true, -1, {});
+  measure(exploring, e, 4, 3.0);
+  std::vector<size_t> sizes;
+  for (uint64_t i = 0; i < SpecPolicy::kSizeExploreEvery; ++i) {
+    tree = scored_tree();
+    exploring.size_tree(e, tree, 0.0);
+    sizes.push_back(tree.size());
+  }
+  std::vector<size_t> want(SpecPolicy::kSizeExploreEvery, 2);
+  want[0] = 5;
+  want[SpecPolicy::kSizeExploreEvery / 2] = 1;
+  EXPECT_EQ(sizes, want);
+
+  // Nearly free rows (a GPU's shape): the whole tree.
+  SpecPolicy flat(&drafter, automatic, false);
+  SpecState f;
+  flat.admit(f, prompt, true, -1, {});
+  measure(flat, f, 4, 1.0);
+  tree = scored_tree();
+  flat.size_tree(f, tree, 0.0);
+  EXPECT_EQ(tree.size(), 5u);
+
+  // A node count the user gave is kept as it is.
+  SpecPolicy fixed(&drafter, {.num_speculative_tokens = 4, .auto_k = false, .max_tree_nodes = 5, .gates = false},
+                   false);
+  SpecState x;
+  fixed.admit(x, prompt, true, -1, {});
+  measure(fixed, x, 4, 3.0);
+  EXPECT_EQ(fixed.plan_drafts(x, {.max_k = 10, .num_tokens = 100, .max_new = 50}).num_tree_nodes, 5);
+  tree = scored_tree();
+  fixed.size_tree(x, tree, 0.0);
+  EXPECT_EQ(tree.size(), 5u);
+}
+
 }  // namespace
 }  // namespace tachyon::spec

@@ -113,6 +113,49 @@ TEST(SpecStepCosts, DeepChainsWinWhenDeepLevelsAreAcceptedAndCostsHaveAnIntercep
   EXPECT_EQ(SpecStepCosts{}.best_k(acceptance, 3), 3);
 }
 
+// A row's share of the fitted line is held between kMinRowCost and kMaxRowCost plain steps.
+TEST(SpecStepCosts, BoundedCostHoldsEachRowBetweenFreeAndAPlainStep) {
+  SpecStepCosts costs;
+  EXPECT_EQ(costs.bounded_cost(4), 0);
+  costs.record_plain(1.0);
+  EXPECT_DOUBLE_EQ(costs.bounded_cost(0), 1.0);
+  for (int i = 0; i < SpecStepCosts::kMinSamples; ++i) costs.record(4, 1.4);
+  EXPECT_NEAR(costs.bounded_cost(8), 1.8, 1e-12);  // within the bounds: the line
+  SpecStepCosts flat;
+  flat.record_plain(1.0);
+  for (int i = 0; i < SpecStepCosts::kMinSamples; ++i) flat.record(4, 1.0);
+  EXPECT_NEAR(flat.bounded_cost(10), 1.0 + 10 * SpecStepCosts::kMinRowCost, 1e-12) << "a row is never free";
+  SpecStepCosts steep;
+  steep.record_plain(1.0);
+  for (int i = 0; i < SpecStepCosts::kMinSamples; ++i) steep.record(2, 9.0);
+  EXPECT_NEAR(steep.bounded_cost(2), 1.0 + 2 * SpecStepCosts::kMaxRowCost, 1e-12) << "nor dearer than a plain step";
+}
+
+// Histogram binning of a drafter's node scores: a score is its own estimate until its bin (scores
+// within a factor of 2) has seen kMinNodes nodes, then it is scaled by the bin's accepted over
+// predicted; bins are apart, so an overconfident runner-up does not borrow the main line's rate.
+TEST(ScoreCalibration, ScalesEachScoreByItsBinsAcceptedOverPredicted) {
+  ScoreCalibration c;
+  EXPECT_EQ(c.expected(0.8), 0.8);
+  // Main-line nodes scored .8 and accepted 3 times in 4; runner-ups scored .2 and never accepted.
+  for (int i = 0; i < 400; ++i) c.record(std::vector<double>{0.8, 0.2}, {i % 4 != 0, false});
+  EXPECT_NEAR(c.expected(0.8), 0.75, 0.03);
+  EXPECT_NEAR(c.expected(0.6), 0.6 * 0.75 / 0.8, 0.03) << "the same bin";
+  EXPECT_NEAR(c.expected(0.2), 0.0, 1e-6);
+  EXPECT_EQ(c.expected(0.05), 0.05) << "a bin with no nodes: the score itself";
+  // An underconfident bin is scaled up, never past 1.
+  ScoreCalibration under;
+  for (int i = 0; i < 100; ++i) under.record(std::vector<double>{0.4}, {true});
+  EXPECT_NEAR(under.expected(0.4), 1.0, 1e-9);
+  EXPECT_NEAR(under.expected(0.3), 0.75, 1e-9);
+  // Fewer than kMinNodes: not yet trusted.
+  ScoreCalibration few;
+  for (int i = 0; i + 1 < ScoreCalibration::kMinNodes; ++i) few.record(std::vector<double>{0.9}, {false});
+  EXPECT_EQ(few.expected(0.9), 0.9);
+  few.record(std::vector<double>{0.9}, {false});
+  EXPECT_EQ(few.expected(0.9), 0.0);
+}
+
 TEST(TreeOrChain, AlternatesUntilBothAreMeasuredThenTakesTheFasterAndExploresTheOther) {
   TreeOrChain choice;
   uint64_t step = 1;
