@@ -25,8 +25,10 @@ class DFlashDrafter final : public Drafter {
   bool wants_hidden() const override { return true; }
   std::vector<int32_t> hidden_layers() const override { return head_->target_layer_ids(); }
   bool proposes_trees() const override { return true; }
-  // Auto mode sizes each DDTree by the drafter's node probabilities against the measured step
-  // cost (SpecPolicy::size_tree; EngineConfig::max_tree_nodes).
+  // Auto mode weighs DDTree trees against chains by measured step cost, and sizes each tree by
+  // the drafter's node probabilities against the measured verify cost (SpecPolicy::size_tree;
+  // EngineConfig::max_tree_nodes).
+  bool trees_by_default() const override { return true; }
   bool scores_tree_nodes() const override { return true; }
 
   void observe_hidden(RequestKey request, int32_t first, std::span<const float> hidden, int32_t count) override {

@@ -64,9 +64,10 @@ class Drafter {
   // lookup's and the suffix trie's extra branches did not pay for their rows).
   virtual bool trees_by_default() const { return false; }
   // Drafters whose trees carry each node's probability (DraftTree::node_scores: DFlash's DDTree).
-  // In the automatic mode the policy asks them for kOwnTreeNodesPerLevel nodes per level and
-  // keeps the prefix with the most expected tokens per second of the lane's measured verify cost
-  // (SpecPolicy::size_tree): the node budget follows the device's step cost rather than a rule.
+  // In the automatic mode, on the steps that draft trees, the policy asks them for
+  // kOwnTreeNodesPerLevel nodes per level and keeps the prefix with the most expected tokens per
+  // second of the lane's measured verify cost (SpecPolicy::size_tree): the node budget follows
+  // the device's step cost rather than a rule.
   virtual bool scores_tree_nodes() const { return false; }
   // The request ended with `tokens` committed (prompt first, `num_prompt` of them): drop
   // per-request state; drafters that learn from past outputs record them here.

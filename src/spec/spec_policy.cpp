@@ -99,14 +99,16 @@ bool SpecPolicy::trees_possible(const SpecState& s) const {
 // (TreeOrChain), for drafters whose trees are worth trying.
 bool SpecPolicy::auto_tree_eligible(const SpecState& s) const {
   return config_.max_tree_nodes < 0 && lane(s).drafter.drafter->trees_by_default() && trees_possible(s) &&
-         !sizes_own_trees(s) && !sizes_scored_trees(s);
+         !sizes_own_trees(s);
 }
 
-// Auto mode, a drafter that scores its nodes (DFlash): trees wherever possible, each sized by
-// size_tree (a tree of its best k nodes or fewer is at least as likely to be accepted as the chain
-// of k, so TreeOrChain has nothing left to choose).
+// Auto mode, a drafter that scores its nodes (DFlash), on a step TreeOrChain gave to trees: the
+// tree is asked for kOwnTreeNodesPerLevel nodes per level and cut by size_tree. Trees still compete
+// with chains: on a CPU, sized trees of chain-like size ran 10-15% slower per step than auto-k's
+// chains (the top-k log-probabilities over the vocabulary, the tree verify's bookkeeping).
 bool SpecPolicy::sizes_scored_trees(const SpecState& s) const {
-  return config_.max_tree_nodes < 0 && lane(s).drafter.drafter->scores_tree_nodes() && trees_possible(s);
+  return s.tree_step && config_.max_tree_nodes < 0 && lane(s).drafter.drafter->scores_tree_nodes() &&
+         trees_possible(s);
 }
 
 // A drafter that sizes its own trees (the merged drafter) drafts trees wherever trees are
@@ -191,13 +193,14 @@ void SpecPolicy::size_tree(SpecState& s, DraftTree& tree, double drafting_second
     const double forward = l.forward_costs.bounded_cost(nodes);
     return forward > 0 ? forward + drafting_seconds : 0.0;
   });
-  // Every kSizeExploreEvery-th tree of the lane is verified whole and the one half-way between at half
-  // the chosen size, so the cost line has points at both ends of the sizes it compares (without
-  // plain steps, gates off, a single count measured reads as a flat line, and every tree would
-  // stay whole).
+  // Every kSizeExploreEvery-th tree of the lane is verified at twice the chosen size (at most the
+  // whole tree) and the one half-way between at half of it, so the cost line keeps points on both
+  // sides of the sizes it compares (without plain steps, gates off, a single count measured reads
+  // as a flat line and every tree would stay whole). Not the whole tree: on a CPU a row costs
+  // 0.2-0.3 plain steps, and a whole 21-node tree every 16th step cost more than the sizing saved.
   const uint64_t turn = l.sized_trees++ % kSizeExploreEvery;
   const int32_t size = static_cast<int32_t>(tree.size());
-  const int32_t keep = turn == 0 ? size : turn == kSizeExploreEvery / 2 ? (n + 1) / 2 : n;
+  const int32_t keep = turn == 0 ? std::min(size, 2 * std::max(1, n)) : turn == kSizeExploreEvery / 2 ? (n + 1) / 2 : n;
   // node_scores are best first: the prefix is the best `keep`. At least one node, so that a drafter
   // whose scores look worthless is still verified (its calibration can recover; the gates judge it).
   tree.truncate(static_cast<size_t>(std::max(1, keep)));

@@ -104,7 +104,7 @@ class SpecPolicy {
   SpecPolicy(std::vector<DrafterLane> lanes, const SpecPolicyConfig& config, bool has_recurrent_state);
   // Nodes per draft level a drafter that sizes its own trees (the merged drafter) may propose.
   static constexpr int32_t kOwnTreeNodesPerLevel = 3;
-  // size_tree verifies one tree in this many whole, and one at half its chosen size.
+  // size_tree verifies one tree in this many at twice its chosen size, and one at half of it.
   static constexpr uint64_t kSizeExploreEvery = 16;
   // One drafter (or none), k and model_free_drafter from `config`.
   SpecPolicy(Drafter* drafter, const SpecPolicyConfig& config, bool has_recurrent_state);

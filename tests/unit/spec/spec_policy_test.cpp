@@ -174,6 +174,7 @@ TEST(SpecPolicy, AModelDraftersPlainProbesComeInPairsTheFirstUntimed) {
 class ScoredDrafter : public FixedDrafter {
  public:
   bool proposes_trees() const override { return true; }
+  bool trees_by_default() const override { return true; }
   bool scores_tree_nodes() const override { return true; }
 };
 
@@ -196,9 +197,10 @@ void measure(SpecPolicy& policy, SpecState& s, int32_t drafts, double seconds) {
   s.num_drafts = 0;
 }
 
-// Issue #48's node budget "from measured step cost": in the automatic mode the policy asks a
-// scoring drafter for kOwnTreeNodesPerLevel nodes per level and keeps the prefix with the most
-// expected tokens (1 + Σ calibrated scores) per second of the lane's measured verify forward.
+// Issue #48's node budget "from measured step cost": in the automatic mode, on the steps that
+// draft trees (TreeOrChain's first is one), the policy asks a scoring drafter for
+// kOwnTreeNodesPerLevel nodes per level and keeps the prefix with the most expected tokens
+// (1 + Σ calibrated scores) per second of the lane's measured verify forward.
 TEST(SpecPolicy, ScoredTreesAreSizedByTheMeasuredRowCostAndCalibratedScores) {
   ScoredDrafter drafter;
   const SpecPolicyConfig automatic{.num_speculative_tokens = 4, .auto_k = true, .max_tree_nodes = -1, .gates = false};
@@ -238,11 +240,12 @@ TEST(SpecPolicy, ScoredTreesAreSizedByTheMeasuredRowCostAndCalibratedScores) {
   policy.size_tree(s, tree, 0.0);
   EXPECT_EQ(tree.size(), 1u);
 
-  // Its exploring turns: one tree in kSizeExploreEvery whole, one at half the chosen size, so that
-  // the cost line keeps points at both ends.
+  // Its exploring turns: one tree in kSizeExploreEvery at twice the chosen size, one at half of it,
+  // so that the cost line keeps points on both sides.
   SpecPolicy exploring(&drafter, automatic, false);
   SpecState e;
   exploring.admit(e, prompt, true, -1, {});
+  ASSERT_GT(exploring.plan_drafts(e, {.max_k = 10, .num_tokens = 100, .max_new = 50}).num_tree_nodes, 4);
   measure(exploring, e, 4, 3.0);
   std::vector<size_t> sizes;
   for (uint64_t i = 0; i < SpecPolicy::kSizeExploreEvery; ++i) {
@@ -251,7 +254,7 @@ TEST(SpecPolicy, ScoredTreesAreSizedByTheMeasuredRowCostAndCalibratedScores) {
     sizes.push_back(tree.size());
   }
   std::vector<size_t> want(SpecPolicy::kSizeExploreEvery, 2);
-  want[0] = 5;
+  want[0] = 4;
   want[SpecPolicy::kSizeExploreEvery / 2] = 1;
   EXPECT_EQ(sizes, want);
 
@@ -259,6 +262,7 @@ TEST(SpecPolicy, ScoredTreesAreSizedByTheMeasuredRowCostAndCalibratedScores) {
   SpecPolicy flat(&drafter, automatic, false);
   SpecState f;
   flat.admit(f, prompt, true, -1, {});
+  ASSERT_GT(flat.plan_drafts(f, {.max_k = 10, .num_tokens = 100, .max_new = 50}).num_tree_nodes, 4);
   measure(flat, f, 4, 1.0);
   tree = scored_tree();
   flat.size_tree(f, tree, 0.0);
