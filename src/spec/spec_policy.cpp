@@ -197,7 +197,7 @@ void SpecPolicy::size_tree(SpecState& s, DraftTree& tree, double drafting_second
   // whole tree) and the one half-way between at half of it, so the cost line keeps points on both
   // sides of the sizes it compares (without plain steps, gates off, a single count measured reads
   // as a flat line and every tree would stay whole). Not the whole tree: on a CPU a row costs
-  // 0.2-0.3 plain steps, and a whole 21-node tree every 16th step cost more than the sizing saved.
+  // 0.2-0.3 plain steps (verify_cost), so a whole 21-node tree costs 4-6 plain steps there.
   const uint64_t turn = l.sized_trees++ % kSizeExploreEvery;
   const int32_t size = static_cast<int32_t>(tree.size());
   const int32_t keep = turn == 0 ? std::min(size, 2 * std::max(1, n)) : turn == kSizeExploreEvery / 2 ? (n + 1) / 2 : n;
