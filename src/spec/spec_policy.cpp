@@ -256,10 +256,13 @@ const char* SpecPolicy::record_verification(SpecState& s, int32_t num_drafted, i
   s.acceptance.record(std::min(s.draft_depth, num_drafted), num_accepted);
   if (!s.tree_scores.empty()) {
     std::vector<bool> accepted(s.tree_scores.size(), false);
-    for (int32_t i = 0; i < num_accepted && accepted_nodes.empty() && i < static_cast<int32_t>(accepted.size()); ++i)
-      accepted[static_cast<size_t>(i)] = true;  // a chain: its first nodes
-    for (const int32_t node : accepted_nodes)
-      if (node >= 1 && static_cast<size_t>(node) <= accepted.size()) accepted[static_cast<size_t>(node - 1)] = true;
+    if (accepted_nodes.empty()) {  // a chain (a sized tree cut to one branch): its first nodes
+      std::fill_n(accepted.begin(), std::clamp<size_t>(static_cast<size_t>(std::max(0, num_accepted)), 0, accepted.size()),
+                  true);
+    } else {
+      for (const int32_t node : accepted_nodes)  // tree nodes are 1-based (DraftTree)
+        if (node >= 1 && static_cast<size_t>(node) <= accepted.size()) accepted[static_cast<size_t>(node - 1)] = true;
+    }
     lane(s).calibration.record(s.tree_scores, accepted);
     s.tree_scores.clear();
   }

@@ -93,6 +93,7 @@ void ScoreCalibration::record(std::span<const double> scores, const std::vector<
   for (size_t i = 0; i < scores.size(); ++i) {
     Bin& b = bins_[static_cast<size_t>(bin(scores[i]))];
     const double hit = i < accepted.size() && accepted[i] ? 1.0 : 0.0;
+    // Not ema_update: it reads 0 as "unmeasured", and a rejected node's 0 is a sample.
     const double w = b.nodes == 0 ? 1.0 : kEmaWeight;
     b.predicted += w * (scores[i] - b.predicted);
     b.accepted += w * (hit - b.accepted);
